@@ -1,0 +1,2 @@
+//! twin binary.
+fn main() {}
