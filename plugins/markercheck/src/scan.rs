@@ -1,0 +1,1011 @@
+//! File selection, reading and per-document analysis, following image-automation-controller
+//! `internal/update/filereader.go` (`ScreeningLocalReader.Read`) and kyaml v0.21.1
+//! `kio/byteio_reader.go` (`ByteReader.Read`, `splitDocuments`, `decode`).
+
+use crate::marker::{self, Parsed};
+use crate::yamltree::{self, Comment, Node, Scalar, Style};
+use std::path::{Path, PathBuf};
+
+/// The token `ScreeningLocalReader` looks for: `fmt.Sprintf("%q", "$imagepolicy")`.
+pub const TOKEN: &[u8] = b"\"$imagepolicy\"";
+
+/// Files larger than this are not read (reported as a finding instead).
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 * 1024 * 1024;
+
+/// How upstream selects a file by name (`filereader.go`: `filepath.Ext(p)` is `.yaml` or
+/// `.yml`, case-sensitive, or `filepath.Base(p) == "Kustomization"`).
+pub fn flux_selects(name: &str) -> bool {
+    name == "Kustomization" || ext(name) == Some("yaml") || ext(name) == Some("yml")
+}
+
+fn ext(name: &str) -> Option<&str> {
+    // Go filepath.Ext: from the last dot of the final element.
+    name.rfind('.').map(|i| &name[i + 1..])
+}
+
+/// Names worth reading for lint although Flux never reads them (YAML-ish names, templates).
+pub fn lint_candidate(name: &str) -> bool {
+    let l = name.to_ascii_lowercase();
+    l.contains(".yaml")
+        || l.contains(".yml")
+        || l == "kustomization"
+        || matches!(
+            ext(&l),
+            Some("json" | "tpl" | "tmpl" | "gotmpl" | "j2" | "jinja" | "txt" | "template")
+        )
+}
+
+/// Why upstream would skip a file that passed the token pre-check ("problem file" in
+/// `ScreeningLocalReader.Read`: any error from `kio.ByteReader.Read`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// Not UTF-8 (go-yaml v3 rejects invalid UTF-8).
+    InvalidUtf8 {
+        /// Byte offset of the first invalid byte.
+        offset: usize,
+    },
+    /// `splitDocuments`: a `---` line followed by something other than a comment.
+    InvalidSeparator {
+        /// 1-based line.
+        line: usize,
+        /// The separator line.
+        text: String,
+    },
+    /// go-yaml failed to parse a document (`MalformedYAMLError`).
+    Syntax {
+        /// 1-based line in the file.
+        line: usize,
+        /// 1-based column.
+        col: usize,
+        /// Parser message.
+        message: String,
+    },
+    /// The document root is not a mapping (kyaml cannot set its reader annotations): a
+    /// top-level sequence (JSON6902 patch files) or scalar.
+    NotAMapping {
+        /// 1-based line of the document root.
+        line: usize,
+        /// "sequence" or "scalar".
+        what: &'static str,
+    },
+    /// `metadata` / `metadata.annotations` is not a mapping.
+    BadMetadata {
+        /// 1-based line.
+        line: usize,
+    },
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Problem::InvalidUtf8 { offset } => write!(f, "not valid UTF-8 (byte {offset})"),
+            Problem::InvalidSeparator { line, text } => {
+                write!(f, "invalid document separator {text:?} at line {line}")
+            }
+            Problem::Syntax { line, col, message } => {
+                write!(f, "YAML syntax error at {line}:{col}: {message}")
+            }
+            Problem::NotAMapping { line, what } => {
+                write!(
+                    f,
+                    "document at line {line} is a top-level {what}, not a mapping"
+                )
+            }
+            Problem::BadMetadata { line } => {
+                write!(
+                    f,
+                    "metadata or metadata.annotations at line {line} is not a mapping"
+                )
+            }
+        }
+    }
+}
+
+impl Problem {
+    /// 1-based line of the problem.
+    pub fn line(&self) -> usize {
+        match self {
+            Problem::InvalidUtf8 { .. } => 1,
+            Problem::InvalidSeparator { line, .. }
+            | Problem::Syntax { line, .. }
+            | Problem::NotAMapping { line, .. }
+            | Problem::BadMetadata { line } => *line,
+        }
+    }
+}
+
+/// Identity of the object a marker is in.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ObjectId {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+}
+
+/// Where a comment mentioning `$imagepolicy` sits, in go-yaml v3 terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// Line comment of a scalar value: Flux reads it.
+    LineComment,
+    /// Head comment of a scalar sequence item with no line comment: Flux reads it.
+    ItemHeadComment,
+    /// On the line above `key: value`: go-yaml attaches it to the key; never applied.
+    AboveKey,
+    /// After `key:` whose value is on the following lines (attaches to the key).
+    OnKey,
+    /// Anywhere else (foot comments, a line comment after a flow collection...).
+    Elsewhere,
+    /// A head comment shadowed by the scalar's own (non-marker) line comment.
+    Shadowed,
+    /// Text inside a block scalar (`|`/`>`): string data, never a comment.
+    BlockScalarContent,
+    /// Inside a quoted or plain scalar value (string data).
+    InsideValue,
+}
+
+/// One comment (or text) that mentions `$imagepolicy`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Site {
+    /// 1-based line in the file.
+    pub line: usize,
+    /// 1-based column of the `#` (or of the text).
+    pub col: usize,
+    /// Comment text including `#`.
+    pub comment: String,
+    /// Placement.
+    pub placement: Placement,
+    /// How Flux reads the comment (`None` for block content / inside values).
+    #[serde(skip)]
+    pub parsed: Option<Parsed>,
+    /// The setter name if `parsed` is a marker.
+    pub setter: Option<String>,
+    /// The scalar the comment applies to (for effective placements).
+    pub target: Option<Target>,
+    /// Object the site is in.
+    pub object: ObjectId,
+    /// In an item of an unwrapped `kind: List` (Flux writes changes to a generated path).
+    pub in_list_item: bool,
+}
+
+impl Site {
+    /// Flux reads this comment as a marker (correct placement and JSON).
+    pub fn effective(&self) -> bool {
+        matches!(
+            self.placement,
+            Placement::LineComment | Placement::ItemHeadComment
+        ) && self.setter.is_some()
+    }
+}
+
+/// The scalar a marker sets.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Target {
+    /// Current value.
+    pub value: String,
+    /// Style.
+    pub style: Style,
+    /// Byte range in the LF-normalized file text.
+    pub start: usize,
+    /// End (exclusive).
+    pub end: usize,
+    /// 1-based line of the value.
+    pub line: usize,
+    /// 1-based column of the value.
+    pub col: usize,
+    /// Mapping key holding the value (`None` for a sequence item).
+    pub key: Option<String>,
+    /// Dotted path of mapping keys, e.g. `.spec.template.spec.containers.image`.
+    pub path: String,
+    /// A mapping key on the same node path (used by rules), e.g. sibling `name`.
+    pub pod_template: bool,
+}
+
+/// One YAML document of a file (a chunk of `splitDocuments`).
+#[derive(Debug, Clone)]
+pub struct Doc {
+    /// Byte offset of the chunk in the normalized text.
+    pub offset: usize,
+    /// Number of lines before the chunk.
+    pub line_offset: usize,
+    /// Parsed tree (root may be None).
+    pub tree: yamltree::Document,
+}
+
+/// A scanned file.
+#[derive(Debug, Clone)]
+pub struct FileScan {
+    /// Path relative to the scan root (as Flux annotates it).
+    pub rel: PathBuf,
+    /// Path on disk.
+    pub abs: PathBuf,
+    /// Flux would select the file by name.
+    pub selected: bool,
+    /// The file contains the `"$imagepolicy"` token.
+    pub has_token: bool,
+    /// Original bytes (kept only for files with markers or Flux objects).
+    pub bytes: Vec<u8>,
+    /// Text with CRLF replaced by LF (what kyaml parses), if UTF-8.
+    pub text: String,
+    /// The file had CRLF line endings.
+    pub crlf: bool,
+    /// Why Flux would skip it (if it passed the token pre-check).
+    pub problem: Option<Problem>,
+    /// Parsed documents (empty if problem).
+    pub docs: Vec<Doc>,
+    /// The single document was a `kind: List` that kyaml unwraps.
+    pub list: bool,
+    /// Comments mentioning `$imagepolicy`, classified.
+    pub sites: Vec<Site>,
+}
+
+/// A file that could not be read.
+#[derive(Debug, Clone)]
+pub struct ReadError {
+    /// Path relative to the scan root.
+    pub rel: PathBuf,
+    /// OS error.
+    pub message: String,
+    /// A symlink (Flux ignores unreadable symlinks; any other read error fails the run).
+    pub symlink: bool,
+}
+
+/// Result of scanning one root.
+#[derive(Debug, Default)]
+pub struct ScanResult {
+    /// Files that mention `$imagepolicy` or hold Flux image objects.
+    pub files: Vec<FileScan>,
+    /// Read errors.
+    pub read_errors: Vec<ReadError>,
+    /// Files skipped for size: (relative path, size in bytes).
+    pub too_large: Vec<(PathBuf, u64)>,
+    /// Number of files Flux would select by name.
+    pub selected_files: usize,
+}
+
+/// Walk `root` like `filepath.Walk` (lexical order, symlinks not followed into directories),
+/// reading every file Flux selects plus YAML-ish lint candidates. Directories named `.git` are
+/// skipped (they hold no manifests; Flux walks them but finds no `.yaml` files there).
+pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
+    let mut res = ScanResult::default();
+    let root_is_file = root.is_file();
+    let base = if root_is_file {
+        root.parent().unwrap_or(Path::new(".")).to_path_buf()
+    } else {
+        root.to_path_buf()
+    };
+    let walker = walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| !(e.depth() > 0 && e.file_type().is_dir() && e.file_name() == ".git"));
+    for entry in walker {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                let rel = e
+                    .path()
+                    .and_then(|p| p.strip_prefix(&base).ok())
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default();
+                res.read_errors.push(ReadError {
+                    rel,
+                    message: e.to_string(),
+                    symlink: false,
+                });
+                continue;
+            }
+        };
+        if entry.file_type().is_dir() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy();
+        let selected = flux_selects(&name);
+        if !selected && !lint_candidate(&name) {
+            continue;
+        }
+        if selected {
+            res.selected_files += 1;
+        }
+        let rel = entry
+            .path()
+            .strip_prefix(&base)
+            .unwrap_or(entry.path())
+            .to_path_buf();
+        let symlink = entry.path_is_symlink();
+        let size = match std::fs::metadata(entry.path()) {
+            Ok(m) if m.is_file() => m.len(),
+            Ok(_) => continue, // symlink to a directory or special file
+            Err(e) => {
+                res.read_errors.push(ReadError {
+                    rel,
+                    message: e.to_string(),
+                    symlink,
+                });
+                continue;
+            }
+        };
+        if size > max_file_size {
+            res.too_large.push((rel, size));
+            continue;
+        }
+        let bytes = match std::fs::read(entry.path()) {
+            Ok(b) => b,
+            Err(e) => {
+                res.read_errors.push(ReadError {
+                    rel,
+                    message: e.to_string(),
+                    symlink,
+                });
+                continue;
+            }
+        };
+        if let Some(f) = scan_bytes(rel, entry.path().to_path_buf(), selected, bytes) {
+            res.files.push(f);
+        }
+    }
+    res
+}
+
+fn mentions_ci(bytes: &[u8], needle: &[u8]) -> bool {
+    // cheap: look for the lower-case and the common mixed-case spellings.
+    memchr::memmem::find(bytes, needle).is_some()
+        || bytes
+            .windows(needle.len())
+            .any(|w| w.eq_ignore_ascii_case(needle))
+}
+
+/// Analyse one file's bytes. Returns `None` when the file neither mentions `imagepolicy` nor
+/// holds `image.toolkit.fluxcd.io` objects (nothing to report).
+pub fn scan_bytes(rel: PathBuf, abs: PathBuf, selected: bool, bytes: Vec<u8>) -> Option<FileScan> {
+    let has_token = memchr::memmem::find(&bytes, TOKEN).is_some();
+    let has_objects =
+        selected && memchr::memmem::find(&bytes, b"image.toolkit.fluxcd.io").is_some();
+    let mentions = has_token
+        || memchr::memmem::find(&bytes, b"imagepolicy").is_some()
+        || mentions_ci(&bytes, b"$imagepolicy");
+    if !has_token && !has_objects && !mentions {
+        return None;
+    }
+    let mut f = FileScan {
+        rel,
+        abs,
+        selected,
+        has_token,
+        bytes,
+        text: String::new(),
+        crlf: false,
+        problem: None,
+        docs: Vec::new(),
+        list: false,
+        sites: Vec::new(),
+    };
+    let text = match std::str::from_utf8(&f.bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            f.problem = Some(Problem::InvalidUtf8 {
+                offset: e.valid_up_to(),
+            });
+            return Some(f);
+        }
+    };
+    f.crlf = text.contains("\r\n");
+    f.text = text.replace("\r\n", "\n");
+    analyse(&mut f);
+    Some(f)
+}
+
+/// `kio.splitDocuments`: split on the regexp `\n---.*\n`; a separator line whose rest is not
+/// blank or a `#` comment is an error. Returns `(start, end)` byte ranges of each chunk (the
+/// separator, including both newlines, is excluded) or the offending separator.
+pub fn split_documents(s: &str) -> Result<Vec<(usize, usize)>, (usize, String)> {
+    let mut docs = Vec::new();
+    if s.is_empty() {
+        return Ok(docs);
+    }
+    let b = s.as_bytes();
+    let mut prev = 0;
+    let mut pos = 0;
+    while let Some(i) = memchr::memmem::find(&b[pos..], b"\n---").map(|i| i + pos) {
+        // `.` does not match `\n`; the separator needs a closing `\n`.
+        let Some(nl) = memchr::memchr(b'\n', &b[i + 1..]).map(|j| j + i + 1) else {
+            break;
+        };
+        let rest = s[i + 4..nl].trim();
+        if !rest.is_empty() && !rest.starts_with('#') {
+            return Err((i + 1, s[i + 1..nl].to_string()));
+        }
+        docs.push((prev, i));
+        prev = nl + 1;
+        pos = nl + 1;
+    }
+    docs.push((prev, s.len()));
+    Ok(docs)
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    memchr::memchr_iter(b'\n', &text.as_bytes()[..offset]).count() + 1
+}
+
+fn col_of(text: &str, offset: usize) -> usize {
+    let ls = text[..offset].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    text[ls..offset].chars().count() + 1
+}
+
+fn analyse(f: &mut FileScan) {
+    let text = f.text.clone();
+    let chunks = match split_documents(&text) {
+        Ok(c) => c,
+        Err((off, sep)) => {
+            f.problem = Some(Problem::InvalidSeparator {
+                line: line_of(&text, off),
+                text: sep,
+            });
+            // still look at the comments for lint, via a lenient pass below
+            lint_only_sites(f, &text);
+            return;
+        }
+    };
+    let n_chunks = chunks.len();
+    for (i, (s, e)) in chunks.iter().enumerate() {
+        let mut chunk = text[*s..*e].to_string();
+        if i != n_chunks - 1 {
+            chunk.push('\n');
+        }
+        let line_offset = line_of(&text, *s) - 1;
+        match yamltree::parse(&chunk) {
+            Ok(tree) => f.docs.push(Doc {
+                offset: *s,
+                line_offset,
+                tree,
+            }),
+            Err(e) => {
+                f.problem.get_or_insert(Problem::Syntax {
+                    line: e.line + line_offset,
+                    col: e.col,
+                    message: e.message,
+                });
+            }
+        }
+    }
+    if f.problem.is_none() {
+        for d in &f.docs {
+            let Some(root) = &d.tree.root else { continue };
+            if root.is_null() {
+                continue;
+            }
+            let line = line_of(&text, d.offset + root.start().min(text.len() - d.offset));
+            match root {
+                Node::Seq { .. } => {
+                    f.problem = Some(Problem::NotAMapping {
+                        line,
+                        what: "sequence",
+                    });
+                    break;
+                }
+                Node::Scalar(_) | Node::Alias { .. } => {
+                    f.problem = Some(Problem::NotAMapping {
+                        line,
+                        what: "scalar",
+                    });
+                    break;
+                }
+                Node::Map { .. } => {
+                    if let Some(m) = root.get("metadata")
+                        && !m.is_null()
+                        && (!matches!(m, Node::Map { .. })
+                            || m.get("annotations")
+                                .is_some_and(|a| !a.is_null() && !matches!(a, Node::Map { .. })))
+                    {
+                        f.problem = Some(Problem::BadMetadata {
+                            line: line_of(&text, d.offset + m.start()),
+                        });
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    if f.problem.is_some() {
+        f.docs.clear();
+        lint_only_sites(f, &text);
+        return;
+    }
+    // kind: List unwrapping: only when the file is one chunk.
+    if n_chunks == 1
+        && let Some(root) = f.docs.first().and_then(|d| d.tree.root.as_ref())
+        && matches!(
+            root.get("kind").and_then(Node::str),
+            Some("List" | "ResourceList")
+        )
+        && (root.get("items").is_some() || root.get("functionConfig").is_some())
+    {
+        f.list = true;
+    }
+    let mut sites = Vec::new();
+    for d in &f.docs {
+        collect_sites(&text, d, f.list, &mut sites);
+    }
+    f.sites = sites;
+}
+
+/// For files Flux skips: report every comment mentioning the marker as `Elsewhere`, with how
+/// its JSON would read, so lint can still explain them.
+fn lint_only_sites(f: &mut FileScan, text: &str) {
+    let mut sites = Vec::new();
+    for (i, line) in text.split('\n').enumerate() {
+        if !marker::mentions_marker(line) {
+            continue;
+        }
+        let Some(h) = find_comment_start(line) else {
+            continue;
+        };
+        let comment = line[h..].to_string();
+        let parsed = marker::parse_comment(&comment);
+        sites.push(Site {
+            line: i + 1,
+            col: line[..h].chars().count() + 1,
+            setter: match &parsed {
+                Parsed::Marker(s) => Some(s.clone()),
+                _ => None,
+            },
+            parsed: Some(parsed),
+            comment,
+            placement: Placement::Elsewhere,
+            target: None,
+            object: ObjectId::default(),
+            in_list_item: false,
+        });
+    }
+    f.sites = sites;
+}
+
+/// Heuristic `#` start of a comment on a raw line (`#` at line start or after whitespace).
+fn find_comment_start(line: &str) -> Option<usize> {
+    let b = line.as_bytes();
+    (0..b.len()).find(|&i| b[i] == b'#' && (i == 0 || b[i - 1] == b' ' || b[i - 1] == b'\t'))
+}
+
+fn object_id(root: &Node) -> ObjectId {
+    let s = |n: Option<&Node>| n.and_then(Node::str).unwrap_or_default().to_string();
+    ObjectId {
+        api_version: s(root.get("apiVersion")),
+        kind: s(root.get("kind")),
+        name: s(root.path(&["metadata", "name"])),
+        namespace: s(root.path(&["metadata", "namespace"])),
+    }
+}
+
+struct Ctx<'a> {
+    text: &'a str,
+    doc: &'a Doc,
+    chunk_comments: &'a [Comment],
+    consumed: Vec<bool>,
+    out: Vec<Site>,
+    object: ObjectId,
+    in_list_item: bool,
+}
+
+fn collect_sites(text: &str, d: &Doc, list: bool, out: &mut Vec<Site>) {
+    let Some(root) = &d.tree.root else { return };
+    let mut ctx = Ctx {
+        text,
+        doc: d,
+        chunk_comments: &d.tree.comments,
+        consumed: vec![false; d.tree.comments.len()],
+        out: Vec::new(),
+        object: object_id(root),
+        in_list_item: false,
+    };
+    if list {
+        if let Some(Node::Seq { items, .. }) = root.get("items") {
+            for it in items {
+                ctx.object = object_id(it);
+                ctx.in_list_item = true;
+                walk(&mut ctx, it, "", false, None);
+            }
+        }
+        ctx.object = object_id(root);
+        ctx.in_list_item = false;
+    } else {
+        walk(&mut ctx, root, "", false, None);
+    }
+    // every other comment mentioning the marker, classified
+    let chunk = chunk_text(text, d);
+    for (i, c) in d.tree.comments.iter().enumerate() {
+        if ctx.consumed[i] {
+            continue;
+        }
+        let ct = &chunk[c.start..c.end];
+        if !marker::mentions_marker(ct) {
+            continue;
+        }
+        let placement = classify_orphan(chunk, c);
+        let parsed = marker::parse_comment(ct);
+        ctx.out.push(Site {
+            line: c.line + d.line_offset,
+            col: col_of(chunk, c.start),
+            comment: ct.to_string(),
+            setter: match &parsed {
+                Parsed::Marker(s) => Some(s.clone()),
+                _ => None,
+            },
+            parsed: Some(parsed),
+            placement,
+            target: None,
+            object: ctx.object.clone(),
+            in_list_item: false,
+        });
+    }
+    // marker text inside block scalars / values
+    find_in_values(&mut ctx, root);
+    ctx.out.sort_by_key(|s| (s.line, s.col));
+    out.extend(ctx.out);
+}
+
+fn chunk_text<'a>(text: &'a str, d: &Doc) -> &'a str {
+    // The chunk parsed was text[offset..end] (+ "\n"); comments/scalars never reach past end.
+    &text[d.offset..]
+}
+
+fn classify_orphan(chunk: &str, c: &Comment) -> Placement {
+    let ls = chunk[..c.start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let before = &chunk[ls..c.start];
+    if before.trim().is_empty() {
+        // own-line comment: look at the next non-comment line
+        let mut rest = &chunk[c.end..];
+        loop {
+            let Some(nl) = rest.find('\n') else {
+                return Placement::Elsewhere;
+            };
+            rest = &rest[nl + 1..];
+            let line = rest.split('\n').next().unwrap_or("");
+            let t = line.trim();
+            if t.is_empty() {
+                return Placement::Elsewhere;
+            }
+            if t.starts_with('#') {
+                continue;
+            }
+            let t = t.trim_start_matches("- ").trim_start();
+            return if looks_like_key_line(t) {
+                Placement::AboveKey
+            } else {
+                Placement::Elsewhere
+            };
+        }
+    }
+    let b = before.trim_end();
+    if b.ends_with(':') {
+        Placement::OnKey
+    } else {
+        Placement::Elsewhere
+    }
+}
+
+fn looks_like_key_line(t: &str) -> bool {
+    // `key:` or `key: value` (not inside quotes: good enough for classification)
+    t.find(':')
+        .is_some_and(|i| t[i + 1..].is_empty() || t[i + 1..].starts_with(' '))
+}
+
+fn walk(ctx: &mut Ctx<'_>, n: &Node, path: &str, in_pod_template: bool, key: Option<&str>) {
+    match n {
+        Node::Map { entries, .. } => {
+            // kyaml RNode.VisitFields: for each key name, the FIRST field with that name.
+            for (k, _) in entries {
+                let kname = k.str().unwrap_or("");
+                let first = entries
+                    .iter()
+                    .find(|(k2, _)| k2.str().unwrap_or("") == kname)
+                    .map(|(_, v)| v);
+                if let Some(v) = first {
+                    let p = format!("{path}.{kname}");
+                    let pt = in_pod_template || kname == "template";
+                    walk(ctx, v, &p, pt, Some(kname));
+                }
+            }
+        }
+        Node::Seq { items, flow, .. } => {
+            for it in items {
+                if let Node::Scalar(s) = it {
+                    visit_scalar(ctx, s, path, in_pod_template, None, !flow);
+                } else {
+                    walk(ctx, it, path, in_pod_template, None);
+                }
+            }
+        }
+        Node::Scalar(s) => visit_scalar(ctx, s, path, in_pod_template, key, false),
+        Node::Alias { .. } => {}
+    }
+}
+
+fn visit_scalar(
+    ctx: &mut Ctx<'_>,
+    s: &Scalar,
+    path: &str,
+    pod_template: bool,
+    key: Option<&str>,
+    block_item: bool,
+) {
+    let chunk = chunk_text(ctx.text, ctx.doc);
+    // line comment: a comment on the scalar's last line, after it, only blanks between.
+    let line_end = chunk[s.end..]
+        .find('\n')
+        .map(|i| i + s.end)
+        .unwrap_or(chunk.len());
+    let mut line_comment = None;
+    let search_from = if matches!(s.style, Style::Literal | Style::Folded) {
+        // block scalar: the header line carries the comment
+        let hl = chunk[s.start..]
+            .find('\n')
+            .map(|i| i + s.start)
+            .unwrap_or(chunk.len());
+        (s.start, hl)
+    } else if s.start == s.end {
+        (usize::MAX, 0) // empty scalar: comment belongs to the key
+    } else {
+        (s.end, line_end)
+    };
+    for (i, c) in ctx.chunk_comments.iter().enumerate() {
+        if c.start >= search_from.0 && c.start < search_from.1 {
+            let between = &chunk[search_from.0..c.start];
+            let ok = if matches!(s.style, Style::Literal | Style::Folded) {
+                true
+            } else {
+                between.trim().is_empty()
+            };
+            if ok {
+                line_comment = Some(i);
+            }
+            break;
+        }
+    }
+    let mut head_comment = None;
+    if line_comment.is_none() && block_item {
+        // head comment of a block sequence item: the single comment line directly above `- `.
+        let ls = chunk[..s.start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        let prefix = &chunk[ls..s.start];
+        if prefix.trim_start().starts_with('-') && ls > 0 {
+            let prev_ls = chunk[..ls - 1].rfind('\n').map(|i| i + 1).unwrap_or(0);
+            if let Some(i) = ctx.chunk_comments.iter().position(|c| {
+                c.start >= prev_ls && c.end < ls && chunk[prev_ls..c.start].trim().is_empty()
+            }) {
+                // must be a single-line head comment for the JSON to parse; a multi-line
+                // block joins with "\n#" and fails, which parse_comment shows naturally.
+                let mut first = i;
+                while first > 0 {
+                    let c = &ctx.chunk_comments[first - 1];
+                    let pls = chunk[..c.start].rfind('\n').map(|j| j + 1).unwrap_or(0);
+                    let own = chunk[pls..c.start].trim().is_empty();
+                    if own && c.line + 1 == ctx.chunk_comments[first].line {
+                        first -= 1;
+                    } else {
+                        break;
+                    }
+                }
+                head_comment = Some((first, i));
+            }
+        }
+    }
+    let (ci, text, placement) = if let Some(i) = line_comment {
+        let c = &ctx.chunk_comments[i];
+        (
+            vec![i],
+            chunk[c.start..c.end].to_string(),
+            Placement::LineComment,
+        )
+    } else if let Some((a, b)) = head_comment {
+        let t = (a..=b)
+            .map(|j| {
+                let c = &ctx.chunk_comments[j];
+                &chunk[c.start..c.end]
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        ((a..=b).collect(), t, Placement::ItemHeadComment)
+    } else {
+        return;
+    };
+    let parsed = marker::parse_comment(&text);
+    let is_marker = matches!(parsed, Parsed::Marker(_));
+    if !is_marker && !marker::mentions_marker(&text) {
+        // a non-marker line comment shadows a head comment: mark head as shadowed
+        if placement == Placement::LineComment && block_item {
+            shadow_head(ctx, s, chunk);
+        }
+        return;
+    }
+    for i in &ci {
+        ctx.consumed[*i] = true;
+    }
+    let first = &ctx.chunk_comments[ci[0]];
+    ctx.out.push(Site {
+        line: first.line + ctx.doc.line_offset,
+        col: col_of(chunk, first.start),
+        comment: text,
+        setter: match &parsed {
+            Parsed::Marker(n) => Some(n.clone()),
+            _ => None,
+        },
+        parsed: Some(parsed),
+        placement,
+        target: Some(Target {
+            value: s.value.clone(),
+            style: s.style,
+            start: ctx.doc.offset + s.start,
+            end: ctx.doc.offset + s.end,
+            line: s.line + ctx.doc.line_offset,
+            col: s.col + 1,
+            key: key.map(str::to_string),
+            path: path.to_string(),
+            pod_template,
+        }),
+        object: ctx.object.clone(),
+        in_list_item: ctx.in_list_item,
+    });
+}
+
+fn shadow_head(ctx: &mut Ctx<'_>, s: &Scalar, chunk: &str) {
+    let ls = chunk[..s.start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    if ls == 0 {
+        return;
+    }
+    let prev_ls = chunk[..ls - 1].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    for (i, c) in ctx.chunk_comments.iter().enumerate() {
+        if c.start >= prev_ls && c.end < ls && chunk[prev_ls..c.start].trim().is_empty() {
+            let t = &chunk[c.start..c.end];
+            if marker::mentions_marker(t) {
+                ctx.consumed[i] = true;
+                let parsed = marker::parse_comment(t);
+                ctx.out.push(Site {
+                    line: c.line + ctx.doc.line_offset,
+                    col: col_of(chunk, c.start),
+                    comment: t.to_string(),
+                    setter: match &parsed {
+                        Parsed::Marker(n) => Some(n.clone()),
+                        _ => None,
+                    },
+                    parsed: Some(parsed),
+                    placement: Placement::Shadowed,
+                    target: None,
+                    object: ctx.object.clone(),
+                    in_list_item: ctx.in_list_item,
+                });
+            }
+        }
+    }
+}
+
+fn find_in_values(ctx: &mut Ctx<'_>, n: &Node) {
+    match n {
+        Node::Map { entries, .. } => {
+            for (_, v) in entries {
+                find_in_values(ctx, v);
+            }
+        }
+        Node::Seq { items, .. } => {
+            for v in items {
+                find_in_values(ctx, v);
+            }
+        }
+        Node::Scalar(s) => {
+            if !marker::mentions_marker(&s.value) {
+                return;
+            }
+            let chunk = chunk_text(ctx.text, ctx.doc);
+            let raw = &chunk[s.start..s.end];
+            let lower = raw.to_ascii_lowercase();
+            let off = lower.find("imagepolicy").unwrap_or(0);
+            // report at the start of the line holding the text
+            let abs = s.start + off;
+            let ls = chunk[..abs].rfind('\n').map(|i| i + 1).unwrap_or(0);
+            let le = chunk[abs..]
+                .find('\n')
+                .map(|i| i + abs)
+                .unwrap_or(chunk.len());
+            let line_text = chunk[ls..le].trim().to_string();
+            let block = matches!(s.style, Style::Literal | Style::Folded);
+            ctx.out.push(Site {
+                line: line_of(chunk, abs) + ctx.doc.line_offset,
+                col: chunk[ls..abs].chars().count() + 1,
+                comment: line_text,
+                parsed: None,
+                setter: None,
+                placement: if block {
+                    Placement::BlockScalarContent
+                } else {
+                    Placement::InsideValue
+                },
+                target: None,
+                object: ctx.object.clone(),
+                in_list_item: ctx.in_list_item,
+            });
+        }
+        Node::Alias { .. } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan(t: &str) -> FileScan {
+        scan_bytes(
+            "f.yaml".into(),
+            "f.yaml".into(),
+            true,
+            t.as_bytes().to_vec(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn split_like_kyaml() {
+        let s = "a: 1\n---\nb: 2\n--- # c\nc: 3";
+        assert_eq!(split_documents(s).unwrap(), vec![(0, 4), (9, 13), (22, 26)]);
+        assert!(split_documents("a: 1\n--- x: 1\n").is_err());
+        assert_eq!(split_documents("---\na: 1\n").unwrap(), vec![(0, 9)]);
+    }
+
+    #[test]
+    fn line_comment_marker() {
+        let f = scan("spec:\n  image: foo:v1 # {\"$imagepolicy\": \"ns:p\"}\n");
+        assert!(f.problem.is_none());
+        assert_eq!(f.sites.len(), 1);
+        let s = &f.sites[0];
+        assert!(s.effective());
+        let t = s.target.as_ref().unwrap();
+        assert_eq!(t.value, "foo:v1");
+        assert_eq!(t.key.as_deref(), Some("image"));
+        assert_eq!((s.line, t.line, t.col), (2, 2, 10));
+    }
+
+    #[test]
+    fn head_comment_above_key_is_not_applied() {
+        let f = scan("spec:\n  # {\"$imagepolicy\": \"ns:p\"}\n  image: foo:v1\n");
+        assert_eq!(f.sites.len(), 1);
+        assert_eq!(f.sites[0].placement, Placement::AboveKey);
+        assert!(!f.sites[0].effective());
+    }
+
+    #[test]
+    fn item_head_comment_applies() {
+        let f = scan("args:\n  - a\n  # {\"$imagepolicy\": \"ns:p\"}\n  - foo:v1\n");
+        assert_eq!(f.sites[0].placement, Placement::ItemHeadComment);
+        assert_eq!(f.sites[0].target.as_ref().unwrap().value, "foo:v1");
+    }
+
+    #[test]
+    fn block_scalar_content() {
+        let f = scan("values: |\n  image: foo # {\"$imagepolicy\": \"ns:p\"}\n");
+        assert_eq!(f.sites.len(), 1);
+        assert_eq!(f.sites[0].placement, Placement::BlockScalarContent);
+        assert_eq!(f.sites[0].line, 2);
+    }
+
+    #[test]
+    fn problems() {
+        assert!(matches!(
+            scan("- a # \"$imagepolicy\"\n").problem,
+            Some(Problem::NotAMapping { .. })
+        ));
+        assert!(matches!(
+            scan("a: [ # \"$imagepolicy\"\n").problem,
+            Some(Problem::Syntax { .. })
+        ));
+        let f = scan_bytes(
+            "f.yaml".into(),
+            "f.yaml".into(),
+            true,
+            b"a: \xff \"$imagepolicy\"".to_vec(),
+        )
+        .unwrap();
+        assert!(matches!(f.problem, Some(Problem::InvalidUtf8 { .. })));
+    }
+}

@@ -1,0 +1,293 @@
+//! A position-carrying YAML node tree built from `granit-parser` events.
+//!
+//! Only what the setter emulation needs: scalars with their value, style, byte span and the
+//! comments next to them; mappings and sequences with their children; aliases. Comments are
+//! kept as a flat list of `(byte range, line)` so the marker rules can apply go-yaml v3's
+//! attachment rules themselves (see [`crate::marker`]).
+
+use granit_parser::{Event, Parser, ScalarStyle, StructureStyle};
+
+/// Scalar presentation style (YAML 1.2 §7–8), as written in the source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Style {
+    /// Plain (unquoted) scalar.
+    Plain,
+    /// `'single quoted'`.
+    SingleQuoted,
+    /// `"double quoted"`.
+    DoubleQuoted,
+    /// `|` block scalar.
+    Literal,
+    /// `>` block scalar.
+    Folded,
+}
+
+/// One node of a parsed document.
+#[derive(Debug, Clone)]
+pub enum Node {
+    /// A scalar.
+    Scalar(Scalar),
+    /// A mapping: `(key, value)` pairs in source order.
+    Map {
+        /// Key/value pairs.
+        entries: Vec<(Node, Node)>,
+        /// Flow (`{}`) or block notation.
+        flow: bool,
+        /// Byte offset of the start of the mapping.
+        start: usize,
+    },
+    /// A sequence.
+    Seq {
+        /// Items in source order.
+        items: Vec<Node>,
+        /// Flow (`[]`) or block notation.
+        flow: bool,
+        /// Byte offset of the start of the sequence.
+        start: usize,
+    },
+    /// An alias `*name` (never visited by the setters: go-yaml v3 AliasNode).
+    Alias {
+        /// Byte offset of the `*`.
+        start: usize,
+    },
+}
+
+/// A scalar with its source position.
+#[derive(Debug, Clone)]
+pub struct Scalar {
+    /// The value after escape processing.
+    pub value: String,
+    /// Source style.
+    pub style: Style,
+    /// Byte range of the scalar token in the document text (quotes included; for block
+    /// scalars, from the indicator to the end of the content).
+    pub start: usize,
+    /// End (exclusive) byte offset.
+    pub end: usize,
+    /// 1-based line of `start` within the document text.
+    pub line: usize,
+    /// 0-based column (in characters) of `start`.
+    pub col: usize,
+    /// An explicit tag was written (`!!str`, `!foo`).
+    pub tagged: bool,
+    /// Has an anchor `&a`.
+    pub anchored: bool,
+}
+
+impl Node {
+    /// Byte offset where this node starts.
+    pub fn start(&self) -> usize {
+        match self {
+            Node::Scalar(s) => s.start,
+            Node::Map { start, .. } | Node::Seq { start, .. } | Node::Alias { start } => *start,
+        }
+    }
+
+    /// Mapping lookup by scalar key (first match, like kyaml `RNode.Field`).
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        match self {
+            Node::Map { entries, .. } => entries.iter().find_map(|(k, v)| match k {
+                Node::Scalar(s) if s.value == key => Some(v),
+                _ => None,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Scalar value, if this is a scalar.
+    pub fn str(&self) -> Option<&str> {
+        match self {
+            Node::Scalar(s) => Some(&s.value),
+            _ => None,
+        }
+    }
+
+    /// Path lookup `a.b.c` through mappings.
+    pub fn path(&self, keys: &[&str]) -> Option<&Node> {
+        let mut n = self;
+        for k in keys {
+            n = n.get(k)?;
+        }
+        Some(n)
+    }
+
+    /// True for a YAML null (`~`, `null`, empty plain scalar).
+    pub fn is_null(&self) -> bool {
+        matches!(self, Node::Scalar(s) if s.style == Style::Plain && !s.tagged
+            && matches!(s.value.as_str(), "" | "~" | "null" | "Null" | "NULL"))
+    }
+}
+
+/// A comment: byte range of `#...` (line break excluded) and its 1-based line.
+#[derive(Debug, Clone)]
+pub struct Comment {
+    /// Byte offset of `#`.
+    pub start: usize,
+    /// End (exclusive) byte offset.
+    pub end: usize,
+    /// 1-based line.
+    pub line: usize,
+}
+
+/// A parsed YAML document: its root (None for an empty document) and all comments.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// Root node; `None` when the document has no content (comments only / empty).
+    pub root: Option<Node>,
+    /// All comments in source order.
+    pub comments: Vec<Comment>,
+    /// More than one YAML document was found in this text (go-yaml's Decoder would read only
+    /// the first one).
+    pub extra_documents: bool,
+}
+
+/// A YAML syntax error with its position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxError {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub col: usize,
+    /// Parser message.
+    pub message: String,
+}
+
+enum Frame {
+    Map(Vec<Node>, bool, usize),
+    Seq(Vec<Node>, bool, usize),
+}
+
+fn style(s: ScalarStyle) -> Style {
+    match s {
+        ScalarStyle::Plain => Style::Plain,
+        ScalarStyle::SingleQuoted => Style::SingleQuoted,
+        ScalarStyle::DoubleQuoted => Style::DoubleQuoted,
+        ScalarStyle::Literal => Style::Literal,
+        _ => Style::Folded,
+    }
+}
+
+/// Parse the first YAML document of `text` into a [`Document`].
+///
+/// Errors: any scanner/parser error of the whole text (go-yaml v3's `Decoder.Decode` also
+/// fails on a broken document, which makes image-automation-controller's
+/// `ScreeningLocalReader.Read` record the file as a "problem file").
+pub fn parse(text: &str) -> Result<Document, SyntaxError> {
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut root: Option<Node> = None;
+    let mut comments = Vec::new();
+    let mut docs = 0usize;
+    let mut done_first = false;
+    let push = |stack: &mut Vec<Frame>, root: &mut Option<Node>, n: Node| match stack.last_mut() {
+        Some(Frame::Map(v, _, _)) | Some(Frame::Seq(v, _, _)) => v.push(n),
+        None => *root = Some(n),
+    };
+    for ev in Parser::new_from_str(text) {
+        let (ev, span) = ev.map_err(|e| SyntaxError {
+            line: e.marker().line(),
+            col: e.marker().col() + 1,
+            message: e.info(),
+        })?;
+        let range = span.byte_range().unwrap_or(0..0);
+        if done_first {
+            if matches!(ev, Event::DocumentStart(..)) {
+                docs += 1;
+            }
+            continue;
+        }
+        match ev {
+            Event::DocumentStart(..) => docs += 1,
+            Event::DocumentEnd => done_first = true,
+            Event::Comment(..) => comments.push(Comment {
+                start: range.start,
+                end: range.end,
+                line: span.start.line(),
+            }),
+            Event::Scalar(value, st, anchor, tag) => {
+                let start = range.start;
+                let n = Node::Scalar(Scalar {
+                    value: value.into_owned(),
+                    style: style(st),
+                    start,
+                    end: range.end,
+                    line: span.start.line(),
+                    col: span.start.col(),
+                    tagged: tag.is_some(),
+                    anchored: anchor != 0,
+                });
+                push(&mut stack, &mut root, n);
+            }
+            Event::Alias(_) | Event::UnresolvedAlias(_) => {
+                push(&mut stack, &mut root, Node::Alias { start: range.start })
+            }
+            Event::MappingStart(s, ..) => stack.push(Frame::Map(
+                Vec::new(),
+                s == StructureStyle::Flow,
+                range.start,
+            )),
+            Event::SequenceStart(s, ..) => stack.push(Frame::Seq(
+                Vec::new(),
+                s == StructureStyle::Flow,
+                range.start,
+            )),
+            Event::MappingEnd | Event::SequenceEnd => {
+                let n = match stack.pop() {
+                    Some(Frame::Map(v, flow, start)) => {
+                        let mut entries = Vec::with_capacity(v.len() / 2);
+                        let mut it = v.into_iter();
+                        while let (Some(k), Some(val)) = (it.next(), it.next()) {
+                            entries.push((k, val));
+                        }
+                        Node::Map {
+                            entries,
+                            flow,
+                            start,
+                        }
+                    }
+                    Some(Frame::Seq(items, flow, start)) => Node::Seq { items, flow, start },
+                    None => continue,
+                };
+                push(&mut stack, &mut root, n);
+            }
+            _ => {}
+        }
+    }
+    Ok(Document {
+        root,
+        comments,
+        extra_documents: docs > 1,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_cover_quotes_and_comments() {
+        let t = "a: \"x:1\" # {\"k\": 1}\nb:\n  - 'y'\n  - |\n    z\n";
+        let d = parse(t).unwrap();
+        let root = d.root.unwrap();
+        let Node::Scalar(a) = root.get("a").unwrap() else {
+            panic!()
+        };
+        assert_eq!(&t[a.start..a.end], "\"x:1\"");
+        assert_eq!(a.line, 1);
+        assert_eq!(&t[d.comments[0].start..d.comments[0].end], "# {\"k\": 1}");
+        let Node::Seq { items, .. } = root.get("b").unwrap() else {
+            panic!()
+        };
+        let Node::Scalar(y) = &items[0] else { panic!() };
+        assert_eq!(&t[y.start..y.end], "'y'");
+        let Node::Scalar(z) = &items[1] else { panic!() };
+        assert_eq!(z.style, Style::Literal);
+        assert_eq!(z.value, "z\n");
+    }
+
+    #[test]
+    fn syntax_error_has_position() {
+        let e = parse("a: [b\n").unwrap_err();
+        assert!(e.line >= 1);
+    }
+}
