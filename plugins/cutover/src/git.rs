@@ -1,0 +1,702 @@
+//! Talking to Git remotes the way source-controller does, with real `git`.
+//!
+//! Credentials come from the keys of a Flux source Secret (source-controller api/v1
+//! `GitRepositorySpec.SecretRef` docs and fluxcd/pkg `git.AuthOptions`): `username` +
+//! `password` (HTTP basic), `bearerToken` (HTTP bearer), `ca.crt` (PEM bundle used to verify
+//! the server; the legacy `caFile` key is read when `ca.crt` is absent). They reach `git` only
+//! through environment variables (`GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`
+//! for the `http.extraHeader`, `GIT_SSL_CAINFO` for a 0600 temp file holding the CA), never
+//! through argv or the URL, so no secret value can appear in a process listing or in an error
+//! message that echoes the URL.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use base64::Engine as _;
+
+/// Credentials Flux would use for a Git source, read from a Secret's `data`.
+///
+/// Shape: each field is the decoded bytes of the Secret key named in its doc. `Debug` never
+/// prints values.
+#[derive(Clone, Default)]
+pub struct GitCredentials {
+    /// `username` key (HTTP basic auth user).
+    pub username: Option<String>,
+    /// `password` key (HTTP basic auth password or token).
+    pub password: Option<String>,
+    /// `bearerToken` key (HTTP `Authorization: Bearer`).
+    pub bearer_token: Option<String>,
+    /// `ca.crt` key (else legacy `caFile`): PEM CA bundle.
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for GitCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitCredentials")
+            .field("username", &self.username.as_ref().map(|_| "<set>"))
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field(
+                "bearer_token",
+                &self.bearer_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field(
+                "ca_pem",
+                &self.ca_pem.as_ref().map(|b| format!("{} bytes", b.len())),
+            )
+            .finish()
+    }
+}
+
+impl GitCredentials {
+    /// Reads the keys source-controller reads from a Secret's decoded `data` map.
+    pub fn from_secret_data(data: &BTreeMap<String, Vec<u8>>) -> Self {
+        let text = |k: &str| {
+            data.get(k).map(|v| {
+                String::from_utf8_lossy(v)
+                    .trim_end_matches(['\n', '\r'])
+                    .to_string()
+            })
+        };
+        GitCredentials {
+            username: text("username"),
+            password: text("password"),
+            bearer_token: text("bearerToken"),
+            ca_pem: data.get("ca.crt").or_else(|| data.get("caFile")).cloned(),
+        }
+    }
+
+    /// True when any credential (not counting a CA) is present.
+    pub fn has_auth(&self) -> bool {
+        self.username.is_some() || self.password.is_some() || self.bearer_token.is_some()
+    }
+
+    /// The secret values, for tests and redaction: every string that must never be printed.
+    pub fn secret_values(&self) -> Vec<String> {
+        [&self.password, &self.bearer_token]
+            .into_iter()
+            .flatten()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect()
+    }
+
+    /// The `Authorization` header value git should send, if any (bearer wins over basic, as in
+    /// fluxcd/pkg git `AuthOptions` where BearerToken takes precedence for HTTP).
+    fn authorization(&self) -> Option<String> {
+        if let Some(t) = &self.bearer_token {
+            return Some(format!("Bearer {t}"));
+        }
+        if self.username.is_some() || self.password.is_some() {
+            let raw = format!(
+                "{}:{}",
+                self.username.as_deref().unwrap_or(""),
+                self.password.as_deref().unwrap_or("")
+            );
+            return Some(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(raw)
+            ));
+        }
+        None
+    }
+}
+
+/// Why a remote could not be read, classified from git's own messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoteFailure {
+    /// 401, or git wanted to prompt for a username: the credential is missing, wrong or revoked.
+    Authentication,
+    /// 403: the credential is valid but not allowed to read this repository.
+    Forbidden,
+    /// TLS verification failed (unknown CA, wrong host name, expired).
+    Tls(String),
+    /// 404 / "repository not found".
+    NotFound,
+    /// DNS or TCP failure reaching the host.
+    Unreachable(String),
+    /// The branch does not exist on the remote.
+    NoSuchBranch(String),
+    /// Anything else, with git's last line.
+    Other(String),
+}
+
+impl RemoteFailure {
+    /// Classifies `git` stderr (git 2.x wording from http.c / remote-curl.c).
+    pub fn classify(stderr: &str) -> RemoteFailure {
+        let s = stderr.to_ascii_lowercase();
+        if s.contains("authentication failed")
+            || s.contains("could not read username")
+            || s.contains("could not read password")
+            || s.contains("returned error: 401")
+        {
+            RemoteFailure::Authentication
+        } else if s.contains("returned error: 403") {
+            RemoteFailure::Forbidden
+        } else if s.contains("ssl certificate problem")
+            || s.contains("server certificate verification failed")
+            || s.contains("certificate verify failed")
+            || s.contains("ssl: no alternative certificate subject name")
+            || s.contains("unable to get local issuer certificate")
+        {
+            RemoteFailure::Tls(last_line(stderr))
+        } else if s.contains("repository not found")
+            || s.contains("returned error: 404")
+            || s.contains("not found")
+        {
+            RemoteFailure::NotFound
+        } else if s.contains("could not resolve host")
+            || s.contains("failed to connect")
+            || s.contains("connection refused")
+            || s.contains("couldn't connect")
+            || s.contains("timed out")
+        {
+            RemoteFailure::Unreachable(last_line(stderr))
+        } else {
+            RemoteFailure::Other(last_line(stderr))
+        }
+    }
+
+    /// An operator-facing explanation with the next step.
+    pub fn explain(&self, url: &str, secret: Option<&str>) -> String {
+        let secret = secret.unwrap_or("<none>");
+        match self {
+            RemoteFailure::Authentication => format!(
+                "{url}: authentication required: the credential in secret {secret} was rejected \
+                 (wrong, expired or revoked). If a token was rotated, mint a new uniquely named \
+                 token, put it in the secret, and never revoke the one Flux is using"
+            ),
+            RemoteFailure::Forbidden => format!(
+                "{url}: 403 forbidden: the credential in secret {secret} is valid but may not read \
+                 this repository; grant it read access on the new server"
+            ),
+            RemoteFailure::Tls(detail) => format!(
+                "{url}: TLS verification failed ({detail}). If the server uses a private CA, add \
+                 the CA certificate (PEM) to secret {secret} under the key `ca.crt`"
+            ),
+            RemoteFailure::NotFound => {
+                format!("{url}: repository not found: check the URL (and the credential's access)")
+            }
+            RemoteFailure::Unreachable(detail) => format!(
+                "{url}: cannot reach the server from this workstation ({detail}); check DNS and \
+                 network, and remember the cluster may resolve it differently (kubectl podresolve)"
+            ),
+            RemoteFailure::NoSuchBranch(b) => format!("{url}: branch `{b}` does not exist there"),
+            RemoteFailure::Other(detail) => format!("{url}: git failed: {detail}"),
+        }
+    }
+}
+
+fn last_line(s: &str) -> String {
+    s.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or("")
+        .trim_start_matches("fatal: ")
+        .to_string()
+}
+
+/// Runs `git` with Flux-equivalent credentials and an isolated configuration.
+///
+/// Isolation: `HOME` and `XDG_CONFIG_HOME` point at a private temp dir, `GIT_CONFIG_NOSYSTEM=1`
+/// and `GIT_TERMINAL_PROMPT=0`, so a user's credential helpers, insteadOf rules or prompts never
+/// change the answer: the result is what the given Secret alone can do.
+pub struct GitRunner {
+    creds: GitCredentials,
+    home: tempfile::TempDir,
+    ca_file: Option<PathBuf>,
+}
+
+impl GitRunner {
+    /// Prepares a runner; writes the CA (if any) to a 0600 file in a private temp dir.
+    ///
+    /// Errors: I/O errors creating the temp dir or the CA file.
+    pub fn new(creds: GitCredentials) -> std::io::Result<Self> {
+        let home = tempfile::Builder::new()
+            .prefix("kubectl-cutover-")
+            .tempdir()?;
+        let ca_file = match &creds.ca_pem {
+            Some(pem) => {
+                let p = home.path().join("ca.crt");
+                std::fs::write(&p, pem)?;
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))?;
+                }
+                Some(p)
+            }
+            None => None,
+        };
+        Ok(GitRunner {
+            creds,
+            home,
+            ca_file,
+        })
+    }
+
+    /// The credentials this runner sends.
+    pub fn credentials(&self) -> &GitCredentials {
+        &self.creds
+    }
+
+    /// A `git` command with the isolated environment and credentials set.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new("git");
+        cmd.env("HOME", self.home.path())
+            .env("XDG_CONFIG_HOME", self.home.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_ASKPASS", "")
+            .env("SSH_ASKPASS", "")
+            .env_remove("GIT_SSL_NO_VERIFY")
+            .env("LC_ALL", "C");
+        let mut n = 0;
+        if let Some(h) = self.creds.authorization() {
+            cmd.env(format!("GIT_CONFIG_KEY_{n}"), "http.extraHeader")
+                .env(
+                    format!("GIT_CONFIG_VALUE_{n}"),
+                    format!("Authorization: {h}"),
+                );
+            n += 1;
+        }
+        cmd.env("GIT_CONFIG_COUNT", n.to_string());
+        match &self.ca_file {
+            Some(p) => {
+                cmd.env("GIT_SSL_CAINFO", p);
+            }
+            None => {
+                cmd.env_remove("GIT_SSL_CAINFO");
+            }
+        }
+        cmd
+    }
+
+    fn run(&self, args: &[&str], dir: Option<&Path>) -> std::io::Result<Output> {
+        let mut cmd = self.command();
+        if let Some(d) = dir {
+            cmd.current_dir(d);
+        }
+        cmd.args(args).output()
+    }
+
+    /// `git ls-remote URL refs/heads/BRANCH`: the branch head on the remote.
+    ///
+    /// Returns the 40-hex SHA. Errors: a classified [`RemoteFailure`]; an empty answer is
+    /// [`RemoteFailure::NoSuchBranch`].
+    pub fn remote_head(&self, url: &str, branch: &str) -> Result<String, RemoteFailure> {
+        let refname = format!("refs/heads/{branch}");
+        let out = self
+            .run(&["ls-remote", "--", url, &refname], None)
+            .map_err(|e| RemoteFailure::Other(format!("cannot run git: {e}")))?;
+        if !out.status.success() {
+            return Err(RemoteFailure::classify(&String::from_utf8_lossy(
+                &out.stderr,
+            )));
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        stdout
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .find(|(_, r)| *r == refname)
+            .map(|(sha, _)| sha.to_string())
+            .ok_or_else(|| RemoteFailure::NoSuchBranch(branch.to_string()))
+    }
+
+    /// Fetches `refs/heads/BRANCH` of `url` into the bare repository `repo` as
+    /// `refs/remotes/<name>/BRANCH`. Errors: a classified [`RemoteFailure`].
+    pub fn fetch_branch(
+        &self,
+        repo: &Path,
+        url: &str,
+        branch: &str,
+        name: &str,
+    ) -> Result<(), RemoteFailure> {
+        let spec = format!("+refs/heads/{branch}:refs/remotes/{name}/{branch}");
+        let out = self
+            .run(
+                &["fetch", "--quiet", "--no-tags", "--", url, &spec],
+                Some(repo),
+            )
+            .map_err(|e| RemoteFailure::Other(format!("cannot run git: {e}")))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(RemoteFailure::classify(&String::from_utf8_lossy(
+                &out.stderr,
+            )))
+        }
+    }
+}
+
+/// How the new remote's branch head N relates to the commit C the cluster runs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "relation", rename_all = "camelCase")]
+pub enum Relation {
+    /// N == C: cutting over changes the URL only.
+    Identical,
+    /// N is an ancestor of C: the new server is `behind` commits behind; cutting over rolls
+    /// back to N.
+    Behind {
+        /// `git rev-list --count N..C`.
+        behind: u64,
+        /// N's subject line.
+        subject: String,
+    },
+    /// C is an ancestor of N: the new server is `ahead` commits ahead; cutting over also
+    /// deploys those commits.
+    Ahead {
+        /// `git rev-list --count C..N`.
+        ahead: u64,
+        /// N's subject line.
+        subject: String,
+    },
+    /// Neither contains the other.
+    Diverged {
+        /// Commits only in C's history.
+        behind: u64,
+        /// Commits only in N's history.
+        ahead: u64,
+        /// N's subject line.
+        subject: String,
+    },
+    /// History was not available to tell (C is in no repository we could read).
+    Unknown {
+        /// Why it could not be told.
+        reason: String,
+    },
+}
+
+impl Relation {
+    /// One operator-facing sentence, e.g. "the new server's main is 14 commits behind what the
+    /// cluster runs; cutting over would roll back to 1a2b3c4 Fix image".
+    pub fn describe(&self, branch: &str, new_head: &str) -> String {
+        let short = &new_head[..new_head.len().min(7)];
+        let plural = |n: u64| if n == 1 { "" } else { "s" };
+        match self {
+            Relation::Identical => format!(
+                "the new server's {branch} is at exactly the commit the cluster runs ({short})"
+            ),
+            Relation::Behind { behind, subject } => format!(
+                "the new server's {branch} is {behind} commit{} behind what the cluster runs; \
+                 cutting over would roll back to {short} {subject}",
+                plural(*behind)
+            ),
+            Relation::Ahead { ahead, subject } => format!(
+                "the new server's {branch} is {ahead} commit{} ahead of what the cluster runs; \
+                 cutting over would also deploy them, up to {short} {subject}",
+                plural(*ahead)
+            ),
+            Relation::Diverged {
+                behind,
+                ahead,
+                subject,
+            } => format!(
+                "the new server's {branch} has diverged from what the cluster runs: {ahead} \
+                 commit{} not deployed and {behind} deployed commit{} missing; cutting over \
+                 would switch to {short} {subject}",
+                plural(*ahead),
+                plural(*behind)
+            ),
+            Relation::Unknown { reason } => format!(
+                "the new server's {branch} is at {short}, not the commit the cluster runs, and \
+                 their relation cannot be told: {reason}"
+            ),
+        }
+    }
+}
+
+/// A scratch bare repository used to compare histories without touching the user's clone.
+pub struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    /// `git init --bare` in a temp dir; when `alternate` (a local clone, `--repo`) is given its
+    /// object database is borrowed read-only through `objects/info/alternates`.
+    ///
+    /// Errors: I/O or git failures, with the path.
+    pub fn new(runner: &GitRunner, alternate: Option<&Path>) -> Result<Scratch, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("kubectl-cutover-history-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a temp dir: {e}"))?;
+        let out = runner
+            .run(&["init", "--quiet", "--bare", "."], Some(dir.path()))
+            .map_err(|e| format!("cannot run git: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "git init failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        if let Some(repo) = alternate {
+            let objects = git_objects_dir(repo)?;
+            std::fs::write(
+                dir.path().join("objects/info/alternates"),
+                format!("{}\n", objects.display()),
+            )
+            .map_err(|e| format!("cannot write alternates: {e}"))?;
+        }
+        Ok(Scratch { dir })
+    }
+
+    /// The bare repository's path.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// True when `sha` names a commit present here (or in the alternate).
+    pub fn has_commit(&self, runner: &GitRunner, sha: &str) -> bool {
+        runner
+            .run(
+                &["cat-file", "-e", &format!("{sha}^{{commit}}")],
+                Some(self.path()),
+            )
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    }
+
+    /// Relation of `new_head` to `current` (both must be present; see [`Scratch::has_commit`]).
+    pub fn relation(&self, runner: &GitRunner, current: &str, new_head: &str) -> Relation {
+        if current == new_head {
+            return Relation::Identical;
+        }
+        let subject = self.subject(runner, new_head);
+        let count = |range: String| -> u64 {
+            runner
+                .run(&["rev-list", "--count", &range], Some(self.path()))
+                .ok()
+                .filter(|o| o.status.success())
+                .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let behind = count(format!("{new_head}..{current}"));
+        let ahead = count(format!("{current}..{new_head}"));
+        match (behind, ahead) {
+            (0, 0) => Relation::Identical,
+            (b, 0) => Relation::Behind { behind: b, subject },
+            (0, a) => Relation::Ahead { ahead: a, subject },
+            (b, a) => Relation::Diverged {
+                behind: b,
+                ahead: a,
+                subject,
+            },
+        }
+    }
+
+    /// The subject line of `sha` (empty when unreadable).
+    pub fn subject(&self, runner: &GitRunner, sha: &str) -> String {
+        runner
+            .run(&["log", "-1", "--format=%s", sha, "--"], Some(self.path()))
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Extracts the tree of `sha` into `dest` (`git read-tree` into a private index, then
+    /// `checkout-index` with `GIT_WORK_TREE=dest`: no shell, no archive tool).
+    ///
+    /// Errors: git's message.
+    pub fn export_tree(&self, runner: &GitRunner, sha: &str, dest: &Path) -> Result<(), String> {
+        let index = self.path().join("cutover-export.index");
+        let _ = std::fs::remove_file(&index);
+        for args in [
+            vec!["read-tree", sha],
+            vec!["checkout-index", "--all", "--force"],
+        ] {
+            let mut cmd = runner.command();
+            cmd.current_dir(self.path())
+                .env("GIT_INDEX_FILE", &index)
+                .env("GIT_DIR", self.path())
+                .env("GIT_WORK_TREE", dest)
+                .args(&args);
+            let out = cmd.output().map_err(|e| format!("cannot run git: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "git {} failed: {}",
+                    args[0],
+                    last_line(&String::from_utf8_lossy(&out.stderr))
+                ));
+            }
+        }
+        let _ = std::fs::remove_file(&index);
+        Ok(())
+    }
+}
+
+/// The object directory of a local clone or bare repository (`git rev-parse --git-common-dir`).
+fn git_objects_dir(repo: &Path) -> Result<PathBuf, String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", "--path-format=absolute", "--git-common-dir"])
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "--repo {}: not a git repository ({})",
+            repo.display(),
+            last_line(&String::from_utf8_lossy(&out.stderr))
+        ));
+    }
+    let common = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    Ok(common.join("objects"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn repo_with_commits(n: usize) -> (tempfile::TempDir, Vec<String>) {
+        let d = tempfile::tempdir().unwrap();
+        git(d.path(), &["init", "-q", "-b", "main"]);
+        let mut shas = vec![];
+        for i in 0..n {
+            std::fs::write(d.path().join("f.txt"), format!("{i}\n")).unwrap();
+            git(d.path(), &["add", "."]);
+            git(d.path(), &["commit", "-q", "-m", &format!("commit {i}")]);
+            shas.push(git(d.path(), &["rev-parse", "HEAD"]));
+        }
+        (d, shas)
+    }
+
+    #[test]
+    fn relation_counts_commits_both_ways() {
+        let (d, shas) = repo_with_commits(15);
+        let runner = GitRunner::new(GitCredentials::default()).unwrap();
+        let scratch = Scratch::new(&runner, Some(d.path())).unwrap();
+        assert!(scratch.has_commit(&runner, &shas[0]));
+        assert!(!scratch.has_commit(&runner, &"0".repeat(40)));
+        assert_eq!(
+            scratch.relation(&runner, &shas[14], &shas[14]),
+            Relation::Identical
+        );
+        let behind = scratch.relation(&runner, &shas[14], &shas[0]);
+        assert_eq!(
+            behind,
+            Relation::Behind {
+                behind: 14,
+                subject: "commit 0".into()
+            }
+        );
+        assert!(
+            behind.describe("main", &shas[0]).contains(
+                "14 commits behind what the cluster runs; cutting over would roll back to"
+            )
+        );
+        assert_eq!(
+            scratch.relation(&runner, &shas[3], &shas[5]),
+            Relation::Ahead {
+                ahead: 2,
+                subject: "commit 5".into()
+            }
+        );
+    }
+
+    #[test]
+    fn relation_diverged() {
+        let (d, shas) = repo_with_commits(3);
+        git(d.path(), &["checkout", "-q", "-b", "other", &shas[1]]);
+        std::fs::write(d.path().join("g.txt"), "x").unwrap();
+        git(d.path(), &["add", "."]);
+        git(d.path(), &["commit", "-q", "-m", "side"]);
+        let side = git(d.path(), &["rev-parse", "HEAD"]);
+        let runner = GitRunner::new(GitCredentials::default()).unwrap();
+        let scratch = Scratch::new(&runner, Some(d.path())).unwrap();
+        assert_eq!(
+            scratch.relation(&runner, &shas[2], &side),
+            Relation::Diverged {
+                behind: 1,
+                ahead: 1,
+                subject: "side".into()
+            }
+        );
+    }
+
+    #[test]
+    fn export_tree_writes_files_of_that_commit() {
+        let (d, shas) = repo_with_commits(3);
+        let runner = GitRunner::new(GitCredentials::default()).unwrap();
+        let scratch = Scratch::new(&runner, Some(d.path())).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        scratch.export_tree(&runner, &shas[1], out.path()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(out.path().join("f.txt")).unwrap(),
+            "1\n"
+        );
+    }
+
+    #[test]
+    fn classify_git_messages() {
+        assert_eq!(
+            RemoteFailure::classify(
+                "fatal: Authentication failed for 'https://127.0.0.1:1/x.git/'"
+            ),
+            RemoteFailure::Authentication
+        );
+        assert_eq!(
+            RemoteFailure::classify(
+                "fatal: could not read Username for 'https://h': terminal prompts disabled"
+            ),
+            RemoteFailure::Authentication
+        );
+        assert!(matches!(
+            RemoteFailure::classify(
+                "fatal: unable to access 'https://h/x/': SSL certificate problem: unable to get local issuer certificate"
+            ),
+            RemoteFailure::Tls(_)
+        ));
+        assert_eq!(
+            RemoteFailure::classify(
+                "fatal: unable to access 'https://h/': The requested URL returned error: 403"
+            ),
+            RemoteFailure::Forbidden
+        );
+        assert!(matches!(
+            RemoteFailure::classify(
+                "fatal: unable to access 'https://nohost/': Could not resolve host: nohost"
+            ),
+            RemoteFailure::Unreachable(_)
+        ));
+    }
+
+    #[test]
+    fn credentials_never_show_in_debug_and_go_to_env_not_argv() {
+        let mut data = BTreeMap::new();
+        data.insert("username".to_string(), b"git".to_vec());
+        data.insert("password".to_string(), b"s3cr3t-token\n".to_vec());
+        let creds = GitCredentials::from_secret_data(&data);
+        assert_eq!(creds.password.as_deref(), Some("s3cr3t-token"));
+        assert!(!format!("{creds:?}").contains("s3cr3t"));
+        let runner = GitRunner::new(creds).unwrap();
+        let cmd = runner.command();
+        assert!(
+            cmd.get_args()
+                .all(|a| !a.to_string_lossy().contains("s3cr3t"))
+        );
+        let header = cmd
+            .get_envs()
+            .find(|(k, _)| *k == "GIT_CONFIG_VALUE_0")
+            .and_then(|(_, v)| v)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        assert!(header.starts_with("Authorization: Basic "));
+    }
+}
