@@ -1,0 +1,1216 @@
+//! The diagnosis engine: classify a Kustomization from a [`Snapshot`], find the root cause
+//! (dependsOn chain, source, blocking objects and their pods) and the controller facts that
+//! decide the lever. Pure: no I/O, the clock is `Snapshot::now`.
+//!
+//! Statuses and messages follow kustomize-controller v1.9 (internal/controller/
+//! kustomization_controller.go) and fluxcd/pkg (runtime/conditions, ssa).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::LazyLock;
+
+use jiff::{SignedDuration, Timestamp};
+use regex::Regex;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::compat::{self, KStatus};
+use crate::controller::ControllerFacts;
+use crate::obj::{self, Condition};
+use crate::snapshot::{Index, Snapshot};
+
+/// `reconcile.fluxcd.io/requestedAt` (fluxcd/pkg apis/meta `ReconcileRequestAnnotation`).
+pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
+
+/// Annotation we set together with `spec.suspend: true` in one patch, so that a run killed
+/// before it resumed is recognised (and healed) by the next run. Value: RFC 3339 time of the
+/// suspend.
+pub const SUSPEND_MARKER: &str = "unstick.cluster-loop.dev/suspended-at";
+
+/// The class of a Kustomization's state, most specific first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Class {
+    /// Ready=True at the source's current revision, nothing pending.
+    Healthy,
+    /// A run is progressing normally (fetch/build/apply), or a new revision/generation is
+    /// about to be picked up.
+    Reconciling,
+    /// `spec.suspend: true`.
+    Suspended,
+    /// `reconcile.fluxcd.io/requestedAt` differs from `status.lastHandledReconcileAt` and no
+    /// run is in flight.
+    RequestPending,
+    /// Reconciling=True with `Running health checks for revision R with a timeout of T`.
+    HealthCheckInFlight,
+    /// Ready=False reason HealthCheckFailed.
+    HealthCheckFailed,
+    /// Ready=False reason HealthCheckCanceled (CancelHealthCheckOnNewRevision).
+    HealthCheckCanceled,
+    /// Ready=False reason DependencyNotReady.
+    WaitingOnDependencies,
+    /// Ready=False reason ArtifactFailed, or the source object is missing or not ready.
+    SourceNotReady,
+    /// Ready=False reason BuildFailed (kustomize build or post-build substitution).
+    BuildFailed,
+    /// Ready=False reason ReconciliationFailed / PruneFailed / other.
+    ReconcileFailed,
+    /// Stalled=True: a terminal error the controller will not retry.
+    Stalled,
+}
+
+impl Class {
+    /// The kebab-case name used in tables and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Healthy => "healthy",
+            Class::Reconciling => "reconciling",
+            Class::Suspended => "suspended",
+            Class::RequestPending => "request-pending",
+            Class::HealthCheckInFlight => "health-check-in-flight",
+            Class::HealthCheckFailed => "health-check-failed",
+            Class::HealthCheckCanceled => "health-check-canceled",
+            Class::WaitingOnDependencies => "waiting-on-dependencies",
+            Class::SourceNotReady => "source-not-ready",
+            Class::BuildFailed => "build-failed",
+            Class::ReconcileFailed => "reconcile-failed",
+            Class::Stalled => "stalled",
+        }
+    }
+}
+
+impl std::fmt::Display for Class {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An in-flight (or just ended) health check.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheck {
+    /// Revision under check, from the Reconciling message.
+    pub revision: String,
+    /// Start of the run: the Reconciling condition's lastTransitionTime (the condition turns
+    /// True when the run starts fetching, so the health check itself started at or after it).
+    pub started_at: Option<Timestamp>,
+    /// Timeout in seconds: from the message (`with a timeout of 5m0s`), else the effective
+    /// timeout of the spec.
+    pub timeout_secs: f64,
+    /// `started_at + timeout`: the latest time the controller ends the check on its own.
+    pub deadline: Option<Timestamp>,
+    /// Seconds from the snapshot to the deadline (negative: overdue).
+    pub time_left_secs: Option<i64>,
+}
+
+/// A health-checked object that is not Current.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockingObject {
+    /// `Kind/namespace/name`.
+    pub object: String,
+    /// kstatus now (`NotFound` when its kind was listed and it is absent).
+    pub kstatus: String,
+    /// kstatus message, or the status quoted by the controller when the object was not read.
+    pub message: String,
+    /// Pod-level reasons below a workload.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<PodReason>,
+}
+
+/// Why a pod of a blocking workload is not ready.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodReason {
+    /// Pod name.
+    pub pod: String,
+    /// Container name.
+    pub container: String,
+    /// `ImagePullBackOff`, `ErrImagePull`, `CrashLoopBackOff`, `Unschedulable`, ...
+    pub reason: String,
+    /// The image reference the node tried, for image errors.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Last exit code, for CrashLoopBackOff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_exit_code: Option<i64>,
+    /// Last termination reason (`Error`, `OOMKilled`), for CrashLoopBackOff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_exit_reason: Option<String>,
+    /// Restart count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<i64>,
+    /// Message of the waiting state or the latest Warning event of the pod.
+    pub message: String,
+}
+
+/// A known failure signature from the catalogue.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Signature {
+    /// Stable id: `bare-tag-image` or `image-without-registry`.
+    pub id: String,
+    /// The object carrying it.
+    pub object: String,
+    /// The offending image reference.
+    pub image: String,
+    /// What it means and what to run.
+    pub message: String,
+}
+
+/// The source a Kustomization reads.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceFacts {
+    /// `Kind/namespace/name`.
+    pub source: String,
+    /// Whether the object exists.
+    pub found: bool,
+    /// Its Ready condition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready: Option<Condition>,
+    /// `status.artifact.revision`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact_revision: Option<String>,
+    /// The Kustomization's `status.lastAttemptedRevision`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_attempted_revision: Option<String>,
+    /// The Kustomization's `status.lastAppliedRevision`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_applied_revision: Option<String>,
+    /// Whether the artifact revision differs from the Kustomization's lastAttemptedRevision
+    /// (a newer revision is waiting).
+    pub newer_revision_available: bool,
+    /// `spec.suspend` of the source.
+    pub suspended: bool,
+}
+
+/// State of the reconcile request annotation.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestFacts {
+    /// `reconcile.fluxcd.io/requestedAt`.
+    pub requested_at: String,
+    /// `status.lastHandledReconcileAt`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
+    /// Not yet handled: the controller copies the annotation value into
+    /// lastHandledReconcileAt when a run that read it finishes (finalizeStatus).
+    pub pending: bool,
+    /// Age of the request in seconds when its value is a time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub age_secs: Option<i64>,
+}
+
+/// Why a dependsOn chain is blocked.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RootCause {
+    /// From the diagnosed Kustomization down to the root, `namespace/name`.
+    pub chain: Vec<String>,
+    /// `not-ready`, `missing`, `cycle` or `revision-not-up-to-date`.
+    pub kind: String,
+    /// The root Kustomization (or the missing dependency).
+    pub kustomization: String,
+    /// Plain explanation.
+    pub message: String,
+    /// Diagnosis of the root when it exists and is not ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnosis: Option<Box<Diagnosis>>,
+}
+
+/// The full answer for one Kustomization.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Diagnosis {
+    /// `namespace/name`.
+    pub kustomization: String,
+    /// The class.
+    pub class: Class,
+    /// One line a human reads first.
+    pub summary: String,
+    /// The Ready condition as read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready: Option<Condition>,
+    /// Effective timeout in seconds (GetTimeout).
+    pub timeout_secs: f64,
+    /// In-flight health check, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheck>,
+    /// Expected end of a normal run, when it can be estimated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eta: Option<Timestamp>,
+    /// The reconcile request annotation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<RequestFacts>,
+    /// Root cause of a dependsOn wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root_cause: Option<RootCause>,
+    /// Health-checked objects that are not Current.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocking: Vec<BlockingObject>,
+    /// Catalogue signatures spotted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub signatures: Vec<Signature>,
+    /// The source.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceFacts>,
+    /// When `spec.suspend` was set by an earlier `kubectl unstick` run that did not resume
+    /// (the [`SUSPEND_MARKER`] annotation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspended_by_unstick_at: Option<String>,
+    /// Further facts and advice, one sentence each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<String>,
+}
+
+static RUNNING_HC: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Running health checks for revision (\S+) with a timeout of (\S+)").unwrap()
+});
+/// One entry of the ssa WaitForSet error list: `Deployment/apps/podinfo status: 'InProgress'`
+/// (fluxcd/pkg ssa `FmtObjMetadata`: `Kind/namespace/name`, `Kind/name` when cluster-scoped).
+static HC_ENTRY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"([A-Za-z0-9]+)/(?:([a-z0-9.-]+)/)?([a-z0-9.:-]+) status: '(\w+)'").unwrap()
+});
+static VERSION_TAG: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^v?\d+(\.\d+)+([-+][0-9A-Za-z.-]+)?$").unwrap());
+
+/// The engine over one snapshot.
+pub struct Engine<'a> {
+    /// Lookup tables.
+    pub idx: Index<'a>,
+    /// Controller facts when its Deployment was read.
+    pub controller: Option<ControllerFacts>,
+}
+
+impl<'a> Engine<'a> {
+    /// Index the snapshot and read the controller facts.
+    pub fn new(snap: &'a Snapshot) -> Self {
+        Engine {
+            idx: Index::new(snap),
+            controller: snap
+                .controller
+                .as_ref()
+                .map(ControllerFacts::from_deployment),
+        }
+    }
+
+    fn now(&self) -> Timestamp {
+        self.idx.snap.now
+    }
+
+    /// Kustomizations currently holding a kustomize-controller worker: Reconciling=True and
+    /// not suspended (the condition is set when a run starts and removed by finalizeStatus).
+    /// `namespace/name`, sorted.
+    pub fn holding_workers(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .idx
+            .snap
+            .kustomizations
+            .iter()
+            .filter(|k| {
+                !obj::b(k, &["spec", "suspend"])
+                    && obj::condition(k, "Reconciling").is_some_and(|c| c.is_true())
+            })
+            .map(key_of)
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Diagnose every Kustomization of the snapshot, sorted by namespace/name.
+    pub fn diagnose_all(&self) -> Vec<Diagnosis> {
+        let mut keys: Vec<(String, String)> = self.idx.ks.keys().cloned().collect();
+        keys.sort();
+        keys.iter()
+            .filter_map(|(ns, n)| self.diagnose(ns, n))
+            .collect()
+    }
+
+    /// Diagnose one Kustomization; `None` when it is not in the snapshot.
+    pub fn diagnose(&self, ns: &str, name: &str) -> Option<Diagnosis> {
+        let ks = self.idx.kustomization(ns, name)?;
+        let mut d = self.shallow(ks);
+        if d.class == Class::WaitingOnDependencies || self.first_unready_dep(ks).is_some() {
+            let mut path = vec![key_of(ks)];
+            if let Some(rc) = self.find_root(ks, &mut path) {
+                if d.class == Class::WaitingOnDependencies {
+                    d.summary = format!(
+                        "waiting on dependencies; root cause: {} ({})",
+                        rc.kustomization,
+                        rc.diagnosis
+                            .as_ref()
+                            .map(|r| r.class.as_str())
+                            .unwrap_or(rc.kind.as_str())
+                    );
+                }
+                d.root_cause = Some(rc);
+            }
+        }
+        Some(d)
+    }
+
+    /// Diagnosis without the dependsOn walk.
+    fn shallow(&self, ks: &Value) -> Diagnosis {
+        let now = self.now();
+        let key = key_of(ks);
+        let timeout_secs = compat::effective_timeout_secs(ks);
+        let ready = obj::condition(ks, "Ready");
+        let reconciling = obj::condition(ks, "Reconciling").filter(Condition::is_true);
+        let stalled = obj::condition(ks, "Stalled").filter(Condition::is_true);
+        let source = self.source_facts(ks);
+        let request = request_facts(ks, now);
+        let mut hints = Vec::new();
+        let mut health_check = None;
+        let mut eta = None;
+        let mut blocking = Vec::new();
+        let mut signatures = Vec::new();
+
+        let suspended = obj::b(ks, &["spec", "suspend"]);
+        let marker = obj::annotation(ks, SUSPEND_MARKER).map(String::from);
+        let generation = obj::i(ks, &["metadata", "generation"]);
+        let observed = obj::i(ks, &["status", "observedGeneration"]);
+
+        let (class, summary) = if suspended {
+            let s = match &marker {
+                Some(t) => {
+                    hints.push(format!(
+                        "suspended by an interrupted `kubectl unstick` run at {t}: run `kubectl unstick ks/{}` (or `--all`) to resume it",
+                        obj::name(ks)
+                    ));
+                    format!("suspended by kubectl unstick at {t} (interrupted run)")
+                }
+                None => {
+                    "suspended (spec.suspend: true); not resumed without --force-resume".to_string()
+                }
+            };
+            (Class::Suspended, s)
+        } else if let Some(c) = &stalled {
+            (
+                Class::Stalled,
+                format!("stalled ({}): {}", c.reason, c.message),
+            )
+        } else if let Some(c) = reconciling
+            .as_ref()
+            .filter(|c| RUNNING_HC.is_match(&c.message))
+        {
+            let caps = RUNNING_HC.captures(&c.message).unwrap();
+            let revision = caps[1].to_string();
+            let t = compat::go_duration_secs(&caps[2]).unwrap_or(timeout_secs);
+            let started = c.last_transition_time;
+            let deadline = started.and_then(|s| s.checked_add(secs(t)).ok());
+            let left = deadline.map(|d| d.duration_since(now).as_secs());
+            let hc = HealthCheck {
+                revision: revision.clone(),
+                started_at: started,
+                timeout_secs: t,
+                deadline,
+                time_left_secs: left,
+            };
+            blocking = self.blocking_in_flight(ks);
+            let when = match (deadline, left) {
+                (Some(d), Some(l)) if l >= 0 => {
+                    format!("deadline {} ({} left)", short_time(d), obj::human_secs(l))
+                }
+                (Some(d), Some(l)) => {
+                    hints.push(format!(
+                        "the deadline passed {} ago: the controller should end the check at its next 5s poll; if it does not, it may be hung (kustomize-controller before v1.8.3 could hang after a cancel)",
+                        obj::human_secs(-l)
+                    ));
+                    format!(
+                        "deadline {} (overdue by {})",
+                        short_time(d),
+                        obj::human_secs(-l)
+                    )
+                }
+                _ => "start time unknown".to_string(),
+            };
+            health_check = Some(hc);
+            (
+                Class::HealthCheckInFlight,
+                format!(
+                    "health check for revision {revision} in flight (timeout {}); {when}",
+                    obj::human_secs(t.round() as i64)
+                ),
+            )
+        } else if let Some(c) = reconciling.as_ref() {
+            let started = c.last_transition_time;
+            let expected = last_duration_secs(ks);
+            eta = match (started, expected) {
+                (Some(s), Some(e)) => s.checked_add(secs(e)).ok(),
+                _ => None,
+            };
+            let e = eta
+                .map(|t| format!("; ETA {}", short_time(t)))
+                .unwrap_or_default();
+            (
+                Class::Reconciling,
+                format!("reconciling normally: {}{e}", c.message),
+            )
+        } else if let Some(r) = ready.as_ref().filter(|r| !r.is_true()) {
+            let class = match r.reason.as_str() {
+                "DependencyNotReady" => Class::WaitingOnDependencies,
+                "ArtifactFailed" => Class::SourceNotReady,
+                "BuildFailed" => Class::BuildFailed,
+                "HealthCheckFailed" => Class::HealthCheckFailed,
+                "HealthCheckCanceled" => Class::HealthCheckCanceled,
+                "Progressing" | "ProgressingWithRetry" => Class::Reconciling,
+                _ if r.status == "Unknown" => Class::Reconciling,
+                _ => Class::ReconcileFailed,
+            };
+            if matches!(class, Class::HealthCheckFailed | Class::HealthCheckCanceled) {
+                blocking = self.blocking_after_check(ks, &r.message);
+            }
+            if class == Class::BuildFailed && r.message.contains("substitut") {
+                hints.push("post-build variable substitution failed: check spec.postBuild.substitute/substituteFrom and that every referenced ConfigMap/Secret exists".into());
+            }
+            if class == Class::HealthCheckCanceled {
+                hints.push("the controller canceled the health check because a new reconciliation was triggered; the next run starts right away".into());
+            }
+            (class, format!("{} ({}): {}", class, r.reason, r.message))
+        } else if request.as_ref().is_some_and(|r| r.pending) {
+            let r = request.as_ref().unwrap();
+            let age = r
+                .age_secs
+                .map(|a| format!(" {} ago", obj::human_secs(a)))
+                .unwrap_or_default();
+            (
+                Class::RequestPending,
+                format!(
+                    "reconcile requested{age} ({}) but not handled yet (lastHandledReconcileAt {})",
+                    r.requested_at,
+                    r.last_handled_reconcile_at.as_deref().unwrap_or("never")
+                ),
+            )
+        } else if ready.is_none() {
+            (
+                Class::Reconciling,
+                "not reconciled yet (no Ready condition)".to_string(),
+            )
+        } else if let (Some(g), Some(o)) = (generation, observed)
+            && g != o
+        {
+            (
+                Class::Reconciling,
+                format!("generation {g} not observed yet (observedGeneration {o})"),
+            )
+        } else if source
+            .as_ref()
+            .is_some_and(|s| s.ready.as_ref().is_some_and(|c| c.is_false()) || !s.found)
+        {
+            let s = source.as_ref().unwrap();
+            (
+                Class::SourceNotReady,
+                format!(
+                    "Ready at {} but source {} is {}",
+                    s.last_applied_revision.as_deref().unwrap_or("?"),
+                    s.source,
+                    if s.found {
+                        format!(
+                            "not ready: {}",
+                            s.ready.as_ref().map(|c| c.message.as_str()).unwrap_or("")
+                        )
+                    } else {
+                        "missing".to_string()
+                    }
+                ),
+            )
+        } else if let Some(s) = source.as_ref().filter(|s| {
+            s.artifact_revision.is_some()
+                && !same_revision(
+                    s.artifact_revision.as_deref(),
+                    s.last_applied_revision.as_deref(),
+                )
+        }) {
+            (
+                Class::Reconciling,
+                format!(
+                    "Ready at {}; source has {}, the next run applies it",
+                    s.last_applied_revision.as_deref().unwrap_or("?"),
+                    s.artifact_revision.as_deref().unwrap_or("?")
+                ),
+            )
+        } else {
+            (
+                Class::Healthy,
+                format!(
+                    "Ready: {}",
+                    ready.as_ref().map(|r| r.message.as_str()).unwrap_or("")
+                ),
+            )
+        };
+
+        // Signatures from blocking workloads.
+        for b in &blocking {
+            signatures.extend(self.signatures_for(b));
+        }
+        signatures.dedup();
+
+        // Source hints.
+        if let Some(s) = &source {
+            if let Some(c) = &s.ready {
+                let m = c.message.to_ascii_lowercase();
+                if m.contains("authentication required") || c.reason == "AuthenticationFailed" {
+                    let secret = self
+                        .source_obj(ks)
+                        .and_then(|o| obj::s(o, &["spec", "secretRef", "name"]))
+                        .map(|n| format!("secret {}/{n}", s.source.split('/').nth(1).unwrap_or("")))
+                        .unwrap_or_else(|| "its secret".into());
+                    hints.push(format!(
+                        "{} reports \"authentication required\": a token rotation probably revoked the credential Flux holds. Mint a new, uniquely named token, put it in {secret}, then run `kubectl unstick ks/{} --with-source`; never revoke the token in use before the secret has the new one",
+                        s.source,
+                        obj::name(ks)
+                    ));
+                }
+            }
+            if s.newer_revision_available {
+                hints.push(format!(
+                    "source has {} but the Kustomization last attempted {}",
+                    s.artifact_revision.as_deref().unwrap_or("?"),
+                    s.last_attempted_revision.as_deref().unwrap_or("nothing")
+                ));
+            }
+            if s.suspended {
+                hints.push(format!("source {} is suspended", s.source));
+            }
+        }
+        if let Some(r) = &request
+            && r.pending
+            && class != Class::RequestPending
+        {
+            hints.push(format!(
+                "reconcile request {} is not handled yet: it is recorded only by the next run that reads it",
+                r.requested_at
+            ));
+        }
+        if class == Class::RequestPending
+            && let Some(c) = &self.controller
+        {
+            let holding = self.holding_workers();
+            if holding.len() as u32 >= c.concurrent {
+                hints.push(format!(
+                    "all {} kustomize-controller workers are held by: {}; the request waits for a free worker",
+                    c.concurrent,
+                    holding.join(", ")
+                ));
+            }
+        }
+        if let Some(c) = &self.controller
+            && self
+                .idx
+                .snap
+                .controller
+                .as_ref()
+                .and_then(|d| obj::i(d, &["status", "readyReplicas"]))
+                .unwrap_or(1)
+                == 0
+        {
+            hints.push(format!(
+                "kustomize-controller {}/{} has no ready replica: nothing reconciles until it is up",
+                c.namespace, c.name
+            ));
+        }
+        Diagnosis {
+            kustomization: key,
+            class,
+            summary,
+            ready,
+            timeout_secs,
+            health_check,
+            eta,
+            request,
+            root_cause: None,
+            blocking,
+            signatures,
+            source,
+            suspended_by_unstick_at: if suspended { marker } else { None },
+            hints,
+        }
+    }
+
+    /// The source object named by `spec.sourceRef`.
+    pub fn source_obj(&self, ks: &Value) -> Option<&'a Value> {
+        let (kind, ns, name) = source_ref(ks);
+        self.idx.sources.get(&(kind, ns, name)).copied()
+    }
+
+    fn source_facts(&self, ks: &Value) -> Option<SourceFacts> {
+        let (kind, ns, name) = source_ref(ks);
+        if name.is_empty() {
+            return None;
+        }
+        let src = self.source_obj(ks);
+        let artifact_revision = src
+            .and_then(|s| obj::s(s, &["status", "artifact", "revision"]))
+            .map(String::from);
+        let last_attempted = obj::s(ks, &["status", "lastAttemptedRevision"]).map(String::from);
+        let newer = artifact_revision.is_some()
+            && !same_revision(artifact_revision.as_deref(), last_attempted.as_deref());
+        Some(SourceFacts {
+            source: format!("{kind}/{ns}/{name}"),
+            found: src.is_some(),
+            ready: src.and_then(|s| obj::condition(s, "Ready")),
+            artifact_revision,
+            last_attempted_revision: last_attempted,
+            last_applied_revision: obj::s(ks, &["status", "lastAppliedRevision"]).map(String::from),
+            newer_revision_available: newer,
+            suspended: src.is_some_and(|s| obj::b(s, &["spec", "suspend"])),
+        })
+    }
+
+    /// Whether `dep` satisfies kustomize-controller `checkDependencies` for `of`:
+    /// conditions present, generation == observedGeneration, Ready=True, and when both use
+    /// the same source, dep.lastAppliedRevision == the source artifact revision.
+    /// Returns the controller's message when not.
+    fn dep_problem(&self, of: &Value, dep: &Value) -> Option<(String, String)> {
+        let key = key_of(dep);
+        let ready = obj::condition(dep, "Ready");
+        let gen_ok = obj::i(dep, &["metadata", "generation"])
+            == obj::i(dep, &["status", "observedGeneration"]);
+        if ready.is_none() || !gen_ok || !ready.unwrap().is_true() {
+            return Some((
+                "not-ready".into(),
+                format!("dependency '{key}' is not ready"),
+            ));
+        }
+        if source_ref(of) == source_ref(dep)
+            && let Some(src) = self.source_obj(of)
+            && let Some(rev) = obj::s(src, &["status", "artifact", "revision"])
+            && !same_revision(Some(rev), obj::s(dep, &["status", "lastAppliedRevision"]))
+        {
+            return Some((
+                "revision-not-up-to-date".into(),
+                format!("dependency '{key}' revision is not up to date"),
+            ));
+        }
+        None
+    }
+
+    /// The first dependency (in spec order, like the controller) that blocks `ks`:
+    /// (namespace/name, problem kind, controller message).
+    fn first_unready_dep(&self, ks: &Value) -> Option<(String, String, String)> {
+        for d in obj::arr(ks, &["spec", "dependsOn"]) {
+            let name = obj::s(d, &["name"]).unwrap_or("");
+            let ns = obj::s(d, &["namespace"])
+                .filter(|n| !n.is_empty())
+                .unwrap_or(obj::namespace(ks));
+            let key = format!("{ns}/{name}");
+            match self.idx.kustomization(ns, name) {
+                None => {
+                    return Some((
+                        key.clone(),
+                        "missing".into(),
+                        format!("dependency '{key}' not found"),
+                    ));
+                }
+                Some(dep) => {
+                    if let Some((k, m)) = self.dep_problem(ks, dep) {
+                        return Some((key, k, m));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Walk the dependsOn chain from `ks` down to the first blocking Kustomization that is
+    /// not itself only waiting on another one. `path` holds the chain so far.
+    fn find_root(&self, ks: &Value, path: &mut Vec<String>) -> Option<RootCause> {
+        let (dep_key, kind, msg) = self.first_unready_dep(ks)?;
+        if let Some(pos) = path.iter().position(|p| *p == dep_key) {
+            let mut cycle: Vec<String> = path[pos..].to_vec();
+            cycle.push(dep_key.clone());
+            return Some(RootCause {
+                chain: path.clone(),
+                kind: "cycle".into(),
+                kustomization: dep_key,
+                message: format!(
+                    "dependsOn cycle: {}; none of them can ever become ready, break the cycle in Git",
+                    cycle.join(" -> ")
+                ),
+                diagnosis: None,
+            });
+        }
+        path.push(dep_key.clone());
+        if kind == "missing" {
+            return Some(RootCause {
+                chain: path.clone(),
+                kind,
+                kustomization: dep_key.clone(),
+                message: format!(
+                    "{msg}: the Kustomization {dep_key} does not exist; create it or fix spec.dependsOn of {}",
+                    path[path.len() - 2]
+                ),
+                diagnosis: None,
+            });
+        }
+        let (dns, dname) = dep_key.split_once('/').unwrap();
+        let dep = self.idx.kustomization(dns, dname).unwrap();
+        // Go deeper when the dependency itself waits on one of its own dependencies.
+        if self.first_unready_dep(dep).is_some()
+            && let Some(rc) = self.find_root(dep, path)
+        {
+            return Some(rc);
+        }
+        let d = self.shallow(dep);
+        let upstream: Vec<&String> = path[..path.len() - 1].iter().collect();
+        let ordering = if upstream.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; \"dependency ... is not ready\" on {} is the dependsOn ordering working, not a fault",
+                upstream
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let message = if kind == "revision-not-up-to-date" {
+            format!(
+                "{msg}: {dep_key} has not applied the source's current revision yet ({}){ordering}",
+                d.summary
+            )
+        } else {
+            format!(
+                "{dep_key} is the first non-ready dependency: {}{ordering}",
+                d.summary
+            )
+        };
+        Some(RootCause {
+            chain: path.clone(),
+            kind,
+            kustomization: dep_key,
+            message,
+            diagnosis: Some(Box::new(d)),
+        })
+    }
+
+    /// Objects the in-flight health check waits for (`spec.wait`: the inventory; else
+    /// `spec.healthChecks`) that are not Current now.
+    fn blocking_in_flight(&self, ks: &Value) -> Vec<BlockingObject> {
+        let mut out = Vec::new();
+        for (group, kind, ns, name) in health_checked(ks) {
+            if let Some(b) = self.blocking_object(&group, &kind, &ns, &name, None) {
+                out.push(b);
+            }
+        }
+        out
+    }
+
+    /// Objects named by a HealthCheckFailed/Canceled message, plus health-checked objects
+    /// that are not Current now.
+    fn blocking_after_check(&self, ks: &Value, message: &str) -> Vec<BlockingObject> {
+        let checked = health_checked(ks);
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for c in HC_ENTRY.captures_iter(message) {
+            let kind = c[1].to_string();
+            let ns = c.get(2).map(|m| m.as_str()).unwrap_or("").to_string();
+            let name = c[3].to_string();
+            let quoted = c[4].to_string();
+            let group = checked
+                .iter()
+                .find(|(_, k, n, nm)| *k == kind && *n == ns && *nm == name)
+                .map(|(g, ..)| g.clone())
+                .unwrap_or_else(|| default_group(&kind).to_string());
+            seen.insert((kind.clone(), ns.clone(), name.clone()));
+            if let Some(b) = self.blocking_object(&group, &kind, &ns, &name, Some(&quoted)) {
+                out.push(b);
+            }
+        }
+        for (group, kind, ns, name) in checked {
+            if seen.contains(&(kind.clone(), ns.clone(), name.clone())) {
+                continue;
+            }
+            if let Some(b) = self.blocking_object(&group, &kind, &ns, &name, None) {
+                out.push(b);
+            }
+        }
+        out
+    }
+
+    fn blocking_object(
+        &self,
+        group: &str,
+        kind: &str,
+        ns: &str,
+        name: &str,
+        quoted: Option<&str>,
+    ) -> Option<BlockingObject> {
+        let id = if ns.is_empty() {
+            format!("{kind}/{name}")
+        } else {
+            format!("{kind}/{ns}/{name}")
+        };
+        let key = (
+            group.to_string(),
+            kind.to_string(),
+            ns.to_string(),
+            name.to_string(),
+        );
+        match self.idx.objects.get(&key) {
+            Some(o) => {
+                let (st, msg) = compat::kstatus(o);
+                if st == KStatus::Current {
+                    return None;
+                }
+                Some(BlockingObject {
+                    object: id,
+                    kstatus: st.to_string(),
+                    message: msg,
+                    pods: self.pod_reasons(o),
+                })
+            }
+            None if self.idx.listed(group, kind) => Some(BlockingObject {
+                object: id,
+                kstatus: KStatus::NotFound.to_string(),
+                message: format!(
+                    "{kind} {ns}/{name} is in the inventory but does not exist (deleted out of band?); the health check never ends for a missing object"
+                ),
+                pods: Vec::new(),
+            }),
+            None => quoted.map(|q| BlockingObject {
+                object: id,
+                kstatus: q.to_string(),
+                message: "status as quoted by the controller (object not read)".into(),
+                pods: Vec::new(),
+            }),
+        }
+    }
+
+    /// Pod-level reasons for a workload, matched by `spec.selector.matchLabels`.
+    fn pod_reasons(&self, w: &Value) -> Vec<PodReason> {
+        let Some(sel) = obj::at(w, &["spec", "selector", "matchLabels"]).and_then(Value::as_object)
+        else {
+            return Vec::new();
+        };
+        if sel.is_empty() {
+            return Vec::new();
+        }
+        let ns = obj::namespace(w);
+        let mut out = Vec::new();
+        for p in self.idx.pods.get(ns).map(Vec::as_slice).unwrap_or(&[]) {
+            let labels = obj::at(p, &["metadata", "labels"]).and_then(Value::as_object);
+            let matches = labels.is_some_and(|l| sel.iter().all(|(k, v)| l.get(k) == Some(v)));
+            if !matches {
+                continue;
+            }
+            out.extend(self.reasons_of_pod(p));
+        }
+        out
+    }
+
+    fn reasons_of_pod(&self, p: &Value) -> Vec<PodReason> {
+        let pod = obj::name(p).to_string();
+        let warning = self
+            .idx
+            .events
+            .get(&(
+                "Pod".to_string(),
+                obj::namespace(p).to_string(),
+                pod.clone(),
+            ))
+            .and_then(|evs| {
+                evs.iter()
+                    .rev()
+                    .find(|e| obj::s(e, &["type"]) == Some("Warning"))
+            })
+            .and_then(|e| obj::s(e, &["message"]))
+            .map(String::from);
+        let mut out = Vec::new();
+        for list in ["initContainerStatuses", "containerStatuses"] {
+            for cs in obj::arr(p, &["status", list]) {
+                let Some(w) = obj::at(cs, &["state", "waiting"]) else {
+                    continue;
+                };
+                let reason = obj::s(w, &["reason"]).unwrap_or("").to_string();
+                if reason.is_empty() || reason == "ContainerCreating" || reason == "PodInitializing"
+                {
+                    continue;
+                }
+                let container = obj::s(cs, &["name"]).unwrap_or("").to_string();
+                let image_err = matches!(
+                    reason.as_str(),
+                    "ImagePullBackOff" | "ErrImagePull" | "InvalidImageName" | "ErrImageNeverPull"
+                );
+                let image = if image_err {
+                    // The spec image is what the node tried; status.image echoes it while waiting.
+                    spec_image(p, &container).or_else(|| obj::s(cs, &["image"]).map(String::from))
+                } else {
+                    None
+                };
+                let term = obj::at(cs, &["lastState", "terminated"]);
+                let crash = reason == "CrashLoopBackOff";
+                let mut message = obj::s(w, &["message"]).unwrap_or("").to_string();
+                if let Some(wm) = &warning
+                    && (message.is_empty() || image_err)
+                {
+                    message = wm.clone();
+                }
+                out.push(PodReason {
+                    pod: pod.clone(),
+                    container,
+                    reason,
+                    image,
+                    last_exit_code: if crash {
+                        term.and_then(|t| obj::i(t, &["exitCode"]))
+                    } else {
+                        None
+                    },
+                    last_exit_reason: if crash {
+                        term.and_then(|t| obj::s(t, &["reason"])).map(String::from)
+                    } else {
+                        None
+                    },
+                    restarts: obj::i(cs, &["restartCount"]).filter(|_| crash),
+                    message,
+                });
+            }
+        }
+        if out.is_empty()
+            && let Some(c) = obj::condition(p, "PodScheduled")
+            && c.is_false()
+        {
+            out.push(PodReason {
+                pod,
+                container: String::new(),
+                reason: if c.reason.is_empty() {
+                    "Unschedulable".into()
+                } else {
+                    c.reason
+                },
+                image: None,
+                last_exit_code: None,
+                last_exit_reason: None,
+                restarts: None,
+                message: c.message,
+            });
+        }
+        out
+    }
+
+    /// Catalogue signature: an image reference that is a bare tag, or that has no registry
+    /// host while the other images of the fleet use one (image-automation `:tag` marker on an
+    /// `image:` field, failure catalogue section 2).
+    fn signatures_for(&self, b: &BlockingObject) -> Vec<Signature> {
+        let mut images: Vec<String> = b.pods.iter().filter_map(|p| p.image.clone()).collect();
+        // Also the workload's own template (works without pods, e.g. a Deployment whose
+        // ReplicaSet cannot create pods yet).
+        let parts: Vec<&str> = b.object.split('/').collect();
+        if parts.len() == 3
+            && let Some(o) = self
+                .idx
+                .objects
+                .iter()
+                .find(|((_, k, n, nm), _)| k == parts[0] && n == parts[1] && nm == parts[2])
+                .map(|(_, o)| *o)
+        {
+            for c in template_containers(o) {
+                if let Some(i) = obj::s(c, &["image"]) {
+                    images.push(i.to_string());
+                }
+            }
+        }
+        images.sort();
+        images.dedup();
+        let hosts = self.registry_hosts();
+        let mut out = Vec::new();
+        for img in images {
+            let id;
+            let why;
+            if is_bare_tag(&img) {
+                id = "bare-tag-image";
+                why = format!("image reference `{img}` is a bare tag");
+            } else if registry_host(&img).is_none()
+                && let Some((host, _)) = hosts.iter().max_by_key(|(_, n)| **n)
+            {
+                id = "image-without-registry";
+                why = format!(
+                    "image reference `{img}` has no registry host while the other images use `{host}`"
+                );
+            } else {
+                continue;
+            }
+            out.push(Signature {
+                id: id.into(),
+                object: b.object.clone(),
+                image: img,
+                message: format!(
+                    "{why}: looks like an image-automation `:tag` marker on an `image:` field; run kubectl markercheck"
+                ),
+            });
+        }
+        out
+    }
+
+    /// Registry hosts used by workload templates in the snapshot, with counts.
+    fn registry_hosts(&self) -> BTreeMap<String, usize> {
+        let mut m = BTreeMap::new();
+        for o in &self.idx.snap.objects {
+            for c in template_containers(o) {
+                if let Some(h) = obj::s(c, &["image"]).and_then(registry_host) {
+                    *m.entry(h.to_string()).or_insert(0) += 1;
+                }
+            }
+        }
+        m
+    }
+}
+
+/// `namespace/name` of an object.
+pub fn key_of(v: &Value) -> String {
+    format!("{}/{}", obj::namespace(v), obj::name(v))
+}
+
+/// `(Kind, namespace, name)` of `spec.sourceRef` (namespace defaults to the Kustomization's).
+pub fn source_ref(ks: &Value) -> (String, String, String) {
+    let kind = obj::s(ks, &["spec", "sourceRef", "kind"])
+        .unwrap_or("GitRepository")
+        .to_string();
+    let ns = obj::s(ks, &["spec", "sourceRef", "namespace"])
+        .filter(|n| !n.is_empty())
+        .unwrap_or(obj::namespace(ks))
+        .to_string();
+    let name = obj::s(ks, &["spec", "sourceRef", "name"])
+        .unwrap_or("")
+        .to_string();
+    (kind, ns, name)
+}
+
+/// Health-checked objects `(group, Kind, namespace, name)`: with `spec.wait` every inventory
+/// entry (`<ns>_<name>_<group>_<Kind>`, kustomize-controller / fluxcd/pkg ssa
+/// `ObjMetadata` string form), plus `spec.healthChecks`.
+pub fn health_checked(ks: &Value) -> Vec<(String, String, String, String)> {
+    let mut out = Vec::new();
+    if obj::b(ks, &["spec", "wait"]) {
+        for e in obj::arr(ks, &["status", "inventory", "entries"]) {
+            if let Some(t) = obj::s(e, &["id"]).and_then(parse_inventory_id) {
+                out.push(t);
+            }
+        }
+    }
+    for h in obj::arr(ks, &["spec", "healthChecks"]) {
+        let av = obj::s(h, &["apiVersion"]).unwrap_or("");
+        let group = av.split_once('/').map(|(g, _)| g).unwrap_or("").to_string();
+        let t = (
+            group,
+            obj::s(h, &["kind"]).unwrap_or("").to_string(),
+            obj::s(h, &["namespace"]).unwrap_or("").to_string(),
+            obj::s(h, &["name"]).unwrap_or("").to_string(),
+        );
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// Parse an inventory id `<namespace>_<name>_<group>_<Kind>` into (group, Kind, ns, name).
+pub fn parse_inventory_id(id: &str) -> Option<(String, String, String, String)> {
+    let p: Vec<&str> = id.split('_').collect();
+    if p.len() != 4 {
+        return None;
+    }
+    Some((p[2].into(), p[3].into(), p[0].into(), p[1].into()))
+}
+
+fn default_group(kind: &str) -> &'static str {
+    match kind {
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" => "apps",
+        "Job" | "CronJob" => "batch",
+        "Kustomization" => "kustomize.toolkit.fluxcd.io",
+        "HelmRelease" => "helm.toolkit.fluxcd.io",
+        _ => "",
+    }
+}
+
+fn request_facts(ks: &Value, now: Timestamp) -> Option<RequestFacts> {
+    let req = obj::annotation(ks, REQUESTED_AT)?;
+    let handled = obj::s(ks, &["status", "lastHandledReconcileAt"]).map(String::from);
+    Some(RequestFacts {
+        requested_at: req.to_string(),
+        pending: handled.as_deref() != Some(req),
+        last_handled_reconcile_at: handled,
+        age_secs: obj::parse_time(req).map(|t| now.duration_since(t).as_secs()),
+    })
+}
+
+/// Duration of the last run from `status.history[0].lastReconciledDuration` (fluxcd/pkg
+/// apis/meta History), seconds.
+fn last_duration_secs(ks: &Value) -> Option<f64> {
+    let h = obj::arr(ks, &["status", "history"]).first()?;
+    obj::s(h, &["lastReconciledDuration"]).and_then(compat::go_duration_secs)
+}
+
+/// Whether two revisions name the same artifact: equal, or equal digests
+/// (`main@sha1:abc` vs legacy `main/abc`), like source-controller `Artifact.HasRevision`.
+pub fn same_revision(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            if a == b {
+                return true;
+            }
+            let digest = |r: &str| -> String {
+                if let Some((_, d)) = r.rsplit_once('@') {
+                    d.split_once(':').map(|(_, h)| h).unwrap_or(d).to_string()
+                } else if let Some((_, d)) = r.rsplit_once('/') {
+                    d.to_string()
+                } else {
+                    r.split_once(':').map(|(_, h)| h).unwrap_or(r).to_string()
+                }
+            };
+            digest(a) == digest(b)
+        }
+        _ => false,
+    }
+}
+
+fn template_containers(o: &Value) -> Vec<&Value> {
+    let mut v = Vec::new();
+    let base: &[&str] = if obj::kind(o) == "CronJob" {
+        &["spec", "jobTemplate", "spec", "template", "spec"]
+    } else if obj::kind(o) == "Pod" {
+        &["spec"]
+    } else {
+        &["spec", "template", "spec"]
+    };
+    for k in ["initContainers", "containers"] {
+        let mut p: Vec<&str> = base.to_vec();
+        p.push(k);
+        v.extend(obj::arr(o, &p));
+    }
+    v
+}
+
+fn spec_image(p: &Value, container: &str) -> Option<String> {
+    template_containers(p)
+        .into_iter()
+        .find(|c| obj::s(c, &["name"]) == Some(container))
+        .and_then(|c| obj::s(c, &["image"]))
+        .map(String::from)
+}
+
+/// A bare tag such as `0.1.1` or `v1.2.3`: what a `:tag` setter writes into a whole
+/// `image:` field.
+pub fn is_bare_tag(image: &str) -> bool {
+    !image.contains('/')
+        && !image.contains(':')
+        && !image.contains('@')
+        && VERSION_TAG.is_match(image)
+}
+
+/// The registry host of an image reference, following the docker reference grammar: the
+/// first path component when it has a `.` or `:` or is `localhost`.
+pub fn registry_host(image: &str) -> Option<&str> {
+    let (first, _) = image.split_once('/')?;
+    (first.contains('.') || first.contains(':') || first == "localhost").then_some(first)
+}
+
+fn secs(s: f64) -> SignedDuration {
+    SignedDuration::from_secs_f64(s)
+}
+
+/// `HH:MM:SSZ` of a timestamp (UTC).
+pub fn short_time(t: Timestamp) -> String {
+    t.strftime("%H:%M:%SZ").to_string()
+}

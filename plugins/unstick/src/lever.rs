@@ -1,0 +1,594 @@
+//! Lever selection and the exact plan: which action frees this Kustomization on this
+//! controller, why, when the fresh run happens, and the JSON merge patches we send.
+//!
+//! Facts used (see reference.md): kustomize-controller v1.7.0 added the
+//! `CancelHealthCheckOnNewRevision` gate (cancel on a new source revision only); v1.8.0
+//! cancels on any re-queue event (requestedAt, generation, source revision); without the gate
+//! the controller-runtime work queue never runs one key twice at once, so every event during
+//! a run only marks it dirty and the next run starts right after the current one ends.
+
+use jiff::{SignedDuration, Timestamp};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::controller::{CancelMode, ControllerFacts};
+use crate::diagnose::{Class, Diagnosis, REQUESTED_AT, SUSPEND_MARKER, short_time};
+use crate::obj;
+
+/// Field manager of every write (kustomize-controller takes back fields owned by `kubectl`
+/// and `before-first-apply`, so we use our own name).
+pub const FIELD_MANAGER: &str = "kubectl-unstick";
+
+/// The action chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Lever {
+    /// Annotate `reconcile.fluxcd.io/requestedAt` on the Kustomization.
+    RequestReconcile,
+    /// Annotate requestedAt on the source first, then on the Kustomization (`--with-source`).
+    ReconcileSource,
+    /// `spec.suspend: true` then remove it, with our marker annotation in between.
+    SuspendResume,
+    /// Delete the kustomize-controller pod(s): cancels every in-flight run.
+    RestartController,
+    /// Resume a Kustomization we (or, with `--force-resume`, someone else) left suspended.
+    Resume,
+    /// Unstick the root cause of a dependsOn chain instead.
+    FixDependency,
+    /// Nothing at the API helps; the fix is in Git or in the source's credentials.
+    FixInGit,
+    /// Nothing to do: it is healthy or progressing normally.
+    None,
+}
+
+impl Lever {
+    /// Kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lever::RequestReconcile => "request-reconcile",
+            Lever::ReconcileSource => "reconcile-source",
+            Lever::SuspendResume => "suspend-resume",
+            Lever::RestartController => "restart-controller",
+            Lever::Resume => "resume",
+            Lever::FixDependency => "fix-dependency",
+            Lever::FixInGit => "fix-in-git",
+            Lever::None => "none",
+        }
+    }
+
+    /// Whether the lever writes to the cluster.
+    pub fn mutates(self) -> bool {
+        matches!(
+            self,
+            Lever::RequestReconcile
+                | Lever::ReconcileSource
+                | Lever::SuspendResume
+                | Lever::RestartController
+                | Lever::Resume
+        )
+    }
+}
+
+impl std::fmt::Display for Lever {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// User choices that change the plan.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `--with-source`: also request a reconcile of the source.
+    pub with_source: bool,
+    /// `--restart-controller`: allow deleting the controller pod.
+    pub restart_controller: bool,
+    /// `--force-resume`: resume even when someone else suspended it.
+    pub force_resume: bool,
+    /// `--margin` seconds added to every deadline.
+    pub margin_secs: f64,
+}
+
+/// One write.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase", tag = "action")]
+pub enum Step {
+    /// A JSON merge patch (`application/merge-patch+json`).
+    Patch {
+        /// `apiVersion` of the target (`kustomize.toolkit.fluxcd.io/v1`).
+        api_version: String,
+        /// Kind.
+        kind: String,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The patch body. Contains `metadata.resourceVersion` when the write must fail with
+        /// 409 if the object changed since we read it; the executor re-reads and re-checks
+        /// then.
+        patch: Value,
+        /// Why.
+        why: String,
+    },
+    /// Delete the pods of the controller Deployment (by its selector).
+    DeleteControllerPods {
+        /// Namespace.
+        namespace: String,
+        /// Label selector `k=v,...`.
+        selector: String,
+        /// Why.
+        why: String,
+    },
+}
+
+/// The plan for one Kustomization.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// `namespace/name`.
+    pub kustomization: String,
+    /// The lever.
+    pub lever: Lever,
+    /// Why this lever on this controller, sentence by sentence.
+    pub why: Vec<String>,
+    /// What happens after the writes.
+    pub effect: String,
+    /// When the fresh run is expected to start, if not now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fresh_run_at: Option<Timestamp>,
+    /// Other in-flight Kustomizations a controller restart also cancels.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also_cancels: Vec<String>,
+    /// The exact container arg that enables the cancel gate, when it is off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recommend_gate_arg: Option<String>,
+    /// Other levers the user may choose with a flag.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<String>,
+    /// The writes, in order.
+    pub steps: Vec<Step>,
+    /// How long to wait for proof after the writes, in seconds (run time + margin).
+    pub wait_secs: f64,
+    /// Whether the executor should wait for our requestedAt token to be handled (true) or
+    /// for the generation to be observed (false).
+    pub wait_for_request_token: bool,
+    /// The requestedAt value written, when the plan writes one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_token: Option<String>,
+}
+
+/// The `reconcile.fluxcd.io/requestedAt` merge patch, flux2 cmd/flux/reconcile.go
+/// (`requestReconciliation`): annotation = `time.Now().Format(time.RFC3339Nano)`.
+pub fn request_patch(token: &str) -> Value {
+    json!({"metadata": {"annotations": {REQUESTED_AT: token}}})
+}
+
+/// Suspend patch: flux2 cmd/flux/suspend.go sets `spec.suspend: true` with a merge patch; we
+/// add our marker annotation in the same write (so no moment exists where it is suspended
+/// without the marker) and the resourceVersion we read (so a concurrent writer makes it fail
+/// with 409 instead of being overwritten).
+pub fn suspend_patch(at: &str, resource_version: Option<&str>) -> Value {
+    let mut p = json!({
+        "metadata": {"annotations": {SUSPEND_MARKER: at}},
+        "spec": {"suspend": true}
+    });
+    if let Some(rv) = resource_version {
+        p["metadata"]["resourceVersion"] = json!(rv);
+    }
+    p
+}
+
+/// Resume patch: flux2 cmd/flux/resume.go removes `spec.suspend` (merge patch from
+/// `Suspend: false`, an omitempty field, i.e. `null`); we also remove our marker.
+pub fn resume_patch(resource_version: Option<&str>) -> Value {
+    let mut p = json!({
+        "metadata": {"annotations": {SUSPEND_MARKER: null}},
+        "spec": {"suspend": null}
+    });
+    if let Some(rv) = resource_version {
+        p["metadata"]["resourceVersion"] = json!(rv);
+    }
+    p
+}
+
+/// What a plan is computed from, besides the diagnosis.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    /// The Kustomization object as read (its resourceVersion guards the suspend).
+    pub ks: &'a Value,
+    /// Its source object (for `--with-source`).
+    pub source: Option<&'a Value>,
+    /// Controller facts, when its Deployment was read.
+    pub controller: Option<&'a ControllerFacts>,
+    /// Kustomizations holding a worker (`namespace/name`).
+    pub holding: &'a [String],
+    /// The time of the snapshot.
+    pub now: Timestamp,
+    /// The value written to requestedAt and to our suspend marker (RFC3339Nano).
+    pub token: &'a str,
+}
+
+/// Choose the lever and build the plan for `d` (the target's diagnosis).
+pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
+    let Inputs {
+        ks,
+        source,
+        controller,
+        holding,
+        now,
+        token,
+    } = *inp;
+    let ns = obj::namespace(ks).to_string();
+    let name = obj::name(ks).to_string();
+    let ks_api = obj::s(ks, &["apiVersion"])
+        .unwrap_or("kustomize.toolkit.fluxcd.io/v1")
+        .to_string();
+    let rv = obj::s(ks, &["metadata", "resourceVersion"]);
+    let mut why = Vec::new();
+    let mut alternatives = Vec::new();
+    let mut steps = Vec::new();
+    let mut also_cancels = Vec::new();
+    let mut recommend_gate_arg = None;
+    let mut fresh_run_at = None;
+    let timeout = d.timeout_secs;
+    let margin = opts.margin_secs;
+    let ks_patch = |patch: Value, why: String| Step::Patch {
+        api_version: ks_api.clone(),
+        kind: "Kustomization".into(),
+        namespace: ns.clone(),
+        name: name.clone(),
+        patch,
+        why,
+    };
+    let source_step = |why: String| -> Option<Step> {
+        let s = source?;
+        Some(Step::Patch {
+            api_version: obj::s(s, &["apiVersion"]).unwrap_or("").to_string(),
+            kind: obj::kind(s).to_string(),
+            namespace: obj::namespace(s).to_string(),
+            name: obj::name(s).to_string(),
+            patch: request_patch(token),
+            why,
+        })
+    };
+    let left = d
+        .health_check
+        .as_ref()
+        .and_then(|h| h.time_left_secs)
+        .unwrap_or(0)
+        .max(0) as f64;
+    let mut wait_for_token = true;
+
+    let (lever, effect) = match d.class {
+        Class::Healthy | Class::Reconciling => {
+            why.push(format!("{}: nothing is stuck", d.summary));
+            (Lever::None, "nothing to do".to_string())
+        }
+        Class::Suspended => {
+            if d.suspended_by_unstick_at.is_some() || opts.force_resume {
+                if d.suspended_by_unstick_at.is_some() {
+                    why.push(format!(
+                        "an earlier kubectl unstick run suspended it at {} and was interrupted before resuming",
+                        d.suspended_by_unstick_at.as_deref().unwrap_or("?")
+                    ));
+                } else {
+                    why.push(
+                        "--force-resume: resuming a Kustomization someone else suspended".into(),
+                    );
+                }
+                steps.push(ks_patch(
+                    resume_patch(rv),
+                    "remove spec.suspend (and our marker); the generation bump queues a run".into(),
+                ));
+                wait_for_token = false;
+                (
+                    Lever::Resume,
+                    "the controller runs it again with the latest spec".to_string(),
+                )
+            } else {
+                why.push("it was suspended by someone else (no kubectl unstick marker); resuming could undo a deliberate freeze".into());
+                alternatives.push("--force-resume: resume it anyway".into());
+                (Lever::None, "left suspended".to_string())
+            }
+        }
+        Class::WaitingOnDependencies => {
+            let root = d
+                .root_cause
+                .as_ref()
+                .map(|r| r.kustomization.clone())
+                .unwrap_or_default();
+            why.push(format!(
+                "its dependsOn wait ends by itself once {root} is ready (re-checked every --requeue-dependency, 30s by default)"
+            ));
+            if let Some(r) = &d.root_cause {
+                why.push(r.message.clone());
+            }
+            let (rns, rname) = root.split_once('/').unwrap_or(("", &root));
+            alternatives.push(format!("kubectl unstick ks/{rname} -n {rns} --cascade"));
+            (
+                Lever::FixDependency,
+                format!("unstick {root} first; with --cascade its dependents follow"),
+            )
+        }
+        Class::SourceNotReady | Class::BuildFailed | Class::Stalled => {
+            why.push(format!(
+                "{}: a new run fails the same way until the cause is fixed",
+                d.summary
+            ));
+            if opts.with_source {
+                if let Some(s) = source_step(
+                    "--with-source: ask source-controller to fetch again (e.g. after rotating a token)"
+                        .into(),
+                ) {
+                    steps.push(s);
+                }
+                steps.push(ks_patch(
+                    request_patch(token),
+                    "request a run against the refetched source".into(),
+                ));
+                (
+                    Lever::ReconcileSource,
+                    "the source is fetched again, then the Kustomization runs".to_string(),
+                )
+            } else {
+                alternatives
+                    .push("--with-source: refetch the source after fixing credentials/Git".into());
+                (
+                    Lever::FixInGit,
+                    "fix the cause (Git content, credentials), then rerun with --with-source"
+                        .to_string(),
+                )
+            }
+        }
+        Class::HealthCheckFailed
+        | Class::HealthCheckCanceled
+        | Class::ReconcileFailed
+        | Class::RequestPending => {
+            if d.class == Class::RequestPending {
+                why.push(
+                    "the request is queued; a new requestedAt replaces it with one we can track"
+                        .into(),
+                );
+            } else {
+                why.push(format!(
+                    "{}: the run ended, so a request starts a fresh one now",
+                    d.class
+                ));
+                if !d.signatures.is_empty() || !d.blocking.is_empty() {
+                    why.push("the blocking objects fail the same way until Git has a fix; this only helps once the source has it".into());
+                }
+            }
+            if opts.with_source
+                && let Some(s) =
+                    source_step("--with-source: fetch the latest revision first".into())
+            {
+                steps.push(s);
+            }
+            steps.push(ks_patch(
+                request_patch(token),
+                "reconcile.fluxcd.io/requestedAt = now (flux reconcile ks)".into(),
+            ));
+            (
+                if opts.with_source {
+                    Lever::ReconcileSource
+                } else {
+                    Lever::RequestReconcile
+                },
+                "a new run starts as soon as a worker is free".to_string(),
+            )
+        }
+        Class::HealthCheckInFlight => {
+            let hc = d.health_check.as_ref();
+            let rev_in_flight = hc.map(|h| h.revision.clone()).unwrap_or_default();
+            let newer = d.source.as_ref().is_some_and(|s| {
+                s.artifact_revision.is_some()
+                    && !crate::diagnose::same_revision(
+                        s.artifact_revision.as_deref(),
+                        Some(&rev_in_flight),
+                    )
+            });
+            let mode = controller.map(|c| c.cancel_mode);
+            let others: Vec<String> = holding
+                .iter()
+                .filter(|h| **h != d.kustomization)
+                .cloned()
+                .collect();
+            let fresh_after = hc
+                .and_then(|h| h.deadline)
+                .filter(|t| *t > now)
+                .unwrap_or(now);
+            if let Some(c) = controller
+                && c.cancel_mode != CancelMode::AnyRequeue
+            {
+                recommend_gate_arg = Some(c.gate_arg());
+            }
+            if opts.restart_controller {
+                let c = controller;
+                why.push("--restart-controller: deleting the controller pod cancels every in-flight run at once".into());
+                if !others.is_empty() {
+                    why.push(format!(
+                        "this also cancels the in-flight runs of: {}",
+                        others.join(", ")
+                    ));
+                }
+                also_cancels = others.clone();
+                if let Some(c) = c {
+                    let sel: Vec<String> =
+                        c.selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    steps.push(Step::DeleteControllerPods {
+                        namespace: c.namespace.clone(),
+                        selector: sel.join(","),
+                        why: "the Deployment replaces the pod; the new one starts every Kustomization afresh".into(),
+                    });
+                }
+                steps.push(ks_patch(
+                    request_patch(token),
+                    "request a run so we can prove it was handled".into(),
+                ));
+                (
+                    Lever::RestartController,
+                    "the controller restarts (tens of seconds) and runs everything again"
+                        .to_string(),
+                )
+            } else {
+                match mode {
+                    Some(CancelMode::AnyRequeue) => {
+                        why.push(format!(
+                            "kustomize-controller {} has CancelHealthCheckOnNewRevision=true: any re-queue event, including a requestedAt annotation, cancels the running health check (Ready=False HealthCheckCanceled) and a fresh run starts now",
+                            controller
+                                .and_then(|c| c.version)
+                                .map(|v| v.to_string())
+                                .unwrap_or_default()
+                        ));
+                        if opts.with_source
+                            && let Some(s) =
+                                source_step("--with-source: fetch the latest revision first".into())
+                        {
+                            steps.push(s);
+                        }
+                        steps.push(ks_patch(
+                            request_patch(token),
+                            "reconcile.fluxcd.io/requestedAt = now: cancels the in-flight health check".into(),
+                        ));
+                        (
+                            if opts.with_source {
+                                Lever::ReconcileSource
+                            } else {
+                                Lever::RequestReconcile
+                            },
+                            "the in-flight health check is canceled now and a fresh run starts with the latest spec and revision".to_string(),
+                        )
+                    }
+                    Some(CancelMode::NewRevisionOnly) | Some(CancelMode::Unknown) => {
+                        if mode == Some(CancelMode::Unknown) {
+                            why.push("the gate is on but the controller version could not be read from its image tag; assuming v1.7 behaviour (cancel only on a new source revision)".into());
+                        } else {
+                            why.push(format!(
+                                "kustomize-controller {} has the gate, but v1.7 cancels only on a new source revision; a requestedAt annotation waits behind the in-flight run",
+                                controller
+                                    .and_then(|c| c.version)
+                                    .map(|v| v.to_string())
+                                    .unwrap_or_default()
+                            ));
+                        }
+                        if newer {
+                            why.push(format!(
+                                "the source already has {} (in flight: {rev_in_flight}); the controller should have canceled on its arrival, a new source event re-triggers it",
+                                d.source.as_ref().and_then(|s| s.artifact_revision.clone()).unwrap_or_default()
+                            ));
+                        }
+                        if opts.with_source || newer {
+                            if let Some(s) = source_step(
+                                "reconcile the source: a new artifact revision cancels the in-flight health check"
+                                    .into(),
+                            ) {
+                                steps.push(s);
+                            }
+                            steps.push(ks_patch(
+                                request_patch(token),
+                                "request a run so we can prove it was handled".into(),
+                            ));
+                            fresh_run_at = Some(now);
+                            (
+                                Lever::ReconcileSource,
+                                "if the source fetches a new revision, the in-flight check is canceled now; if upstream has no new commit, nothing is canceled and the fresh run starts at the deadline".to_string(),
+                            )
+                        } else {
+                            why.push("the source has no newer revision than the one in flight, so nothing cancels it now: push the fix to Git, then run with --with-source; meanwhile suspend+resume queues a fresh run at the deadline".into());
+                            alternatives.push("--with-source after pushing a fix: a new revision cancels the check".into());
+                            alternatives.push("--restart-controller: cancels now, and every other in-flight run too".into());
+                            suspend_resume(&mut steps, &ks_patch, rv, token);
+                            fresh_run_at = Some(fresh_after);
+                            wait_for_token = false;
+                            (
+                                Lever::SuspendResume,
+                                format!(
+                                    "the in-flight check keeps its worker until {}; the fresh run with the latest spec starts right after",
+                                    short_time(fresh_after)
+                                ),
+                            )
+                        }
+                    }
+                    Some(CancelMode::Never) | None => {
+                        if controller.is_none() {
+                            why.push("the kustomize-controller Deployment could not be read (use --controller-namespace/--controller-name); assuming the gate is off".into());
+                        } else {
+                            why.push("CancelHealthCheckOnNewRevision is off on this controller: nothing at the API cancels a running health check; the work queue never runs one Kustomization twice at once".into());
+                        }
+                        why.push(
+                            "suspend + resume queues a fresh run with the latest spec right after the in-flight one ends".into(),
+                        );
+                        alternatives.push(format!(
+                            "--restart-controller: cancels now, and also the in-flight runs of {} other Kustomization(s)",
+                            others.len()
+                        ));
+                        suspend_resume(&mut steps, &ks_patch, rv, token);
+                        fresh_run_at = Some(fresh_after);
+                        wait_for_token = false;
+                        (
+                            Lever::SuspendResume,
+                            format!(
+                                "the in-flight check keeps its worker until {} ({} from now); the fresh run starts right after",
+                                short_time(fresh_after),
+                                obj::human_secs(fresh_after.duration_since(now).as_secs())
+                            ),
+                        )
+                    }
+                }
+            }
+        }
+    };
+    if let Some(arg) = &recommend_gate_arg {
+        why.push(format!(
+            "to make requestedAt cancel a stuck health check next time, run kustomize-controller v1.8.3+ with `{arg}`"
+        ));
+    }
+    // Wait: time until the fresh run can start, plus a full run, plus margin.
+    let start_delay = fresh_run_at
+        .map(|t| t.duration_since(now).as_secs_f64().max(0.0))
+        .unwrap_or(0.0);
+    let wait_secs = if lever == Lever::SuspendResume {
+        left.max(start_delay) + timeout + margin
+    } else {
+        start_delay + timeout + margin
+    };
+    Plan {
+        kustomization: d.kustomization.clone(),
+        lever,
+        why,
+        effect,
+        fresh_run_at,
+        also_cancels,
+        recommend_gate_arg,
+        alternatives,
+        request_token: steps
+            .iter()
+            .any(|s| matches!(s, Step::Patch { patch, .. } if patch.pointer("/metadata/annotations/reconcile.fluxcd.io~1requestedAt").is_some()))
+            .then(|| token.to_string()),
+        steps,
+        wait_secs,
+        wait_for_request_token: wait_for_token,
+    }
+}
+
+fn suspend_resume(
+    steps: &mut Vec<Step>,
+    ks_patch: &dyn Fn(Value, String) -> Step,
+    rv: Option<&str>,
+    token: &str,
+) {
+    steps.push(ks_patch(
+        suspend_patch(token, rv),
+        "spec.suspend = true with our marker (fails with 409 if the object changed since read)"
+            .into(),
+    ));
+    steps.push(ks_patch(
+        resume_patch(None),
+        "remove spec.suspend and the marker: the generation bump queues a fresh run".into(),
+    ));
+}
+
+/// `now + secs` for display.
+pub fn after(now: Timestamp, secs: f64) -> Timestamp {
+    now.checked_add(SignedDuration::from_secs_f64(secs))
+        .unwrap_or(now)
+}

@@ -1,0 +1,10 @@
+//! kubectl-unstick engine: diagnose a stuck Flux Kustomization from a snapshot of the
+//! cluster, choose the lever that really frees it on this controller, and plan the exact
+//! patches. Everything here except [`live`] is pure and tested on JSON fixtures.
+
+pub mod compat;
+pub mod controller;
+pub mod diagnose;
+pub mod lever;
+pub mod obj;
+pub mod snapshot;

@@ -1,0 +1,506 @@
+//! Diagnosis and lever selection on JSON fixtures written from upstream shapes
+//! (kustomize-controller v1.9 status, source-controller v1 GitRepository status, core/v1 Pod).
+
+use serde_json::{Value, json};
+use unstick::controller::{CancelMode, ControllerFacts};
+use unstick::diagnose::{Class, Diagnosis, Engine};
+use unstick::lever::{self, Lever, Options, Step};
+use unstick::snapshot::Snapshot;
+
+fn fleet() -> Snapshot {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/fleet.json"
+    ))
+    .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn diag(snap: &Snapshot, name: &str) -> Diagnosis {
+    Engine::new(snap).diagnose("flux-system", name).unwrap()
+}
+
+fn ks<'a>(snap: &'a Snapshot, name: &str) -> &'a Value {
+    snap.kustomizations
+        .iter()
+        .find(|k| k["metadata"]["name"] == name)
+        .unwrap()
+}
+
+fn with_controller(snap: &mut Snapshot, image: &str, gates: Option<&str>) {
+    let c = snap.controller.as_mut().unwrap();
+    c["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
+    if let Some(g) = gates {
+        c["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!(format!("--feature-gates={g}")));
+    }
+}
+
+fn plan_for(snap: &Snapshot, name: &str, opts: &Options) -> lever::Plan {
+    let e = Engine::new(snap);
+    let d = e.diagnose("flux-system", name).unwrap();
+    let k = ks(snap, name);
+    let src = e.source_obj(k);
+    let holding = e.holding_workers();
+    let inputs = lever::Inputs {
+        ks: k,
+        source: src,
+        controller: e.controller.as_ref(),
+        holding: &holding,
+        now: snap.now,
+        token: "2026-11-30T07:30:00.5Z",
+    };
+    lever::plan(&d, &inputs, opts)
+}
+
+#[test]
+fn healthy() {
+    let s = fleet();
+    let d = diag(&s, "platform");
+    assert_eq!(d.class, Class::Healthy);
+    assert!(d.root_cause.is_none());
+    assert!(d.blocking.is_empty());
+}
+
+#[test]
+fn health_check_in_flight_with_deadline_blocking_pod_and_signature() {
+    let s = fleet();
+    let d = diag(&s, "apps-wave-0");
+    assert_eq!(d.class, Class::HealthCheckInFlight);
+    let hc = d.health_check.as_ref().unwrap();
+    assert_eq!(
+        hc.revision,
+        "main@sha1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+    );
+    assert_eq!(hc.timeout_secs, 900.0);
+    assert_eq!(hc.deadline.unwrap().to_string(), "2026-11-30T07:35:00Z");
+    assert_eq!(hc.time_left_secs, Some(300));
+    assert!(d.summary.contains("5m0s left"), "{}", d.summary);
+    // Only the not-Current object blocks; the Service and the ready web Deployment do not.
+    assert_eq!(d.blocking.len(), 1, "{:#?}", d.blocking);
+    let b = &d.blocking[0];
+    assert_eq!(b.object, "Deployment/apps/podinfo");
+    assert_eq!(b.kstatus, "InProgress");
+    assert_eq!(b.pods.len(), 1);
+    assert_eq!(b.pods[0].reason, "ImagePullBackOff");
+    assert_eq!(b.pods[0].image.as_deref(), Some("0.1.1"));
+    assert!(b.pods[0].message.contains("docker.io/library/0.1.1:latest"));
+    assert_eq!(d.signatures.len(), 1);
+    assert_eq!(d.signatures[0].id, "bare-tag-image");
+    assert!(d.signatures[0].message.contains(
+        "looks like an image-automation `:tag` marker on an `image:` field; run kubectl markercheck"
+    ));
+    let src = d.source.as_ref().unwrap();
+    assert!(!src.newer_revision_available);
+    assert_eq!(
+        src.last_applied_revision.as_deref(),
+        Some("main@sha1:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+    );
+}
+
+#[test]
+fn image_without_registry_is_a_signature_when_the_fleet_uses_one() {
+    let mut s = fleet();
+    let d = s
+        .objects
+        .iter_mut()
+        .find(|o| o["metadata"]["name"] == "podinfo")
+        .unwrap();
+    d["spec"]["template"]["spec"]["containers"][0]["image"] = json!("podinfo:0.1.1");
+    let p = s
+        .pods
+        .iter_mut()
+        .find(|o| o["metadata"]["name"] == "podinfo-7d9c-x2x")
+        .unwrap();
+    p["spec"]["containers"][0]["image"] = json!("podinfo:0.1.1");
+    let d = diag(&s, "apps-wave-0");
+    assert_eq!(d.signatures.len(), 1, "{:#?}", d.signatures);
+    assert_eq!(d.signatures[0].id, "image-without-registry");
+    assert!(d.signatures[0].message.contains("`registry:5000`"));
+}
+
+#[test]
+fn dependency_chain_walks_to_first_non_ready() {
+    let s = fleet();
+    let d = diag(&s, "apps-wave-2");
+    assert_eq!(d.class, Class::WaitingOnDependencies);
+    let rc = d.root_cause.as_ref().unwrap();
+    assert_eq!(
+        rc.chain,
+        vec![
+            "flux-system/apps-wave-2",
+            "flux-system/apps-wave-1",
+            "flux-system/apps-wave-0"
+        ]
+    );
+    assert_eq!(rc.kustomization, "flux-system/apps-wave-0");
+    assert_eq!(rc.kind, "not-ready");
+    assert_eq!(
+        rc.diagnosis.as_ref().unwrap().class,
+        Class::HealthCheckInFlight
+    );
+    assert!(
+        rc.message
+            .contains("is the dependsOn ordering working, not a fault"),
+        "{}",
+        rc.message
+    );
+    assert!(rc.message.contains("flux-system/apps-wave-1"));
+    assert!(d.summary.contains("root cause: flux-system/apps-wave-0"));
+}
+
+#[test]
+fn dependency_cycle_and_missing() {
+    let s = fleet();
+    let d = diag(&s, "cycle-a");
+    let rc = d.root_cause.unwrap();
+    assert_eq!(rc.kind, "cycle");
+    assert!(
+        rc.message
+            .contains("flux-system/cycle-a -> flux-system/cycle-b -> flux-system/cycle-a"),
+        "{}",
+        rc.message
+    );
+    let d = diag(&s, "orphan");
+    let rc = d.root_cause.unwrap();
+    assert_eq!(rc.kind, "missing");
+    assert_eq!(rc.kustomization, "flux-system/missing-one");
+}
+
+#[test]
+fn dependency_revision_not_up_to_date() {
+    let s = fleet();
+    let d = diag(&s, "lagging");
+    assert_eq!(d.class, Class::Reconciling);
+    let d = diag(&s, "after-lagging");
+    let rc = d.root_cause.unwrap();
+    assert_eq!(rc.kind, "revision-not-up-to-date");
+    assert_eq!(rc.kustomization, "flux-system/lagging");
+}
+
+#[test]
+fn source_not_ready_with_token_rotation_hint() {
+    let s = fleet();
+    let d = diag(&s, "charts");
+    assert_eq!(d.class, Class::SourceNotReady);
+    let hint = d
+        .hints
+        .iter()
+        .find(|h| h.contains("authentication required"))
+        .unwrap();
+    assert!(hint.contains("token rotation"));
+    assert!(hint.contains("secret flux-system/charts-token"));
+    assert!(hint.contains("--with-source"));
+}
+
+#[test]
+fn build_failed_substitution() {
+    let s = fleet();
+    let d = diag(&s, "build-broken");
+    assert_eq!(d.class, Class::BuildFailed);
+    assert!(d.hints.iter().any(|h| h.contains("substitution")));
+}
+
+#[test]
+fn health_check_failed_reads_message_and_pod_crash() {
+    let s = fleet();
+    let d = diag(&s, "hc-failed");
+    assert_eq!(d.class, Class::HealthCheckFailed);
+    assert_eq!(d.blocking.len(), 1);
+    let b = &d.blocking[0];
+    assert_eq!(b.object, "Deployment/web/crashy");
+    assert_eq!(b.kstatus, "Failed");
+    assert!(b.message.contains("Progress deadline exceeded"));
+    let p = &b.pods[0];
+    assert_eq!(p.reason, "CrashLoopBackOff");
+    assert_eq!(p.last_exit_code, Some(1));
+    assert_eq!(p.last_exit_reason.as_deref(), Some("Error"));
+    assert_eq!(p.restarts, Some(7));
+    assert!(d.signatures.is_empty());
+}
+
+#[test]
+fn health_check_canceled_stalled_busy() {
+    let s = fleet();
+    assert_eq!(diag(&s, "canceled").class, Class::HealthCheckCanceled);
+    assert_eq!(diag(&s, "stalled").class, Class::Stalled);
+    let d = diag(&s, "busy");
+    assert_eq!(d.class, Class::Reconciling);
+    assert_eq!(d.eta.unwrap().to_string(), "2026-11-30T07:30:02.5Z");
+}
+
+#[test]
+fn suspended_by_us_vs_someone_else() {
+    let s = fleet();
+    let d = diag(&s, "left-by-us");
+    assert_eq!(d.class, Class::Suspended);
+    assert_eq!(
+        d.suspended_by_unstick_at.as_deref(),
+        Some("2026-11-30T07:10:00.5Z")
+    );
+    let d = diag(&s, "frozen");
+    assert_eq!(d.class, Class::Suspended);
+    assert!(d.suspended_by_unstick_at.is_none());
+    let p = plan_for(&s, "frozen", &Options::default());
+    assert_eq!(p.lever, Lever::None);
+    assert!(p.steps.is_empty());
+    let p = plan_for(
+        &s,
+        "frozen",
+        &Options {
+            force_resume: true,
+            ..Default::default()
+        },
+    );
+    assert_eq!(p.lever, Lever::Resume);
+    let p = plan_for(&s, "left-by-us", &Options::default());
+    assert_eq!(p.lever, Lever::Resume);
+    let Step::Patch { patch, .. } = &p.steps[0] else {
+        panic!()
+    };
+    assert_eq!(
+        patch,
+        &json!({"metadata": {"annotations": {"unstick.cluster-loop.dev/suspended-at": null},
+                 "resourceVersion": "1000"}, "spec": {"suspend": null}})
+    );
+}
+
+#[test]
+fn request_pending() {
+    let s = fleet();
+    let d = diag(&s, "requested");
+    assert_eq!(d.class, Class::RequestPending);
+    let r = d.request.unwrap();
+    assert!(r.pending);
+    assert_eq!(r.age_secs, Some(299));
+}
+
+#[test]
+fn missing_inventory_object_is_not_found() {
+    let s = fleet();
+    let d = diag(&s, "ghost-check");
+    assert_eq!(d.class, Class::HealthCheckInFlight);
+    assert_eq!(d.blocking[0].kstatus, "NotFound");
+    assert_eq!(d.health_check.unwrap().time_left_secs, Some(-60));
+    assert!(
+        d.hints
+            .iter()
+            .any(|h| h.contains("deadline passed 1m0s ago"))
+    );
+}
+
+#[test]
+fn holding_workers_lists_in_flight_runs() {
+    let s = fleet();
+    let e = Engine::new(&s);
+    assert_eq!(
+        e.holding_workers(),
+        vec![
+            "flux-system/apps-wave-0",
+            "flux-system/busy",
+            "flux-system/ghost-check"
+        ]
+    );
+}
+
+#[test]
+fn gate_off_chooses_suspend_resume_and_recommends_gate() {
+    let s = fleet();
+    let e = Engine::new(&s);
+    assert_eq!(
+        e.controller.as_ref().unwrap().cancel_mode,
+        CancelMode::Never
+    );
+    let p = plan_for(
+        &s,
+        "apps-wave-0",
+        &Options {
+            margin_secs: 30.0,
+            ..Default::default()
+        },
+    );
+    assert_eq!(p.lever, Lever::SuspendResume);
+    assert_eq!(p.fresh_run_at.unwrap().to_string(), "2026-11-30T07:35:00Z");
+    assert_eq!(
+        p.recommend_gate_arg.as_deref(),
+        Some("--feature-gates=CancelHealthCheckOnNewRevision=true")
+    );
+    assert_eq!(p.steps.len(), 2);
+    let Step::Patch { patch, .. } = &p.steps[0] else {
+        panic!()
+    };
+    assert_eq!(
+        patch,
+        &json!({"metadata": {"annotations": {"unstick.cluster-loop.dev/suspended-at": "2026-11-30T07:30:00.5Z"},
+                 "resourceVersion": "1000"}, "spec": {"suspend": true}})
+    );
+    // 300s left + 900s timeout + 30s margin.
+    assert_eq!(p.wait_secs, 1230.0);
+    assert!(!p.wait_for_request_token);
+    assert!(p.alternatives.iter().any(|a| a.contains("2 other")));
+}
+
+#[test]
+fn restart_controller_lists_other_in_flight_runs() {
+    let s = fleet();
+    let p = plan_for(
+        &s,
+        "apps-wave-0",
+        &Options {
+            restart_controller: true,
+            ..Default::default()
+        },
+    );
+    assert_eq!(p.lever, Lever::RestartController);
+    assert_eq!(
+        p.also_cancels,
+        vec!["flux-system/busy", "flux-system/ghost-check"]
+    );
+    assert!(matches!(
+        &p.steps[0],
+        Step::DeleteControllerPods { selector, namespace, .. }
+            if selector == "app=kustomize-controller" && namespace == "flux-system"
+    ));
+}
+
+#[test]
+fn gate_on_v18_annotates_requested_at() {
+    let mut s = fleet();
+    with_controller(
+        &mut s,
+        "ghcr.io/fluxcd/kustomize-controller:v1.8.3",
+        Some("CancelHealthCheckOnNewRevision=true"),
+    );
+    let p = plan_for(&s, "apps-wave-0", &Options::default());
+    assert_eq!(p.lever, Lever::RequestReconcile);
+    assert!(p.recommend_gate_arg.is_none());
+    assert_eq!(p.steps.len(), 1);
+    let Step::Patch { patch, kind, .. } = &p.steps[0] else {
+        panic!()
+    };
+    assert_eq!(kind, "Kustomization");
+    assert_eq!(
+        patch,
+        &json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "2026-11-30T07:30:00.5Z"}}})
+    );
+    assert!(p.wait_for_request_token);
+    assert_eq!(p.request_token.as_deref(), Some("2026-11-30T07:30:00.5Z"));
+}
+
+#[test]
+fn gate_on_v17_without_new_revision_says_so() {
+    let mut s = fleet();
+    with_controller(
+        &mut s,
+        "ghcr.io/fluxcd/kustomize-controller:v1.7.1",
+        Some("CancelHealthCheckOnNewRevision=true"),
+    );
+    let p = plan_for(&s, "apps-wave-0", &Options::default());
+    assert_eq!(p.lever, Lever::SuspendResume);
+    assert!(
+        p.why
+            .iter()
+            .any(|w| w.contains("no newer revision than the one in flight"))
+    );
+    assert!(p.recommend_gate_arg.is_some());
+    let p = plan_for(
+        &s,
+        "apps-wave-0",
+        &Options {
+            with_source: true,
+            ..Default::default()
+        },
+    );
+    assert_eq!(p.lever, Lever::ReconcileSource);
+    let Step::Patch { kind, name, .. } = &p.steps[0] else {
+        panic!()
+    };
+    assert_eq!(
+        (kind.as_str(), name.as_str()),
+        ("GitRepository", "flux-system")
+    );
+}
+
+#[test]
+fn gate_on_v17_with_newer_source_revision_reconciles_source() {
+    let mut s = fleet();
+    with_controller(
+        &mut s,
+        "kustomize-controller:v1.7.0",
+        Some("CancelHealthCheckOnNewRevision=true"),
+    );
+    let src = s
+        .sources
+        .iter_mut()
+        .find(|o| o["metadata"]["name"] == "flux-system")
+        .unwrap();
+    src["status"]["artifact"]["revision"] =
+        json!("main@sha1:dddddddddddddddddddddddddddddddddddddddd");
+    let p = plan_for(&s, "apps-wave-0", &Options::default());
+    assert_eq!(p.lever, Lever::ReconcileSource);
+}
+
+#[test]
+fn waiting_on_dependencies_points_at_root() {
+    let s = fleet();
+    let p = plan_for(&s, "apps-wave-2", &Options::default());
+    assert_eq!(p.lever, Lever::FixDependency);
+    assert!(p.steps.is_empty());
+    assert!(p.effect.contains("flux-system/apps-wave-0"));
+}
+
+#[test]
+fn healthy_needs_nothing_and_source_problem_needs_git() {
+    let s = fleet();
+    assert_eq!(
+        plan_for(&s, "platform", &Options::default()).lever,
+        Lever::None
+    );
+    assert_eq!(
+        plan_for(&s, "charts", &Options::default()).lever,
+        Lever::FixInGit
+    );
+    let p = plan_for(
+        &s,
+        "charts",
+        &Options {
+            with_source: true,
+            ..Default::default()
+        },
+    );
+    assert_eq!(p.lever, Lever::ReconcileSource);
+    assert_eq!(p.steps.len(), 2);
+}
+
+#[test]
+fn diagnosis_json_schema_is_stable() {
+    let s = fleet();
+    let d = diag(&s, "apps-wave-0");
+    let v = serde_json::to_value(&d).unwrap();
+    for k in [
+        "kustomization",
+        "class",
+        "summary",
+        "ready",
+        "timeoutSecs",
+        "healthCheck",
+        "blocking",
+        "signatures",
+        "source",
+    ] {
+        assert!(v.get(k).is_some(), "missing {k}");
+    }
+    assert_eq!(v["class"], "health-check-in-flight");
+    assert_eq!(v["healthCheck"]["timeLeftSecs"], 300);
+}
+
+#[test]
+fn controller_facts_from_fixture() {
+    let s = fleet();
+    let f = ControllerFacts::from_deployment(s.controller.as_ref().unwrap());
+    assert_eq!(f.version.unwrap().to_string(), "v1.9.4");
+    assert!(!f.cancel_gate);
+    assert_eq!(f.concurrent, 4);
+}
