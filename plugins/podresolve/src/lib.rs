@@ -9,5 +9,6 @@
 
 pub mod corefile;
 pub mod parse;
+pub mod probe;
 pub mod resolvconf;
 pub mod validate;
