@@ -27,8 +27,8 @@ use std::collections::BTreeMap;
 /// The probe script (protocol v1), a compile-time constant.
 pub const SCRIPT: &str = include_str!("probe.sh");
 
-/// Default probe image. Alpine's minirootfs ships BusyBox (its `nslookup` applet is the
-/// >= 1.29 wire-query implementation) and musl-utils (`getent` with `ahosts`, Alpine
+/// Default probe image. Alpine's minirootfs ships BusyBox (its `nslookup` applet is the BusyBox
+/// 1.29+ wire-query implementation) and musl-utils (`getent` with `ahosts`, Alpine
 /// aports main/musl getent.c) and runs as any UID. It has no `openssl` CLI and no `git`:
 /// pass `--image` with an image that has them for `--tls`/`--git` (the probe reports
 /// `not found in image`, exit 127, otherwise).
