@@ -1,2 +1,25 @@
 //! cluster-loop shared library: what every kubectl plugin of the suite needs.
+//!
+//! - [`cli`]: kubectl's cluster flags (`--kubeconfig --context --cluster --user -n
+//!   --request-timeout`) and kubeconfig resolution exactly like kubectl.
+//! - [`output`]: `-o table|json|yaml`, `--color`, kubectl-like tables, styling.
+//! - [`error`]: one error type, exit codes 0/1/2/3, actionable API error messages.
+//! - [`refs`]: `ks/NAME`-style references.
+//! - [`flux`]: typed Flux objects (Kustomization, GitRepository, OCIRepository, image
+//!   automation) and their rules (effective timeout, inventory ids).
+//! - [`conditions`], [`kstatus`]: status conditions and kstatus evaluation.
+//! - [`wait`]: watch-based waiting with a deadline and a progress spinner.
+//! - [`duration`]: Go duration parse/format.
 #![warn(missing_docs)]
+
+pub mod cli;
+pub mod conditions;
+pub mod duration;
+pub mod error;
+pub mod flux;
+pub mod kstatus;
+pub mod output;
+pub mod refs;
+pub mod wait;
+
+pub use error::{Error, Result, exit_with};

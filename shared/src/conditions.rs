@@ -1,0 +1,121 @@
+//! Kubernetes status conditions (`metav1.Condition` and the older core shapes), tolerant.
+//!
+//! Every field except `type` is optional so that partially-written conditions, core
+//! conditions (PodCondition, DeploymentCondition: `lastUpdateTime`, no `observedGeneration`)
+//! and Flux conditions all parse. Timestamps stay RFC 3339 strings; use
+//! [`Condition::last_transition_time`] to get a [`jiff::Timestamp`].
+
+use serde::{Deserialize, Serialize};
+
+/// Condition type `Ready` (Flux objects, kstatus generic rule).
+pub const READY: &str = "Ready";
+/// Condition type `Reconciling` (kstatus "abnormal-true": InProgress when True).
+pub const RECONCILING: &str = "Reconciling";
+/// Condition type `Stalled` (kstatus "abnormal-true": Failed when True).
+pub const STALLED: &str = "Stalled";
+/// Condition type `Healthy` (kustomize-controller, only with `wait`/`healthChecks`).
+pub const HEALTHY: &str = "Healthy";
+
+/// One status condition.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Condition {
+    /// Condition type, e.g. `Ready`, `Reconciling`, `Stalled`, `Healthy`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown` (as written by the controller).
+    pub status: String,
+    /// CamelCase reason, e.g. `ReconciliationSucceeded`, `HealthCheckFailed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Human-readable message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// RFC 3339 time the status last changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+    /// `.metadata.generation` the condition was set for (metav1.Condition only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+impl Condition {
+    /// True when `status == "True"` (exact, as Kubernetes compares it).
+    pub fn is_true(&self) -> bool {
+        self.status == "True"
+    }
+
+    /// True when `status == "False"`.
+    pub fn is_false(&self) -> bool {
+        self.status == "False"
+    }
+
+    /// Reason, or `""`.
+    pub fn reason(&self) -> &str {
+        self.reason.as_deref().unwrap_or("")
+    }
+
+    /// Message, or `""`.
+    pub fn message(&self) -> &str {
+        self.message.as_deref().unwrap_or("")
+    }
+
+    /// `lastTransitionTime` parsed as RFC 3339; `None` when absent or malformed.
+    pub fn last_transition_time(&self) -> Option<jiff::Timestamp> {
+        self.last_transition_time.as_deref()?.parse().ok()
+    }
+}
+
+/// The first condition of `type_` in `conditions` (Kubernetes keeps types unique).
+pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// True when the condition `type_` exists and is `True`.
+pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
+    find(conditions, type_).is_some_and(Condition::is_true)
+}
+
+/// Parse `.status.conditions` out of any object JSON; malformed entries are skipped.
+pub fn from_object(obj: &serde_json::Value) -> Vec<Condition> {
+    obj.pointer("/status/conditions")
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| serde_json::from_value::<Condition>(c.clone()).ok())
+                .filter(|c| !c.type_.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parse_and_find() {
+        let obj = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "False", "reason": "HealthCheckFailed",
+             "message": "health check failed after 5m0.012s", "lastTransitionTime": "2026-01-02T03:04:05Z",
+             "observedGeneration": 3, "extra": 1},
+            {"type": "Reconciling", "status": "True"},
+            "garbage",
+            {"status": "True"}
+        ]}});
+        let cs = from_object(&obj);
+        assert_eq!(cs.len(), 2);
+        let r = find(&cs, READY).unwrap();
+        assert!(r.is_false() && !r.is_true());
+        assert_eq!(r.reason(), "HealthCheckFailed");
+        assert_eq!(r.observed_generation, Some(3));
+        assert_eq!(
+            r.last_transition_time().unwrap().to_string(),
+            "2026-01-02T03:04:05Z"
+        );
+        assert!(is_true(&cs, RECONCILING));
+        assert!(!is_true(&cs, STALLED));
+        assert_eq!(find(&cs, RECONCILING).unwrap().message(), "");
+    }
+}

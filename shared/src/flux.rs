@@ -1,0 +1,984 @@
+//! Typed Flux API objects for the fields the suite uses, tolerant of everything else.
+//!
+//! Every struct uses `#[serde(default)]` and ignores unknown fields, so objects from newer or
+//! older controllers (and half-written test fixtures) still parse. Durations stay Go duration
+//! strings (`10m`, `1h30m`); use the helpers (e.g. [`Kustomization::effective_timeout`]) or
+//! [`crate::duration`] to read them.
+//!
+//! Each top-level type implements [`kube::Resource`] for its typed version, so
+//! `kube::Api::<Kustomization>::namespaced(client, ns)` works.
+//!
+//! # Older served versions
+//!
+//! The typed `Resource` impls point at `v1` (Kustomization since kustomize-controller v1.0 /
+//! Flux 2.0; GitRepository since source-controller v1.0; OCIRepository since Flux 2.6;
+//! image.toolkit.fluxcd.io since image-reflector/automation v1.0 / Flux 2.7). On an older
+//! cluster that only serves e.g. `kustomize.toolkit.fluxcd.io/v1beta2`, a typed request
+//! answers 404, which [`crate::error::Error::from_kube`] turns into "Flux CRD not installed or
+//! API version not served". To support such clusters, call [`served_version`] and, when it
+//! returns an older version, use `Api<DynamicObject>` with
+//! [`crate::refs::Kind::api_resource`] for that version and convert with [`from_dynamic`]:
+//! the tolerant types read v1beta2 objects (the fields used here have the same names and
+//! shapes there, except `dependsOn`, which is the same list of `{name, namespace}`).
+
+use crate::conditions::{self, Condition};
+use crate::duration::{GoDuration, ParseDurationError};
+use crate::error::{ApiContext, Error, KubeResultExt, Result};
+use crate::refs::Kind;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+pub use crate::duration::{format_go_duration, parse_go_duration};
+
+/// API group of Kustomization.
+pub const KUSTOMIZE_GROUP: &str = "kustomize.toolkit.fluxcd.io";
+/// API group of GitRepository, OCIRepository, HelmRepository, Bucket.
+pub const SOURCE_GROUP: &str = "source.toolkit.fluxcd.io";
+/// API group of ImagePolicy, ImageRepository, ImageUpdateAutomation.
+pub const IMAGE_GROUP: &str = "image.toolkit.fluxcd.io";
+/// Annotation that asks a Flux controller to reconcile now (value: any new string; the flux
+/// CLI writes RFC 3339 nano time). fluxcd/pkg apis/meta `ReconcileRequestAnnotation`.
+pub const RECONCILE_REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
+
+/// Implements `kube::Resource` for a namespaced type with `metadata: ObjectMeta`.
+macro_rules! flux_resource {
+    ($ty:ty, $kind:literal, $group:expr, $version:literal, $plural:literal) => {
+        impl kube::Resource for $ty {
+            type DynamicType = ();
+            type Scope = k8s_openapi::NamespaceResourceScope;
+
+            fn kind(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($kind)
+            }
+            fn group(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($group)
+            }
+            fn version(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($version)
+            }
+            fn plural(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($plural)
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+
+        impl FluxObject for $ty {
+            fn conditions(&self) -> &[Condition] {
+                &self.status.conditions
+            }
+            fn observed_generation(&self) -> Option<i64> {
+                self.status.observed_generation
+            }
+            fn last_handled_reconcile_at(&self) -> Option<&str> {
+                self.status.last_handled_reconcile_at.as_deref()
+            }
+            fn suspended(&self) -> bool {
+                self.spec.suspend
+            }
+        }
+    };
+}
+
+/// What every Flux object with the usual status shape offers.
+pub trait FluxObject: kube::Resource<DynamicType = ()> {
+    /// `.status.conditions` (empty when absent).
+    fn conditions(&self) -> &[Condition];
+    /// `.status.observedGeneration` (`None` when absent; the CRDs default it to -1).
+    fn observed_generation(&self) -> Option<i64>;
+    /// `.status.lastHandledReconcileAt`: the last `reconcile.fluxcd.io/requestedAt` value the
+    /// controller handled (fluxcd/pkg apis/meta `ReconcileRequestStatus`).
+    fn last_handled_reconcile_at(&self) -> Option<&str>;
+    /// `.spec.suspend`.
+    fn suspended(&self) -> bool;
+
+    /// The `Ready` condition, if any.
+    fn ready(&self) -> Option<&Condition> {
+        conditions::find(self.conditions(), conditions::READY)
+    }
+
+    /// The condition of type `t`, if any.
+    fn condition(&self, t: &str) -> Option<&Condition> {
+        conditions::find(self.conditions(), t)
+    }
+
+    /// `.metadata.annotations["reconcile.fluxcd.io/requestedAt"]`.
+    fn requested_at(&self) -> Option<&str> {
+        self.meta()
+            .annotations
+            .as_ref()?
+            .get(RECONCILE_REQUESTED_AT)
+            .map(String::as_str)
+    }
+
+    /// True when the controller has seen the current spec: `status.observedGeneration ==
+    /// metadata.generation` (kstatus rule; objects without a generation count as observed).
+    fn generation_observed(&self) -> bool {
+        match self.meta().generation {
+            Some(g) => self.observed_generation() == Some(g),
+            None => true,
+        }
+    }
+}
+
+/// A reference to a namespaced object by name (`{name, namespace}`); fluxcd/pkg apis/meta
+/// `NamespacedObjectReference` and kustomize-controller api/v1 `DependencyReference`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NamespacedRef {
+    /// Name.
+    pub name: String,
+    /// Namespace; `None` means the referring object's namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// A typed reference `{apiVersion?, kind, name, namespace?}` (sourceRef, healthChecks).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ObjectKindRef {
+    /// `apiVersion`, optional in sourceRef.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// Kind, e.g. `GitRepository`, `Deployment`.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// Namespace; `None` means the referring object's namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// `{name}` reference to an object in the same namespace (secretRef).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LocalRef {
+    /// Name.
+    pub name: String,
+}
+
+/// A source artifact (source-controller api/v1 `meta.Artifact`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Artifact {
+    /// Revision, e.g. `main@sha1:<40 hex>`, `v1.2.3@sha1:...`, `sha1:...`.
+    pub revision: String,
+    /// Digest of the tarball, e.g. `sha256:<hex>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// RFC 3339 time the artifact was produced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<String>,
+    /// In-cluster URL of the artifact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+// ---------------------------------------------------------------- Kustomization
+
+/// kustomize.toolkit.fluxcd.io/v1 Kustomization (kustomize-controller api/v1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Kustomization {
+    /// `apiVersion` as received (absent on objects built in code).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// `kind` as received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: KustomizationSpec,
+    /// Status (defaulted when absent).
+    pub status: KustomizationStatus,
+}
+flux_resource!(
+    Kustomization,
+    "Kustomization",
+    KUSTOMIZE_GROUP,
+    "v1",
+    "kustomizations"
+);
+
+/// Kustomization `.spec` (fields the suite reads).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct KustomizationSpec {
+    /// Reconcile interval, Go duration (`10m`). Required by the CRD.
+    pub interval: String,
+    /// Timeout for apply and health checks, Go duration; see [`Kustomization::effective_timeout`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Retry interval after a failure, Go duration; defaults to `interval`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_interval: Option<String>,
+    /// Path in the source (defaults to the root).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Garbage collection.
+    pub prune: bool,
+    /// Health-check every applied object (makes `healthChecks` ignored).
+    pub wait: bool,
+    /// Objects to health-check.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub health_checks: Vec<ObjectKindRef>,
+    /// Kustomizations that must be Ready first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<NamespacedRef>,
+    /// The source (GitRepository, OCIRepository, Bucket).
+    pub source_ref: ObjectKindRef,
+    /// Suspended: the controller starts no new runs (a run in flight continues).
+    pub suspend: bool,
+    /// Post-build variable substitution.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub post_build: Option<PostBuild>,
+    /// Recreate objects whose immutable fields changed.
+    pub force: bool,
+    /// Namespace override for all objects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_namespace: Option<String>,
+    /// ServiceAccount to impersonate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+}
+
+/// `.spec.postBuild`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PostBuild {
+    /// Inline variables.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub substitute: BTreeMap<String, String>,
+    /// ConfigMaps / Secrets with variables.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub substitute_from: Vec<SubstituteReference>,
+}
+
+/// `.spec.postBuild.substituteFrom[]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SubstituteReference {
+    /// `ConfigMap` or `Secret`.
+    pub kind: String,
+    /// Name, in the Kustomization's namespace.
+    pub name: String,
+    /// Tolerate absence.
+    pub optional: bool,
+}
+
+/// Kustomization `.status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct KustomizationStatus {
+    /// Last reconciled generation (CRD default -1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Conditions: Ready, Reconciling, Healthy, Stalled.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Last successfully applied source revision.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_applied_revision: Option<String>,
+    /// Origin revision of the last applied artifact (e.g. OCI `org.opencontainers.image.revision`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_applied_origin_revision: Option<String>,
+    /// Revision of the last attempt (set after the fetch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_attempted_revision: Option<String>,
+    /// Last handled `reconcile.fluxcd.io/requestedAt` value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
+    /// Applied objects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inventory: Option<Inventory>,
+}
+
+/// `.status.inventory`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Inventory {
+    /// Entries.
+    pub entries: Vec<InventoryEntry>,
+}
+
+/// `.status.inventory.entries[]`: `id` is `<namespace>_<name>_<group>_<Kind>`, `v` the version.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct InventoryEntry {
+    /// Object id, see [`ObjMetadata::parse`].
+    pub id: String,
+    /// API version (`v1`).
+    pub v: String,
+}
+
+/// One object identity from an inventory id (cli-utils `object.ObjMetadata`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ObjMetadata {
+    /// Namespace, `""` for cluster-scoped.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// API group, `""` for core.
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+}
+
+impl ObjMetadata {
+    /// Parse `<namespace>_<name>_<group>_<Kind>` exactly like cli-utils
+    /// `pkg/object/objmetadata.go` `ParseObjMetadata`: namespace up to the first `_`, kind
+    /// after the last, group after the next-to-last; `__` in the name means `:` (RBAC names);
+    /// a remaining `_` in the name is an error. Errors: [`Error::Cluster`] naming the id.
+    pub fn parse(id: &str) -> Result<ObjMetadata> {
+        let bad = |why: &str| Error::Cluster(format!("invalid inventory id {id:?}: {why}"));
+        let (namespace, rest) = id.split_once('_').ok_or_else(|| bad("no '_'"))?;
+        let (rest, kind) = rest.rsplit_once('_').ok_or_else(|| bad("missing kind"))?;
+        let (name, group) = rest.rsplit_once('_').ok_or_else(|| bad("missing group"))?;
+        let name = name.replace("__", ":");
+        if name.contains('_') {
+            return Err(bad("too many fields"));
+        }
+        if name.is_empty() || kind.is_empty() {
+            return Err(bad("empty name or kind"));
+        }
+        Ok(ObjMetadata {
+            namespace: namespace.to_string(),
+            name,
+            group: group.to_string(),
+            kind: kind.to_string(),
+        })
+    }
+}
+
+impl std::fmt::Display for ObjMetadata {
+    /// Flux's notation: `Deployment/apps/podinfo` (`Namespace/podinfo` when cluster-scoped).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{}/{}", self.kind, self.name)
+        } else {
+            write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+impl Kustomization {
+    /// The timeout the controller uses for apply and health checks.
+    ///
+    /// kustomize-controller api/v1 `GetTimeout` (v1.0 through v1.9): `spec.timeout` if set,
+    /// else `spec.interval - 30s`; either way at least 30s. So a 10m interval gives 9m30s,
+    /// and `timeout: 10s` gives 30s. A missing interval counts as 0 (Go zero value).
+    /// Errors: an unparsable `timeout` or `interval`.
+    pub fn effective_timeout(
+        &self,
+    ) -> std::result::Result<std::time::Duration, ParseDurationError> {
+        const FLOOR: GoDuration = GoDuration::from_secs(30);
+        let d = match &self.spec.timeout {
+            Some(t) => t.parse::<GoDuration>()?,
+            None => {
+                let interval = if self.spec.interval.is_empty() {
+                    GoDuration::ZERO
+                } else {
+                    self.spec.interval.parse::<GoDuration>()?
+                };
+                GoDuration(interval.0.saturating_sub(FLOOR.0))
+            }
+        };
+        Ok(d.max(FLOOR).to_std().unwrap_or_default())
+    }
+
+    /// `spec.interval` parsed. Errors: invalid Go duration (or empty).
+    pub fn interval(&self) -> std::result::Result<std::time::Duration, ParseDurationError> {
+        parse_go_duration(&self.spec.interval)
+    }
+
+    /// Inventory entries parsed; invalid ids are returned as errors in place.
+    pub fn inventory(&self) -> Vec<Result<ObjMetadata>> {
+        self.status
+            .inventory
+            .as_ref()
+            .map(|inv| {
+                inv.entries
+                    .iter()
+                    .map(|e| ObjMetadata::parse(&e.id))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// `dependsOn` entries as `(namespace, name)`, the namespace defaulting to this object's
+    /// (kustomize-controller: an empty dependency namespace means the Kustomization's own).
+    pub fn dependencies(&self) -> Vec<(String, String)> {
+        let own = self.metadata.namespace.clone().unwrap_or_default();
+        self.spec
+            .depends_on
+            .iter()
+            .map(|d| {
+                (
+                    d.namespace.clone().unwrap_or_else(|| own.clone()),
+                    d.name.clone(),
+                )
+            })
+            .collect()
+    }
+
+    /// True when health checks run: `spec.wait` or non-empty `spec.healthChecks`.
+    pub fn runs_health_checks(&self) -> bool {
+        self.spec.wait || !self.spec.health_checks.is_empty()
+    }
+}
+
+// ---------------------------------------------------------------- sources
+
+/// source.toolkit.fluxcd.io/v1 GitRepository (source-controller api/v1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GitRepository {
+    /// `apiVersion` as received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// `kind` as received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: GitRepositorySpec,
+    /// Status.
+    pub status: SourceStatus,
+}
+flux_resource!(
+    GitRepository,
+    "GitRepository",
+    SOURCE_GROUP,
+    "v1",
+    "gitrepositories"
+);
+
+/// GitRepository `.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GitRepositorySpec {
+    /// Repository URL (`http(s)://` or `ssh://`).
+    pub url: String,
+    /// What to check out; see [`GitRef`].
+    #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<GitRef>,
+    /// Secret with credentials.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalRef>,
+    /// Fetch interval, Go duration.
+    pub interval: String,
+    /// Git operation timeout, Go duration (CRD default `60s`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Suspended.
+    pub suspend: bool,
+    /// Auth provider (`generic`, `azure`, `github`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+}
+
+/// GitRepository `.spec.ref`; precedence (source-controller api/v1): commit > name > semver >
+/// tag > branch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GitRef {
+    /// Branch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// Tag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// SemVer range over tags.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semver: Option<String>,
+    /// Full reference name (`refs/heads/main`, `refs/pull/1/head`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Commit SHA.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+}
+
+/// `.status` of GitRepository and OCIRepository.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SourceStatus {
+    /// Last reconciled generation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Conditions: Ready, Reconciling, ArtifactInStorage, FetchFailed, Stalled...
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Current artifact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<Artifact>,
+    /// Last handled `reconcile.fluxcd.io/requestedAt` value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
+}
+
+/// source.toolkit.fluxcd.io/v1 OCIRepository.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OCIRepository {
+    /// `apiVersion` as received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// `kind` as received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: OCIRepositorySpec,
+    /// Status.
+    pub status: SourceStatus,
+}
+flux_resource!(
+    OCIRepository,
+    "OCIRepository",
+    SOURCE_GROUP,
+    "v1",
+    "ocirepositories"
+);
+
+/// OCIRepository `.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OCIRepositorySpec {
+    /// `oci://` URL.
+    pub url: String,
+    /// Tag / semver / digest selection.
+    #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<OCIRef>,
+    /// Pull secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalRef>,
+    /// Interval, Go duration.
+    pub interval: String,
+    /// Timeout, Go duration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Suspended.
+    pub suspend: bool,
+    /// Plain HTTP registry.
+    pub insecure: bool,
+}
+
+/// OCIRepository `.spec.ref`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OCIRef {
+    /// Digest (`sha256:...`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// SemVer range.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semver: Option<String>,
+    /// Tag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+}
+
+// ---------------------------------------------------------------- image automation
+
+/// `.status` common to the image automation objects.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ImageStatus {
+    /// Last reconciled generation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Conditions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Last handled `reconcile.fluxcd.io/requestedAt` value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
+    /// ImagePolicy: the selected image.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latest_ref: Option<ImageRef>,
+    /// ImagePolicy: the previously selected image.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_previous_ref: Option<ImageRef>,
+    /// ImageRepository: image name after normalisation (`docker.io/library/nginx`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canonical_image_name: Option<String>,
+    /// ImageRepository: last scan.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_scan_result: Option<serde_json::Value>,
+    /// ImageUpdateAutomation: RFC 3339 time of the last run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_automation_run_time: Option<String>,
+    /// ImageUpdateAutomation: last pushed commit SHA.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_push_commit: Option<String>,
+    /// ImageUpdateAutomation: RFC 3339 time of the last push.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_push_time: Option<String>,
+    /// ImageUpdateAutomation: `policy name -> ImageRef` observed in the last run.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub observed_policies: BTreeMap<String, ImageRef>,
+}
+
+/// An image reference as image-reflector-controller v1 stores it: `name` (ImageRepository
+/// `spec.image`, verbatim), `tag`, optional `digest`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ImageRef {
+    /// Image name without tag (`registry:5000/app`).
+    pub name: String,
+    /// Tag.
+    pub tag: String,
+    /// Digest (`sha256:...`) when the policy has `digestReflectionPolicy`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+}
+
+impl ImageRef {
+    /// What the plain setter `ns:policy` writes: `name:tag`, plus `@digest` when present
+    /// (image-automation-controller internal/policy setters).
+    pub fn full(&self) -> String {
+        match &self.digest {
+            Some(d) if !d.is_empty() => format!("{}:{}@{}", self.name, self.tag, d),
+            _ => format!("{}:{}", self.name, self.tag),
+        }
+    }
+}
+
+/// image.toolkit.fluxcd.io/v1 ImagePolicy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ImagePolicy {
+    /// `apiVersion` as received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// `kind` as received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: ImagePolicySpec,
+    /// Status (`latestRef`).
+    pub status: ImageStatus,
+}
+flux_resource!(
+    ImagePolicy,
+    "ImagePolicy",
+    IMAGE_GROUP,
+    "v1",
+    "imagepolicies"
+);
+
+/// ImagePolicy `.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ImagePolicySpec {
+    /// The ImageRepository to select from.
+    pub image_repository_ref: NamespacedRef,
+    /// Policy (`semver`, `alphabetical`, `numerical`), kept raw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<serde_json::Value>,
+    /// Tag filter, kept raw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter_tags: Option<serde_json::Value>,
+    /// ImagePolicy has no `spec.suspend`; always false (present for [`FluxObject`]).
+    #[serde(skip)]
+    pub suspend: bool,
+}
+
+/// image.toolkit.fluxcd.io/v1 ImageRepository.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ImageRepository {
+    /// `apiVersion` as received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// `kind` as received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: ImageRepositorySpec,
+    /// Status.
+    pub status: ImageStatus,
+}
+flux_resource!(
+    ImageRepository,
+    "ImageRepository",
+    IMAGE_GROUP,
+    "v1",
+    "imagerepositories"
+);
+
+/// ImageRepository `.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ImageRepositorySpec {
+    /// Image name without tag (rejected with a tag since image-reflector-controller v0.35).
+    pub image: String,
+    /// Scan interval, Go duration.
+    pub interval: String,
+    /// Pull secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalRef>,
+    /// Suspended.
+    pub suspend: bool,
+    /// Tag exclusion regexes (default `^.*\.sig$`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exclusion_list: Vec<String>,
+}
+
+/// image.toolkit.fluxcd.io/v1 ImageUpdateAutomation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ImageUpdateAutomation {
+    /// `apiVersion` as received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// `kind` as received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: ImageUpdateAutomationSpec,
+    /// Status.
+    pub status: ImageStatus,
+}
+flux_resource!(
+    ImageUpdateAutomation,
+    "ImageUpdateAutomation",
+    IMAGE_GROUP,
+    "v1",
+    "imageupdateautomations"
+);
+
+/// ImageUpdateAutomation `.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ImageUpdateAutomationSpec {
+    /// The GitRepository to update.
+    pub source_ref: ObjectKindRef,
+    /// Git checkout/commit/push settings, kept raw (`checkout.ref`, `commit.messageTemplate`,
+    /// `push.branch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git: Option<serde_json::Value>,
+    /// Run interval, Go duration.
+    pub interval: String,
+    /// Which files to update.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub update: Option<UpdateStrategy>,
+    /// Label selector on ImagePolicies (in the automation's namespace), kept raw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_selector: Option<serde_json::Value>,
+    /// Suspended.
+    pub suspend: bool,
+}
+
+/// ImageUpdateAutomation `.spec.update`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct UpdateStrategy {
+    /// Path in the repository to walk (default: the root).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Strategy; only `Setters` exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+}
+
+/// Convert a [`kube::api::DynamicObject`] (e.g. read at an older served version) into a
+/// typed Flux object through JSON. Errors: [`Error::Cluster`] naming the object when the
+/// shape is incompatible.
+pub fn from_dynamic<K: serde::de::DeserializeOwned>(obj: &kube::api::DynamicObject) -> Result<K> {
+    let v = serde_json::to_value(obj).map_err(|e| Error::Other(e.to_string()))?;
+    serde_json::from_value(v).map_err(|e| {
+        Error::Cluster(format!(
+            "cannot read {}/{}: {e}",
+            obj.metadata.namespace.as_deref().unwrap_or(""),
+            obj.metadata.name.as_deref().unwrap_or("")
+        ))
+    })
+}
+
+/// Which version of `kind` the server serves: the typed version if served, else the newest
+/// served of [`crate::refs::KindInfo::older_versions`]; `None` when none is served (CRD not
+/// installed). Uses the discovery endpoint `/apis` (one request).
+pub async fn served_version(
+    client: &kube::Client,
+    server: &str,
+    kind: Kind,
+) -> Result<Option<String>> {
+    let info = kind.info();
+    if info.group.is_empty() {
+        return Ok(Some(info.version.to_string()));
+    }
+    let groups = client.list_api_groups().await.api_context(|| {
+        ApiContext::new(server)
+            .verb("get")
+            .resource("", "apis (discovery)")
+    })?;
+    let Some(g) = groups.groups.iter().find(|g| g.name == info.group) else {
+        return Ok(None);
+    };
+    let served: Vec<&str> = g.versions.iter().map(|v| v.version.as_str()).collect();
+    Ok(std::iter::once(info.version)
+        .chain(info.older_versions.iter().copied())
+        .find(|v| served.contains(v))
+        .map(str::to_string))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ks(spec: serde_json::Value) -> Kustomization {
+        serde_json::from_value(
+            json!({"metadata": {"name": "apps", "namespace": "flux-system"}, "spec": spec}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn effective_timeout_rules() {
+        let s = |d: &Kustomization| format_go_duration(d.effective_timeout().unwrap());
+        assert_eq!(s(&ks(json!({"interval": "10m"}))), "9m30s");
+        assert_eq!(
+            s(&ks(json!({"interval": "10m", "timeout": "15m"}))),
+            "15m0s"
+        );
+        assert_eq!(s(&ks(json!({"interval": "45s"}))), "30s");
+        assert_eq!(s(&ks(json!({"interval": "1m"}))), "30s");
+        assert_eq!(s(&ks(json!({"interval": "10m", "timeout": "10s"}))), "30s");
+        assert_eq!(s(&ks(json!({}))), "30s");
+        assert_eq!(s(&ks(json!({"interval": "1h"}))), "59m30s");
+        assert!(ks(json!({"interval": "10x"})).effective_timeout().is_err());
+    }
+
+    #[test]
+    fn tolerant_kustomization() {
+        let k: Kustomization = serde_json::from_value(json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "apps", "namespace": "flux-system", "generation": 4,
+                         "annotations": {"reconcile.fluxcd.io/requestedAt": "2026-01-01T00:00:00.1Z"}},
+            "spec": {"interval": "10m", "path": "./apps", "prune": true, "wait": true,
+                     "dependsOn": [{"name": "platform"}, {"name": "infra", "namespace": "other"}],
+                     "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
+                     "postBuild": {"substituteFrom": [{"kind": "ConfigMap", "name": "cluster-vars"}]},
+                     "unknownField": {"x": 1}},
+            "status": {"observedGeneration": 4, "lastAppliedRevision": "main@sha1:abc",
+                       "lastHandledReconcileAt": "2026-01-01T00:00:00.1Z",
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded"}],
+                       "inventory": {"entries": [{"id": "apps_podinfo_apps_Deployment", "v": "v1"},
+                                                 {"id": "_apps__Namespace", "v": "v1"}]},
+                       "history": [{"whatever": true}]}
+        }))
+        .unwrap();
+        assert!(k.ready().unwrap().is_true());
+        assert!(k.generation_observed());
+        assert!(k.runs_health_checks());
+        assert_eq!(k.requested_at(), k.last_handled_reconcile_at());
+        assert_eq!(
+            k.dependencies(),
+            vec![
+                ("flux-system".to_string(), "platform".to_string()),
+                ("other".to_string(), "infra".to_string())
+            ]
+        );
+        let inv: Vec<_> = k
+            .inventory()
+            .into_iter()
+            .map(|r| r.unwrap().to_string())
+            .collect();
+        assert_eq!(inv, vec!["Deployment/apps/podinfo", "Namespace/apps"]);
+        assert_eq!(
+            k.spec.post_build.as_ref().unwrap().substitute_from[0].name,
+            "cluster-vars"
+        );
+        // Empty objects parse too.
+        let _: Kustomization = serde_json::from_value(json!({})).unwrap();
+        let _: GitRepository = serde_json::from_value(json!({"spec": null})).unwrap_or_default();
+    }
+
+    #[test]
+    fn inventory_ids_like_cli_utils() {
+        let m = ObjMetadata::parse("flux-system_podinfo_apps_Deployment").unwrap();
+        assert_eq!(
+            (
+                m.namespace.as_str(),
+                m.name.as_str(),
+                m.group.as_str(),
+                m.kind.as_str()
+            ),
+            ("flux-system", "podinfo", "apps", "Deployment")
+        );
+        let m = ObjMetadata::parse("_system__controller__x_rbac.authorization.k8s.io_ClusterRole")
+            .unwrap();
+        assert_eq!(m.name, "system:controller:x");
+        assert_eq!(m.namespace, "");
+        let m = ObjMetadata::parse("apps_my.app_source.toolkit.fluxcd.io_GitRepository").unwrap();
+        assert_eq!(m.name, "my.app");
+        assert!(ObjMetadata::parse("nounderscore").is_err());
+        assert!(ObjMetadata::parse("a_b").is_err());
+        assert!(ObjMetadata::parse("ns_a_b_c_apps_Deployment").is_err());
+    }
+
+    #[test]
+    fn sources_and_images() {
+        let g: GitRepository = serde_json::from_value(json!({
+            "spec": {"url": "https://git.example/x.git", "ref": {"branch": "main"}, "interval": "1m",
+                     "secretRef": {"name": "creds"}},
+            "status": {"artifact": {"revision": "main@sha1:0123", "digest": "sha256:ab",
+                                    "lastUpdateTime": "2026-01-01T00:00:00Z"}}
+        }))
+        .unwrap();
+        assert_eq!(g.spec.reference.unwrap().branch.as_deref(), Some("main"));
+        assert_eq!(g.status.artifact.unwrap().revision, "main@sha1:0123");
+        let p: ImagePolicy = serde_json::from_value(json!({
+            "spec": {"imageRepositoryRef": {"name": "app"}, "policy": {"semver": {"range": ">=1.0.0"}}},
+            "status": {"latestRef": {"name": "registry:5000/app", "tag": "1.2.3"}}
+        }))
+        .unwrap();
+        let r = p.status.latest_ref.unwrap();
+        assert_eq!(r.full(), "registry:5000/app:1.2.3");
+        let r = ImageRef {
+            digest: Some("sha256:aa".into()),
+            ..r
+        };
+        assert_eq!(r.full(), "registry:5000/app:1.2.3@sha256:aa");
+        use kube::Resource;
+        assert_eq!(ImagePolicy::plural(&()), "imagepolicies");
+        assert_eq!(
+            Kustomization::api_version(&()),
+            "kustomize.toolkit.fluxcd.io/v1"
+        );
+        assert_eq!(OCIRepository::kind(&()), "OCIRepository");
+    }
+
+    #[test]
+    fn dynamic_roundtrip() {
+        let ar = Kind::Kustomization.api_resource("v1beta2");
+        let d = kube::api::DynamicObject::new("apps", &ar)
+            .within("flux-system")
+            .data(json!({"spec": {"interval": "5m", "timeout": "2m"}}));
+        let k: Kustomization = from_dynamic(&d).unwrap();
+        assert_eq!(k.spec.interval, "5m");
+        assert_eq!(
+            k.api_version.as_deref(),
+            Some("kustomize.toolkit.fluxcd.io/v1beta2")
+        );
+        assert_eq!(format_go_duration(k.effective_timeout().unwrap()), "2m0s");
+    }
+}
