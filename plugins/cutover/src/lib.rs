@@ -1,6 +1,14 @@
 //! Engine of `kubectl cutover`: move a Flux Git source to a new URL without rolling the
 //! cluster backwards (failure catalogue entry 4).
+//!
+//! - [`preflight`]: read-only checks (current state, transport, new remote, history relation,
+//!   authored value).
+//! - [`execute`]: the patch, the proof (flux2 pkg/bootstrap wait rule), rollback, `--finish`.
+//! - [`git`]: real `git` with Flux-equivalent credentials.
+//! - [`authored`]: where the GitRepository's URL is committed.
 #![warn(missing_docs)]
 
 pub mod authored;
+pub mod execute;
 pub mod git;
+pub mod preflight;

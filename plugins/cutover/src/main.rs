@@ -1,11 +1,338 @@
-//! kubectl-cutover: see README.md.
-use clap::Parser;
+//! kubectl-cutover: move a Flux Git source to a new URL without rolling the cluster backwards.
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
 
-/// kubectl cutover (skeleton).
+use clap::Parser;
+use cluster_loop::cli::ClusterArgs;
+use cluster_loop::error::{EXIT_FINDING, EXIT_OK, Error, Result};
+use cluster_loop::output::{OutputArgs, Painter, print_machine};
+use cluster_loop::refs::{Kind, ResourceRef};
+use cluster_loop::wait::Progress;
+use cutover::execute::{self, Ending, ExecOptions};
+use cutover::preflight::{self, CheckResult, Preflight, Request};
+
+const EXAMPLES: &str = "\
+Examples:
+  # Preflight only: what the cluster runs, what the new server has, where the URL is authored
+  kubectl cutover gitrepository/flux-system --to https://gitea.prod.example.dev/org/fleet.git --dry-run
+
+  # Cut over with a local clone for history, and write the authored change into it
+  kubectl cutover gitrepo/flux-system --to https://gitea.prod.example.dev/org/fleet.git \\
+      --repo ~/src/fleet --write-patch --hold-root --yes
+
+  # After the authored change has landed through the window: verify and remove the hold
+  kubectl cutover gitrepo/flux-system --finish
+
+Exit codes:
+  0  preflight passed (--dry-run), cutover verified, or --finish verified
+  1  refused by preflight, rolled back (failure, deadline or Ctrl-C), or --finish not verified
+  2  usage error (bad reference, bad flag, --repo not a git repository)
+  3  cluster or API error (kubeconfig, connection, RBAC)";
+
+/// Move a Flux GitRepository to a new Git URL without rolling the cluster backwards.
+///
+/// Preflight (read-only): the commit the cluster runs (status.artifact.revision), the new
+/// server's head for the same branch contacted with the credentials Flux will use, how the two
+/// relate, the transport (http with credentials is refused), and the file that authors
+/// spec.url in the root Kustomization's path (the self-reference: a live patch is reverted
+/// unless that file changes). Then a merge patch of spec.url (field manager kubectl-cutover),
+/// a reconcile request, and a watch until observedGeneration == generation, Ready=True and the
+/// artifact revision is the same branch@sha1 as before. On failure, deadline or Ctrl-C the
+/// previous spec is restored.
 #[derive(Parser, Debug)]
-#[command(name = "kubectl-cutover", version)]
-struct Cli {}
+#[command(name = "kubectl-cutover", version, after_help = EXAMPLES)]
+struct Cli {
+    /// The source: gitrepository/NAME, gitrepo/NAME or NAME (namespace from -n, default flux-system)
+    source: String,
+
+    /// The new Git URL (https:// recommended)
+    #[arg(long, value_name = "URL", required_unless_present = "finish")]
+    to: Option<String>,
+
+    /// Secret (in the source's namespace) the source should use at the new URL; default: its
+    /// current spec.secretRef. Also used for the preflight's contact with the new server.
+    #[arg(long, value_name = "NAME")]
+    secret: Option<String>,
+
+    /// A local clone of the repository: history to compare commits, and the tree --write-patch
+    /// changes. Read only unless --write-patch.
+    #[arg(long, value_name = "PATH")]
+    repo: Option<PathBuf>,
+
+    /// Allow a new server whose branch is ahead of what the cluster runs (deploys those commits)
+    #[arg(long)]
+    allow_forward: bool,
+
+    /// Allow http:// with credentials (they travel in clear text; flux bootstrap refuses this)
+    #[arg(long)]
+    allow_insecure_http: bool,
+
+    /// Print the preflight and the exact patches, change nothing
+    #[arg(long)]
+    dry_run: bool,
+
+    /// Do not ask for confirmation
+    #[arg(short = 'y', long)]
+    yes: bool,
+
+    /// Annotate the GitRepository kustomize.toolkit.fluxcd.io/reconcile=disabled so the root
+    /// Kustomization cannot revert the new URL until --finish
+    #[arg(long)]
+    hold_root: bool,
+
+    /// Write the authored spec.url change into --repo's working tree (you commit and push it)
+    #[arg(long, requires = "repo")]
+    write_patch: bool,
+
+    /// After the authored change has landed: verify the root Kustomization applied it and
+    /// remove the hold
+    #[arg(long, conflicts_with_all = ["to", "dry_run", "write_patch", "hold_root"])]
+    finish: bool,
+
+    /// How long to wait for proof after the patch (Go duration)
+    #[arg(long, default_value = "2m", value_parser = parse_duration, value_name = "DURATION")]
+    timeout: Duration,
+
+    #[command(flatten)]
+    output: OutputArgs,
+
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    cluster_loop::duration::parse_go_duration(s).map_err(|e| e.to_string())
+}
 
 fn main() {
-    let _cli = Cli::parse();
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => cluster_loop::exit_with(&Error::Other(format!("cannot start runtime: {e}"))),
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => cluster_loop::exit_with(&e),
+    }
+}
+
+async fn run(cli: Cli) -> Result<i32> {
+    let source = ResourceRef::parse_with_default(
+        &cli.source,
+        &[Kind::GitRepository],
+        Some(Kind::GitRepository),
+    )?;
+    if let Some(repo) = &cli.repo
+        && !repo.is_dir()
+    {
+        return Err(Error::usage(format!(
+            "--repo {}: not a directory (pass a local clone of the Git repository)",
+            repo.display()
+        )));
+    }
+    let conn = cli.cluster.connect().await?;
+    let ns = conn.flux_namespace();
+    let out = cli.output.stdout_painter();
+
+    if cli.finish {
+        let report = execute::finish(&conn, &ns, &source.name).await?;
+        if cli.output.output.is_machine() {
+            print_machine(cli.output.output, &report)?;
+        } else {
+            for n in &report.notes {
+                println!("{}", n);
+            }
+            if report.hold_removed {
+                println!("removed the kustomize.toolkit.fluxcd.io/reconcile hold");
+            }
+            println!(
+                "{}",
+                if report.verified {
+                    out.ok("verified: the committed and live spec.url agree")
+                } else {
+                    out.err("not verified")
+                }
+            );
+        }
+        return Ok(if report.verified {
+            EXIT_OK
+        } else {
+            EXIT_FINDING
+        });
+    }
+
+    let to = cli.to.clone().unwrap_or_default();
+    let req = Request {
+        namespace: ns.clone(),
+        name: source.name.clone(),
+        to: to.clone(),
+        secret: cli.secret.clone(),
+        repo: cli.repo.clone(),
+        allow_forward: cli.allow_forward,
+        allow_insecure_http: cli.allow_insecure_http,
+    };
+    let err_painter = cli.output.stderr_painter();
+    let (before, pre) = preflight::preflight(&conn, &req).await?;
+
+    let forward = execute::forward_patch(&pre, cli.hold_root, "<now>");
+    let machine = cli.output.output.is_machine();
+    if !machine {
+        print_preflight(&pre, &out);
+        println!(
+            "\nplan: kubectl patch gitrepository -n {ns} {} --type merge --field-manager {} -p '{}'",
+            source.name,
+            execute::FIELD_MANAGER,
+            forward
+        );
+    }
+
+    if cli.write_patch && !pre.authored_patch.is_empty() {
+        let repo = cli
+            .repo
+            .as_ref()
+            .expect("clap: --write-patch requires --repo");
+        for p in &pre.authored_patch {
+            let path = repo.join(&p.file);
+            std::fs::write(&path, &p.new_text).map_err(|e| Error::io(&path, e))?;
+            eprintln!("wrote {}", path.display());
+        }
+    }
+
+    if !pre.go {
+        if machine {
+            print_machine(cli.output.output, &serde_json::json!({ "preflight": pre }))?;
+        } else {
+            println!("\n{}", out.err("refused: see the failed checks above"));
+        }
+        return Ok(EXIT_FINDING);
+    }
+    if cli.dry_run {
+        if machine {
+            print_machine(
+                cli.output.output,
+                &serde_json::json!({ "preflight": pre, "patch": forward }),
+            )?;
+        } else {
+            println!(
+                "\n{}",
+                out.ok("preflight passed (--dry-run: nothing changed)")
+            );
+        }
+        return Ok(EXIT_OK);
+    }
+    if !cli.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(Error::usage(
+                "refusing to change the cluster without confirmation: stdin is not a terminal; \
+                 pass --yes (or --dry-run to only see the plan)",
+            ));
+        }
+        eprint!(
+            "{} ",
+            err_painter.bold(&format!(
+                "Patch gitrepository {ns}/{} to {to}? [y/N]",
+                source.name
+            ))
+        );
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        std::io::stdin()
+            .read_line(&mut answer)
+            .map_err(|e| Error::Other(format!("cannot read the answer: {e}")))?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            eprintln!("aborted: nothing changed");
+            return Ok(EXIT_FINDING);
+        }
+    }
+    let progress = Progress::for_output(format!("gitrepository/{}", source.name), &cli.output);
+    let report = execute::execute(
+        &conn,
+        &before,
+        &pre,
+        &ExecOptions {
+            hold_root: cli.hold_root,
+            timeout: cli.timeout,
+        },
+        &progress,
+    )
+    .await?;
+    if machine {
+        print_machine(
+            cli.output.output,
+            &serde_json::json!({ "preflight": pre, "result": report }),
+        )?;
+    } else {
+        match report.ending {
+            Ending::CutOver => {
+                println!("\n{} {}", out.ok("cut over:"), report.message);
+                if pre.authored_patch.is_empty() {
+                    println!("the committed spec.url already agrees; nothing more to do");
+                } else {
+                    println!(
+                        "next: commit the authored change{} and push it through the new URL; \
+                         then run: kubectl cutover gitrepository/{} -n {ns} --finish",
+                        if cli.write_patch {
+                            " written to --repo"
+                        } else {
+                            " shown above"
+                        },
+                        source.name
+                    );
+                }
+            }
+            Ending::RolledBack | Ending::Interrupted => {
+                println!("\n{} {}", out.err("rolled back:"), report.message);
+                if let Some(p) = &report.rollback_patch {
+                    println!("restored with merge patch {p}");
+                }
+            }
+        }
+    }
+    Ok(match report.ending {
+        Ending::CutOver => EXIT_OK,
+        _ => EXIT_FINDING,
+    })
+}
+
+fn print_preflight(pre: &Preflight, out: &Painter) {
+    println!("{} {} -> {}", out.bold("cutover"), pre.source, pre.to);
+    println!("  runs {} from {}", pre.current.revision, pre.current.url);
+    if let Some(root) = &pre.current.root {
+        println!(
+            "  applied by root Kustomization {} (path {}){}",
+            root.name,
+            root.path,
+            if root.same_source {
+                ": the self-reference"
+            } else {
+                ""
+            }
+        );
+    }
+    for c in &pre.current.consumers {
+        println!(
+            "  consumer {} at {}",
+            c.name,
+            c.last_applied_revision
+                .as_deref()
+                .unwrap_or("(never applied)")
+        );
+    }
+    println!();
+    for c in &pre.checks {
+        let tag = match c.result {
+            CheckResult::Ok => out.ok("ok  "),
+            CheckResult::Warn => out.warn("warn"),
+            CheckResult::Fail => out.err("FAIL"),
+        };
+        println!("{tag} {:<9} {}", c.id, c.message);
+    }
+    for p in &pre.authored_patch {
+        println!("\nauthored change ({}):\n{}", p.file, p.diff.trim_end());
+    }
 }

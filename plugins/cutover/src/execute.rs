@@ -1,0 +1,606 @@
+//! The mutating half of a cutover: patch, wait for proof, roll back on failure or Ctrl-C; and
+//! `--finish`, which verifies that the authored value landed and removes the hold.
+//!
+//! Every exit path leaves the GitRepository either at its old spec or verified at the new one:
+//! the only patches are JSON merge patches with field manager `kubectl-cutover` that touch
+//! `spec.url`, `spec.secretRef` (when `--secret` is given), the
+//! `reconcile.fluxcd.io/requestedAt` annotation and, with `--hold-root`, the
+//! `kustomize.toolkit.fluxcd.io/reconcile` annotation.
+
+use std::time::Duration;
+
+use cluster_loop::cli::Connection;
+use cluster_loop::error::{Error, KubeResultExt, Result};
+use cluster_loop::flux::{FluxObject, GitRepository, RECONCILE_REQUESTED_AT};
+use cluster_loop::wait::{Progress, wait_for};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::authored;
+use crate::git::{GitRunner, Scratch};
+use crate::preflight::{
+    OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL, Preflight, RECONCILE_ANNOTATION, read_credentials,
+    split_revision,
+};
+
+/// Field manager of every write (the brief: a field manager of the plugin's own name, so
+/// kustomize-controller's takeover of `kubectl`-owned fields does not apply).
+pub const FIELD_MANAGER: &str = "kubectl-cutover";
+
+/// How a cutover ended.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum Ending {
+    /// Verified at the new URL, same revision.
+    CutOver,
+    /// Failed or timed out; the previous spec was restored.
+    RolledBack,
+    /// Interrupted (Ctrl-C / SIGTERM); the previous spec was restored.
+    Interrupted,
+}
+
+/// The result of [`execute`].
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecReport {
+    /// How it ended.
+    pub ending: Ending,
+    /// The revision observed at the end (`branch@sha1:...`).
+    pub revision: Option<String>,
+    /// What was observed, one sentence.
+    pub message: String,
+    /// The merge patch that was applied (secret values never appear in it).
+    pub patch: Value,
+    /// The merge patch that restored the previous spec, when a rollback happened.
+    pub rollback_patch: Option<Value>,
+    /// Seconds from the patch to the end.
+    pub elapsed_seconds: f64,
+}
+
+/// Options of [`execute`].
+#[derive(Debug, Clone)]
+pub struct ExecOptions {
+    /// `--hold-root`: annotate the GitRepository `kustomize.toolkit.fluxcd.io/reconcile:
+    /// disabled` so the root Kustomization cannot revert the window.
+    pub hold_root: bool,
+    /// How long to wait for proof.
+    pub timeout: Duration,
+}
+
+/// The forward merge patch: new URL (+ secretRef), a reconcile request, the optional hold.
+pub fn forward_patch(pre: &Preflight, hold_root: bool, requested_at: &str) -> Value {
+    let mut spec = json!({ "url": pre.to });
+    if let Some(s) = &pre.secret
+        && pre.current.secret_ref.as_ref() != Some(s)
+    {
+        spec["secretRef"] = json!({ "name": s });
+    }
+    let mut annotations = json!({ RECONCILE_REQUESTED_AT: requested_at });
+    if hold_root {
+        annotations[RECONCILE_ANNOTATION] = json!("disabled");
+    }
+    json!({ "metadata": { "annotations": annotations }, "spec": spec })
+}
+
+/// The merge patch restoring `before`'s spec.url / spec.secretRef (and removing a hold this run
+/// added). `null` deletes a field in a JSON merge patch (RFC 7386).
+pub fn rollback_patch(before: &GitRepository, forward: &Value) -> Value {
+    let mut spec = json!({ "url": before.spec.url });
+    if forward.pointer("/spec/secretRef").is_some() {
+        spec["secretRef"] = match &before.spec.secret_ref {
+            Some(s) => json!({ "name": s.name }),
+            None => Value::Null,
+        };
+    }
+    let mut patch = json!({ "spec": spec });
+    let had_hold = before
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(RECONCILE_ANNOTATION));
+    if forward
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            RECONCILE_ANNOTATION.replace('/', "~1")
+        ))
+        .is_some()
+        && !had_hold
+    {
+        patch["metadata"] = json!({ "annotations": { RECONCILE_ANNOTATION: null } });
+    }
+    patch
+}
+
+/// What the watch decided about one version of the object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Keep waiting (with the live status line).
+    Waiting,
+    /// observedGeneration == generation, Ready=True, artifact revision == the expected one
+    /// (flux2 pkg/bootstrap wait rule).
+    Proven,
+    /// The controller handled the new spec and failed: the message.
+    Failed(String),
+}
+
+/// Judges one observed version of the GitRepository against `expected_revision`.
+///
+/// Failure is declared only for the new generation (observedGeneration == generation) with
+/// Ready=False and FetchFailed=True or Stalled=True (source-controller api/v1 conditions);
+/// a Ready=True at another revision is a failure too (it would roll the cluster).
+pub fn judge(obj: &GitRepository, expected_revision: &str) -> Verdict {
+    if !obj.generation_observed() {
+        return Verdict::Waiting;
+    }
+    let revision = obj
+        .status
+        .artifact
+        .as_ref()
+        .map(|a| a.revision.as_str())
+        .unwrap_or("");
+    match obj.ready() {
+        Some(c) if c.is_true() && revision == expected_revision => Verdict::Proven,
+        Some(c) if c.is_true() && !revision.is_empty() => Verdict::Failed(format!(
+            "the source became Ready at {revision}, not {expected_revision}"
+        )),
+        Some(c) if c.is_false() => {
+            let fetch_failed = obj.condition("FetchFailed").is_some_and(|f| f.is_true());
+            let stalled = obj.condition("Stalled").is_some_and(|f| f.is_true());
+            if fetch_failed || stalled {
+                Verdict::Failed(format!("{}: {}", c.reason(), c.message()))
+            } else {
+                Verdict::Waiting
+            }
+        }
+        _ => Verdict::Waiting,
+    }
+}
+
+/// Patches the GitRepository to the new URL and proves it, or restores it.
+///
+/// Deadline: `opts.timeout` from the patch. Ctrl-C and SIGTERM during the wait roll back.
+///
+/// Errors: API errors on the forward patch (nothing changed then). An API error on the rollback
+/// patch is reported with the exact patch to apply by hand.
+pub async fn execute(
+    conn: &Connection,
+    before: &GitRepository,
+    pre: &Preflight,
+    opts: &ExecOptions,
+    progress: &Progress,
+) -> Result<ExecReport> {
+    let ns = before.metadata.namespace.clone().unwrap_or_default();
+    let name = before.metadata.name.clone().unwrap_or_default();
+    let api: Api<GitRepository> = Api::namespaced(conn.client.clone(), &ns);
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let requested_at = jiff::Timestamp::now().to_string();
+    let forward = forward_patch(pre, opts.hold_root, &requested_at);
+    let ctx = || {
+        conn.ctx()
+            .verb("patch")
+            .resource_of::<GitRepository>()
+            .namespace(Some(ns.clone()))
+            .name(name.clone())
+    };
+    let start = std::time::Instant::now();
+    api.patch(&name, &pp, &Patch::Merge(&forward))
+        .await
+        .api_context(ctx)?;
+    progress.println(format!(
+        "patched spec.url of gitrepository {ns}/{name} (field manager {FIELD_MANAGER}); waiting \
+         for Ready at {}",
+        pre.current.revision
+    ));
+
+    let expected = pre.current.revision.clone();
+    let deadline = tokio::time::Instant::now() + opts.timeout;
+    let mut verdict = Verdict::Waiting;
+    let wait = wait_for(
+        &api,
+        &name,
+        |o: Option<&GitRepository>| {
+            verdict = match o {
+                Some(o) => judge(o, &expected),
+                None => Verdict::Failed("the GitRepository was deleted".into()),
+            };
+            verdict != Verdict::Waiting
+        },
+        deadline,
+        progress,
+        conn.ctx()
+            .resource_of::<GitRepository>()
+            .namespace(Some(ns.clone())),
+    );
+    let interrupted = tokio::select! {
+        r = wait => Some(r),
+        _ = shutdown_signal() => None,
+    };
+    progress.finish();
+    let (ending, message, revision) = match interrupted {
+        None => (
+            Ending::Interrupted,
+            "interrupted: restoring the previous spec".to_string(),
+            None,
+        ),
+        Some(Err(e)) => (
+            Ending::RolledBack,
+            format!("lost the watch ({e}): restoring the previous spec"),
+            None,
+        ),
+        Some(Ok(out)) => {
+            let rev = out
+                .object
+                .as_ref()
+                .and_then(|o| o.status.artifact.as_ref().map(|a| a.revision.clone()));
+            match (&verdict, out.timed_out) {
+                (Verdict::Proven, _) => (
+                    Ending::CutOver,
+                    format!(
+                        "Ready=True at {} from {} (observedGeneration == generation)",
+                        expected, pre.to
+                    ),
+                    rev,
+                ),
+                (Verdict::Failed(m), _) => (
+                    Ending::RolledBack,
+                    format!("the source failed at the new URL: {m}"),
+                    rev,
+                ),
+                (Verdict::Waiting, _) => (
+                    Ending::RolledBack,
+                    format!(
+                        "no proof within {}: {}",
+                        cluster_loop::duration::format_go_duration(opts.timeout),
+                        out.object
+                            .as_ref()
+                            .and_then(|o| o.ready().map(|c| format!(
+                                "Ready={} {}: {}",
+                                c.status,
+                                c.reason(),
+                                c.message()
+                            )))
+                            .unwrap_or_else(|| "no Ready condition".into())
+                    ),
+                    rev,
+                ),
+            }
+        }
+    };
+    if ending == Ending::CutOver {
+        return Ok(ExecReport {
+            ending,
+            revision,
+            message,
+            patch: forward,
+            rollback_patch: None,
+            elapsed_seconds: start.elapsed().as_secs_f64(),
+        });
+    }
+    let back = rollback_patch(before, &forward);
+    if let Err(e) = api.patch(&name, &pp, &Patch::Merge(&back)).await {
+        return Err(Error::Cluster(format!(
+            "{message}; the rollback patch FAILED ({e}). Restore by hand: kubectl patch \
+             gitrepository -n {ns} {name} --type merge -p '{back}'"
+        )));
+    }
+    Ok(ExecReport {
+        ending,
+        revision,
+        message,
+        patch: forward,
+        rollback_patch: Some(back),
+        elapsed_seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// The result of `--finish`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinishReport {
+    /// True when everything agrees and the hold (if any) was removed.
+    pub verified: bool,
+    /// The live spec.url.
+    pub live_url: String,
+    /// The source revision the root applied.
+    pub root_revision: Option<String>,
+    /// The URL rendered from the root path at that revision.
+    pub authored_url: Option<String>,
+    /// Where it is authored.
+    pub authored_at: Option<String>,
+    /// True when this run removed the `kustomize.toolkit.fluxcd.io/reconcile: disabled` hold.
+    pub hold_removed: bool,
+    /// What was found, one line per fact.
+    pub notes: Vec<String>,
+}
+
+/// `--finish`: verifies that the root Kustomization applied a revision whose rendered URL is
+/// the live one, then removes the hold.
+///
+/// Errors: API errors; a failed verification is `verified: false` with notes (exit 1).
+pub async fn finish(conn: &Connection, ns: &str, name: &str) -> Result<FinishReport> {
+    let api: Api<GitRepository> = Api::namespaced(conn.client.clone(), ns);
+    let repo = api.get(name).await.api_context(|| {
+        conn.ctx()
+            .verb("get")
+            .resource_of::<GitRepository>()
+            .namespace(Some(ns))
+            .name(name)
+    })?;
+    let live_url = repo.spec.url.clone();
+    let mut report = FinishReport {
+        verified: false,
+        live_url: live_url.clone(),
+        root_revision: None,
+        authored_url: None,
+        authored_at: None,
+        hold_removed: false,
+        notes: vec![],
+    };
+    let labels = repo.metadata.labels.clone().unwrap_or_default();
+    let (Some(root_name), Some(root_ns)) = (
+        labels.get(OWNER_NAME_LABEL),
+        labels.get(OWNER_NAMESPACE_LABEL),
+    ) else {
+        report.notes.push(format!(
+            "GitRepository {ns}/{name} has no {OWNER_NAME_LABEL} label: no root Kustomization \
+             applies it; nothing can revert the live URL"
+        ));
+        report.verified = true;
+        report.hold_removed = remove_hold(conn, &api, &repo).await?;
+        return Ok(report);
+    };
+    let ks_api: Api<cluster_loop::flux::Kustomization> =
+        Api::namespaced(conn.client.clone(), root_ns);
+    let root = ks_api.get(root_name).await.api_context(|| {
+        conn.ctx()
+            .verb("get")
+            .resource_of::<cluster_loop::flux::Kustomization>()
+            .namespace(Some(root_ns.clone()))
+            .name(root_name.clone())
+    })?;
+    let source_rev = repo
+        .status
+        .artifact
+        .as_ref()
+        .map(|a| a.revision.clone())
+        .unwrap_or_default();
+    let applied = root.status.last_applied_revision.clone();
+    report.root_revision = applied.clone();
+    if applied.as_deref() != Some(source_rev.as_str()) || source_rev.is_empty() {
+        report.notes.push(format!(
+            "root Kustomization {root_ns}/{root_name} has applied {} but the source is at {}: \
+             wait for it (or flux reconcile ks -n {root_ns} {root_name}) and run --finish again",
+            applied.as_deref().unwrap_or("nothing"),
+            if source_rev.is_empty() {
+                "no revision"
+            } else {
+                &source_rev
+            }
+        ));
+        return Ok(report);
+    }
+    if !root.ready().is_some_and(|c| c.is_true()) {
+        report.notes.push(format!(
+            "root Kustomization {root_ns}/{root_name} is not Ready: {}",
+            root.ready()
+                .map(|c| c.message().to_string())
+                .unwrap_or_default()
+        ));
+        return Ok(report);
+    }
+    // Render the root path at the applied revision, from the live (new) URL.
+    let (_, sha) = split_revision(&source_rev);
+    let creds = match &repo.spec.secret_ref {
+        Some(s) => read_credentials(conn, ns, &s.name).await?,
+        None => Default::default(),
+    };
+    let runner = GitRunner::new(creds)
+        .map_err(|e| Error::Other(format!("cannot prepare a private git home: {e}")))?;
+    let scratch = Scratch::new(&runner, None).map_err(Error::Other)?;
+    let branch = repo
+        .spec
+        .reference
+        .as_ref()
+        .and_then(|r| r.branch.clone())
+        .unwrap_or_else(|| "main".into());
+    if let Err(f) = runner.fetch_branch(scratch.path(), &live_url, &branch, "live") {
+        report.notes.push(f.explain(&live_url, None));
+        return Ok(report);
+    }
+    let tree = tempfile::tempdir().map_err(|e| Error::Other(e.to_string()))?;
+    if let Err(e) = scratch.export_tree(&runner, &sha, tree.path()) {
+        report
+            .notes
+            .push(format!("cannot read the tree at {sha}: {e}"));
+        return Ok(report);
+    }
+    let path = root.spec.path.clone().unwrap_or_else(|| "./".into());
+    match authored::find_authored_url(tree.path(), &path, ns, name) {
+        Ok(a) => {
+            report.authored_at = a
+                .locations
+                .first()
+                .map(|l| format!("{}:{}", l.file, l.line));
+            report.authored_url = Some(a.url.clone());
+            if a.url != live_url {
+                report.notes.push(format!(
+                    "the committed spec.url at {} is {} but the live one is {}: the root \
+                     Kustomization would revert it; land the authored change first",
+                    report.authored_at.as_deref().unwrap_or("?"),
+                    a.url,
+                    live_url
+                ));
+                return Ok(report);
+            }
+        }
+        Err(e) => {
+            report.notes.push(e.to_string());
+            return Ok(report);
+        }
+    }
+    report.notes.push(format!(
+        "root Kustomization {root_ns}/{root_name} applied {source_rev}, whose rendered spec.url \
+         is the live {live_url}"
+    ));
+    report.hold_removed = remove_hold(conn, &api, &repo).await?;
+    report.verified = true;
+    Ok(report)
+}
+
+async fn remove_hold(
+    conn: &Connection,
+    api: &Api<GitRepository>,
+    repo: &GitRepository,
+) -> Result<bool> {
+    let held = repo
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RECONCILE_ANNOTATION))
+        .is_some_and(|v| v == "disabled");
+    if !held {
+        return Ok(false);
+    }
+    let name = repo.metadata.name.clone().unwrap_or_default();
+    let patch = json!({ "metadata": { "annotations": { RECONCILE_ANNOTATION: null } } });
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    api.patch(&name, &pp, &Patch::Merge(&patch))
+        .await
+        .api_context(|| {
+            conn.ctx()
+                .verb("patch")
+                .resource_of::<GitRepository>()
+                .namespace(repo.metadata.namespace.clone())
+                .name(name.clone())
+        })?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::preflight::{Current, Preflight};
+
+    fn pre(secret: Option<&str>) -> Preflight {
+        Preflight {
+            source: "flux-system/flux-system".into(),
+            to: "https://new/x.git".into(),
+            secret: secret.map(str::to_string),
+            current: Current {
+                url: "https://old/x.git".into(),
+                branch: "main".into(),
+                secret_ref: Some("flux-system".into()),
+                revision: "main@sha1:abc".into(),
+                commit: "abc".into(),
+                consumers: vec![],
+                root: None,
+            },
+            new_head: None,
+            relation: None,
+            authored: None,
+            authored_patch: vec![],
+            checks: vec![],
+            go: true,
+        }
+    }
+
+    fn repo(v: Value) -> GitRepository {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn forward_and_rollback_touch_only_their_fields() {
+        let f = forward_patch(&pre(Some("new-creds")), true, "2026-01-01T00:00:00Z");
+        assert_eq!(
+            f,
+            json!({"metadata": {"annotations": {
+                "reconcile.fluxcd.io/requestedAt": "2026-01-01T00:00:00Z",
+                "kustomize.toolkit.fluxcd.io/reconcile": "disabled"}},
+                "spec": {"url": "https://new/x.git", "secretRef": {"name": "new-creds"}}})
+        );
+        let before = repo(
+            json!({"metadata": {"name": "flux-system", "namespace": "flux-system"},
+            "spec": {"url": "https://old/x.git", "secretRef": {"name": "flux-system"}}}),
+        );
+        assert_eq!(
+            rollback_patch(&before, &f),
+            json!({"spec": {"url": "https://old/x.git", "secretRef": {"name": "flux-system"}},
+                   "metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/reconcile": null}}})
+        );
+        let f2 = forward_patch(&pre(Some("flux-system")), false, "t");
+        assert!(f2.pointer("/spec/secretRef").is_none());
+        assert_eq!(
+            rollback_patch(&before, &f2),
+            json!({"spec": {"url": "https://old/x.git"}})
+        );
+    }
+
+    #[test]
+    fn judge_follows_bootstrap_wait_rule() {
+        let base = |generation: i64, obs: i64, ready: &str, rev: &str, fetch_failed: bool| {
+            let mut conds = vec![json!({"type": "Ready", "status": ready, "reason": "X",
+                "message": "authentication required", "lastTransitionTime": "2026-01-01T00:00:00Z"})];
+            if fetch_failed {
+                conds.push(json!({"type": "FetchFailed", "status": "True", "reason": "AuthenticationFailed",
+                    "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}));
+            }
+            repo(json!({"metadata": {"name": "a", "generation": generation},
+                "spec": {"url": "u"},
+                "status": {"observedGeneration": obs, "conditions": conds,
+                    "artifact": {"revision": rev}}}))
+        };
+        assert_eq!(
+            judge(&base(2, 1, "True", "main@sha1:abc", false), "main@sha1:abc"),
+            Verdict::Waiting
+        );
+        assert_eq!(
+            judge(&base(2, 2, "True", "main@sha1:abc", false), "main@sha1:abc"),
+            Verdict::Proven
+        );
+        assert!(matches!(
+            judge(&base(2, 2, "True", "main@sha1:def", false), "main@sha1:abc"),
+            Verdict::Failed(_)
+        ));
+        assert!(
+            matches!(judge(&base(2, 2, "False", "main@sha1:abc", true), "main@sha1:abc"), Verdict::Failed(m) if m.contains("authentication required"))
+        );
+        assert_eq!(
+            judge(
+                &base(2, 2, "False", "main@sha1:abc", false),
+                "main@sha1:abc"
+            ),
+            Verdict::Waiting
+        );
+    }
+}

@@ -1,0 +1,700 @@
+//! Read-only preflight of a cutover: what the cluster runs, what the new remote serves, how
+//! they relate, and where the URL is authored. Nothing here changes the cluster.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use cluster_loop::cli::Connection;
+use cluster_loop::error::{ApiContext, Error, KubeResultExt, Result};
+use cluster_loop::flux::{FluxObject, GitRepository, Kustomization};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::ListParams;
+use serde::Serialize;
+
+use crate::authored::{self, AuthoredUrl};
+use crate::git::{GitCredentials, GitRunner, Relation, RemoteFailure, Scratch};
+
+/// Label kustomize-controller puts on every object it applies: the owning Kustomization's name
+/// (kustomize-controller internal/controller: `{group}/name` with group
+/// `kustomize.toolkit.fluxcd.io`).
+pub const OWNER_NAME_LABEL: &str = "kustomize.toolkit.fluxcd.io/name";
+/// Label with the owning Kustomization's namespace.
+pub const OWNER_NAMESPACE_LABEL: &str = "kustomize.toolkit.fluxcd.io/namespace";
+/// Annotation that makes kustomize-controller skip an applied object (v1.1+):
+/// `kustomize.toolkit.fluxcd.io/reconcile: disabled`.
+pub const RECONCILE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/reconcile";
+
+/// What the user asked for.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// GitRepository namespace.
+    pub namespace: String,
+    /// GitRepository name.
+    pub name: String,
+    /// The new URL (`--to`).
+    pub to: String,
+    /// `--secret`: the Secret the source should use after the cutover.
+    pub secret: Option<String>,
+    /// `--repo`: a local clone with the history.
+    pub repo: Option<PathBuf>,
+    /// `--allow-forward`.
+    pub allow_forward: bool,
+    /// `--allow-insecure-http`.
+    pub allow_insecure_http: bool,
+}
+
+/// The cluster's current state of the source.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Current {
+    /// `spec.url`.
+    pub url: String,
+    /// The branch: `spec.ref.branch`, else the ref named in the artifact revision (the remote's
+    /// default branch when spec.ref is empty), else `main`.
+    pub branch: String,
+    /// `spec.secretRef.name`.
+    pub secret_ref: Option<String>,
+    /// `status.artifact.revision`, e.g. `main@sha1:<40 hex>`.
+    pub revision: String,
+    /// The commit C of that revision.
+    pub commit: String,
+    /// Kustomizations whose sourceRef is this GitRepository: `ns/name` and lastAppliedRevision.
+    pub consumers: Vec<Consumer>,
+    /// The Kustomization that applies this GitRepository object (its kustomize.toolkit.fluxcd.io
+    /// labels): the self-reference.
+    pub root: Option<Consumer>,
+}
+
+/// A Kustomization that reads from the source.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Consumer {
+    /// `namespace/name`.
+    pub name: String,
+    /// `spec.path`.
+    pub path: String,
+    /// `status.lastAppliedRevision`.
+    pub last_applied_revision: Option<String>,
+    /// True when it renders from this same GitRepository.
+    pub same_source: bool,
+}
+
+/// A check of the preflight, shown in order.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Check {
+    /// Short id: `source`, `transport`, `remote`, `history`, `authored`.
+    pub id: &'static str,
+    /// `ok`, `warn` or `fail`.
+    pub result: CheckResult,
+    /// What was found, in one or two sentences.
+    pub message: String,
+}
+
+/// Outcome of a [`Check`].
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckResult {
+    /// Passed.
+    Ok,
+    /// Passed with something to act on.
+    Warn,
+    /// Refuses the cutover.
+    Fail,
+}
+
+/// The whole preflight: machine output of `--dry-run` and the header of a real run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preflight {
+    /// `namespace/name` of the GitRepository.
+    pub source: String,
+    /// The new URL.
+    pub to: String,
+    /// Secret the source will use.
+    pub secret: Option<String>,
+    /// Current state.
+    pub current: Current,
+    /// The new remote's head for the branch (`None` when it could not be read).
+    pub new_head: Option<String>,
+    /// How the new head relates to what the cluster runs.
+    pub relation: Option<Relation>,
+    /// Where spec.url is authored at the commit the cluster runs.
+    pub authored: Option<AuthoredUrl>,
+    /// The change that makes the authored value the new URL: `(file, unified diff)`.
+    pub authored_patch: Vec<FilePatch>,
+    /// Checks in order.
+    pub checks: Vec<Check>,
+    /// True when every check passed (no `fail`).
+    pub go: bool,
+}
+
+/// A file change in the repository.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FilePatch {
+    /// Path relative to the repository root.
+    pub file: String,
+    /// Unified diff.
+    pub diff: String,
+    /// The new content (not serialized).
+    #[serde(skip)]
+    pub new_text: String,
+}
+
+/// Splits a Flux Git revision into `(ref, sha)`: `main@sha1:abc` -> (`main`, `abc`),
+/// `refs/heads/x@sha1:abc` -> (`refs/heads/x`, `abc`), `sha1:abc` -> (``, `abc`)
+/// (source-controller api/v1 `GitRepositoryStatus` revision format).
+pub fn split_revision(revision: &str) -> (String, String) {
+    let (r, digest) = match revision.rsplit_once('@') {
+        Some((r, d)) => (r.to_string(), d),
+        None => (String::new(), revision),
+    };
+    let sha = digest
+        .strip_prefix("sha1:")
+        .or_else(|| digest.strip_prefix("sha256:"))
+        .unwrap_or(digest)
+        .to_string();
+    (r, sha)
+}
+
+/// Reads the Secret `name` in `namespace` into Flux-equivalent Git credentials.
+///
+/// Errors: API errors (403 names the missing `get secrets` permission; 404 names the Secret).
+pub async fn read_credentials(
+    conn: &Connection,
+    namespace: &str,
+    name: &str,
+) -> Result<GitCredentials> {
+    let api: Api<Secret> = Api::namespaced(conn.client.clone(), namespace);
+    let secret = api.get(name).await.api_context(|| {
+        conn.ctx()
+            .verb("get")
+            .resource("", "secrets")
+            .namespace(Some(namespace))
+            .name(name)
+    })?;
+    let data: BTreeMap<String, Vec<u8>> = secret
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .chain(
+            secret
+                .string_data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.into_bytes())),
+        )
+        .collect();
+    Ok(GitCredentials::from_secret_data(&data))
+}
+
+fn ctx_for(conn: &Connection, verb: &str, ns: &str, name: Option<&str>) -> ApiContext {
+    let c = conn
+        .ctx()
+        .verb(verb)
+        .resource_of::<GitRepository>()
+        .namespace(Some(ns));
+    match name {
+        Some(n) => c.name(n),
+        None => c,
+    }
+}
+
+/// Reads the cluster side: the GitRepository, its consumers and its root Kustomization.
+///
+/// Errors: the GitRepository missing (404 with its name), RBAC, or a GitRepository without an
+/// artifact (nothing to compare against: the source must be Ready first).
+pub async fn read_current(
+    conn: &Connection,
+    namespace: &str,
+    name: &str,
+) -> Result<(GitRepository, Current)> {
+    let api: Api<GitRepository> = Api::namespaced(conn.client.clone(), namespace);
+    let repo = api
+        .get(name)
+        .await
+        .api_context(|| ctx_for(conn, "get", namespace, Some(name)))?;
+    let revision = repo
+        .status
+        .artifact
+        .as_ref()
+        .map(|a| a.revision.clone())
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| {
+            Error::Finding(format!(
+                "GitRepository {namespace}/{name} has no artifact yet (status.artifact is empty): \
+                 the cutover compares against the commit the cluster runs, so the source must \
+                 be Ready first (kubectl get gitrepository -n {namespace} {name})"
+            ))
+        })?;
+    let (rev_ref, commit) = split_revision(&revision);
+    let branch = repo
+        .spec
+        .reference
+        .as_ref()
+        .and_then(|r| r.branch.clone())
+        .or_else(|| (!rev_ref.is_empty() && !rev_ref.starts_with("refs/")).then(|| rev_ref.clone()))
+        .unwrap_or_else(|| "main".to_string());
+    let ks_api: Api<Kustomization> = Api::all(conn.client.clone());
+    let all = ks_api.list(&ListParams::default()).await.api_context(|| {
+        conn.ctx()
+            .verb("list")
+            .resource_of::<Kustomization>()
+            .namespace(None::<String>)
+    })?;
+    let is_ours = |k: &Kustomization| {
+        let sr = &k.spec.source_ref;
+        let ns = sr
+            .namespace
+            .clone()
+            .or_else(|| k.metadata.namespace.clone())
+            .unwrap_or_default();
+        sr.kind == "GitRepository" && sr.name == name && ns == namespace
+    };
+    let as_consumer = |k: &Kustomization| Consumer {
+        name: format!(
+            "{}/{}",
+            k.metadata.namespace.as_deref().unwrap_or(""),
+            k.metadata.name.as_deref().unwrap_or("")
+        ),
+        path: k.spec.path.clone().unwrap_or_else(|| "./".into()),
+        last_applied_revision: k.status.last_applied_revision.clone(),
+        same_source: is_ours(k),
+    };
+    let consumers = all
+        .items
+        .iter()
+        .filter(|k| is_ours(k))
+        .map(as_consumer)
+        .collect();
+    let labels = repo.metadata.labels.clone().unwrap_or_default();
+    let root = match (
+        labels.get(OWNER_NAME_LABEL),
+        labels.get(OWNER_NAMESPACE_LABEL),
+    ) {
+        (Some(n), Some(ns)) => all
+            .items
+            .iter()
+            .find(|k| {
+                k.metadata.name.as_deref() == Some(n.as_str())
+                    && k.metadata.namespace.as_deref() == Some(ns.as_str())
+            })
+            .map(as_consumer),
+        _ => None,
+    };
+    let current = Current {
+        url: repo.spec.url.clone(),
+        branch,
+        secret_ref: repo.spec.secret_ref.as_ref().map(|s| s.name.clone()),
+        revision,
+        commit,
+        consumers,
+        root,
+    };
+    Ok((repo, current))
+}
+
+/// Runs the whole preflight. Never changes the cluster; `--repo` is read only (history is
+/// compared in a scratch repository borrowing its objects).
+///
+/// Errors: API errors reading the cluster; remote failures and refusals are [`Check`]s.
+pub async fn preflight(conn: &Connection, req: &Request) -> Result<(GitRepository, Preflight)> {
+    let (repo, current) = read_current(conn, &req.namespace, &req.name).await?;
+    let mut checks = vec![];
+    let secret_name = req.secret.clone().or_else(|| current.secret_ref.clone());
+
+    checks.push(Check {
+        id: "source",
+        result: if repo.ready().is_some_and(|c| c.is_true()) {
+            CheckResult::Ok
+        } else {
+            CheckResult::Warn
+        },
+        message: format!(
+            "{} runs {} from {}{}",
+            req.name,
+            current.revision,
+            current.url,
+            if repo.ready().is_some_and(|c| c.is_true()) {
+                String::new()
+            } else {
+                " (the source is not Ready now: the cutover compares against its last artifact)"
+                    .into()
+            }
+        ),
+    });
+
+    let creds = match &secret_name {
+        Some(s) => read_credentials(conn, &req.namespace, s).await?,
+        None => GitCredentials::default(),
+    };
+    let secret_label = secret_name
+        .as_ref()
+        .map(|s| format!("{}/{}", req.namespace, s));
+
+    // Transport.
+    let transport = transport_check(&req.to, &creds, req.allow_insecure_http);
+    let transport_failed = transport.result == CheckResult::Fail;
+    checks.push(transport);
+
+    let mut pre = Preflight {
+        source: format!("{}/{}", req.namespace, req.name),
+        to: req.to.clone(),
+        secret: secret_name.clone(),
+        current: current.clone(),
+        new_head: None,
+        relation: None,
+        authored: None,
+        authored_patch: vec![],
+        checks,
+        go: false,
+    };
+    if transport_failed {
+        return Ok((repo, finish(pre)));
+    }
+
+    let runner = GitRunner::new(creds)
+        .map_err(|e| Error::Other(format!("cannot prepare a private git home: {e}")))?;
+    let head = match runner.remote_head(&req.to, &current.branch) {
+        Ok(h) => h,
+        Err(f) => {
+            pre.checks.push(Check {
+                id: "remote",
+                result: CheckResult::Fail,
+                message: f.explain(&req.to, secret_label.as_deref()),
+            });
+            return Ok((repo, finish(pre)));
+        }
+    };
+    pre.new_head = Some(head.clone());
+    pre.checks.push(Check {
+        id: "remote",
+        result: CheckResult::Ok,
+        message: format!(
+            "{} answers with the credentials Flux will use ({}): {} is at {}",
+            req.to,
+            secret_label.as_deref().unwrap_or("no secret"),
+            current.branch,
+            &head[..head.len().min(12)]
+        ),
+    });
+
+    // History: a scratch repo with the new branch (and --repo's objects) to compare and to read
+    // the tree at C.
+    let scratch = Scratch::new(&runner, req.repo.as_deref()).map_err(Error::Usage)?;
+    let fetched_new = runner.fetch_branch(scratch.path(), &req.to, &current.branch, "new");
+    if !scratch.has_commit(&runner, &current.commit) && current.url != req.to {
+        // C may only be on the old server: fetch it with the current credentials.
+        let old_creds = match &current.secret_ref {
+            Some(s) if Some(s) != secret_name.as_ref() => {
+                read_credentials(conn, &req.namespace, s).await?
+            }
+            _ => runner.credentials().clone(),
+        };
+        if let Ok(old_runner) = GitRunner::new(old_creds) {
+            let _ = old_runner.fetch_branch(scratch.path(), &current.url, &current.branch, "old");
+        }
+    }
+    let have_c = scratch.has_commit(&runner, &current.commit);
+    let relation = if head == current.commit {
+        Relation::Identical
+    } else if have_c && scratch.has_commit(&runner, &head) {
+        scratch.relation(&runner, &current.commit, &head)
+    } else {
+        Relation::Unknown {
+            reason: match (&fetched_new, have_c) {
+                (Err(f), _) => format!(
+                    "fetching from the new server failed: {}",
+                    f.explain(&req.to, secret_label.as_deref())
+                ),
+                (_, false) => format!(
+                    "commit {} is neither on the new server nor reachable on the old one; pass \
+                     --repo with a clone that has it",
+                    &current.commit[..current.commit.len().min(12)]
+                ),
+                _ => "history unavailable".into(),
+            },
+        }
+    };
+    let describe = relation.describe(&current.branch, &head);
+    let (result, message) = match &relation {
+        Relation::Identical => (CheckResult::Ok, describe),
+        Relation::Ahead { .. } if req.allow_forward => (
+            CheckResult::Warn,
+            format!("{describe} (allowed by --allow-forward)"),
+        ),
+        Relation::Ahead { .. } => (
+            CheckResult::Fail,
+            format!(
+                "{describe}. Refused: make the new server's {} point at {} first, or pass \
+                 --allow-forward to deploy them with the cutover",
+                current.branch,
+                &current.commit[..current.commit.len().min(12)]
+            ),
+        ),
+        _ => (
+            CheckResult::Fail,
+            format!(
+                "{describe}. Refused: push the commit the cluster runs to the new server and \
+                 point its {} at {} (git push <new-remote> {}:refs/heads/{})",
+                current.branch,
+                &current.commit[..current.commit.len().min(12)],
+                &current.commit[..current.commit.len().min(12)],
+                current.branch
+            ),
+        ),
+    };
+    pre.relation = Some(relation);
+    pre.checks.push(Check {
+        id: "history",
+        result,
+        message,
+    });
+
+    // Authored value at C.
+    let authored = authored_check(&mut pre, &scratch, &runner, req);
+    pre.checks.push(authored);
+    Ok((repo, finish(pre)))
+}
+
+fn finish(mut pre: Preflight) -> Preflight {
+    pre.go = pre.checks.iter().all(|c| c.result != CheckResult::Fail);
+    pre
+}
+
+/// The transport rule: `http://` with credentials is refused unless explicitly allowed (flux
+/// bootstrap refuses it: flux2 pkg/bootstrap "scheme http is insecure"; fluxcd/pkg gogit "basic
+/// auth cannot be sent over HTTP"), `ssh://` is out of scope, anything else is not a Git URL
+/// source-controller accepts (api/v1 GitRepositorySpec.URL pattern `^(http|https|ssh)://.*$`).
+pub fn transport_check(url: &str, creds: &GitCredentials, allow_insecure_http: bool) -> Check {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("https") => Check {
+            id: "transport",
+            result: CheckResult::Ok,
+            message: format!(
+                "HTTPS{}",
+                if creds.ca_pem.is_some() {
+                    " with the secret's ca.crt"
+                } else {
+                    " verified against the system CA bundle"
+                }
+            ),
+        },
+        Some("http") if creds.has_auth() && !allow_insecure_http => Check {
+            id: "transport",
+            result: CheckResult::Fail,
+            message: "http:// with credentials sends them in clear text (flux bootstrap refuses \
+                      it: \"scheme http is insecure\"). Use an https:// URL and put a private CA \
+                      in the secret as ca.crt, or pass --allow-insecure-http"
+                .into(),
+        },
+        Some("http") => Check {
+            id: "transport",
+            result: CheckResult::Warn,
+            message: if creds.has_auth() {
+                "http:// with credentials (allowed by --allow-insecure-http): they travel in \
+                 clear text"
+                    .into()
+            } else {
+                "http:// without credentials: content is not protected in transit".into()
+            },
+        },
+        Some("ssh") => Check {
+            id: "transport",
+            result: CheckResult::Fail,
+            message: "ssh:// URLs are not supported by kubectl cutover yet: use https://".into(),
+        },
+        _ => Check {
+            id: "transport",
+            result: CheckResult::Fail,
+            message: format!(
+                "{url} is not a URL source-controller accepts (must match ^(http|https|ssh)://)"
+            ),
+        },
+    }
+}
+
+fn authored_check(
+    pre: &mut Preflight,
+    scratch: &Scratch,
+    runner: &GitRunner,
+    req: &Request,
+) -> Check {
+    let Some(root) = pre.current.root.clone() else {
+        return Check {
+            id: "authored",
+            result: CheckResult::Warn,
+            message: format!(
+                "GitRepository {} carries no {OWNER_NAME_LABEL} label: no Kustomization applies \
+                 it, so a live patch will not be reverted",
+                pre.source
+            ),
+        };
+    };
+    if !root.same_source {
+        return Check {
+            id: "authored",
+            result: CheckResult::Warn,
+            message: format!(
+                "Kustomization {} applies this GitRepository from another source: change spec.url \
+                 there ({}), or the live patch will be reverted within its interval",
+                root.name, root.path
+            ),
+        };
+    }
+    // The tree at C: from --repo's working tree when it is at C, else exported from history.
+    let tree = match tempfile::Builder::new()
+        .prefix("kubectl-cutover-tree-")
+        .tempdir()
+    {
+        Ok(t) => t,
+        Err(e) => {
+            return Check {
+                id: "authored",
+                result: CheckResult::Warn,
+                message: format!("cannot create a temp dir: {e}"),
+            };
+        }
+    };
+    if !scratch.has_commit(runner, &pre.current.commit) {
+        return Check {
+            id: "authored",
+            result: CheckResult::Warn,
+            message: format!(
+                "cannot read the tree at {}: pass --repo to find the authored spec.url",
+                pre.current.commit
+            ),
+        };
+    }
+    if let Err(e) = scratch.export_tree(runner, &pre.current.commit, tree.path()) {
+        return Check {
+            id: "authored",
+            result: CheckResult::Warn,
+            message: format!("cannot read the tree at {}: {e}", pre.current.commit),
+        };
+    }
+    let (ns, name) = pre.source.split_once('/').unwrap_or(("", &pre.source));
+    match authored::find_authored_url(tree.path(), &root.path, ns, name) {
+        Ok(a) => {
+            let agrees = a.url == req.to;
+            let where_ = a
+                .locations
+                .first()
+                .map(|l| format!("{}:{}", l.file, l.line))
+                .unwrap_or_default();
+            let check = if agrees {
+                Check {
+                    id: "authored",
+                    result: CheckResult::Ok,
+                    message: format!(
+                        "the committed spec.url ({where_}) is already {}: the root \
+                         Kustomization {} keeps the new value",
+                        req.to, root.name
+                    ),
+                }
+            } else {
+                // Prepare the exact change (against --repo when given, so --write-patch applies).
+                let base = req
+                    .repo
+                    .clone()
+                    .unwrap_or_else(|| tree.path().to_path_buf());
+                match authored::authored_change(&base, &a, &req.to) {
+                    Ok(changes) => {
+                        pre.authored_patch = changes
+                            .into_iter()
+                            .map(|(file, old, new)| FilePatch {
+                                diff: authored::unified_diff(&file, &old, &new),
+                                file,
+                                new_text: new,
+                            })
+                            .collect();
+                    }
+                    Err(e) => {
+                        pre.authored_patch.clear();
+                        return Check {
+                            id: "authored",
+                            result: CheckResult::Warn,
+                            message: format!("cannot prepare the authored change: {e}"),
+                        };
+                    }
+                }
+                Check {
+                    id: "authored",
+                    result: CheckResult::Warn,
+                    message: format!(
+                        "the committed spec.url at {where_} is still {}: root Kustomization {} \
+                         will revert the live patch within its interval unless that file \
+                         changes; commit the change below through the window (or use \
+                         --hold-root until it lands)",
+                        a.url, root.name
+                    ),
+                }
+            };
+            pre.authored = Some(a);
+            check
+        }
+        Err(e) => Check {
+            id: "authored",
+            result: CheckResult::Warn,
+            message: e.to_string(),
+        },
+    }
+}
+
+/// Re-exported for the CLI: explain a [`RemoteFailure`].
+pub fn explain_remote(f: &RemoteFailure, url: &str, secret: Option<&str>) -> String {
+    f.explain(url, secret)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions_split_like_source_controller() {
+        assert_eq!(
+            split_revision("main@sha1:0123456789abcdef0123456789abcdef01234567"),
+            (
+                "main".to_string(),
+                "0123456789abcdef0123456789abcdef01234567".to_string()
+            )
+        );
+        assert_eq!(
+            split_revision("refs/heads/x@sha1:abc"),
+            ("refs/heads/x".to_string(), "abc".to_string())
+        );
+        assert_eq!(
+            split_revision("sha1:abc"),
+            (String::new(), "abc".to_string())
+        );
+    }
+
+    #[test]
+    fn transport_rules() {
+        let mut creds = GitCredentials::default();
+        assert_eq!(
+            transport_check("https://h/x.git", &creds, false).result,
+            CheckResult::Ok
+        );
+        assert_eq!(
+            transport_check("http://h/x.git", &creds, false).result,
+            CheckResult::Warn
+        );
+        creds.password = Some("p".into());
+        let c = transport_check("http://h/x.git", &creds, false);
+        assert_eq!(c.result, CheckResult::Fail);
+        assert!(c.message.contains("scheme http is insecure"));
+        assert_eq!(
+            transport_check("http://h/x.git", &creds, true).result,
+            CheckResult::Warn
+        );
+        assert_eq!(
+            transport_check("git@h:x.git", &creds, true).result,
+            CheckResult::Fail
+        );
+    }
+}
