@@ -2,6 +2,9 @@
 //! (`internal/update`, kyaml `fieldmeta`/`kio`), plus lint rules on top.
 #![forbid(unsafe_code)]
 
+pub mod check;
 pub mod marker;
+pub mod objects;
 pub mod scan;
+pub mod simulate;
 pub mod yamltree;

@@ -153,6 +153,40 @@ pub struct SyntaxError {
     pub message: String,
 }
 
+fn line_of(text: &str, off: usize) -> usize {
+    text.as_bytes()[..off]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// granit's block scalar span covers the content only; widen it to start at the `|`/`>`
+/// indicator and to end after the last content line break.
+fn block_bounds(text: &str, start: usize, end: usize) -> (usize, usize) {
+    let end = start + text[start..end].trim_end_matches([' ', '\t']).len();
+    let mut ls = text[..start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    loop {
+        if ls == 0 {
+            return (start, end);
+        }
+        let prev = text[..ls - 1].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        let line = &text[prev..ls - 1];
+        if line.trim().is_empty() {
+            ls = prev;
+            continue;
+        }
+        let code = match line.find(" #") {
+            Some(c) => &line[..c],
+            None => line,
+        };
+        return match code.rfind(['|', '>']) {
+            Some(i) => (prev + i, end),
+            None => (start, end),
+        };
+    }
+}
+
 enum Frame {
     Map(Vec<Node>, bool, usize),
     Seq(Vec<Node>, bool, usize),
@@ -205,14 +239,19 @@ pub fn parse(text: &str) -> Result<Document, SyntaxError> {
                 line: span.start.line(),
             }),
             Event::Scalar(value, st, anchor, tag) => {
-                let start = range.start;
+                let (mut start, mut end) = (range.start, range.end);
+                if matches!(st, ScalarStyle::Literal | ScalarStyle::Folded) {
+                    (start, end) = block_bounds(text, start, end);
+                }
                 let n = Node::Scalar(Scalar {
                     value: value.into_owned(),
                     style: style(st),
                     start,
-                    end: range.end,
-                    line: span.start.line(),
-                    col: span.start.col(),
+                    end,
+                    line: line_of(text, start),
+                    col: text[text[..start].rfind('\n').map(|i| i + 1).unwrap_or(0)..start]
+                        .chars()
+                        .count(),
                     tagged: tag.is_some(),
                     anchored: anchor != 0,
                 });

@@ -1,0 +1,1166 @@
+//! The whole run: scan the trees, gather policies/automations, apply the lint rules and
+//! simulate what the automation would commit.
+
+use crate::marker::{Field, NotMarker, Parsed, SetterRef};
+use crate::objects::{
+    ImagePolicy, ImageUpdateAutomation, Objects, Origin, merge_policies, path_covers,
+};
+use crate::scan::{self, FileScan, Placement, Problem, ScanResult, Site};
+use crate::simulate::{self, Replacement};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Finding severity. `error` makes the run exit 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Informational.
+    Info,
+    /// Probably wrong.
+    Warning,
+    /// Wrong: the automation will not do what the marker says, or will break something.
+    Error,
+}
+
+/// A finding: stable rule id, position, message and fix.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Finding {
+    /// Stable rule id (`MC001`...), see [`RULES`].
+    pub rule: &'static str,
+    /// Short rule name.
+    pub name: &'static str,
+    /// Severity.
+    pub severity: Severity,
+    /// File path as given/displayed (relative to the current directory when possible).
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+/// Every rule: (id, name, default severity, one-line description).
+pub const RULES: &[(&str, &str, Severity, &str)] = &[
+    (
+        "MC001",
+        "marker-unparsable",
+        Severity::Error,
+        "marker comment Flux cannot parse as JSON {\"$imagepolicy\": \"...\"}",
+    ),
+    (
+        "MC002",
+        "marker-bad-setter",
+        Severity::Error,
+        "setter name is not ns:policy[:tag|:name|:digest]",
+    ),
+    (
+        "MC003",
+        "tag-on-full-ref",
+        Severity::Error,
+        ":tag marker on a field holding a full image reference",
+    ),
+    (
+        "MC004",
+        "full-ref-on-tag-field",
+        Severity::Error,
+        "plain marker on a tag/version field writes name:tag",
+    ),
+    (
+        "MC005",
+        "name-on-tagged-value",
+        Severity::Error,
+        ":name marker on a value that carries a tag or digest",
+    ),
+    (
+        "MC006",
+        "digest-without-digest",
+        Severity::Error,
+        ":digest marker but the policy reflects no digest",
+    ),
+    (
+        "MC010",
+        "policy-unknown",
+        Severity::Error,
+        "marker names an ImagePolicy that does not exist",
+    ),
+    (
+        "MC011",
+        "policy-other-namespace",
+        Severity::Error,
+        "policy not in the namespace of the automation covering the file",
+    ),
+    (
+        "MC012",
+        "policy-not-selected",
+        Severity::Error,
+        "policy excluded by the automation's policySelector",
+    ),
+    (
+        "MC013",
+        "outside-update-path",
+        Severity::Error,
+        "file outside every ImageUpdateAutomation spec.update.path",
+    ),
+    (
+        "MC020",
+        "marker-not-attached",
+        Severity::Error,
+        "marker comment in a place Flux never reads (head comment above a key, after `key:`...)",
+    ),
+    (
+        "MC021",
+        "marker-in-block-scalar",
+        Severity::Error,
+        "marker text inside a block scalar (string data, not a comment)",
+    ),
+    (
+        "MC022",
+        "marker-wrong-file",
+        Severity::Error,
+        "marker in a file Flux never reads (not .yaml/.yml/Kustomization)",
+    ),
+    (
+        "MC023",
+        "marker-problem-file",
+        Severity::Error,
+        "marker in a file Flux skips (invalid YAML, template, top-level sequence)",
+    ),
+    (
+        "MC024",
+        "marker-in-list",
+        Severity::Warning,
+        "marker inside a kind: List item (Flux writes the item to a new file)",
+    ),
+    (
+        "MC025",
+        "marker-in-value",
+        Severity::Warning,
+        "marker text inside a quoted or plain value",
+    ),
+    (
+        "MC030",
+        "host-rewrite",
+        Severity::Error,
+        "automation would rewrite the image host/path, not only the tag",
+    ),
+    (
+        "MC031",
+        "imagerepository-tagged",
+        Severity::Error,
+        "ImageRepository spec.image carries a tag or digest",
+    ),
+    (
+        "MC040",
+        "job-pod-template",
+        Severity::Error,
+        "marker on a Job pod template (immutable: the update will fail)",
+    ),
+    (
+        "MC050",
+        "removed-template-field",
+        Severity::Error,
+        "messageTemplate uses a removed field (.Updated, .Changed.ImageResult)",
+    ),
+    (
+        "MC051",
+        "removed-api-version",
+        Severity::Error,
+        "image.toolkit.fluxcd.io API version removed from Flux",
+    ),
+    (
+        "MC052",
+        "unsupported-strategy",
+        Severity::Error,
+        "ImageUpdateAutomation spec.update.strategy is not Setters",
+    ),
+    (
+        "MC060",
+        "invalid-latest-ref",
+        Severity::Error,
+        "policy latestRef is not a valid image reference (the whole run fails)",
+    ),
+    (
+        "MC061",
+        "unreadable-file",
+        Severity::Error,
+        "file cannot be read (the automation run fails)",
+    ),
+    (
+        "MC062",
+        "file-too-large",
+        Severity::Warning,
+        "file larger than the scan limit was not checked",
+    ),
+    (
+        "MC070",
+        "rewrite-reformats",
+        Severity::Info,
+        "the automation's rewrite changes more than the marked values",
+    ),
+    (
+        "MC071",
+        "simulation-approximate",
+        Severity::Info,
+        "file layout outside what the simulation reproduces byte for byte",
+    ),
+    (
+        "MC072",
+        "no-policies",
+        Severity::Info,
+        "no ImagePolicies known: policy names not checked",
+    ),
+];
+
+fn rule(id: &'static str) -> (&'static str, &'static str, Severity) {
+    let r = RULES.iter().find(|r| r.0 == id).expect("known rule");
+    (r.0, r.1, r.2)
+}
+
+/// One value change the automation would make.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Change {
+    /// 1-based line of the value.
+    pub line: usize,
+    /// Setter name (`ns:policy[:suffix]`).
+    pub setter: String,
+    /// Old value.
+    pub old: String,
+    /// New value.
+    pub new: String,
+}
+
+/// A file the automation would rewrite.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileChange {
+    /// Display path.
+    pub file: String,
+    /// Path on disk.
+    #[serde(skip)]
+    pub abs: PathBuf,
+    /// Original contents.
+    #[serde(skip)]
+    pub old: String,
+    /// New contents.
+    #[serde(skip)]
+    pub new: String,
+    /// Value changes.
+    pub changes: Vec<Change>,
+    /// Byte-exact model.
+    pub exact: bool,
+    /// Why it may not be byte-exact.
+    pub caveats: Vec<String>,
+}
+
+/// Inputs of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// Paths to scan (files or directories).
+    pub paths: Vec<PathBuf>,
+    /// Namespace for manifests without `metadata.namespace`.
+    pub default_namespace: String,
+    /// Extra objects (cluster, `--policies` files), merged over the tree's.
+    pub extra: Objects,
+    /// `--set ns:policy=REF` (applied last).
+    pub sets: Vec<ImagePolicy>,
+    /// Ignore objects found in the tree (`--cluster` only mode).
+    pub ignore_tree_objects: bool,
+    /// Maximum file size to read.
+    pub max_file_size: u64,
+    /// Repository root for `spec.update.path` (default: nearest `.git` above each path).
+    pub repo_root: Option<PathBuf>,
+}
+
+/// Result of a run.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Report {
+    /// Findings, sorted by file, line, column.
+    pub findings: Vec<Finding>,
+    /// Files the automation would rewrite.
+    pub changes: Vec<FileChange>,
+    /// Objects used.
+    #[serde(skip)]
+    pub objects: Objects,
+    /// Counts.
+    pub stats: Stats,
+}
+
+/// Counters.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct Stats {
+    /// Files Flux would select by name.
+    pub files_selected: usize,
+    /// Files holding the `"$imagepolicy"` token.
+    pub files_with_token: usize,
+    /// Markers Flux reads.
+    pub markers: usize,
+}
+
+fn display(p: &Path) -> String {
+    let cwd = std::env::current_dir().ok();
+    let rel = cwd
+        .as_ref()
+        .and_then(|c| p.strip_prefix(c).ok())
+        .unwrap_or(p);
+    rel.to_string_lossy().into_owned()
+}
+
+fn repo_root_of(p: &Path) -> PathBuf {
+    let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let start = if abs.is_file() {
+        abs.parent().map(Path::to_path_buf).unwrap_or(abs.clone())
+    } else {
+        abs.clone()
+    };
+    let mut cur = Some(start.as_path());
+    while let Some(c) = cur {
+        if c.join(".git").exists() {
+            return c.to_path_buf();
+        }
+        cur = c.parent();
+    }
+    start
+}
+
+struct Scanned {
+    res: ScanResult,
+    root: PathBuf,
+    repo_root: PathBuf,
+}
+
+/// The policy table for one file: setter name -> value, and whether automations are known.
+struct Setters {
+    table: BTreeMap<String, (String, usize)>,
+}
+
+fn setters_for(policies: &[ImagePolicy]) -> Setters {
+    let mut table = BTreeMap::new();
+    for (i, p) in policies.iter().enumerate() {
+        let Some(l) = &p.latest else { continue };
+        let base = format!("{}:{}", p.namespace, p.name);
+        table.insert(base.clone(), (l.full(), i));
+        table.insert(format!("{base}:tag"), (l.tag.clone(), i));
+        table.insert(format!("{base}:name"), (l.name.clone(), i));
+        table.insert(format!("{base}:digest"), (l.digest.clone(), i));
+    }
+    Setters { table }
+}
+
+/// Policies an automation applies (`getPolicies`: automation namespace + policySelector, with
+/// a latestRef).
+pub fn automation_policies<'a>(
+    a: &ImageUpdateAutomation,
+    all: &'a [ImagePolicy],
+) -> Vec<&'a ImagePolicy> {
+    all.iter()
+        .filter(|p| p.namespace == a.namespace)
+        .filter(|p| a.selector.as_ref().is_none_or(|s| s.matches(&p.labels)))
+        .collect()
+}
+
+fn value_name(v: &str) -> &str {
+    // strip @digest and :tag (tag = ':' after the last '/')
+    let v = v.split('@').next().unwrap_or(v);
+    let ls = v.rfind('/').map(|i| i + 1).unwrap_or(0);
+    match v[ls..].rfind(':') {
+        Some(i) => &v[..ls + i],
+        None => v,
+    }
+}
+
+fn has_tag_or_digest(v: &str) -> bool {
+    value_name(v) != v
+}
+
+fn normalize_name(n: &str) -> String {
+    // docker.io/library/x == x (go-containerregistry defaults), index.docker.io == docker.io
+    let n = n
+        .strip_prefix("index.docker.io/")
+        .map(|r| format!("docker.io/{r}"))
+        .unwrap_or(n.to_string());
+    let first = n.split('/').next().unwrap_or("");
+    let has_host =
+        n.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    let full = if has_host {
+        n.clone()
+    } else {
+        format!("docker.io/{n}")
+    };
+    match full.strip_prefix("docker.io/") {
+        Some(r) if !r.contains('/') => format!("docker.io/library/{r}"),
+        _ => full,
+    }
+}
+
+fn tagish_key(k: &str) -> bool {
+    let l = k.to_ascii_lowercase();
+    l.ends_with("tag") || l == "version" || l == "appversion"
+}
+
+/// Run markercheck over `cfg.paths`.
+pub fn run(cfg: &Config) -> Report {
+    let mut report = Report::default();
+    let mut scans = Vec::new();
+    for p in &cfg.paths {
+        let res = scan::scan_root(p, cfg.max_file_size);
+        let repo_root = cfg.repo_root.clone().unwrap_or_else(|| repo_root_of(p));
+        let root = std::fs::canonicalize(p).unwrap_or(p.clone());
+        scans.push(Scanned {
+            res,
+            root,
+            repo_root,
+        });
+    }
+    // objects
+    let mut objects = Objects::default();
+    if !cfg.ignore_tree_objects {
+        for s in &scans {
+            let o = Objects::from_files(&s.res.files, &cfg.default_namespace);
+            merge_policies(&mut objects.policies, o.policies);
+            objects.repositories.extend(o.repositories);
+            objects.automations.extend(o.automations);
+            objects.removed_api.extend(o.removed_api);
+        }
+    }
+    merge_policies(&mut objects.policies, cfg.extra.policies.clone());
+    objects.repositories.extend(cfg.extra.repositories.clone());
+    objects.automations.extend(cfg.extra.automations.clone());
+    merge_policies(&mut objects.policies, cfg.sets.clone());
+
+    let mut findings = Vec::new();
+    let mut push = |id: &'static str,
+                    file: String,
+                    line: usize,
+                    column: usize,
+                    message: String,
+                    fix: String| {
+        let (rule, name, severity) = rule(id);
+        findings.push(Finding {
+            rule,
+            name,
+            severity,
+            file,
+            line,
+            column,
+            message,
+            fix,
+        });
+    };
+
+    // object-level rules
+    for a in &objects.automations {
+        let (file, line) = match &a.origin {
+            Origin::File { path, line } => (path.to_string_lossy().into_owned(), *line),
+            _ => (format!("cluster:{}/{}", a.namespace, a.name), 0),
+        };
+        let file = scans
+            .iter()
+            .find_map(|s| s.res.files.iter().find(|f| f.rel.to_string_lossy() == file))
+            .map(|f| display(&f.abs))
+            .unwrap_or(file);
+        if let Some((t, tl)) = &a.message_template {
+            for (field, repl) in [
+                (".Updated", ".Changed"),
+                (
+                    ".Changed.ImageResult",
+                    ".Changed.FileChanges or .Changed.Objects",
+                ),
+            ] {
+                let hit = if field == ".Updated" {
+                    t.match_indices(".Updated")
+                        .any(|(i, _)| !t[i + 8..].starts_with(|c: char| c.is_alphanumeric()))
+                } else {
+                    t.contains(field)
+                };
+                if hit {
+                    push(
+                        "MC050",
+                        file.clone(),
+                        *tl,
+                        1,
+                        format!(
+                            "ImageUpdateAutomation {}/{}: messageTemplate uses removed '{field}': the automation stalls with reason RemovedTemplateField (\"template uses removed '{field}' field\") as soon as there is something to commit",
+                            a.namespace, a.name
+                        ),
+                        format!("use {repl} (image-automation-controller v1.0.0 removed {field})"),
+                    );
+                }
+            }
+        }
+        if !a.strategy.is_empty() && a.strategy != "Setters" {
+            push(
+                "MC052",
+                file.clone(),
+                line,
+                1,
+                format!(
+                    "ImageUpdateAutomation {}/{}: spec.update.strategy {:?} is not supported (only Setters)",
+                    a.namespace, a.name, a.strategy
+                ),
+                "set spec.update.strategy: Setters".into(),
+            );
+        }
+    }
+    for (path, line, api, kind) in &objects.removed_api {
+        let file = scans
+            .iter()
+            .find_map(|s| s.res.files.iter().find(|f| &f.rel == path))
+            .map(|f| display(&f.abs))
+            .unwrap_or(path.to_string_lossy().into_owned());
+        push(
+            "MC051",
+            file,
+            *line,
+            1,
+            format!(
+                "{kind} uses {api}, removed from Flux (v1beta1 in image-automation-controller v1.0.0, v1beta2 in v1.2.0): the apply fails"
+            ),
+            "use apiVersion image.toolkit.fluxcd.io/v1".into(),
+        );
+    }
+    for r in &objects.repositories {
+        if has_tag_or_digest(&r.image) {
+            let (file, line) = match &r.origin {
+                Origin::File { path, .. } => (
+                    scans
+                        .iter()
+                        .find_map(|s| s.res.files.iter().find(|f| &f.rel == path))
+                        .map(|f| display(&f.abs))
+                        .unwrap_or_default(),
+                    r.image_line,
+                ),
+                _ => (format!("cluster:{}/{}", r.namespace, r.name), 0),
+            };
+            push(
+                "MC031",
+                file,
+                line,
+                1,
+                format!(
+                    "ImageRepository {}/{}: spec.image {:?} carries a tag or digest (rejected since image-reflector-controller v0.35)",
+                    r.namespace, r.name, r.image
+                ),
+                format!("set spec.image: {}", value_name(&r.image)),
+            );
+        }
+    }
+    for p in &objects.policies {
+        if let Some(l) = &p.latest
+            && let Err(e) = l.validate()
+        {
+            push(
+                "MC060",
+                format!("policy {}/{}", p.namespace, p.name),
+                0,
+                0,
+                format!(
+                    "ImagePolicy {}/{} latestRef {:?}: {e}; UpdateWithSetters fails the whole run (\"encountered invalid image ref\")",
+                    p.namespace,
+                    p.name,
+                    l.full()
+                ),
+                "fix the policy's repository or the --set value".into(),
+            );
+        }
+    }
+    if objects.policies.is_empty() {
+        push("MC072", String::new(), 0, 0,
+            "no ImagePolicies found in the tree, --policies, --cluster or --set: policy names and values not checked, nothing simulated".into(),
+            "add --cluster, --policies FILE or --set ns:policy=REF".into());
+    }
+
+    // per-file rules
+    let all_policies = objects.policies.clone();
+    for s in &scans {
+        report.stats.files_selected += s.res.selected_files;
+        for e in &s.res.read_errors {
+            let id = if e.symlink { "MC062" } else { "MC061" };
+            if e.symlink {
+                continue; // Flux ignores unreadable symlinks (filereader.go)
+            }
+            push(
+                id,
+                display(&s.root.join(&e.rel)),
+                0,
+                0,
+                format!(
+                    "cannot read: {} (Flux's ScreeningLocalReader fails the whole run on a read error)",
+                    e.message
+                ),
+                "fix the permissions or remove the file".into(),
+            );
+        }
+        for (rel, size) in &s.res.too_large {
+            push(
+                "MC062",
+                display(&s.root.join(rel)),
+                0,
+                0,
+                format!("{size} bytes, above the scan limit: not checked"),
+                "raise --max-file-size".into(),
+            );
+        }
+        for f in &s.res.files {
+            if f.has_token && f.selected {
+                report.stats.files_with_token += 1;
+            }
+            let file = display(&f.abs);
+            let rel_repo = f
+                .abs
+                .canonicalize()
+                .ok()
+                .and_then(|a| a.strip_prefix(&s.repo_root).ok().map(Path::to_path_buf))
+                .unwrap_or(f.rel.clone());
+            let covering: Vec<&ImageUpdateAutomation> = objects
+                .automations
+                .iter()
+                .filter(|a| path_covers(&a.update_path, &rel_repo))
+                .collect();
+            let applicable: Vec<ImagePolicy> = if objects.automations.is_empty() {
+                all_policies.clone()
+            } else {
+                let mut v: Vec<ImagePolicy> = Vec::new();
+                for a in &covering {
+                    for p in automation_policies(a, &all_policies) {
+                        if !v
+                            .iter()
+                            .any(|q| q.namespace == p.namespace && q.name == p.name)
+                        {
+                            v.push(p.clone());
+                        }
+                    }
+                }
+                v
+            };
+            let setters = setters_for(&applicable);
+            let mut reps = Vec::new();
+            let mut changes = Vec::new();
+            let mut outside_reported = false;
+            for site in &f.sites {
+                check_site(
+                    site,
+                    f,
+                    &file,
+                    &objects,
+                    &covering,
+                    &applicable,
+                    &setters,
+                    &mut outside_reported,
+                    &mut push,
+                );
+                if site.effective() && f.has_token && f.selected && f.problem.is_none() {
+                    report.stats.markers += 1;
+                    let name = site.setter.as_deref().unwrap_or("");
+                    if let (Some((v, _)), Some(t)) = (setters.table.get(name), &site.target) {
+                        if site.in_list_item {
+                            continue;
+                        }
+                        if *v != t.value {
+                            reps.push(Replacement {
+                                start: t.start,
+                                end: t.end,
+                                value: v.clone(),
+                                style: t.style,
+                            });
+                            changes.push(Change {
+                                line: t.line,
+                                setter: name.to_string(),
+                                old: t.value.clone(),
+                                new: v.clone(),
+                            });
+                        }
+                    }
+                }
+            }
+            if !reps.is_empty() {
+                let rw = simulate::rewrite(f, &reps);
+                let old = String::from_utf8_lossy(&f.bytes).into_owned();
+                // what else changes besides the values
+                let naive = {
+                    let mut t = f.text.clone();
+                    let mut rs = reps.clone();
+                    rs.sort_by_key(|r| std::cmp::Reverse(r.start));
+                    for r in &rs {
+                        t.replace_range(
+                            r.start..r.end,
+                            &simulate::render_scalar(&r.value, r.style),
+                        );
+                    }
+                    t
+                };
+                if naive != rw.text || f.crlf {
+                    let mut what = Vec::new();
+                    if f.crlf {
+                        what.push("CRLF line endings become LF".to_string());
+                    }
+                    let blank_before = f.text.lines().filter(|l| l.trim().is_empty()).count();
+                    let blank_after = rw.text.lines().filter(|l| l.trim().is_empty()).count();
+                    if blank_after < blank_before {
+                        what.push(format!(
+                            "{} blank line(s) removed",
+                            blank_before - blank_after
+                        ));
+                    }
+                    if what.is_empty() {
+                        what.push("layout normalized (document separators, spacing)".into());
+                    }
+                    push("MC070", file.clone(), 1, 1,
+                        format!("the automation rewrites the whole file with kyaml: {}", what.join(", ")),
+                        "normalize the file once (e.g. with --simulate --write) so automation commits only touch values".into());
+                }
+                if !rw.exact {
+                    push(
+                        "MC071",
+                        file.clone(),
+                        1,
+                        1,
+                        format!(
+                            "simulated rewrite may differ from Flux's: {}",
+                            rw.caveats.join("; ")
+                        ),
+                        "treat the diff for these lines as approximate".into(),
+                    );
+                }
+                report.changes.push(FileChange {
+                    file: file.clone(),
+                    abs: f.abs.clone(),
+                    old,
+                    new: rw.text,
+                    changes,
+                    exact: rw.exact,
+                    caveats: rw.caveats,
+                });
+            }
+        }
+    }
+    findings.sort_by(|a, b| {
+        (&a.file, a.line, a.column, a.rule).cmp(&(&b.file, b.line, b.column, b.rule))
+    });
+    report.findings = findings;
+    report.objects = objects;
+    report
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_site(
+    site: &Site,
+    f: &FileScan,
+    file: &str,
+    objects: &Objects,
+    covering: &[&ImageUpdateAutomation],
+    applicable: &[ImagePolicy],
+    setters: &Setters,
+    outside_reported: &mut bool,
+    push: &mut impl FnMut(&'static str, String, usize, usize, String, String),
+) {
+    let file = file.to_string();
+    let (line, col) = (site.line, site.col);
+    let correct = |s: &str| -> String {
+        let name = SetterRef::parse(s)
+            .map(|r| r.policy_key())
+            .unwrap_or_else(|| "NAMESPACE:POLICY".into());
+        format!("write it as: # {{\"$imagepolicy\": \"{name}\"}}")
+    };
+    // file-level reasons Flux never sees the marker
+    if !f.selected {
+        push(
+            "MC022",
+            file,
+            line,
+            col,
+            format!(
+                "marker in a file Flux never reads: only *.yaml, *.yml and files named Kustomization are scanned (filereader.go), not {:?}",
+                f.rel
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            ),
+            "rename the file to .yaml/.yml, or move the value into a scanned manifest".into(),
+        );
+        return;
+    }
+    if let Some(p) = &f.problem
+        && f.has_token
+    {
+        {
+            let hint = match p {
+                Problem::NotAMapping {
+                    what: "sequence", ..
+                } => " (e.g. a JSON6902 patch file)",
+                Problem::Syntax { .. } if f.text.contains("{{") => {
+                    " (looks like a Helm/Go template)"
+                }
+                _ => "",
+            };
+            push("MC023", file, line, col,
+                format!("Flux skips this file as a \"problem file\" ({p}{hint}): the marker is never applied"),
+                "make the file a valid YAML mapping document, or move the marker to a manifest Flux can parse".into());
+            return;
+        }
+    }
+    match site.placement {
+        Placement::BlockScalarContent => {
+            push("MC021", file, line, col,
+                "marker text inside a block scalar (`|`/`>`): it is string data (e.g. Helm values), not a YAML comment, so Flux never applies it".into(),
+                "move the value into structured YAML (HelmRelease spec.values as a mapping) and put the marker as the line comment of the image/tag value".into());
+            return;
+        }
+        Placement::InsideValue => {
+            push(
+                "MC025",
+                file,
+                line,
+                col,
+                "marker text inside a quoted or plain value: not a comment".into(),
+                "make it a line comment: value # {\"$imagepolicy\": \"ns:policy\"}".into(),
+            );
+            return;
+        }
+        _ => {}
+    }
+    let parsed = site
+        .parsed
+        .clone()
+        .unwrap_or(Parsed::NotMarker(NotMarker::Empty));
+    let setter = match &parsed {
+        Parsed::Marker(s) => s.clone(),
+        Parsed::NotMarker(why) => {
+            let never = if f.has_token {
+                ""
+            } else {
+                "; the file does not even contain the bytes \"$imagepolicy\" so Flux never parses it"
+            };
+            push(
+                "MC001",
+                file,
+                line,
+                col,
+                format!("Flux cannot read this marker: {why}{never}"),
+                correct(&extract_setter_guess(&site.comment)),
+            );
+            return;
+        }
+    };
+    if !f.has_token {
+        return;
+    }
+    match site.placement {
+        Placement::AboveKey | Placement::OnKey | Placement::Elsewhere | Placement::Shadowed => {
+            let why = match site.placement {
+                Placement::AboveKey => {
+                    "a comment on the line above `key: value` belongs to the key (go-yaml head comment), and Flux only reads the value's comment"
+                }
+                Placement::OnKey => {
+                    "a comment after `key:` belongs to the key, not to the value on the next line"
+                }
+                Placement::Shadowed => {
+                    "the item's own line comment hides this head comment (fieldmeta reads the line comment first)"
+                }
+                _ => "it is not the line comment of a scalar value",
+            };
+            push("MC020", file, line, col,
+                format!("marker {setter:?} is never applied: {why}"),
+                "put the marker at the end of the value's line: `image: repo:tag # {\"$imagepolicy\": \"ns:policy\"}`".into());
+            return;
+        }
+        _ => {}
+    }
+    let Some(t) = &site.target else { return };
+    let Some(sr) = SetterRef::parse(&setter) else {
+        let guess = setter.replace('/', ":");
+        let fix = if SetterRef::parse(&guess).is_some() {
+            format!("use ':' between namespace and name: {guess:?}")
+        } else {
+            "use \"NAMESPACE:POLICY\" with an optional :tag, :name or :digest suffix".into()
+        };
+        push(
+            "MC002",
+            file,
+            line,
+            col,
+            format!(
+                "setter {setter:?} is not NAMESPACE:POLICY[:tag|:name|:digest]: no setter has this name, Flux silently ignores the marker"
+            ),
+            fix,
+        );
+        return;
+    };
+    if site.in_list_item {
+        push(
+            "MC024",
+            file.clone(),
+            line,
+            col,
+            format!(
+                "marker inside an item of a kind: List: kyaml unwraps the list and the item has no path annotation, so Flux writes the change to a new file {}/{}_{}.yaml instead of this one",
+                site.object.namespace,
+                site.object.kind.to_lowercase(),
+                site.object.name
+            ),
+            "split the List into plain multi-document YAML (---)".into(),
+        );
+    }
+    let key = t.key.clone().unwrap_or_default();
+    let policy = objects
+        .policies
+        .iter()
+        .find(|p| p.namespace == sr.namespace && p.name == sr.name);
+    let latest = policy.and_then(|p| p.latest.as_ref());
+    let would_write = |v: &str| -> String {
+        let val = simulate::render_scalar(v, t.style);
+        if key.is_empty() {
+            format!("- {val}")
+        } else {
+            format!("{key}: {val}")
+        }
+    };
+    match sr.field {
+        Field::Tag => {
+            if key == "image"
+                || t.value.contains('/')
+                || t.value.contains('@')
+                || has_tag_or_digest(&t.value)
+            {
+                let tag = latest
+                    .map(|l| l.tag.clone())
+                    .unwrap_or_else(|| "<tag>".into());
+                push(
+                    "MC003",
+                    file.clone(),
+                    line,
+                    col,
+                    format!(
+                        "':tag' marker on a field holding a full image reference ({:?}): the automation replaces the whole value with a bare tag and writes `{}`, an image the node cannot pull",
+                        t.value,
+                        would_write(&tag)
+                    ),
+                    format!(
+                        "use the plain marker here: # {{\"$imagepolicy\": \"{}\"}} (or put :tag on a newTag/tag field)",
+                        sr.policy_key()
+                    ),
+                );
+            }
+        }
+        Field::Full => {
+            if tagish_key(&key) {
+                let full = latest
+                    .map(LatestRefExt::full_ref)
+                    .unwrap_or_else(|| "<name>:<tag>".into());
+                push(
+                    "MC004",
+                    file.clone(),
+                    line,
+                    col,
+                    format!(
+                        "plain marker on `{key}:` writes the full reference `{}` into a tag field",
+                        would_write(&full)
+                    ),
+                    format!("use # {{\"$imagepolicy\": \"{}:tag\"}}", sr.policy_key()),
+                );
+            }
+        }
+        Field::Name => {
+            if has_tag_or_digest(&t.value) {
+                push(
+                    "MC005",
+                    file.clone(),
+                    line,
+                    col,
+                    format!(
+                        "':name' marker on {:?}, which carries a tag or digest: the automation writes only the name and the tag is lost",
+                        t.value
+                    ),
+                    format!(
+                        "use the plain marker # {{\"$imagepolicy\": \"{}\"}}, or split name and tag (kustomize images: newName/newTag)",
+                        sr.policy_key()
+                    ),
+                );
+            }
+        }
+        Field::Digest => {
+            if let Some(l) = latest
+                && l.digest.is_empty()
+            {
+                push(
+                    "MC006",
+                    file.clone(),
+                    line,
+                    col,
+                    format!(
+                        "':digest' marker but ImagePolicy {} reflects no digest: the automation writes `{}`",
+                        sr.policy_key(),
+                        would_write("")
+                    ),
+                    "enable spec.digestReflectionPolicy on the ImagePolicy, or use the :tag marker"
+                        .into(),
+                );
+            }
+        }
+    }
+    // Job pod template
+    if site.object.kind == "Job" && t.pod_template {
+        push(
+            "MC040",
+            file.clone(),
+            line,
+            col,
+            format!(
+                "marker on the pod template of Job {}: a Job's template is immutable, so applying the automation's commit fails with \"field is immutable\"",
+                site.object.name
+            ),
+            "run the migration as an initContainer of the Deployment, or use a CronJob".into(),
+        );
+    }
+    // policy existence / namespace / selector / path
+    if objects.policies.is_empty() {
+        return;
+    }
+    let Some(p) = policy else {
+        push(
+            "MC010",
+            file.clone(),
+            line,
+            col,
+            format!(
+                "no ImagePolicy {}/{} found (tree, --policies, --cluster, --set): Flux silently ignores the marker",
+                sr.namespace, sr.name
+            ),
+            "fix the policy name or namespace in the marker".into(),
+        );
+        return;
+    };
+    if !objects.automations.is_empty() {
+        if covering.is_empty() {
+            if !*outside_reported {
+                *outside_reported = true;
+                let paths: Vec<String> = objects
+                    .automations
+                    .iter()
+                    .map(|a| {
+                        format!(
+                            "{}/{}: {:?}",
+                            a.namespace,
+                            a.name,
+                            if a.update_path.is_empty() {
+                                "."
+                            } else {
+                                &a.update_path
+                            }
+                        )
+                    })
+                    .collect();
+                push(
+                    "MC013",
+                    file.clone(),
+                    line,
+                    col,
+                    format!(
+                        "file is outside every ImageUpdateAutomation spec.update.path ({}): no automation reads it",
+                        paths.join(", ")
+                    ),
+                    "move the file under an automation's spec.update.path or widen the path".into(),
+                );
+            }
+            return;
+        }
+        if !covering.iter().any(|a| a.namespace == p.namespace) {
+            let nss: Vec<String> = covering
+                .iter()
+                .map(|a| format!("{}/{}", a.namespace, a.name))
+                .collect();
+            push("MC011", file.clone(), line, col,
+                format!("ImagePolicy {}/{} is not in the namespace of the automation(s) covering this file ({}): automations only use policies of their own namespace", p.namespace, p.name, nss.join(", ")),
+                "create the ImagePolicy in the automation's namespace, or an automation in the policy's namespace".into());
+            return;
+        }
+        if !applicable
+            .iter()
+            .any(|q| q.namespace == p.namespace && q.name == p.name)
+        {
+            push(
+                "MC012",
+                file.clone(),
+                line,
+                col,
+                format!(
+                    "ImagePolicy {}/{} is excluded by the policySelector of every automation covering this file",
+                    p.namespace, p.name
+                ),
+                "add the selector's labels to the ImagePolicy".into(),
+            );
+            return;
+        }
+    }
+    // host rewrite
+    if matches!(sr.field, Field::Full | Field::Name) {
+        let repo_image = p
+            .repository
+            .as_ref()
+            .and_then(|(ns, n)| {
+                objects
+                    .repositories
+                    .iter()
+                    .find(|r| &r.namespace == ns && &r.name == n)
+            })
+            .map(|r| value_name(&r.image).to_string())
+            .or_else(|| latest.map(|l| l.name.clone()));
+        if let Some(img) = repo_image {
+            let cur = value_name(&t.value);
+            if !cur.is_empty() && cur != img && !(sr.field == Field::Name && t.value.is_empty()) {
+                let same = normalize_name(cur) == normalize_name(&img);
+                push("MC030", file.clone(), line, col,
+                    if same {
+                        format!("manifest spells the image {cur:?} but the ImageRepository is {img:?}: the automation rewrites the name to {img:?} (same image, different text)")
+                    } else {
+                        format!("manifest image {cur:?} differs from ImageRepository spec.image {img:?}: the automation rewrites the host/path to {img:?} (automation may rewrite tags, never hosts)")
+                    },
+                    "make the manifest's image name equal to ImageRepository spec.image, or use the :tag marker on a separate tag field".into());
+            }
+        }
+    }
+    let _ = setters;
+}
+
+trait LatestRefExt {
+    fn full_ref(&self) -> String;
+}
+impl LatestRefExt for crate::objects::LatestRef {
+    fn full_ref(&self) -> String {
+        self.full()
+    }
+}
+
+fn extract_setter_guess(comment: &str) -> String {
+    // the first quoted (single or double) string after the key, if any
+    let l = comment.to_ascii_lowercase();
+    let Some(i) = l.find("imagepolicy") else {
+        return String::new();
+    };
+    let rest = &comment[i + "imagepolicy".len()..];
+    let rest = rest.trim_start_matches(['"', '\'', ' ', ':']);
+    rest.split(['"', '\'', '}', ' '])
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Render a unified diff (similar crate) of a file change, paths `a/FILE` and `b/FILE`.
+pub fn unified_diff(c: &FileChange) -> String {
+    let old = c.old.replace("\r\n", "\n");
+    let d = similar::TextDiff::from_lines(&old, &c.new);
+    let mut out = String::new();
+    if c.old.contains("\r\n") {
+        // show the real CRLF -> LF change as a note; the diff itself is on LF text
+        out.push_str(&format!("# {}: CRLF line endings become LF\n", c.file));
+    }
+    out.push_str(
+        &d.unified_diff()
+            .context_radius(3)
+            .header(&format!("a/{}", c.file), &format!("b/{}", c.file))
+            .to_string(),
+    );
+    out
+}

@@ -1,0 +1,627 @@
+//! What the automation would commit: setter values applied and each changed file re-serialized
+//! the way kyaml's `kio.LocalPackageWriter` / `ByteWriter` (go-yaml v3 encoder, 2-space indent,
+//! sequence indent preserved per document) writes it.
+//!
+//! Modelled exactly (kyaml v0.21.1): CRLF -> LF (`ByteReader.Read`), documents re-joined with
+//! `---` and empty documents dropped (`splitDocuments` + `IsMissingOrNull`), a leading `---`
+//! dropped, blank lines removed (go-yaml v3 keeps no blank lines; fluxcd/image-automation-controller
+//! issue 844) except after the document's head comment, trailing spaces removed, one space
+//! before a line comment, one final newline, and the new value quoted per kyaml
+//! `yaml.FormatNonStringStyle` (YAML 1.1 non-strings such as `1.10`, `123`, `yes` double-quoted,
+//! quoted values stay quoted) and go-yaml's plain-scalar analysis.
+//!
+//! Not modelled: go-yaml re-indentation of non-canonical layouts, flow collections, multi-line
+//! flow scalars, folded scalars, re-escaping of double-quoted escapes. A file with any of those
+//! gets `exact = false` and the reasons, instead of a claim of byte-exactness.
+
+use crate::scan::{FileScan, split_documents};
+use crate::yamltree::{Node, Style};
+
+/// One scalar replacement.
+#[derive(Debug, Clone)]
+pub struct Replacement {
+    /// Byte range of the scalar token in the normalized text.
+    pub start: usize,
+    /// End (exclusive).
+    pub end: usize,
+    /// The new scalar value.
+    pub value: String,
+    /// The source style of the scalar.
+    pub style: Style,
+}
+
+/// A simulated rewrite of one file.
+#[derive(Debug, Clone)]
+pub struct Rewrite {
+    /// New file contents.
+    pub text: String,
+    /// True when every construct in the file is one this model reproduces byte for byte.
+    pub exact: bool,
+    /// Why not exact (line: reason).
+    pub caveats: Vec<String>,
+}
+
+/// kyaml `yaml.IsValueNonString`: would `value`, unquoted, read as a non-string in YAML 1.1
+/// (go-yaml v2 resolve)?
+pub fn is_yaml11_non_string(value: &str) -> bool {
+    if value.is_empty() || value.contains('\n') {
+        return false;
+    }
+    const BOOL_NULL: &[&str] = &[
+        "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false",
+        "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF", "~", "null", "Null", "NULL",
+        ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF", ".nan",
+        ".NaN", ".NAN", "<<",
+    ];
+    if BOOL_NULL.contains(&value) {
+        return true;
+    }
+    // flow collections, mappings, sequences, comments also decode to non-strings
+    if value.starts_with(['[', '{', '#'])
+        || value.contains(": ")
+        || value.ends_with(':')
+        || value.starts_with("- ")
+        || value == "-"
+    {
+        return true;
+    }
+    let plain = value.replace('_', "");
+    let (neg, digits) = match plain.strip_prefix(['-', '+']) {
+        Some(d) => (true, d),
+        None => (false, plain.as_str()),
+    };
+    let _ = neg;
+    if !digits.is_empty() {
+        let int = if let Some(h) = digits.strip_prefix("0x") {
+            !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit())
+        } else if let Some(b) = digits.strip_prefix("0b") {
+            !b.is_empty() && b.chars().all(|c| c == '0' || c == '1')
+        } else if digits.len() > 1 && digits.starts_with('0') {
+            digits.chars().all(|c| ('0'..='7').contains(&c))
+        } else {
+            digits.chars().all(|c| c.is_ascii_digit())
+        };
+        if int {
+            return true;
+        }
+    }
+    // go-yaml v2 float: ^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$
+    let b = digits.as_bytes();
+    let mut i = 0;
+    let mut mant = false;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+        mant = true;
+    }
+    if i < b.len() && b[i] == b'.' {
+        i += 1;
+        let s = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if !mant && i == s {
+            return false;
+        }
+        mant = true;
+    }
+    if !mant {
+        return false;
+    }
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        i += 1;
+        if i < b.len() && (b[i] == b'-' || b[i] == b'+') {
+            i += 1;
+        }
+        let s = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == s {
+            return false;
+        }
+    }
+    i == b.len()
+}
+
+/// go-yaml v3 `yaml_emitter_analyze_scalar` (block context): may `value` be written plain?
+pub fn plain_allowed(value: &str) -> bool {
+    if value.is_empty() || value.starts_with("---") || value.starts_with("...") {
+        return false;
+    }
+    let b = value.as_bytes();
+    if b[0] == b' ' || b[b.len() - 1] == b' ' || value.contains('\n') || value.contains('\t') {
+        return false;
+    }
+    for (i, &c) in b.iter().enumerate() {
+        let next_ws = b.get(i + 1).is_none_or(|&n| n == b' ');
+        if i == 0 {
+            match c {
+                b'#' | b',' | b'[' | b']' | b'{' | b'}' | b'&' | b'*' | b'!' | b'|' | b'>'
+                | b'\'' | b'"' | b'%' | b'@' | b'`' => return false,
+                b'?' | b':' | b'-' if next_ws => return false,
+                _ => {}
+            }
+        } else {
+            match c {
+                b':' if next_ws => return false,
+                b'#' if b[i - 1] == b' ' => return false,
+                _ => {}
+            }
+        }
+        if c < 0x20 || c == 0x7f {
+            return false;
+        }
+    }
+    true
+}
+
+fn double_quote(v: &str) -> String {
+    let mut s = String::with_capacity(v.len() + 2);
+    s.push('"');
+    for c in v.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            '\n' => s.push_str("\\n"),
+            '\t' => s.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                s.push_str(&format!("\\x{:02X}", c as u32))
+            }
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// How go-yaml writes the new value of a scalar whose source style was `style`, after kyaml's
+/// `FormatNonStringStyle` for a string-typed setter schema (`setters.go` `setterSchema` uses
+/// `spec.StringProperty()`).
+pub fn render_scalar(value: &str, style: Style) -> String {
+    let mut style = style;
+    if style == Style::Plain && is_yaml11_non_string(value) {
+        style = Style::DoubleQuoted;
+    }
+    match style {
+        Style::SingleQuoted if !value.contains('\n') => format!("'{}'", value.replace('\'', "''")),
+        Style::DoubleQuoted | Style::SingleQuoted => double_quote(value),
+        _ => {
+            // the node keeps tag !!str: go-yaml forces quotes when the value would resolve to
+            // another tag (empty -> null) or plain is not allowed.
+            if value.is_empty() {
+                "\"\"".to_string()
+            } else if plain_allowed(value) {
+                value.to_string()
+            } else if !value.contains('\n') && !value.starts_with(' ') && !value.ends_with(' ') {
+                format!("'{}'", value.replace('\'', "''"))
+            } else {
+                double_quote(value)
+            }
+        }
+    }
+}
+
+/// kyaml `yaml.DeriveSeqIndentStyle` (kyaml/yaml/util.go): "wide" or "compact" from the first
+/// block sequence entry whose key line is `key:`.
+pub fn derive_seq_indent(original: &str) -> &'static str {
+    let lines: Vec<&str> = original.split('\n').collect();
+    for (i, line) in lines.iter().enumerate() {
+        let Some((pre, _)) = line.split_once("- ") else {
+            continue;
+        };
+        if !pre.trim_matches(' ').is_empty() {
+            continue;
+        }
+        let mut key_line = "";
+        for j in (0..i).rev() {
+            let l = lines[j];
+            if l.trim_matches(' ').starts_with('#') {
+                continue;
+            }
+            key_line = l.split('#').next().unwrap_or("");
+            break;
+        }
+        if key_line.is_empty() {
+            continue;
+        }
+        let key_ind = key_line.len() - key_line.trim_start_matches(' ').len();
+        let t = key_line.trim_matches(' ');
+        if t.matches(':').count() != 1 || !t.ends_with(':') {
+            continue;
+        }
+        if pre.len() == key_ind {
+            return "compact";
+        }
+        if pre.len() as isize - key_ind as isize == 2 {
+            return "wide";
+        }
+    }
+    "compact"
+}
+
+fn col_at(text: &str, off: usize) -> usize {
+    let ls = text[..off].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    off - ls
+}
+
+fn line_at(text: &str, off: usize) -> usize {
+    memchr::memchr_iter(b'\n', &text.as_bytes()[..off]).count()
+}
+
+struct Layout<'a> {
+    text: &'a str,
+    wide: bool,
+    caveats: Vec<String>,
+    /// (first content line, last line) 0-based line indices of block scalar content.
+    block_lines: Vec<(usize, usize)>,
+    line_base: usize,
+}
+
+impl Layout<'_> {
+    fn caveat(&mut self, off: usize, why: &str) {
+        let l = line_at(self.text, off) + 1 + self.line_base;
+        if self.caveats.len() < 20 {
+            self.caveats.push(format!("line {l}: {why}"));
+        }
+    }
+
+    /// Check go-yaml's canonical indentation: mappings indent 2, sequences per seq style.
+    fn check(&mut self, n: &Node, expect: Option<usize>, parent_key_col: usize) {
+        match n {
+            Node::Map {
+                entries,
+                flow,
+                start,
+            } => {
+                if *flow {
+                    if !entries.is_empty() {
+                        self.caveat(*start, "flow mapping (go-yaml re-spaces flow collections)");
+                    }
+                    return;
+                }
+                for (k, v) in entries {
+                    let kc = col_at(self.text, k.start());
+                    if let Some(e) = expect
+                        && kc != e
+                    {
+                        self.caveat(k.start(), &format!("key indented {kc}, go-yaml writes {e}"));
+                    }
+                    if !matches!(k, Node::Scalar(s) if matches!(s.style, Style::Plain | Style::DoubleQuoted | Style::SingleQuoted) && !s.value.contains('\n'))
+                    {
+                        self.caveat(k.start(), "complex mapping key");
+                    }
+                    match v {
+                        Node::Map { flow: false, .. } => self.check(v, Some(kc + 2), kc),
+                        Node::Seq { flow: false, .. } => {
+                            let e = if self.wide { kc + 2 } else { kc };
+                            self.check(v, Some(e), kc)
+                        }
+                        _ => self.check(v, None, kc),
+                    }
+                }
+            }
+            Node::Seq { items, flow, start } => {
+                if *flow {
+                    if !items.is_empty() {
+                        self.caveat(*start, "flow sequence (go-yaml re-spaces flow collections)");
+                    }
+                    return;
+                }
+                // granit starts an indentless sequence at its first item: use the `-`.
+                let mut dstart = *start;
+                if self.text.as_bytes().get(dstart) != Some(&b'-') {
+                    let ls = self.text[..dstart].rfind('\n').map(|i| i + 1).unwrap_or(0);
+                    if let Some(i) = self.text[ls..dstart].rfind('-') {
+                        dstart = ls + i;
+                    }
+                }
+                let dash = col_at(self.text, dstart);
+                if let Some(e) = expect
+                    && dash != e
+                {
+                    self.caveat(
+                        dstart,
+                        &format!("sequence indented {dash}, go-yaml writes {e}"),
+                    );
+                }
+                for it in items {
+                    match it {
+                        Node::Map { flow: false, .. } => self.check(it, Some(dash + 2), dash),
+                        Node::Seq { flow: false, .. } => self.check(it, Some(dash + 2), dash),
+                        _ => self.check(it, None, dash),
+                    }
+                }
+            }
+            Node::Scalar(s) => {
+                let raw = &self.text[s.start..s.end];
+                match s.style {
+                    Style::Literal | Style::Folded => {
+                        if s.style == Style::Folded {
+                            self.caveat(s.start, "folded block scalar");
+                        }
+                        let header = raw.split('\n').next().unwrap_or("");
+                        let header = header.split('#').next().unwrap_or("").trim_end();
+                        if header.chars().any(|c| c.is_ascii_digit()) {
+                            self.caveat(s.start, "block scalar with an indentation indicator");
+                        }
+                        let chomp = if s.value.is_empty() || !s.value.ends_with('\n') {
+                            "-"
+                        } else if s.value.ends_with("\n\n") {
+                            "+"
+                        } else {
+                            ""
+                        };
+                        if &header[1..] != chomp {
+                            self.caveat(
+                                s.start,
+                                "block scalar chomping indicator differs from go-yaml's choice",
+                            );
+                        }
+                        let first = line_at(self.text, s.start) + 1;
+                        let last = line_at(self.text, s.end.saturating_sub(1).max(s.start));
+                        let want = parent_key_col + 2;
+                        // the first non-empty line fixes the block indentation
+                        if let Some(l) = self
+                            .text
+                            .split('\n')
+                            .skip(first)
+                            .take((last + 1).saturating_sub(first))
+                            .find(|l| !l.trim().is_empty())
+                            && l.len() - l.trim_start_matches(' ').len() != want
+                        {
+                            self.caveat(
+                                s.start,
+                                &format!("block scalar content not indented {want}"),
+                            );
+                        }
+                        if last >= first {
+                            self.block_lines.push((first, last));
+                        }
+                    }
+                    Style::DoubleQuoted if raw.contains('\\') => {
+                        self.caveat(s.start, "double-quoted scalar with escapes");
+                    }
+                    _ if raw.contains('\n') => self.caveat(s.start, "multi-line flow scalar"),
+                    _ => {}
+                }
+                if s.tagged {
+                    self.caveat(s.start, "explicit tag");
+                }
+            }
+            Node::Alias { .. } => {}
+        }
+    }
+}
+
+/// Re-serialize `f` with `reps` applied, the way kyaml writes a changed file.
+pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
+    let text = &f.text;
+    let mut caveats = Vec::new();
+    let chunks = split_documents(text).unwrap_or_default();
+    let n = chunks.len();
+    let mut out_docs: Vec<String> = Vec::new();
+    for (i, (cs, ce)) in chunks.iter().enumerate() {
+        let Some(doc) = f.docs.iter().find(|d| d.offset == *cs) else {
+            continue;
+        };
+        let Some(root) = &doc.tree.root else { continue };
+        if root.is_null() {
+            continue;
+        }
+        if doc.tree.extra_documents {
+            caveats.push(format!(
+                "document at offset {cs}: a second document in one chunk"
+            ));
+        }
+        let mut chunk = text[*cs..*ce].to_string();
+        if i != n - 1 {
+            chunk.push('\n');
+        }
+        let line_base = line_at(text, *cs);
+        let wide = derive_seq_indent(&chunk) == "wide";
+        let mut lay = Layout {
+            text: &chunk,
+            wide,
+            caveats: Vec::new(),
+            block_lines: Vec::new(),
+            line_base,
+        };
+        lay.check(root, Some(0), 0);
+        caveats.append(&mut lay.caveats);
+        let block_lines = lay.block_lines;
+        // replacements in this chunk, by line
+        let mut by_line: std::collections::BTreeMap<usize, Vec<(usize, usize, String)>> =
+            Default::default();
+        for r in reps.iter().filter(|r| r.start >= *cs && r.end <= *ce) {
+            let s = r.start - cs;
+            let e = r.end - cs;
+            if matches!(r.style, Style::Literal | Style::Folded) || chunk[s..e].contains('\n') {
+                caveats.push(format!(
+                    "line {}: marker on a multi-line or block scalar (rewrite not modelled)",
+                    line_base + line_at(&chunk, s) + 1
+                ));
+                continue;
+            }
+            let l = line_at(&chunk, s);
+            let ls = chunk[..s].rfind('\n').map(|x| x + 1).unwrap_or(0);
+            by_line
+                .entry(l)
+                .or_default()
+                .push((s - ls, e - ls, render_scalar(&r.value, r.style)));
+        }
+        let comment_starts: std::collections::HashMap<usize, usize> = doc
+            .tree
+            .comments
+            .iter()
+            .map(|c| {
+                (
+                    line_at(&chunk, c.start),
+                    c.start - chunk[..c.start].rfind('\n').map(|x| x + 1).unwrap_or(0),
+                )
+            })
+            .collect();
+        let first_content_line = line_at(&chunk, root.start());
+        let mut out = String::with_capacity(chunk.len());
+        let lines: Vec<&str> = chunk.split('\n').collect();
+        let nlines = if chunk.ends_with('\n') {
+            lines.len() - 1
+        } else {
+            lines.len()
+        };
+        let mut saw_blank_after_comment = false;
+        for (li, line) in lines.iter().take(nlines).enumerate() {
+            if let Some(&(_, last)) = block_lines.iter().find(|(a, b)| li >= *a && li <= *b) {
+                let _ = last;
+                if line.trim().is_empty() {
+                    out.push('\n');
+                } else {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+                continue;
+            }
+            let t = line.trim();
+            if li < first_content_line {
+                // before the root: head comments, `---`, directives
+                if t.is_empty() {
+                    if !out.is_empty() && !saw_blank_after_comment {
+                        saw_blank_after_comment = true;
+                        out.push('\n');
+                    }
+                    continue;
+                }
+                if t == "---" || t.starts_with("--- #") || t.starts_with("---\t") {
+                    if t != "---" {
+                        caveats.push(format!(
+                            "line {}: comment on a `---` line",
+                            line_base + li + 1
+                        ));
+                    }
+                    continue;
+                }
+                if t.starts_with('%') {
+                    caveats.push(format!("line {}: YAML directive", line_base + li + 1));
+                    continue;
+                }
+                if !t.starts_with('#') {
+                    caveats.push(format!(
+                        "line {}: content before the document root",
+                        line_base + li + 1
+                    ));
+                }
+                if saw_blank_after_comment {
+                    caveats.push(format!(
+                        "line {}: several comment blocks above the document",
+                        line_base + li + 1
+                    ));
+                }
+                out.push_str(line.trim_end());
+                out.push('\n');
+                continue;
+            }
+            if t.is_empty() {
+                if lines
+                    .iter()
+                    .skip(li + 1)
+                    .take(nlines - li - 1)
+                    .find(|l| !l.trim().is_empty())
+                    .is_some_and(|l| l.trim().starts_with('#'))
+                {
+                    caveats.push(format!(
+                        "line {}: blank line before a comment (go-yaml may keep it)",
+                        line_base + li + 1
+                    ));
+                }
+                continue;
+            }
+            if t == "..." {
+                caveats.push(format!("line {}: document end marker", line_base + li + 1));
+                continue;
+            }
+            let mut l = line.to_string();
+            if let Some(rs) = by_line.get_mut(&li) {
+                rs.sort_by_key(|r| std::cmp::Reverse(r.0));
+                for (a, b, v) in rs.iter() {
+                    l.replace_range(*a..*b, v);
+                }
+            }
+            // one space before a line comment
+            if let Some(&cstart) = comment_starts.get(&li) {
+                let orig_before = &line[..cstart];
+                if !orig_before.trim().is_empty() {
+                    let delta = l.len() as isize - line.len() as isize;
+                    let cpos = (cstart as isize + delta) as usize;
+                    let content = l[..cpos].trim_end().to_string();
+                    let comment = l[cpos..].to_string();
+                    l = format!("{content} {comment}");
+                } else {
+                    let next_ind = lines
+                        .iter()
+                        .skip(li + 1)
+                        .take(nlines.saturating_sub(li + 1))
+                        .find(|x| !x.trim().is_empty() && !x.trim().starts_with('#'))
+                        .map(|x| x.len() - x.trim_start().len());
+                    let ind = line.len() - line.trim_start().len();
+                    if next_ind.is_some_and(|n| n != ind) {
+                        caveats.push(format!(
+                            "line {}: comment not aligned with the next key (go-yaml re-indents comments)",
+                            line_base + li + 1
+                        ));
+                    }
+                }
+            }
+            out.push_str(l.trim_end());
+            out.push('\n');
+        }
+        out_docs.push(out);
+    }
+    let text = out_docs.join("---\n");
+    Rewrite {
+        exact: caveats.is_empty(),
+        text,
+        caveats,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml11() {
+        for v in [
+            "1.10", "123", "yes", "on", "~", "1e3", "0x1f", "-1", ".5", "1_000", "0777",
+        ] {
+            assert!(is_yaml11_non_string(v), "{v}");
+        }
+        for v in [
+            "v1.0.1",
+            "0.1.1",
+            "image:v1",
+            "latest",
+            "1.2.3-rc1",
+            "sha256:abc",
+            "",
+        ] {
+            assert!(!is_yaml11_non_string(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn render() {
+        assert_eq!(render_scalar("1.10", Style::Plain), "\"1.10\"");
+        assert_eq!(render_scalar("v1", Style::Plain), "v1");
+        assert_eq!(render_scalar("v1", Style::SingleQuoted), "'v1'");
+        assert_eq!(render_scalar("v1", Style::DoubleQuoted), "\"v1\"");
+        assert_eq!(render_scalar("", Style::Plain), "\"\"");
+        assert_eq!(render_scalar("a: b", Style::Plain), "\"a: b\"");
+        assert_eq!(render_scalar("-x", Style::Plain), "-x");
+    }
+
+    #[test]
+    fn seq_indent() {
+        assert_eq!(derive_seq_indent("a:\n  - b\n"), "wide");
+        assert_eq!(derive_seq_indent("a:\n- b\n"), "compact");
+        assert_eq!(derive_seq_indent("a: b\n"), "compact");
+    }
+}
