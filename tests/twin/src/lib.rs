@@ -17,6 +17,7 @@
 pub mod auth;
 pub mod error;
 pub mod faults;
+pub mod git;
 pub mod patch;
 pub mod registry;
 pub mod selector;

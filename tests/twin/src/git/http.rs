@@ -1,0 +1,360 @@
+//! The HTTP side of the Git server: routing, authentication and the CGI bridge to the real
+//! `git http-backend`.
+//!
+//! Behaviour relied on, from git-http-backend(1) and git's http-backend.c:
+//! - The repository is `$GIT_PROJECT_ROOT$PATH_INFO` minus the service suffix
+//!   (`/info/refs`, `/git-upload-pack`, `/git-receive-pack`, dumb `/HEAD`, `/objects/...`);
+//!   `GIT_HTTP_EXPORT_ALL` exports every repository without a `git-daemon-export-ok` file.
+//! - `REQUEST_METHOD`, `QUERY_STRING` (`service=git-upload-pack`), `CONTENT_TYPE` and
+//!   `CONTENT_LENGTH` are the CGI variables; without `CONTENT_LENGTH` the request body is read
+//!   to EOF, so chunked and HTTP/2 bodies are streamed to stdin and stdin is closed at the end.
+//! - `HTTP_CONTENT_ENCODING=gzip` (or `x-gzip`) makes http-backend inflate the request body
+//!   itself (git clients gzip upload-pack requests larger than 1 KiB).
+//! - `GIT_PROTOCOL` carries the client's `Git-Protocol` header (`version=2`) to upload-pack.
+//! - git-receive-pack is enabled when `REMOTE_USER` is set, or when the repository's
+//!   `http.receivepack` is true (set on every repository here, so anonymous pushes to a repo
+//!   without auth work the way they do on a permissive Gitea).
+//! - The response is CGI: header lines (`Status: 404 Not Found`, `Content-Type: ...`), an empty
+//!   line, then the body, streamed.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt as _;
+use http::{HeaderValue, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use super::{RequestRecord, Shared};
+
+pub(crate) type Body = BoxBody<Bytes, std::io::Error>;
+
+fn full(status: StatusCode, text: &str) -> Response<Body> {
+    let mut resp = Response::new(
+        Full::new(Bytes::from(text.to_owned()))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
+/// Splits a request path into (repository name, PATH_INFO for http-backend).
+/// `/org/fleet.git/info/refs` and `/org/fleet/info/refs` both give `org/fleet` and
+/// `/org/fleet.git/info/refs` (Gitea accepts the name with or without `.git`).
+pub(crate) fn route(path: &str) -> Option<(String, String)> {
+    const SUFFIXES: [&str; 5] = [
+        "/info/refs",
+        "/git-upload-pack",
+        "/git-receive-pack",
+        "/HEAD",
+        "/objects/",
+    ];
+    let (pos, _) = SUFFIXES
+        .iter()
+        .filter_map(|s| path.find(s).map(|p| (p, *s)))
+        .min_by_key(|(p, _)| *p)?;
+    let repo = path[..pos].trim_start_matches('/');
+    let repo = repo.strip_suffix(".git").unwrap_or(repo);
+    if !super::valid_repo_name(repo) {
+        return None;
+    }
+    Some((repo.to_owned(), format!("/{repo}.git{}", &path[pos..])))
+}
+
+/// Who the request authenticates as, for a repository with auth configured.
+/// Basic: username must match and the password must be a live token (Gitea accepts a token as
+/// the password). Bearer / `token` schemes: the token alone (Gitea's API and git endpoints
+/// accept `Authorization: Bearer <token>` and `token <token>`).
+fn authenticate(
+    shared: &Shared,
+    repo: &str,
+    auth_header: Option<&str>,
+) -> Result<Option<String>, ()> {
+    let auth = shared.auth.lock().unwrap();
+    let Some(cfg) = auth.get(repo) else {
+        return Ok(None);
+    };
+    let Some(value) = auth_header else {
+        return Err(());
+    };
+    let (scheme, rest) = value.split_once(' ').ok_or(())?;
+    let rest = rest.trim();
+    if scheme.eq_ignore_ascii_case("basic") {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(rest)
+            .map_err(|_| ())?;
+        let decoded = String::from_utf8(decoded).map_err(|_| ())?;
+        let (user, pass) = decoded.split_once(':').ok_or(())?;
+        if user == cfg.username && cfg.tokens.iter().any(|t| t == pass) {
+            return Ok(Some(cfg.username.clone()));
+        }
+    } else if (scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token"))
+        && cfg.tokens.iter().any(|t| t == rest)
+    {
+        return Ok(Some(cfg.username.clone()));
+    }
+    Err(())
+}
+
+/// The hyper service: one call per HTTP request.
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    scheme: &'static str,
+    peer: SocketAddr,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let method = req.method().as_str().to_owned();
+    let path = req.uri().path().to_owned();
+    let query = req.uri().query().unwrap_or_default().to_owned();
+    let header_str =
+        |name: &header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok());
+    let content_encoding = header_str(&header::CONTENT_ENCODING).map(str::to_owned);
+    let git_protocol = req
+        .headers()
+        .get("git-protocol")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let mut record = RequestRecord {
+        scheme,
+        method: method.clone(),
+        path: path.clone(),
+        query: query.clone(),
+        repo: None,
+        user: None,
+        authorization: header_str(&header::AUTHORIZATION)
+            .map(|v| v.split(' ').next().unwrap_or_default().to_owned()),
+        status: 0,
+        content_encoding: content_encoding.clone(),
+        git_protocol: git_protocol.clone(),
+    };
+
+    let Some((repo, path_info)) = route(&path) else {
+        record.status = 404;
+        shared.record(record);
+        return Ok(full(StatusCode::NOT_FOUND, "Not found\n"));
+    };
+    record.repo = Some(repo.clone());
+    if !shared.repo_dir(&repo).is_dir() {
+        record.status = 404;
+        shared.record(record);
+        return Ok(full(StatusCode::NOT_FOUND, "Repository not found\n"));
+    }
+    let user = match authenticate(&shared, &repo, header_str(&header::AUTHORIZATION)) {
+        Ok(user) => user,
+        Err(()) => {
+            record.status = 401;
+            shared.record(record);
+            let mut resp = full(StatusCode::UNAUTHORIZED, "Unauthorized\n");
+            let challenge = format!("Basic realm=\"{}\"", shared.realm);
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_str(&challenge)
+                    .unwrap_or(HeaderValue::from_static("Basic realm=\"git\"")),
+            );
+            return Ok(resp);
+        }
+    };
+    record.user = user.clone();
+
+    let mut cmd = tokio::process::Command::new(&shared.http_backend);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &shared.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_PROJECT_ROOT", &shared.root)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env("GATEWAY_INTERFACE", "CGI/1.1")
+        .env("SERVER_PROTOCOL", "HTTP/1.1")
+        .env("SERVER_SOFTWARE", "cluster-loop-twin-git")
+        .env("REQUEST_METHOD", &method)
+        .env("PATH_INFO", &path_info)
+        .env("QUERY_STRING", &query)
+        .env("REMOTE_ADDR", peer.ip().to_string());
+    if let Some(v) = header_str(&header::CONTENT_TYPE) {
+        cmd.env("CONTENT_TYPE", v);
+    }
+    if let Some(v) = header_str(&header::CONTENT_LENGTH) {
+        cmd.env("CONTENT_LENGTH", v);
+    }
+    if let Some(v) = &content_encoding {
+        cmd.env("HTTP_CONTENT_ENCODING", v);
+    }
+    if let Some(v) = &git_protocol {
+        cmd.env("GIT_PROTOCOL", v);
+    }
+    if let Some(u) = &user {
+        cmd.env("REMOTE_USER", u);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            record.status = 500;
+            shared.record(record);
+            let msg = format!("cannot run {}: {e}\n", shared.http_backend.display());
+            return Ok(full(StatusCode::INTERNAL_SERVER_ERROR, &msg));
+        }
+    };
+
+    // Request body -> stdin, concurrently with reading the response (a large push must not
+    // deadlock against a full stdout pipe).
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let mut body = req.into_body();
+    tokio::spawn(async move {
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { break };
+            if let Ok(data) = frame.into_data()
+                && stdin.write_all(&data).await.is_err()
+            {
+                break;
+            }
+        }
+        let _ = stdin.shutdown().await;
+    });
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let log_shared = shared.clone();
+    let log_path = path_info.clone();
+    tokio::spawn(async move {
+        let mut buf = String::new();
+        if stderr.read_to_string(&mut buf).await.is_ok() && !buf.trim().is_empty() {
+            log_shared.backend_stderr(&log_path, buf.trim_end());
+        }
+    });
+
+    // CGI response headers.
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let mut buf = BytesMut::with_capacity(8192);
+    let header_end = loop {
+        if let Some(end) = find_header_end(&buf) {
+            break Some(end);
+        }
+        match stdout.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => break None,
+            Ok(_) => {}
+        }
+    };
+    let Some((head_len, body_start)) = header_end else {
+        record.status = 502;
+        shared.record(record);
+        return Ok(full(
+            StatusCode::BAD_GATEWAY,
+            "git http-backend sent no CGI headers\n",
+        ));
+    };
+    let head = String::from_utf8_lossy(&buf[..head_len]).into_owned();
+    let leftover = buf.split_off(body_start).freeze();
+    let mut builder = Response::builder().status(StatusCode::OK);
+    let mut status = StatusCode::OK;
+    for line in head.lines() {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("status") {
+            let code = value.split(' ').next().and_then(|c| c.parse::<u16>().ok());
+            status = code
+                .and_then(|c| StatusCode::from_u16(c).ok())
+                .unwrap_or(StatusCode::OK);
+        } else {
+            builder = builder.header(name.trim(), value);
+        }
+    }
+    builder = builder.status(status);
+    record.status = status.as_u16();
+    shared.record(record);
+
+    // Response body: what was read past the headers, then the rest of stdout. The child is
+    // reaped at EOF; if the client goes away the stream is dropped and kill_on_drop ends it.
+    let first = if leftover.is_empty() {
+        None
+    } else {
+        Some(leftover)
+    };
+    let stream = futures::stream::unfold(
+        (first, Some(stdout), Some(child)),
+        |(first, stdout, child)| async move {
+            if let Some(chunk) = first {
+                return Some((Ok(chunk), (None, stdout, child)));
+            }
+            let mut out = stdout?;
+            let mut chunk = BytesMut::with_capacity(64 * 1024);
+            match out.read_buf(&mut chunk).await {
+                Ok(0) => {
+                    if let Some(mut c) = child {
+                        let _ = c.wait().await;
+                    }
+                    None
+                }
+                Ok(_) => Some((Ok(chunk.freeze()), (None, Some(out), child))),
+                Err(e) => Some((Err(e), (None, None, child))),
+            }
+        },
+    );
+    let body = BodyExt::boxed(StreamBody::new(stream.map(|r| r.map(Frame::data))));
+    Ok(builder.body(body).unwrap_or_else(|e| {
+        full(
+            StatusCode::BAD_GATEWAY,
+            &format!("bad CGI header from git http-backend: {e}\n"),
+        )
+    }))
+}
+
+/// Finds the blank line ending CGI headers: returns (header length, body start).
+fn find_header_end(buf: &[u8]) -> Option<(usize, usize)> {
+    let crlf = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|p| (p, p + 4));
+    let lf = buf
+        .windows(2)
+        .position(|w| w == b"\n\n")
+        .map(|p| (p, p + 2));
+    match (crlf, lf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_smart_and_dumb_paths() {
+        assert_eq!(
+            route("/org/fleet.git/info/refs"),
+            Some(("org/fleet".into(), "/org/fleet.git/info/refs".into()))
+        );
+        assert_eq!(
+            route("/org/fleet/git-upload-pack"),
+            Some(("org/fleet".into(), "/org/fleet.git/git-upload-pack".into()))
+        );
+        assert_eq!(
+            route("/fleet.git/objects/info/packs"),
+            Some(("fleet".into(), "/fleet.git/objects/info/packs".into()))
+        );
+        assert_eq!(route("/org/fleet.git"), None);
+        assert_eq!(route("/../etc/info/refs"), None);
+        assert_eq!(route("/info/refs"), None);
+    }
+
+    #[test]
+    fn finds_cgi_header_end() {
+        assert_eq!(find_header_end(b"Status: 200\r\n\r\nbody"), Some((11, 15)));
+        assert_eq!(find_header_end(b"A: b\n\nbody"), Some((4, 6)));
+        assert_eq!(find_header_end(b"A: b\r\n"), None);
+    }
+}
