@@ -30,6 +30,7 @@ use serde::Serialize;
 
 /// One directive line (possibly with a block).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Directive {
     /// Plugin name (`hosts`, `forward`, ...).
     pub name: String,
@@ -43,6 +44,7 @@ pub struct Directive {
 
 /// One server block.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ServerBlock {
     /// Zones served, normalized to lower case FQDN with trailing dot (`.` for root).
     pub zones: Vec<String>,
@@ -56,6 +58,7 @@ pub struct ServerBlock {
 
 /// A parsed Corefile.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Corefile {
     /// Server blocks in file order.
     pub servers: Vec<ServerBlock>,
@@ -380,6 +383,7 @@ pub const PLUGIN_ORDER: &[&str] = &[
 
 /// What happened to one query inside CoreDNS.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Explanation {
     /// The FQDN asked (after the pod's search expansion).
     pub query: String,
@@ -773,6 +777,7 @@ impl Corefile {
 
 /// NodeLocal DNSCache findings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct NodeLocal {
     /// The pod's first nameserver is 169.254.20.10, or a node-local-dns ConfigMap exists.
     pub detected: bool,

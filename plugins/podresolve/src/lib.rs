@@ -4,11 +4,13 @@
 //! Modules: [`validate`] (hostile input refused), [`probe`] (the probe Job/Pod/ephemeral
 //! container, argv-only), [`parse`] (probe log and tool output parsers), [`resolvconf`]
 //! (search/ndots query order), [`corefile`] (which CoreDNS plugin answers), [`workstation`]
-//! (the local answer and the verdict), [`report`] (table/JSON/YAML).
+//! (the local answer and the verdict), [`report`] (explanation and rendering).
 #![warn(missing_docs)]
 
 pub mod corefile;
 pub mod parse;
 pub mod probe;
+pub mod report;
 pub mod resolvconf;
 pub mod validate;
+pub mod workstation;

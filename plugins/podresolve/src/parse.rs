@@ -26,6 +26,7 @@ pub const MARK: &str = "#podresolve";
 
 /// One `#podresolve section KIND [ARG]` ... `#podresolve end rc=N` block.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Section {
     /// `resolv.conf`, `hosts`, `getent`, `nslookup`, `tls` or `git`.
     pub kind: String,
@@ -39,6 +40,7 @@ pub struct Section {
 
 /// A `#podresolve tool NAME PATH REALPATH` line (`-` when absent).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ToolInfo {
     /// getent, nslookup, openssl or git.
     pub name: String,
@@ -50,6 +52,7 @@ pub struct ToolInfo {
 
 /// The whole probe log, split.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ProbeLog {
     /// Protocol version from `#podresolve begin vN`; None when no begin line was seen.
     pub version: Option<String>,
@@ -167,6 +170,7 @@ pub enum GetentFlavour {
 
 /// Result of `getent ahosts HOST`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct GetentResult {
     /// Resolved, NotFound (exit 2), ToolMissing (127) or Error.
     pub status: LookupStatus,
@@ -252,6 +256,7 @@ pub enum NslookupFlavour {
 
 /// One error line of nslookup.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct NslookupError {
     /// The name the error is about (may be a search-expanded FQDN); empty when not given.
     pub name: String,
@@ -263,6 +268,7 @@ pub struct NslookupError {
 
 /// Result of `nslookup HOST`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct NslookupResult {
     /// Which nslookup.
     pub flavour: NslookupFlavour,
@@ -485,6 +491,7 @@ pub fn parse_nslookup(body: &str, rc: Option<i32>, tool_real_path: Option<&str>)
 
 /// Result of the `--tls` step (`openssl s_client` with the image's CA bundle).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TlsResult {
     /// `Verify return code: 0 (ok)` seen.
     pub verified: bool,
@@ -540,6 +547,7 @@ pub fn parse_tls(body: &str, rc: Option<i32>) -> TlsResult {
 
 /// Result of the `--git` step (`git ls-remote URL HEAD`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct GitResult {
     /// Exit 0 and a HEAD line.
     pub reachable: bool,

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 /// A parsed resolv.conf.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ResolvConf {
     /// Name servers in file order (the first 3 are used by glibc and musl).
     pub nameservers: Vec<String>,

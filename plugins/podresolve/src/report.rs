@@ -1,0 +1,711 @@
+//! Assemble the explanation from the probe log, the cluster's DNS configuration and the
+//! workstation's answer, and render it (table or a stable JSON/YAML schema).
+//!
+//! Schema `podresolve.cluster-loop.dev/v1` (camelCase keys; fields are never removed within
+//! v1; absent data is `null`, never omitted):
+//! `{apiVersion, probe{carrier,namespace,name,pod,node,image,fromPod,fallbackReason},
+//!   resolvConf{nameservers,search,ndots,timeoutSecs,attempts,otherOptions}|null, libc,
+//!   clusterDns{kubeDnsIps,corefileFound,corefileError,imports,nodeLocal},
+//!   hosts[{host, queryOrder[], pod{libc{status,addresses,canonicalName,flavour,rc},
+//!   dns{status,flavour,server,addresses,cnames,errors[],rc}, addresses[]},
+//!   coredns[{query,rewritten,serverBlock,answeredBy,detail,line,cached,steps[],
+//!   bypassedByNodeLocal,answered}], workstation{addresses,error}, verdict, expect[]|null,
+//!   expectMatch|null, tls|null, notes[]}], git|null, complete, exitCode}`.
+
+use crate::corefile::{Corefile, Explanation, NodeLocal};
+use crate::parse::{
+    GetentResult, GitResult, LookupStatus, NslookupResult, ProbeLog, TlsResult, parse_getent,
+    parse_git, parse_nslookup, parse_tls,
+};
+use crate::resolvconf::{Libc, ResolvConf};
+use crate::validate::Host;
+use crate::workstation::{Verdict, WorkstationAnswer, expect_matches, verdict};
+use serde::Serialize;
+use std::net::IpAddr;
+
+/// Schema identifier of the machine output.
+pub const API_VERSION: &str = "podresolve.cluster-loop.dev/v1";
+
+/// Where the probe ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeInfo {
+    /// `job`, `pod` or `ephemeral`.
+    pub carrier: String,
+    /// Namespace of the probe.
+    pub namespace: String,
+    /// Job/Pod name, or the ephemeral container's name.
+    pub name: String,
+    /// The pod that ran the script.
+    pub pod: Option<String>,
+    /// Node it ran on.
+    pub node: Option<String>,
+    /// Image.
+    pub image: String,
+    /// `--from` target pod (`ns/name`).
+    pub from_pod: Option<String>,
+    /// Why the ephemeral-container path was not used (403/404/422 message).
+    pub fallback_reason: Option<String>,
+}
+
+/// Cluster DNS configuration as read from the API.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterDns {
+    /// kube-system/coredns ConfigMap `Corefile` parse result (None: ConfigMap or key absent).
+    pub corefile: Option<Result<Corefile, String>>,
+    /// ClusterIPs of kube-system/kube-dns (and kube-dns-upstream when present).
+    pub kube_dns_ips: Vec<String>,
+    /// kube-system/node-local-dns ConfigMap `Corefile`, when it exists.
+    pub nodelocal_corefile: Option<String>,
+}
+
+/// Serialized cluster DNS summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterDnsSummary {
+    /// kube-dns Service IPs.
+    pub kube_dns_ips: Vec<String>,
+    /// The Corefile was found and parsed.
+    pub corefile_found: bool,
+    /// Why it could not be used.
+    pub corefile_error: Option<String>,
+    /// `import` lines (not followed).
+    pub imports: Vec<String>,
+    /// NodeLocal DNSCache findings.
+    pub node_local: NodeLocal,
+}
+
+/// The pod's libc view (getent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LibcView {
+    /// Status.
+    pub status: LookupStatus,
+    /// Addresses.
+    pub addresses: Vec<IpAddr>,
+    /// ai_canonname.
+    pub canonical_name: Option<String>,
+    /// glibc/musl/unknown.
+    pub flavour: crate::parse::GetentFlavour,
+    /// Exit status.
+    pub rc: Option<i32>,
+}
+
+/// The pod's DNS wire view (nslookup).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DnsView {
+    /// Status.
+    pub status: LookupStatus,
+    /// Which nslookup.
+    pub flavour: crate::parse::NslookupFlavour,
+    /// Server asked.
+    pub server: Option<String>,
+    /// Addresses.
+    pub addresses: Vec<IpAddr>,
+    /// CNAME chain.
+    pub cnames: Vec<(String, String)>,
+    /// Error lines.
+    pub errors: Vec<String>,
+    /// Exit status.
+    pub rc: Option<i32>,
+}
+
+/// Both pod views plus the addresses a pod application gets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodView {
+    /// getent ahosts (None when the section is missing from the log).
+    pub libc: Option<LibcView>,
+    /// nslookup.
+    pub dns: Option<DnsView>,
+    /// What an application in the pod gets: the libc addresses when getent ran, else the
+    /// nslookup addresses.
+    pub addresses: Vec<IpAddr>,
+}
+
+/// One CoreDNS explanation line for one queried FQDN.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CorednsStep {
+    /// The explanation.
+    #[serde(flatten)]
+    pub explanation: Explanation,
+    /// NodeLocal DNSCache sends this name upstream without CoreDNS.
+    pub bypassed_by_node_local: bool,
+    /// This is the FQDN that produced the pod's answer.
+    pub answered: bool,
+}
+
+/// The report for one host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostReport {
+    /// The host as typed.
+    pub host: String,
+    /// FQDNs the pod's libc asks, in order.
+    pub query_order: Vec<String>,
+    /// The pod's answers.
+    pub pod: PodView,
+    /// CoreDNS per FQDN, up to and including the one that answered.
+    pub coredns: Vec<CorednsStep>,
+    /// Workstation answer.
+    pub workstation: WorkstationAnswer,
+    /// Pod vs workstation.
+    pub verdict: Verdict,
+    /// `--expect` addresses.
+    pub expect: Option<Vec<IpAddr>>,
+    /// `--expect` result.
+    pub expect_match: Option<bool>,
+    /// `--tls` result.
+    pub tls: Option<TlsResult>,
+    /// Human explanations.
+    pub notes: Vec<String>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// [`API_VERSION`].
+    pub api_version: String,
+    /// Probe placement.
+    pub probe: ProbeInfo,
+    /// The pod's resolv.conf.
+    pub resolv_conf: Option<ResolvConf>,
+    /// Search rules applied.
+    pub libc: Libc,
+    /// Cluster DNS summary.
+    pub cluster_dns: ClusterDnsSummary,
+    /// Per host.
+    pub hosts: Vec<HostReport>,
+    /// `--git` result.
+    pub git: Option<GitResult>,
+    /// The probe log ended with its `done` line.
+    pub complete: bool,
+    /// 0 ok, 1 mismatch or cannot resolve.
+    pub exit_code: i32,
+}
+
+/// Everything [`build`] needs.
+pub struct Inputs<'a> {
+    /// Parsed probe log.
+    pub log: &'a ProbeLog,
+    /// Hosts in argument order.
+    pub hosts: &'a [Host],
+    /// Cluster DNS config.
+    pub cluster: &'a ClusterDns,
+    /// Workstation answers, one per host.
+    pub workstation: Vec<WorkstationAnswer>,
+    /// `--expect`.
+    pub expect: Option<Vec<IpAddr>>,
+    /// Probe placement.
+    pub probe: ProbeInfo,
+}
+
+fn libc_view(g: &GetentResult) -> LibcView {
+    LibcView {
+        status: g.status,
+        addresses: g.addresses.clone(),
+        canonical_name: g.canonical_name.clone(),
+        flavour: g.flavour,
+        rc: g.rc,
+    }
+}
+
+fn dns_view(n: &NslookupResult) -> DnsView {
+    DnsView {
+        status: n.status,
+        flavour: n.flavour,
+        server: n.server.clone(),
+        addresses: n.addresses(),
+        cnames: n.cnames.clone(),
+        errors: n.errors.iter().map(|e| e.text.clone()).collect(),
+        rc: n.rc,
+    }
+}
+
+fn fqdn(s: &str) -> String {
+    crate::corefile::normalize_zone(s)
+}
+
+/// Build the report. Pure: no I/O.
+pub fn build(inp: Inputs<'_>) -> Report {
+    let log = inp.log;
+    let resolv = log
+        .section("resolv.conf", "")
+        .filter(|s| s.rc == Some(0))
+        .map(|s| ResolvConf::parse(&s.body));
+    let hosts_file = log
+        .section("hosts", "")
+        .map(|s| s.body.clone())
+        .unwrap_or_default();
+    let ns_real = log.tool("nslookup").and_then(|t| t.real_path.clone());
+
+    // Which libc: from getent's line shapes, first host that printed any.
+    let libc = log
+        .sections
+        .iter()
+        .filter(|s| s.kind == "getent")
+        .map(|s| parse_getent(&s.body, s.rc).flavour)
+        .find(|f| *f != crate::parse::GetentFlavour::Unknown)
+        .map(|f| match f {
+            crate::parse::GetentFlavour::Musl => Libc::Musl,
+            _ => Libc::Glibc,
+        })
+        .unwrap_or(Libc::Glibc);
+
+    let mut summary = ClusterDnsSummary {
+        kube_dns_ips: inp.cluster.kube_dns_ips.clone(),
+        ..Default::default()
+    };
+    let corefile = match &inp.cluster.corefile {
+        Some(Ok(cf)) => {
+            summary.corefile_found = true;
+            summary.imports = cf.imports.clone();
+            Some(cf)
+        }
+        Some(Err(e)) => {
+            summary.corefile_error = Some(e.clone());
+            None
+        }
+        None => {
+            summary.corefile_error =
+                Some("ConfigMap kube-system/coredns (key Corefile) not found".into());
+            None
+        }
+    };
+    let mut nodelocal = match &inp.cluster.nodelocal_corefile {
+        Some(text) => {
+            NodeLocal::from_corefile(text, &inp.cluster.kube_dns_ips).unwrap_or_else(|e| {
+                NodeLocal {
+                    detected: true,
+                    evidence: vec![format!("node-local-dns ConfigMap unreadable: {e}")],
+                    ..Default::default()
+                }
+            })
+        }
+        None => NodeLocal::default(),
+    };
+    if let Some(rc) = &resolv
+        && rc.uses_nodelocal()
+    {
+        nodelocal.detected = true;
+        nodelocal.evidence.push(format!(
+            "pod resolv.conf nameserver is {}",
+            crate::resolvconf::NODELOCAL_DNS_IP
+        ));
+        if nodelocal.other_upstream.is_none() && inp.cluster.nodelocal_corefile.is_none() {
+            nodelocal
+                .evidence
+                .push("node-local-dns ConfigMap not readable: bypass cannot be judged".into());
+        }
+    }
+    summary.node_local = nodelocal.clone();
+
+    let uses_cluster_dns = resolv.as_ref().is_some_and(|rc| {
+        rc.effective_nameservers().iter().any(|ns| {
+            inp.cluster.kube_dns_ips.contains(ns) || ns == crate::resolvconf::NODELOCAL_DNS_IP
+        })
+    });
+
+    let mut hosts = Vec::new();
+    let mut exit_code = 0;
+    for (i, host) in inp.hosts.iter().enumerate() {
+        let arg = host.arg();
+        let g = log
+            .section("getent", &arg)
+            .map(|s| parse_getent(&s.body, s.rc));
+        let n = log
+            .section("nslookup", &arg)
+            .map(|s| parse_nslookup(&s.body, s.rc, ns_real.as_deref()));
+        let tls = log.section("tls", &arg).map(|s| parse_tls(&s.body, s.rc));
+        let mut notes = Vec::new();
+        let pod_addresses = match (&g, &n) {
+            (Some(g), _) if g.status != LookupStatus::ToolMissing => g.addresses.clone(),
+            (_, Some(n)) => n.addresses(),
+            _ => Vec::new(),
+        };
+        if g.is_none() && n.is_none() {
+            notes.push("the probe log has no result for this host (probe killed by its deadline or log truncated)".into());
+        }
+
+        let query_order = match (host, &resolv) {
+            (Host::Name { .. }, Some(rc)) => rc.query_order(&arg, libc),
+            (Host::Name { .. }, None) => vec![fqdn(&arg)],
+            (Host::Ip(_), _) => Vec::new(),
+        };
+
+        // Which FQDN answered: the name nslookup printed, else getent's canonical name if it
+        // is one of the queried names.
+        let answered_fqdn = n
+            .as_ref()
+            .and_then(|n| {
+                n.cnames
+                    .first()
+                    .map(|(alias, _)| fqdn(alias))
+                    .or_else(|| n.answers.first().map(|(name, _)| fqdn(name)))
+            })
+            .or_else(|| {
+                g.as_ref()
+                    .and_then(|g| g.canonical_name.as_deref())
+                    .map(fqdn)
+                    .filter(|c| query_order.contains(c))
+            });
+
+        // /etc/hosts (hostAliases) answers the libc path before DNS.
+        if let Host::Name { name, .. } = host {
+            let in_hosts = hosts_file.lines().any(|l| {
+                let l = l.split('#').next().unwrap_or("");
+                let mut w = l.split_whitespace();
+                w.next().is_some() && w.any(|h| h.eq_ignore_ascii_case(name))
+            });
+            if in_hosts {
+                notes.push(format!(
+                    "{name} is in the pod's /etc/hosts (hostAliases): getent/libc answers from it before DNS; nslookup never reads it"
+                ));
+            }
+        }
+
+        let mut coredns = Vec::new();
+        if let (Some(cf), Host::Name { .. }) = (corefile, host) {
+            for q in &query_order {
+                let e = cf.explain(q, 53);
+                let bypass = nodelocal.bypasses_coredns(q);
+                let answered = answered_fqdn.as_deref() == Some(q.as_str());
+                coredns.push(CorednsStep {
+                    explanation: e,
+                    bypassed_by_node_local: bypass,
+                    answered,
+                });
+                if answered {
+                    break;
+                }
+            }
+            for step in &coredns {
+                let coredns_rule = matches!(
+                    step.explanation.answered_by.as_deref(),
+                    Some("hosts" | "template")
+                ) || step.explanation.rewritten != step.explanation.query;
+                if step.bypassed_by_node_local && coredns_rule {
+                    notes.push(format!(
+                        "NodeLocal DNSCache forwards {} to {} without CoreDNS: the CoreDNS {} rule (Corefile line {}) is bypassed",
+                        step.explanation.query,
+                        nodelocal.other_upstream.as_deref().unwrap_or("its upstream"),
+                        step.explanation.answered_by.as_deref().unwrap_or("rewrite"),
+                        step.explanation.line.map(|l| l.to_string()).unwrap_or_else(|| "?".into()),
+                    ));
+                }
+            }
+        }
+        if !uses_cluster_dns && resolv.is_some() && !inp.cluster.kube_dns_ips.is_empty() {
+            notes.push(format!(
+                "the pod's nameserver ({}) is not the kube-dns Service ({}): CoreDNS explanations may not apply (dnsPolicy Default/None?)",
+                resolv.as_ref().map(|r| r.effective_nameservers().join(", ")).unwrap_or_default(),
+                inp.cluster.kube_dns_ips.join(", ")
+            ));
+        }
+        if let (Some(g), Some(n)) = (&g, &n)
+            && g.status == LookupStatus::Resolved
+            && n.status != LookupStatus::Resolved
+            && n.status != LookupStatus::ToolMissing
+        {
+            notes.push(format!(
+                "libc resolves it but the DNS wire query does not ({:?}): the answer comes from /etc/hosts or search expansion nslookup did not do",
+                n.status
+            ));
+        }
+        if let Some(n) = &n
+            && n.status == LookupStatus::Timeout
+        {
+            notes.push(format!(
+                "no DNS server answered (nameserver {}): check the kube-dns Service endpoints and NetworkPolicies allowing UDP/TCP 53 egress",
+                n.server.clone().unwrap_or_else(|| resolv.as_ref().map(|r| r.effective_nameservers().join(", ")).unwrap_or_default())
+            ));
+        }
+
+        let ws = inp
+            .workstation
+            .get(i)
+            .cloned()
+            .unwrap_or(WorkstationAnswer {
+                addresses: Vec::new(),
+                error: Some("not resolved".into()),
+            });
+        let v = verdict(&pod_addresses, &ws.addresses);
+        if v == Verdict::Differs && ws.addresses.is_empty() {
+            notes.push("the workstation cannot resolve it; only the pod can".into());
+        }
+        let expect_match = inp
+            .expect
+            .as_ref()
+            .map(|e| expect_matches(&pod_addresses, e));
+        if v == Verdict::PodCannotResolve || expect_match == Some(false) {
+            exit_code = 1;
+        }
+        hosts.push(HostReport {
+            host: arg,
+            query_order,
+            pod: PodView {
+                libc: g.as_ref().map(libc_view),
+                dns: n.as_ref().map(dns_view),
+                addresses: pod_addresses,
+            },
+            coredns,
+            workstation: ws,
+            verdict: v,
+            expect: inp.expect.clone(),
+            expect_match,
+            tls,
+            notes,
+        });
+    }
+    let git = log
+        .sections
+        .iter()
+        .find(|s| s.kind == "git")
+        .map(|s| parse_git(&s.body, s.rc));
+    if git.as_ref().is_some_and(|g| !g.reachable) {
+        exit_code = 1;
+    }
+    if hosts
+        .iter()
+        .any(|h| h.tls.as_ref().is_some_and(|t| !t.verified))
+    {
+        exit_code = 1;
+    }
+    Report {
+        api_version: API_VERSION.into(),
+        probe: inp.probe,
+        resolv_conf: resolv,
+        libc,
+        cluster_dns: summary,
+        hosts,
+        git,
+        complete: log.complete,
+        exit_code,
+    }
+}
+
+fn addrs(a: &[IpAddr]) -> String {
+    if a.is_empty() {
+        "-".into()
+    } else {
+        a.iter()
+            .map(IpAddr::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn status_word(s: LookupStatus) -> &'static str {
+    match s {
+        LookupStatus::Resolved => "resolved",
+        LookupStatus::NotFound => "NXDOMAIN / not found",
+        LookupStatus::NoData => "no A/AAAA (NODATA)",
+        LookupStatus::Timeout => "timeout",
+        LookupStatus::ServFail => "SERVFAIL",
+        LookupStatus::Refused => "REFUSED",
+        LookupStatus::ToolMissing => "tool not in image",
+        LookupStatus::Error => "error",
+    }
+}
+
+/// Human rendering (plain text; the caller adds colour). One block per host.
+pub fn render_text(r: &Report) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let p = &r.probe;
+    let _ = writeln!(
+        out,
+        "probe: {} {}/{} on node {} (image {}){}",
+        p.carrier,
+        p.namespace,
+        p.name,
+        p.node.as_deref().unwrap_or("?"),
+        p.image,
+        p.from_pod
+            .as_deref()
+            .map(|f| format!(", network of {f}"))
+            .unwrap_or_default()
+    );
+    if let Some(reason) = &p.fallback_reason {
+        let _ = writeln!(out, "note: ephemeral container not used: {reason}");
+    }
+    match &r.resolv_conf {
+        Some(rc) => {
+            let _ = writeln!(
+                out,
+                "resolv.conf: nameserver {} | search {} | ndots:{} timeout:{} attempts:{} ({} rules)",
+                rc.effective_nameservers().join(" "),
+                if rc.search.is_empty() {
+                    "-".into()
+                } else {
+                    rc.search.join(" ")
+                },
+                rc.ndots,
+                rc.timeout_secs,
+                rc.attempts,
+                match r.libc {
+                    Libc::Glibc => "glibc",
+                    Libc::Musl => "musl",
+                }
+            );
+        }
+        None => {
+            let _ = writeln!(out, "resolv.conf: not read from the pod");
+        }
+    }
+    let c = &r.cluster_dns;
+    let _ = writeln!(
+        out,
+        "CoreDNS: {}{}",
+        if c.corefile_found {
+            "Corefile read from kube-system/coredns".to_string()
+        } else {
+            c.corefile_error.clone().unwrap_or_default()
+        },
+        if c.node_local.detected {
+            format!(
+                " | NodeLocal DNSCache: {}",
+                c.node_local.evidence.join("; ")
+            )
+        } else {
+            String::new()
+        }
+    );
+    for h in &r.hosts {
+        let _ = writeln!(out);
+        let mut t = comfy_table::Table::new();
+        t.load_style(comfy_table::presets::NOTHING);
+        t.set_header(vec![h.host.as_str(), "answer", "detail"]);
+        if let Some(l) = &h.pod.libc {
+            t.add_row(vec![
+                "pod libc (getent ahosts)".to_string(),
+                addrs(&l.addresses),
+                format!(
+                    "{}{}",
+                    status_word(l.status),
+                    l.canonical_name
+                        .as_deref()
+                        .map(|c| format!(", canonical {c}"))
+                        .unwrap_or_default()
+                ),
+            ]);
+        }
+        if let Some(d) = &h.pod.dns {
+            t.add_row(vec![
+                format!(
+                    "pod DNS (nslookup, {})",
+                    serde_json::to_value(d.flavour)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default()
+                ),
+                addrs(&d.addresses),
+                format!(
+                    "{}{}",
+                    status_word(d.status),
+                    d.server
+                        .as_deref()
+                        .map(|s| format!(" via {s}"))
+                        .unwrap_or_default()
+                ),
+            ]);
+        }
+        t.add_row(vec![
+            "workstation".to_string(),
+            addrs(&h.workstation.addresses),
+            h.workstation
+                .error
+                .clone()
+                .unwrap_or_else(|| "system resolver".into()),
+        ]);
+        let _ = writeln!(out, "{t}");
+        if !h.query_order.is_empty() {
+            let _ = writeln!(out, "  queried in order: {}", h.query_order.join(" -> "));
+        }
+        for s in &h.coredns {
+            let e = &s.explanation;
+            let _ = writeln!(
+                out,
+                "  {} {}: {}{}{}{}",
+                if s.answered { "=>" } else { "  " },
+                e.query,
+                e.answered_by.as_deref().unwrap_or("no plugin"),
+                if e.detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", e.detail)
+                },
+                e.line
+                    .map(|l| format!(", Corefile line {l}"))
+                    .unwrap_or_default(),
+                if s.bypassed_by_node_local {
+                    " [bypassed by NodeLocal DNSCache]"
+                } else {
+                    ""
+                },
+            );
+            if e.rewritten != e.query {
+                let _ = writeln!(out, "       rewritten to {}", e.rewritten);
+            }
+        }
+        if let Some(tls) = &h.tls {
+            let _ = writeln!(
+                out,
+                "  TLS: {} | subject {} | issuer {} | expires {}{}",
+                if tls.verified {
+                    "verified".to_string()
+                } else {
+                    format!(
+                        "NOT verified: {}",
+                        tls.verify_result
+                            .clone()
+                            .unwrap_or_else(|| "no handshake".into())
+                    )
+                },
+                tls.subject.as_deref().unwrap_or("-"),
+                tls.issuer.as_deref().unwrap_or("-"),
+                tls.not_after.as_deref().unwrap_or("-"),
+                if tls.errors.is_empty() {
+                    String::new()
+                } else {
+                    format!(" | {}", tls.errors.join("; "))
+                }
+            );
+        }
+        for n in &h.notes {
+            let _ = writeln!(out, "  note: {n}");
+        }
+        let verdict = match h.verdict {
+            Verdict::Same => "same as the workstation",
+            Verdict::Differs => "DIFFERS from the workstation",
+            Verdict::PodCannotResolve => "the POD CANNOT RESOLVE it",
+        };
+        let expect = match (h.expect_match, &h.expect) {
+            (Some(true), Some(e)) => format!("; expected {}: ok", addrs(e)),
+            (Some(false), Some(e)) => format!("; expected {}: MISMATCH", addrs(e)),
+            _ => String::new(),
+        };
+        let _ = writeln!(out, "  verdict: {verdict}{expect}");
+    }
+    if let Some(g) = &r.git {
+        let _ = writeln!(
+            out,
+            "\ngit ls-remote: {}",
+            if g.reachable {
+                format!("reachable, HEAD {}", g.head.as_deref().unwrap_or("?"))
+            } else {
+                format!("NOT reachable: {}", g.error.as_deref().unwrap_or("?"))
+            }
+        );
+    }
+    if !r.complete {
+        let _ = writeln!(
+            out,
+            "\nwarning: the probe log is incomplete (deadline reached?)"
+        );
+    }
+    out
+}

@@ -1,0 +1,165 @@
+//! The workstation's own answer (the system resolver, i.e. libc getaddrinfo via std's
+//! `ToSocketAddrs`: /etc/hosts, nsswitch, search list, exactly what `curl` would use) and
+//! the verdict comparing it to the pod's answer.
+
+use serde::Serialize;
+use std::net::{IpAddr, ToSocketAddrs};
+
+/// Workstation lookup result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkstationAnswer {
+    /// Distinct addresses in resolver order (empty on failure).
+    pub addresses: Vec<IpAddr>,
+    /// The resolver error text on failure.
+    pub error: Option<String>,
+}
+
+/// Resolve `host` (as typed, trailing dot kept) with the system resolver. Blocking: call
+/// from `spawn_blocking` in async code.
+pub fn resolve(host: &str) -> WorkstationAnswer {
+    match (host, 0u16).to_socket_addrs() {
+        Ok(it) => {
+            let mut addresses = Vec::new();
+            for sa in it {
+                if !addresses.contains(&sa.ip()) {
+                    addresses.push(sa.ip());
+                }
+            }
+            WorkstationAnswer {
+                error: addresses
+                    .is_empty()
+                    .then(|| "resolver returned no address".into()),
+                addresses,
+            }
+        }
+        Err(e) => WorkstationAnswer {
+            addresses: Vec::new(),
+            error: Some(e.to_string()),
+        },
+    }
+}
+
+/// Pod vs workstation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Same address set.
+    Same,
+    /// Both resolve, to different sets (or only the pod resolves).
+    Differs,
+    /// The pod gets no address.
+    PodCannotResolve,
+}
+
+/// Compare address sets (order ignored).
+pub fn verdict(pod: &[IpAddr], workstation: &[IpAddr]) -> Verdict {
+    if pod.is_empty() {
+        return Verdict::PodCannotResolve;
+    }
+    let mut a: Vec<IpAddr> = pod.to_vec();
+    let mut b: Vec<IpAddr> = workstation.to_vec();
+    a.sort();
+    a.dedup();
+    b.sort();
+    b.dedup();
+    if a == b {
+        Verdict::Same
+    } else {
+        Verdict::Differs
+    }
+}
+
+/// Parse `--expect IP[,IP]`.
+///
+/// Errors: the first entry that is not an IP literal, quoted.
+pub fn parse_expect(s: &str) -> Result<Vec<IpAddr>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let ip = part
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .map_err(|_| format!("--expect: {part:?} is not an IP address (use IP[,IP])"))?;
+        if !out.contains(&ip) {
+            out.push(ip);
+        }
+    }
+    if out.is_empty() {
+        return Err("--expect needs at least one IP address".into());
+    }
+    Ok(out)
+}
+
+/// `--expect` rule: the pod's addresses of the families that appear in `expected` must be
+/// exactly `expected` (so `--expect 192.168.2.20` passes when the pod also gets an AAAA,
+/// and fails when it gets 192.168.2.20 plus another IPv4).
+pub fn expect_matches(pod: &[IpAddr], expected: &[IpAddr]) -> bool {
+    let want_v4 = expected.iter().any(IpAddr::is_ipv4);
+    let want_v6 = expected.iter().any(IpAddr::is_ipv6);
+    let mut got: Vec<IpAddr> = pod
+        .iter()
+        .copied()
+        .filter(|a| (a.is_ipv4() && want_v4) || (a.is_ipv6() && want_v6))
+        .collect();
+    let mut want = expected.to_vec();
+    got.sort();
+    got.dedup();
+    want.sort();
+    want.dedup();
+    got == want
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ips(s: &[&str]) -> Vec<IpAddr> {
+        s.iter().map(|x| x.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn verdicts() {
+        assert_eq!(
+            verdict(
+                &ips(&["10.0.0.1", "10.0.0.2"]),
+                &ips(&["10.0.0.2", "10.0.0.1"])
+            ),
+            Verdict::Same
+        );
+        assert_eq!(
+            verdict(&ips(&["192.168.2.20"]), &ips(&["203.0.113.7"])),
+            Verdict::Differs
+        );
+        assert_eq!(verdict(&ips(&["192.168.2.20"]), &[]), Verdict::Differs);
+        assert_eq!(
+            verdict(&[], &ips(&["203.0.113.7"])),
+            Verdict::PodCannotResolve
+        );
+    }
+
+    #[test]
+    fn expect_rules() {
+        assert_eq!(
+            parse_expect("192.168.2.20, 2001:db8::1").unwrap(),
+            ips(&["192.168.2.20", "2001:db8::1"])
+        );
+        assert!(parse_expect("gitea").is_err());
+        assert!(parse_expect(",").is_err());
+        let pod = ips(&["192.168.2.20", "2001:db8::20"]);
+        assert!(expect_matches(&pod, &ips(&["192.168.2.20"])));
+        assert!(!expect_matches(&pod, &ips(&["192.168.2.21"])));
+        assert!(!expect_matches(
+            &ips(&["192.168.2.20", "192.168.2.21"]),
+            &ips(&["192.168.2.20"])
+        ));
+        assert!(!expect_matches(&[], &ips(&["192.168.2.20"])));
+    }
+
+    #[test]
+    fn resolves_literals_and_localhost_with_the_system_resolver() {
+        assert_eq!(resolve("127.0.0.1").addresses, ips(&["127.0.0.1"]));
+        let lh = resolve("localhost");
+        assert!(lh.addresses.iter().all(|a| a.is_loopback()), "{lh:?}");
+    }
+}
