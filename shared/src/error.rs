@@ -105,6 +105,32 @@ impl ApiContext {
         self
     }
 
+    /// Fill group, version, resource and namespace (those still empty) from an API path
+    /// such as `/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations`
+    /// or `/api/v1/pods` (what `kube::Api::resource_url` returns).
+    pub fn with_resource_url(mut self, url: &str) -> Self {
+        let segs: Vec<&str> = url.split('/').filter(|s| !s.is_empty()).collect();
+        let (group, version, rest) = match segs.as_slice() {
+            ["api", v, rest @ ..] => ("", *v, rest),
+            ["apis", g, v, rest @ ..] => (*g, *v, rest),
+            _ => return self,
+        };
+        let (ns, resource) = match rest {
+            ["namespaces", ns, r, ..] => (Some(*ns), *r),
+            [r, ..] => (None, *r),
+            [] => return self,
+        };
+        if self.resource.is_empty() {
+            self.group = group.to_string();
+            self.version = version.to_string();
+            self.resource = resource.to_string();
+        }
+        if self.namespace.is_none() {
+            self.namespace = ns.map(str::to_string);
+        }
+        self
+    }
+
     /// `resource.group` as kubectl spells a fully-qualified resource (`kustomizations.kustomize.toolkit.fluxcd.io`,
     /// or just `pods` for the core group).
     pub fn qualified_resource(&self) -> String {
@@ -727,6 +753,26 @@ mod tests {
             m.starts_with("TLS failure talking to https://k.example:6443"),
             "{m}"
         );
+    }
+
+    #[test]
+    fn context_from_resource_url() {
+        let c = ApiContext::new("https://k").with_resource_url(
+            "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations",
+        );
+        assert_eq!(c.group, "kustomize.toolkit.fluxcd.io");
+        assert_eq!(c.version, "v1");
+        assert_eq!(c.resource, "kustomizations");
+        assert_eq!(c.namespace.as_deref(), Some("flux-system"));
+        let c = ApiContext::new("https://k").with_resource_url("/api/v1/namespaces");
+        assert_eq!(
+            (c.group.as_str(), c.resource.as_str(), c.namespace),
+            ("", "namespaces", None)
+        );
+        let c = ApiContext::new("https://k")
+            .resource("apps", "deployments")
+            .with_resource_url("/api/v1/pods");
+        assert_eq!(c.resource, "deployments");
     }
 
     #[test]

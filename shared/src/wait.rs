@@ -165,7 +165,8 @@ fn fatal_api_error(e: &watcher::Error) -> Option<&kube::Error> {
 ///
 /// - `predicate` gets `None` while the object does not exist (so "wait for deletion" works).
 /// - `progress` shows [`status_line`] of each version seen and the time left.
-/// - `ctx` names the server / resource in errors (the verb is set to `watch`).
+/// - `ctx` names the server in errors (e.g. [`crate::cli::Connection::ctx`]); the verb
+///   (`watch`), name, and, when unset, resource and namespace are filled in from `api`.
 ///
 /// Returns `Ok(Outcome)` with `satisfied` or `timed_out`; errors: [`Error::Api`] for
 /// 401/403/404 or when the first list fails (cluster unreachable), [`Error::Cluster`] if
@@ -184,7 +185,10 @@ where
 {
     let start = Instant::now();
     progress.set_deadline(deadline);
-    let ctx = ctx.verb("watch").name(name);
+    let ctx = ctx
+        .verb("watch")
+        .name(name)
+        .with_resource_url(api.resource_url());
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let stream = watcher::watcher(api.clone(), config).default_backoff();
     futures::pin_mut!(stream);
