@@ -3,28 +3,14 @@
 //! concurrent clones, gzip request bodies and protocol v2.
 //!
 //! The exact messages real git prints on 401 and on a TLS verification failure are asserted
-//! here; they are the `git` side of what source-controller reports ("authentication
-//! required"). Recorded with git 2.47 / libcurl (see `EXPECTED_*` below).
+//! here through `twin::git::messages`, which other tests reuse.
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use twin::git::{Change, GitError, GitServer, GitServerOptions};
-
-/// `fatal: Authentication failed for '<url>/'`: git's message after a 401 when credentials
-/// were sent (http.c, HTTP_NOAUTH after a retry with credentials).
-fn expected_auth_failed(url: &str) -> String {
-    format!("fatal: Authentication failed for '{url}/'")
-}
-
-/// `fatal: could not read Username for '<scheme>://<host:port>': terminal prompts disabled`:
-/// a 401 with no credentials at hand and GIT_TERMINAL_PROMPT=0 (the situation of any
-/// non-interactive client, e.g. a CI job).
-fn expected_no_username(base: &str) -> String {
-    format!("fatal: could not read Username for '{base}': terminal prompts disabled")
-}
+use twin::git::{Change, Fault, GitError, GitServer, GitServerOptions, messages};
 
 /// Runs real `git` (bounded by coreutils `timeout`, generous for a loaded 2-core machine) with
 /// no system/user config, no prompts, C locale and a fixed identity.
@@ -303,8 +289,7 @@ fn https_with_the_servers_ca() {
 }
 
 /// Without the CA, libcurl refuses the certificate. The detail after the URL is libcurl's TLS
-/// backend message: OpenSSL says `SSL certificate problem: unable to get local issuer
-/// certificate`, GnuTLS `server certificate verification failed. CAfile: ... CRLfile: none`.
+/// backend message (GnuTLS on this machine; OpenSSL builds word it differently).
 #[test]
 fn https_without_the_ca_fails_verification() {
     let s = server();
@@ -314,46 +299,20 @@ fn https_without_the_ca_fails_verification() {
     let work = tempfile::tempdir().unwrap();
     let url = s.url_https("org/fleet");
     let err = failed(git(work.path(), &["ls-remote", &url], &[]));
-    let prefix = format!("fatal: unable to access '{url}/': ");
+    let prefix = messages::unable_to_access(&url);
     let line = err
         .lines()
         .find(|l| l.starts_with(&prefix))
         .unwrap_or_else(|| panic!("{err}"));
     let detail = &line[prefix.len()..];
     assert!(
-        detail == "SSL certificate problem: unable to get local issuer certificate"
-            || (detail.starts_with("server certificate verification failed.")
-                && detail.contains("CRLfile: none")),
+        detail == messages::TLS_VERIFY_FAILED_GNUTLS
+            || detail == messages::TLS_VERIFY_FAILED_OPENSSL,
         "unexpected TLS failure detail: {detail}"
     );
     eprintln!("recorded TLS verify failure: {line}");
-    // libcurl-GnuTLS verifies the certificate after the TLS handshake completes, so the
-    // server sees an ordinary close here, not a handshake error.
 
-    // Plain http:// against the HTTPS port: the server's TLS accept fails on the plaintext
-    // request and closes; git reports libcurl's error for an empty reply.
-    let wrong_scheme = format!("http://{}/org/fleet.git", s.https_addr());
-    let err = failed(git(work.path(), &["ls-remote", &wrong_scheme], &[]));
-    let line = err
-        .lines()
-        .find(|l| l.starts_with("fatal: unable to access"))
-        .unwrap_or_default();
-    assert!(
-        line.starts_with(&format!("fatal: unable to access '{wrong_scheme}/': ")),
-        "{err}"
-    );
-    eprintln!("recorded http:// against the TLS port: {line}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while s.tls_errors().is_empty() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(
-        !s.tls_errors().is_empty(),
-        "the failed TLS accept is recorded"
-    );
-    eprintln!("server side: {:?}", s.tls_errors());
-
-    // A CA file that is not the server's: the same failure.
+    // A CA file that is not the server's: the same failure, naming that file.
     let other = GitServer::start(GitServerOptions::default()).unwrap();
     let wrong_ca = other.ca_file().to_str().unwrap().to_owned();
     let err = failed(git(
@@ -361,7 +320,41 @@ fn https_without_the_ca_fails_verification() {
         &["ls-remote", &url],
         &[("GIT_SSL_CAINFO", &wrong_ca)],
     ));
-    assert!(err.contains(&prefix), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("{err}"));
+    eprintln!("recorded TLS verify failure with another CA: {line}");
+    let detail = &line[prefix.len()..];
+    assert!(
+        detail
+            == messages::TLS_VERIFY_FAILED_GNUTLS
+                .replace("CAfile: none", &format!("CAfile: {wrong_ca}"))
+            || detail == messages::TLS_VERIFY_FAILED_OPENSSL,
+        "{detail}"
+    );
+    // libcurl-GnuTLS verifies the certificate after the TLS handshake completes, so the
+    // server sees an ordinary close here, not a handshake error.
+
+    // Plain http:// against the HTTPS port: the server's TLS accept fails on the plaintext
+    // request and answers with an alert, which libcurl reads as a non-HTTP reply.
+    let wrong_scheme = format!("http://{}/org/fleet.git", s.https_addr());
+    let err = failed(git(work.path(), &["ls-remote", &wrong_scheme], &[]));
+    let expected = format!(
+        "{}{}",
+        messages::unable_to_access(&wrong_scheme),
+        messages::PLAIN_HTTP_TO_TLS_PORT
+    );
+    assert!(err.lines().any(|l| l == expected), "{err}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while s.tls_errors().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let errors = s.tls_errors();
+    assert!(
+        errors.iter().any(|e| e.contains("InvalidContentType")),
+        "{errors:?}"
+    );
 }
 
 /// Sends one raw HTTP/1.1 GET and returns the response head (status line + headers).
@@ -408,7 +401,7 @@ fn basic_and_bearer_auth_and_401_messages() {
 
     // No credentials at all, non-interactive.
     let err = failed(git(work.path(), &["ls-remote", &url], &[]));
-    assert!(err.contains(&expected_no_username(&base)), "{err}");
+    assert!(err.contains(&messages::no_username(&base)), "{err}");
     eprintln!("recorded no-credentials 401: {}", err.trim());
 
     // Right user, right token.
@@ -427,7 +420,7 @@ fn basic_and_bearer_auth_and_401_messages() {
         let err = failed(git(work.path(), &["ls-remote", &bad], &[]));
         let shown = format!("http://{}/org/fleet.git", s.http_addr());
         assert!(
-            err.contains(&expected_auth_failed(&shown)),
+            err.contains(&messages::auth_failed(&shown)),
             "{creds}: {err}"
         );
         eprintln!("recorded wrong-credentials 401: {err:?}");
@@ -481,7 +474,7 @@ fn basic_and_bearer_auth_and_401_messages() {
         &[],
     ));
     let anon = failed(git(&clone, &["push", "--quiet", &url, "main"], &[]));
-    assert!(anon.contains(&expected_no_username(&base)), "{anon}");
+    assert!(anon.contains(&messages::no_username(&base)), "{anon}");
     ok(git(&clone, &["push", "--quiet", "origin", "main"], &[]));
     assert_eq!(
         s.log("org/fleet", "main").unwrap()[0].subject,
@@ -528,7 +521,7 @@ fn revoked_token_fails_at_once_and_others_keep_working() {
     // source does after a rotation that revoked the credential in use.
     let err = failed(git(&clone, &["fetch", "--quiet", "origin"], &[]));
     let shown = format!("http://{}/org/fleet.git", s.http_addr());
-    assert!(err.contains(&expected_auth_failed(&shown)), "{err}");
+    assert!(err.contains(&messages::auth_failed(&shown)), "{err}");
     // A uniquely named new token keeps working.
     ok(git(
         &clone,
@@ -690,5 +683,100 @@ fn gzip_request_bodies_reach_http_backend() {
             && r.content_encoding.as_deref() == Some("gzip")
             && r.status == 200),
         "a gzip upload-pack request succeeded: {reqs:?}"
+    );
+}
+
+#[test]
+fn injected_faults_and_bad_requests_leave_the_server_serving() {
+    let s = server();
+    let src = fixture_dir();
+    let head = s
+        .create_repo_from_dir("org/fleet", src.path(), "main", "initial")
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let url = s.url_http("org/fleet");
+
+    s.set_fault("org/fleet", Some(Fault::Status(503))).unwrap();
+    let err = failed(git(work.path(), &["ls-remote", &url], &[]));
+    let expected = format!(
+        "{}{}",
+        messages::unable_to_access(&url),
+        messages::http_error(503)
+    );
+    assert!(err.lines().any(|l| l == expected), "{err}");
+    eprintln!("recorded 503: {err:?}");
+    s.set_fault(
+        "org/fleet",
+        Some(Fault::Delay(std::time::Duration::from_millis(200))),
+    )
+    .unwrap();
+    assert!(ok(git(work.path(), &["ls-remote", &url], &[])).contains(&head));
+    s.set_fault("org/fleet", None).unwrap();
+    assert!(matches!(
+        s.set_fault("nope", None),
+        Err(GitError::NoSuchRepo(_))
+    ));
+
+    // Bad input straight from a socket: a POST whose body stops short of its Content-Length,
+    // one with a garbage body, and one with the wrong Content-Type (http-backend: 415).
+    let post = |body: &[u8], declared: usize, ctype: &str| -> String {
+        let mut conn = TcpStream::connect(s.http_addr()).unwrap();
+        write!(
+            conn,
+            "POST /org/fleet.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\n\
+             Content-Length: {declared}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        conn.write_all(body).unwrap();
+        if body.len() < declared {
+            // Stop short: the client goes away mid-body.
+            conn.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+        let mut resp = String::new();
+        let _ = conn.read_to_string(&mut resp);
+        resp.lines().next().unwrap_or_default().to_owned()
+    };
+    let req_type = "application/x-git-upload-pack-request";
+    let truncated = post(b"0032want ", 500, req_type);
+    let garbage = post(b"this is not a pkt-line stream", 29, req_type);
+    let wrong_type = post(b"0000", 4, "text/plain");
+    assert!(wrong_type.starts_with("HTTP/1.1 415"), "{wrong_type}");
+    eprintln!("truncated body -> {truncated:?}; garbage body -> {garbage:?}");
+    // Whatever those got, the server still serves real clients.
+    let refs = ls_remote(work.path(), &url, &[]);
+    assert!(refs.contains(&("refs/heads/main".into(), head.clone())));
+    ok(git(
+        work.path(),
+        &["clone", "--quiet", &url, "after-bad-input"],
+        &[],
+    ));
+}
+
+#[test]
+fn dropping_the_server_closes_its_ports_and_missing_backend_is_an_error() {
+    let s = server();
+    let (http, https) = (s.http_addr(), s.https_addr());
+    assert!(TcpStream::connect(http).is_ok());
+    let root = s.repo_path("x");
+    drop(s);
+    assert!(
+        TcpStream::connect(http).is_err(),
+        "HTTP port closed after drop"
+    );
+    assert!(
+        TcpStream::connect(https).is_err(),
+        "HTTPS port closed after drop"
+    );
+    assert!(!root.parent().unwrap().exists(), "repositories removed");
+
+    let err = GitServer::start(GitServerOptions {
+        http_backend: Some("/nonexistent/git-http-backend".into()),
+        ..GitServerOptions::default()
+    })
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("git http-backend not found at /nonexistent"),
+        "{err}"
     );
 }

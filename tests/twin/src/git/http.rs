@@ -30,7 +30,7 @@ use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use super::{RequestRecord, Shared};
+use super::{Fault, RequestRecord, Shared};
 
 pub(crate) type Body = BoxBody<Bytes, std::io::Error>;
 
@@ -126,6 +126,7 @@ pub(crate) async fn handle(
         .map(str::to_owned);
     let mut record = RequestRecord {
         scheme,
+        version: format!("{:?}", req.version()),
         method: method.clone(),
         path: path.clone(),
         query: query.clone(),
@@ -148,6 +149,21 @@ pub(crate) async fn handle(
         record.status = 404;
         shared.record(record);
         return Ok(full(StatusCode::NOT_FOUND, "Repository not found\n"));
+    }
+    let fault = shared.faults.lock().unwrap().get(&repo).copied();
+    match fault {
+        Some(Fault::Status(code)) => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            record.status = status.as_u16();
+            shared.record(record);
+            let text = format!(
+                "{}\n",
+                status.canonical_reason().unwrap_or("injected fault")
+            );
+            return Ok(full(status, &text));
+        }
+        Some(Fault::Delay(d)) => tokio::time::sleep(d).await,
+        None => {}
     }
     let user = match authenticate(&shared, &repo, header_str(&header::AUTHORIZATION)) {
         Ok(user) => user,

@@ -25,6 +25,7 @@
 //! ```
 
 mod http;
+pub mod messages;
 mod tls;
 
 use std::collections::{BTreeMap, HashMap};
@@ -167,8 +168,13 @@ pub struct LogEntry {
 pub struct RequestRecord {
     /// `http` or `https`.
     pub scheme: &'static str,
+    /// HTTP version as hyper reports it (`HTTP/1.1`, `HTTP/2.0`).
+    pub version: String,
+    /// Request method (`GET`, `POST`).
     pub method: String,
+    /// Request path, e.g. `/org/fleet.git/info/refs`.
     pub path: String,
+    /// Raw query string, e.g. `service=git-upload-pack`; empty if none.
     pub query: String,
     /// The repository the path names, if it routed to one.
     pub repo: Option<String>,
@@ -184,6 +190,18 @@ pub struct RequestRecord {
     pub git_protocol: Option<String>,
 }
 
+/// A fault injected on one repository's HTTP endpoints (see [`GitServer::set_fault`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Answer every request for the repository with this HTTP status and a one-line text body
+    /// (e.g. 500 or 503 for a Git server that is down behind its proxy). Real git reports
+    /// `fatal: unable to access '<url>/': The requested URL returned error: <status>`.
+    Status(u16),
+    /// Hold every response this long before serving it normally (a slow server; for client
+    /// timeouts).
+    Delay(std::time::Duration),
+}
+
 #[derive(Debug, Clone)]
 struct RepoAuth {
     username: String,
@@ -197,6 +215,7 @@ pub(crate) struct Shared {
     realm: String,
     http_backend: PathBuf,
     auth: Mutex<HashMap<String, RepoAuth>>,
+    faults: Mutex<HashMap<String, Fault>>,
     requests: Mutex<Vec<RequestRecord>>,
     stderr: Mutex<Vec<String>>,
     tls_errors: Mutex<Vec<String>>,
@@ -333,6 +352,7 @@ impl GitServer {
             realm: opts.realm.clone(),
             http_backend,
             auth: Mutex::new(HashMap::new()),
+            faults: Mutex::new(HashMap::new()),
             requests: Mutex::new(Vec::new()),
             stderr: Mutex::new(Vec::new()),
             tls_errors: Mutex::new(Vec::new()),
@@ -508,6 +528,18 @@ impl GitServer {
         let before = cfg.tokens.len();
         cfg.tokens.retain(|t| t != token);
         before != cfg.tokens.len()
+    }
+
+    /// Injects `fault` on every request for `repo` (checked before auth), or clears it with
+    /// `None`. Takes effect for the next request. Errors: [`GitError::NoSuchRepo`].
+    pub fn set_fault(&self, repo: &str, fault: Option<Fault>) -> Result<()> {
+        let repo = self.existing(repo)?;
+        let mut faults = self.shared.faults.lock().unwrap();
+        match fault {
+            Some(f) => faults.insert(repo, f),
+            None => faults.remove(&repo),
+        };
+        Ok(())
     }
 
     fn existing(&self, repo: &str) -> Result<String> {
