@@ -300,12 +300,10 @@ impl ClusterArgs {
     /// request is sent). Errors: [`Error::Config`] (exit 2 for bad flags, else 3).
     pub async fn connect(&self) -> Result<Connection> {
         let r = self.resolve_with(&KubeconfigEnv::from_process()).await?;
-        let client = kube::Client::try_from(r.config).map_err(|e| {
-            config_err(
-                format!("cannot build a client for {}: {e}", r.server),
-                false,
-            )
-        })?;
+        // Building the client runs exec credential plugins: their failures are credential
+        // errors naming the server (exit 3), not config errors.
+        let client = kube::Client::try_from(r.config)
+            .map_err(|e| Error::from_kube(e, ApiContext::new(r.server.clone())))?;
         Ok(Connection {
             client,
             namespace: r.namespace,

@@ -399,12 +399,15 @@ fn describe_kube_error(err: &kube::Error, ctx: &ApiContext) -> (String, Option<u
             };
             (msg, Some(code))
         }
-        kube::Error::Auth(e) => (
-            format!(
-                "could not get credentials for {server}: {e}: check the user's exec/OIDC credential plugin in your kubeconfig (run it by hand to see its error)"
-            ),
-            None,
-        ),
+        other if find_auth_error(other).is_some() => {
+            let detail = find_auth_error(other).map(auth_detail).unwrap_or_default();
+            (
+                format!(
+                    "could not get credentials for {server}: {detail}: check the user's exec/OIDC credential plugin in your kubeconfig (run it by hand to see its error)"
+                ),
+                None,
+            )
+        }
         other => (transport_message(other, server), None),
     }
 }
@@ -513,6 +516,43 @@ fn not_found_message(status: &kube::core::Status, ctx: &ApiContext) -> String {
             ctx.resource,
             status.message
         )
+    }
+}
+
+/// The credential (exec / OIDC / token file) error inside `err`, if any.
+fn find_auth_error(err: &kube::Error) -> Option<&kube::client::AuthError> {
+    if let kube::Error::Auth(a) = err {
+        return Some(a);
+    }
+    let mut cur: Option<&(dyn StdError + 'static)> = err.source();
+    while let Some(e) = cur {
+        if let Some(a) = e.downcast_ref::<kube::client::AuthError>() {
+            return Some(a);
+        }
+        cur = e.source();
+    }
+    None
+}
+
+/// A short description of a credential error: for a failed exec plugin, its exit status
+/// and the last line of its stderr (kube's own text dumps the whole process output).
+fn auth_detail(a: &kube::client::AuthError) -> String {
+    match a {
+        kube::client::AuthError::AuthExecRun { out, .. } => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let last = stderr
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim();
+            if last.is_empty() {
+                format!("exec credential plugin failed ({})", out.status)
+            } else {
+                format!("exec credential plugin failed ({}): {last}", out.status)
+            }
+        }
+        other => other.to_string(),
     }
 }
 
