@@ -13,10 +13,11 @@ use regex::Regex;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::compat::{self, KStatus};
+use crate::compat;
 use crate::controller::ControllerFacts;
 use crate::obj::{self, Condition};
 use crate::snapshot::{Index, Snapshot};
+use cluster_loop::kstatus::Status as KStatus;
 
 /// `reconcile.fluxcd.io/requestedAt` (fluxcd/pkg apis/meta `ReconcileRequestAnnotation`).
 pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
@@ -850,7 +851,7 @@ impl<'a> Engine<'a> {
         );
         match self.idx.objects.get(&key) {
             Some(o) => {
-                let (st, msg) = compat::kstatus(o);
+                let (st, msg) = compat::kstatus(o, self.now());
                 if st == KStatus::Current {
                     return None;
                 }

@@ -592,3 +592,33 @@ pub fn after(now: Timestamp, secs: f64) -> Timestamp {
     now.checked_add(SignedDuration::from_secs_f64(secs))
         .unwrap_or(now)
 }
+
+/// A plain reconcile request for a dependent during `--cascade`, whose dependencies are
+/// ready now: the controller would retry it within `--requeue-dependency` (30s) anyway; the
+/// request starts it at once and gives us a token to prove it.
+pub fn request_plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
+    let ks = inp.ks;
+    Plan {
+        kustomization: d.kustomization.clone(),
+        lever: Lever::RequestReconcile,
+        why: vec!["its dependencies are ready now; a request starts its run without waiting for the dependency requeue (30s)".into()],
+        effect: "a new run starts as soon as a worker is free".into(),
+        fresh_run_at: None,
+        also_cancels: Vec::new(),
+        recommend_gate_arg: None,
+        alternatives: Vec::new(),
+        steps: vec![Step::Patch {
+            api_version: obj::s(ks, &["apiVersion"])
+                .unwrap_or("kustomize.toolkit.fluxcd.io/v1")
+                .to_string(),
+            kind: "Kustomization".into(),
+            namespace: obj::namespace(ks).to_string(),
+            name: obj::name(ks).to_string(),
+            patch: request_patch(inp.token),
+            why: "reconcile.fluxcd.io/requestedAt = now".into(),
+        }],
+        wait_secs: d.timeout_secs + opts.margin_secs,
+        wait_for_request_token: true,
+        request_token: Some(inp.token.to_string()),
+    }
+}

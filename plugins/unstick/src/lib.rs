@@ -6,5 +6,7 @@ pub mod compat;
 pub mod controller;
 pub mod diagnose;
 pub mod lever;
+pub mod live;
 pub mod obj;
+pub mod report;
 pub mod snapshot;

@@ -1,11 +1,703 @@
 //! kubectl-unstick: see README.md.
-use clap::Parser;
 
-/// kubectl unstick (skeleton).
+use std::collections::BTreeMap;
+use std::io::{BufRead, IsTerminal, Write};
+use std::time::Duration;
+
+use clap::Parser;
+use cluster_loop::cli::{ClusterArgs, Connection};
+use cluster_loop::error::{EXIT_FINDING, EXIT_OK, Error, Result, exit_with};
+use cluster_loop::output::{OutputArgs, print_machine, write_stdout};
+use cluster_loop::refs::{Kind, ResourceRef};
+use cluster_loop::wait::Progress;
+use jiff::Timestamp;
+use serde_json::Value;
+
+use unstick::diagnose::{Class, Diagnosis, Engine};
+use unstick::lever::{self, Inputs, Lever, Options, Plan};
+use unstick::live::{self, ControllerRef, Executed, Interrupt, Proof, Reader, Scope};
+use unstick::obj;
+use unstick::report::{self, Report, SCHEMA};
+use unstick::snapshot::Snapshot;
+
+/// Exit code after SIGINT/SIGTERM (128 + 2), once anything we suspended was resumed.
+const EXIT_INTERRUPTED: i32 = 130;
+
+const EXAMPLES: &str = "\
+Examples:
+  # Why is it stuck, and what would free it? (no changes)
+  kubectl unstick ks/apps-wave-1 --dry-run
+
+  # Diagnose, ask, pull the lever that works on this controller, wait for proof
+  kubectl unstick ks/apps-wave-1
+
+  # Non-interactive, then the Kustomizations waiting on it, wave by wave
+  kubectl unstick ks/apps-wave-0 --yes --cascade
+
+  # After pushing a fix to Git: refetch the source first (v1.7 gate, token rotation)
+  kubectl unstick ks/apps --with-source --yes
+
+  # Every Kustomization that is not healthy, in all namespaces, as JSON
+  kubectl unstick --all -A -o json
+
+  # Check later whether a request was handled and the Kustomization recovered
+  kubectl unstick ks/apps-wave-1 --check --token 2026-11-30T07:30:00.5Z
+
+Exit codes:
+  0  recovery observed (or, read-only: healthy; --no-wait: writes done)
+  1  not recovered / not healthy: the new diagnosis is printed
+  2  usage error (bad flags, unknown Kustomization)
+  3  cluster or API error (unreachable, 403 names the missing permission)
+  130 interrupted (anything we suspended was resumed first)";
+
+/// Diagnose a stuck Flux Kustomization and pull the lever that really frees it.
+///
+/// Reads the Kustomization, its dependsOn chain, its source, the inventory objects and their
+/// pods, and the kustomize-controller Deployment (version, --feature-gates, --concurrent);
+/// classifies it; chooses the lever that cancels an in-flight health check on this
+/// controller; applies it with JSON merge patches (field manager kubectl-unstick); and
+/// watches until the controller handled it and the Kustomization is Ready at the source's
+/// current revision.
 #[derive(Parser, Debug)]
-#[command(name = "kubectl-unstick", version)]
-struct Cli {}
+#[command(name = "kubectl-unstick", version, after_help = EXAMPLES)]
+struct Cli {
+    /// The Kustomization: ks/NAME, kustomization/NAME or NAME
+    #[arg(value_name = "KS")]
+    target: Option<String>,
+
+    /// Fleet view: every Kustomization that is not healthy (namespace from -n, or -A)
+    #[arg(long, conflicts_with = "target")]
+    all: bool,
+    /// With --all: all namespaces
+    #[arg(short = 'A', long, requires = "all")]
+    all_namespaces: bool,
+
+    /// Print the diagnosis, the plan and the exact patches; change nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Read-only: exit 0 when Ready=True at the source's revision (and, with --token, the
+    /// request was handled), else 1
+    #[arg(long, conflicts_with_all = ["dry_run", "all"])]
+    check: bool,
+    /// With --check: the requestedAt value to expect in status.lastHandledReconcileAt
+    #[arg(long, requires = "check", value_name = "REQUESTED_AT")]
+    token: Option<String>,
+    /// Do not ask for confirmation on a terminal
+    #[arg(short = 'y', long)]
+    yes: bool,
+
+    /// Also request a reconcile of the source (GitRepository/OCIRepository) first
+    #[arg(long)]
+    with_source: bool,
+    /// Allow deleting the kustomize-controller pod: cancels EVERY in-flight run (listed
+    /// before acting)
+    #[arg(long)]
+    restart_controller: bool,
+    /// Resume a Kustomization suspended by someone else
+    #[arg(long)]
+    force_resume: bool,
+
+    /// Extra time on top of the Kustomization's own timeout when waiting for proof
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    margin: Duration,
+    /// Return right after the writes and print the command that checks later
+    #[arg(long, conflicts_with = "cascade")]
+    no_wait: bool,
+    /// After recovery, do the same for the Kustomizations waiting on it, in dependsOn order
+    #[arg(long)]
+    cascade: bool,
+
+    /// Namespace of the kustomize-controller Deployment
+    #[arg(long, default_value = "flux-system", value_name = "NAMESPACE")]
+    controller_namespace: String,
+    /// Name of the kustomize-controller Deployment
+    #[arg(long, default_value = "kustomize-controller", value_name = "NAME")]
+    controller_name: String,
+
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    cluster_loop::duration::parse_go_duration(s).map_err(|e| e.to_string())
+}
 
 fn main() {
-    let _cli = Cli::parse();
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => exit_with(&Error::Other(format!("cannot start runtime: {e}"))),
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => {
+            rt.shutdown_timeout(Duration::from_millis(100));
+            std::process::exit(code)
+        }
+        Err(e) => exit_with(&e),
+    }
+}
+
+async fn run(cli: Cli) -> Result<i32> {
+    if cli.target.is_none() && !cli.all {
+        return Err(Error::usage(
+            "name a Kustomization (ks/NAME) or use --all; see --help",
+        ));
+    }
+    // Handlers first: from here on a Ctrl-C never kills us between a suspend and its resume.
+    let intr = Interrupt::install()?;
+    let conn = cli.cluster.connect().await?;
+    let ctrl = ControllerRef {
+        namespace: cli.controller_namespace.clone(),
+        name: cli.controller_name.clone(),
+    };
+    if cli.all {
+        return fleet(&cli, &conn, ctrl).await;
+    }
+    single(&cli, &conn, ctrl, &intr).await
+}
+
+fn opts(cli: &Cli) -> Options {
+    Options {
+        with_source: cli.with_source,
+        restart_controller: cli.restart_controller,
+        force_resume: cli.force_resume,
+        margin_secs: cli.margin.as_secs_f64(),
+    }
+}
+
+fn find<'a>(snap: &'a Snapshot, ns: &str, name: &str) -> Option<&'a Value> {
+    snap.kustomizations
+        .iter()
+        .find(|k| obj::namespace(k) == ns && obj::name(k) == name)
+}
+
+fn out(s: &str) -> Result<()> {
+    write_stdout(s)
+}
+
+async fn single(
+    cli: &Cli,
+    conn: &Connection,
+    ctrl: ControllerRef,
+    intr: &Interrupt,
+) -> Result<i32> {
+    let r = ResourceRef::parse_with_default(
+        cli.target.as_deref().unwrap_or(""),
+        &[Kind::Kustomization],
+        Some(Kind::Kustomization),
+    )?;
+    let ns = conn.flux_namespace();
+    let name = r.name.clone();
+    let scope = Scope {
+        namespace: Some(ns.clone()),
+        controller: ctrl,
+    };
+    let reader = Reader::default();
+    let (snap, notes) = live::gather(conn, &scope, &reader).await?;
+    let engine = Engine::new(&snap);
+    let Some(d) = engine.diagnose(&ns, &name) else {
+        return Err(Error::usage(format!(
+            "Kustomization {ns}/{name} not found (list them with: kubectl get kustomizations -n {ns})"
+        )));
+    };
+    let holding = engine.holding_workers();
+    let painter = cli.output.stdout_painter();
+    let machine = cli.output.output.is_machine();
+
+    if cli.check {
+        let ks = find(&snap, &ns, &name).unwrap();
+        let src_rev = engine
+            .source_obj(ks)
+            .and_then(|s| obj::s(s, &["status", "artifact", "revision"]));
+        let handled = cli
+            .token
+            .as_deref()
+            .is_none_or(|t| obj::s(ks, &["status", "lastHandledReconcileAt"]) == Some(t));
+        let ok = handled && live::ready_at(ks, src_rev);
+        let rep = Report {
+            api_version: SCHEMA,
+            kind: "UnstickReport",
+            diagnosis: &d,
+            controller: engine.controller.as_ref(),
+            holding_workers: &holding,
+            plan: None,
+            action: "check".into(),
+            done: vec![],
+            proof: if ok {
+                "recovered"
+            } else if handled {
+                "failed-again"
+            } else {
+                "not-handled"
+            }
+            .into(),
+            after: None,
+            cascade: vec![],
+            notes,
+        };
+        if machine {
+            print_machine(cli.output.output, &rep)?;
+        } else {
+            out(&report::diagnosis_text(&painter, &d, ""))?;
+            out(&format!(
+                "check: {}\n",
+                if ok {
+                    "recovered: Ready=True at the source's revision".to_string()
+                } else if !handled {
+                    format!(
+                        "request {} not handled yet",
+                        cli.token.as_deref().unwrap_or("")
+                    )
+                } else {
+                    "not Ready at the source's revision".to_string()
+                }
+            ))?;
+        }
+        return Ok(if ok { EXIT_OK } else { EXIT_FINDING });
+    }
+
+    let ks = find(&snap, &ns, &name).unwrap();
+    let token = obj::rfc3339_nano(Timestamp::now());
+    let o = opts(cli);
+    let inputs = Inputs {
+        ks,
+        source: engine.source_obj(ks),
+        controller: engine.controller.as_ref(),
+        holding: &holding,
+        now: snap.now,
+        token: &token,
+    };
+    let plan = lever::plan(&d, &inputs, &o);
+
+    let mut rep = Report {
+        api_version: SCHEMA,
+        kind: "UnstickReport",
+        diagnosis: &d,
+        controller: engine.controller.as_ref(),
+        holding_workers: &holding,
+        plan: Some(&plan),
+        action: String::new(),
+        done: vec![],
+        proof: String::new(),
+        after: None,
+        cascade: vec![],
+        notes: notes.clone(),
+    };
+    if !machine {
+        out(&report::diagnosis_text(&painter, &d, ""))?;
+        out(&report::controller_text(
+            engine.controller.as_ref(),
+            &holding,
+        ))?;
+        for n in &notes {
+            out(&format!("note: {n}\n"))?;
+        }
+        out(&report::plan_text(&painter, &plan))?;
+    }
+    let read_only_code = if matches!(d.class, Class::Healthy | Class::Reconciling) {
+        EXIT_OK
+    } else {
+        EXIT_FINDING
+    };
+    if cli.dry_run || !plan.lever.mutates() || plan.steps.is_empty() {
+        rep.action = if cli.dry_run { "dry-run" } else { "not-needed" }.into();
+        if machine {
+            print_machine(cli.output.output, &rep)?;
+        } else if cli.dry_run && plan.lever.mutates() {
+            out("dry run: nothing changed\n")?;
+        }
+        return Ok(read_only_code);
+    }
+    if !cli.yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        eprint!("Pull lever {} on {}? [y/N] ", plan.lever, d.kustomization);
+        let _ = std::io::stderr().flush();
+        let answer = tokio::select! {
+            a = tokio::task::spawn_blocking(|| {
+                let mut s = String::new();
+                let _ = std::io::stdin().lock().read_line(&mut s);
+                s
+            }) => a.unwrap_or_default(),
+            _ = intr.wait() => return Ok(EXIT_INTERRUPTED),
+        };
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            rep.action = "declined".into();
+            if machine {
+                print_machine(cli.output.output, &rep)?;
+            }
+            eprintln!("nothing changed");
+            return Ok(read_only_code);
+        }
+    }
+
+    let ex = live::execute(conn, &plan, intr, cli.force_resume).await?;
+    rep.action = "executed".into();
+    rep.done = ex.done.clone();
+    let progress = Progress::for_output(format!("ks/{name}"), &cli.output);
+    for l in &ex.done {
+        progress.println(format!("✓ {l}"));
+    }
+    if ex.interrupted || intr.fired() {
+        rep.proof = "interrupted".into();
+        if machine {
+            print_machine(cli.output.output, &rep)?;
+        }
+        eprintln!("interrupted after the writes completed; nothing is left suspended by us");
+        return Ok(EXIT_INTERRUPTED);
+    }
+    if cli.no_wait {
+        rep.proof = "not-waited".into();
+        let check = check_command(&ns, &name, &plan, &ex);
+        if machine {
+            print_machine(cli.output.output, &rep)?;
+        } else {
+            out(&format!("not waiting; check later with:\n  {check}\n"))?;
+        }
+        return Ok(EXIT_OK);
+    }
+    let (proof, code) = prove(cli, conn, &ns, &name, &plan, &ex, &progress, intr).await?;
+    rep.proof = proof_str(proof).into();
+    if proof != Proof::Recovered {
+        let after = rediagnose(conn, &scope, &ns, &name).await.ok().flatten();
+        if !machine {
+            out(&format!("{}\n", explain(proof, &plan)))?;
+            if let Some(a) = &after {
+                out(&report::diagnosis_text(&painter, a, ""))?;
+            }
+        }
+        rep.after = after;
+        if machine {
+            print_machine(cli.output.output, &rep)?;
+        }
+        return Ok(code);
+    }
+    if !machine {
+        out(&format!(
+            "{}\n",
+            painter.ok(&format!(
+                "recovered: {} is Ready at the source's current revision",
+                d.kustomization
+            ))
+        ))?;
+    }
+    if cli.cascade {
+        let (waves, code) = cascade(cli, conn, &scope, &ns, &name, intr).await?;
+        rep.cascade = waves;
+        if machine {
+            print_machine(cli.output.output, &rep)?;
+        }
+        return Ok(code);
+    }
+    if machine {
+        print_machine(cli.output.output, &rep)?;
+    }
+    Ok(EXIT_OK)
+}
+
+fn proof_str(p: Proof) -> &'static str {
+    match p {
+        Proof::Recovered => "recovered",
+        Proof::FailedAgain => "failed-again",
+        Proof::TimedOut => "timed-out",
+        Proof::Interrupted => "interrupted",
+    }
+}
+
+fn explain(p: Proof, plan: &Plan) -> String {
+    match p {
+        Proof::Recovered => "recovered".into(),
+        Proof::FailedAgain => "the run we triggered ended, but the Kustomization is not Ready at the source's revision: new diagnosis below".into(),
+        Proof::TimedOut => format!(
+            "no proof within {}: new diagnosis below",
+            obj::human_secs(plan.wait_secs.round() as i64)
+        ),
+        Proof::Interrupted => "interrupted while waiting (nothing is left suspended by us)".into(),
+    }
+}
+
+fn check_command(ns: &str, name: &str, plan: &Plan, ex: &Executed) -> String {
+    match (&plan.request_token, plan.wait_for_request_token) {
+        (Some(t), true) => format!(
+            "kubectl unstick ks/{name} -n {ns} --check --token {t}\n  (or: kubectl wait kustomization/{name} -n {ns} --for=jsonpath='{{.status.lastHandledReconcileAt}}'={t} --timeout={}s)",
+            plan.wait_secs.round() as i64
+        ),
+        _ => format!(
+            "kubectl unstick ks/{name} -n {ns} --check\n  (or: kubectl wait kustomization/{name} -n {ns} --for=jsonpath='{{.status.observedGeneration}}'={} --timeout={}s)",
+            ex.generation_after.unwrap_or(0),
+            plan.wait_secs.round() as i64
+        ),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn prove(
+    _cli: &Cli,
+    conn: &Connection,
+    ns: &str,
+    name: &str,
+    plan: &Plan,
+    ex: &Executed,
+    progress: &Progress,
+    intr: &Interrupt,
+) -> Result<(Proof, i32)> {
+    let token = plan
+        .wait_for_request_token
+        .then(|| plan.request_token.clone())
+        .flatten();
+    let (proof, _) = live::wait_proof(
+        conn,
+        ns,
+        name,
+        token.as_deref(),
+        ex.generation_after,
+        Duration::from_secs_f64(plan.wait_secs.max(1.0)),
+        progress,
+        intr,
+    )
+    .await?;
+    progress.finish();
+    let code = match proof {
+        Proof::Recovered => EXIT_OK,
+        Proof::Interrupted => EXIT_INTERRUPTED,
+        _ => EXIT_FINDING,
+    };
+    Ok((proof, code))
+}
+
+async fn rediagnose(
+    conn: &Connection,
+    scope: &Scope,
+    ns: &str,
+    name: &str,
+) -> Result<Option<Diagnosis>> {
+    let (snap, _) = live::gather(conn, scope, &Reader::default()).await?;
+    Ok(Engine::new(&snap).diagnose(ns, name))
+}
+
+/// Dependents of `root` (transitively, within the snapshot), grouped in waves by longest
+/// dependsOn distance from `root`.
+fn waves(snap: &Snapshot, root: &str) -> Vec<Vec<String>> {
+    let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for k in &snap.kustomizations {
+        let key = unstick::diagnose::key_of(k);
+        let ds = obj::arr(k, &["spec", "dependsOn"])
+            .iter()
+            .map(|d| {
+                format!(
+                    "{}/{}",
+                    obj::s(d, &["namespace"])
+                        .filter(|n| !n.is_empty())
+                        .unwrap_or(obj::namespace(k)),
+                    obj::s(d, &["name"]).unwrap_or("")
+                )
+            })
+            .collect();
+        deps.insert(key, ds);
+    }
+    // depth[k] = longest path from root through dependents; iterate to a fixpoint
+    // (bounded by the number of nodes, so cycles cannot loop forever).
+    let mut depth: BTreeMap<String, usize> = BTreeMap::new();
+    depth.insert(root.to_string(), 0);
+    for _ in 0..deps.len() {
+        let mut changed = false;
+        for (k, ds) in &deps {
+            for d in ds {
+                if let Some(&dd) = depth.get(d) {
+                    let nd = dd + 1;
+                    if nd <= deps.len() && depth.get(k).is_none_or(|&c| c < nd) && k != root {
+                        depth.insert(k.clone(), nd);
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let max = depth.values().copied().max().unwrap_or(0);
+    (1..=max)
+        .map(|w| {
+            depth
+                .iter()
+                .filter(|(_, d)| **d == w)
+                .map(|(k, _)| k.clone())
+                .collect()
+        })
+        .filter(|v: &Vec<String>| !v.is_empty())
+        .collect()
+}
+
+async fn cascade(
+    cli: &Cli,
+    conn: &Connection,
+    scope: &Scope,
+    ns: &str,
+    name: &str,
+    intr: &Interrupt,
+) -> Result<(Vec<Vec<(String, String)>>, i32)> {
+    let (snap, _) = live::gather(conn, scope, &Reader::default()).await?;
+    let ws = waves(&snap, &format!("{ns}/{name}"));
+    let machine = cli.output.output.is_machine();
+    let mut result = Vec::new();
+    for (i, wave) in ws.iter().enumerate() {
+        if !machine {
+            out(&format!("cascade wave {}: {}\n", i + 1, wave.join(", ")))?;
+        }
+        let (snap, _) = live::gather(conn, scope, &Reader::default()).await?;
+        let engine = Engine::new(&snap);
+        let holding = engine.holding_workers();
+        let mut started = Vec::new();
+        for key in wave {
+            let (kns, kname) = key.split_once('/').unwrap();
+            let Some(d) = engine.diagnose(kns, kname) else {
+                continue;
+            };
+            if d.class == Class::Healthy {
+                started.push((key.clone(), None));
+                continue;
+            }
+            let ks = find(&snap, kns, kname).unwrap();
+            let token = obj::rfc3339_nano(Timestamp::now());
+            let inputs = Inputs {
+                ks,
+                source: engine.source_obj(ks),
+                controller: engine.controller.as_ref(),
+                holding: &holding,
+                now: snap.now,
+                token: &token,
+            };
+            let o = opts(cli);
+            let plan = if matches!(d.class, Class::WaitingOnDependencies) && d.root_cause.is_none()
+                || matches!(d.class, Class::Reconciling | Class::RequestPending)
+            {
+                lever::request_plan(&d, &inputs, &o)
+            } else {
+                lever::plan(&d, &inputs, &o)
+            };
+            if !plan.lever.mutates() || plan.lever == Lever::None {
+                result.push(vec![(key.clone(), format!("not unstuck: {}", d.summary))]);
+                return Ok((result, EXIT_FINDING));
+            }
+            let ex = live::execute(conn, &plan, intr, false).await?;
+            if intr.fired() {
+                return Ok((result, EXIT_INTERRUPTED));
+            }
+            started.push((key.clone(), Some((plan, ex))));
+        }
+        let futs = started.iter().map(|(key, p)| async move {
+            let Some((plan, ex)) = p else {
+                return Ok::<_, Error>((key.clone(), Proof::Recovered));
+            };
+            let (kns, kname) = key.split_once('/').unwrap();
+            let token = plan
+                .wait_for_request_token
+                .then(|| plan.request_token.clone())
+                .flatten();
+            let (proof, _) = live::wait_proof(
+                conn,
+                kns,
+                kname,
+                token.as_deref(),
+                ex.generation_after,
+                Duration::from_secs_f64(plan.wait_secs.max(1.0)),
+                &Progress::for_output(format!("ks/{kname}"), &cli.output),
+                intr,
+            )
+            .await?;
+            Ok((key.clone(), proof))
+        });
+        let outcomes = futures::future::join_all(futs).await;
+        let mut wave_res = Vec::new();
+        let mut failed = false;
+        for o in outcomes {
+            let (k, p) = o?;
+            if !machine {
+                out(&format!("  {k}: {}\n", proof_str(p)))?;
+            }
+            failed |= p != Proof::Recovered;
+            wave_res.push((k, proof_str(p).to_string()));
+        }
+        result.push(wave_res);
+        if failed {
+            return Ok((
+                result,
+                if intr.fired() {
+                    EXIT_INTERRUPTED
+                } else {
+                    EXIT_FINDING
+                },
+            ));
+        }
+    }
+    Ok((result, EXIT_OK))
+}
+
+async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32> {
+    let scope = Scope {
+        namespace: if cli.all_namespaces {
+            None
+        } else {
+            Some(conn.flux_namespace())
+        },
+        controller: ctrl,
+    };
+    let reader = Reader::default();
+    let (snap, notes) = live::gather(conn, &scope, &reader).await?;
+    let (mut report, findings) = report::fleet_report(&snap, notes, &opts(cli));
+    let code = if findings { EXIT_FINDING } else { EXIT_OK };
+    // Heal what an interrupted run left suspended.
+    if !cli.dry_run {
+        let targets: Vec<String> = report
+            .items
+            .iter()
+            .filter(|i| i.diagnosis.suspended_by_unstick_at.is_some())
+            .map(|i| i.kustomization.clone())
+            .collect();
+        for k in targets {
+            let (kns, kname) = k.split_once('/').unwrap();
+            if live::resume_ours(conn, kns, kname, None, false)
+                .await?
+                .is_some()
+            {
+                report.healed.push(k);
+            }
+        }
+    }
+    if cli.output.output.is_machine() {
+        print_machine(cli.output.output, &report)?;
+    } else {
+        let p = cli.output.stdout_painter();
+        out(&report::controller_text(
+            report.controller.as_ref(),
+            &report.holding_workers,
+        ))?;
+        if report.items.is_empty() {
+            out(&format!(
+                "all {} Kustomizations are healthy\n",
+                report.total
+            ))?;
+        } else {
+            out(&report::fleet_table(&p, &report.items))?;
+            out(&format!(
+                "{} of {} Kustomizations not healthy\n",
+                report.items.len(),
+                report.total
+            ))?;
+        }
+        for h in &report.healed {
+            out(&format!(
+                "healed: resumed {h}, left suspended by an interrupted kubectl unstick run\n"
+            ))?;
+        }
+        for n in &report.notes {
+            out(&format!("note: {n}\n"))?;
+        }
+    }
+    Ok(code)
 }

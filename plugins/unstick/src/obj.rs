@@ -105,19 +105,17 @@ impl Condition {
     }
 }
 
-/// Find condition `type_` in `status.conditions`.
+/// Find condition `type_` in `status.conditions` (parsed by `cluster_loop::conditions`).
 pub fn condition(v: &Value, type_: &str) -> Option<Condition> {
-    arr(v, &["status", "conditions"])
-        .iter()
-        .find(|c| s(c, &["type"]) == Some(type_))
-        .map(|c| Condition {
-            type_: type_.to_string(),
-            status: s(c, &["status"]).unwrap_or("Unknown").to_string(),
-            reason: s(c, &["reason"]).unwrap_or("").to_string(),
-            message: s(c, &["message"]).unwrap_or("").to_string(),
-            last_transition_time: s(c, &["lastTransitionTime"]).and_then(parse_time),
-            observed_generation: i(c, &["observedGeneration"]),
-        })
+    let all = cluster_loop::conditions::from_object(v);
+    cluster_loop::conditions::find(&all, type_).map(|c| Condition {
+        type_: c.type_.clone(),
+        status: c.status.clone(),
+        reason: c.reason().to_string(),
+        message: c.message().to_string(),
+        last_transition_time: c.last_transition_time(),
+        observed_generation: c.observed_generation,
+    })
 }
 
 /// Format a timestamp the way Go's `time.Now().UTC().Format(time.RFC3339Nano)` does:

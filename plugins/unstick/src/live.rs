@@ -1,0 +1,704 @@
+//! The cluster side: read a [`Snapshot`] with list calls (never one get per inventory
+//! object), run a [`Plan`]'s writes with conflict retries, resume on interrupt, and wait for
+//! proof with a watch.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use cluster_loop::cli::Connection;
+use cluster_loop::error::{Error, Result};
+use cluster_loop::refs::Kind;
+use cluster_loop::wait::{Progress, wait_for};
+use jiff::Timestamp;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::diagnose::{self, SUSPEND_MARKER, health_checked, source_ref};
+use crate::lever::{FIELD_MANAGER, Plan, Step, resume_patch};
+use crate::obj;
+use crate::snapshot::Snapshot;
+
+/// Where the kustomize-controller Deployment lives (`--controller-namespace`,
+/// `--controller-name`).
+#[derive(Debug, Clone)]
+pub struct ControllerRef {
+    /// Namespace (default `flux-system`).
+    pub namespace: String,
+    /// Name (default `kustomize-controller`).
+    pub name: String,
+}
+
+/// The API resource for a kind we read or write. Flux and core kinds come from
+/// `cluster_loop::refs::Kind`; Bucket and HelmRelease, which it does not list, are here.
+pub fn api_resource(group: &str, kind: &str) -> Option<ApiResource> {
+    if let Some(k) = Kind::from_kind_str(kind)
+        && k.info().group == group
+    {
+        return Some(k.api_resource(k.info().version));
+    }
+    let (version, plural) = match (group, kind) {
+        ("source.toolkit.fluxcd.io", "Bucket") => ("v1", "buckets"),
+        ("helm.toolkit.fluxcd.io", "HelmRelease") => ("v2", "helmreleases"),
+        ("batch", "CronJob") => ("v1", "cronjobs"),
+        ("", "PersistentVolumeClaim") => ("v1", "persistentvolumeclaims"),
+        _ => return None,
+    };
+    Some(ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, kind),
+        plural,
+    ))
+}
+
+/// The kinds whose kstatus is not trivially Current, listed when a health check names them.
+/// Other inventory kinds (ConfigMap, Service, RBAC, ...) are reported "not read".
+const STATUS_KINDS: &[(&str, &str)] = &[
+    ("apps", "Deployment"),
+    ("apps", "StatefulSet"),
+    ("apps", "DaemonSet"),
+    ("apps", "ReplicaSet"),
+    ("batch", "Job"),
+    ("", "Pod"),
+    ("", "PersistentVolumeClaim"),
+    ("helm.toolkit.fluxcd.io", "HelmRelease"),
+];
+
+/// Counts API requests of one run (reported with `-v`, checked in the bench via the twin).
+#[derive(Debug, Default)]
+pub struct Reader {
+    /// Requests made.
+    pub requests: std::sync::atomic::AtomicUsize,
+}
+
+fn to_value(o: DynamicObject, ar: &ApiResource) -> Value {
+    let mut v = serde_json::to_value(&o).unwrap_or(Value::Null);
+    if v.get("apiVersion")
+        .is_none_or(|a| a.as_str().unwrap_or("").is_empty())
+    {
+        v["apiVersion"] = Value::String(ar.api_version.clone());
+    }
+    if v.get("kind")
+        .is_none_or(|a| a.as_str().unwrap_or("").is_empty())
+    {
+        v["kind"] = Value::String(ar.kind.clone());
+    }
+    v
+}
+
+impl Reader {
+    fn count(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// List `ar` in `ns` (`None`: all namespaces). `lp` adds selectors.
+    pub async fn list(
+        &self,
+        conn: &Connection,
+        ar: &ApiResource,
+        ns: Option<&str>,
+        lp: &ListParams,
+    ) -> Result<Vec<Value>> {
+        self.count();
+        let api: Api<DynamicObject> = match ns {
+            Some(ns) => Api::namespaced_with(conn.client.clone(), ns, ar),
+            None => Api::all_with(conn.client.clone(), ar),
+        };
+        let ctx = conn.ctx().verb("list").api_resource(ar).namespace(ns);
+        let list = api.list(lp).await.map_err(|e| Error::from_kube(e, ctx))?;
+        Ok(list.items.into_iter().map(|o| to_value(o, ar)).collect())
+    }
+
+    /// Get one object; `Ok(None)` on 404.
+    pub async fn get(
+        &self,
+        conn: &Connection,
+        ar: &ApiResource,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<Value>> {
+        self.count();
+        let api: Api<DynamicObject> = Api::namespaced_with(conn.client.clone(), ns, ar);
+        let ctx = conn
+            .ctx()
+            .verb("get")
+            .api_resource(ar)
+            .namespace(Some(ns))
+            .name(name);
+        match api.get_opt(name).await {
+            Ok(o) => Ok(o.map(|o| to_value(o, ar))),
+            Err(e) => Err(Error::from_kube(e, ctx)),
+        }
+    }
+}
+
+fn ks_ar() -> ApiResource {
+    Kind::Kustomization.api_resource("v1")
+}
+
+/// What to read.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    /// Namespace of the Kustomizations (`None`: all namespaces, `-A`).
+    pub namespace: Option<String>,
+    /// The controller Deployment.
+    pub controller: ControllerRef,
+}
+
+/// Read everything the engine needs, with list calls only:
+/// Kustomizations (1), each referenced source kind (1 each), the controller Deployment (1),
+/// each status-bearing kind named by a health check of a non-healthy Kustomization (1 each,
+/// across namespaces when several are involved), Pods (1) and Warning Events (1).
+/// Permission errors on the optional reads (controller, pods, events, workloads) degrade to
+/// "not read" and are returned as notes; on the Kustomizations they are errors.
+pub async fn gather(
+    conn: &Connection,
+    scope: &Scope,
+    r: &Reader,
+) -> Result<(Snapshot, Vec<String>)> {
+    let mut notes = Vec::new();
+    let now = Timestamp::now();
+    let ks_ns = scope.namespace.as_deref();
+    let mut kustomizations = r
+        .list(conn, &ks_ar(), ks_ns, &ListParams::default())
+        .await?;
+    // Dependencies in other namespaces (single-namespace scope only).
+    if let Some(ns) = ks_ns {
+        let mut extra: BTreeSet<(String, String)> = BTreeSet::new();
+        for k in &kustomizations {
+            for d in obj::arr(k, &["spec", "dependsOn"]) {
+                if let Some(dns) = obj::s(d, &["namespace"]).filter(|d| !d.is_empty() && *d != ns) {
+                    extra.insert((dns.to_string(), obj::s(d, &["name"]).unwrap_or("").into()));
+                }
+            }
+        }
+        for (dns, dn) in extra {
+            if let Ok(Some(v)) = r.get(conn, &ks_ar(), &dns, &dn).await {
+                kustomizations.push(v);
+            }
+        }
+    }
+    // Sources: one list per referenced kind, in one namespace or all.
+    let mut src_kinds: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for k in &kustomizations {
+        let (kind, ns, _) = source_ref(k);
+        src_kinds.entry(kind).or_default().insert(ns);
+    }
+    let mut sources = Vec::new();
+    for (kind, nss) in &src_kinds {
+        let Some(ar) = api_resource("source.toolkit.fluxcd.io", kind) else {
+            notes.push(format!("source kind {kind} is not read by kubectl unstick"));
+            continue;
+        };
+        let lists: Vec<Option<&str>> = if nss.len() == 1 && ks_ns.is_some() {
+            vec![nss.iter().next().map(String::as_str)]
+        } else {
+            vec![None]
+        };
+        for ns in lists {
+            match r.list(conn, &ar, ns, &ListParams::default()).await {
+                Ok(v) => sources.extend(v),
+                Err(e) if e.status_code() == Some(404) => {
+                    notes.push(format!("{kind} is not served by this cluster ({e})"))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    // Controller.
+    let dep_ar = Kind::Deployment.api_resource("v1");
+    let controller = match r
+        .get(
+            conn,
+            &dep_ar,
+            &scope.controller.namespace,
+            &scope.controller.name,
+        )
+        .await
+    {
+        Ok(Some(v)) => Some(v),
+        Ok(None) => {
+            notes.push(format!(
+                "kustomize-controller Deployment {}/{} not found (use --controller-namespace/--controller-name)",
+                scope.controller.namespace, scope.controller.name
+            ));
+            None
+        }
+        Err(e) if e.status_code() == Some(403) => {
+            notes.push(format!("controller not read: {e}"));
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    let mut snap = Snapshot {
+        now,
+        kustomizations,
+        sources,
+        controller,
+        ..Default::default()
+    };
+    // Which health-checked objects matter: those of Kustomizations whose check is in flight
+    // or ended badly (cheap shallow pass over the conditions).
+    let mut wanted: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for k in &snap.kustomizations {
+        let ready = obj::condition(k, "Ready");
+        let rec = obj::condition(k, "Reconciling");
+        let interesting = rec
+            .is_some_and(|c| c.is_true() && c.message.starts_with("Running health checks"))
+            || ready.is_some_and(|c| {
+                matches!(
+                    c.reason.as_str(),
+                    "HealthCheckFailed" | "HealthCheckCanceled"
+                )
+            });
+        if !interesting {
+            continue;
+        }
+        for (g, kind, ns, _) in health_checked(k) {
+            if STATUS_KINDS.contains(&(g.as_str(), kind.as_str())) {
+                wanted.entry((g, kind)).or_default().insert(ns);
+            }
+        }
+        // Kinds quoted by the controller's message.
+        if let Some(c) = obj::condition(k, "Ready") {
+            for w in ["Deployment", "StatefulSet", "DaemonSet", "Job"] {
+                if c.message.contains(&format!("{w}/")) {
+                    let g = if w == "Job" { "batch" } else { "apps" };
+                    wanted
+                        .entry((g.into(), w.into()))
+                        .or_default()
+                        .insert(String::new());
+                }
+            }
+        }
+    }
+    let mut workload_ns: BTreeSet<String> = BTreeSet::new();
+    for ((g, kind), nss) in &wanted {
+        let Some(ar) = api_resource(g, kind) else {
+            continue;
+        };
+        let nss: Vec<&String> = nss.iter().filter(|n| !n.is_empty()).collect();
+        let ns = if nss.len() == 1 {
+            Some(nss[0].as_str())
+        } else {
+            None
+        };
+        match r.list(conn, &ar, ns, &ListParams::default()).await {
+            Ok(v) => {
+                snap.objects.extend(v);
+                snap.listed_kinds.insert(format!("{g}/{kind}"));
+                workload_ns.extend(nss.iter().map(|s| s.to_string()));
+            }
+            Err(e) if matches!(e.status_code(), Some(403) | Some(404)) => {
+                notes.push(format!("{kind} not read: {e}"))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if !snap.objects.is_empty() {
+        let pod_ar = Kind::Pod.api_resource("v1");
+        let ns = (workload_ns.len() == 1).then(|| workload_ns.iter().next().unwrap().as_str());
+        match r.list(conn, &pod_ar, ns, &ListParams::default()).await {
+            Ok(v) => snap.pods = v,
+            Err(e) if e.status_code() == Some(403) => notes.push(format!("pods not read: {e}")),
+            Err(e) => return Err(e),
+        }
+        let ev_ar =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Event"), "events");
+        match r
+            .list(
+                conn,
+                &ev_ar,
+                ns,
+                &ListParams::default().fields("type=Warning"),
+            )
+            .await
+        {
+            Ok(v) => snap.events = v,
+            Err(e) if matches!(e.status_code(), Some(403) | Some(400)) => {
+                notes.push(format!("events not read: {e}"))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((snap, notes))
+}
+
+/// Set by SIGINT/SIGTERM. The executor finishes a started suspend+resume before honouring
+/// it; waits end at once.
+#[derive(Clone, Default)]
+pub struct Interrupt {
+    flag: Arc<AtomicBool>,
+    notify: Arc<Notify>,
+}
+
+impl Interrupt {
+    /// Install handlers for SIGINT and SIGTERM (replacing the default "die now" action, so a
+    /// Ctrl-C can never land between our suspend and our resume).
+    pub fn install() -> Result<Interrupt> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let me = Interrupt::default();
+        let mut int = signal(SignalKind::interrupt())
+            .map_err(|e| Error::Other(format!("cannot install SIGINT handler: {e}")))?;
+        let mut term = signal(SignalKind::terminate())
+            .map_err(|e| Error::Other(format!("cannot install SIGTERM handler: {e}")))?;
+        let m = me.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = int.recv() => {},
+                _ = term.recv() => {},
+            }
+            m.flag.store(true, Ordering::SeqCst);
+            m.notify.notify_waiters();
+        });
+        Ok(me)
+    }
+
+    /// Whether a signal arrived.
+    pub fn fired(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when a signal arrives.
+    pub async fn wait(&self) {
+        loop {
+            let n = self.notify.notified();
+            if self.fired() {
+                return;
+            }
+            n.await;
+        }
+    }
+}
+
+fn pp() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..Default::default()
+    }
+}
+
+fn step_ar(api_version: &str, kind: &str) -> Result<ApiResource> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let mut ar = api_resource(group, kind)
+        .ok_or_else(|| Error::Other(format!("cannot write {kind} ({api_version})")))?;
+    ar.version = version.to_string();
+    ar.api_version = api_version.to_string();
+    Ok(ar)
+}
+
+/// Send a merge patch; on 409 (the resourceVersion in the patch is stale) call `refresh`
+/// to rebuild the patch from a fresh read, up to 5 attempts. `refresh` returns `Ok(None)`
+/// to stop (the write is no longer wanted).
+async fn patch_with_retry(
+    conn: &Connection,
+    ar: &ApiResource,
+    ns: &str,
+    name: &str,
+    mut patch: Value,
+    refresh: impl AsyncFn(&Value) -> Result<Option<Value>>,
+) -> Result<Option<Value>> {
+    let api: Api<DynamicObject> = Api::namespaced_with(conn.client.clone(), ns, ar);
+    let ctx = conn
+        .ctx()
+        .verb("patch")
+        .api_resource(ar)
+        .namespace(Some(ns))
+        .name(name);
+    for attempt in 0..5 {
+        match api.patch(name, &pp(), &Patch::Merge(&patch)).await {
+            Ok(o) => return Ok(Some(to_value(o, ar))),
+            Err(e) => {
+                let err = Error::from_kube(e, ctx.clone());
+                if err.is_conflict() && attempt < 4 {
+                    match refresh(&patch).await? {
+                        Some(p) => {
+                            patch = p;
+                            continue;
+                        }
+                        None => return Ok(None),
+                    }
+                }
+                return Err(err);
+            }
+        }
+    }
+    unreachable!()
+}
+
+/// What the executor did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Executed {
+    /// One line per write done.
+    pub done: Vec<String>,
+    /// resourceVersion/generation of the Kustomization after our last write.
+    pub generation_after: Option<i64>,
+    /// True when a signal arrived during the writes (they were completed, including the
+    /// resume).
+    pub interrupted: bool,
+}
+
+/// Resume a Kustomization we suspended (its marker equals `marker`, or any marker when
+/// `marker` is `None`, i.e. healing an interrupted run). Never touches one without our
+/// marker unless `force`. Returns the object after the write, or `None` when nothing was
+/// done (already resumed, or suspended by someone else).
+pub async fn resume_ours(
+    conn: &Connection,
+    ns: &str,
+    name: &str,
+    marker: Option<&str>,
+    force: bool,
+) -> Result<Option<Value>> {
+    let ar = ks_ar();
+    let r = Reader::default();
+    let decide = |cur: &Value| -> Option<Value> {
+        let ours = match (obj::annotation(cur, SUSPEND_MARKER), marker) {
+            (Some(m), Some(want)) => m == want,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let suspended = obj::b(cur, &["spec", "suspend"]);
+        if !(ours || force && suspended) {
+            return None;
+        }
+        Some(resume_patch(obj::s(cur, &["metadata", "resourceVersion"])))
+    };
+    let Some(cur) = r.get(conn, &ar, ns, name).await? else {
+        return Ok(None);
+    };
+    let Some(patch) = decide(&cur) else {
+        return Ok(None);
+    };
+    patch_with_retry(conn, &ar, ns, name, patch, async |_| {
+        let Some(cur) = r.get(conn, &ar, ns, name).await? else {
+            return Ok(None);
+        };
+        Ok(decide(&cur))
+    })
+    .await
+}
+
+/// Run the plan's writes in order. A suspend is always followed by its resume, even when a
+/// signal arrives in between (the signal is noted and honoured by the caller afterwards).
+/// If the resume itself fails, the error names the object and the marker left on it.
+/// `force_resume`: a resume step may resume a Kustomization without our marker.
+pub async fn execute(
+    conn: &Connection,
+    plan: &Plan,
+    intr: &Interrupt,
+    force_resume: bool,
+) -> Result<Executed> {
+    let mut ex = Executed::default();
+    let r = Reader::default();
+    // The marker value of the suspend we did, until its resume is done.
+    let mut suspended: Option<String> = None;
+    for step in &plan.steps {
+        match step {
+            Step::Patch {
+                api_version,
+                kind,
+                namespace,
+                name,
+                patch,
+                why,
+            } => {
+                let ar = step_ar(api_version, kind)?;
+                let is_suspend = patch.pointer("/spec/suspend") == Some(&Value::Bool(true));
+                let is_resume = patch.pointer("/spec/suspend") == Some(&Value::Null);
+                if is_resume {
+                    let marker = suspended.clone();
+                    let res =
+                        resume_ours(conn, namespace, name, marker.as_deref(), force_resume).await;
+                    match res {
+                        Ok(Some(o)) => {
+                            ex.generation_after = obj::i(&o, &["metadata", "generation"]);
+                            ex.done.push(format!("resumed {kind} {namespace}/{name}: {why}"));
+                        }
+                        Ok(None) => ex.done.push(format!(
+                            "{kind} {namespace}/{name} was not resumed: it no longer carries our marker (someone else changed it)"
+                        )),
+                        Err(e) => {
+                            return Err(Error::Other(format!(
+                                "{e}\n{kind} {namespace}/{name} may still be suspended with annotation {SUSPEND_MARKER}; run `kubectl unstick ks/{name} -n {namespace}` again to resume it"
+                            )));
+                        }
+                    }
+                    suspended = None;
+                    continue;
+                }
+                let marker = patch
+                    .pointer(&format!(
+                        "/metadata/annotations/{}",
+                        SUSPEND_MARKER.replace('/', "~1")
+                    ))
+                    .and_then(Value::as_str)
+                    .map(String::from);
+                let base = patch.clone();
+                let res = patch_with_retry(conn, &ar, namespace, name, patch.clone(), async |_| {
+                    if !is_suspend {
+                        return Ok(Some(base.clone()));
+                    }
+                    // Re-read: if someone else suspended it meanwhile, stop.
+                    let Some(cur) = r.get(conn, &ar, namespace, name).await? else {
+                        return Ok(None);
+                    };
+                    if obj::b(&cur, &["spec", "suspend"]) {
+                        return Ok(None);
+                    }
+                    let mut p = base.clone();
+                    p["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
+                    Ok(Some(p))
+                })
+                .await?;
+                match res {
+                    Some(o) => {
+                        ex.generation_after = obj::i(&o, &["metadata", "generation"]);
+                        ex.done
+                            .push(format!("patched {kind} {namespace}/{name}: {why}"));
+                        if is_suspend {
+                            suspended = marker;
+                        }
+                    }
+                    None => {
+                        return Err(Error::Finding(format!(
+                            "{kind} {namespace}/{name} was suspended by someone else while we prepared; not touching it"
+                        )));
+                    }
+                }
+            }
+            Step::DeleteControllerPods {
+                namespace,
+                selector,
+                why,
+            } => {
+                let ar = Kind::Pod.api_resource("v1");
+                let pods = r
+                    .list(
+                        conn,
+                        &ar,
+                        Some(namespace),
+                        &ListParams::default().labels(selector),
+                    )
+                    .await?;
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(conn.client.clone(), namespace, &ar);
+                for p in pods {
+                    let n = obj::name(&p).to_string();
+                    let ctx = conn
+                        .ctx()
+                        .verb("delete")
+                        .api_resource(&ar)
+                        .namespace(Some(namespace.clone()))
+                        .name(n.clone());
+                    api.delete(&n, &DeleteParams::default())
+                        .await
+                        .map_err(|e| Error::from_kube(e, ctx))?;
+                    ex.done.push(format!("deleted pod {namespace}/{n}: {why}"));
+                }
+            }
+        }
+    }
+    ex.interrupted = intr.fired();
+    Ok(ex)
+}
+
+/// How a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Proof {
+    /// Our request was handled (or the new generation observed) and Ready=True at the
+    /// source's current revision.
+    Recovered,
+    /// The run we triggered ended not Ready.
+    FailedAgain,
+    /// The deadline passed first.
+    TimedOut,
+    /// Interrupted by a signal.
+    Interrupted,
+}
+
+/// Whether `ks` is Ready=True at `revision` with nothing in flight.
+pub fn ready_at(ks: &Value, revision: Option<&str>) -> bool {
+    let ready = obj::condition(ks, "Ready").is_some_and(|c| c.is_true());
+    let reconciling = obj::condition(ks, "Reconciling").is_some_and(|c| c.is_true());
+    let gen_ok =
+        obj::i(ks, &["metadata", "generation"]) == obj::i(ks, &["status", "observedGeneration"]);
+    ready
+        && !reconciling
+        && gen_ok
+        && (revision.is_none()
+            || diagnose::same_revision(revision, obj::s(ks, &["status", "lastAppliedRevision"])))
+}
+
+/// Our trigger was processed: lastHandledReconcileAt == token, or (no token)
+/// observedGeneration >= `generation` and no run in flight.
+fn handled(ks: &Value, token: Option<&str>, generation: Option<i64>) -> bool {
+    let idle = !obj::condition(ks, "Reconciling").is_some_and(|c| c.is_true());
+    match token {
+        Some(t) => obj::s(ks, &["status", "lastHandledReconcileAt"]) == Some(t) && idle,
+        None => {
+            let og = obj::i(ks, &["status", "observedGeneration"]).unwrap_or(-1);
+            og >= generation.unwrap_or(i64::MAX) && idle
+        }
+    }
+}
+
+/// Watch the Kustomization until our trigger was handled, then judge: Ready=True at the
+/// source's current artifact revision (read again at that moment) is recovery.
+#[allow(clippy::too_many_arguments)]
+pub async fn wait_proof(
+    conn: &Connection,
+    ns: &str,
+    name: &str,
+    token: Option<&str>,
+    generation: Option<i64>,
+    deadline: Duration,
+    progress: &Progress,
+    intr: &Interrupt,
+) -> Result<(Proof, Option<Value>)> {
+    let ar = ks_ar();
+    let api: Api<DynamicObject> = Api::namespaced_with(conn.client.clone(), ns, &ar);
+    let until = tokio::time::Instant::now() + deadline;
+    let ctx = conn.ctx().api_resource(&ar).namespace(Some(ns));
+    let fut = wait_for(
+        &api,
+        name,
+        |o: Option<&DynamicObject>| {
+            o.map(|o| {
+                let v = serde_json::to_value(o).unwrap_or(Value::Null);
+                handled(&v, token, generation)
+            })
+            .unwrap_or(false)
+        },
+        until,
+        progress,
+        ctx,
+    );
+    let outcome = tokio::select! {
+        r = fut => r?,
+        _ = intr.wait() => return Ok((Proof::Interrupted, None)),
+    };
+    let last = outcome.object.map(|o| to_value(o, &ar));
+    if !outcome.satisfied {
+        return Ok((Proof::TimedOut, last));
+    }
+    let ks = last.clone().unwrap_or(Value::Null);
+    // The source's current revision, read now.
+    let (kind, sns, sname) = source_ref(&ks);
+    let rev = match api_resource("source.toolkit.fluxcd.io", &kind) {
+        Some(sar) => Reader::default()
+            .get(conn, &sar, &sns, &sname)
+            .await?
+            .and_then(|s| obj::s(&s, &["status", "artifact", "revision"]).map(String::from)),
+        None => None,
+    };
+    if ready_at(&ks, rev.as_deref()) {
+        Ok((Proof::Recovered, last))
+    } else {
+        Ok((Proof::FailedAgain, last))
+    }
+}

@@ -1,0 +1,416 @@
+//! Human rendering of diagnoses, plans and the fleet table, and the stable JSON shapes.
+
+use cluster_loop::output::{Painter, Style, render_table};
+use serde::Serialize;
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::controller::ControllerFacts;
+use crate::diagnose::{Class, Diagnosis, Engine, key_of, short_time};
+use crate::lever::{Inputs, Lever, Options, Plan, Step};
+use crate::obj;
+use crate::snapshot::Snapshot;
+
+/// `apiVersion` of our JSON documents.
+pub const SCHEMA: &str = "unstick.cluster-loop.dev/v1";
+
+/// `-o json` of a single-Kustomization run (`kind: UnstickReport`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report<'a> {
+    /// [`SCHEMA`].
+    pub api_version: &'static str,
+    /// `UnstickReport`.
+    pub kind: &'static str,
+    /// The diagnosis before acting.
+    pub diagnosis: &'a Diagnosis,
+    /// Controller facts, when read.
+    pub controller: Option<&'a ControllerFacts>,
+    /// Kustomizations holding a worker.
+    pub holding_workers: &'a [String],
+    /// The plan.
+    pub plan: Option<&'a Plan>,
+    /// `dry-run`, `not-needed`, `declined`, `executed`.
+    pub action: String,
+    /// Writes done.
+    pub done: Vec<String>,
+    /// `recovered`, `failed-again`, `timed-out`, `interrupted`, `not-waited`, or empty.
+    pub proof: String,
+    /// Diagnosis after a failed wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<Diagnosis>,
+    /// Cascade waves (`namespace/name` -> proof).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cascade: Vec<Vec<(String, String)>>,
+    /// Reads that were skipped (permissions, missing kinds).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// One row of the fleet view.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetItem {
+    /// `namespace/name`.
+    pub kustomization: String,
+    /// Class.
+    pub class: Class,
+    /// Short root cause.
+    pub root_cause: String,
+    /// Recommended lever.
+    pub lever: Lever,
+    /// What the lever does.
+    pub lever_effect: String,
+    /// The summary line.
+    pub summary: String,
+    /// Full diagnosis.
+    pub diagnosis: Diagnosis,
+}
+
+/// `-o json` of `--all` (`kind: FleetReport`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetReport {
+    /// [`SCHEMA`].
+    pub api_version: &'static str,
+    /// `FleetReport`.
+    pub kind: &'static str,
+    /// Kustomizations read.
+    pub total: usize,
+    /// Items not healthy, sorted by namespace/name.
+    pub items: Vec<FleetItem>,
+    /// Controller facts.
+    pub controller: Option<ControllerFacts>,
+    /// Kustomizations holding a worker.
+    pub holding_workers: Vec<String>,
+    /// Kustomizations left suspended by an interrupted run and resumed now.
+    pub healed: Vec<String>,
+    /// Reads that were skipped.
+    pub notes: Vec<String>,
+}
+
+/// The short root cause of a diagnosis for a table cell.
+pub fn root_cause_cell(d: &Diagnosis) -> String {
+    if let Some(rc) = &d.root_cause {
+        let what = rc
+            .diagnosis
+            .as_ref()
+            .map(|r| {
+                let inner = root_cause_cell(r);
+                if inner == "-" {
+                    r.class.as_str().to_string()
+                } else {
+                    format!("{}: {inner}", r.class)
+                }
+            })
+            .unwrap_or_else(|| rc.kind.clone());
+        return format!("{} ({what})", rc.kustomization);
+    }
+    if let Some(s) = d.signatures.first() {
+        return format!("{} image {}", s.object, s.image);
+    }
+    if let Some(b) = d.blocking.first() {
+        if let Some(p) = b.pods.first() {
+            let extra = p
+                .image
+                .as_ref()
+                .map(|i| format!(" {i}"))
+                .or(p.last_exit_code.map(|c| format!(" exit {c}")))
+                .unwrap_or_default();
+            return format!("{} {}{extra}", b.object, p.reason);
+        }
+        return format!("{} {}", b.object, b.kstatus);
+    }
+    if matches!(d.class, Class::SourceNotReady)
+        && let Some(s) = &d.source
+    {
+        return format!(
+            "{} {}",
+            s.source,
+            s.ready
+                .as_ref()
+                .map(|c| c.reason.as_str())
+                .unwrap_or(if s.found { "not ready" } else { "missing" })
+        );
+    }
+    "-".into()
+}
+
+/// The fleet table.
+pub fn fleet_table(p: &Painter, items: &[FleetItem]) -> String {
+    let mut t = p.table(&["kustomization", "class", "root cause", "lever", "summary"]);
+    for i in items {
+        let style = match i.class {
+            Class::Healthy => Style::Ok,
+            Class::Reconciling | Class::RequestPending | Class::WaitingOnDependencies => {
+                Style::Warn
+            }
+            _ => Style::Err,
+        };
+        let mut summary = i.summary.clone();
+        if summary.chars().count() > 100 {
+            summary = summary.chars().take(99).collect::<String>() + "…";
+        }
+        t.add_row(vec![
+            p.cell(Style::Plain, &i.kustomization),
+            p.cell(style, i.class.as_str()),
+            p.cell(Style::Plain, root_cause_cell(&i.diagnosis)),
+            p.cell(Style::Bold, i.lever.as_str()),
+            p.cell(Style::Dim, summary),
+        ]);
+    }
+    render_table(&t)
+}
+
+/// A diagnosis as indented text.
+pub fn diagnosis_text(p: &Painter, d: &Diagnosis, indent: &str) -> String {
+    let mut o = String::new();
+    let style = if d.class == Class::Healthy {
+        Style::Ok
+    } else {
+        Style::Err
+    };
+    o.push_str(&format!(
+        "{indent}Kustomization {}: {}\n",
+        p.bold(&d.kustomization),
+        p.paint(style, d.class.as_str())
+    ));
+    o.push_str(&format!("{indent}  {}\n", d.summary));
+    if let Some(hc) = &d.health_check {
+        o.push_str(&format!(
+            "{indent}  health check: revision {}, started {}, timeout {}, deadline {}\n",
+            hc.revision,
+            hc.started_at.map(short_time).unwrap_or("?".into()),
+            obj::human_secs(hc.timeout_secs.round() as i64),
+            hc.deadline.map(short_time).unwrap_or("?".into()),
+        ));
+    }
+    if let Some(eta) = d.eta {
+        o.push_str(&format!("{indent}  ETA {}\n", short_time(eta)));
+    }
+    if !d.blocking.is_empty() {
+        o.push_str(&format!("{indent}  Blocking objects:\n"));
+        for b in d.blocking.iter().take(20) {
+            o.push_str(&format!(
+                "{indent}    {}  {}  {}\n",
+                b.object,
+                p.paint(Style::Warn, &b.kstatus),
+                b.message
+            ));
+            for r in b.pods.iter().take(5) {
+                let mut line = format!(
+                    "{indent}      pod {} {}: {}",
+                    r.pod,
+                    r.container,
+                    p.paint(Style::Err, &r.reason)
+                );
+                if let Some(i) = &r.image {
+                    line.push_str(&format!(" image {i}"));
+                }
+                if let Some(c) = r.last_exit_code {
+                    line.push_str(&format!(
+                        " last exit {c} ({})",
+                        r.last_exit_reason.as_deref().unwrap_or("?")
+                    ));
+                }
+                if let Some(n) = r.restarts {
+                    line.push_str(&format!(", {n} restarts"));
+                }
+                if !r.message.is_empty() {
+                    line.push_str(&format!(" — {}", r.message));
+                }
+                o.push_str(&line);
+                o.push('\n');
+            }
+        }
+        if d.blocking.len() > 20 {
+            o.push_str(&format!(
+                "{indent}    … {} more (see -o json)\n",
+                d.blocking.len() - 20
+            ));
+        }
+    }
+    for s in &d.signatures {
+        o.push_str(&format!(
+            "{indent}  {} {}\n",
+            p.warn("signature:"),
+            s.message
+        ));
+    }
+    if let Some(s) = &d.source {
+        let ready = s
+            .ready
+            .as_ref()
+            .map(|c| format!("Ready={} {}", c.status, c.reason))
+            .unwrap_or_else(|| {
+                if s.found {
+                    "no Ready condition".into()
+                } else {
+                    "NOT FOUND".into()
+                }
+            });
+        o.push_str(&format!(
+            "{indent}  source {}: {ready}; artifact {}; last attempted {}; last applied {}\n",
+            s.source,
+            s.artifact_revision.as_deref().unwrap_or("-"),
+            s.last_attempted_revision.as_deref().unwrap_or("-"),
+            s.last_applied_revision.as_deref().unwrap_or("-"),
+        ));
+    }
+    if let Some(r) = &d.request {
+        o.push_str(&format!(
+            "{indent}  requestedAt {} / lastHandledReconcileAt {}{}\n",
+            r.requested_at,
+            r.last_handled_reconcile_at.as_deref().unwrap_or("-"),
+            if r.pending { " (pending)" } else { "" }
+        ));
+    }
+    for h in &d.hints {
+        o.push_str(&format!("{indent}  - {h}\n"));
+    }
+    if let Some(rc) = &d.root_cause {
+        o.push_str(&format!(
+            "{indent}  {} {}\n{indent}    {}\n",
+            p.bold("Root cause:"),
+            rc.chain.join(" -> "),
+            rc.message
+        ));
+        if let Some(rd) = &rc.diagnosis {
+            o.push_str(&diagnosis_text(p, rd, &format!("{indent}    ")));
+        }
+    }
+    o
+}
+
+/// Controller facts as one paragraph.
+pub fn controller_text(c: Option<&ControllerFacts>, holding: &[String]) -> String {
+    match c {
+        None => "Controller: not read (see notes)\n".into(),
+        Some(c) => format!(
+            "Controller {}/{}: {} ({}), {}={}, --concurrent={}; holding a worker now: {}\n",
+            c.namespace,
+            c.name,
+            c.version
+                .map(|v| v.to_string())
+                .unwrap_or("version unknown".into()),
+            c.image,
+            crate::controller::CANCEL_GATE,
+            c.cancel_gate,
+            c.concurrent,
+            if holding.is_empty() {
+                "none".to_string()
+            } else {
+                holding.join(", ")
+            }
+        ),
+    }
+}
+
+/// A plan with its exact patches.
+pub fn plan_text(p: &Painter, plan: &Plan) -> String {
+    let mut o = format!("Lever: {}\n", p.bold(plan.lever.as_str()));
+    for w in &plan.why {
+        o.push_str(&format!("  - {w}\n"));
+    }
+    o.push_str(&format!("  effect: {}\n", plan.effect));
+    if let Some(t) = plan.fresh_run_at {
+        o.push_str(&format!("  fresh run expected at: {}\n", short_time(t)));
+    }
+    if !plan.also_cancels.is_empty() {
+        o.push_str(&format!(
+            "  {} {}\n",
+            p.warn("also cancels:"),
+            plan.also_cancels.join(", ")
+        ));
+    }
+    if let Some(g) = &plan.recommend_gate_arg {
+        o.push_str(&format!("  enable the gate: add `{g}` to the kustomize-controller manager container args (v1.8.3+)\n"));
+    }
+    for a in &plan.alternatives {
+        o.push_str(&format!("  alternative: {a}\n"));
+    }
+    if !plan.steps.is_empty() {
+        o.push_str("  steps:\n");
+        for (i, s) in plan.steps.iter().enumerate() {
+            match s {
+                Step::Patch {
+                    api_version,
+                    kind,
+                    namespace,
+                    name,
+                    patch,
+                    why,
+                } => o.push_str(&format!(
+                    "    {}. PATCH {kind} {namespace}/{name} ({api_version}, application/merge-patch+json, fieldManager={})\n       {}\n       # {why}\n",
+                    i + 1,
+                    crate::lever::FIELD_MANAGER,
+                    serde_json::to_string(patch).unwrap_or_default()
+                )),
+                Step::DeleteControllerPods {
+                    namespace,
+                    selector,
+                    why,
+                } => o.push_str(&format!(
+                    "    {}. DELETE pods -n {namespace} -l {selector}\n       # {why}\n",
+                    i + 1
+                )),
+            }
+        }
+        o.push_str(&format!(
+            "  wait: up to {} for proof\n",
+            obj::human_secs(plan.wait_secs.round() as i64)
+        ));
+    }
+    o
+}
+
+/// The fleet report from a snapshot (pure): every Kustomization that is not healthy, with
+/// its class, root cause and the lever [`crate::lever::plan`] recommends. The second value
+/// is true when any item is worse than `reconciling` (exit 1).
+pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetReport, bool) {
+    let engine = Engine::new(snap);
+    let holding = engine.holding_workers();
+    let token = obj::rfc3339_nano(snap.now);
+    let all = engine.diagnose_all();
+    let total = all.len();
+    let by_key: HashMap<String, &Value> =
+        snap.kustomizations.iter().map(|k| (key_of(k), k)).collect();
+    let mut items = Vec::new();
+    for d in all.into_iter().filter(|d| d.class != Class::Healthy) {
+        let ks = by_key[&d.kustomization];
+        let inputs = Inputs {
+            ks,
+            source: engine.source_obj(ks),
+            controller: engine.controller.as_ref(),
+            holding: &holding,
+            now: snap.now,
+            token: &token,
+        };
+        let plan = crate::lever::plan(&d, &inputs, o);
+        items.push(FleetItem {
+            kustomization: d.kustomization.clone(),
+            class: d.class,
+            root_cause: root_cause_cell(&d),
+            lever: plan.lever,
+            lever_effect: plan.effect.clone(),
+            summary: d.summary.clone(),
+            diagnosis: d,
+        });
+    }
+    let findings = items.iter().any(|i| i.class != Class::Reconciling);
+    (
+        FleetReport {
+            api_version: SCHEMA,
+            kind: "FleetReport",
+            total,
+            items,
+            controller: engine.controller.clone(),
+            holding_workers: holding,
+            healed: vec![],
+            notes,
+        },
+        findings,
+    )
+}
