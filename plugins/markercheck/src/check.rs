@@ -213,7 +213,47 @@ pub const RULES: &[(&str, &str, Severity, &str)] = &[
         Severity::Info,
         "no ImagePolicies known: policy names not checked",
     ),
+    (
+        "MC080",
+        "render-error",
+        Severity::Error,
+        "kubectl kustomize fails on a directory the change touches",
+    ),
+    (
+        "MC081",
+        "rendered-image-change",
+        Severity::Info,
+        "a rendered container image the automation's commit changes",
+    ),
+    (
+        "MC082",
+        "rendered-bare-tag",
+        Severity::Error,
+        "after the change a container image is a bare tag (no repository)",
+    ),
 ];
+
+/// Build a finding for rule `id` (panics on an unknown id: rule ids are constants).
+pub fn finding(
+    id: &'static str,
+    file: String,
+    line: usize,
+    column: usize,
+    message: String,
+    fix: String,
+) -> Finding {
+    let (rule, name, severity) = rule(id);
+    Finding {
+        rule,
+        name,
+        severity,
+        file,
+        line,
+        column,
+        message,
+        fix,
+    }
+}
 
 fn rule(id: &'static str) -> (&'static str, &'static str, Severity) {
     let r = RULES.iter().find(|r| r.0 == id).expect("known rule");
@@ -253,6 +293,8 @@ pub struct FileChange {
     pub exact: bool,
     /// Why it may not be byte-exact.
     pub caveats: Vec<String>,
+    /// Unified diff (`a/FILE`, `b/FILE`).
+    pub diff: String,
 }
 
 /// Inputs of a run.
@@ -299,13 +341,23 @@ pub struct Stats {
     pub markers: usize,
 }
 
+/// A path for messages: relative to the current directory when below it.
+pub fn display_path(p: &Path) -> String {
+    display(p)
+}
+
 fn display(p: &Path) -> String {
     let cwd = std::env::current_dir().ok();
     let rel = cwd
         .as_ref()
         .and_then(|c| p.strip_prefix(c).ok())
         .unwrap_or(p);
-    rel.to_string_lossy().into_owned()
+    let s = rel.to_string_lossy();
+    let mut s = s.as_ref();
+    while let Some(r) = s.strip_prefix("./") {
+        s = r;
+    }
+    s.to_string()
 }
 
 fn repo_root_of(p: &Path) -> PathBuf {
@@ -724,7 +776,7 @@ pub fn run(cfg: &Config) -> Report {
                         "treat the diff for these lines as approximate".into(),
                     );
                 }
-                report.changes.push(FileChange {
+                let mut fc = FileChange {
                     file: file.clone(),
                     abs: f.abs.clone(),
                     old,
@@ -732,7 +784,10 @@ pub fn run(cfg: &Config) -> Report {
                     changes,
                     exact: rw.exact,
                     caveats: rw.caveats,
-                });
+                    diff: String::new(),
+                };
+                fc.diff = unified_diff(&fc);
+                report.changes.push(fc);
             }
         }
     }
@@ -1095,7 +1150,7 @@ fn check_site(
         }
     }
     // host rewrite
-    if matches!(sr.field, Field::Full | Field::Name) {
+    if sr.field == Field::Full {
         let repo_image = p
             .repository
             .as_ref()

@@ -3,8 +3,11 @@
 #![forbid(unsafe_code)]
 
 pub mod check;
+pub mod cluster;
 pub mod marker;
 pub mod objects;
+pub mod render;
+pub mod report;
 pub mod scan;
 pub mod simulate;
 pub mod yamltree;

@@ -1,11 +1,343 @@
-//! kubectl-markercheck: see README.md.
-use clap::Parser;
+//! kubectl-markercheck: offline lint and exact simulation of Flux image-automation setter
+//! markers. See `kubectl markercheck --help`.
 
-/// kubectl markercheck (skeleton).
+use clap::Parser;
+use cluster_loop::cli::ClusterArgs;
+use cluster_loop::error::{EXIT_FINDING, EXIT_OK, Error, Result, exit_with};
+use cluster_loop::output::{OutputArgs, OutputFormat, print_machine, write_stdout};
+use markercheck::check::{self, Config, Report, Severity, finding};
+use markercheck::objects::{
+    ImagePolicy, LatestRef, Objects, Origin, from_yaml_file, merge_policies,
+};
+use markercheck::render;
+use std::path::PathBuf;
+
+const EXAMPLES: &str = "\
+Examples:
+  # Lint the checkout in the current directory (policies and automations from the tree)
+  kubectl markercheck
+
+  # Show what the automation would commit for given latest images, as a unified diff
+  kubectl markercheck ./clusters --simulate --set flux-system:podinfo=ghcr.io/stefanprodan/podinfo:6.7.1
+
+  # Use the live ImagePolicies' status.latestRef, prove the change with kubectl kustomize
+  kubectl markercheck . --from-cluster --simulate --render
+
+  # Apply the simulated commit to the working tree
+  kubectl markercheck . --policies policies.yaml --write
+
+  # CI: GitHub annotations, or SARIF for code scanning
+  kubectl markercheck --format github
+  kubectl markercheck --format sarif > markercheck.sarif
+
+Exit codes: 0 no error findings, 1 error findings (or render failures), 2 usage, 3 cluster/API error.
+Rules: MC001..MC082, listed with --list-rules.";
+
+/// Lint and simulate Flux image-automation setter markers (# {\"$imagepolicy\": \"ns:policy\"}),
+/// reading the tree exactly like image-automation-controller (internal/update) and kyaml.
 #[derive(Parser, Debug)]
-#[command(name = "kubectl-markercheck", version)]
-struct Cli {}
+#[command(name = "kubectl-markercheck", bin_name = "kubectl markercheck", version, after_help = EXAMPLES)]
+struct Cli {
+    /// Files or directories to scan (default: current directory)
+    #[arg(value_name = "PATH")]
+    paths: Vec<PathBuf>,
+
+    /// Print the unified diff of what the automation would commit
+    #[arg(long)]
+    simulate: bool,
+
+    /// Write the simulated commit into the files (implies --simulate)
+    #[arg(long)]
+    write: bool,
+
+    /// Latest image for a policy, overriding tree and cluster: NAMESPACE:POLICY=NAME:TAG[@DIGEST]
+    #[arg(long = "set", value_name = "NS:POLICY=REF")]
+    sets: Vec<String>,
+
+    /// YAML file with ImagePolicies (status.latestRef), ImageRepositories, ImageUpdateAutomations
+    /// (e.g. `kubectl get imagepolicies -A -o yaml`)
+    #[arg(long = "policies", value_name = "FILE")]
+    policies: Vec<PathBuf>,
+
+    /// Read ImagePolicies, ImageRepositories and ImageUpdateAutomations from the cluster (all
+    /// namespaces, or -n), in addition to the tree. (kubectl's --cluster names a kubeconfig
+    /// cluster, hence the name.)
+    #[arg(long)]
+    from_cluster: bool,
+
+    /// With --from-cluster: ignore image automation objects found in the tree
+    #[arg(long, requires = "from_cluster")]
+    cluster_only: bool,
+
+    /// Run `kubectl kustomize` before and after on every kustomization directory the change
+    /// touches; report render errors and changed container images
+    #[arg(long)]
+    render: bool,
+
+    /// Findings format: text (the -o output), github (workflow annotations), sarif
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+
+    /// Namespace for manifests without metadata.namespace
+    #[arg(long, default_value = "flux-system", value_name = "NS")]
+    default_namespace: String,
+
+    /// Repository root against which spec.update.path is resolved (default: nearest .git)
+    #[arg(long, value_name = "DIR")]
+    repo_root: Option<PathBuf>,
+
+    /// Skip files larger than this many bytes
+    #[arg(long, default_value_t = markercheck::scan::DEFAULT_MAX_FILE_SIZE, value_name = "BYTES")]
+    max_file_size: u64,
+
+    /// List the rules and exit
+    #[arg(long)]
+    list_rules: bool,
+
+    #[command(flatten)]
+    output: OutputArgs,
+
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Text,
+    Github,
+    Sarif,
+}
+
+fn parse_set(s: &str) -> Result<ImagePolicy> {
+    let bad = || {
+        Error::usage(format!(
+            "--set {s:?}: expected NAMESPACE:POLICY=NAME:TAG[@DIGEST], e.g. flux-system:app=ghcr.io/org/app:1.2.3"
+        ))
+    };
+    let (k, v) = s.split_once('=').ok_or_else(bad)?;
+    let (ns, name) = k.split_once(':').ok_or_else(bad)?;
+    if ns.is_empty() || name.is_empty() || name.contains(':') {
+        return Err(bad());
+    }
+    let latest = LatestRef::parse(v).ok_or_else(bad)?;
+    Ok(ImagePolicy {
+        namespace: ns.into(),
+        name: name.into(),
+        labels: Default::default(),
+        repository: None,
+        latest: Some(latest),
+        origin: Origin::Flag,
+    })
+}
+
+#[derive(serde::Serialize)]
+struct Machine<'a> {
+    findings: &'a [check::Finding],
+    changes: &'a [check::FileChange],
+    rendered: &'a [render::Rendered],
+    stats: &'a check::Stats,
+}
 
 fn main() {
-    let _cli = Cli::parse();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => exit_with(&e),
+    }
+}
+
+fn run(cli: Cli) -> Result<i32> {
+    if cli.list_rules {
+        let mut s = String::new();
+        for (id, name, sev, desc) in check::RULES {
+            s.push_str(&format!(
+                "{id}  {name:<24} {:<8} {desc}\n",
+                format!("{sev:?}").to_lowercase()
+            ));
+        }
+        write_stdout(&s)?;
+        return Ok(EXIT_OK);
+    }
+    let paths = if cli.paths.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        cli.paths.clone()
+    };
+    for p in &paths {
+        if !p.exists() {
+            return Err(Error::usage(format!(
+                "{}: no such file or directory",
+                p.display()
+            )));
+        }
+    }
+    let mut extra = Objects::default();
+    for f in &cli.policies {
+        let o = from_yaml_file(f, &cli.default_namespace).map_err(Error::Usage)?;
+        merge_policies(&mut extra.policies, o.policies);
+        extra.repositories.extend(o.repositories);
+        extra.automations.extend(o.automations);
+    }
+    if cli.from_cluster {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Other(format!("cannot start the async runtime: {e}")))?;
+        let o = rt.block_on(async {
+            let conn = cli.cluster.connect().await?;
+            let ns = cli.cluster.namespace.clone();
+            eprintln!("reading image automation objects from {}", conn.server);
+            markercheck::cluster::read(&conn, ns.as_deref()).await
+        })?;
+        merge_policies(&mut extra.policies, o.policies);
+        extra.repositories.extend(o.repositories);
+        extra.automations.extend(o.automations);
+    }
+    let sets = cli
+        .sets
+        .iter()
+        .map(|s| parse_set(s))
+        .collect::<Result<Vec<_>>>()?;
+    let cfg = Config {
+        paths: paths.clone(),
+        default_namespace: cli.default_namespace.clone(),
+        extra,
+        sets,
+        ignore_tree_objects: cli.cluster_only,
+        max_file_size: cli.max_file_size,
+        repo_root: cli.repo_root.clone(),
+    };
+    let mut report: Report = check::run(&cfg);
+    let mut rendered = Vec::new();
+    if cli.render && !report.changes.is_empty() {
+        for p in &paths {
+            let r = render::render(p, &report.changes).map_err(|e| Error::io(p, e))?;
+            rendered.extend(r);
+        }
+        for r in &rendered {
+            for (when, e) in [("before", &r.before_error), ("after", &r.after_error)] {
+                if let Some(e) = e {
+                    report.findings.push(finding(
+                        "MC080",
+                        r.dir.clone(),
+                        0,
+                        0,
+                        format!("kubectl kustomize {} fails {when} the change: {e}", r.dir),
+                        "fix the kustomization so it renders".into(),
+                    ));
+                }
+            }
+            for i in &r.images {
+                let id = if render::looks_like_bare_tag(&i.after) {
+                    "MC082"
+                } else {
+                    "MC081"
+                };
+                report.findings.push(finding(id, r.dir.clone(), 0, 0,
+                    format!("{} container {}: image {} -> {}", i.object, i.container, if i.before.is_empty() { "(none)" } else { &i.before }, i.after),
+                    if id == "MC082" { "the marker writes a bare tag into an image field: use the plain marker on image:, :tag only on tag fields".into() } else { "none needed: this is what the automation's commit deploys".into() }));
+            }
+        }
+    }
+    if cli.write {
+        for c in &report.changes {
+            write_atomic(&c.abs, c.new.as_bytes()).map_err(|e| Error::io(&c.abs, e))?;
+            eprintln!("wrote {}", c.file);
+        }
+    }
+    let errors = report
+        .findings
+        .iter()
+        .any(|f| f.severity == Severity::Error);
+    match cli.format {
+        Format::Github => {
+            let mut s = markercheck::report::github(&report.findings);
+            if cli.simulate || cli.write {
+                for c in &report.changes {
+                    s.push_str(&c.diff);
+                }
+            }
+            write_stdout(&s)?;
+        }
+        Format::Sarif => {
+            print_machine(
+                OutputFormat::Json,
+                &markercheck::report::sarif(&report.findings),
+            )?;
+        }
+        Format::Text => match cli.output.output {
+            OutputFormat::Table => {
+                let p = cli.output.stdout_painter();
+                let mut s = markercheck::report::table(&report.findings, &p);
+                if cli.simulate || cli.write {
+                    for c in &report.changes {
+                        if !s.is_empty() {
+                            s.push('\n');
+                        }
+                        s.push_str(&c.diff);
+                        if !c.exact {
+                            s.push_str(&format!("# approximate: {}\n", c.caveats.join("; ")));
+                        }
+                    }
+                }
+                write_stdout(&s)?;
+                let ep = cli.output.stderr_painter();
+                let n_err = report
+                    .findings
+                    .iter()
+                    .filter(|f| f.severity == Severity::Error)
+                    .count();
+                let n_warn = report
+                    .findings
+                    .iter()
+                    .filter(|f| f.severity == Severity::Warning)
+                    .count();
+                let summary = format!(
+                    "{} selected files, {} with \"$imagepolicy\", {} markers Flux reads; {} errors, {} warnings; {} files the automation would rewrite",
+                    report.stats.files_selected,
+                    report.stats.files_with_token,
+                    report.stats.markers,
+                    n_err,
+                    n_warn,
+                    report.changes.len()
+                );
+                eprintln!(
+                    "{}",
+                    if n_err > 0 {
+                        ep.err(&summary)
+                    } else {
+                        ep.ok(&summary)
+                    }
+                );
+            }
+            fmt => {
+                print_machine(
+                    fmt,
+                    &Machine {
+                        findings: &report.findings,
+                        changes: &report.changes,
+                        rendered: &rendered,
+                        stats: &report.stats,
+                    },
+                )?;
+            }
+        },
+    }
+    Ok(if errors { EXIT_FINDING } else { EXIT_OK })
+}
+
+fn write_atomic(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.markercheck-{}", std::process::id()));
+    std::fs::write(&tmp, data)?;
+    if let Ok(m) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(&tmp, m.permissions());
+    }
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }

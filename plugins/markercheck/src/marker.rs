@@ -139,9 +139,17 @@ pub fn parse_comment(comment: &str) -> Parsed {
     }
 }
 
-/// True if a comment looks like an attempt at a marker (mentions `imagepolicy`, any case).
-pub fn mentions_marker(comment: &str) -> bool {
-    memchr::memmem::find(comment.to_ascii_lowercase().as_bytes(), b"imagepolicy").is_some()
+/// True if a text looks like an attempt at a marker: mentions `$imagepolicy` in any case, or
+/// a quoted `"imagepolicy"` key without the `$`.
+pub fn mentions_marker(text: &str) -> bool {
+    let b = text.as_bytes();
+    let ci = |needle: &[u8]| {
+        b.windows(needle.len())
+            .any(|w| w.eq_ignore_ascii_case(needle))
+    };
+    memchr::memchr(b'$', b).is_some() && ci(b"$imagepolicy")
+        || ci(b"\"imagepolicy\"")
+        || ci(b"'imagepolicy'")
 }
 
 #[cfg(test)]

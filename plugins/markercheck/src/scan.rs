@@ -367,8 +367,9 @@ pub fn scan_bytes(rel: PathBuf, abs: PathBuf, selected: bool, bytes: Vec<u8>) ->
     let has_objects =
         selected && memchr::memmem::find(&bytes, b"image.toolkit.fluxcd.io").is_some();
     let mentions = has_token
-        || memchr::memmem::find(&bytes, b"imagepolicy").is_some()
-        || mentions_ci(&bytes, b"$imagepolicy");
+        || mentions_ci(&bytes, b"$imagepolicy")
+        || mentions_ci(&bytes, b"imagepolicy\"")
+        || mentions_ci(&bytes, b"imagepolicy'");
     if !has_token && !has_objects && !mentions {
         return None;
     }
