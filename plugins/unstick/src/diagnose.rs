@@ -299,8 +299,8 @@ impl<'a> Engine<'a> {
         self.idx.snap.now
     }
 
-    /// Kustomizations currently holding a kustomize-controller worker: Reconciling=True and
-    /// not suspended (the condition is set when a run starts and removed by finalizeStatus).
+    /// Kustomizations currently holding a kustomize-controller worker: a run in progress
+    /// ([`run_in_progress`]) and not suspended.
     /// `namespace/name`, sorted.
     pub fn holding_workers(&self) -> Vec<String> {
         let mut v: Vec<String> = self
@@ -308,10 +308,7 @@ impl<'a> Engine<'a> {
             .snap
             .kustomizations
             .iter()
-            .filter(|k| {
-                !obj::b(k, &["spec", "suspend"])
-                    && obj::condition(k, "Reconciling").is_some_and(|c| c.is_true())
-            })
+            .filter(|k| !obj::b(k, &["spec", "suspend"]) && run_in_progress(k).is_some())
             .map(key_of)
             .collect();
         v.sort();
@@ -356,7 +353,7 @@ impl<'a> Engine<'a> {
         let key = key_of(ks);
         let timeout_secs = compat::effective_timeout_secs(ks);
         let ready = obj::condition(ks, "Ready");
-        let reconciling = obj::condition(ks, "Reconciling").filter(Condition::is_true);
+        let reconciling = run_in_progress(ks);
         let stalled = obj::condition(ks, "Stalled").filter(Condition::is_true);
         let source = self.source_facts(ks);
         let request = request_facts(ks, now);
@@ -1056,6 +1053,15 @@ impl<'a> Engine<'a> {
         }
         m
     }
+}
+
+/// The Reconciling condition of a run in progress: Reconciling=True with a reason other than
+/// `ProgressingWithRetry`. kustomize-controller sets Reconciling=True/Progressing when a run
+/// starts, deletes it when the run ends Ready, and leaves it True with reason
+/// ProgressingWithRetry (and the last message) when the run failed (kustomization_controller.go
+/// `finalizeStatus`), so a failed health check still shows `Running health checks ...`.
+pub fn run_in_progress(ks: &Value) -> Option<Condition> {
+    obj::condition(ks, "Reconciling").filter(|c| c.is_true() && c.reason != "ProgressingWithRetry")
 }
 
 /// `namespace/name` of an object.

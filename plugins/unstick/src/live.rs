@@ -621,7 +621,8 @@ pub enum Proof {
     Interrupted,
 }
 
-/// Whether `ks` is Ready=True at `revision` with nothing in flight.
+/// Whether `ks` is Ready=True at `revision` with nothing in flight (a successful run
+/// deletes the Reconciling condition and sets observedGeneration).
 pub fn ready_at(ks: &Value, revision: Option<&str>) -> bool {
     let ready = obj::condition(ks, "Ready").is_some_and(|c| c.is_true());
     let reconciling = obj::condition(ks, "Reconciling").is_some_and(|c| c.is_true());
@@ -634,15 +635,22 @@ pub fn ready_at(ks: &Value, revision: Option<&str>) -> bool {
             || diagnose::same_revision(revision, obj::s(ks, &["status", "lastAppliedRevision"])))
 }
 
-/// Our trigger was processed: lastHandledReconcileAt == token, or (no token)
-/// observedGeneration >= `generation` and no run in flight.
-fn handled(ks: &Value, token: Option<&str>, generation: Option<i64>) -> bool {
-    let idle = !obj::condition(ks, "Reconciling").is_some_and(|c| c.is_true());
+/// Our trigger was processed and no run is in progress: lastHandledReconcileAt == token
+/// (finalizeStatus copies the requestedAt value the run read), or (no token, after a resume)
+/// a run observed `generation`: status.observedGeneration (set only on success) or the Ready
+/// condition's observedGeneration (set on every outcome, fluxcd/pkg runtime/conditions) —
+/// the flux2 `resume` wait reads the same.
+pub fn handled(ks: &Value, token: Option<&str>, generation: Option<i64>) -> bool {
+    let idle = diagnose::run_in_progress(ks).is_none();
     match token {
         Some(t) => obj::s(ks, &["status", "lastHandledReconcileAt"]) == Some(t) && idle,
         None => {
+            let want = generation.unwrap_or(i64::MAX);
             let og = obj::i(ks, &["status", "observedGeneration"]).unwrap_or(-1);
-            og >= generation.unwrap_or(i64::MAX) && idle
+            let rog = obj::condition(ks, "Ready")
+                .and_then(|c| c.observed_generation)
+                .unwrap_or(-1);
+            (og >= want || rog >= want) && idle
         }
     }
 }
