@@ -1,0 +1,439 @@
+//! One fixture per rule, positive and negative, through the real binary.
+
+mod common;
+use common::*;
+
+const M: &str = r#"{"$imagepolicy": "flux-system:app"}"#;
+
+fn img(comment: &str) -> String {
+    deployment(&format!(
+        "          image: ghcr.io/org/app:1.0.0 # {comment}"
+    ))
+}
+
+fn kust(tag_comment: &str) -> String {
+    format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: []\nimages:\n  - name: app\n    newName: ghcr.io/org/app\n    newTag: 1.0.0 # {tag_comment}\n"
+    )
+}
+
+#[test]
+fn clean_tree_exits_0() {
+    let o = lint(&[("apps/web.yaml", &img(M))], &[]);
+    assert_eq!(o.code, 0, "{}", o.stdout);
+    assert!(
+        o.findings()
+            .iter()
+            .all(|f| f.0 == "MC070" || f.0 == "MC071"),
+        "{:?}",
+        o.findings()
+    );
+    assert_eq!(
+        o.json["changes"][0]["changes"][0]["new"],
+        "ghcr.io/org/app:1.2.3"
+    );
+}
+
+#[test]
+fn mc001_unparsable_marker() {
+    for bad in [
+        r#"{"$imagepolicy": "flux-system:app"} bump me"#,
+        r#"{'$imagepolicy': 'flux-system:app'}"#,
+        r#"{"$imagePolicy": "flux-system:app"}"#,
+        r#"{"$imagepolicy": "flux-system:app",}"#,
+        r#"{"$imagepolicy": "flux-system:app", "n": 1}"#,
+    ] {
+        let o = lint(&[("apps/web.yaml", &img(bad))], &[]);
+        assert!(
+            o.at("MC001", "apps/web.yaml", 11),
+            "{bad}: {:?}",
+            o.findings()
+        );
+        assert_eq!(o.code, 1);
+        assert!(
+            o.json["changes"].as_array().unwrap().is_empty(),
+            "{bad}: no change"
+        );
+    }
+    assert!(!lint(&[("apps/web.yaml", &img(M))], &[]).has("MC001"));
+}
+
+#[test]
+fn mc002_bad_setter_name() {
+    for bad in ["flux-system/app", "flux-system:app:version", "app"] {
+        let c = format!(r#"{{"$imagepolicy": "{bad}"}}"#);
+        let o = lint(&[("apps/web.yaml", &img(&c))], &[]);
+        assert!(
+            o.at("MC002", "apps/web.yaml", 11),
+            "{bad}: {:?}",
+            o.findings()
+        );
+    }
+    let o = lint(
+        &[(
+            "apps/kustomization.yaml",
+            &kust(r#"{"$imagepolicy": "flux-system:app:tag"}"#),
+        )],
+        &[],
+    );
+    assert!(!o.has("MC002"), "{:?}", o.findings());
+}
+
+#[test]
+fn mc003_tag_on_full_reference() {
+    let o = lint(
+        &[(
+            "apps/web.yaml",
+            &img(r#"{"$imagepolicy": "flux-system:app:tag"}"#),
+        )],
+        &[],
+    );
+    assert!(o.at("MC003", "apps/web.yaml", 11), "{:?}", o.findings());
+    let msg = o.json["findings"][0]["message"].as_str().unwrap();
+    assert!(msg.contains("image: 1.2.3"), "{msg}");
+    // the simulation shows the bare tag being written
+    assert_eq!(o.json["changes"][0]["changes"][0]["new"], "1.2.3");
+    let o = lint(
+        &[(
+            "apps/kustomization.yaml",
+            &kust(r#"{"$imagepolicy": "flux-system:app:tag"}"#),
+        )],
+        &[],
+    );
+    assert!(!o.has("MC003"), "{:?}", o.findings());
+}
+
+#[test]
+fn mc004_full_marker_on_tag_field() {
+    let o = lint(&[("apps/kustomization.yaml", &kust(M))], &[]);
+    assert!(
+        o.at("MC004", "apps/kustomization.yaml", 7),
+        "{:?}",
+        o.findings()
+    );
+    let o = lint(&[("apps/web.yaml", &img(M))], &[]);
+    assert!(!o.has("MC004"));
+}
+
+#[test]
+fn mc005_name_on_tagged_value() {
+    let o = lint(
+        &[(
+            "apps/web.yaml",
+            &img(r#"{"$imagepolicy": "flux-system:app:name"}"#),
+        )],
+        &[],
+    );
+    assert!(o.at("MC005", "apps/web.yaml", 11), "{:?}", o.findings());
+    let k = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nimages:\n  - name: app\n    newName: ghcr.io/org/app # {\"$imagepolicy\": \"flux-system:app:name\"}\n";
+    assert!(!lint(&[("apps/kustomization.yaml", k)], &[]).has("MC005"));
+}
+
+#[test]
+fn mc006_digest_without_digest() {
+    let k = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nimages:\n  - name: app\n    digest: sha256:0000000000000000000000000000000000000000000000000000000000000000 # {\"$imagepolicy\": \"flux-system:app:digest\"}\n";
+    let o = lint(&[("apps/kustomization.yaml", k)], &[]);
+    assert!(
+        o.at("MC006", "apps/kustomization.yaml", 5),
+        "{:?}",
+        o.findings()
+    );
+    // upstream writes the empty digest, quoted
+    assert_eq!(o.json["changes"][0]["changes"][0]["new"], "");
+    let with = format!("{SET}@sha256:{}", "a".repeat(64));
+    let o = lint(&[("apps/kustomization.yaml", k)], &["--set", &with]);
+    assert!(!o.has("MC006"), "{:?}", o.findings());
+}
+
+#[test]
+fn mc010_policy_unknown() {
+    let o = lint(
+        &[(
+            "apps/web.yaml",
+            &img(r#"{"$imagepolicy": "flux-system:nope"}"#),
+        )],
+        &[],
+    );
+    assert!(o.at("MC010", "apps/web.yaml", 11), "{:?}", o.findings());
+    assert!(!lint(&[("apps/web.yaml", &img(M))], &[]).has("MC010"));
+}
+
+const IUA: &str = "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImageUpdateAutomation\nmetadata:\n  name: auto\n  namespace: flux-system\nspec:\n  interval: 5m\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n  git:\n    commit:\n      author:\n        name: bot\n        email: bot@example.com\n      messageTemplate: '{{range .Changed.Changes}}{{.OldValue}} -> {{.NewValue}}{{end}}'\n  update:\n    path: ./apps\n    strategy: Setters\n";
+
+#[test]
+fn mc011_policy_in_other_namespace() {
+    let pol = "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImagePolicy\nmetadata:\n  name: web\n  namespace: apps\nspec:\n  imageRepositoryRef:\n    name: app\n    namespace: flux-system\n";
+    let o = lint(
+        &[
+            ("apps/web.yaml", &img(r#"{"$imagepolicy": "apps:web"}"#)),
+            ("flux/auto.yaml", IUA),
+            ("flux/web.yaml", pol),
+        ],
+        &["--set", "apps:web=ghcr.io/org/app:2.0.0"],
+    );
+    assert!(o.at("MC011", "apps/web.yaml", 11), "{:?}", o.findings());
+    // and Flux would not change it
+    assert!(o.json["changes"].as_array().unwrap().is_empty());
+    let o = lint(&[("apps/web.yaml", &img(M)), ("flux/auto.yaml", IUA)], &[]);
+    assert!(!o.has("MC011"), "{:?}", o.findings());
+    assert_eq!(o.code, 0, "{:?}", o.findings());
+}
+
+#[test]
+fn mc012_policy_excluded_by_selector() {
+    let iua = IUA.replace(
+        "  update:\n",
+        "  policySelector:\n    matchLabels:\n      env: prod\n  update:\n",
+    );
+    let o = lint(&[("apps/web.yaml", &img(M)), ("flux/auto.yaml", &iua)], &[]);
+    assert!(o.at("MC012", "apps/web.yaml", 11), "{:?}", o.findings());
+    assert!(o.json["changes"].as_array().unwrap().is_empty());
+    let labelled = IMAGES.replace("  name: app\n  namespace: flux-system\nspec:\n  imageRepositoryRef", "  name: app\n  namespace: flux-system\n  labels:\n    env: prod\nspec:\n  imageRepositoryRef");
+    let o = lint(
+        &[
+            ("apps/web.yaml", &img(M)),
+            ("flux/auto.yaml", &iua),
+            ("flux/images.yaml", &labelled),
+        ],
+        &[],
+    );
+    assert!(!o.has("MC012"), "{:?}", o.findings());
+}
+
+#[test]
+fn mc013_outside_update_path() {
+    let o = lint(&[("other/web.yaml", &img(M)), ("flux/auto.yaml", IUA)], &[]);
+    assert!(o.at("MC013", "other/web.yaml", 11), "{:?}", o.findings());
+    let o = lint(&[("apps/web.yaml", &img(M)), ("flux/auto.yaml", IUA)], &[]);
+    assert!(!o.has("MC013"));
+}
+
+#[test]
+fn mc020_marker_not_attached() {
+    let head = deployment(&format!(
+        "          # {M}\n          image: ghcr.io/org/app:1.0.0"
+    ));
+    let o = lint(&[("apps/web.yaml", &head)], &[]);
+    assert!(o.at("MC020", "apps/web.yaml", 11), "{:?}", o.findings());
+    assert!(o.json["changes"].as_array().unwrap().is_empty());
+    let onkey = deployment(&format!(
+        "          image: # {M}\n            ghcr.io/org/app:1.0.0"
+    ));
+    assert!(lint(&[("apps/web.yaml", &onkey)], &[]).has("MC020"));
+    // a scalar sequence item's head comment IS applied
+    let item = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\nimages:\n  - a\n  # {M}\n  - ghcr.io/org/app:1.0.0\n"
+    );
+    let o = lint(&[("apps/c.yaml", &item)], &[]);
+    assert!(!o.has("MC020"), "{:?}", o.findings());
+    assert_eq!(o.json["changes"][0]["changes"][0]["line"], 8);
+}
+
+#[test]
+fn mc021_marker_in_block_scalar() {
+    let hr = format!(
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: web\n  namespace: apps\nspec:\n  valuesFrom: []\n  values: |\n    image:\n      repository: ghcr.io/org/app\n      tag: 1.0.0 # {}\n",
+        r#"{"$imagepolicy": "flux-system:app:tag"}"#
+    );
+    let o = lint(&[("apps/hr.yaml", &hr)], &[]);
+    assert!(o.at("MC021", "apps/hr.yaml", 11), "{:?}", o.findings());
+    let good = format!(
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: web\n  namespace: apps\nspec:\n  values:\n    image:\n      repository: ghcr.io/org/app # {}\n      tag: 1.0.0 # {}\n",
+        r#"{"$imagepolicy": "flux-system:app:name"}"#, r#"{"$imagepolicy": "flux-system:app:tag"}"#
+    );
+    let o = lint(&[("apps/hr.yaml", &good)], &[]);
+    assert!(!o.has("MC021"), "{:?}", o.findings());
+    assert_eq!(o.code, 0, "{:?}", o.findings());
+    assert_eq!(o.json["changes"][0]["changes"][0]["new"], "1.2.3");
+}
+
+#[test]
+fn mc022_wrong_file_type() {
+    for name in ["apps/web.yaml.tmpl", "apps/web.YAML", "apps/values.json"] {
+        let o = lint(&[(name, &img(M))], &[]);
+        assert!(o.at("MC022", name, 11), "{name}: {:?}", o.findings());
+    }
+    assert!(
+        !lint(
+            &[(
+                "apps/Kustomization",
+                &kust(r#"{"$imagepolicy": "flux-system:app:tag"}"#)
+            )],
+            &[]
+        )
+        .has("MC022")
+    );
+}
+
+#[test]
+fn mc023_problem_file() {
+    let patch = format!(
+        "- op: replace\n  path: /spec/template/spec/containers/0/image\n  value: ghcr.io/org/app:1.0.0 # {M}\n"
+    );
+    let o = lint(&[("apps/patch.yaml", &patch)], &[]);
+    assert!(o.at("MC023", "apps/patch.yaml", 3), "{:?}", o.findings());
+    let helm = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{{{ .Release.Name }}}}\nspec:\n  {{{{- if .Values.x }}}}\n  image: ghcr.io/org/app:1.0.0 # {M}\n  {{{{- end }}}}\n"
+    );
+    let o = lint(&[("chart/templates/d.yaml", &helm)], &[]);
+    assert!(o.has("MC023"), "{:?}", o.findings());
+    assert!(!lint(&[("apps/web.yaml", &img(M))], &[]).has("MC023"));
+}
+
+#[test]
+fn mc024_marker_in_list() {
+    let list = format!(
+        "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: apps/v1\n    kind: Deployment\n    metadata:\n      name: web\n      namespace: apps\n    spec:\n      template:\n        spec:\n          containers:\n            - name: web\n              image: ghcr.io/org/app:1.0.0 # {M}\n"
+    );
+    let o = lint(&[("apps/list.yaml", &list)], &[]);
+    assert!(o.at("MC024", "apps/list.yaml", 14), "{:?}", o.findings());
+    assert!(
+        o.json["changes"].as_array().unwrap().is_empty(),
+        "List items are not simulated"
+    );
+    assert!(!lint(&[("apps/web.yaml", &img(M))], &[]).has("MC024"));
+}
+
+#[test]
+fn mc025_marker_in_value() {
+    let cm = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  note: 'image: x # {}'\n",
+        r#"{"$imagepolicy": "flux-system:app"}"#.replace('\'', "''")
+    );
+    let o = lint(&[("apps/c.yaml", &cm)], &[]);
+    assert!(o.at("MC025", "apps/c.yaml", 6), "{:?}", o.findings());
+}
+
+#[test]
+fn mc030_host_rewrite() {
+    let d = deployment(&format!("          image: registry:5000/app:1.0.0 # {M}"));
+    let o = lint(&[("apps/web.yaml", &d)], &[]);
+    assert!(o.at("MC030", "apps/web.yaml", 11), "{:?}", o.findings());
+    assert_eq!(
+        o.json["changes"][0]["changes"][0]["new"],
+        "ghcr.io/org/app:1.2.3"
+    );
+    assert!(!lint(&[("apps/web.yaml", &img(M))], &[]).has("MC030"));
+}
+
+#[test]
+fn mc031_imagerepository_with_tag() {
+    assert!(!lint(&[], &[]).has("MC031"));
+    let tagged = "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImageRepository\nmetadata:\n  name: other\n  namespace: flux-system\nspec:\n  image: ghcr.io/org/other:1.0.0\n";
+    let o = lint(&[("flux/other.yaml", tagged)], &[]);
+    assert!(o.at("MC031", "flux/other.yaml", 7), "{:?}", o.findings());
+}
+
+#[test]
+fn mc040_job_pod_template() {
+    let job = format!(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\nspec:\n  template:\n    spec:\n      containers:\n        - name: m\n          image: ghcr.io/org/app:1.0.0 # {M}\n"
+    );
+    let o = lint(&[("apps/job.yaml", &job)], &[]);
+    assert!(o.at("MC040", "apps/job.yaml", 10), "{:?}", o.findings());
+    let cj = format!(
+        "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: m\nspec:\n  schedule: '@daily'\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          containers:\n            - name: m\n              image: ghcr.io/org/app:1.0.0 # {M}\n"
+    );
+    let o = lint(&[("apps/cj.yaml", &cj)], &[]);
+    assert!(!o.has("MC040"), "{:?}", o.findings());
+}
+
+#[test]
+fn mc050_removed_template_fields() {
+    let bad = IUA.replace(
+        "{{range .Changed.Changes}}{{.OldValue}} -> {{.NewValue}}{{end}}",
+        "{{range .Updated.Images}}{{.}}{{end}}",
+    );
+    let o = lint(&[("flux/auto.yaml", &bad)], &[]);
+    assert!(o.at("MC050", "flux/auto.yaml", 16), "{:?}", o.findings());
+    let bad2 = IUA.replace(
+        "{{range .Changed.Changes}}",
+        "{{range .Changed.ImageResult.Files}}",
+    );
+    assert!(lint(&[("flux/auto.yaml", &bad2)], &[]).has("MC050"));
+    assert!(!lint(&[("flux/auto.yaml", IUA)], &[]).has("MC050"));
+}
+
+#[test]
+fn mc051_removed_api_version() {
+    let o = lint(
+        &[(
+            "flux/auto.yaml",
+            &IUA.replace(
+                "image.toolkit.fluxcd.io/v1",
+                "image.toolkit.fluxcd.io/v1beta1",
+            ),
+        )],
+        &[],
+    );
+    assert!(o.at("MC051", "flux/auto.yaml", 1), "{:?}", o.findings());
+    assert!(!lint(&[("flux/auto.yaml", IUA)], &[]).has("MC051"));
+}
+
+#[test]
+fn mc052_strategy() {
+    let o = lint(
+        &[(
+            "flux/auto.yaml",
+            &IUA.replace("strategy: Setters", "strategy: Other"),
+        )],
+        &[],
+    );
+    assert!(o.has("MC052"), "{:?}", o.findings());
+}
+
+#[test]
+fn mc060_invalid_latest_ref() {
+    let o = lint(
+        &[("apps/web.yaml", &img(M))],
+        &["--set", "flux-system:app=GHCR.io/Org/App:1.0"],
+    );
+    assert!(o.has("MC060"), "{:?}", o.findings());
+}
+
+#[test]
+fn mc062_file_too_large() {
+    let o = lint(&[("apps/web.yaml", &img(M))], &["--max-file-size", "100"]);
+    assert!(o.has("MC062"), "{:?}", o.findings());
+}
+
+#[test]
+fn mc070_rewrite_reformats() {
+    let crlf = img(M).replace('\n', "\r\n");
+    let o = lint(&[("apps/web.yaml", &crlf)], &[]);
+    assert!(o.has("MC070"), "{:?}", o.findings());
+    assert!(!lint(&[("apps/web.yaml", &img(M))], &[]).has("MC070"));
+}
+
+#[test]
+fn mc071_simulation_approximate() {
+    let four = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n    name: web\nspec:\n    template:\n        spec:\n            containers:\n                - name: web\n                  image: ghcr.io/org/app:1.0.0 # {M}\n"
+    );
+    let o = lint(&[("apps/web.yaml", &four)], &[]);
+    assert!(o.has("MC071"), "{:?}", o.findings());
+    assert_eq!(o.json["changes"][0]["exact"], false);
+    assert!(!lint(&[("apps/web.yaml", &img(M))], &[]).has("MC071"));
+}
+
+#[test]
+fn mc072_no_policies() {
+    let d = tempfile::tempdir().unwrap();
+    write_tree(d.path(), &[("apps/web.yaml", &img(M))]);
+    let o = run_in(d.path(), &[".", "-o", "json"]);
+    assert!(o.has("MC072"), "{:?}", o.findings());
+    assert_eq!(o.code, 0);
+}
+
+#[test]
+fn list_rules_and_usage_exit_codes() {
+    let d = tempfile::tempdir().unwrap();
+    let o = run_in(d.path(), &["--list-rules"]);
+    assert_eq!(o.code, 0);
+    assert!(o.stdout.contains("MC003"));
+    assert_eq!(run_in(d.path(), &["--set", "nonsense"]).code, 2);
+    assert_eq!(run_in(d.path(), &["does-not-exist"]).code, 2);
+    assert_eq!(run_in(d.path(), &["--bogus-flag"]).code, 2);
+    let h = run_in(d.path(), &["--help"]);
+    assert!(h.stdout.contains("Examples:"));
+}
