@@ -281,6 +281,26 @@ fn https_with_the_servers_ca() {
     ));
     assert_eq!(s.log("org/fleet", "main").unwrap()[0].subject, "over https");
     assert!(s.requests().iter().all(|r| r.scheme == "https"));
+    // libcurl negotiates HTTP/2 by ALPN; HTTP/1.1 over TLS works too.
+    assert!(s.requests().iter().any(|r| r.version == "HTTP/2.0"));
+    let v11 = ok(git(
+        work.path(),
+        &[
+            "-c",
+            &ca_cfg,
+            "-c",
+            "http.version=HTTP/1.1",
+            "ls-remote",
+            &url,
+        ],
+        &[],
+    ));
+    assert!(v11.contains("refs/heads/main"));
+    assert!(
+        s.requests()
+            .iter()
+            .any(|r| r.scheme == "https" && r.version == "HTTP/1.1")
+    );
     assert!(s.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
     assert!(
         s.server_cert_pem()
@@ -779,4 +799,73 @@ fn dropping_the_server_closes_its_ports_and_missing_backend_is_an_error() {
             .contains("git http-backend not found at /nonexistent"),
         "{err}"
     );
+}
+
+/// The URL the example fleet authors (`https://gitea.example.local/org/fleet.git`, see
+/// clusters/base/flux-system/gotk-sync.yaml) works verbatim with the server's host alias
+/// config, with the certificate verified for that name.
+#[test]
+fn authored_urls_work_verbatim_through_host_alias_config() {
+    let s = server();
+    let src = fixture_dir();
+    let head = s
+        .create_repo_from_dir("org/fleet", src.path(), "main", "initial")
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut args: Vec<String> = Vec::new();
+    for (k, v) in s.host_alias_config("gitea.example.local") {
+        args.push("-c".into());
+        args.push(format!("{k}={v}"));
+    }
+    args.push("-c".into());
+    args.push(format!("http.sslCAInfo={}", s.ca_file().display()));
+    let with = |extra: &[&str]| -> Vec<String> {
+        let mut a = args.clone();
+        a.extend(extra.iter().map(|x| (*x).to_owned()));
+        a
+    };
+    let run = |a: Vec<String>| {
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        git(work.path(), &refs, &[])
+    };
+    for url in [
+        "https://gitea.example.local/org/fleet.git",
+        "http://gitea.example.local/org/fleet.git",
+    ] {
+        let out = ok(run(with(&["ls-remote", url, "refs/heads/main"])));
+        assert!(out.starts_with(&head), "{url}: {out}");
+    }
+    // A name that is not on the certificate fails verification even when routed here.
+    let mut other = Vec::new();
+    for (k, v) in s.host_alias_config("git.other.example") {
+        other.push("-c".to_owned());
+        other.push(format!("{k}={v}"));
+    }
+    other.extend([
+        "-c".into(),
+        format!("http.sslCAInfo={}", s.ca_file().display()),
+    ]);
+    other.extend([
+        "ls-remote".into(),
+        "https://git.other.example/org/fleet.git".into(),
+    ]);
+    let err = failed(run(other));
+    // git names the rewritten URL (insteadOf is applied before the transport runs).
+    let rewritten = format!(
+        "https://git.other.example:{}/org/fleet.git",
+        s.https_addr().port()
+    );
+    let expected = format!(
+        "{}{}",
+        messages::unable_to_access(&rewritten),
+        messages::tls_name_mismatch("git.other.example")
+    );
+    assert!(err.lines().any(|l| l == expected), "{err}");
+    eprintln!("recorded name mismatch: {}", err.trim());
+    let versions: std::collections::BTreeSet<String> = s
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}", r.scheme, r.version))
+        .collect();
+    eprintln!("HTTP versions negotiated: {versions:?}");
 }

@@ -58,3 +58,15 @@ pub const PLAIN_HTTP_TO_TLS_PORT: &str = "Received HTTP/0.9 when not allowed";
 pub fn http_error(status: u16) -> String {
     format!("The requested URL returned error: {status}")
 }
+
+/// The server certificate's subject common name (its subjectAltNames are `127.0.0.1`,
+/// `localhost` and [`super::GitServerOptions::dns_names`]).
+pub const SERVER_CERT_CN: &str = "twin-git";
+
+/// libcurl-GnuTLS's text when the URL's host is not on the certificate:
+/// `SSL: certificate subject name (twin-git) does not match target host name '<host>'`.
+pub fn tls_name_mismatch(host: &str) -> String {
+    format!(
+        "SSL: certificate subject name ({SERVER_CERT_CN}) does not match target host name '{host}'"
+    )
+}

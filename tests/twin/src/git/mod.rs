@@ -463,6 +463,27 @@ impl GitServer {
         format!("{host}:{}:127.0.0.1", self.https_addr.port())
     }
 
+    /// Git config (`key`, `value`) pairs that let real git use this server under the URLs a
+    /// fleet repository authors, unchanged: `https://<host>/...` is rewritten by
+    /// `url.<base>.insteadOf` to `https://<host>:<https port>/...`, which `http.curloptResolve`
+    /// pins to 127.0.0.1, so TLS still verifies the certificate for `host` (it must be one of
+    /// [`GitServerOptions::dns_names`]); `http://<host>/...` goes to the plain listener.
+    /// Pass each as `git -c key=value`, or as `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/
+    /// `GIT_CONFIG_VALUE_n` in the environment.
+    pub fn host_alias_config(&self, host: &str) -> Vec<(String, String)> {
+        vec![
+            (
+                format!("url.https://{host}:{}/.insteadOf", self.https_addr.port()),
+                format!("https://{host}/"),
+            ),
+            (
+                format!("url.http://{}/.insteadOf", self.http_addr),
+                format!("http://{host}/"),
+            ),
+            ("http.curloptResolve".to_owned(), self.curlopt_resolve(host)),
+        ]
+    }
+
     /// Directory holding the bare repository `repo` (`<root>/<repo>.git`).
     pub fn repo_path(&self, repo: &str) -> PathBuf {
         self.shared.repo_dir(repo.trim_end_matches(".git"))

@@ -55,7 +55,7 @@ pub(crate) fn generate(dns_names: &[String]) -> Result<Pki, GitError> {
     let mut params = CertificateParams::new(sans).map_err(|e| tls_err("server cert SANs", e))?;
     params
         .distinguished_name
-        .push(DnType::CommonName, "twin-git");
+        .push(DnType::CommonName, super::messages::SERVER_CERT_CN);
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
