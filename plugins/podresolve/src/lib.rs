@@ -7,10 +7,12 @@
 //! (the local answer and the verdict), [`report`] (explanation and rendering).
 #![warn(missing_docs)]
 
+pub mod cluster;
 pub mod corefile;
 pub mod parse;
 pub mod probe;
 pub mod report;
 pub mod resolvconf;
+pub mod run;
 pub mod validate;
 pub mod workstation;

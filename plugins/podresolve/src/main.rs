@@ -1,11 +1,12 @@
-//! kubectl-podresolve: see README.md.
+//! kubectl-podresolve: resolve a name from inside the pod network and explain the answer.
+//! The engine lives in the `podresolve` library (src/lib.rs).
 use clap::Parser;
 
-/// kubectl podresolve (skeleton).
-#[derive(Parser, Debug)]
-#[command(name = "kubectl-podresolve", version)]
-struct Cli {}
-
-fn main() {
-    let _cli = Cli::parse();
+#[tokio::main]
+async fn main() {
+    let cli = podresolve::run::Cli::parse();
+    match podresolve::run::run(cli).await {
+        Ok(code) => std::process::exit(code),
+        Err(e) => cluster_loop::error::exit_with(&e),
+    }
 }

@@ -226,6 +226,8 @@ pub fn parse_getent(body: &str, rc: Option<i32>) -> GetentResult {
     };
     let status = match rc {
         Some(127) => LookupStatus::ToolMissing,
+        // killed by the probe's step timeout (coreutils 124, BusyBox SIGTERM 143)
+        Some(124) | Some(143) if addresses.is_empty() => LookupStatus::Timeout,
         _ if !addresses.is_empty() => LookupStatus::Resolved,
         Some(2) => LookupStatus::NotFound,
         _ => LookupStatus::Error,
@@ -447,6 +449,8 @@ pub fn parse_nslookup(body: &str, rc: Option<i32>, tool_real_path: Option<&str>)
     }
     let status = if rc == Some(127) {
         LookupStatus::ToolMissing
+    } else if matches!(rc, Some(124) | Some(143)) && answers.is_empty() {
+        LookupStatus::Timeout
     } else if !answers.is_empty() || !ptr_names.is_empty() {
         LookupStatus::Resolved
     } else if errors.is_empty() && rc == Some(0) {

@@ -157,6 +157,11 @@ impl ProbeOptions {
         ])
     }
 
+    /// Per-tool bound inside the probe: 20 s, or less when the deadline is short (at least 2).
+    pub fn step_timeout_secs(&self) -> i64 {
+        (self.deadline_secs / 3).clamp(2, 20)
+    }
+
     /// Label selector for this run's objects.
     pub fn run_selector(&self) -> String {
         format!("{RUN_LABEL}={}", self.run_id)
@@ -171,6 +176,8 @@ impl ProbeOptions {
             SCRIPT.to_string(),
             "podresolve".to_string(),
         ];
+        argv.push("--step-timeout".into());
+        argv.push(self.step_timeout_secs().to_string());
         if let Some(p) = self.tls_port {
             argv.push("--tls".into());
             argv.push(p.to_string());
@@ -412,6 +419,8 @@ mod tests {
             &argv[3..],
             &[
                 "podresolve",
+                "--step-timeout",
+                "20",
                 "--tls",
                 "443",
                 "--git",

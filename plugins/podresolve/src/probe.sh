@@ -1,24 +1,35 @@
 # kubectl-podresolve probe script (protocol v1). A FIXED constant: user values reach it only
 # as positional arguments ("$@"), never as shell text. Run as: sh -c "$SCRIPT" podresolve
-# [--tls PORT] [--git URL] [--] HOST...  Every section starts with "#podresolve section KIND
-# [ARG]" and ends with "#podresolve end rc=N" (N = the tool's exit status, 127 = not found).
+# [--step-timeout SECS] [--tls PORT] [--git URL] [--] HOST...  Every section starts with
+# "#podresolve section KIND [ARG]" and ends with "#podresolve end rc=N" (N = the tool's exit
+# status, 127 = not found, 124/143 = killed by the step timeout).
 m='#podresolve'
+GIT_TERMINAL_PROMPT=0; export GIT_TERMINAL_PROMPT
 tls_port=''
 git_url=''
+step=''
 while [ "$#" -gt 0 ]; do
   case "$1" in
+    --step-timeout) step="$2"; shift 2 ;;
     --tls) tls_port="$2"; shift 2 ;;
     --git) git_url="$2"; shift 2 ;;
     --) shift; break ;;
     *) break ;;
   esac
 done
+# Bound each tool when a working `timeout` exists (coreutils and BusyBox >= 1.30 share the
+# `timeout SECS CMD` form); ephemeral containers have no activeDeadlineSeconds.
+if [ -n "$step" ] && timeout 5 true >/dev/null 2>&1; then
+  t() { timeout "$step" "$@"; }
+else
+  t() { "$@"; }
+fi
 printf '%s begin v1\n' "$m"
-for t in getent nslookup openssl git; do
-  p=$(command -v "$t" 2>/dev/null) || p=''
+for tool in getent nslookup openssl git; do
+  p=$(command -v "$tool" 2>/dev/null) || p=''
   r=''
   [ -n "$p" ] && r=$(readlink -f "$p" 2>/dev/null)
-  printf '%s tool %s %s %s\n' "$m" "$t" "${p:--}" "${r:--}"
+  printf '%s tool %s %s %s\n' "$m" "$tool" "${p:--}" "${r:--}"
 done
 printf '%s section resolv.conf\n' "$m"
 cat /etc/resolv.conf 2>&1
@@ -28,16 +39,16 @@ cat /etc/hosts 2>&1
 printf '%s end rc=%s\n' "$m" "$?"
 for h in "$@"; do
   printf '%s section getent %s\n' "$m" "$h"
-  if command -v getent >/dev/null 2>&1; then getent ahosts "$h" 2>&1; rc=$?; else echo 'getent: not found in image'; rc=127; fi
+  if command -v getent >/dev/null 2>&1; then t getent ahosts "$h" 2>&1; rc=$?; else echo 'getent: not found in image'; rc=127; fi
   printf '%s end rc=%s\n' "$m" "$rc"
   printf '%s section nslookup %s\n' "$m" "$h"
-  if command -v nslookup >/dev/null 2>&1; then nslookup "$h" 2>&1; rc=$?; else echo 'nslookup: not found in image'; rc=127; fi
+  if command -v nslookup >/dev/null 2>&1; then t nslookup "$h" 2>&1; rc=$?; else echo 'nslookup: not found in image'; rc=127; fi
   printf '%s end rc=%s\n' "$m" "$rc"
   if [ -n "$tls_port" ]; then
     printf '%s section tls %s\n' "$m" "$h"
     if command -v openssl >/dev/null 2>&1; then
       case "$h" in *:*) target="[$h]:$tls_port" ;; *) target="$h:$tls_port" ;; esac
-      out=$(openssl s_client -connect "$target" -servername "$h" </dev/null 2>&1); rc=$?
+      out=$(t openssl s_client -connect "$target" -servername "$h" </dev/null 2>&1); rc=$?
       printf '%s\n' "$out" | grep -E '^(Verify return code|verify error|Verification)' 2>&1
       printf '%s\n' "$out" | openssl x509 -noout -subject -issuer -enddate 2>&1
       printf '%s\n' "$out" | grep -iE 'errno|error:|connect:' | head -n 5
@@ -47,7 +58,7 @@ for h in "$@"; do
 done
 if [ -n "$git_url" ]; then
   printf '%s section git %s\n' "$m" "$git_url"
-  if command -v git >/dev/null 2>&1; then GIT_TERMINAL_PROMPT=0 git ls-remote "$git_url" HEAD 2>&1; rc=$?; else echo 'git: not found in image'; rc=127; fi
+  if command -v git >/dev/null 2>&1; then t git ls-remote "$git_url" HEAD 2>&1; rc=$?; else echo 'git: not found in image'; rc=127; fi
   printf '%s end rc=%s\n' "$m" "$rc"
 fi
 printf '%s done\n' "$m"

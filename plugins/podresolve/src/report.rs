@@ -46,6 +46,8 @@ pub struct ProbeInfo {
     pub from_pod: Option<String>,
     /// Why the ephemeral-container path was not used (403/404/422 message).
     pub fallback_reason: Option<String>,
+    /// Kubernetes API requests this run made (budget: at most 10 for one host).
+    pub api_requests: u32,
 }
 
 /// Cluster DNS configuration as read from the API.

@@ -1,0 +1,434 @@
+//! The command line and the orchestration of one run.
+
+use crate::cluster::{self, Ephemeral, RequestCounter, WatchTarget};
+use crate::parse::ProbeLog;
+use crate::probe::{Carrier, DEFAULT_IMAGE, ProbeOptions, SourcePod};
+use crate::report::{self, Inputs};
+use crate::validate::{Host, parse_git_url, parse_host, parse_port};
+use crate::workstation;
+use cluster_loop::cli::ClusterArgs;
+use cluster_loop::error::{Error, Result};
+use cluster_loop::output::{OutputArgs, OutputFormat, print_machine, write_stdout};
+use cluster_loop::refs::{Kind, ResourceRef};
+use cluster_loop::wait::Progress;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+const EXAMPLES: &str = "\
+Examples:
+  # What does a pod in flux-system get for the Git host, and is it the gateway VIP?
+  kubectl podresolve gitea.prod.example.dev --expect 192.168.2.20 -n flux-system
+
+  # Resolve from inside source-controller's own network namespace (ephemeral container;
+  # falls back to a probe pod copying its namespace, node, dnsPolicy, dnsConfig, hostAliases)
+  kubectl podresolve gitea.prod.example.dev --from deploy/source-controller -n flux-system
+
+  # Several names, absolute (trailing dot: no search list), machine output
+  kubectl podresolve registry gitea.example.local. -o json
+
+  # TLS handshake and git ls-remote from the pod (needs an image with openssl and git)
+  kubectl podresolve gitea.prod.example.dev --tls --git https://gitea.prod.example.dev/flux/fleet.git --image IMAGE
+
+  # Remove probe objects left behind by a killed run
+  kubectl podresolve --cleanup -A
+
+Exit codes:
+  0  every name resolved in the pod (and matched --expect; TLS verified; git reachable)
+  1  the pod cannot resolve a name, --expect mismatch, TLS not verified, git not reachable,
+     or the probe container could not start (e.g. image pull failure)
+  2  usage error (bad host, flag, reference)
+  3  cluster/API error, or the probe did not finish before --timeout
+  130 interrupted (the probe was deleted first)";
+
+/// `kubectl podresolve`: resolve a name from inside the pod network and explain the answer.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "kubectl-podresolve",
+    bin_name = "kubectl podresolve",
+    version,
+    about = "Resolve a name from inside the pod network and explain the answer",
+    long_about = "Runs a throwaway probe (a Job by default) that prints the pod's /etc/resolv.conf, then for \
+each HOST `getent ahosts` (libc: /etc/hosts, search list, ndots) and `nslookup` (DNS wire). \
+Explains the answer from the pod's resolv.conf (the exact FQDNs queried, in order), the CoreDNS \
+Corefile (which plugin answers, in CoreDNS's fixed plugin order), NodeLocal DNSCache, and shows \
+the workstation's own answer with a verdict: same / differs / pod cannot resolve.",
+    after_help = EXAMPLES
+)]
+pub struct Cli {
+    /// Host names (RFC 1123, optional trailing dot = absolute) or IP addresses
+    #[arg(value_name = "HOST", required_unless_present = "cleanup")]
+    pub hosts: Vec<String>,
+    /// Expected address(es) in the pod; exit 1 when the pod's addresses of those families differ
+    #[arg(long, value_name = "IP[,IP]")]
+    pub expect: Option<String>,
+    /// Resolve from inside this pod's network (ephemeral container): pod/NAME or deploy/NAME
+    #[arg(long, value_name = "pod/NAME|deploy/NAME")]
+    pub from: Option<String>,
+    /// Run the probe on this node (spec.nodeName)
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+    /// Probe image; needs getent and nslookup (and openssl/git for --tls/--git)
+    #[arg(long, value_name = "IMAGE", default_value = DEFAULT_IMAGE)]
+    pub image: String,
+    /// Deadline for the probe (Go duration: 30s, 2m); also its activeDeadlineSeconds
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    pub timeout: String,
+    /// Probe carrier: job (TTL-cleaned) or pod
+    #[arg(long = "kind", value_enum, default_value = "job")]
+    pub carrier: Carrier,
+    /// TLS handshake from the pod to each host (default port 443)
+    #[arg(long, value_name = "PORT", num_args = 0..=1, require_equals = true, default_missing_value = "443")]
+    pub tls: Option<String>,
+    /// `git ls-remote URL HEAD` from the pod
+    #[arg(long, value_name = "URL")]
+    pub git: Option<String>,
+    /// Delete leftover probe Jobs/Pods (label app.kubernetes.io/managed-by=kubectl-podresolve)
+    #[arg(long, conflicts_with_all = ["hosts", "expect", "from", "tls", "git"])]
+    pub cleanup: bool,
+    /// With --cleanup: all namespaces
+    #[arg(short = 'A', long, requires = "cleanup")]
+    pub all_namespaces: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub cluster: ClusterArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub output: OutputArgs,
+}
+
+/// Validated arguments.
+#[derive(Debug)]
+pub struct Validated {
+    /// Hosts.
+    pub hosts: Vec<Host>,
+    /// --expect.
+    pub expect: Option<Vec<std::net::IpAddr>>,
+    /// --tls port.
+    pub tls_port: Option<u16>,
+    /// --git URL.
+    pub git_url: Option<String>,
+    /// --timeout.
+    pub timeout: Duration,
+    /// --from reference.
+    pub from: Option<ResourceRef>,
+}
+
+/// Validate everything before touching the cluster.
+///
+/// Errors: [`Error::Usage`] (exit 2) naming the bad value.
+pub fn validate(cli: &Cli) -> Result<Validated> {
+    let hosts = cli
+        .hosts
+        .iter()
+        .map(|h| parse_host(h).map_err(|e| Error::usage(e.to_string())))
+        .collect::<Result<Vec<_>>>()?;
+    let expect = cli
+        .expect
+        .as_deref()
+        .map(workstation::parse_expect)
+        .transpose()
+        .map_err(Error::usage)?;
+    let tls_port = cli
+        .tls
+        .as_deref()
+        .map(parse_port)
+        .transpose()
+        .map_err(|e| Error::usage(e.to_string()))?;
+    let git_url = cli
+        .git
+        .as_deref()
+        .map(parse_git_url)
+        .transpose()
+        .map_err(|e| Error::usage(e.to_string()))?;
+    let timeout = cluster_loop::duration::parse_go_duration(&cli.timeout)
+        .map_err(|e| Error::usage(format!("--timeout {:?}: {e}", cli.timeout)))?;
+    if timeout < Duration::from_secs(5) {
+        return Err(Error::usage(format!(
+            "--timeout {} is too short: a probe pod needs at least 5s to be scheduled and run",
+            cli.timeout
+        )));
+    }
+    let from = cli
+        .from
+        .as_deref()
+        .map(|f| ResourceRef::parse(f, &[Kind::Pod, Kind::Deployment]))
+        .transpose()?;
+    if let Some(node) = &cli.node {
+        cluster_loop::refs::validate_name(node)
+            .map_err(|e| Error::usage(format!("--node {node:?}: {e}")))?;
+    }
+    if cli.image.is_empty()
+        || cli
+            .image
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(Error::usage(format!(
+            "--image {:?} is not an image reference",
+            cli.image
+        )));
+    }
+    Ok(Validated {
+        hosts,
+        expect,
+        tls_port,
+        git_url,
+        timeout,
+        from,
+    })
+}
+
+async fn shutdown_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return "SIGINT";
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "SIGINT"
+    }
+}
+
+/// Exit code for an interrupted run.
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Run the command; returns the exit code (errors carry their own).
+pub async fn run(cli: Cli) -> Result<i32> {
+    let v = validate(&cli)?;
+    if cli.cleanup {
+        let conn = cli.cluster.connect().await?;
+        let ns = (!cli.all_namespaces).then(|| conn.namespace.clone());
+        let swept = cluster::sweep(&conn, ns.as_deref()).await?;
+        if cli.output.output.is_machine() {
+            print_machine(cli.output.output, &serde_json::json!({ "deleted": swept }))?;
+        } else if swept.is_empty() {
+            write_stdout(&format!(
+                "no podresolve probe objects in {}\n",
+                ns.as_deref()
+                    .map(|n| format!("namespace {n}"))
+                    .unwrap_or_else(|| "any namespace".into())
+            ))?;
+        } else {
+            let mut s = String::new();
+            for o in &swept {
+                s.push_str(&format!("deleted {} {}/{}\n", o.kind, o.namespace, o.name));
+            }
+            write_stdout(&s)?;
+        }
+        return Ok(0);
+    }
+
+    let conn = cli.cluster.connect().await?;
+    let progress = Progress::for_output("podresolve", &cli.output);
+    let n = RequestCounter::default();
+    let deadline_secs = v.timeout.as_secs().max(5) as i64;
+    let mut opts = ProbeOptions {
+        namespace: conn.namespace.clone(),
+        image: cli.image.clone(),
+        hosts: v.hosts.clone(),
+        tls_port: v.tls_port,
+        git_url: v.git_url.clone(),
+        deadline_secs,
+        node: cli.node.clone(),
+        run_id: crate::probe::new_run_id(),
+        source: None,
+    };
+    if (v.tls_port.is_some() || v.git_url.is_some()) && cli.image == DEFAULT_IMAGE {
+        progress.println(format!(
+            "note: {DEFAULT_IMAGE} has no openssl/git; --tls/--git report 'not found in image' unless --image has them"
+        ));
+    }
+
+    // The workstation answers and the cluster's DNS config, concurrently with the probe.
+    let ws_hosts: Vec<String> = v.hosts.iter().map(Host::arg).collect();
+    let ws_task = tokio::task::spawn_blocking(move || {
+        ws_hosts
+            .iter()
+            .map(|h| workstation::resolve(h))
+            .collect::<Vec<_>>()
+    });
+    let dns_fut = cluster::read_cluster_dns(&conn, &n);
+
+    let attempted = AtomicBool::new(false);
+    let mut carrier_name = match cli.carrier {
+        Carrier::Job => "job",
+        Carrier::Pod => "pod",
+    };
+    let mut fallback_reason: Option<String> = None;
+    let mut source: Option<SourcePod> = None;
+    let local_deadline = tokio::time::Instant::now() + v.timeout + Duration::from_secs(15);
+    progress.set_deadline(local_deadline);
+
+    let work = async {
+        let mut ephemeral_pod: Option<(String, String)> = None;
+        if let Some(target) = &v.from {
+            let ns = conn.namespace.clone();
+            let pod = cluster::resolve_from(&conn, target, &ns, &n).await?;
+            let src = SourcePod::from_pod(&pod);
+            match cluster::attach_ephemeral(&conn, &pod, &opts, &n).await? {
+                Ephemeral::Attached => {
+                    carrier_name = "ephemeral";
+                    ephemeral_pod = Some((src.namespace.clone(), src.name.clone()));
+                }
+                Ephemeral::Refused(reason) => {
+                    progress.println(format!(
+                        "ephemeral container not allowed on pod/{} ({reason}); falling back to a probe {} copying its namespace, node, dnsPolicy, dnsConfig and hostAliases",
+                        src.name, carrier_name
+                    ));
+                    fallback_reason = Some(reason);
+                }
+            }
+            source = Some(src.clone());
+            opts.source = Some(src);
+        }
+        let (ns, watch_target, container, is_ephemeral) = match &ephemeral_pod {
+            Some((ns, pod)) => (
+                ns.clone(),
+                WatchTarget::PodName(pod.clone()),
+                opts.name(),
+                true,
+            ),
+            None => {
+                attempted.store(true, Ordering::SeqCst);
+                progress.set_status(format!("creating {carrier_name} {}", opts.name()));
+                cluster::create_probe(&conn, &opts, cli.carrier, &n).await?;
+                (
+                    opts.target_namespace().to_string(),
+                    WatchTarget::RunLabel(opts.run_selector()),
+                    "probe".to_string(),
+                    false,
+                )
+            }
+        };
+        let watch = cluster::ProbeWatch {
+            namespace: ns.clone(),
+            target: watch_target,
+            container: container.clone(),
+            ephemeral: is_ephemeral,
+        };
+        let finished = cluster::watch_probe(&conn, &watch, local_deadline, &progress, &n).await?;
+        let log = cluster::read_log(&conn, &ns, &finished.pod, &container, &n).await?;
+        Ok::<_, Error>((finished, log))
+    };
+
+    let (outcome, dns) = {
+        let sig = shutdown_signal();
+        tokio::pin!(sig);
+        tokio::pin!(work);
+        let joined = async { tokio::join!(&mut work, dns_fut) };
+        tokio::select! {
+            (w, d) = joined => (Ok(w), Some(d)),
+            s = &mut sig => (Err(s), None),
+        }
+    };
+
+    // Cleanup: always, once a create was attempted.
+    let cleanup_result = if attempted.load(Ordering::SeqCst) {
+        let r = cluster::delete_probe(
+            &conn,
+            opts.target_namespace(),
+            &opts.name(),
+            cli.carrier,
+            Duration::from_secs(20),
+            &n,
+        )
+        .await;
+        if let Err(e) = &r {
+            progress.println(format!("warning: cleanup failed: {e}"));
+        }
+        r
+    } else {
+        Ok(())
+    };
+    progress.finish();
+
+    let (finished, log) = match outcome {
+        Err(signal) => {
+            eprintln!(
+                "interrupted by {signal}: {}",
+                if attempted.load(Ordering::SeqCst) {
+                    match cleanup_result {
+                        Ok(()) => format!(
+                            "probe {} {}/{} deleted",
+                            carrier_name,
+                            opts.target_namespace(),
+                            opts.name()
+                        ),
+                        Err(_) => "probe NOT deleted (see warning above)".to_string(),
+                    }
+                } else {
+                    "nothing was created".into()
+                }
+            );
+            return Ok(EXIT_INTERRUPTED);
+        }
+        Ok(Err(e)) => {
+            if carrier_name == "ephemeral" {
+                eprintln!(
+                    "note: the ephemeral container {} stays listed in the pod spec (Kubernetes cannot remove ephemeral containers)",
+                    opts.name()
+                );
+            }
+            return Err(e);
+        }
+        Ok(Ok(x)) => x,
+    };
+    let workstation = ws_task
+        .await
+        .map_err(|e| Error::Other(format!("workstation resolver task failed: {e}")))?;
+    let parsed = ProbeLog::parse(&log);
+    if parsed.version.is_none() {
+        return Err(Error::Finding(format!(
+            "the probe pod {} printed no podresolve output (exit code {:?}{}): is {} a shell image with sh?",
+            finished.pod,
+            finished.exit_code,
+            finished
+                .failure
+                .as_deref()
+                .map(|f| format!(", {f}"))
+                .unwrap_or_default(),
+            opts.image
+        )));
+    }
+    let mut info = cluster::probe_info(
+        &opts,
+        carrier_name,
+        Some(&finished),
+        source.as_ref(),
+        fallback_reason,
+    );
+    info.api_requests = n.get();
+    let dns = dns.unwrap_or_default();
+    let rep = report::build(Inputs {
+        log: &parsed,
+        hosts: &v.hosts,
+        cluster: &dns,
+        workstation,
+        expect: v.expect.clone(),
+        probe: info,
+    });
+    match cli.output.output {
+        OutputFormat::Table => write_stdout(&report::render_text(&rep))?,
+        f => print_machine(f, &rep)?,
+    }
+    if carrier_name == "ephemeral" {
+        eprintln!(
+            "note: the ephemeral container {} has exited; it stays listed in pod/{} until the pod is replaced (Kubernetes cannot remove ephemeral containers)",
+            opts.name(),
+            source.as_ref().map(|s| s.name.as_str()).unwrap_or("?")
+        );
+    }
+    Ok(rep.exit_code)
+}

@@ -1,0 +1,92 @@
+//! The real binary: usage errors exit 2 before any cluster access; hostile input refused.
+
+use std::process::Command;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kubectl-podresolve"));
+    // A kubeconfig that must never be read: validation happens first.
+    c.env("KUBECONFIG", "/nonexistent/podresolve-test-kubeconfig");
+    c
+}
+
+#[test]
+fn hostile_hosts_are_refused_with_exit_2() {
+    for bad in [
+        "gitea.example.dev;id",
+        "$(reboot)",
+        "a b",
+        "x\ny",
+        "`id`",
+        "under_score.example",
+        "10.1",
+    ] {
+        let out = bin().arg("--").arg(bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("error: host "), "{bad:?}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+    let out = bin().arg("--").arg("-oProxyCommand=x").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = bin().arg("--").arg("-flag").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("starts with '-'"));
+    let long = format!("{}.example", "a".repeat(64));
+    let out = bin().arg(&long).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    for args in [
+        vec!["gitea.example.dev", "--expect", "gitea"],
+        vec!["gitea.example.dev", "--tls=70000"],
+        vec!["gitea.example.dev", "--git", "--upload-pack=touch /tmp/x"],
+        vec!["gitea.example.dev", "--git=ext::sh -c id"],
+        vec!["gitea.example.dev", "--timeout", "1s"],
+        vec!["gitea.example.dev", "--timeout", "soon"],
+        vec!["gitea.example.dev", "--from", "svc/x"],
+        vec!["gitea.example.dev", "--image", "alpine 3"],
+        vec![],
+    ] {
+        let out = bin().args(&args).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn help_has_examples_and_exit_codes() {
+    let out = bin().arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("--expect 192.168.2.20"));
+    assert!(s.contains("--from deploy/source-controller"));
+    assert!(s.contains("Exit codes:"));
+}
+
+#[test]
+fn unreachable_cluster_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("config");
+    std::fs::write(
+        &kc,
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n    namespace: team\nusers:\n- name: u\n  user:\n    token: t\n",
+    )
+    .unwrap();
+    let out = bin()
+        .env("KUBECONFIG", &kc)
+        .args(["gitea.example.dev", "--timeout", "10s"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
