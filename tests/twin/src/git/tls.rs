@@ -24,7 +24,7 @@ fn tls_err(what: &str, e: impl std::fmt::Display) -> GitError {
     GitError::Tls(format!("{what}: {e}"))
 }
 
-/// Generates a fresh ECDSA P-256 CA ("cluster-loop twin Git CA") and a server certificate for
+/// Generates a fresh ECDSA P-256 CA ("cluster-loop twin Git CA <unique hex>") and a server certificate for
 /// `127.0.0.1`, `localhost` and `dns_names` (subjectAltName entries; IP literals become IP
 /// SANs), and a rustls server config offering ALPN `h2` and `http/1.1` like a typical
 /// reverse proxy in front of Gitea.
@@ -32,9 +32,17 @@ pub(crate) fn generate(dns_names: &[String]) -> Result<Pki, GitError> {
     let mut ca_params =
         CertificateParams::new(Vec::<String>::new()).map_err(|e| tls_err("CA params", e))?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "cluster-loop twin Git CA");
+    // Each server's CA gets a distinct subject, as real CAs have: TLS libraries look issuers up
+    // by subject name, so two CAs with one name in a bundle would shadow each other.
+    let unique = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+        ^ u128::from(std::process::id());
+    ca_params.distinguished_name.push(
+        DnType::CommonName,
+        format!("cluster-loop twin Git CA {unique:x}"),
+    );
     ca_params
         .distinguished_name
         .push(DnType::OrganizationName, "cluster-loop twin");
