@@ -327,6 +327,7 @@ fn overlays_define_every_variable_and_only_patch_cluster_vars() {
             .and_then(|c| c.pointer("/data"))
             .and_then(Value::as_object)
             .unwrap_or_else(|| panic!("{dir}: cluster-vars has no data"));
+        let mut used = BTreeSet::new();
         for k in flux_kustomizations(docs) {
             if name(k) == "flux-system" {
                 continue;
@@ -336,12 +337,21 @@ fn overlays_define_every_variable_and_only_patch_cluster_vars() {
                 .get(path)
                 .unwrap_or_else(|| panic!("{dir}: {} path {path} was not rendered", name(k)));
             for (var, has_default) in substitution_vars(target) {
+                used.insert(var.clone());
                 assert!(
                     has_default || vars.contains_key(&var),
                     "{dir}: {} renders ${{{var}}} but cluster-vars does not define it",
                     name(k)
                 );
             }
+        }
+        // No dead knobs: every key is substituted somewhere, so a TBD-PROD-* placeholder
+        // always lands in a field and fails there instead of sitting unused.
+        for key in vars.keys() {
+            assert!(
+                used.contains(key),
+                "{dir}: cluster-vars key {key} is never substituted"
+            );
         }
         for (key, value) in vars {
             let value = value
@@ -597,6 +607,85 @@ fn image_automation_markers_are_on_the_right_fields() {
                     name(d)
                 );
             }
+        }
+    }
+}
+
+/// The fleet as Flux sees it: served by the twin's Git server under the URL the GitRepository
+/// authors (`https://gitea.example.local/org/fleet.git`, bearer token, private CA), cloned with
+/// real git, and every Kustomization path in the clone renders.
+#[test]
+fn fleet_served_over_git_renders_from_a_clone() {
+    use twin::git::{Change, GitServer, GitServerOptions};
+    let root = repo_root();
+    let server = GitServer::start(GitServerOptions::default()).unwrap();
+    server.create_repo("org/fleet", "main").unwrap();
+    let head = server
+        .commit_on(
+            "org/fleet",
+            "main",
+            &[Change::copy_dir(root.join("clusters"), "clusters")],
+            "fleet",
+        )
+        .unwrap();
+    server
+        .set_auth("org/fleet", "flux", &["fleet-token"])
+        .unwrap();
+
+    let dev = render("clusters/dev");
+    let git_repo = find(&dev, "GitRepository", "flux-system", "flux-system").unwrap();
+    let url = s(git_repo, "/spec/url").unwrap();
+    let branch = s(git_repo, "/spec/ref/branch").unwrap();
+    let host = url::Url::parse(url).unwrap().host_str().unwrap().to_owned();
+
+    let work = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new("timeout");
+    cmd.args(["300", "git"]);
+    for (k, v) in server.host_alias_config(&host) {
+        cmd.arg("-c").arg(format!("{k}={v}"));
+    }
+    cmd.arg("-c")
+        .arg(format!("http.sslCAInfo={}", server.ca_file().display()))
+        .args(["-c", "http.extraHeader=Authorization: Bearer fleet-token"])
+        .args(["clone", "--quiet", "--branch", branch, url, "fleet"])
+        .current_dir(work.path())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", work.path())
+        .env("GIT_TERMINAL_PROMPT", "0")
+        // GIT_SSL_CAINFO in the environment would override http.sslCAInfo.
+        .env_remove("GIT_SSL_CAINFO")
+        .env_remove("GIT_SSL_NO_VERIFY")
+        .env_remove("GIT_ASKPASS");
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "clone of {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let clone = work.path().join("fleet");
+    let rev = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(&clone)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&rev.stdout).trim(), head);
+
+    for env in ["dev", "prod"] {
+        let docs = render(&format!("clusters/{env}"));
+        for k in flux_kustomizations(&docs) {
+            let path = s(k, "/spec/path").unwrap();
+            let dir = clone.join(path.trim_start_matches("./"));
+            let out = Command::new("kubectl")
+                .arg("kustomize")
+                .arg(&dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{env}: {} path {path} in the clone: {}",
+                name(k),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     }
 }

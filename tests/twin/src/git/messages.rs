@@ -39,7 +39,8 @@ pub fn unable_to_access(url: &str) -> String {
 /// CAs, here with no CA file configured: the full line is
 /// `fatal: unable to access '<url>/': server certificate verification failed. CAfile: none
 /// CRLfile: none`. With `GIT_SSL_CAINFO`/`http.sslCAInfo` set to another CA, `none` after
-/// `CAfile:` is that file's path. libcurl-OpenSSL says instead
+/// `CAfile:` is that file's path (note: `GIT_SSL_CAINFO` in the environment, as on our
+/// machines where it names the system bundle, overrides `http.sslCAInfo`). libcurl-OpenSSL says instead
 /// `SSL certificate problem: unable to get local issuer certificate`.
 pub const TLS_VERIFY_FAILED_GNUTLS: &str =
     "server certificate verification failed. CAfile: none CRLfile: none";
