@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod completion;
 pub mod conditions;
 pub mod duration;
 pub mod error;

@@ -1,0 +1,239 @@
+//! `cargo run -p xtask -- dist|manifests|validate`: see `--help`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use xtask::dist::{self, DistOptions};
+use xtask::plugins::{self, PLUGINS, Plugin};
+use xtask::{manifest, validate};
+
+/// cluster-loop release tasks.
+#[derive(Parser, Debug)]
+#[command(name = "xtask")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Build the plugins, pack dist/<plugin>_<version>_<os>_<arch>.tar.gz|zip with their
+    /// .sha256, and write krew-manifests/<name>.yaml listing every platform with a known sum.
+    ///
+    /// Example: cargo run -p xtask -- dist --target x86_64-unknown-linux-gnu --version v0.1.0
+    Dist {
+        /// Rust target triple (default: the host, built without --target).
+        #[arg(long)]
+        target: Option<String>,
+        /// Release version, v-prefixed semver (default: v + the plugins' Cargo version).
+        #[arg(long)]
+        version: Option<String>,
+        /// Cargo profile: release for real archives, dev for fast test builds.
+        #[arg(long, default_value = "release")]
+        profile: String,
+        /// Output directory of archives and .sha256 files.
+        #[arg(long, default_value = "dist")]
+        out_dir: PathBuf,
+        /// Directory of the krew manifests.
+        #[arg(long, default_value = "krew-manifests")]
+        manifests_dir: PathBuf,
+        /// Do not write manifests (release matrix jobs; the assemble job writes them).
+        #[arg(long)]
+        no_manifests: bool,
+        /// sha256sum-format file with other platforms' archive sums (repeatable).
+        #[arg(long = "sha-file")]
+        sha_files: Vec<PathBuf>,
+        /// Only this plugin (repeatable; krew name or binary name).
+        #[arg(long = "plugin", value_parser = parse_plugin)]
+        plugins: Vec<Plugin>,
+    },
+    /// Write krew-manifests/<name>.yaml from archive sums (dist/*.sha256 and --sha-file),
+    /// re-hashing every archive present in --dist-dir.
+    Manifests {
+        /// Release version, v-prefixed semver.
+        #[arg(long)]
+        version: String,
+        /// Directory with archives and their .sha256 files.
+        #[arg(long, default_value = "dist")]
+        dist_dir: PathBuf,
+        /// sha256sum-format files (repeatable).
+        #[arg(long = "sha-file")]
+        sha_files: Vec<PathBuf>,
+        /// Directory of the krew manifests.
+        #[arg(long, default_value = "krew-manifests")]
+        manifests_dir: PathBuf,
+        /// Fail unless every plugin has all five release platforms.
+        #[arg(long)]
+        require_all: bool,
+    },
+    /// Validate manifests by krew's rules; with --dist-dir, also install each platform whose
+    /// archive is there (files globs, bin, license file).
+    Validate {
+        /// Manifest files (default: krew-manifests/*.yaml).
+        files: Vec<PathBuf>,
+        /// Directory holding the archives the manifests name.
+        #[arg(long)]
+        dist_dir: Option<PathBuf>,
+    },
+}
+
+fn parse_plugin(s: &str) -> Result<Plugin, String> {
+    plugins::find(s).ok_or_else(|| {
+        format!(
+            "unknown plugin {s:?} (one of {})",
+            PLUGINS.map(|p| p.name).join(", ")
+        )
+    })
+}
+
+fn root() -> PathBuf {
+    // xtask/ is one level below the workspace root.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    let root = root();
+    let abs = |p: PathBuf| if p.is_absolute() { p } else { root.join(p) };
+    match cli.cmd {
+        Cmd::Dist {
+            target,
+            version,
+            profile,
+            out_dir,
+            manifests_dir,
+            no_manifests,
+            sha_files,
+            plugins,
+        } => {
+            let report = dist::dist(&DistOptions {
+                root: root.clone(),
+                target,
+                version,
+                profile,
+                out_dir: abs(out_dir),
+                manifests_dir: (!no_manifests).then(|| abs(manifests_dir)),
+                sha_files: sha_files.into_iter().map(abs).collect(),
+                plugins,
+            })?;
+            for (p, path, sha, size) in &report.archives {
+                println!("{}\t{}\t{sha}\tbinary {size} bytes", p.name, path.display());
+            }
+            Ok(())
+        }
+        Cmd::Manifests {
+            version,
+            dist_dir,
+            sha_files,
+            manifests_dir,
+            require_all,
+        } => {
+            validate::parse_semver(&version).map_err(|e| format!("--version: {e}"))?;
+            let written = dist::write_manifests(
+                &PLUGINS,
+                &version,
+                &abs(dist_dir),
+                &sha_files.into_iter().map(abs).collect::<Vec<_>>(),
+                &abs(manifests_dir),
+                require_all,
+            )?;
+            for (path, listed) in written {
+                println!("{}\t{} platforms", path.display(), listed.len());
+            }
+            Ok(())
+        }
+        Cmd::Validate { files, dist_dir } => {
+            let files = if files.is_empty() {
+                let dir = root.join("krew-manifests");
+                let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+                    .map_err(|e| format!("{}: {e}", dir.display()))?
+                    .flatten()
+                    .map(|e| e.path())
+                    .collect();
+                v.sort();
+                v
+            } else {
+                files.into_iter().map(abs).collect()
+            };
+            let mut errors = Vec::new();
+            for f in &files {
+                match validate::validate_file(f) {
+                    Ok(m) => {
+                        println!(
+                            "{}: valid ({} platforms)",
+                            f.display(),
+                            m.spec.platforms.len()
+                        );
+                        if let Some(dir) = &dist_dir {
+                            errors.extend(check_archives(f, &m, &abs(dir.clone())));
+                        }
+                    }
+                    Err(e) => errors.extend(e),
+                }
+            }
+            if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(errors.join("\n"))
+            }
+        }
+    }
+}
+
+/// Installs every platform of `m` whose archive is in `dir` into a scratch KREW_ROOT.
+fn check_archives(path: &Path, m: &manifest::Manifest, dir: &Path) -> Vec<String> {
+    let mut errors = Vec::new();
+    for p in &m.spec.platforms {
+        let Some(file) = p.uri.rsplit('/').next() else {
+            continue;
+        };
+        let archive_path = dir.join(file);
+        if !archive_path.is_file() {
+            println!(
+                "{}: {file} not in {}, skipped",
+                path.display(),
+                dir.display()
+            );
+            continue;
+        }
+        let Some(sel) = &p.selector else { continue };
+        let Some((os, arch)) = xtask::platform::KREW_SUPPORTED
+            .iter()
+            .find(|(os, arch)| sel.matches(os, arch))
+        else {
+            continue;
+        };
+        let scratch = std::env::temp_dir().join(format!(
+            "xtask-validate-{}-{os}-{arch}-{}",
+            std::process::id(),
+            m.metadata.name
+        ));
+        let _ = std::fs::remove_dir_all(&scratch);
+        match xtask::install::install(&scratch, path, &archive_path, os, arch) {
+            Ok(inst) if validate::has_license_file(&inst.files) => {
+                println!("{}: {os}/{arch} installs: {:?}", path.display(), inst.files);
+            }
+            Ok(inst) => errors.push(format!(
+                "{}: {os}/{arch}: no license file among installed files {:?}",
+                path.display(),
+                inst.files
+            )),
+            Err(e) => errors.push(format!("{}: {os}/{arch}: {e}", path.display())),
+        }
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    errors
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

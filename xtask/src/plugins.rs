@@ -1,0 +1,76 @@
+//! The plugins the suite ships, with the texts their krew manifests carry.
+
+/// One kubectl plugin of the suite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plugin {
+    /// krew plugin name, also the kubectl command word: `unstick` for `kubectl unstick`.
+    pub name: &'static str,
+    /// Cargo package that builds it, and the binary name: `kubectl-unstick`.
+    pub package: &'static str,
+    /// krew `spec.shortDescription`: one line, at most 50 characters (`kubectl krew search`
+    /// truncates at 50: krew cmd/krew/cmd/search.go `limitString(..., 50)`).
+    pub short_description: &'static str,
+    /// krew `spec.description`: what it does, a few lines.
+    pub description: &'static str,
+}
+
+/// The four plugins, in README order.
+pub const PLUGINS: [Plugin; 4] = [
+    Plugin {
+        name: "unstick",
+        package: "kubectl-unstick",
+        short_description: "Unstick a Flux Kustomization, with proof",
+        description: "Explains why a Flux Kustomization is stuck (an in-flight health check, the\n\
+                      dependsOn chain, its source, the controller) and pulls the lever that really\n\
+                      cancels the run on the installed kustomize-controller version, with a\n\
+                      deadline, then proves Ready at the new revision.",
+    },
+    Plugin {
+        name: "podresolve",
+        package: "kubectl-podresolve",
+        short_description: "Resolve a DNS name from inside the pod network",
+        description: "Resolves a host name from inside the pod network instead of the workstation\n\
+                      and explains the answer: the pod's resolv.conf (search list, ndots), the\n\
+                      CoreDNS Corefile and the workstation's answer side by side.",
+    },
+    Plugin {
+        name: "markercheck",
+        package: "kubectl-markercheck",
+        short_description: "Lint Flux image-automation setter markers",
+        description: "Offline lint and exact simulation of Flux image-automation setter markers\n\
+                      (# {\"$imagepolicy\": \"ns:name[:tag|:name|:digest]\"}) in a Git checkout:\n\
+                      shows what image-automation-controller would commit before it breaks a\n\
+                      rollout.",
+    },
+    Plugin {
+        name: "cutover",
+        package: "kubectl-cutover",
+        short_description: "Move a Flux GitRepository to a new Git URL",
+        description: "Moves a Flux GitRepository to a new Git URL without rolling the cluster\n\
+                      backwards: preflights the new remote (same commit, auth, TLS), finds where\n\
+                      the URL is authored (including the self-reference trap), cuts over and\n\
+                      verifies the new revision.",
+    },
+];
+
+/// Looks a plugin up by krew name (`unstick`) or package/binary name (`kubectl-unstick`).
+pub fn find(name: &str) -> Option<Plugin> {
+    PLUGINS
+        .iter()
+        .copied()
+        .find(|p| p.name == name || p.package == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_fit_krew() {
+        for p in PLUGINS {
+            assert!(p.short_description.len() <= 50, "{}", p.name);
+            assert!(!p.short_description.contains('\n'), "{}", p.name);
+            assert_eq!(p.package, format!("kubectl-{}", p.name));
+        }
+    }
+}

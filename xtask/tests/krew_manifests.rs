@@ -1,0 +1,396 @@
+//! Every manifest in krew-manifests/ obeys krew's rules (krew internal/index/validation and
+//! cmd/validate-krew-manifest), its files globs match the real archive, the archive carries a
+//! license file, and each rule really rejects a manifest that breaks it.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use xtask::manifest::{self, Manifest};
+use xtask::platform::Platform;
+use xtask::plugins::PLUGINS;
+use xtask::validate::{self, has_license_file};
+
+fn committed() -> Vec<PathBuf> {
+    let dir = common::root().join("krew-manifests");
+    let mut v: Vec<PathBuf> = fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn committed_manifests_follow_krew_rules() {
+    let files = committed();
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let mut want: Vec<String> = PLUGINS.iter().map(|p| format!("{}.yaml", p.name)).collect();
+    want.sort();
+    assert_eq!(
+        names, want,
+        "krew-manifests/ must hold one manifest per plugin"
+    );
+    for f in &files {
+        let m = validate::validate_file(f).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+        assert!(
+            m.spec
+                .caveats
+                .contains(&format!("kubectl {} completion install", m.metadata.name)),
+            "{}: caveats must explain completion install",
+            f.display()
+        );
+        for p in &m.spec.platforms {
+            let file = p.uri.rsplit('/').next().unwrap();
+            assert_eq!(
+                p.uri,
+                manifest::archive_uri(file, &m.spec.version),
+                "uri must be the GitHub release download URL"
+            );
+        }
+    }
+}
+
+/// Applies krew's `files` rules of `m`'s platform for the host to the freshly built archive of
+/// the same plugin and platform: each `from` must match, `bin` must exist, a license file must
+/// be installed.
+fn check_against_archive(path: &Path, m: &Manifest) {
+    let built = common::built("validate");
+    let host = built.report.platform;
+    let plugin = PLUGINS.iter().find(|p| p.name == m.metadata.name).unwrap();
+    let spec = m
+        .spec
+        .platforms
+        .iter()
+        .find(|p| p.selector.as_ref().unwrap().matches(host.os, host.arch))
+        .unwrap_or_else(|| panic!("{}: no platform for the host {host}", path.display()));
+    let archive = built
+        .dist_dir
+        .join(manifest::archive_name(plugin, &built.report.version, &host));
+    let files = xtask::archive::list(&archive).unwrap();
+    for op in spec
+        .files
+        .as_ref()
+        .expect("our manifests list files explicitly")
+    {
+        let pat = glob::Pattern::new(&op.from).unwrap();
+        assert!(
+            files.iter().any(|f| pat.matches(f)),
+            "{}: files.from {:?} matches nothing in {} ({files:?})",
+            path.display(),
+            op.from,
+            archive.display()
+        );
+    }
+    assert!(
+        files.contains(&spec.bin),
+        "{}: bin {} not in archive",
+        path.display(),
+        spec.bin
+    );
+    assert!(
+        has_license_file(&files),
+        "{}: no license file in {files:?}",
+        path.display()
+    );
+}
+
+#[test]
+fn committed_manifests_match_the_archive_layout() {
+    for f in committed() {
+        let m = validate::validate_file(&f).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+        check_against_archive(&f, &m);
+    }
+}
+
+#[test]
+fn generated_manifests_are_valid_and_carry_real_shas() {
+    let built = common::built("validate");
+    for (path, listed) in &built.report.manifests {
+        assert_eq!(
+            listed,
+            &vec![built.report.platform],
+            "a local build lists the host only"
+        );
+        let m = validate::validate_file(path).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+        check_against_archive(path, &m);
+        let (plugin, archive, sha, _) = built
+            .report
+            .archives
+            .iter()
+            .find(|(p, ..)| p.name == m.metadata.name)
+            .unwrap();
+        assert_eq!(m.spec.platforms[0].sha256, *sha, "{}", plugin.name);
+        assert_eq!(xtask::install::sha256_file(archive).unwrap(), *sha);
+    }
+}
+
+#[test]
+fn archives_are_reproducible() {
+    let built = common::built("validate");
+    // The same binaries packed twice more, into other directories: byte-identical archives.
+    let scratch = built.dist_dir.parent().unwrap();
+    let plugins: Vec<_> = built.report.archives.iter().map(|a| a.0).collect();
+    for again in ["again-1", "again-2"] {
+        let archives = xtask::dist::pack(
+            &common::root(),
+            &built.report.bin_dir,
+            &plugins,
+            &built.report.version,
+            &built.report.platform,
+            &scratch.join(again),
+        )
+        .unwrap();
+        for ((p1, _, sha1, _), (p2, path, sha2, _)) in built.report.archives.iter().zip(&archives) {
+            assert_eq!(p1, p2);
+            assert_eq!(
+                sha1,
+                sha2,
+                "{}: {} differs from the first pack",
+                p1.name,
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn zip_archives_are_reproducible_and_unpack_like_krew() {
+    let dir = tempfile::tempdir().unwrap();
+    let entries = vec![
+        xtask::archive::Entry {
+            name: "kubectl-x.exe".into(),
+            mode: 0o755,
+            data: b"MZ not really".to_vec(),
+        },
+        xtask::archive::Entry {
+            name: "LICENSE".into(),
+            mode: 0o644,
+            data: b"Apache".to_vec(),
+        },
+    ];
+    let a = dir.path().join("a.zip");
+    let b = dir.path().join("b.zip");
+    xtask::archive::write_zip(&a, &entries, 1_700_000_000).unwrap();
+    xtask::archive::write_zip(&b, &entries, 1_700_000_000).unwrap();
+    assert_eq!(fs::read(&a).unwrap(), fs::read(&b).unwrap());
+    let out = dir.path().join("out");
+    let files = xtask::archive::extract_like_krew(&a, &out).unwrap();
+    assert_eq!(files, vec!["kubectl-x.exe", "LICENSE"]);
+    assert_eq!(fs::read(out.join("LICENSE")).unwrap(), b"Apache");
+}
+
+/// A valid manifest text for `unstick` with every release platform, to break one rule at a time.
+fn full_manifest() -> String {
+    let plugin = xtask::plugins::find("unstick").unwrap();
+    let mut sums = manifest::Sums::new();
+    for p in xtask::platform::RELEASE_PLATFORMS {
+        sums.insert(
+            manifest::archive_name(&plugin, "v1.2.3", &p),
+            format!("{:064x}", p.arch.len() * 7 + p.os.len()),
+        );
+    }
+    manifest::render(&plugin, "v1.2.3", &sums).unwrap().0
+}
+
+fn errors_for(text: &str, file: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(file);
+    fs::write(&path, text).unwrap();
+    match validate::validate_file(&path) {
+        Ok(_) => Vec::new(),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn full_release_manifest_is_valid() {
+    let text = full_manifest();
+    assert_eq!(errors_for(&text, "unstick.yaml"), Vec::<String>::new());
+    assert_eq!(text.matches("- selector:").count(), 5);
+}
+
+#[test]
+fn each_rule_rejects_a_broken_manifest() {
+    let good = full_manifest();
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "unstick.yaml",
+            good.replace("v1alpha2", "v1alpha1"),
+            "apiVersion",
+        ),
+        (
+            "unstick.yaml",
+            good.replace("kind: Plugin", "kind: Plugins"),
+            "kind",
+        ),
+        ("unstick2.yaml", good.clone(), "should be named"),
+        (
+            "un stick.yaml",
+            good.replace("name: unstick", "name: un stick"),
+            "not allowed",
+        ),
+        ("unstick.yml", good.clone(), "extension"),
+        (
+            "unstick.yaml",
+            good.replace(
+                "shortDescription: Unstick a Flux Kustomization, with proof",
+                "shortDescription: \"Unstick\\na Flux Kustomization\"",
+            ),
+            "line breaks",
+        ),
+        (
+            "unstick.yaml",
+            good.replace(
+                "shortDescription: Unstick a Flux Kustomization, with proof",
+                "shortDescription: Unstick a Flux Kustomization, with proof, and more words",
+            ),
+            "50",
+        ),
+        (
+            "unstick.yaml",
+            good.replace("version: v1.2.3", "version: 1.2.3"),
+            "not starting with 'v'",
+        ),
+        (
+            "unstick.yaml",
+            good.replace("version: v1.2.3", "version: v1.2"),
+            "MAJOR.MINOR.PATCH",
+        ),
+        (
+            "unstick.yaml",
+            good.replace(
+                "        arch: arm64\n",
+                "        arch: arm64\n        libc: gnu\n",
+            ),
+            "not supported",
+        ),
+        (
+            "unstick.yaml",
+            good.replacen("        arch: arm64", "        arch: amd64", 1),
+            "overlapping",
+        ),
+        (
+            "unstick.yaml",
+            good.replacen("        arch: arm64", "        arch: s390x", 1),
+            "doesn't match any supported",
+        ),
+        (
+            "unstick.yaml",
+            good.replacen("sha256: \"", "sha256: \"A", 1),
+            "sha256",
+        ),
+        (
+            "unstick.yaml",
+            good.replacen("    bin: kubectl-unstick\n", "", 1),
+            "`bin` has to be set",
+        ),
+        (
+            "unstick.yaml",
+            good.replacen("    uri: https://", "    uri: http://", 1),
+            "https",
+        ),
+        (
+            "unstick.yaml",
+            good.replacen("      to: .\n", "      to: \"\"\n", 1),
+            "`to` field",
+        ),
+        (
+            "unstick.yaml",
+            good.replacen(
+                "  - selector:\n      matchLabels:\n        os: linux\n        arch: amd64\n",
+                "  - selector:\n      matchLabels: {}\n",
+                1,
+            ),
+            "empty",
+        ),
+        ("unstick.yaml", cut_description(&good), "description"),
+    ];
+    for (file, text, want) in cases {
+        if file == "unstick.yaml" {
+            assert_ne!(text, good, "case {want:?} did not change the manifest");
+        }
+        let errs = errors_for(&text, file);
+        assert!(
+            errs.iter().any(|e| e.contains(want)),
+            "{file}: expected an error containing {want:?}, got {errs:?}"
+        );
+    }
+}
+
+fn cut_description(good: &str) -> String {
+    let start = good.find("  description: |\n").unwrap();
+    let end = good.find("  caveats:").unwrap();
+    format!("{}{}", &good[..start], &good[end..])
+}
+
+#[test]
+fn files_rules_are_checked_against_the_archive() {
+    // A files glob that matches nothing, and an archive without LICENSE, both fail install.
+    let built = common::built("validate");
+    let host: Platform = built.report.platform;
+    let plugin = PLUGINS[0];
+    let archive = built.dist_dir.join(manifest::archive_name(
+        &plugin,
+        &built.report.version,
+        &host,
+    ));
+    let (path, _) = &built.report.manifests[0];
+    let text = fs::read_to_string(path).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+
+    let bad_glob = dir.path().join(format!("{}.yaml", plugin.name));
+    fs::write(
+        &bad_glob,
+        text.replace("from: README.md", "from: docs/*.md"),
+    )
+    .unwrap();
+    let err = xtask::install::install(
+        &dir.path().join("root1"),
+        &bad_glob,
+        &archive,
+        host.os,
+        host.arch,
+    )
+    .unwrap_err();
+    assert!(err.contains("matched the glob pattern=docs/*.md"), "{err}");
+
+    // Same manifest shape, but an archive packed without LICENSE: installs, no license file.
+    let no_license = dir.path().join("nolicense.tar.gz");
+    let mut entries = Vec::new();
+    let extracted = dir.path().join("x");
+    for f in xtask::archive::extract_like_krew(&archive, &extracted).unwrap() {
+        if f != "LICENSE" {
+            entries.push(xtask::archive::Entry {
+                data: fs::read(extracted.join(&f)).unwrap(),
+                mode: 0o755,
+                name: f,
+            });
+        }
+    }
+    xtask::archive::write_tar_gz(&no_license, &entries, 315_532_800).unwrap();
+    let sha = xtask::install::sha256_file(&no_license).unwrap();
+    let m2 = dir.path().join("m2").join(format!("{}.yaml", plugin.name));
+    fs::create_dir_all(m2.parent().unwrap()).unwrap();
+    let orig_sha = &built.report.archives[0].2;
+    fs::write(
+        &m2,
+        text.replace(orig_sha.as_str(), &sha)
+            .replace("    - from: LICENSE\n      to: .\n", ""),
+    )
+    .unwrap();
+    let inst = xtask::install::install(
+        &dir.path().join("root2"),
+        &m2,
+        &no_license,
+        host.os,
+        host.arch,
+    )
+    .unwrap();
+    assert!(!has_license_file(&inst.files), "{:?}", inst.files);
+}
