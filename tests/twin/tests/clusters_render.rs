@@ -689,3 +689,145 @@ fn fleet_served_over_git_renders_from_a_clone() {
         }
     }
 }
+
+/// Spec fields per Flux kind, from upstream Go types (unknown fields would be pruned by the
+/// real API server's structural schema and silently do nothing):
+/// kustomize-controller api/v1 KustomizationSpec, source-controller api/v1 GitRepositorySpec,
+/// image-reflector-controller api/v1 ImageRepositorySpec / ImagePolicySpec,
+/// image-automation-controller api/v1 ImageUpdateAutomationSpec. (kind, apiVersion, allowed
+/// spec keys, required spec keys).
+const FLUX_SPECS: &[(&str, &str, &[&str], &[&str])] = &[
+    (
+        "Kustomization",
+        "kustomize.toolkit.fluxcd.io/v1",
+        &[
+            "commonMetadata",
+            "dependsOn",
+            "decryption",
+            "interval",
+            "retryInterval",
+            "kubeConfig",
+            "path",
+            "postBuild",
+            "prune",
+            "deletionPolicy",
+            "healthChecks",
+            "namePrefix",
+            "nameSuffix",
+            "patches",
+            "images",
+            "serviceAccountName",
+            "sourceRef",
+            "suspend",
+            "targetNamespace",
+            "timeout",
+            "force",
+            "wait",
+            "components",
+            "ignoreMissingComponents",
+            "healthCheckExprs",
+            "driftIgnoreRules",
+        ],
+        &["interval", "prune", "sourceRef"],
+    ),
+    (
+        "GitRepository",
+        "source.toolkit.fluxcd.io/v1",
+        &[
+            "url",
+            "secretRef",
+            "provider",
+            "serviceAccountName",
+            "interval",
+            "timeout",
+            "ref",
+            "verify",
+            "proxySecretRef",
+            "ignore",
+            "suspend",
+            "recurseSubmodules",
+            "include",
+            "sparseCheckout",
+        ],
+        &["url", "interval"],
+    ),
+    (
+        "ImageRepository",
+        "image.toolkit.fluxcd.io/v1",
+        &[
+            "image",
+            "interval",
+            "timeout",
+            "secretRef",
+            "proxySecretRef",
+            "serviceAccountName",
+            "certSecretRef",
+            "suspend",
+            "accessFrom",
+            "exclusionList",
+            "provider",
+            "insecure",
+        ],
+        &["image", "interval"],
+    ),
+    (
+        "ImagePolicy",
+        "image.toolkit.fluxcd.io/v1",
+        &[
+            "imageRepositoryRef",
+            "policy",
+            "filterTags",
+            "digestReflectionPolicy",
+            "interval",
+            "suspend",
+        ],
+        &["imageRepositoryRef", "policy"],
+    ),
+    (
+        "ImageUpdateAutomation",
+        "image.toolkit.fluxcd.io/v1",
+        &[
+            "sourceRef",
+            "git",
+            "interval",
+            "policySelector",
+            "update",
+            "suspend",
+        ],
+        &["sourceRef", "interval"],
+    ),
+];
+
+#[test]
+fn flux_objects_use_upstream_api_versions_and_spec_fields() {
+    let mut seen = BTreeSet::new();
+    for (dir, docs) in render_all() {
+        for d in &docs {
+            let Some((_, api, allowed, required)) = FLUX_SPECS
+                .iter()
+                .find(|(k, ..)| *k == kind(d) && d.get("spec").is_some())
+            else {
+                continue;
+            };
+            // A kustomize `Kustomization` never reaches the output; this one is Flux's.
+            let at = format!("{dir}: {} {}/{}", kind(d), namespace(d), name(d));
+            assert_eq!(s(d, "/apiVersion"), Some(*api), "{at}");
+            let spec = d["spec"].as_object().expect("spec is a mapping");
+            for key in spec.keys() {
+                assert!(
+                    allowed.contains(&key.as_str()),
+                    "{at}: unknown spec field {key}"
+                );
+            }
+            for key in *required {
+                assert!(
+                    spec.contains_key(*key),
+                    "{at}: required spec field {key} missing"
+                );
+            }
+            seen.insert(kind(d).to_owned());
+        }
+    }
+    let all: BTreeSet<String> = FLUX_SPECS.iter().map(|(k, ..)| (*k).to_owned()).collect();
+    assert_eq!(seen, all, "every Flux kind appears in the fleet");
+}
