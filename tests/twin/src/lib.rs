@@ -17,13 +17,16 @@
 pub mod auth;
 pub mod error;
 pub mod faults;
+pub mod flux;
 pub mod git;
 pub mod patch;
 pub mod registry;
+pub mod scenario;
 pub mod selector;
 mod server;
 pub mod store;
 pub mod table;
+pub mod workload;
 
 use base64::Engine;
 use serde_json::{Value, json};

@@ -1,0 +1,211 @@
+//! Scenario (1): the bare-tag rollout on kustomize-controller v1.9 without the cancel gate.
+//! Asserts the exact conditions upstream produces and the work-queue rule that a fix pushed
+//! during the health check waits behind the running reconcile.
+
+use std::time::Duration;
+
+use regex::Regex;
+use serde_json::Value;
+use twin::flux::cluster::{ObjKey, s};
+use twin::scenario::{RunOptions, RunningScenario, Scenario};
+
+const T: Duration = Duration::from_secs(120);
+
+fn ks(name: &str) -> ObjKey {
+    ObjKey::new(
+        "kustomize.toolkit.fluxcd.io/v1",
+        "Kustomization",
+        "flux-system",
+        name,
+    )
+}
+
+fn cond<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
+    o.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+}
+
+fn cond_is(o: &Value, t: &str, status: &str, reason: &str) -> bool {
+    cond(o, t).is_some_and(|c| c["status"] == status && c["reason"] == reason)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bare_tag_rollout_holds_timeout_and_queues_the_fix() {
+    let sc = Scenario::shipped("bare-tag-rollout").unwrap();
+    let run = RunningScenario::start(sc, RunOptions::default())
+        .await
+        .unwrap();
+
+    // Initial rollout: both waves become Ready at the first revision.
+    let w2 = run
+        .wait_for(&ks("apps-wave-2"), T, |o| {
+            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+        })
+        .await
+        .unwrap();
+    let first_rev = s(&w2, "/status/lastAppliedRevision").to_string();
+    assert!(
+        Regex::new("^main@sha1:[0-9a-f]{40}$")
+            .unwrap()
+            .is_match(&first_rev),
+        "{first_rev}"
+    );
+    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    assert_eq!(
+        cond(&w1, "Ready").unwrap()["message"],
+        format!("Applied revision: {first_rev}")
+    );
+    assert_eq!(cond(&w1, "Healthy").unwrap()["reason"], "Succeeded");
+    let inv: Vec<&str> = w1["status"]["inventory"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        inv,
+        vec!["_apps__Namespace", "apps_podinfo_apps_Deployment"]
+    );
+    // postBuild substitution from the cluster-vars ConfigMap reached the Deployment
+    let dep = run
+        .wait_for(
+            &ObjKey::new("apps/v1", "Deployment", "apps", "podinfo"),
+            T,
+            |_| true,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        dep.pointer("/spec/template/spec/containers/0/env/0/value"),
+        Some(&Value::from("dev"))
+    );
+    assert_eq!(
+        s(&dep, "/metadata/labels/kustomize.toolkit.fluxcd.io~1name"),
+        "apps-wave-1"
+    );
+
+    // The automation commit lands: the health check for the bad revision starts.
+    run.wait_fired("automation-commit", T).await.unwrap();
+    let repo_key = ObjKey::new(
+        "source.toolkit.fluxcd.io/v1",
+        "GitRepository",
+        "flux-system",
+        "flux-system",
+    );
+    let r = run
+        .wait_for(&repo_key, Duration::from_secs(10), |o| {
+            s(o, "/status/artifact/revision") != first_rev
+        })
+        .await;
+    eprintln!("REPO {r:?}");
+    let running = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Healthy", "Unknown", "Progressing")
+                && s(o, "/status/lastAttemptedRevision") != first_rev
+        })
+        .await
+        .unwrap();
+    let bad_rev = s(&running, "/status/lastAttemptedRevision").to_string();
+    assert_eq!(
+        cond(&running, "Reconciling").unwrap()["message"],
+        format!("Running health checks for revision {bad_rev} with a timeout of 5m0s")
+    );
+    assert!(cond_is(&running, "Ready", "Unknown", "Progressing"));
+    assert_eq!(
+        cond(&running, "Ready").unwrap()["message"],
+        "Reconciliation in progress"
+    );
+
+    // The pod cannot pull "0.1.1".
+    let pods = run.twin.store();
+    let pod_key = {
+        let gvr = pods.gvr_for_kind("v1", "Pod").unwrap();
+        let deadline = std::time::Instant::now() + T;
+        loop {
+            let l = pods.list(&gvr, Some("apps"), None).unwrap();
+            if let Some(p) = l.iter().find(|p| {
+                p.pointer("/spec/containers/0/image") == Some(&Value::from("0.1.1"))
+                    && s(p, "/status/containerStatuses/0/state/waiting/reason")
+                        == "ImagePullBackOff"
+            }) {
+                break ObjKey::of(p);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no ImagePullBackOff pod: {l:?}"
+            );
+            run.wait_for(
+                &ObjKey::new("v1", "Pod", "apps", "-"),
+                Duration::from_millis(200),
+                |_| false,
+            )
+            .await
+            .ok();
+        }
+    };
+    let pod = run.wait_for(&pod_key, T, |_| true).await.unwrap();
+    assert_eq!(
+        s(&pod, "/status/containerStatuses/0/state/waiting/message"),
+        "Back-off pulling image \"0.1.1\""
+    );
+
+    // apps-wave-2 follows the new revision and waits on wave 1.
+    let w2 = run
+        .wait_for(&ks("apps-wave-2"), T, |o| {
+            cond_is(o, "Ready", "False", "DependencyNotReady")
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        cond(&w2, "Ready").unwrap()["message"],
+        "dependency 'flux-system/apps-wave-1' is not ready"
+    );
+
+    // The fix is pushed during the health check (scenario event) but the run holds its timeout.
+    run.wait_fired("fix-commit", T).await.unwrap();
+    let failed = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Ready", "False", "HealthCheckFailed")
+        })
+        .await
+        .unwrap();
+    let msg = cond(&failed, "Ready").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let re = Regex::new(
+        r"^health check failed after 5m0(\.\d+)?s: timeout waiting for: \[Deployment/apps/podinfo status: 'InProgress'\]$",
+    )
+    .unwrap();
+    assert!(re.is_match(&msg), "{msg}");
+    assert_eq!(
+        cond(&failed, "Healthy").unwrap()["message"],
+        "timeout waiting for: [Deployment/apps/podinfo status: 'InProgress']"
+    );
+    assert_eq!(
+        cond(&failed, "Reconciling").unwrap()["reason"],
+        "ProgressingWithRetry"
+    );
+    assert_eq!(s(&failed, "/status/lastAttemptedRevision"), bad_rev);
+    assert_eq!(s(&failed, "/status/lastAppliedRevision"), first_rev);
+
+    // Only after the stuck run ended does the queued run apply the fix.
+    let fixed = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+                && s(o, "/status/lastAppliedRevision") != first_rev
+        })
+        .await
+        .unwrap();
+    let fix_rev = s(&fixed, "/status/lastAppliedRevision").to_string();
+    assert_ne!(fix_rev, bad_rev);
+    assert!(cond(&fixed, "Reconciling").is_none());
+    run.wait_for(&ks("apps-wave-2"), T, |o| {
+        cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+            && s(o, "/status/lastAppliedRevision") == fix_rev
+    })
+    .await
+    .unwrap();
+}
