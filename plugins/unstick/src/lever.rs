@@ -90,7 +90,11 @@ pub struct Options {
 
 /// One write.
 #[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase", tag = "action")]
+#[serde(
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    tag = "action"
+)]
 pub enum Step {
     /// A JSON merge patch (`application/merge-patch+json`).
     Patch {

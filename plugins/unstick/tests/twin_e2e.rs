@@ -1,0 +1,597 @@
+//! End-to-end: the real `kubectl-unstick` binary against the twin cluster running the
+//! bare-tag-rollout scenario (kustomize-controller model with the work queue and the
+//! CancelHealthCheckOnNewRevision behaviours, workload model with ImagePullBackOff).
+//!
+//! Time: the scenarios run at time scale 0.05 (a nominal 5m health-check timeout lasts 15
+//! real seconds); waits are watch-driven with generous real-time deadlines.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use twin::auth::Rule;
+use twin::faults::{Fault, FaultAction, Trigger};
+use twin::flux::cluster::{ObjKey, s};
+use twin::scenario::{EventSpec, RunOptions, RunningScenario, Scenario};
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
+const T: Duration = Duration::from_secs(240);
+const MARKER: &str = "unstick.cluster-loop.dev/suspended-at";
+
+fn ks(name: &str) -> ObjKey {
+    ObjKey::new(
+        "kustomize.toolkit.fluxcd.io/v1",
+        "Kustomization",
+        "flux-system",
+        name,
+    )
+}
+
+fn repo() -> ObjKey {
+    ObjKey::new(
+        "source.toolkit.fluxcd.io/v1",
+        "GitRepository",
+        "flux-system",
+        "flux-system",
+    )
+}
+
+fn cond<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
+    o.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+}
+
+fn cond_is(o: &Value, t: &str, status: &str, reason: &str) -> bool {
+    cond(o, t).is_some_and(|c| c["status"] == status && c["reason"] == reason)
+}
+
+/// The shipped bare-tag-rollout world with the given controller; the fix commit only when
+/// the test fires it.
+async fn start(version: &str, gate: bool, extra_events: Vec<Value>) -> RunningScenario {
+    let mut sc = Scenario::shipped("bare-tag-rollout").unwrap();
+    sc.controller.version = Some(version.to_string());
+    sc.controller.feature_gates.clear();
+    if gate {
+        sc.controller
+            .feature_gates
+            .insert("CancelHealthCheckOnNewRevision".into(), true);
+    }
+    for e in sc.events.iter_mut() {
+        if e.name == "fix-commit" {
+            e.manual = true;
+        }
+    }
+    for e in extra_events {
+        sc.events
+            .push(serde_json::from_value::<EventSpec>(e).unwrap());
+    }
+    RunningScenario::start(
+        sc,
+        RunOptions {
+            time_scale: Some(0.05),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Waits for the automation commit's health check on apps-wave-1 to be in flight; returns
+/// (first revision, bad revision).
+async fn in_flight(run: &RunningScenario) -> (String, String) {
+    let w2 = run
+        .wait_for(&ks("apps-wave-2"), T, |o| {
+            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+        })
+        .await
+        .unwrap();
+    let first = s(&w2, "/status/lastAppliedRevision").to_string();
+    run.wait_fired("automation-commit", T).await.unwrap();
+    let w1 = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond(o, "Reconciling").is_some_and(|c| {
+                c["status"] == "True"
+                    && c["reason"] == "Progressing"
+                    && s(c, "/message").starts_with("Running health checks")
+            }) && s(o, "/status/lastAttemptedRevision") != first
+        })
+        .await
+        .unwrap();
+    // The pod shows why.
+    run.wait_for(
+        &ObjKey::new("apps/v1", "Deployment", "apps", "podinfo"),
+        T,
+        |d| d.pointer("/spec/template/spec/containers/0/image") == Some(&json!("0.1.1")),
+    )
+    .await
+    .unwrap();
+    let bad = s(&w1, "/status/lastAttemptedRevision").to_string();
+    (first, bad)
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+    }
+}
+
+fn cmd(
+    run: &RunningScenario,
+    kubeconfig: Option<&std::path::Path>,
+    args: &[&str],
+) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(BIN);
+    c.arg("--kubeconfig")
+        .arg(kubeconfig.unwrap_or(run.twin.kubeconfig_path()))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    c
+}
+
+async fn unstick(run: &RunningScenario, args: &[&str]) -> Out {
+    unstick_as(run, None, args).await
+}
+
+async fn unstick_as(run: &RunningScenario, kc: Option<&std::path::Path>, args: &[&str]) -> Out {
+    let o = tokio::time::timeout(T, cmd(run, kc, args).output())
+        .await
+        .expect("kubectl-unstick did not finish")
+        .unwrap();
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into(),
+        stderr: String::from_utf8_lossy(&o.stderr).into(),
+    }
+}
+
+fn not_suspended_by_us(o: &Value) -> bool {
+    o.pointer("/spec/suspend")
+        .is_none_or(|v| v == &json!(false))
+        && o.pointer(&format!(
+            "/metadata/annotations/{}",
+            MARKER.replace('/', "~1")
+        ))
+        .is_none()
+}
+
+fn events_with_reason(run: &RunningScenario, name: &str, reason: &str) -> usize {
+    run.cluster()
+        .list("v1", "Event", Some("flux-system"))
+        .unwrap()
+        .iter()
+        .filter(|e| s(e, "/involvedObject/name") == name && s(e, "/reason") == reason)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gate_off_diagnosis_then_suspend_resume_recovers_with_cascade() {
+    let run = start("v1.9.4", false, vec![]).await;
+
+    // Healthy before the automation commit lands? Wave 2 was Ready at the first revision.
+    let (_first, bad) = in_flight(&run).await;
+
+    let o = unstick(&run, &["ks/apps-wave-1", "--dry-run", "-o", "json"]).await;
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let v = o.json();
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "health-check-in-flight", "{v:#}");
+    assert_eq!(d["healthCheck"]["revision"], bad.as_str());
+    assert_eq!(d["healthCheck"]["timeoutSecs"], 300.0);
+    assert_eq!(d["blocking"][0]["object"], "Deployment/apps/podinfo");
+    assert_eq!(d["blocking"][0]["kstatus"], "InProgress");
+    let pod = &d["blocking"][0]["pods"][0];
+    assert!(
+        ["ImagePullBackOff", "ErrImagePull"].contains(&pod["reason"].as_str().unwrap()),
+        "{v:#}"
+    );
+    assert_eq!(pod["image"], "0.1.1");
+    assert_eq!(d["signatures"][0]["id"], "bare-tag-image");
+    assert_eq!(v["controller"]["cancelMode"], "never");
+    assert_eq!(v["controller"]["version"]["minor"], 9);
+    assert_eq!(v["plan"]["lever"], "suspend-resume");
+    assert_eq!(
+        v["plan"]["recommendGateArg"],
+        "--feature-gates=CancelHealthCheckOnNewRevision=true"
+    );
+    assert_eq!(v["plan"]["steps"][0]["patch"]["spec"]["suspend"], true);
+    assert_eq!(v["action"], "dry-run");
+    // Nothing changed.
+    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    assert!(not_suspended_by_us(&w1));
+
+    // Wave 2 waits on wave 1: the walk names the root and calls the message ordering.
+    run.wait_for(&ks("apps-wave-2"), T, |o| {
+        cond_is(o, "Ready", "False", "DependencyNotReady")
+    })
+    .await
+    .unwrap();
+    let v = unstick(&run, &["ks/apps-wave-2", "--dry-run", "-o", "json"])
+        .await
+        .json();
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "waiting-on-dependencies");
+    assert_eq!(d["rootCause"]["kustomization"], "flux-system/apps-wave-1");
+    assert_eq!(
+        d["rootCause"]["diagnosis"]["class"],
+        "health-check-in-flight"
+    );
+    assert_eq!(v["plan"]["lever"], "fix-dependency");
+
+    // Human output names the lever and the signature.
+    let o = unstick(&run, &["ks/apps-wave-1", "--dry-run"]).await;
+    assert!(o.stdout.contains("Lever: suspend-resume"), "{}", o.stdout);
+    assert!(o.stdout.contains("run kubectl markercheck"), "{}", o.stdout);
+
+    // Push the fix; with the gate off it waits behind the run. Pull the lever and cascade.
+    run.fire("fix-commit");
+    run.wait_fired("fix-commit", T).await.unwrap();
+    let fixed = run
+        .wait_for(&repo(), T, |o| {
+            let r = s(o, "/status/artifact/revision");
+            !r.is_empty() && r != bad
+        })
+        .await
+        .unwrap();
+    let fix_rev = s(&fixed, "/status/artifact/revision").to_string();
+    let o = unstick(
+        &run,
+        &["ks/apps-wave-1", "--yes", "--cascade", "-o", "json"],
+    )
+    .await;
+    let v = o.json();
+    assert_eq!(o.code, 0, "{v:#}\n{}", o.stderr);
+    assert_eq!(v["plan"]["lever"], "suspend-resume");
+    assert_eq!(v["proof"], "recovered");
+    assert_eq!(v["cascade"][0][0][0], "flux-system/apps-wave-2");
+    assert_eq!(v["cascade"][0][0][1], "recovered");
+    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    assert!(not_suspended_by_us(&w1), "{w1:#}");
+    assert_eq!(s(&w1, "/status/lastAppliedRevision"), fix_rev);
+    assert!(cond_is(&w1, "Ready", "True", "ReconciliationSucceeded"));
+    // Our writes carry our field manager.
+    let mf = w1["metadata"]["managedFields"].to_string();
+    assert!(mf.contains("kubectl-unstick") || mf == "null", "{mf}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gate_on_v18_requested_at_cancels_now_and_failure_is_reported() {
+    let run = start("v1.8.3", true, vec![]).await;
+    let (_first, _bad) = in_flight(&run).await;
+    let v = unstick(&run, &["ks/apps-wave-1", "--dry-run", "-o", "json"])
+        .await
+        .json();
+    assert_eq!(v["controller"]["cancelMode"], "any-requeue");
+    assert_eq!(v["plan"]["lever"], "request-reconcile");
+    assert!(v["plan"].get("recommendGateArg").is_none());
+    // No fix in Git: the request cancels the check now, the fresh run fails again -> exit 1
+    // with the new diagnosis.
+    let o = unstick(&run, &["ks/apps-wave-1", "--yes", "-o", "json"]).await;
+    let v = o.json();
+    assert_eq!(o.code, 1, "{v:#}\n{}", o.stderr);
+    assert_eq!(v["proof"], "failed-again");
+    let token = v["plan"]["requestToken"].as_str().unwrap().to_string();
+    assert!(events_with_reason(&run, "apps-wave-1", "HealthCheckCanceled") >= 1);
+    assert_eq!(v["after"]["class"], "health-check-failed", "{v:#}");
+    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    assert_eq!(s(&w1, "/status/lastHandledReconcileAt"), token);
+    assert_eq!(
+        s(
+            &w1,
+            "/metadata/annotations/reconcile.fluxcd.io~1requestedAt"
+        ),
+        token
+    );
+    // --check with the token: handled, but not Ready -> 1.
+    let o = unstick(&run, &["ks/apps-wave-1", "--check", "--token", &token]).await;
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gate_on_v17_needs_a_new_revision() {
+    let run = start("v1.7.2", true, vec![]).await;
+    let (_first, bad) = in_flight(&run).await;
+    let v = unstick(&run, &["ks/apps-wave-1", "--dry-run", "-o", "json"])
+        .await
+        .json();
+    assert_eq!(v["controller"]["cancelMode"], "new-revision-only");
+    assert_eq!(v["plan"]["lever"], "suspend-resume", "{v:#}");
+    assert!(
+        v["plan"]["why"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("no newer revision"))
+    );
+    let v = unstick(
+        &run,
+        &["ks/apps-wave-1", "--dry-run", "--with-source", "-o", "json"],
+    )
+    .await
+    .json();
+    assert_eq!(v["plan"]["lever"], "reconcile-source");
+    assert_eq!(v["plan"]["steps"][0]["kind"], "GitRepository");
+    // Push the fix and pull the source lever: the new revision cancels the check.
+    run.fire("fix-commit");
+    run.wait_fired("fix-commit", T).await.unwrap();
+    let o = unstick(
+        &run,
+        &["ks/apps-wave-1", "--yes", "--with-source", "-o", "json"],
+    )
+    .await;
+    let v = o.json();
+    assert_eq!(o.code, 0, "{v:#}\n{}", o.stderr);
+    assert_eq!(v["proof"], "recovered");
+    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    assert_ne!(s(&w1, "/status/lastAppliedRevision"), bad);
+}
+
+/// Installs a 20s latency on the first GET of a Kustomization: the executor's re-read just
+/// before its resume, i.e. right after the suspend. Returns the spawned child.
+async fn spawn_with_window(run: &RunningScenario) -> tokio::process::Child {
+    run.twin.faults().add(Fault::on_verb(
+        "get",
+        Some("kustomizations"),
+        Trigger::Nth(1),
+        FaultAction::Latency(Duration::from_secs(20)),
+    ));
+    let child = cmd(run, None, &["ks/apps-wave-1", "--yes", "-o", "json"])
+        .spawn()
+        .unwrap();
+    run.wait_for(&ks("apps-wave-1"), T, |o| {
+        o.pointer("/spec/suspend") == Some(&json!(true))
+    })
+    .await
+    .unwrap();
+    child
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigint_after_suspend_resumes_before_exit() {
+    let run = start("v1.9.4", false, vec![]).await;
+    in_flight(&run).await;
+    let child = spawn_with_window(&run).await;
+    let pid = child.id().unwrap().to_string();
+    let st = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = tokio::time::timeout(T, child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    assert!(not_suspended_by_us(&w1), "{w1:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_after_suspend_is_healed_by_rerun_and_all() {
+    let run = start("v1.9.4", false, vec![]).await;
+    in_flight(&run).await;
+    let mut child = spawn_with_window(&run).await;
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    run.twin.faults().clear();
+    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    assert_eq!(w1.pointer("/spec/suspend"), Some(&json!(true)));
+    assert!(
+        !s(
+            &w1,
+            &format!("/metadata/annotations/{}", MARKER.replace('/', "~1"))
+        )
+        .is_empty()
+    );
+    // Someone else's suspend on wave 2 is never touched.
+    run.cluster()
+        .merge_patch(
+            &ks("apps-wave-2"),
+            json!({"spec": {"suspend": true}}),
+            "kubectl",
+        )
+        .unwrap();
+
+    // The next run sees our marker and plans a resume.
+    let v = unstick(&run, &["ks/apps-wave-1", "--dry-run", "-o", "json"])
+        .await
+        .json();
+    assert_eq!(v["diagnosis"]["class"], "suspended");
+    assert!(v["diagnosis"]["suspendedByUnstickAt"].is_string());
+    assert_eq!(v["plan"]["lever"], "resume");
+    let v = unstick(&run, &["ks/apps-wave-2", "--dry-run", "-o", "json"])
+        .await
+        .json();
+    assert_eq!(v["plan"]["lever"], "none");
+
+    // --all heals ours and only ours.
+    let o = unstick(&run, &["--all", "-o", "json"]).await;
+    let v = o.json();
+    assert_eq!(v["healed"], json!(["flux-system/apps-wave-1"]), "{v:#}");
+    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    assert!(not_suspended_by_us(&w1));
+    let w2 = run.wait_for(&ks("apps-wave-2"), T, |_| true).await.unwrap();
+    assert_eq!(w2.pointer("/spec/suspend"), Some(&json!(true)));
+    // ... unless asked.
+    let o = unstick(
+        &run,
+        &["ks/apps-wave-2", "--yes", "--force-resume", "--no-wait"],
+    )
+    .await;
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let w2 = run.wait_for(&ks("apps-wave-2"), T, |_| true).await.unwrap();
+    assert!(w2.pointer("/spec/suspend").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forbidden_patch_names_the_permission_and_changes_nothing() {
+    let run = start("v1.9.4", false, vec![]).await;
+    in_flight(&run).await;
+    let token = run.twin.add_token(
+        "viewer",
+        vec![Rule::new(&["get", "list", "watch"], &["*"], &["*"])],
+    );
+    let kc = run.twin.kubeconfig_for(&token, "viewer").unwrap();
+    let o = unstick_as(&run, Some(&kc), &["ks/apps-wave-1", "--yes"]).await;
+    assert_eq!(o.code, 3, "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("patch"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("kustomizations.kustomize.toolkit.fluxcd.io"),
+        "{}",
+        o.stderr
+    );
+    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    assert!(not_suspended_by_us(&w1));
+    // The read-only view works with read-only rights.
+    let o = unstick_as(&run, Some(&kc), &["--all", "-o", "json"]).await;
+    assert_eq!(o.code, 1, "{}", o.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn api_faults_conflict_retried_server_error_exit_3() {
+    let run = start("v1.9.4", false, vec![]).await;
+    in_flight(&run).await;
+    // 500 on listing Kustomizations: exit 3, nothing changed.
+    let id = run.twin.faults().add(Fault::on_verb(
+        "list",
+        Some("kustomizations"),
+        Trigger::Always,
+        FaultAction::Status(500),
+    ));
+    let o = unstick(&run, &["ks/apps-wave-1", "--yes"]).await;
+    assert_eq!(o.code, 3, "{}{}", o.stdout, o.stderr);
+    run.twin.faults().remove(id);
+    // 409 on the first PATCH (our suspend, guarded by resourceVersion): re-read and retried.
+    run.twin.reset_requests();
+    run.twin.faults().add(Fault::on_verb(
+        "patch",
+        Some("kustomizations"),
+        Trigger::Nth(1),
+        FaultAction::Status(409),
+    ));
+    let o = unstick(
+        &run,
+        &["ks/apps-wave-1", "--yes", "--no-wait", "-o", "json"],
+    )
+    .await;
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let patches: Vec<u16> = run
+        .twin
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "patch" && r.resource == "kustomizations")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(patches, vec![409, 200, 200], "suspend 409, suspend, resume");
+    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    assert!(not_suspended_by_us(&w1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn classes_healthy_build_failed_and_source_not_ready() {
+    let run = start("v1.9.4", false, vec![]).await;
+    run.wait_for(&ks("apps-wave-2"), T, |o| {
+        cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+    })
+    .await
+    .unwrap();
+    // Read the classes while the world is still at the first revision is racy (the
+    // automation commit follows); suspend the source so nothing new arrives.
+    run.cluster()
+        .merge_patch(&repo(), json!({"spec": {"suspend": true}}), "kubectl")
+        .unwrap();
+    let o = unstick(&run, &["ks/apps-wave-2", "--dry-run", "-o", "json"]).await;
+    let v = o.json();
+    assert!(
+        ["healthy", "health-check-in-flight", "reconciling"]
+            .contains(&v["diagnosis"]["class"].as_str().unwrap()),
+        "{v:#}"
+    );
+    // Point the source at a repository that does not exist: source not ready.
+    run.cluster()
+        .merge_patch(
+            &repo(),
+            json!({"spec": {"suspend": null, "url": "http://127.0.0.1:9/org/none.git"}}),
+            "kubectl",
+        )
+        .unwrap();
+    run.wait_for(&repo(), T, |o| cond_is_false(o, "Ready"))
+        .await
+        .unwrap();
+    let v = unstick(&run, &["ks/apps-wave-2", "--dry-run", "-o", "json"])
+        .await
+        .json();
+    assert_eq!(v["diagnosis"]["source"]["found"], true);
+    assert_eq!(
+        v["diagnosis"]["source"]["ready"]["status"], "False",
+        "{v:#}"
+    );
+}
+
+fn cond_is_false(o: &Value, t: &str) -> bool {
+    cond(o, t).is_some_and(|c| c["status"] == "False")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fleet_view_on_300_kustomizations_uses_at_most_15_requests() {
+    let sc = Scenario::from_yaml(
+        "name: fleet-300\nmodels: false\nfleet: {kustomizations: 300, objects: 10000, waves: 10}\n",
+        &Scenario::shipped_dir(),
+        "fleet-300",
+    )
+    .unwrap();
+    let run = RunningScenario::start(sc, RunOptions::default())
+        .await
+        .unwrap();
+    // One failed health check naming a Deployment, so the workload/pod/event lists run too.
+    run.cluster()
+        .merge_patch_status(
+            &ks("wave-3-007"),
+            json!({"status": {"conditions": [{"type": "Ready", "status": "False",
+                "reason": "HealthCheckFailed", "lastTransitionTime": "2026-11-30T07:00:00Z",
+                "message": "health check failed after 5m0.01s: timeout waiting for: [Deployment/fleet-3/web status: 'InProgress']"}]}}),
+            "kustomize-controller",
+        )
+        .unwrap();
+    run.twin.reset_requests();
+    let o = unstick(&run, &["--all", "-A", "-o", "json"]).await;
+    let v = o.json();
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert_eq!(v["total"], 300);
+    assert_eq!(v["items"].as_array().unwrap().len(), 1, "{:#}", v["items"]);
+    assert_eq!(v["items"][0]["class"], "health-check-failed");
+    assert_eq!(
+        v["items"][0]["diagnosis"]["blocking"][0]["kstatus"],
+        "NotFound"
+    );
+    let reqs: Vec<String> = run
+        .twin
+        .requests()
+        .iter()
+        .filter(|r| !r.resource.is_empty())
+        .map(|r| format!("{} {} {}", r.verb, r.resource, r.namespace))
+        .collect();
+    assert!(reqs.len() <= 15, "{} requests: {reqs:#?}", reqs.len());
+    eprintln!(
+        "--all on 300 Kustomizations: {} API requests: {reqs:?}",
+        reqs.len()
+    );
+}
