@@ -88,6 +88,12 @@ fn ls_remote(cwd: &Path, url: &str, env: &[(&str, &str)]) -> Vec<(String, String
 }
 
 #[test]
+fn server_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+    assert_send_sync::<GitServer>();
+}
+
+#[test]
 fn helpers_build_reproducible_history() {
     let s = server();
     let src = fixture_dir();
@@ -868,4 +874,34 @@ fn authored_urls_work_verbatim_through_host_alias_config() {
         .map(|r| format!("{} {}", r.scheme, r.version))
         .collect();
     eprintln!("HTTP versions negotiated: {versions:?}");
+}
+
+/// Started, used and dropped inside a tokio runtime (as the scenario engine does): the server's
+/// own runtime lives on its own thread, so neither start nor drop blocks or panics here.
+#[tokio::test]
+async fn works_from_async_code() {
+    let s = std::sync::Arc::new(server());
+    let src = fixture_dir();
+    let s2 = s.clone();
+    let path = src.path().to_owned();
+    let head = tokio::task::spawn_blocking(move || {
+        s2.create_repo_from_dir("org/fleet", &path, "main", "initial")
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let out = tokio::process::Command::new("git")
+        .args(["ls-remote", &s.url_http("org/fleet"), "refs/heads/main"])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with(&head));
+    drop(s);
 }

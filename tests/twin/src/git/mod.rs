@@ -11,7 +11,9 @@
 //! "authentication required". Tokens can be revoked while the server runs.
 //!
 //! The server runs on its own thread with its own tokio runtime, so it works the same from
-//! synchronous tests (which block on `git` subprocesses) and from async code.
+//! synchronous tests (which block on `git` subprocesses) and from async code. [`GitServer`] is
+//! `Send + Sync` (share it in an `Arc`); its repository helpers are blocking (each runs a few
+//! `git` plumbing commands, milliseconds), so async callers that care use `spawn_blocking`.
 //!
 //! ```no_run
 //! use twin::git::{Change, GitServer, GitServerOptions};
