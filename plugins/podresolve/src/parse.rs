@@ -540,6 +540,7 @@ pub fn parse_tls(body: &str, rc: Option<i32>) -> TlsResult {
         } else if let Some(v) = line.strip_prefix("notAfter=") {
             r.not_after = Some(v.trim().to_string());
         } else if !line.is_empty()
+            && !line.starts_with("Verification")
             && (line.contains("error") || line.contains("not found") || line.contains("errno"))
             && !r.errors.iter().any(|e| e == line)
         {

@@ -49,9 +49,11 @@ for h in "$@"; do
     if command -v openssl >/dev/null 2>&1; then
       case "$h" in *:*) target="[$h]:$tls_port" ;; *) target="$h:$tls_port" ;; esac
       out=$(t openssl s_client -connect "$target" -servername "$h" </dev/null 2>&1); rc=$?
-      printf '%s\n' "$out" | grep -E '^(Verify return code|verify error|Verification)' 2>&1
-      printf '%s\n' "$out" | openssl x509 -noout -subject -issuer -enddate 2>&1
-      printf '%s\n' "$out" | grep -iE 'errno|error:|connect:' | head -n 5
+      printf '%s\n' "$out" | grep -E '^(Verify return code|Verification)'
+      case "$out" in
+        *'BEGIN CERTIFICATE'*) printf '%s\n' "$out" | openssl x509 -noout -subject -issuer -enddate 2>&1 ;;
+      esac
+      printf '%s\n' "$out" | grep -iE 'errno=|connect error|refused|no route|not known|timed out|handshake failure|alert' | head -n 5
     else echo 'openssl: not found in image'; rc=127; fi
     printf '%s end rc=%s\n' "$m" "$rc"
   fi

@@ -307,3 +307,56 @@ fn missing_tools_and_tls_git_sections() {
     assert!(!bad.reachable);
     assert!(bad.error.unwrap().contains("Could not resolve host"));
 }
+
+#[test]
+fn tls_and_git_captured() {
+    // openssl 3.0.19 s_client + x509, git 2.47.3, against a local s_server and a dumb-HTTP repo.
+    let log = ProbeLog::parse(&fixture("probe-tls-untrusted-git-ok.log"));
+    let s = log.section("tls", "tls.example.dev").unwrap();
+    let t = parse_tls(&s.body, s.rc);
+    assert!(!t.verified);
+    assert_eq!(
+        t.verify_result.as_deref(),
+        Some("self-signed certificate in certificate chain")
+    );
+    assert_eq!(t.subject.as_deref(), Some("CN = tls.example.dev"));
+    assert_eq!(t.issuer.as_deref(), Some("CN = Example Private CA"));
+    assert_eq!(t.not_after.as_deref(), Some("Mar  4 07:32:31 2029 GMT"));
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+    let g = log.sections.iter().find(|s| s.kind == "git").unwrap();
+    let g = parse_git(&g.body, g.rc);
+    assert!(g.reachable);
+    assert_eq!(
+        g.head.as_deref(),
+        Some("6ba2bd89b2e76f9f90d7dfabf7495086812aaa4a")
+    );
+
+    let log = ProbeLog::parse(&fixture("probe-tls-trusted.log"));
+    let s = log.section("tls", "tls.example.dev").unwrap();
+    let t = parse_tls(&s.body, s.rc);
+    assert!(t.verified);
+    assert_eq!(t.verify_result.as_deref(), Some("ok"));
+
+    let log = ProbeLog::parse(&fixture("probe-tls-refused-git-refused.log"));
+    let s = log.section("tls", "tls.example.dev").unwrap();
+    let t = parse_tls(&s.body, s.rc);
+    assert!(!t.verified);
+    assert_eq!(t.verify_result, None);
+    assert_eq!(t.rc, Some(1));
+    assert!(
+        t.errors.iter().any(|e| e.contains("Connection refused")),
+        "{:?}",
+        t.errors
+    );
+    let g = log.sections.iter().find(|s| s.kind == "git").unwrap();
+    let g = parse_git(&g.body, g.rc);
+    assert!(!g.reachable);
+    assert_eq!(g.rc, Some(128));
+    assert!(g.error.unwrap().contains("Couldn't connect to server"));
+    // /etc/hosts answers the libc path, the DNS wire path does not know the name.
+    let ge = log.section("getent", "tls.example.dev").unwrap();
+    assert_eq!(
+        parse_getent(&ge.body, ge.rc).addresses,
+        vec![ip("127.0.0.88")]
+    );
+}
