@@ -511,6 +511,7 @@ impl ServerBlock {
         let mut name = query.clone();
         let mut steps = Vec::new();
         let mut cached = false;
+        let mut rewrite_done = false;
         let out = |answered_by: Option<&str>,
                    detail: String,
                    line: Option<usize>,
@@ -529,13 +530,27 @@ impl ServerBlock {
         for d in self.ordered() {
             match d.name.as_str() {
                 "rewrite" => {
+                    // Rules run in Corefile order; the first match ends the rewriting unless
+                    // it says `continue` (plugin/rewrite/rewrite.go ServeDNS: RewriteDone +
+                    // Stop). The default next action is `stop`.
+                    if rewrite_done {
+                        continue;
+                    }
                     if let Some(new) = apply_rewrite(d, &name) {
                         steps.push(format!("rewrite (line {}): {name} -> {new}", d.line));
                         name = new;
+                        rewrite_done = d.args.first().map(String::as_str) != Some("continue");
                     }
                 }
                 "cache" => {
-                    let zs = zones_of(d.args.get(1..).unwrap_or(&[]), block_zone);
+                    // cache [TTL] [ZONES...]
+                    let zone_args: Vec<String> = d
+                        .args
+                        .iter()
+                        .filter(|a| !a.chars().all(|c| c.is_ascii_digit()))
+                        .cloned()
+                        .collect();
+                    let zs = zones_of(&zone_args, block_zone);
                     if zs.iter().any(|z| in_zone(&name, z)) {
                         cached = true;
                         steps.push(format!(
@@ -692,8 +707,21 @@ impl ServerBlock {
                 "file" | "auto" | "secondary" | "etcd" | "route53" | "azure" | "clouddns"
                 | "k8s_external" => {
                     let zs = match d.name.as_str() {
+                        // file DBFILE [ZONES...]
                         "file" => zones_of(d.args.get(1..).unwrap_or(&[]), block_zone),
-                        _ => zones_of(&[], block_zone),
+                        // auto/secondary/etcd/k8s_external [ZONES...]
+                        "auto" | "secondary" | "etcd" | "k8s_external" => {
+                            zones_of(&d.args, block_zone)
+                        }
+                        // route53 ZONE:ID..., azure ZONE:RG..., clouddns ZONE:PROJECT:ID...
+                        _ => {
+                            let z: Vec<String> = d
+                                .args
+                                .iter()
+                                .filter_map(|a| a.split(':').next().map(str::to_string))
+                                .collect();
+                            zones_of(&z, block_zone)
+                        }
                     };
                     if zs.iter().any(|z| in_zone(&name, z)) {
                         steps.push(format!("{} (line {}): serves {name}", d.name, d.line));
@@ -939,6 +967,30 @@ consul.local:53 {
         let e = cf.explain("api.team.svc.old.local.", 53);
         assert_eq!(e.rewritten, "api.team.svc.cluster.local.");
         assert_eq!(e.answered_by.as_deref(), Some("kubernetes"));
+    }
+
+    #[test]
+    fn first_matching_rewrite_stops_unless_continue_and_cache_zones() {
+        let cf = Corefile::parse(
+            ".:53 {\n rewrite name exact a.example. b.example.\n rewrite name exact b.example. c.example.\n rewrite continue name suffix .x.example. .y.example.\n rewrite name suffix .y.example. .z.example.\n cache 30 cached.example\n forward . 9.9.9.9\n}\n",
+        )
+        .unwrap();
+        assert_eq!(cf.explain("a.example.", 53).rewritten, "b.example.");
+        assert_eq!(cf.explain("q.x.example.", 53).rewritten, "q.z.example.");
+        assert!(!cf.explain("a.example.", 53).cached);
+        assert!(cf.explain("w.cached.example.", 53).cached);
+        let etcd = Corefile::parse(
+            ".:53 {\n etcd skydns.local {\n  path /skydns\n }\n forward . 1.1.1.1\n}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            etcd.explain("a.skydns.local.", 53).answered_by.as_deref(),
+            Some("etcd")
+        );
+        assert_eq!(
+            etcd.explain("a.example.", 53).answered_by.as_deref(),
+            Some("forward")
+        );
     }
 
     #[test]
