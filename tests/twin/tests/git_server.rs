@@ -905,3 +905,59 @@ async fn works_from_async_code() {
     assert!(String::from_utf8_lossy(&out.stdout).starts_with(&head));
     drop(s);
 }
+
+/// A push larger than git's `http.postBuffer` (1 MiB) goes out with chunked transfer encoding
+/// and no Content-Length, so http-backend reads the body to EOF; the clone of it streams a
+/// multi-MiB response. Incompressible data keeps the pack that large.
+#[test]
+fn large_push_and_clone_stream_through() {
+    let s = server();
+    let src = fixture_dir();
+    s.create_repo_from_dir("org/fleet", src.path(), "main", "initial")
+        .unwrap();
+    s.set_auth("org/fleet", "flux", &["tok"]).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let ca = s.ca_file().to_str().unwrap().to_owned();
+    let url = format!("https://flux:tok@{}/org/fleet.git", s.https_addr());
+    let env = [("GIT_SSL_CAINFO", ca.as_str())];
+    ok(git(work.path(), &["clone", "--quiet", &url, "a"], &env));
+    let a = work.path().join("a");
+    // 6 MiB of xorshift output: incompressible, deterministic.
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let blob: Vec<u8> = (0..6 * 1024 * 1024 / 8)
+        .flat_map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()
+        })
+        .collect();
+    std::fs::write(a.join("big.bin"), &blob).unwrap();
+    ok(git(&a, &["add", "big.bin"], &[]));
+    ok(git(&a, &["commit", "--quiet", "-m", "big"], &[]));
+    ok(git(
+        &a,
+        &[
+            "-c",
+            "http.version=HTTP/1.1",
+            "push",
+            "--quiet",
+            "origin",
+            "main",
+        ],
+        &env,
+    ));
+    let reqs = s.requests();
+    let push = reqs
+        .iter()
+        .rfind(|r| r.method == "POST" && r.path.ends_with("/git-receive-pack"))
+        .expect("receive-pack POST");
+    assert_eq!((push.version.as_str(), push.status), ("HTTP/1.1", 200));
+    assert_eq!(push.content_length, None, "chunked body: {push:?}");
+    let pushed = ok(git(&a, &["rev-parse", "HEAD"], &[])).trim().to_owned();
+    assert_eq!(s.head("org/fleet", "main").unwrap(), pushed);
+    assert_eq!(s.read_file("org/fleet", "main", "big.bin").unwrap(), blob);
+
+    ok(git(work.path(), &["clone", "--quiet", &url, "b"], &env));
+    assert_eq!(std::fs::read(work.path().join("b/big.bin")).unwrap(), blob);
+}

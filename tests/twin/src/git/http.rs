@@ -135,6 +135,7 @@ pub(crate) async fn handle(
         authorization: header_str(&header::AUTHORIZATION)
             .map(|v| v.split(' ').next().unwrap_or_default().to_owned()),
         status: 0,
+        content_length: header_str(&header::CONTENT_LENGTH).and_then(|v| v.parse().ok()),
         content_encoding: content_encoding.clone(),
         git_protocol: git_protocol.clone(),
     };

@@ -186,6 +186,9 @@ pub struct RequestRecord {
     pub authorization: Option<String>,
     /// HTTP status sent (for CGI responses, http-backend's `Status:`; 200 if it sent none).
     pub status: u16,
+    /// The request's `Content-Length`, if it sent one (`None` for a chunked HTTP/1.1 body or
+    /// an HTTP/2 body without the header).
+    pub content_length: Option<u64>,
     /// `Content-Encoding` of the request (`gzip` when git compressed the body).
     pub content_encoding: Option<String>,
     /// The `Git-Protocol` header (`version=2`).
