@@ -781,13 +781,19 @@ pub async fn wait_for(
 ) -> Result<Value, ScenarioError> {
     let mut rx = cluster.watch(&[(&key.api_version, &key.kind)]);
     let deadline = Instant::now() + timeout;
+    let cur = cluster.get(key).ok().flatten().unwrap_or(Value::Null);
+    if pred(&cur) {
+        return Ok(cur);
+    }
     loop {
-        let cur = cluster.get(key).ok().flatten().unwrap_or(Value::Null);
-        if pred(&cur) {
-            return Ok(cur);
-        }
         match tokio::time::timeout_at(deadline.into(), rx.recv()).await {
-            Ok(Some(_)) => {}
+            Ok(Some(ch)) => {
+                // every intermediate state counts, not only the latest one
+                if ObjKey::of(&ch.object) == *key && pred(&ch.object) {
+                    return Ok(ch.object);
+                }
+                continue;
+            }
             Ok(None) | Err(_) => {
                 let cur = cluster.get(key).ok().flatten().unwrap_or(Value::Null);
                 if pred(&cur) {

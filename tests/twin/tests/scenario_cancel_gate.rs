@@ -1,0 +1,227 @@
+//! Scenario (2): the bare-tag rollout with `CancelHealthCheckOnNewRevision=true` on
+//! kustomize-controller v1.8 (any re-queue event cancels: HealthCheckCanceled) and v1.7 (only
+//! a new source revision, found by polling: `context canceled`).
+
+use std::time::Duration;
+
+use regex::Regex;
+use serde_json::Value;
+use twin::flux::cluster::{ObjKey, s};
+use twin::scenario::{RunOptions, RunningScenario, Scenario};
+
+const T: Duration = Duration::from_secs(120);
+
+fn ks(name: &str) -> ObjKey {
+    ObjKey::new(
+        "kustomize.toolkit.fluxcd.io/v1",
+        "Kustomization",
+        "flux-system",
+        name,
+    )
+}
+
+fn cond<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
+    o.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+}
+
+fn cond_is(o: &Value, t: &str, status: &str, reason: &str) -> bool {
+    cond(o, t).is_some_and(|c| c["status"] == status && c["reason"] == reason)
+}
+
+/// Waits for the initial rollout, then for the health check of the automation revision.
+async fn stuck(run: &RunningScenario) -> (String, String) {
+    let w2 = run
+        .wait_for(&ks("apps-wave-2"), T, |o| {
+            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+        })
+        .await
+        .unwrap();
+    let first = s(&w2, "/status/lastAppliedRevision").to_string();
+    run.wait_fired("automation-commit", T).await.unwrap();
+    let w1 = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Healthy", "Unknown", "Progressing")
+                && s(o, "/status/lastAttemptedRevision") != first
+        })
+        .await
+        .unwrap();
+    (first, s(&w1, "/status/lastAttemptedRevision").to_string())
+}
+
+fn event_messages(run: &RunningScenario, name: &str) -> Vec<(String, String)> {
+    let store = run.twin.store();
+    let gvr = store.gvr_for_kind("v1", "Event").unwrap();
+    store
+        .list(&gvr, Some("flux-system"), None)
+        .unwrap()
+        .into_iter()
+        .filter(|e| s(e, "/involvedObject/name") == name)
+        .map(|e| (s(&e, "/reason").to_string(), s(&e, "/message").to_string()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn v18_gate_cancels_on_new_source_revision() {
+    let sc = Scenario::shipped("bare-tag-rollout-cancel-v1.8").unwrap();
+    let run = RunningScenario::start(sc, RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        run.flux.as_ref().unwrap().kustomize.config().version,
+        (1, 8)
+    );
+    let (first, bad) = stuck(&run).await;
+    run.wait_fired("fix-commit", T).await.unwrap();
+    let canceled = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Ready", "False", "HealthCheckCanceled")
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        cond(&canceled, "Ready").unwrap()["message"],
+        "New reconciliation triggered by GitRepository/flux-system/flux-system"
+    );
+    // the canceled run leaves Healthy as it was during the wait and Reconciling for retry
+    assert_eq!(s(&canceled, "/status/lastAttemptedRevision"), bad);
+    assert_eq!(s(&canceled, "/status/lastAppliedRevision"), first);
+    let fixed = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+                && ![first.as_str(), bad.as_str()].contains(&s(o, "/status/lastAppliedRevision"))
+        })
+        .await
+        .unwrap();
+    assert!(cond(&fixed, "Reconciling").is_none());
+    let evs = event_messages(&run, "apps-wave-1");
+    assert!(
+        evs.contains(&(
+            "HealthCheckCanceled".into(),
+            "Health checks canceled due to new reconciliation triggered by GitRepository/flux-system/flux-system".into()
+        )),
+        "{evs:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn v18_gate_cancels_on_requested_at_and_records_it_only_on_the_next_run() {
+    let mut sc = Scenario::shipped("bare-tag-rollout-cancel-v1.8").unwrap();
+    sc.events.retain(|e| e.name != "fix-commit");
+    let run = RunningScenario::start(sc, RunOptions::default())
+        .await
+        .unwrap();
+    let (_, bad) = stuck(&run).await;
+    run.fire("request-reconcile");
+    run.wait_fired("request-reconcile", T).await.unwrap();
+    let obj = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    let token = s(
+        &obj,
+        "/metadata/annotations/reconcile.fluxcd.io~1requestedAt",
+    )
+    .to_string();
+    assert!(!token.is_empty());
+    let canceled = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Ready", "False", "HealthCheckCanceled")
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        cond(&canceled, "Ready").unwrap()["message"],
+        "New reconciliation triggered by Kustomization/flux-system/apps-wave-1"
+    );
+    // The canceled run read the object before the request: it does not record the token.
+    assert_ne!(s(&canceled, "/status/lastHandledReconcileAt"), token);
+    // The next run starts at once, still on the bad revision, and records the token when it ends.
+    let next = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            s(o, "/status/lastHandledReconcileAt") == token
+        })
+        .await
+        .unwrap();
+    assert!(
+        cond_is(&next, "Ready", "False", "HealthCheckFailed"),
+        "{:?}",
+        next["status"]
+    );
+    assert_eq!(s(&next, "/status/lastAttemptedRevision"), bad);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn v17_gate_cancels_only_on_new_revision_with_context_canceled() {
+    let sc = Scenario::shipped("bare-tag-rollout-cancel-v1.7").unwrap();
+    let run = RunningScenario::start(sc, RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        run.flux.as_ref().unwrap().kustomize.config().version,
+        (1, 7)
+    );
+    let (first, bad) = stuck(&run).await;
+    run.wait_fired("fix-commit", T).await.unwrap();
+    let failed = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Ready", "False", "HealthCheckFailed")
+        })
+        .await
+        .unwrap();
+    let msg = cond(&failed, "Ready").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        Regex::new(
+            r"^health check failed after \d+(\.\d+)?(ms|s|m\d+(\.\d+)?s): context canceled$"
+        )
+        .unwrap()
+        .is_match(&msg),
+        "{msg}"
+    );
+    assert_eq!(
+        cond(&failed, "Healthy").unwrap()["message"],
+        "context canceled"
+    );
+    assert_eq!(s(&failed, "/status/lastAttemptedRevision"), bad);
+    run.wait_for(&ks("apps-wave-1"), T, |o| {
+        cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+            && ![first.as_str(), bad.as_str()].contains(&s(o, "/status/lastAppliedRevision"))
+    })
+    .await
+    .unwrap();
+    let evs = event_messages(&run, "apps-wave-1");
+    assert!(
+        evs.iter()
+            .any(|(_, m)| m == "New revision detected during health check, cancelling"),
+        "{evs:?}"
+    );
+    assert!(
+        !evs.iter().any(|(r, _)| r == "HealthCheckCanceled"),
+        "{evs:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn v17_gate_does_not_cancel_on_requested_at() {
+    let mut sc = Scenario::shipped("bare-tag-rollout-cancel-v1.7").unwrap();
+    sc.events.retain(|e| e.name != "fix-commit");
+    let run = RunningScenario::start(sc, RunOptions::default())
+        .await
+        .unwrap();
+    stuck(&run).await;
+    run.fire("request-reconcile");
+    run.wait_fired("request-reconcile", T).await.unwrap();
+    let failed = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Ready", "False", "HealthCheckFailed")
+        })
+        .await
+        .unwrap();
+    let msg = cond(&failed, "Ready").unwrap()["message"].as_str().unwrap();
+    assert!(
+        msg.ends_with("timeout waiting for: [Deployment/apps/podinfo status: 'InProgress']"),
+        "{msg}"
+    );
+}
