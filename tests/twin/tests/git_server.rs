@@ -961,3 +961,37 @@ fn large_push_and_clone_stream_through() {
     ok(git(work.path(), &["clone", "--quiet", &url, "b"], &env));
     assert_eq!(std::fs::read(work.path().join("b/big.bin")).unwrap(), blob);
 }
+
+/// A read-only token fetches but cannot push: 403, which git reports as an HTTP error, not
+/// as an authentication failure.
+#[test]
+fn read_only_token_fetches_but_push_is_forbidden() {
+    let s = server();
+    let src = fixture_dir();
+    s.create_repo_from_dir("org/fleet", src.path(), "main", "initial")
+        .unwrap();
+    s.set_auth("org/fleet", "flux", &["rw"]).unwrap();
+    s.add_read_only_token("org/fleet", "ro").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let ro = format!("http://flux:ro@{}/org/fleet.git", s.http_addr());
+    ok(git(work.path(), &["clone", "--quiet", &ro, "c"], &[]));
+    let c = work.path().join("c");
+    std::fs::write(c.join("w.yaml"), "w: 1\n").unwrap();
+    ok(git(&c, &["add", "."], &[]));
+    ok(git(&c, &["commit", "--quiet", "-m", "w"], &[]));
+    let err = failed(git(&c, &["push", "--quiet", "origin", "main"], &[]));
+    let shown = s.url_http("org/fleet");
+    let expected = format!(
+        "{}{}",
+        messages::unable_to_access(&shown),
+        messages::http_error(403)
+    );
+    assert!(err.lines().any(|l| l == expected), "{err}");
+    assert!(err.lines().any(|l| l == "remote: Forbidden"), "{err}");
+    eprintln!("recorded read-only push: {err:?}");
+    assert!(s.revoke_token("org/fleet", "ro"));
+    let err = failed(git(&c, &["fetch", "--quiet", "origin"], &[]));
+    assert!(err.contains(&messages::auth_failed(&shown)), "{err}");
+    let rw = format!("http://flux:rw@{}/org/fleet.git", s.http_addr());
+    ok(git(&c, &["push", "--quiet", &rw, "main"], &[]));
+}

@@ -71,7 +71,9 @@ pub(crate) fn route(path: &str) -> Option<(String, String)> {
     Some((repo.to_owned(), format!("/{repo}.git{}", &path[pos..])))
 }
 
-/// Who the request authenticates as, for a repository with auth configured.
+/// Who the request authenticates as, for a repository with auth configured, and whether the
+/// credential may write: `Ok(None)` for a repository without auth, `Ok(Some((user, write)))`,
+/// `Err(())` for missing or wrong credentials.
 /// Basic: username must match and the password must be a live token (Gitea accepts a token as
 /// the password). Bearer / `token` schemes: the token alone (Gitea's API and git endpoints
 /// accept `Authorization: Bearer <token>` and `token <token>`).
@@ -79,13 +81,22 @@ fn authenticate(
     shared: &Shared,
     repo: &str,
     auth_header: Option<&str>,
-) -> Result<Option<String>, ()> {
+) -> Result<Option<(String, bool)>, ()> {
     let auth = shared.auth.lock().unwrap();
     let Some(cfg) = auth.get(repo) else {
         return Ok(None);
     };
     let Some(value) = auth_header else {
         return Err(());
+    };
+    let grant = |token: &str| -> Result<Option<(String, bool)>, ()> {
+        if cfg.tokens.iter().any(|t| t == token) {
+            Ok(Some((cfg.username.clone(), true)))
+        } else if cfg.read_only.iter().any(|t| t == token) {
+            Ok(Some((cfg.username.clone(), false)))
+        } else {
+            Err(())
+        }
     };
     let (scheme, rest) = value.split_once(' ').ok_or(())?;
     let rest = rest.trim();
@@ -95,13 +106,11 @@ fn authenticate(
             .map_err(|_| ())?;
         let decoded = String::from_utf8(decoded).map_err(|_| ())?;
         let (user, pass) = decoded.split_once(':').ok_or(())?;
-        if user == cfg.username && cfg.tokens.iter().any(|t| t == pass) {
-            return Ok(Some(cfg.username.clone()));
+        if user == cfg.username {
+            return grant(pass);
         }
-    } else if (scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token"))
-        && cfg.tokens.iter().any(|t| t == rest)
-    {
-        return Ok(Some(cfg.username.clone()));
+    } else if scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token") {
+        return grant(rest);
     }
     Err(())
 }
@@ -180,6 +189,18 @@ pub(crate) async fn handle(
             );
             return Ok(resp);
         }
+    };
+    let user = match user {
+        Some((_, false))
+            if query.contains("service=git-receive-pack")
+                || path_info.ends_with("/git-receive-pack") =>
+        {
+            record.status = 403;
+            shared.record(record);
+            return Ok(full(StatusCode::FORBIDDEN, "Forbidden\n"));
+        }
+        Some((u, _)) => Some(u),
+        None => None,
     };
     record.user = user.clone();
 

@@ -53,7 +53,8 @@ pub const TLS_VERIFY_FAILED_OPENSSL: &str =
 /// a TLS alert, which libcurl reads as a non-HTTP reply.
 pub const PLAIN_HTTP_TO_TLS_PORT: &str = "Received HTTP/0.9 when not allowed";
 
-/// libcurl's text for any other HTTP error status (e.g. a [`super::Fault::Status`] of 503):
+/// libcurl's text for any other HTTP error status (e.g. a [`super::Fault::Status`] of 503, or
+/// 403 for a push with a read-only token, after `remote: Forbidden`):
 /// `The requested URL returned error: <status>`. git first prints this server's text body as
 /// a `remote:` line (`remote: Service Unavailable`: the status's canonical reason).
 pub fn http_error(status: u16) -> String {

@@ -8,7 +8,9 @@
 //! (`username` + one of a list of tokens as the password) or `Authorization: Bearer <token>`;
 //! anything else gets `401` with `WWW-Authenticate: Basic realm="..."`, which real git reports
 //! as `fatal: Authentication failed for '<url>/'` and Flux's source-controller as
-//! "authentication required". Tokens can be revoked while the server runs.
+//! "authentication required". Tokens can be revoked while the server runs; a read-only token
+//! fetches but gets `403 Forbidden` on push. Faults (an HTTP status, a delay) can be injected
+//! per repository. [`messages`] holds what real git prints for each failure.
 //!
 //! The server runs on its own thread with its own tokio runtime, so it works the same from
 //! synchronous tests (which block on `git` subprocesses) and from async code. [`GitServer`] is
@@ -210,7 +212,10 @@ pub enum Fault {
 #[derive(Debug, Clone)]
 struct RepoAuth {
     username: String,
+    /// Read and write.
     tokens: Vec<String>,
+    /// Read only: receive-pack (push) gets 403.
+    read_only: Vec<String>,
 }
 
 /// State shared between the server thread and the handle.
@@ -520,6 +525,7 @@ impl GitServer {
             RepoAuth {
                 username: username.to_owned(),
                 tokens: tokens.iter().map(|t| (*t).to_owned()).collect(),
+                read_only: Vec::new(),
             },
         );
         Ok(())
@@ -543,6 +549,19 @@ impl GitServer {
         Ok(())
     }
 
+    /// Adds a read-only token to `repo`'s auth (which must be configured): fetches succeed,
+    /// pushes (git-receive-pack) get `403 Forbidden`, like a Gitea token without write scope
+    /// or a read-only deploy key. Errors: [`GitError::Invalid`] if the repository has no auth.
+    pub fn add_read_only_token(&self, repo: &str, token: &str) -> Result<()> {
+        let repo = self.existing(repo)?;
+        let mut auth = self.shared.auth.lock().unwrap();
+        let cfg = auth
+            .get_mut(&repo)
+            .ok_or_else(|| GitError::Invalid(format!("repository {repo:?} has no auth set")))?;
+        cfg.read_only.push(token.to_owned());
+        Ok(())
+    }
+
     /// Revokes `token` on `repo` at once: the next request carrying it gets 401. Returns
     /// whether the token was live.
     pub fn revoke_token(&self, repo: &str, token: &str) -> bool {
@@ -551,9 +570,10 @@ impl GitServer {
         let Some(cfg) = auth.get_mut(repo) else {
             return false;
         };
-        let before = cfg.tokens.len();
+        let before = cfg.tokens.len() + cfg.read_only.len();
         cfg.tokens.retain(|t| t != token);
-        before != cfg.tokens.len()
+        cfg.read_only.retain(|t| t != token);
+        before != cfg.tokens.len() + cfg.read_only.len()
     }
 
     /// Injects `fault` on every request for `repo` (checked before auth), or clears it with
