@@ -691,6 +691,23 @@ pub fn run(cfg: &Config) -> Report {
             let mut reps = Vec::new();
             let mut changes = Vec::new();
             let mut outside_reported = false;
+            if let Some(p) = &f.problem
+                && f.has_token
+                && f.selected
+                && f.sites.is_empty()
+            {
+                push(
+                    "MC023",
+                    file.clone(),
+                    p.line(),
+                    1,
+                    format!(
+                        "the file contains \"$imagepolicy\" but Flux skips it as a \"problem file\" ({p})"
+                    ),
+                    "make the file valid UTF-8 YAML with a mapping at the top of each document"
+                        .into(),
+                );
+            }
             for site in &f.sites {
                 check_site(
                     site,

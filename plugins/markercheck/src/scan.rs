@@ -353,11 +353,16 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
 }
 
 fn mentions_ci(bytes: &[u8], needle: &[u8]) -> bool {
-    // cheap: look for the lower-case and the common mixed-case spellings.
-    memchr::memmem::find(bytes, needle).is_some()
-        || bytes
-            .windows(needle.len())
-            .any(|w| w.eq_ignore_ascii_case(needle))
+    // anchor on the first byte (both cases), compare the rest ignoring ASCII case
+    let (a, b) = (
+        needle[0].to_ascii_lowercase(),
+        needle[0].to_ascii_uppercase(),
+    );
+    memchr::memchr2_iter(a, b, bytes).any(|i| {
+        bytes
+            .get(i..i + needle.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(needle))
+    })
 }
 
 /// Analyse one file's bytes. Returns `None` when the file neither mentions `imagepolicy` nor
@@ -392,6 +397,8 @@ pub fn scan_bytes(rel: PathBuf, abs: PathBuf, selected: bool, bytes: Vec<u8>) ->
             f.problem = Some(Problem::InvalidUtf8 {
                 offset: e.valid_up_to(),
             });
+            let lossy = String::from_utf8_lossy(&f.bytes).replace("\r\n", "\n");
+            lint_only_sites(&mut f, &lossy);
             return Some(f);
         }
     };
@@ -440,6 +447,8 @@ fn col_of(text: &str, offset: usize) -> usize {
 
 fn analyse(f: &mut FileScan) {
     let text = f.text.clone();
+    let idx = yamltree::Lines::new(&text);
+    let line_of = |_t: &str, off: usize| idx.line(off) + 1;
     let chunks = match split_documents(&text) {
         Ok(c) => c,
         Err((off, sep)) => {
@@ -753,20 +762,18 @@ fn visit_scalar(
     } else {
         (s.end, line_end)
     };
-    for (i, c) in ctx.chunk_comments.iter().enumerate() {
-        if c.start >= search_from.0 && c.start < search_from.1 {
-            let between = &chunk[search_from.0..c.start];
-            let ok = if matches!(s.style, Style::Literal | Style::Folded) {
-                true
-            } else {
-                between.trim().is_empty()
-            };
-            if ok {
-                line_comment = Some(i);
-            }
-            break;
+    let first_c = ctx
+        .chunk_comments
+        .partition_point(|c| c.start < search_from.0);
+    if let Some(c) = ctx.chunk_comments.get(first_c)
+        && c.start < search_from.1
+    {
+        let between = &chunk[search_from.0..c.start];
+        if matches!(s.style, Style::Literal | Style::Folded) || between.trim().is_empty() {
+            line_comment = Some(first_c);
         }
     }
+
     let mut head_comment = None;
     if line_comment.is_none() && block_item {
         // head comment of a block sequence item: the single comment line directly above `- `.
@@ -774,9 +781,15 @@ fn visit_scalar(
         let prefix = &chunk[ls..s.start];
         if prefix.trim_start().starts_with('-') && ls > 0 {
             let prev_ls = chunk[..ls - 1].rfind('\n').map(|i| i + 1).unwrap_or(0);
-            if let Some(i) = ctx.chunk_comments.iter().position(|c| {
-                c.start >= prev_ls && c.end < ls && chunk[prev_ls..c.start].trim().is_empty()
-            }) {
+            let from = ctx.chunk_comments.partition_point(|c| c.start < prev_ls);
+            if let Some((i, _)) = ctx
+                .chunk_comments
+                .iter()
+                .enumerate()
+                .skip(from)
+                .take_while(|(_, c)| c.start < ls)
+                .find(|(_, c)| c.end < ls && chunk[prev_ls..c.start].trim().is_empty())
+            {
                 // must be a single-line head comment for the JSON to parse; a multi-line
                 // block joins with "\n#" and fails, which parse_comment shows naturally.
                 let mut first = i;
@@ -858,8 +871,12 @@ fn shadow_head(ctx: &mut Ctx<'_>, s: &Scalar, chunk: &str) {
         return;
     }
     let prev_ls = chunk[..ls - 1].rfind('\n').map(|i| i + 1).unwrap_or(0);
-    for (i, c) in ctx.chunk_comments.iter().enumerate() {
-        if c.start >= prev_ls && c.end < ls && chunk[prev_ls..c.start].trim().is_empty() {
+    let from = ctx.chunk_comments.partition_point(|c| c.start < prev_ls);
+    for (i, c) in ctx.chunk_comments.iter().enumerate().skip(from) {
+        if c.start >= ls {
+            break;
+        }
+        if c.end < ls && chunk[prev_ls..c.start].trim().is_empty() {
             let t = &chunk[c.start..c.end];
             if marker::mentions_marker(t) {
                 ctx.consumed[i] = true;

@@ -15,7 +15,7 @@
 //! gets `exact = false` and the reasons, instead of a claim of byte-exactness.
 
 use crate::scan::{FileScan, split_documents};
-use crate::yamltree::{Node, Style};
+use crate::yamltree::{Lines, Node, Style};
 
 /// One scalar replacement.
 #[derive(Debug, Clone)]
@@ -244,12 +244,10 @@ fn col_at(text: &str, off: usize) -> usize {
     off - ls
 }
 
-fn line_at(text: &str, off: usize) -> usize {
-    memchr::memchr_iter(b'\n', &text.as_bytes()[..off]).count()
-}
-
 struct Layout<'a> {
     text: &'a str,
+    lines: &'a Lines,
+    split: &'a [&'a str],
     wide: bool,
     caveats: Vec<String>,
     /// (first content line, last line) 0-based line indices of block scalar content.
@@ -259,7 +257,7 @@ struct Layout<'a> {
 
 impl Layout<'_> {
     fn caveat(&mut self, off: usize, why: &str) {
-        let l = line_at(self.text, off) + 1 + self.line_base;
+        let l = self.lines.line(off) + 1 + self.line_base;
         if self.caveats.len() < 20 {
             self.caveats.push(format!("line {l}: {why}"));
         }
@@ -357,13 +355,13 @@ impl Layout<'_> {
                                 "block scalar chomping indicator differs from go-yaml's choice",
                             );
                         }
-                        let first = line_at(self.text, s.start) + 1;
-                        let last = line_at(self.text, s.end.saturating_sub(1).max(s.start));
+                        let first = self.lines.line(s.start) + 1;
+                        let last = self.lines.line(s.end.saturating_sub(1).max(s.start));
                         let want = parent_key_col + 2;
                         // the first non-empty line fixes the block indentation
                         if let Some(l) = self
-                            .text
-                            .split('\n')
+                            .split
+                            .iter()
                             .skip(first)
                             .take((last + 1).saturating_sub(first))
                             .find(|l| !l.trim().is_empty())
@@ -400,6 +398,7 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
     let chunks = split_documents(text).unwrap_or_default();
     let n = chunks.len();
     let mut out_docs: Vec<String> = Vec::new();
+    let file_lines = Lines::new(text);
     for (i, (cs, ce)) in chunks.iter().enumerate() {
         let Some(doc) = f.docs.iter().find(|d| d.offset == *cs) else {
             continue;
@@ -417,10 +416,14 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
         if i != n - 1 {
             chunk.push('\n');
         }
-        let line_base = line_at(text, *cs);
+        let line_base = file_lines.line(*cs);
         let wide = derive_seq_indent(&chunk) == "wide";
+        let cl = Lines::new(&chunk);
+        let lines: Vec<&str> = chunk.split('\n').collect();
         let mut lay = Layout {
             text: &chunk,
+            lines: &cl,
+            split: &lines,
             wide,
             caveats: Vec::new(),
             block_lines: Vec::new(),
@@ -428,7 +431,7 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
         };
         lay.check(root, Some(0), 0);
         caveats.append(&mut lay.caveats);
-        let block_lines = lay.block_lines;
+        let mut block_lines = lay.block_lines;
         // replacements in this chunk, by line
         let mut by_line: std::collections::BTreeMap<usize, Vec<(usize, usize, String)>> =
             Default::default();
@@ -438,12 +441,12 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
             if matches!(r.style, Style::Literal | Style::Folded) || chunk[s..e].contains('\n') {
                 caveats.push(format!(
                     "line {}: marker on a multi-line or block scalar (rewrite not modelled)",
-                    line_base + line_at(&chunk, s) + 1
+                    line_base + cl.line(s) + 1
                 ));
                 continue;
             }
-            let l = line_at(&chunk, s);
-            let ls = chunk[..s].rfind('\n').map(|x| x + 1).unwrap_or(0);
+            let l = cl.line(s);
+            let ls = cl.start_of(s);
             by_line
                 .entry(l)
                 .or_default()
@@ -453,25 +456,41 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
             .tree
             .comments
             .iter()
-            .map(|c| {
-                (
-                    line_at(&chunk, c.start),
-                    c.start - chunk[..c.start].rfind('\n').map(|x| x + 1).unwrap_or(0),
-                )
-            })
+            .map(|c| (cl.line(c.start), c.start - cl.start_of(c.start)))
             .collect();
-        let first_content_line = line_at(&chunk, root.start());
+        let first_content_line = cl.line(root.start());
         let mut out = String::with_capacity(chunk.len());
-        let lines: Vec<&str> = chunk.split('\n').collect();
         let nlines = if chunk.ends_with('\n') {
             lines.len() - 1
         } else {
             lines.len()
         };
+        // for each line: is the next non-blank line a comment; indentation of the next
+        // non-blank, non-comment line (reverse pass, linear)
+        let mut next_is_comment = vec![false; nlines + 1];
+        let mut next_content_indent: Vec<Option<usize>> = vec![None; nlines + 1];
+        for li in (0..nlines).rev() {
+            let t = lines[li].trim();
+            if t.is_empty() {
+                next_is_comment[li] = next_is_comment[li + 1];
+                next_content_indent[li] = next_content_indent[li + 1];
+            } else {
+                next_is_comment[li] = t.starts_with('#');
+                next_content_indent[li] = if t.starts_with('#') {
+                    next_content_indent[li + 1]
+                } else {
+                    Some(lines[li].len() - lines[li].trim_start().len())
+                };
+            }
+        }
+        block_lines.sort_unstable();
+        let mut bi = 0;
         let mut saw_blank_after_comment = false;
         for (li, line) in lines.iter().take(nlines).enumerate() {
-            if let Some(&(_, last)) = block_lines.iter().find(|(a, b)| li >= *a && li <= *b) {
-                let _ = last;
+            while bi < block_lines.len() && block_lines[bi].1 < li {
+                bi += 1;
+            }
+            if bi < block_lines.len() && block_lines[bi].0 <= li && li <= block_lines[bi].1 {
                 if line.trim().is_empty() {
                     out.push('\n');
                 } else {
@@ -520,13 +539,7 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
                 continue;
             }
             if t.is_empty() {
-                if lines
-                    .iter()
-                    .skip(li + 1)
-                    .take(nlines - li - 1)
-                    .find(|l| !l.trim().is_empty())
-                    .is_some_and(|l| l.trim().starts_with('#'))
-                {
+                if next_is_comment[li + 1] {
                     caveats.push(format!(
                         "line {}: blank line before a comment (go-yaml may keep it)",
                         line_base + li + 1
@@ -555,12 +568,7 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
                     let comment = l[cpos..].to_string();
                     l = format!("{content} {comment}");
                 } else {
-                    let next_ind = lines
-                        .iter()
-                        .skip(li + 1)
-                        .take(nlines.saturating_sub(li + 1))
-                        .find(|x| !x.trim().is_empty() && !x.trim().starts_with('#'))
-                        .map(|x| x.len() - x.trim_start().len());
+                    let next_ind = next_content_indent[li + 1];
                     let ind = line.len() - line.trim_start().len();
                     if next_ind.is_some_and(|n| n != ind) {
                         caveats.push(format!(

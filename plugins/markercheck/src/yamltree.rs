@@ -153,6 +153,27 @@ pub struct SyntaxError {
     pub message: String,
 }
 
+/// Byte offsets of line starts, for O(log n) offset -> line lookups.
+pub struct Lines(Vec<usize>);
+
+impl Lines {
+    pub fn new(text: &str) -> Lines {
+        let mut v = vec![0];
+        v.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1));
+        Lines(v)
+    }
+
+    /// 0-based line of `off`.
+    pub fn line(&self, off: usize) -> usize {
+        self.0.partition_point(|&s| s <= off) - 1
+    }
+
+    /// Byte offset where the line holding `off` starts.
+    pub fn start_of(&self, off: usize) -> usize {
+        self.0[self.line(off)]
+    }
+}
+
 fn line_of(text: &str, off: usize) -> usize {
     text.as_bytes()[..off]
         .iter()
