@@ -318,9 +318,9 @@ pub trait Lister {
     fn names(&self, req: &CompletionRequest, kind: &ObjectKind) -> Result<Vec<String>, String>;
 }
 
-/// The default [`Lister`]: connects with kube using the request's `--kubeconfig`, `--context`,
-/// `--cluster` and `--user` (or the given client), lists with metadata-only LIST calls, and
-/// gives up after [`CLUSTER_DEADLINE`].
+/// The default [`Lister`]: connects with [`crate::cli::ClusterArgs::connect`] from the request's
+/// `--kubeconfig`, `--context`, `--cluster`, `--user` and `-n` (or uses the given client), lists
+/// with metadata-only LIST calls, and gives up after [`CLUSTER_DEADLINE`].
 #[derive(Clone, Default)]
 pub struct KubeLister {
     client: Option<(kube::Client, String)>,
@@ -352,24 +352,17 @@ impl KubeLister {
         if let Some((c, ns)) = &self.client {
             return Ok((c.clone(), ns.clone()));
         }
-        let opts = kube::config::KubeConfigOptions {
+        // The same kubeconfig resolution as the plugin itself (kubectl's rules).
+        let args = crate::cli::ClusterArgs {
+            kubeconfig: req.kubeconfig.clone().map(PathBuf::from),
             context: req.context.clone(),
             cluster: req.cluster.clone(),
             user: req.user.clone(),
+            namespace: req.namespace.clone(),
+            ..Default::default()
         };
-        let mut config = match &req.kubeconfig {
-            Some(path) => {
-                let kc = kube::config::Kubeconfig::read_from(path)
-                    .map_err(|e| format!("kubeconfig {path}: {e}"))?;
-                kube::Config::from_custom_kubeconfig(kc, &opts).await
-            }
-            None => kube::Config::from_kubeconfig(&opts).await,
-        }
-        .map_err(|e| format!("kubeconfig: {e}"))?;
-        config.connect_timeout = Some(CLUSTER_DEADLINE);
-        config.read_timeout = Some(CLUSTER_DEADLINE);
-        let ns = config.default_namespace.clone();
-        let client = kube::Client::try_from(config).map_err(|e| format!("client: {e}"))?;
+        let conn = args.connect().await.map_err(|e| e.to_string())?;
+        let (client, ns) = (conn.client, conn.namespace);
         Ok((client, ns))
     }
 
