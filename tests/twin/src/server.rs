@@ -456,6 +456,9 @@ async fn read_body(req: Request<Incoming>) -> Result<(Value, String), StatusErro
     if bytes.is_empty() {
         return Ok((Value::Null, ct));
     }
+    if ct.starts_with("application/vnd.kubernetes.protobuf") {
+        return Ok((crate::protobuf::decode(&bytes)?, ct));
+    }
     let v = match serde_json::from_slice::<Value>(&bytes) {
         Ok(v) => v,
         Err(je) => {

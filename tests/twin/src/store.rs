@@ -273,6 +273,38 @@ fn spec_part(obj: &Value, drop_status: bool) -> Value {
     o
 }
 
+/// Secret `stringData` is write-only: merged into `data` (base64) on every write, as the
+/// apiserver's v1 Secret conversion does (k8s.io/kubernetes pkg/apis/core/v1/conversion.go);
+/// an empty `type` defaults to `Opaque`.
+fn normalize_secret(info: &ResourceInfo, obj: &mut Value) {
+    use base64::Engine;
+    if !(info.group.is_empty() && info.kind == "Secret") {
+        return;
+    }
+    // SetDefaults_Secret (pkg/apis/core/v1/defaults.go): empty type is Opaque.
+    if obj
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        obj["type"] = json!("Opaque");
+    }
+    let Some(sd) = obj.as_object_mut().and_then(|m| m.remove("stringData")) else {
+        return;
+    };
+    if let Some(sd) = sd.as_object() {
+        if !obj.get("data").is_some_and(Value::is_object) {
+            obj["data"] = json!({});
+        }
+        for (k, v) in sd {
+            let enc =
+                base64::engine::general_purpose::STANDARD.encode(v.as_str().unwrap_or_default());
+            obj["data"][k] = json!(enc);
+        }
+    }
+}
+
 fn with_version(obj: &Value, gvr: &Gvr) -> Value {
     let mut o = obj.clone();
     if let Some(m) = o.as_object_mut() {
@@ -652,6 +684,7 @@ impl Store {
             format!("{}/{}", info.group, info.storage_version)
         });
         obj["kind"] = json!(info.kind);
+        normalize_secret(&info, &mut obj);
         {
             let m = meta_mut(&mut obj);
             m.insert("name".into(), json!(name));
@@ -943,6 +976,10 @@ impl Store {
         }
         new["apiVersion"] = cur["apiVersion"].clone();
         new["kind"] = cur["kind"].clone();
+        if sub == Subresource::Main {
+            normalize_secret(&info, &mut new);
+            immutable_fields(&info, name, &cur, &new)?;
+        }
         if cur.pointer("/metadata/deletionTimestamp").is_some() {
             let old_f = finalizers(&cur);
             let added: Vec<String> = finalizers(&new)
@@ -1559,6 +1596,45 @@ impl Store {
     }
 }
 
+/// The apiserver's immutability rules that matter for our workloads:
+/// - Job `spec.template` and `spec.selector` (k8s.io/kubernetes pkg/apis/batch/validation
+///   ValidateJobSpecUpdate; the mutable-scheduling-directives exception for suspended Jobs is
+///   not modelled);
+/// - Deployment/ReplicaSet/StatefulSet/DaemonSet `spec.selector` (apps/validation).
+///
+/// 422 `Job.batch "x" is invalid: spec.template: Invalid value: <JSON>: field is immutable`
+/// (upstream prints the Go struct instead of JSON).
+fn immutable_fields(
+    info: &ResourceInfo,
+    name: &str,
+    cur: &Value,
+    new: &Value,
+) -> Result<(), StatusError> {
+    let fields: &[&str] = match (info.group.as_str(), info.kind.as_str()) {
+        ("batch", "Job") => &["selector", "template"],
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") => &["selector"],
+        _ => return Ok(()),
+    };
+    for f in fields {
+        let ptr = format!("/spec/{f}");
+        let (o, n) = (cur.pointer(&ptr), new.pointer(&ptr));
+        if o != n {
+            let shown = n.map(Value::to_string).unwrap_or_else(|| "null".into());
+            return Err(StatusError::invalid(
+                &info.group,
+                &info.kind,
+                name,
+                &[(
+                    &format!("spec.{f}"),
+                    "FieldValueInvalid",
+                    &format!("Invalid value: {shown}: field is immutable"),
+                )],
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn encode_continue(ns: &str, name: &str, rv: u64) -> String {
     use base64::Engine;
     let j = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{ns}/{name}")});
@@ -1808,6 +1884,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.get(&g, Some("flux-system"), "f").unwrap_err().code, 404);
+    }
+
+    #[test]
+    fn job_template_is_immutable() {
+        let s = Store::default();
+        let g = s.gvr("batch", "v1", "jobs").unwrap();
+        s.create(
+            &g,
+            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "migrate", "namespace": "default"},
+                   "spec": {"template": {"spec": {"containers": [{"name": "m", "image": "m:1"}], "restartPolicy": "Never"}}}}),
+        )
+        .unwrap();
+        let e = s
+            .patch(&g, Some("default"), "migrate", PatchKind::Strategic,
+                &json!({"spec": {"template": {"spec": {"containers": [{"name": "m", "image": "m:2"}]}}}}), "t")
+            .unwrap_err();
+        assert_eq!(e.code, 422);
+        assert!(
+            e.message
+                .starts_with("Job.batch \"migrate\" is invalid: spec.template: Invalid value: "),
+            "{}",
+            e.message
+        );
+        assert!(e.message.ends_with(": field is immutable"), "{}", e.message);
     }
 
     #[tokio::test]
