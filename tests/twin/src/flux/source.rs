@@ -6,7 +6,7 @@
 //! and `runtime/reconcile` (`ProgressiveStatus`). Behaviour:
 //! - Fetches with the real `git` CLI from `spec.url`. `spec.secretRef` keys: `username` +
 //!   `password` (basic auth header), `bearerToken` (`Authorization: Bearer`), `ca.crt`
-//!   (written to a file and passed as `http.sslCAInfo`). A missing secret fails with reason
+//!   (written to a file and passed as `GIT_SSL_CAINFO`). A missing secret fails with reason
 //!   `AuthenticationFailed`: `failed to get secret 'NS/NAME': secrets "NAME" not found`.
 //! - `spec.ref` precedence commit > name > semver(not modelled) > tag > branch, default branch
 //!   `master` (fluxcd/pkg git `DefaultBranch`). Revision `<branch|tag>@sha1:<40 hex>`,
@@ -543,8 +543,10 @@ impl Git {
             cmd.arg("-c").arg(format!("http.extraHeader={h}"));
         }
         if let Some(ca) = &self.auth.ca_file {
-            cmd.arg("-c")
-                .arg(format!("http.sslCAInfo={}", ca.display()));
+            // The environment variable, not `-c http.sslCAInfo`: git lets GIT_SSL_CAINFO
+            // override the config, and machines (this one included) export it for the system
+            // bundle, which would silently drop the secret's CA.
+            cmd.env("GIT_SSL_CAINFO", ca);
         }
         cmd.args(args)
             .env("GIT_TERMINAL_PROMPT", "0")
