@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use twin::flux::cluster::{Cluster, ObjKey, s};
+use twin::flux::cluster::{ObjKey, s};
 use twin::scenario::{RunOptions, RunningScenario, Scenario};
 
 const T: Duration = Duration::from_secs(120);
