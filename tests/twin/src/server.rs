@@ -517,6 +517,22 @@ async fn resource(
     if !info.namespaced && !ri.namespace.is_empty() && ri.resource != "namespaces" {
         return Err(StatusError::path_not_found());
     }
+    // Verbs the resource does not serve, and item verbs on a collection path (and the
+    // reverse), are 405 like the apiserver's route table (no route registered).
+    let item_verb = matches!(ri.verb.as_str(), "get" | "update" | "patch" | "delete");
+    let needs_name = matches!(ri.verb.as_str(), "update" | "patch" | "delete");
+    let verb_served = match ri.subresource.as_str() {
+        "" => info.verbs.contains(&ri.verb),
+        "log" => ri.verb == "get",
+        _ => matches!(ri.verb.as_str(), "get" | "update" | "patch"),
+    };
+    if !verb_served
+        || (needs_name && ri.name.is_empty())
+        || (ri.verb == "create" && !ri.name.is_empty())
+        || (item_verb && ri.name.is_empty() && ri.verb != "get")
+    {
+        return Err(StatusError::method_not_allowed());
+    }
     let accept = req
         .headers()
         .get(header::ACCEPT)

@@ -726,3 +726,42 @@ async fn state_load_dump_reset_and_parallel_twins() {
     .unwrap();
     assert_eq!(ns["status"]["phase"], "Active");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn method_not_allowed_and_unknown_paths() {
+    let twin = Twin::start(TwinOptions::default()).await.unwrap();
+    let c = client(&twin).await;
+    let base = "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations";
+    for (method, path) in [
+        ("PUT", base.to_string()),
+        ("POST", format!("{base}/apps")),
+        ("DELETE", "/api/v1/namespaces".to_string()),
+        ("POST", "/api/v1/namespaces/default/pods/x/log".to_string()),
+    ] {
+        let req = http::Request::builder()
+            .method(method)
+            .uri(&path)
+            .header("Content-Type", "application/json")
+            .body(b"{}".to_vec())
+            .unwrap();
+        let e = api_err(c.request_text(req).await.unwrap_err());
+        assert_eq!(
+            (e.code, e.reason.as_str()),
+            (405, "MethodNotAllowed"),
+            "{method} {path}"
+        );
+        assert_eq!(
+            e.message,
+            "the server does not allow this method on the requested resource"
+        );
+    }
+    let req = http::Request::get("/apis/nope.example.com/v1/things")
+        .body(Vec::new())
+        .unwrap();
+    let e = api_err(c.request_text(req).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (404, "NotFound"));
+    assert_eq!(
+        e.message,
+        "the server could not find the requested resource"
+    );
+}

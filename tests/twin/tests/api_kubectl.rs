@@ -639,3 +639,70 @@ async fn typed_generators_send_protobuf_and_work() {
         "Error from server (NotFound): namespaces \"apps\" not found"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deprecated_version_warns_and_serves_the_same_object() {
+    let env = Env::new().await;
+    env.add_ks("apps");
+    let out = env
+        .k(&[
+            "get",
+            "kustomizations.v1beta2.kustomize.toolkit.fluxcd.io",
+            "apps",
+            "-n",
+            "flux-system",
+            "-o",
+            "jsonpath={.apiVersion} {.spec.path}",
+        ])
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "kustomize.toolkit.fluxcd.io/v1beta2 ./apps");
+    assert!(
+        out.stderr
+            .contains("Warning: v1beta2 Kustomization is deprecated, upgrade to v1"),
+        "{}",
+        out.stderr
+    );
+    // kubectl apply (client-side, then server-side) on a CRD and a built-in.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("ks.yaml");
+    let doc = |path: &str| {
+        format!(
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: infra\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: {path}\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n"
+        )
+    };
+    std::fs::write(&f, doc("./infra")).unwrap();
+    let out = env.k(&["apply", "-f", f.to_str().unwrap()]).await;
+    assert_eq!(
+        out.stdout.trim(),
+        "kustomization.kustomize.toolkit.fluxcd.io/infra created",
+        "{}",
+        out.stderr
+    );
+    std::fs::write(&f, doc("./infra/prod")).unwrap();
+    let out = env.k(&["apply", "-f", f.to_str().unwrap()]).await;
+    assert_eq!(
+        out.stdout.trim(),
+        "kustomization.kustomize.toolkit.fluxcd.io/infra configured",
+        "{}",
+        out.stderr
+    );
+    let out = env.k(&["apply", "-f", f.to_str().unwrap()]).await;
+    assert_eq!(
+        out.stdout.trim(),
+        "kustomization.kustomize.toolkit.fluxcd.io/infra unchanged",
+        "{}",
+        out.stderr
+    );
+    let got = env
+        .twin
+        .store()
+        .get(&env.ks(), Some("flux-system"), "infra")
+        .unwrap();
+    assert_eq!(got["spec"]["path"], "./infra/prod");
+    assert_eq!(got["metadata"]["generation"], 2);
+    assert!(
+        got["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .is_string()
+    );
+}
