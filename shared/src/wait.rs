@@ -36,6 +36,8 @@ pub struct Outcome<K> {
     pub elapsed: Duration,
 }
 
+const TEMPLATE: &str = "{spinner} {prefix} {wide_msg} {left}";
+
 /// A spinner on stderr: `⠋ <label>  <status>  (4m12s left)`. Hidden (all methods no-ops)
 /// when stderr is not a terminal or the output is json/yaml.
 #[derive(Debug, Clone)]
@@ -47,8 +49,12 @@ pub struct Progress {
 impl Progress {
     /// A spinner labelled `label`, shown iff `enabled`.
     pub fn new(label: impl Into<String>, enabled: bool) -> Self {
+        Self::with_target(label, enabled.then(ProgressDrawTarget::stderr))
+    }
+
+    fn with_target(label: impl Into<String>, target: Option<ProgressDrawTarget>) -> Self {
         let deadline: Arc<Mutex<Option<std::time::Instant>>> = Arc::new(Mutex::new(None));
-        let bar = enabled.then(|| {
+        let bar = target.map(|target| {
             let d = deadline.clone();
             let left = move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
                 if let Some(dl) = *d.lock().unwrap_or_else(|e| e.into_inner()) {
@@ -57,10 +63,12 @@ impl Progress {
                     let _ = write!(w, "({} left)", crate::duration::format_go_duration(secs));
                 }
             };
-            let style = ProgressStyle::with_template("{spinner} {prefix} {wide_msg} {left}")
+            let style = ProgressStyle::with_template(TEMPLATE)
                 .unwrap_or_else(|_| ProgressStyle::default_spinner())
                 .with_key("left", left);
-            let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            // AndClear: dropping the last handle removes the spinner line.
+            let pb = ProgressBar::with_draw_target(None, target)
+                .with_finish(indicatif::ProgressFinish::AndClear);
             pb.set_style(style);
             pb.set_prefix(label.into());
             pb.enable_steady_tick(Duration::from_millis(120));
@@ -110,16 +118,6 @@ impl Progress {
     /// Remove the spinner.
     pub fn finish(&self) {
         if let Some(b) = &self.bar {
-            b.finish_and_clear();
-        }
-    }
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        if let Some(b) = &self.bar
-            && Arc::strong_count(&self.deadline) == 1
-        {
             b.finish_and_clear();
         }
     }
@@ -293,6 +291,65 @@ mod tests {
         let v = json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": 1},
                        "status": {"replicas": 1, "updatedReplicas": 1}});
         assert_eq!(status_line(&v), "InProgress: Available: 0/1");
+    }
+
+    #[derive(Debug, Clone, Default)]
+    struct Screen(Arc<Mutex<String>>);
+
+    impl indicatif::TermLike for Screen {
+        fn width(&self) -> u16 {
+            120
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            let mut b = self.0.lock().unwrap();
+            b.push_str(s);
+            b.push('\n');
+            Ok(())
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            self.0.lock().unwrap().push_str(s);
+            Ok(())
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn spinner_shows_status_and_time_left() {
+        assert!(ProgressStyle::with_template(TEMPLATE).is_ok());
+        let screen = Screen::default();
+        let target = ProgressDrawTarget::term_like(Box::new(screen.clone()));
+        let p = Progress::with_target("ks/apps", Some(target));
+        assert!(p.is_visible());
+        p.set_deadline(Instant::now() + Duration::from_secs(301));
+        p.set_status("Ready=Unknown Progressing: Running health checks");
+        p.bar.as_ref().unwrap().force_draw();
+        let out = screen.0.lock().unwrap().clone();
+        assert!(
+            out.contains("ks/apps Ready=Unknown Progressing: Running health checks"),
+            "{out:?}"
+        );
+        assert!(
+            out.contains("(5m0s left)") || out.contains("(5m1s left)"),
+            "{out:?}"
+        );
+        p.finish();
     }
 
     #[test]

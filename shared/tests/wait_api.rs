@@ -427,3 +427,62 @@ async fn connection_refused_names_server() {
     );
     assert_eq!(e.exit_code(), 3);
 }
+
+fn group_list(versions: &[&str]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("kustomize.toolkit.fluxcd.io/{v}"), "version": v}))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+        {"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
+         "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"}},
+        {"name": "kustomize.toolkit.fluxcd.io", "versions": vs.clone(), "preferredVersion": vs[0].clone()}
+    ]})
+}
+
+#[tokio::test]
+async fn served_version_prefers_v1_then_older() {
+    use cluster_loop::flux::served_version;
+    use cluster_loop::refs::Kind;
+    for (served, want) in [
+        (vec!["v1", "v1beta2"], Some("v1")),
+        (vec!["v1beta2", "v1beta1"], Some("v1beta2")),
+        (vec!["v1beta1"], None),
+    ] {
+        let srv = start(Plan {
+            lists: vec![(200, group_list(&served))],
+        })
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let (conn, _) = connect(&dir, srv.port).await;
+        let got = served_version(&conn.client, &conn.server, Kind::Kustomization)
+            .await
+            .unwrap();
+        assert_eq!(got.as_deref(), want, "{served:?}");
+        assert_eq!(srv.requests.lock().unwrap()[0], "GET /apis HTTP/1.1");
+    }
+    // Flux not installed at all: no group.
+    let srv = start(Plan {
+        lists: vec![(
+            200,
+            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []}),
+        )],
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (conn, _) = connect(&dir, srv.port).await;
+    assert_eq!(
+        served_version(&conn.client, &conn.server, Kind::GitRepository)
+            .await
+            .unwrap(),
+        None
+    );
+    // Core kinds need no discovery.
+    assert_eq!(
+        served_version(&conn.client, &conn.server, Kind::Pod)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("v1")
+    );
+}
