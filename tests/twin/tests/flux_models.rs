@@ -1,0 +1,283 @@
+//! kustomize-controller and source-controller model rules outside the shipped scenarios:
+//! controller restart, dependsOn not found, strict vs lax substitution by version, prune.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use twin::flux::cluster::{ChangeType, ObjKey, s};
+use twin::scenario::{RunOptions, RunningScenario, Scenario};
+
+const T: Duration = Duration::from_secs(120);
+
+fn ks(name: &str) -> ObjKey {
+    ObjKey::new(
+        "kustomize.toolkit.fluxcd.io/v1",
+        "Kustomization",
+        "flux-system",
+        name,
+    )
+}
+
+fn cond<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
+    o.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+}
+
+fn cond_is(o: &Value, t: &str, status: &str, reason: &str) -> bool {
+    cond(o, t).is_some_and(|c| c["status"] == status && c["reason"] == reason)
+}
+
+/// A small world: one repo (the shipped fleet plus `extra` files), a GitRepository and the
+/// given Kustomizations.
+fn world(version: &str, extra: &str, kustomizations: &str) -> Scenario {
+    let yaml = format!(
+        r#"
+name: flux-models-test
+timeScale: 0.01
+controller:
+  version: {version}
+  concurrent: 1
+registry: [localhost:5000/podinfo:6.5.0, localhost:5000/frontend:1.0.0]
+gitServers:
+  - name: gitea
+    repos:
+      - name: org/fleet
+        commits:
+          - message: initial
+            dir: repos/fleet
+            files:
+{extra}
+objects:
+  - apiVersion: source.toolkit.fluxcd.io/v1
+    kind: GitRepository
+    metadata: {{name: flux-system, namespace: flux-system}}
+    spec: {{interval: 1m, url: "{{{{http:gitea/org/fleet}}}}", ref: {{branch: main}}}}
+{kustomizations}
+"#
+    );
+    Scenario::from_yaml(&yaml, &Scenario::shipped_dir(), "inline").unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleting_the_controller_pod_cancels_in_flight_runs_and_a_new_pod_takes_over() {
+    let mut sc = Scenario::shipped("bare-tag-rollout").unwrap();
+    sc.events.retain(|e| e.name != "fix-commit");
+    let run = RunningScenario::start(sc, RunOptions::default())
+        .await
+        .unwrap();
+    run.wait_fired("automation-commit", T).await.unwrap();
+    let stuck = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Healthy", "Unknown", "Progressing")
+                && s(o, "/status/lastAttemptedRevision") != s(o, "/status/lastAppliedRevision")
+        })
+        .await
+        .unwrap();
+    let bad = s(&stuck, "/status/lastAttemptedRevision").to_string();
+    let kc = run.flux.as_ref().unwrap().kustomize.clone();
+    let epoch = kc.epoch();
+    let store = run.twin.store();
+    let pod_gvr = store.gvr_for_kind("v1", "Pod").unwrap();
+    let old: Vec<Value> = store
+        .list(
+            &pod_gvr,
+            Some("flux-system"),
+            Some("app=kustomize-controller"),
+        )
+        .unwrap();
+    assert_eq!(old.len(), 1, "{old:?}");
+    let old_name = s(&old[0], "/metadata/name").to_string();
+
+    // Record every state of apps-wave-1 from now on.
+    let mut rx = run
+        .cluster()
+        .watch(&[("kustomize.toolkit.fluxcd.io/v1", "Kustomization")]);
+    store
+        .delete(&pod_gvr, Some("flux-system"), &old_name)
+        .unwrap();
+
+    // The Deployment's ReplicaSet replaces the pod; the model restarts as a new process.
+    let deadline = std::time::Instant::now() + T;
+    let mut seen = Vec::new();
+    loop {
+        let ch = tokio::time::timeout_at(deadline.into(), rx.recv())
+            .await
+            .expect("no new run after the controller restart")
+            .unwrap();
+        if ch.event == ChangeType::Deleted || s(&ch.object, "/metadata/name") != "apps-wave-1" {
+            continue;
+        }
+        seen.push(ch.object.clone());
+        if cond(&ch.object, "Healthy").is_some_and(|c| c["status"] == "Unknown")
+            && kc.epoch() > epoch
+            && seen.len() > 1
+        {
+            break;
+        }
+    }
+    assert!(kc.epoch() > epoch);
+    // The canceled run wrote nothing: no failure was recorded for it.
+    assert!(
+        !seen
+            .iter()
+            .any(|o| cond_is(o, "Ready", "False", "HealthCheckFailed")),
+        "{seen:?}"
+    );
+    // The new process ran the same revision again from the start.
+    assert!(seen.iter().any(|o| cond(o, "Reconciling").is_some_and(|c| {
+        c["message"]
+            == format!("Fetching manifests for revision {bad} with a timeout of 5m0s").as_str()
+    })));
+    let new: Vec<Value> = store
+        .list(
+            &pod_gvr,
+            Some("flux-system"),
+            Some("app=kustomize-controller"),
+        )
+        .unwrap();
+    assert_eq!(new.len(), 1);
+    assert_ne!(s(&new[0], "/metadata/name"), old_name);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn depends_on_missing_and_substitution_strictness_follow_the_version() {
+    let extra = r#"              apps/strict/cm.yaml: |
+                apiVersion: v1
+                kind: ConfigMap
+                metadata: {name: strict, namespace: default}
+                data: {url: "${missing_var}", kept: "$${escaped}", dflt: "${other:=fallback}"}"#;
+    let kss = r#"  - apiVersion: kustomize.toolkit.fluxcd.io/v1
+    kind: Kustomization
+    metadata: {name: orphan, namespace: flux-system}
+    spec:
+      interval: 10m
+      path: ./apps/wave-2
+      dependsOn: [{name: does-not-exist}]
+      sourceRef: {kind: GitRepository, name: flux-system}
+  - apiVersion: kustomize.toolkit.fluxcd.io/v1
+    kind: Kustomization
+    metadata: {name: strict, namespace: flux-system}
+    spec:
+      interval: 10m
+      path: ./apps/strict
+      prune: true
+      sourceRef: {kind: GitRepository, name: flux-system}
+      postBuild:
+        substitute: {present: "yes"}"#;
+    // v1.9: StrictPostBuildSubstitutions is on by default
+    let run = RunningScenario::start(world("v1.9.4", extra, kss), RunOptions::default())
+        .await
+        .unwrap();
+    let o = run
+        .wait_for(&ks("orphan"), T, |o| {
+            cond_is(o, "Ready", "False", "DependencyNotReady")
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        cond(&o, "Ready").unwrap()["message"],
+        "dependency 'flux-system/does-not-exist' not found: kustomizations.kustomize.toolkit.fluxcd.io \"does-not-exist\" not found"
+    );
+    let st = run
+        .wait_for(&ks("strict"), T, |o| {
+            cond_is(o, "Ready", "False", "BuildFailed")
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        cond(&st, "Ready").unwrap()["message"],
+        "post build failed for 'ConfigMap.v1.[noGrp]/strict': envsubst error: variable substitution failed: variable not set (strict mode): \"missing_var\""
+    );
+    drop(run);
+
+    // v1.8: lax by default: the missing variable becomes "" in the YAML text (kustomize had
+    // printed `url: ${missing_var}` unquoted, so the value now reads as YAML null), escapes and
+    // defaults apply
+    let run = RunningScenario::start(world("v1.8.3", extra, kss), RunOptions::default())
+        .await
+        .unwrap();
+    run.wait_for(&ks("strict"), T, |o| {
+        cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+    })
+    .await
+    .unwrap();
+    let cm = run
+        .wait_for(
+            &ObjKey::new("v1", "ConfigMap", "default", "strict"),
+            T,
+            |o| !o.is_null(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        cm["data"],
+        json!({"url": null, "kept": "${escaped}", "dflt": "fallback"})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn prune_deletes_objects_that_left_the_inventory() {
+    let kss = r#"  - apiVersion: kustomize.toolkit.fluxcd.io/v1
+    kind: Kustomization
+    metadata: {name: apps-wave-1, namespace: flux-system}
+    spec:
+      interval: 10m
+      timeout: 5m
+      path: ./apps/wave-1
+      prune: true
+      wait: true
+      sourceRef: {kind: GitRepository, name: flux-system}"#;
+    let run = RunningScenario::start(
+        world("v1.9.4", "              README.md: hi", kss),
+        RunOptions::default(),
+    )
+    .await
+    .unwrap();
+    let w1 = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+        })
+        .await
+        .unwrap();
+    let first = s(&w1, "/status/lastAppliedRevision").to_string();
+    // Replace the podinfo Deployment by a ConfigMap and break nothing: podinfo is pruned.
+    let g = run.git["gitea"].clone();
+    let kust = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - namespace.yaml\n  - cm.yaml\n";
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: apps}\ndata: {a: b}\n";
+    tokio::task::spawn_blocking(move || {
+        g.commit(
+            "org/fleet",
+            &[
+                twin::git::Change::write("apps/wave-1/kustomization.yaml", kust),
+                twin::git::Change::write("apps/wave-1/cm.yaml", cm),
+            ],
+            "swap podinfo for a ConfigMap",
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let w1 = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+                && s(o, "/status/lastAppliedRevision") != first
+        })
+        .await
+        .unwrap();
+    let ids: Vec<&str> = w1["status"]["inventory"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec!["_apps__Namespace", "apps_settings__ConfigMap"]);
+    run.wait_for(
+        &ObjKey::new("apps/v1", "Deployment", "apps", "podinfo"),
+        T,
+        |o| o.is_null(),
+    )
+    .await
+    .unwrap();
+}
