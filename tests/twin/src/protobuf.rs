@@ -1,5 +1,6 @@
 //! Decoding of `application/vnd.kubernetes.protobuf` request bodies for the few kinds kubectl's
-//! typed generators send that way (`kubectl create namespace|configmap|secret|serviceaccount`).
+//! typed generators send that way (`kubectl create namespace|configmap|secret|serviceaccount`,
+//! `kubectl auth can-i`).
 //!
 //! Wire format (k8s.io/apimachinery pkg/runtime/serializer/protobuf/protobuf.go): the 4-byte
 //! magic `k8s\0`, then a `runtime.Unknown` message {1: TypeMeta{1: apiVersion, 2: kind}, 2: raw,
@@ -240,6 +241,44 @@ pub fn decode(body: &[u8]) -> Result<Value, StatusError> {
             for (n, f) in fs {
                 if let (1, Field::Bytes(b)) = (n, &f) {
                     obj.insert("metadata".into(), object_meta(b).ok_or_else(bad)?);
+                }
+            }
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
+            // spec = 2 {resourceAttributes = 1 {namespace 1, verb 2, group 3, version 4,
+            // resource 5, subresource 6, name 7}, nonResourceAttributes = 2 {path 1, verb 2}}
+            // (k8s.io/api authorization/v1 generated.proto).
+            for (n, f) in fs {
+                if let (2, Field::Bytes(spec)) = (n, &f) {
+                    let mut spec_json = Map::new();
+                    for (sn, sf) in fields(spec).ok_or_else(bad)? {
+                        let (key, names): (&str, &[&str]) = match sn {
+                            1 => (
+                                "resourceAttributes",
+                                &[
+                                    "",
+                                    "namespace",
+                                    "verb",
+                                    "group",
+                                    "version",
+                                    "resource",
+                                    "subresource",
+                                    "name",
+                                ],
+                            ),
+                            2 => ("nonResourceAttributes", &["", "path", "verb"]),
+                            _ => continue,
+                        };
+                        let Field::Bytes(ab) = sf else { continue };
+                        let mut attrs = Map::new();
+                        for (an, af) in fields(ab).ok_or_else(bad)? {
+                            if let Some(name) = names.get(an as usize).filter(|n| !n.is_empty()) {
+                                attrs.insert((*name).to_string(), json!(string(&af)));
+                            }
+                        }
+                        spec_json.insert(key.into(), Value::Object(attrs));
+                    }
+                    obj.insert("spec".into(), Value::Object(spec_json));
                 }
             }
         }

@@ -333,6 +333,19 @@ pub fn builtins() -> Vec<ResourceInfo> {
             true,
         ),
     ];
+    let mut ssar = builtin(
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        "SelfSubjectAccessReview",
+        false,
+        &[],
+        &[],
+        &[],
+        false,
+    );
+    ssar.verbs = vec!["create".into()];
+    v.push(ssar);
     // Namespaces cannot be deletecollection'ed (pkg/registry/core/namespace/storage).
     v[0].verbs.retain(|x| x != "deletecollection");
     v

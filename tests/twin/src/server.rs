@@ -210,6 +210,16 @@ pub(crate) async fn handle(
                 };
                 match auth::authorize(&id, &attrs) {
                     Err(e) => err_resp(&e),
+                    Ok(())
+                        if ri.group == "authorization.k8s.io"
+                            && ri.resource == "selfsubjectaccessreviews"
+                            && ri.verb == "create" =>
+                    {
+                        match self_subject_access_review(&id, req).await {
+                            Ok(r) => r,
+                            Err(e) => err_resp(&e),
+                        }
+                    }
                     Ok(()) => match resource(&ctx, &ri, &q, req, drop_watch).await {
                         Ok(r) => r,
                         Err(e) => err_resp(&e),
@@ -491,6 +501,43 @@ fn write_opts(q: &HashMap<String, String>) -> WriteOptions {
         dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
         field_manager: q.get("fieldManager").cloned(),
     }
+}
+
+/// POST authorization.k8s.io/v1 selfsubjectaccessreviews: evaluates the caller's own rules
+/// (what `kubectl auth can-i` asks). Non-resource attributes are always allowed.
+async fn self_subject_access_review(
+    id: &auth::Identity,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, StatusError> {
+    let (body, _) = read_body(req).await?;
+    let ra = body.pointer("/spec/resourceAttributes").cloned();
+    let allowed = match &ra {
+        None => true,
+        Some(ra) => {
+            let g = |k: &str| ra.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            let attrs = Attributes {
+                verb: g("verb"),
+                group: g("group"),
+                resource: g("resource"),
+                subresource: g("subresource"),
+                namespace: g("namespace"),
+                name: g("name"),
+            };
+            auth::authorize(id, &attrs).is_ok()
+        }
+    };
+    let mut out = body.clone();
+    out["apiVersion"] = json!("authorization.k8s.io/v1");
+    out["kind"] = json!("SelfSubjectAccessReview");
+    if !out.get("metadata").is_some_and(Value::is_object) {
+        out["metadata"] = json!({});
+    }
+    out["status"] = if allowed {
+        json!({"allowed": true, "reason": "twin RBAC-lite: allowed by a rule of the token"})
+    } else {
+        json!({"allowed": false})
+    };
+    Ok(json_resp(201, &out))
 }
 
 async fn resource(

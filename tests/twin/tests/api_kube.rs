@@ -765,3 +765,69 @@ async fn method_not_allowed_and_unknown_paths() {
         "the server could not find the requested resource"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_watcher_streaming_list_and_await_condition() {
+    use kube::runtime::{WatchStreamExt, wait::await_condition, watcher};
+    let twin = Twin::start(TwinOptions::default()).await.unwrap();
+    let c = client(&twin).await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "flag"}, "data": {"ready": "no"}}))
+    .unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+
+    // Watch-list (sendInitialEvents=true + initial-events-end bookmark), as client-go's
+    // WatchListClient and kube-rs streaming_lists use it.
+    let mut s = watcher(cms.clone(), watcher::Config::default().streaming_lists())
+        .applied_objects()
+        .boxed();
+    let first = tokio::time::timeout(DEADLINE, s.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.metadata.name.as_deref(), Some("flag"));
+
+    let wait = tokio::spawn(await_condition(
+        cms.clone(),
+        "flag",
+        |o: Option<&ConfigMap>| {
+            o.and_then(|c| c.data.as_ref())
+                .and_then(|d| d.get("ready"))
+                .is_some_and(|v| v == "yes")
+        },
+    ));
+    // Once the condition's watch is open, flip the flag in-process.
+    tokio::time::timeout(DEADLINE, async {
+        while twin.request_log().count("watch", Some("configmaps")) < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let gvr = twin.store().gvr("", "v1", "configmaps").unwrap();
+    twin.store()
+        .patch(
+            &gvr,
+            Some("default"),
+            "flag",
+            twin::PatchKind::Merge,
+            &json!({"data": {"ready": "yes"}}),
+            "test",
+        )
+        .unwrap();
+    let done = tokio::time::timeout(DEADLINE, wait)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.unwrap().data.unwrap()["ready"], "yes");
+    // The same change reaches the streaming watcher.
+    let next = tokio::time::timeout(DEADLINE, s.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.data.unwrap()["ready"], "yes");
+}

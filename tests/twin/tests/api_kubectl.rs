@@ -706,3 +706,73 @@ async fn deprecated_version_warns_and_serves_the_same_object() {
             .is_string()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_can_i_evaluates_token_rules() {
+    let env = Env::new().await;
+    let user = "system:serviceaccount:flux-system:unstick";
+    let token = env.twin.add_token(
+        user,
+        vec![
+            Rule::new(
+                &["get", "list", "watch", "patch"],
+                &["kustomize.toolkit.fluxcd.io"],
+                &["kustomizations"],
+            ),
+            Rule::new(&["get"], &[""], &["pods/log"]).in_namespaces(&["flux-system"]),
+        ],
+    );
+    let kc = env.twin.kubeconfig_for(&token, user).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    for (args, want) in [
+        (
+            vec![
+                "auth",
+                "can-i",
+                "patch",
+                "kustomizations.kustomize.toolkit.fluxcd.io",
+                "-n",
+                "flux-system",
+            ],
+            "yes",
+        ),
+        (
+            vec![
+                "auth",
+                "can-i",
+                "delete",
+                "kustomizations.kustomize.toolkit.fluxcd.io",
+                "-n",
+                "flux-system",
+            ],
+            "no",
+        ),
+        (
+            vec![
+                "auth",
+                "can-i",
+                "get",
+                "pods",
+                "--subresource=log",
+                "-n",
+                "flux-system",
+            ],
+            "yes",
+        ),
+        (
+            vec![
+                "auth",
+                "can-i",
+                "get",
+                "pods",
+                "--subresource=log",
+                "-n",
+                "default",
+            ],
+            "no",
+        ),
+    ] {
+        let out = kubectl_with(&kc, cache.path(), &args).await;
+        assert_eq!(out.stdout.trim(), want, "{args:?}: {}", out.stderr);
+    }
+}
