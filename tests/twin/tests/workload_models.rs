@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use twin::flux::ModelOptions;
-use twin::flux::cluster::{Cluster, ClusterRef, ObjKey, s};
+use twin::flux::cluster::{ClusterRef, ObjKey, s};
 use twin::flux::kstatus::{self, Status};
 use twin::scenario::wait_for;
 use twin::workload::{Registry, WorkloadController};
