@@ -734,6 +734,30 @@ users:
         assert_eq!(e.exit_code(), 2);
     }
 
+    #[tokio::test]
+    async fn in_cluster_fallback_is_tried_and_reported() {
+        // No kubeconfig anywhere, but "running in a pod": kube's in-cluster loader is used.
+        // This test process has no service-account token, so it must fail with a message that
+        // says both what was looked for and that in-cluster failed.
+        let fx = Fx::new();
+        let mut env = fx.env(&[]);
+        env.in_cluster = true;
+        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+            return; // really in a pod: the fallback may succeed; nothing to assert here
+        }
+        let e = args(&[]).resolve_with(&env).await.unwrap_err();
+        let m = e.to_string();
+        assert!(m.starts_with("no kubeconfig found ("), "{m}");
+        assert!(m.contains("in-cluster configuration failed"), "{m}");
+        assert_eq!(e.exit_code(), 3);
+        // An explicit --context never silently becomes in-cluster.
+        let e = args(&["--context", "x"])
+            .resolve_with(&env)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("no kubeconfig found"), "{e}");
+    }
+
     #[test]
     fn request_timeout_syntax() {
         assert_eq!(parse_request_timeout("0").unwrap(), RequestTimeout(None));

@@ -12,7 +12,7 @@
 //! - `TYPE` is matched case-insensitively (the RESTMapper lowercases) against the kind
 //!   (`Kustomization`), the singular (`kustomization`), the plural (`kustomizations`) and the
 //!   short names from the CRD / built-in (`ks`, `gitrepo`, `ocirepo`, `imgpol`, `imagepol`,
-//!   `imgrepo`, `imagerepo`, `po`, `deploy`, `sts`, `ds`, `rs`, `svc`, `cm`, `ns`), optionally
+//!   `imgrepo`, `imagerepo`, `iua`, `imgupd`, `imgauto`, `po`, `deploy`, `sts`, `ds`, `rs`, `svc`, `cm`, `ns`), optionally
 //!   qualified as `TYPE.GROUP` or `TYPE.VERSION.GROUP` (`schema.ParseResourceArg`), e.g.
 //!   `deployment.apps`, `kustomizations.v1.kustomize.toolkit.fluxcd.io`. For the core group
 //!   (`pods`), `pod.v1.` style is not supported (kubectl rarely sees it).
@@ -39,7 +39,7 @@ pub enum Kind {
     ImagePolicy,
     /// image.toolkit.fluxcd.io/v1 ImageRepository (short names `imgrepo`, `imagerepo`).
     ImageRepository,
-    /// image.toolkit.fluxcd.io/v1 ImageUpdateAutomation (no short name).
+    /// image.toolkit.fluxcd.io/v1 ImageUpdateAutomation (short names `iua`, `imgupd`, `imgauto`).
     ImageUpdateAutomation,
     /// v1 Pod (`po`).
     Pod,
@@ -107,7 +107,8 @@ impl Kind {
 
     /// The kind's coordinates. Flux short names are from the CRDs' `+kubebuilder:resource`
     /// markers (kustomize-controller api/v1, source-controller api/v1,
-    /// image-reflector-controller api/v1); built-in ones from `kubectl api-resources`.
+    /// image-reflector-controller api/v1, image-automation-controller api/v1
+    /// `imageupdateautomation_types.go`); built-in ones from `kubectl api-resources`.
     pub const fn info(self) -> KindInfo {
         #[allow(clippy::too_many_arguments)]
         const fn k(
@@ -189,7 +190,7 @@ impl Kind {
                 &["v1beta2"],
                 "imageupdateautomations",
                 "imageupdateautomation",
-                &[],
+                &["iua", "imgupd", "imgauto"],
                 true,
             ),
             Kind::Pod => k("Pod", "", "v1", &[], "pods", "pod", &["po"], true),

@@ -14,6 +14,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+/// A pseudo event: the server ends the current watch response.
+const CLOSE: &str = "CLOSE";
+
 /// What the fake API server answers to a non-watch request.
 #[derive(Clone)]
 struct Plan {
@@ -79,6 +82,12 @@ async fn start(plan: Plan) -> Server {
                         }
                         let mut rx = rx.lock().await;
                         while let Some(ev) = rx.recv().await {
+                            if ev == CLOSE {
+                                // End this watch response cleanly, as the apiserver does when a
+                                // watch's timeoutSeconds expires or it restarts.
+                                let _ = sock.write_all(b"0\r\n\r\n").await;
+                                return;
+                            }
                             let data = format!("{ev}\n");
                             let chunk = format!("{:x}\r\n{data}\r\n", data.len());
                             if sock.write_all(chunk.as_bytes()).await.is_err() {
@@ -485,4 +494,75 @@ async fn served_version_prefers_v1_then_older() {
             .as_deref(),
         Some("v1")
     );
+}
+
+#[tokio::test]
+async fn watch_ended_by_server_resumes_from_last_resource_version() {
+    let srv = start(Plan {
+        lists: vec![(200, list(vec![ks(2, 1, "Unknown", "10")], "10"))],
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (conn, api) = connect(&dir, srv.port).await;
+    srv.events
+        .send(json!({"type": "MODIFIED", "object": ks(2, 2, "Unknown", "11")}).to_string())
+        .unwrap();
+    srv.events.send(CLOSE.to_string()).unwrap();
+    srv.events
+        .send(json!({"type": "MODIFIED", "object": ks(2, 2, "True", "12")}).to_string())
+        .unwrap();
+    let out = wait_for(
+        &api,
+        "apps",
+        ready_and_observed,
+        far(),
+        &Progress::hidden(),
+        conn.ctx(),
+    )
+    .await
+    .unwrap();
+    assert!(out.satisfied);
+    let reqs = srv.requests.lock().unwrap().clone();
+    let watches: Vec<&String> = reqs.iter().filter(|r| r.contains("watch=true")).collect();
+    assert_eq!(watches.len(), 2, "{reqs:?}");
+    assert!(watches[1].contains("resourceVersion=11"), "{reqs:?}");
+    assert_eq!(reqs.len() - watches.len(), 1, "no re-list: {reqs:?}");
+}
+
+#[tokio::test]
+async fn request_timeout_on_an_idle_watch_is_survived_until_the_deadline() {
+    // --request-timeout 1s: an idle watch read times out; the wait re-watches and ends at its
+    // own deadline with timed_out, not with an error.
+    let srv = start(Plan {
+        lists: vec![(200, list(vec![ks(2, 1, "Unknown", "10")], "10"))],
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let args = ClusterArgs {
+        kubeconfig: Some(kubeconfig(dir.path(), srv.port)),
+        request_timeout: cluster_loop::cli::parse_request_timeout("1s").unwrap(),
+        ..Default::default()
+    };
+    let conn = args.connect().await.unwrap();
+    assert_eq!(conn.request_timeout, Some(Duration::from_secs(1)));
+    let api = kube::Api::<Kustomization>::namespaced(conn.client.clone(), "flux-system");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
+    let out = wait_for(
+        &api,
+        "apps",
+        ready_and_observed,
+        deadline,
+        &Progress::hidden(),
+        conn.ctx(),
+    )
+    .await
+    .unwrap();
+    assert!(out.timed_out && !out.satisfied);
+    assert!(out.object.is_some());
+    let reqs = srv.requests.lock().unwrap().clone();
+    assert!(
+        reqs.iter().filter(|r| r.contains("watch=true")).count() >= 2,
+        "the idle watch was cut by the 1s read timeout and resumed: {reqs:?}"
+    );
+    drop(srv.events);
 }
