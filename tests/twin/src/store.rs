@@ -519,8 +519,11 @@ impl Store {
                 ..Default::default()
             },
         )?;
-        Ok(match l.get("items") {
-            Some(Value::Array(a)) => a.clone(),
+        Ok(match l {
+            Value::Object(mut m) => match m.remove("items") {
+                Some(Value::Array(a)) => a,
+                _ => Vec::new(),
+            },
             _ => Vec::new(),
         })
     }
@@ -821,6 +824,11 @@ impl Store {
         opts: &WriteOptions,
     ) -> Result<Value, StatusError> {
         let info = st.info(gvr)?;
+        if !obj.is_object() {
+            return Err(StatusError::bad_request(format!(
+                "the body of the request must be a JSON object, got: {obj}"
+            )));
+        }
         let ns = if info.namespaced {
             ns.unwrap_or("")
         } else {
@@ -1851,6 +1859,36 @@ mod tests {
             o6["metadata"]["resourceVersion"], o5["metadata"]["resourceVersion"],
             "no-op write"
         );
+    }
+
+    #[test]
+    fn non_object_bodies_are_rejected_not_panicking() {
+        let s = Store::default();
+        let g = ks(&s);
+        s.create(&g, obj("p")).unwrap();
+        let e = s
+            .patch(
+                &g,
+                Some("flux-system"),
+                "p",
+                PatchKind::Json,
+                &json!([{"op": "replace", "path": "", "value": [1]}]),
+                "t",
+            )
+            .unwrap_err();
+        assert_eq!(e.code, 400);
+        let e = s
+            .update_with(
+                &g,
+                Some("flux-system"),
+                "p",
+                json!("x"),
+                Subresource::Main,
+                &WriteOptions::default(),
+            )
+            .unwrap_err();
+        assert_eq!(e.code, 400);
+        assert_eq!(s.create(&g, json!([1])).unwrap_err().code, 400);
     }
 
     #[test]
