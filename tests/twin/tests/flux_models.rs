@@ -281,3 +281,91 @@ async fn prune_deletes_objects_that_left_the_inventory() {
     .await
     .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_one_worker_a_stuck_health_check_holds_every_other_kustomization() {
+    let extra = r#"              apps/other/cm.yaml: |
+                apiVersion: v1
+                kind: ConfigMap
+                metadata: {name: other, namespace: default}
+                data: {a: b}"#;
+    let kss = r#"  - apiVersion: kustomize.toolkit.fluxcd.io/v1
+    kind: Kustomization
+    metadata: {name: apps-wave-1, namespace: flux-system}
+    spec:
+      interval: 10m
+      timeout: 5m
+      path: ./apps/wave-1
+      wait: true
+      sourceRef: {kind: GitRepository, name: flux-system}
+  - apiVersion: kustomize.toolkit.fluxcd.io/v1
+    kind: Kustomization
+    metadata: {name: other, namespace: flux-system}
+    spec:
+      interval: 10m
+      path: ./apps/other
+      sourceRef: {kind: GitRepository, name: flux-system}"#;
+    let run = RunningScenario::start(
+        world("v1.9.4", extra, kss),
+        RunOptions {
+            time_scale: Some(0.02),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(run.flux.as_ref().unwrap().kustomize.config().concurrent, 1);
+    let w1 = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+        })
+        .await
+        .unwrap();
+    run.wait_for(&ks("other"), T, |o| {
+        cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+    })
+    .await
+    .unwrap();
+    let first = s(&w1, "/status/lastAppliedRevision").to_string();
+    let g = run.git["gitea"].clone();
+    let bad = std::fs::read_to_string(
+        Scenario::shipped_dir().join("repos/fleet/apps/wave-1/podinfo.yaml"),
+    )
+    .unwrap()
+    .replace("localhost:5000/podinfo:6.5.0", "0.1.1");
+    tokio::task::spawn_blocking(move || {
+        g.commit(
+            "org/fleet",
+            &[twin::git::Change::write("apps/wave-1/podinfo.yaml", bad)],
+            "Update from image update automation",
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    run.wait_for(&ks("apps-wave-1"), T, |o| {
+        cond_is(o, "Healthy", "Unknown", "Progressing")
+            && s(o, "/status/lastAttemptedRevision") != first
+    })
+    .await
+    .unwrap();
+    run.cluster()
+        .merge_patch(
+            &ks("other"),
+            json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "while-stuck"}}}),
+            "test",
+        )
+        .unwrap();
+    // `other` is handled only once the single worker is free again.
+    run.wait_for(&ks("other"), T, |o| {
+        s(o, "/status/lastHandledReconcileAt") == "while-stuck"
+    })
+    .await
+    .unwrap();
+    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    assert!(
+        cond_is(&w1, "Ready", "False", "HealthCheckFailed"),
+        "{:?}",
+        w1["status"]
+    );
+}
