@@ -342,6 +342,11 @@ impl Twin {
     pub fn reset_requests(&self) {
         self.ctx.log.reset()
     }
+    /// Ends every open watch now (HTTP and in-process): clients see their streams close, as
+    /// when an apiserver restarts or a load balancer drops idle connections.
+    pub fn drop_watches(&self) {
+        self.ctx.store.drop_watches()
+    }
 
     /// Adds a bearer token for user `name` (e.g. `system:serviceaccount:flux-system:ro`)
     /// restricted to `rules`; returns the token.

@@ -831,3 +831,94 @@ async fn runtime_watcher_streaming_list_and_await_condition() {
         .unwrap();
     assert_eq!(next.data.unwrap()["ready"], "yes");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_watches_ends_open_streams() {
+    let twin = Twin::start(TwinOptions::default()).await.unwrap();
+    let c = client(&twin).await;
+    let api = ks_api(&c);
+    let rv = twin.store().resource_version().to_string();
+    let mut w = api
+        .watch(
+            &WatchParams::default().timeout(300).disable_bookmarks(),
+            &rv,
+        )
+        .await
+        .unwrap()
+        .boxed();
+    api.create(&PostParams::default(), &ks("one"))
+        .await
+        .unwrap();
+    assert!(matches!(next_event(&mut w).await, WatchEvent::Added(_)));
+    twin.drop_watches();
+    let end = tokio::time::timeout(DEADLINE, w.try_next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(end.is_none(), "stream ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twin_binary_serves_state_and_dumps_on_interrupt() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    std::fs::write(
+        state.join("ks.yaml"),
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: infra\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./infra\n",
+    )
+    .unwrap();
+    let kc = dir.path().join("kubeconfig");
+    let dump = dir.path().join("dump.yaml");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_twin"))
+        .args(["serve", "--state"])
+        .arg(&state)
+        .arg("--kubeconfig-out")
+        .arg(&kc)
+        .arg("--dump-out")
+        .arg(&dump)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ready = false;
+    while let Some(l) = tokio::time::timeout(DEADLINE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        if l.starts_with("kubeconfig: ") {
+            ready = true;
+            break;
+        }
+    }
+    assert!(ready);
+    let out = tokio::process::Command::new("/usr/bin/kubectl")
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .args(["get", "ks", "-n", "flux-system", "-o", "name"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "kustomization.kustomize.toolkit.fluxcd.io/infra"
+    );
+    // SIGINT (Ctrl-C) to the child we started: it dumps the store and exits 0.
+    let pid = child.id().unwrap().to_string();
+    let st = tokio::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(st.success());
+    let status = tokio::time::timeout(DEADLINE, child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success());
+    let dumped = std::fs::read_to_string(&dump).unwrap();
+    assert!(dumped.contains("name: infra") && dumped.contains("kind: Kustomization"));
+}
