@@ -107,30 +107,25 @@ async fn bare_tag_rollout_holds_timeout_and_queues_the_fix() {
     );
 
     // The pod cannot pull "0.1.1".
-    let pods = run.twin.store();
+    let mut pod_events = run.cluster().watch(&[("v1", "Pod")]);
     let pod_key = {
-        let gvr = pods.gvr_for_kind("v1", "Pod").unwrap();
         let deadline = std::time::Instant::now() + T;
-        loop {
-            let l = pods.list(&gvr, Some("apps"), None).unwrap();
-            if let Some(p) = l.iter().find(|p| {
-                p.pointer("/spec/containers/0/image") == Some(&Value::from("0.1.1"))
-                    && s(p, "/status/containerStatuses/0/state/waiting/reason")
-                        == "ImagePullBackOff"
-            }) {
-                break ObjKey::of(p);
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no ImagePullBackOff pod: {l:?}"
-            );
-            run.wait_for(
-                &ObjKey::new("v1", "Pod", "apps", "-"),
-                Duration::from_millis(200),
-                |_| false,
-            )
-            .await
-            .ok();
+        let is_stuck = |p: &Value| {
+            p.pointer("/spec/containers/0/image") == Some(&Value::from("0.1.1"))
+                && s(p, "/status/containerStatuses/0/state/waiting/reason") == "ImagePullBackOff"
+        };
+        let existing = run.cluster().list("v1", "Pod", Some("apps")).unwrap();
+        match existing.iter().find(|p| is_stuck(p)) {
+            Some(p) => ObjKey::of(p),
+            None => loop {
+                let ch = tokio::time::timeout_at(deadline.into(), pod_events.recv())
+                    .await
+                    .expect("no ImagePullBackOff pod")
+                    .unwrap();
+                if is_stuck(&ch.object) {
+                    break ObjKey::of(&ch.object);
+                }
+            },
         }
     };
     let pod = run.wait_for(&pod_key, T, |_| true).await.unwrap();
