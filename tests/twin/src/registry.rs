@@ -84,7 +84,7 @@ pub struct ResourceInfo {
     pub categories: Vec<String>,
     /// Verbs on the main resource.
     pub verbs: Vec<String>,
-    /// Subresources served: `status`, `log`, `ephemeralcontainers`.
+    /// Subresources served: `status`, `log`, `ephemeralcontainers`, `scale`.
     pub subresources: Vec<String>,
     /// Printer columns per version (CRDs; empty for built-ins, which use table.rs).
     pub printer_columns: BTreeMap<String, Vec<PrinterColumn>>,
@@ -263,7 +263,7 @@ pub fn builtins() -> Vec<ResourceInfo> {
             true,
             &["deploy"],
             &["all"],
-            &["status"],
+            &["status", "scale"],
             true,
         ),
         builtin(
@@ -274,7 +274,7 @@ pub fn builtins() -> Vec<ResourceInfo> {
             true,
             &["rs"],
             &["all"],
-            &["status"],
+            &["status", "scale"],
             true,
         ),
         builtin(
@@ -285,7 +285,7 @@ pub fn builtins() -> Vec<ResourceInfo> {
             true,
             &["sts"],
             &["all"],
-            &["status"],
+            &["status", "scale"],
             true,
         ),
         builtin(

@@ -433,13 +433,19 @@ fn resource_list(reg: &Registry, group: &str, version: &str) -> Value {
                 "log" => &["get"],
                 _ => &["get", "patch", "update"],
             };
-            res.push(json!({
+            let mut r = json!({
                 "name": format!("{}/{}", i.resource, s),
                 "singularName": "",
                 "namespaced": i.namespaced,
                 "kind": i.kind,
                 "verbs": verbs,
-            }));
+            });
+            if s == "scale" {
+                r["group"] = json!("autoscaling");
+                r["version"] = json!("v1");
+                r["kind"] = json!("Scale");
+            }
+            res.push(r);
         }
     }
     let gv = if group.is_empty() {
@@ -593,6 +599,15 @@ async fn resource(
         _ => Subresource::Main,
     };
     let mut resp = match ri.verb.as_str() {
+        _ if ri.subresource == "scale" => {
+            let body = if ri.verb == "get" {
+                Value::Null
+            } else {
+                read_body(req).await?.0
+            };
+            let ct = ri.verb.clone();
+            json_resp(200, &scale(store, &gvr, ns, &ri.name, &ct, q, body)?)
+        }
         "get" if ri.subresource == "log" => {
             return pod_log(ctx, ns.unwrap_or(""), &ri.name, q).await;
         }
@@ -730,6 +745,85 @@ async fn resource(
         resp.headers_mut().insert("Warning", h);
     }
     Ok(resp)
+}
+
+/// The `autoscaling/v1` Scale view of a workload (k8s.io/kubernetes
+/// pkg/registry/apps/deployment/storage ScaleREST): spec.replicas, status.replicas and the
+/// selector as a string.
+fn scale_of(o: &Value) -> Value {
+    let selector: Vec<String> = o
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let meta = o.get("metadata").cloned().unwrap_or(json!({}));
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+            "creationTimestamp": meta.get("creationTimestamp"),
+        },
+        "spec": {"replicas": o.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
+        "status": {
+            "replicas": o.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+            "selector": selector.join(","),
+        },
+    })
+}
+
+/// GET/PUT/PATCH `<workload>/scale`: writes go to the workload's `spec.replicas` (a Scale
+/// `metadata.resourceVersion` acts as a precondition, 409 when stale).
+fn scale(
+    store: &Store,
+    gvr: &crate::registry::Gvr,
+    ns: Option<&str>,
+    name: &str,
+    verb: &str,
+    q: &HashMap<String, String>,
+    body: Value,
+) -> Result<Value, StatusError> {
+    let cur = store.get(gvr, ns, name)?;
+    let current = scale_of(&cur);
+    let wanted = match verb {
+        "get" => return Ok(current),
+        "update" => body,
+        _ => {
+            let kind = if body.is_array() {
+                PatchKind::Json
+            } else {
+                PatchKind::Merge
+            };
+            crate::patch::apply(&current, kind, &body)?
+        }
+    };
+    let replicas = wanted
+        .pointer("/spec/replicas")
+        .cloned()
+        .unwrap_or(json!(1));
+    let mut p = json!({"spec": {"replicas": replicas}});
+    if let Some(rv) = wanted
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|r| !r.is_empty())
+    {
+        p["metadata"] = json!({"resourceVersion": rv});
+    }
+    let out = store.patch_with(
+        gvr,
+        ns,
+        name,
+        PatchKind::Merge,
+        &p,
+        Subresource::Main,
+        &write_opts(q),
+    )?;
+    Ok(scale_of(&out))
 }
 
 fn delete_opts(body: &Value, q: &HashMap<String, String>) -> DeleteOptions {

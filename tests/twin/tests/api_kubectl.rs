@@ -776,3 +776,50 @@ async fn auth_can_i_evaluates_token_rules() {
         assert_eq!(out.stdout.trim(), want, "{args:?}: {}", out.stderr);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_subresource_sets_replicas() {
+    let env = Env::new().await;
+    let store = env.twin.store();
+    let deploy = store.gvr("apps", "v1", "deployments").unwrap();
+    store
+        .create(
+            &deploy,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "web", "namespace": "default"},
+                   "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                            "template": {"metadata": {"labels": {"app": "web"}},
+                                         "spec": {"containers": [{"name": "app", "image": "web:1"}]}}}}),
+        )
+        .unwrap();
+    let out = env.k(&["scale", "deploy/web", "--replicas=3"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "deployment.apps/web scaled");
+    let d = store.get(&deploy, Some("default"), "web").unwrap();
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(d["metadata"]["generation"], 2);
+    let out = env
+        .k(&[
+            "scale",
+            "deploy/web",
+            "--replicas=2",
+            "--current-replicas=5",
+        ])
+        .await;
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_eq!(
+        store.get(&deploy, Some("default"), "web").unwrap()["spec"]["replicas"],
+        3
+    );
+    let out = env
+        .k(&[
+            "get",
+            "--raw",
+            "/apis/apps/v1/namespaces/default/deployments/web/scale",
+        ])
+        .await;
+    let scale: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["spec"]["replicas"], 3);
+    assert_eq!(scale["status"]["selector"], "app=web");
+}
