@@ -369,3 +369,61 @@ async fn with_one_worker_a_stuck_health_check_holds_every_other_kustomization() 
         w1["status"]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn suspend_during_a_stuck_run_waits_for_it_and_resume_runs_again() {
+    let mut sc = Scenario::shipped("bare-tag-rollout").unwrap();
+    sc.events.retain(|e| e.name != "fix-commit");
+    let run = RunningScenario::start(sc, RunOptions::default())
+        .await
+        .unwrap();
+    run.wait_fired("automation-commit", T).await.unwrap();
+    run.wait_for(&ks("apps-wave-1"), T, |o| {
+        cond_is(o, "Healthy", "Unknown", "Progressing")
+            && s(o, "/status/lastAttemptedRevision") != s(o, "/status/lastAppliedRevision")
+    })
+    .await
+    .unwrap();
+    let c = run.cluster();
+    // flux suspend: a merge patch of spec.suspend (generation bump) does not cancel (no gate)
+    let suspended = c
+        .merge_patch(
+            &ks("apps-wave-1"),
+            json!({"spec": {"suspend": true}}),
+            "flux",
+        )
+        .unwrap();
+    let gen_ = suspended["metadata"]["generation"].as_i64().unwrap();
+    let failed = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Ready", "False", "HealthCheckFailed")
+        })
+        .await
+        .unwrap();
+    assert!(
+        cond(&failed, "Ready").unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .contains("timeout waiting for: [Deployment/apps/podinfo status: 'InProgress']")
+    );
+    // the suspended generation is never observed: Ready is not True
+    assert!(failed["status"]["observedGeneration"].as_i64().unwrap() < gen_);
+    // flux resume: removing spec.suspend bumps the generation and a run starts again
+    c.merge_patch(
+        &ks("apps-wave-1"),
+        json!({"spec": {"suspend": null}}),
+        "flux",
+    )
+    .unwrap();
+    run.wait_for(&ks("apps-wave-1"), T, |o| {
+        cond(o, "Reconciling").is_some_and(|c| {
+            c["reason"] == "Progressing"
+                && c["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("Running health checks")
+        }) && cond(o, "Reconciling").unwrap()["observedGeneration"].as_i64() > Some(gen_)
+    })
+    .await
+    .unwrap();
+}
