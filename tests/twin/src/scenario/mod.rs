@@ -9,6 +9,7 @@
 //! description: text
 //! timeScale: 0.01                     # real seconds per nominal second (default 0.01)
 //! models: true                        # start source/kustomize/workload models (default true)
+//! healthCheckInterval: 5s             # kstatus poll during health checks (default 5s)
 //! controller:                         # the flux-system/kustomize-controller Deployment
 //!   version: v1.8.3                   # image tag
 //!   featureGates: {CancelHealthCheckOnNewRevision: true}
@@ -261,6 +262,8 @@ pub struct Scenario {
     pub time_scale: Option<f64>,
     /// Start the models (default true).
     pub models: Option<bool>,
+    /// Nominal health-check poll interval (kustomize-controller: 5s).
+    pub health_check_interval: Option<String>,
     /// Controller Deployment settings.
     #[serde(default)]
     pub controller: ControllerSpec,
@@ -633,6 +636,10 @@ impl RunningScenario {
             storage.path().to_path_buf(),
         );
         opts.git_env = Vec::new();
+        if let Some(h) = &sc.health_check_interval {
+            opts.health_poll = parse_go_duration(h)
+                .map_err(|e| start_err(&sc, format!("healthCheckInterval: {e}")))?;
+        }
         let opts = Arc::new(opts);
         let models = run.models.or(sc.models).unwrap_or(true);
         let (flux, workloads) = if models {
