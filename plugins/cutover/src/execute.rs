@@ -127,11 +127,36 @@ pub enum Verdict {
 
 /// Judges one observed version of the GitRepository against `expected_revision`.
 ///
-/// Failure is declared only for the new generation (observedGeneration == generation) with
-/// Ready=False and FetchFailed=True or Stalled=True (source-controller api/v1 conditions);
+/// Failure is declared only for the new generation (status.observedGeneration, or the Ready
+/// condition's observedGeneration, == generation) with Ready=False and FetchFailed=True or
+/// Stalled=True (source-controller api/v1 conditions);
 /// a Ready=True at another revision is a failure too (it would roll the cluster).
-pub fn judge(obj: &GitRepository, expected_revision: &str) -> Verdict {
-    if !obj.generation_observed() {
+///
+/// The live `spec.url` must still be `to`: a root Kustomization that applies this object from
+/// a commit that still authors the old URL puts it back (the self-reference trap), and a Ready
+/// at the old URL proves nothing about the new server.
+pub fn judge(obj: &GitRepository, to: &str, expected_revision: &str) -> Verdict {
+    if obj.spec.url != to {
+        let by = obj
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(OWNER_NAME_LABEL))
+            .map(|n| format!("Kustomization {n} (the root that applies this object)"))
+            .unwrap_or_else(|| "another writer".into());
+        return Verdict::Failed(format!(
+            "spec.url was changed back to {} by {by}: its committed value still names the old \
+             server; use --hold-root, or land the authored change first",
+            obj.spec.url
+        ));
+    }
+    // A failed run leaves status.observedGeneration behind (source-controller only records it
+    // on success) but stamps its conditions with the generation it handled.
+    let generation = obj.metadata.generation;
+    let failure_for_this_generation = obj.ready().is_some_and(|c| {
+        c.is_false() && generation.is_some() && c.observed_generation == generation
+    });
+    if !obj.generation_observed() && !failure_for_this_generation {
         return Verdict::Waiting;
     }
     let revision = obj
@@ -205,7 +230,7 @@ pub async fn execute(
         &name,
         |o: Option<&GitRepository>| {
             verdict = match o {
-                Some(o) => judge(o, &expected),
+                Some(o) => judge(o, &pre.to, &expected),
                 None => Verdict::Failed("the GitRepository was deleted".into()),
             };
             verdict != Verdict::Waiting
@@ -566,9 +591,30 @@ mod tests {
         );
     }
 
+    fn judge_new(o: &GitRepository, rev: &str) -> Verdict {
+        judge(o, "https://new/x.git", rev)
+    }
+
+    #[test]
+    fn judge_fails_when_the_url_was_reverted() {
+        let o = repo(json!({"metadata": {"name": "a", "generation": 3,
+                "labels": {"kustomize.toolkit.fluxcd.io/name": "flux-system"}},
+            "spec": {"url": "https://old/x.git"},
+            "status": {"observedGeneration": 3, "artifact": {"revision": "main@sha1:abc"},
+                "conditions": [{"type": "Ready", "status": "True", "reason": "Succeeded",
+                    "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}));
+        assert!(matches!(judge(&o, "https://new/x.git", "main@sha1:abc"),
+            Verdict::Failed(m) if m.contains("changed back to https://old/x.git by Kustomization flux-system")));
+    }
+
     #[test]
     fn judge_follows_bootstrap_wait_rule() {
-        let base = |generation: i64, obs: i64, ready: &str, rev: &str, fetch_failed: bool| {
+        let base = |generation: i64,
+                    obs: i64,
+                    ready: &str,
+                    rev: &str,
+                    fetch_failed: bool|
+         -> GitRepository {
             let mut conds = vec![json!({"type": "Ready", "status": ready, "reason": "X",
                 "message": "authentication required", "lastTransitionTime": "2026-01-01T00:00:00Z"})];
             if fetch_failed {
@@ -576,27 +622,27 @@ mod tests {
                     "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}));
             }
             repo(json!({"metadata": {"name": "a", "generation": generation},
-                "spec": {"url": "u"},
+                "spec": {"url": "https://new/x.git"},
                 "status": {"observedGeneration": obs, "conditions": conds,
                     "artifact": {"revision": rev}}}))
         };
         assert_eq!(
-            judge(&base(2, 1, "True", "main@sha1:abc", false), "main@sha1:abc"),
+            judge_new(&base(2, 1, "True", "main@sha1:abc", false), "main@sha1:abc"),
             Verdict::Waiting
         );
         assert_eq!(
-            judge(&base(2, 2, "True", "main@sha1:abc", false), "main@sha1:abc"),
+            judge_new(&base(2, 2, "True", "main@sha1:abc", false), "main@sha1:abc"),
             Verdict::Proven
         );
         assert!(matches!(
-            judge(&base(2, 2, "True", "main@sha1:def", false), "main@sha1:abc"),
+            judge_new(&base(2, 2, "True", "main@sha1:def", false), "main@sha1:abc"),
             Verdict::Failed(_)
         ));
         assert!(
-            matches!(judge(&base(2, 2, "False", "main@sha1:abc", true), "main@sha1:abc"), Verdict::Failed(m) if m.contains("authentication required"))
+            matches!(judge_new(&base(2, 2, "False", "main@sha1:abc", true), "main@sha1:abc"), Verdict::Failed(m) if m.contains("authentication required"))
         );
         assert_eq!(
-            judge(
+            judge_new(
                 &base(2, 2, "False", "main@sha1:abc", false),
                 "main@sha1:abc"
             ),

@@ -622,6 +622,13 @@ fn authored_check(
                         };
                     }
                 }
+                let secret_too = match (&req.secret, &pre.current.secret_ref) {
+                    (Some(new), old) if Some(new) != old.as_ref() => format!(
+                        " In the same file set spec.secretRef.name to {new}, or the root \
+                         Kustomization puts the old secret back too."
+                    ),
+                    _ => String::new(),
+                };
                 Check {
                     id: "authored",
                     result: CheckResult::Warn,
@@ -629,7 +636,7 @@ fn authored_check(
                         "the committed spec.url at {where_} is still {}: root Kustomization {} \
                          will revert the live patch within its interval unless that file \
                          changes; commit the change below through the window (or use \
-                         --hold-root until it lands)",
+                         --hold-root until it lands).{secret_too}",
                         a.url, root.name
                     ),
                 }

@@ -120,7 +120,9 @@ pub fn apply(
 ) -> Result<(Value, ApplyAction), StatusError> {
     let key = ObjKey::of(obj);
     match cluster.get(&key)? {
+        None if excluded(obj) => Ok((obj.clone(), ApplyAction::Skipped)),
         None => Ok((cluster.create(obj.clone())?, ApplyAction::Created)),
+        Some(live) if excluded(obj) || excluded(&live) => Ok((live, ApplyAction::Skipped)),
         Some(live) => {
             let mut patch = serde_json::Map::new();
             let mut meta = serde_json::Map::new();
@@ -149,7 +151,19 @@ pub fn apply(
     }
 }
 
-/// What [`apply`] did (ssa `Action`: created, configured, unchanged).
+/// The exclusion rule of kustomize-controller's apply: an object whose desired or in-cluster
+/// labels or annotations hold `kustomize.toolkit.fluxcd.io/reconcile: disabled` is skipped
+/// (fluxcd/pkg ssa manager_apply.go `shouldSkipApply` with `ApplyOptions.ExclusionSelector`,
+/// which kustomize-controller sets to that key/value).
+pub fn excluded(obj: &Value) -> bool {
+    ["labels", "annotations"].iter().any(|f| {
+        obj.pointer(&format!("/metadata/{f}/kustomize.toolkit.fluxcd.io~1reconcile"))
+            .and_then(Value::as_str)
+            == Some("disabled")
+    })
+}
+
+/// What [`apply`] did (ssa `Action`: created, configured, unchanged, skipped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApplyAction {
     /// `created`
@@ -158,6 +172,8 @@ pub enum ApplyAction {
     Configured,
     /// `unchanged`
     Unchanged,
+    /// `skipped` (excluded by `kustomize.toolkit.fluxcd.io/reconcile: disabled`)
+    Skipped,
 }
 
 /// True when applying `patch` as a JSON merge patch to `live` would change nothing.

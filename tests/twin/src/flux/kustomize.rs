@@ -843,7 +843,7 @@ impl KustomizeController {
                     match action {
                         ApplyAction::Created => changes.push(format!("{subject} created")),
                         ApplyAction::Configured => changes.push(format!("{subject} configured")),
-                        ApplyAction::Unchanged => {}
+                        ApplyAction::Unchanged | ApplyAction::Skipped => {}
                     }
                     applied.push(live);
                 }

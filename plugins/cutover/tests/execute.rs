@@ -1,0 +1,488 @@
+//! kubectl cutover end to end on the twin's prod-cutover scenario: source-controller and
+//! kustomize-controller models fetch with real git from two HTTPS Git servers.
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use twin::flux::cluster::ObjKey;
+use twin::scenario::{RunOptions, RunningScenario, Scenario};
+
+const GR: &str = "source.toolkit.fluxcd.io/v1";
+
+fn gr_key() -> ObjKey {
+    ObjKey::new(GR, "GitRepository", "flux-system", "flux-system")
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+async fn cutover(sc: &RunningScenario, args: &[&str]) -> Run {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-cutover"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(sc.twin.kubeconfig_path())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    Run {
+        code: child.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&child.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&child.stderr).into_owned(),
+    }
+}
+
+fn rev(o: &Value) -> String {
+    o.pointer("/status/artifact/revision")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+fn ready(o: &Value) -> bool {
+    o.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            a.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+}
+
+/// Starts the scenario and waits until prod runs the laptop's head.
+async fn start() -> (RunningScenario, String) {
+    let sc = RunningScenario::start(
+        Scenario::shipped("prod-cutover-start").unwrap(),
+        RunOptions::default(),
+    )
+    .await
+    .unwrap();
+    let head = sc.git["laptop"].head("org/fleet", "main").unwrap();
+    let want = format!("main@sha1:{head}");
+    let w = want.clone();
+    sc.wait_for(&gr_key(), Duration::from_secs(60), move |o| {
+        ready(o) && rev(o) == w
+    })
+    .await
+    .unwrap();
+    let w = want.clone();
+    sc.wait_for(
+        &ObjKey::new(
+            "kustomize.toolkit.fluxcd.io/v1",
+            "Kustomization",
+            "flux-system",
+            "flux-system",
+        ),
+        Duration::from_secs(60),
+        move |o| {
+            o.pointer("/status/lastAppliedRevision")
+                .and_then(Value::as_str)
+                == Some(&w)
+        },
+    )
+    .await
+    .unwrap();
+    (sc, head)
+}
+
+/// A Secret for the prod server: its token and its CA.
+fn prod_secret(sc: &RunningScenario, name: &str, token: &str) {
+    let b = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let store = sc.twin.store();
+    let gvr = store.gvr("", "v1", "secrets").unwrap();
+    store
+        .create(
+            &gvr,
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": name, "namespace": "flux-system"},
+                   "data": {"username": b("flux"), "password": b(token),
+                            "ca.crt": b(sc.git["prod"].ca_pem())}}),
+        )
+        .unwrap();
+}
+
+/// Brings prod's main level with the laptop's (the operator's step 2).
+fn level_prod(sc: &RunningScenario, head: &str) {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(sc.git["prod"].repo_path("org/fleet"))
+        .arg("fetch")
+        .arg("--quiet")
+        .arg(sc.git["laptop"].repo_path("org/fleet"))
+        .arg("refs/heads/main:refs/heads/laptop-main")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    sc.git["prod"]
+        .set_branch("org/fleet", "main", head)
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
+    let (sc, head) = start().await;
+    prod_secret(&sc, "prod-creds", "prod-token");
+    let to = sc.git["prod"].url_https("org/fleet");
+    let r = cutover(
+        &sc,
+        &[
+            "gitrepo/flux-system",
+            "--to",
+            &to,
+            "--secret",
+            "prod-creds",
+            "--yes",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .contains("the new server's main is 1 commit behind what the cluster runs"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(
+        live(&sc)["spec"]["url"],
+        json!(sc.git["laptop"].url_https("org/fleet")),
+        "a refused cutover changes nothing"
+    );
+
+    level_prod(&sc, &head);
+    let r = cutover(
+        &sc,
+        &[
+            "gitrepo/flux-system",
+            "--to",
+            &to,
+            "--secret",
+            "prod-creds",
+            "--yes",
+            "--hold-root",
+            "--timeout",
+            "60s",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["result"]["ending"], "cutOver");
+    assert_eq!(v["result"]["revision"], json!(format!("main@sha1:{head}")));
+    assert_eq!(v["preflight"]["relation"]["relation"], "identical");
+    // The authored value is still the laptop URL: reported with the file and the change.
+    assert_eq!(
+        v["preflight"]["authored"]["locations"][0]["file"],
+        "clusters/prod/flux-system.yaml"
+    );
+    assert!(
+        v["preflight"]["authoredPatch"][0]["diff"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("+  url: {to}"))
+    );
+    // The source really fetched from prod with the new secret.
+    let o = sc
+        .wait_for(&gr_key(), Duration::from_secs(5), |_| true)
+        .await
+        .unwrap();
+    assert_eq!(o["spec"]["url"], json!(to));
+    assert_eq!(o["spec"]["secretRef"]["name"], "prod-creds");
+    let patches: Vec<_> = sc
+        .twin
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "patch" && r.resource == "gitrepositories")
+        .collect();
+    assert_eq!(patches.len(), 1, "exactly one patch: {patches:?}");
+    assert!(
+        patches[0].query.contains("fieldManager=kubectl-cutover"),
+        "{:?}",
+        patches[0]
+    );
+    assert_eq!(
+        o["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/reconcile"], "disabled",
+        "--hold-root keeps the root Kustomization from reverting the window"
+    );
+    for s in ["prod-token", "laptop-token"] {
+        assert!(
+            !r.stdout.contains(s) && !r.stderr.contains(s),
+            "secret leaked"
+        );
+    }
+
+    // --finish before the authored change lands: not verified, the hold stays.
+    let f = cutover(&sc, &["gitrepo/flux-system", "--finish"]).await;
+    assert_eq!(f.code, 1, "{}\n{}", f.stdout, f.stderr);
+    assert!(f.stdout.contains("not verified"), "{}", f.stdout);
+    assert_eq!(
+        live(&sc)["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/reconcile"],
+        "disabled"
+    );
+
+    // Land the authored change through the window (on the new server), as the plan said.
+    let file = sc.git["prod"]
+        .read_file("org/fleet", "main", "clusters/prod/flux-system.yaml")
+        .unwrap();
+    let text = String::from_utf8(file)
+        .unwrap()
+        .replace(&sc.git["laptop"].url_https("org/fleet"), &to)
+        .replace(
+            "secretRef:\n    name: flux-system",
+            "secretRef:\n    name: prod-creds",
+        );
+    let landed = sc.git["prod"]
+        .commit(
+            "org/fleet",
+            &[twin::git::Change::write(
+                "clusters/prod/flux-system.yaml",
+                text,
+            )],
+            "flux-system: move the source to the prod Git server",
+        )
+        .unwrap();
+    let want = format!("main@sha1:{landed}");
+    let w = want.clone();
+    sc.wait_for(
+        &ObjKey::new(
+            "kustomize.toolkit.fluxcd.io/v1",
+            "Kustomization",
+            "flux-system",
+            "flux-system",
+        ),
+        Duration::from_secs(60),
+        move |o| {
+            o.pointer("/status/lastAppliedRevision")
+                .and_then(Value::as_str)
+                == Some(&w)
+        },
+    )
+    .await
+    .unwrap();
+    let f = cutover(&sc, &["gitrepo/flux-system", "--finish", "-o", "json"]).await;
+    assert_eq!(f.code, 0, "{}\n{}", f.stdout, f.stderr);
+    let v: Value = serde_json::from_str(&f.stdout).unwrap();
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["holdRemoved"], true);
+    assert_eq!(v["rootRevision"], json!(want));
+    assert_eq!(v["authoredUrl"], json!(to));
+    assert_eq!(v["authoredAt"], "clusters/prod/flux-system.yaml:8");
+    let l = live(&sc);
+    assert!(
+        l["metadata"]["annotations"]
+            .get("kustomize.toolkit.fluxcd.io/reconcile")
+            .is_none(),
+        "hold removed: {l}"
+    );
+    assert_eq!(l["spec"]["url"], json!(to));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_hold_the_root_kustomization_reverts_the_live_patch() {
+    let (sc, head) = start().await;
+    level_prod(&sc, &head);
+    prod_secret(&sc, "prod-creds", "prod-token");
+    // The source model is held, so only the root Kustomization acts on the patched object:
+    // it re-applies the committed (old) URL, and the plugin rolls back and says why.
+    stop_source(&sc);
+    let to = sc.git["prod"].url_https("org/fleet");
+    let r = cutover(
+        &sc,
+        &[
+            "gitrepo/flux-system",
+            "--to",
+            &to,
+            "--secret",
+            "prod-creds",
+            "--yes",
+            "--timeout",
+            "60s",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(&format!(
+            "spec.url was changed back to {} by Kustomization flux-system",
+            sc.git["laptop"].url_https("org/fleet")
+        )),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(live(&sc)["spec"]["secretRef"]["name"], "flux-system");
+}
+
+/// Stops the source-controller model, so that the next patch is not handled until
+/// [`restart_source`]: makes "what happens after the patch" deterministic.
+fn stop_source(sc: &RunningScenario) {
+    sc.flux.as_ref().unwrap().source.stop();
+}
+
+fn restart_source(sc: &RunningScenario) -> std::sync::Arc<twin::flux::source::SourceController> {
+    twin::flux::source::SourceController::start(sc.cluster(), sc.options.clone())
+}
+
+fn live(sc: &RunningScenario) -> Value {
+    let store = sc.twin.store();
+    let gvr = store
+        .gvr("source.toolkit.fluxcd.io", "v1", "gitrepositories")
+        .unwrap();
+    store.get(&gvr, Some("flux-system"), "flux-system").unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_failing_after_the_patch_is_rolled_back() {
+    let (sc, head) = start().await;
+    level_prod(&sc, &head);
+    prod_secret(&sc, "prod-creds", "prod-token");
+    let to = sc.git["prod"].url_https("org/fleet");
+    // Preflight passes with prod-creds; the token is revoked between the patch and the
+    // controller's fetch (the source model is held until then): source-controller fails with
+    // "authentication required" and the plugin restores the old spec.
+    stop_source(&sc);
+    let child = tokio::spawn({
+        let kubeconfig = sc.twin.kubeconfig_path().to_path_buf();
+        let to = to.clone();
+        async move {
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-cutover"))
+                .args([
+                    "gitrepo/flux-system",
+                    "--to",
+                    &to,
+                    "--secret",
+                    "prod-creds",
+                    "--yes",
+                ])
+                .args(["--hold-root", "--timeout", "60s"])
+                .arg("--kubeconfig")
+                .arg(kubeconfig)
+                .env("NO_COLOR", "1")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .await
+                .unwrap()
+        }
+    });
+    twin::scenario::wait_for(&*sc.cluster(), &gr_key(), Duration::from_secs(60), |o| {
+        o["spec"]["secretRef"]["name"] == "prod-creds"
+    })
+    .await
+    .unwrap();
+    assert!(sc.git["prod"].revoke_token("org/fleet", "prod-token"));
+    let _source = restart_source(&sc);
+    let out = child.await.unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{stderr}\nlive: {}",
+        live(&sc)
+    );
+    assert!(stdout.contains("rolled back:"), "{stdout}");
+    assert!(stdout.contains("authentication required"), "{stdout}");
+    let l = live(&sc);
+    assert_eq!(
+        l["spec"]["url"],
+        json!(sc.git["laptop"].url_https("org/fleet"))
+    );
+    assert_eq!(l["spec"]["secretRef"]["name"], "flux-system");
+    assert!(
+        l["metadata"]["annotations"]
+            .get("kustomize.toolkit.fluxcd.io/reconcile")
+            .is_none(),
+        "the hold this run added is removed by the rollback: {l}"
+    );
+    assert!(!stdout.contains("prod-token") && !stderr.contains("prod-token"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_mid_wait_rolls_back() {
+    let (sc, head) = start().await;
+    level_prod(&sc, &head);
+    prod_secret(&sc, "prod-creds", "prod-token");
+    let to = sc.git["prod"].url_https("org/fleet");
+    // No controller handles the patch, so the plugin is mid-wait when SIGINT arrives.
+    stop_source(&sc);
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-cutover"))
+        .args([
+            "gitrepo/flux-system",
+            "--to",
+            &to,
+            "--secret",
+            "prod-creds",
+            "--yes",
+        ])
+        .args(["--hold-root", "--timeout", "120s"])
+        .arg("--kubeconfig")
+        .arg(sc.twin.kubeconfig_path())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    twin::scenario::wait_for(&*sc.cluster(), &gr_key(), Duration::from_secs(60), |o| {
+        o["spec"]["secretRef"]["name"] == "prod-creds"
+    })
+    .await
+    .unwrap();
+    let pid = child.id().unwrap();
+    let st = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("plugin exits after SIGINT")
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("interrupted"), "{stdout}");
+    let l = live(&sc);
+    assert_eq!(
+        l["spec"]["url"],
+        json!(sc.git["laptop"].url_https("org/fleet"))
+    );
+    assert_eq!(l["spec"]["secretRef"]["name"], "flux-system");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_proof_before_the_deadline_is_rolled_back() {
+    let (sc, head) = start().await;
+    level_prod(&sc, &head);
+    prod_secret(&sc, "prod-creds", "prod-token");
+    stop_source(&sc);
+    let to = sc.git["prod"].url_https("org/fleet");
+    let r = cutover(
+        &sc,
+        &[
+            "gitrepo/flux-system",
+            "--to",
+            &to,
+            "--secret",
+            "prod-creds",
+            "--yes",
+            "--hold-root",
+            "--timeout",
+            "2s",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("no proof within 2s"), "{}", r.stdout);
+    assert_eq!(
+        live(&sc)["spec"]["url"],
+        json!(sc.git["laptop"].url_https("org/fleet"))
+    );
+}
