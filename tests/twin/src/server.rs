@@ -198,7 +198,20 @@ pub(crate) async fn handle(
         Ok(id) => {
             rec.user = id.user.clone();
             if !ri.resource_request {
-                non_resource(&ctx, &method, &path)
+                let accept = req
+                    .headers()
+                    .get(header::ACCEPT)
+                    .and_then(|h| h.to_str().ok())
+                    .unwrap_or("");
+                if (path == "/api" || path == "/apis")
+                    && accept.split(',').next().is_some_and(|a| {
+                        a.contains("as=APIGroupDiscoveryList") && a.contains("v=v2;")
+                    })
+                {
+                    aggregated_discovery(&ctx.store.registry(), path == "/api")
+                } else {
+                    non_resource(&ctx, &method, &path)
+                }
             } else {
                 let attrs = Attributes {
                     verb: ri.verb.clone(),
@@ -303,6 +316,92 @@ fn non_resource(ctx: &Ctx, method: &Method, path: &str) -> Response<Body> {
         }
         _ => err_resp(&StatusError::path_not_found()),
     }
+}
+
+/// Aggregated discovery (`apidiscovery.k8s.io/v2` APIGroupDiscoveryList, k8s.io/api
+/// apidiscovery/v2 types.go), served for `/api` and `/apis` when the client asks for it first in
+/// its Accept header, as kubectl and client-go do since 1.30: one request instead of one per
+/// group-version.
+fn aggregated_discovery(reg: &Registry, core: bool) -> Response<Body> {
+    let mut groups: Vec<(String, Vec<String>)> = if core {
+        vec![(String::new(), vec!["v1".to_string()])]
+    } else {
+        reg.groups()
+    };
+    groups.retain(|(g, _)| core == g.is_empty());
+    let items: Vec<Value> = groups
+        .iter()
+        .map(|(g, vs)| {
+            let versions: Vec<Value> = vs
+                .iter()
+                .map(|v| {
+                    let resources: Vec<Value> = reg
+                        .infos
+                        .iter()
+                        .filter(|i| i.group == *g && i.versions.contains(v))
+                        .map(|i| {
+                            let gvk = json!({"group": g, "version": v, "kind": i.kind});
+                            let subs: Vec<Value> = i
+                                .subresources
+                                .iter()
+                                .map(|sr| {
+                                    let (kind, verbs): (Value, &[&str]) = match sr.as_str() {
+                                        "log" => (json!({"group": "", "version": "v1", "kind": "Pod"}), &["get"]),
+                                        "scale" => (
+                                            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+                                            &["get", "patch", "update"],
+                                        ),
+                                        _ => (gvk.clone(), &["get", "patch", "update"]),
+                                    };
+                                    json!({"subresource": sr, "responseKind": kind, "verbs": verbs})
+                                })
+                                .collect();
+                            let mut r = json!({
+                                "resource": i.resource,
+                                "responseKind": gvk,
+                                "scope": if i.namespaced { "Namespaced" } else { "Cluster" },
+                                "singularResource": i.singular,
+                                "verbs": i.verbs,
+                            });
+                            if !i.short_names.is_empty() {
+                                r["shortNames"] = json!(i.short_names);
+                            }
+                            if !i.categories.is_empty() {
+                                r["categories"] = json!(i.categories);
+                            }
+                            if !subs.is_empty() {
+                                r["subresources"] = Value::Array(subs);
+                            }
+                            r
+                        })
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            let meta = if g.is_empty() {
+                json!({"creationTimestamp": null})
+            } else {
+                json!({"name": g, "creationTimestamp": null})
+            };
+            json!({"metadata": meta, "versions": versions})
+        })
+        .collect();
+    let mut r = json_resp(
+        200,
+        &json!({
+            "kind": "APIGroupDiscoveryList",
+            "apiVersion": "apidiscovery.k8s.io/v2",
+            "metadata": {},
+            "items": items,
+        }),
+    );
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        ),
+    );
+    r
 }
 
 /// `/openapi/v3`: the index of group-version documents.

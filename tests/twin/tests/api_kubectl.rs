@@ -823,3 +823,48 @@ async fn scale_subresource_sets_replicas() {
     assert_eq!(scale["spec"]["replicas"], 3);
     assert_eq!(scale["status"]["selector"], "app=web");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_aggregated_for_kubectl_and_legacy_documents() {
+    let env = Env::new().await;
+    env.twin.reset_requests();
+    let out = env.k(&["get", "ks", "-A"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let paths: Vec<String> = env.twin.requests().iter().map(|r| r.path.clone()).collect();
+    assert!(
+        paths.contains(&"/api".to_string()) && paths.contains(&"/apis".to_string()),
+        "{paths:?}"
+    );
+    let per_gv = regex::Regex::new(r"^/apis/[^/]+/[^/]+$").unwrap();
+    assert!(
+        !paths.iter().any(|p| per_gv.is_match(p)),
+        "aggregated discovery used: {paths:?}"
+    );
+    // Legacy documents are still served.
+    let out = env
+        .k(&["get", "--raw", "/apis/kustomize.toolkit.fluxcd.io/v1"])
+        .await;
+    let list: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(list["kind"], "APIResourceList");
+    let ks = list["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "kustomizations")
+        .unwrap();
+    assert_eq!(ks["shortNames"], json!(["ks"]));
+    assert_eq!(ks["namespaced"], true);
+    let out = env
+        .k(&["get", "--raw", "/apis/kustomize.toolkit.fluxcd.io"])
+        .await;
+    let group: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(group["preferredVersion"]["version"], "v1");
+    let out = env.k(&["api-versions"]).await;
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l == "kustomize.toolkit.fluxcd.io/v1beta2"),
+        "{}",
+        out.stdout
+    );
+}
