@@ -139,10 +139,14 @@ pub fn parse_comment(comment: &str) -> Parsed {
     }
 }
 
-/// True if a text looks like an attempt at a marker: mentions `$imagepolicy` in any case, or
-/// a quoted `"imagepolicy"` key without the `$`.
+/// True if a text looks like an attempt at a marker: a `{` and `$imagepolicy` in any case, or
+/// a quoted `"imagepolicy"` key without the `$`. Prose that merely names `$imagepolicy` (no
+/// brace) is not an attempt.
 pub fn mentions_marker(text: &str) -> bool {
     let b = text.as_bytes();
+    if memchr::memchr(b'{', b).is_none() {
+        return false;
+    }
     let ci = |needle: &[u8]| {
         b.windows(needle.len())
             .any(|w| w.eq_ignore_ascii_case(needle))

@@ -349,7 +349,9 @@ impl Layout<'_> {
                         } else {
                             ""
                         };
-                        if &header[1..] != chomp {
+                        if !header.starts_with(['|', '>']) {
+                            self.caveat(s.start, "block scalar header not found");
+                        } else if header.get(1..).unwrap_or("") != chomp {
                             self.caveat(
                                 s.start,
                                 "block scalar chomping indicator differs from go-yaml's choice",
