@@ -237,6 +237,98 @@ fn builtin_row(kind: &str, o: &Value) -> (Vec<Value>, Vec<Value>) {
             ]);
             (cols, cells)
         }
+        "Service" => {
+            let ports: Vec<String> = o
+                .pointer("/spec/ports")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .map(|p| {
+                            let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+                            match p.get("nodePort").and_then(Value::as_i64) {
+                                Some(np) => format!("{}:{np}/{proto}", s(p.get("port"))),
+                                None => format!("{}/{proto}", s(p.get("port"))),
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let ty = s(o.pointer("/spec/type"));
+            (
+                vec![
+                    col("Name", "string", 0),
+                    col("Type", "string", 0),
+                    col("Cluster-IP", "string", 0),
+                    col("External-IP", "string", 0),
+                    col("Port(s)", "string", 0),
+                    col("Age", "string", 0),
+                ],
+                vec![
+                    json!(name),
+                    json!(if ty.is_empty() {
+                        "ClusterIP".to_string()
+                    } else {
+                        ty
+                    }),
+                    json!(none_if_empty(s(o.pointer("/spec/clusterIP")))),
+                    json!(none_if_empty(
+                        o.pointer("/spec/externalIPs")
+                            .and_then(Value::as_array)
+                            .map(|a| a.iter().map(|x| s(Some(x))).collect::<Vec<_>>().join(","))
+                            .unwrap_or_default()
+                    )),
+                    json!(none_if_empty(ports.join(","))),
+                    json!(age_c),
+                ],
+            )
+        }
+        "DaemonSet" => (
+            vec![
+                col("Name", "string", 0),
+                col("Desired", "integer", 0),
+                col("Current", "integer", 0),
+                col("Ready", "integer", 0),
+                col("Up-to-date", "integer", 0),
+                col("Available", "integer", 0),
+                col("Age", "string", 0),
+            ],
+            vec![
+                json!(name),
+                json!(int("/status/desiredNumberScheduled")),
+                json!(int("/status/currentNumberScheduled")),
+                json!(int("/status/numberReady")),
+                json!(int("/status/updatedNumberScheduled")),
+                json!(int("/status/numberAvailable")),
+                json!(age_c),
+            ],
+        ),
+        "CronJob" => (
+            vec![
+                col("Name", "string", 0),
+                col("Schedule", "string", 0),
+                col("Suspend", "boolean", 0),
+                col("Active", "integer", 0),
+                col("Last Schedule", "string", 0),
+                col("Age", "string", 0),
+            ],
+            vec![
+                json!(name),
+                json!(s(o.pointer("/spec/schedule"))),
+                json!(
+                    o.pointer("/spec/suspend")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                ),
+                json!(len("/status/active")),
+                json!(
+                    o.pointer("/status/lastScheduleTime")
+                        .and_then(Value::as_str)
+                        .map(|t| age(Some(t)))
+                        .unwrap_or_else(|| "<none>".into())
+                ),
+                json!(age_c),
+            ],
+        ),
         "Namespace" => (
             vec![
                 col("Name", "string", 0),

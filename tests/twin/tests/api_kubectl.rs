@@ -868,3 +868,59 @@ async fn discovery_aggregated_for_kubectl_and_legacy_documents() {
         out.stdout
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builtin_tables_for_services_and_pods() {
+    let env = Env::new().await;
+    let store = env.twin.store();
+    store
+        .create(
+            &store.gvr("", "v1", "services").unwrap(),
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+                   "spec": {"clusterIP": "10.0.0.12", "ports": [{"port": 80, "protocol": "TCP"}]}}),
+        )
+        .unwrap();
+    let out = env.k(&["get", "svc", "web"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<Vec<&str>> = out
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE"
+        ]
+    );
+    assert_eq!(
+        &lines[1][..5],
+        ["web", "ClusterIP", "10.0.0.12", "<none>", "80/TCP"]
+    );
+    let pods = store.gvr("", "v1", "pods").unwrap();
+    let p = store
+        .create(
+            &pods,
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1", "namespace": "default"},
+                   "spec": {"containers": [{"name": "app", "image": "web:0.1.1"}]}}),
+        )
+        .unwrap();
+    let mut st = p.clone();
+    st["status"] = json!({"phase": "Pending", "containerStatuses": [{"name": "app", "ready": false, "restartCount": 0,
+        "image": "web:0.1.1", "imageID": "",
+        "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"web:0.1.1\""}}}]});
+    store.update_status(&pods, st).unwrap();
+    let out = env.k(&["get", "pods"]).await;
+    let lines: Vec<Vec<&str>> = out
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0], ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    assert_eq!(&lines[1][..4], ["web-1", "0/1", "ImagePullBackOff", "0"]);
+}
