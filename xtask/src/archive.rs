@@ -245,13 +245,12 @@ pub fn extract_like_krew(archive: &Path, dst: &Path) -> Result<Vec<String>, Arch
 
 /// Lists the regular files of an archive (tar.gz or zip), in archive order, without extracting.
 pub fn list(archive: &Path) -> Result<Vec<String>, ArchiveError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
     let tmp = std::env::temp_dir().join(format!(
         "xtask-list-{}-{}",
         std::process::id(),
-        archive
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
+        SEQ.fetch_add(1, Ordering::Relaxed)
     ));
     let res = extract_like_krew(archive, &tmp);
     let _ = fs::remove_dir_all(&tmp);
