@@ -1581,12 +1581,7 @@ impl Store {
         }
     }
 
-    /// Waits until some log changes (use with [`Store::read_pod_log`]; register first with
-    /// `notified()` semantics handled internally: call in a loop).
-    pub async fn log_changed(&self) {
-        self.shared.log_notify.notified().await
-    }
-
+    /// Wakes log followers (HTTP `follow=true`); they re-read with [`Store::read_pod_log`].
     pub(crate) fn log_notify(&self) -> &Notify {
         &self.shared.log_notify
     }
