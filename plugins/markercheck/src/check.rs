@@ -1181,8 +1181,9 @@ fn check_site(
             .or_else(|| latest.map(|l| l.name.clone()));
         if let Some(img) = repo_image {
             let cur = value_name(&t.value);
-            if !cur.is_empty() && cur != img && !(sr.field == Field::Name && t.value.is_empty()) {
-                let same = normalize_name(cur) == normalize_name(&img);
+            // same image spelled differently (nginx vs docker.io/library/nginx): harmless
+            if !cur.is_empty() && cur != img && normalize_name(cur) != normalize_name(&img) {
+                let same = false;
                 push("MC030", file.clone(), line, col,
                     if same {
                         format!("manifest spells the image {cur:?} but the ImageRepository is {img:?}: the automation rewrites the name to {img:?} (same image, different text)")

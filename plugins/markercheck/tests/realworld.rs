@@ -236,3 +236,47 @@ fn repository_clusters_tree() {
         .collect();
     assert!(errors.is_empty(), "{errors:#?}");
 }
+
+#[test]
+fn from_cluster_errors_have_exit_codes() {
+    let d = tempfile::tempdir().unwrap();
+    write_tree(
+        d.path(),
+        &[(
+            "apps/web.yaml",
+            &deployment(&format!("          image: ghcr.io/org/app:1.0.0 # {M}")),
+        )],
+    );
+    // a kubeconfig the user named that does not exist: usage error
+    let o = run_in(
+        d.path(),
+        &[
+            ".",
+            "--from-cluster",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ],
+    );
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    // a cluster that refuses connections: API error, exit 3, no partial output
+    let kc = d.path().join("kubeconfig");
+    std::fs::write(
+        &kc,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n",
+    )
+    .unwrap();
+    let o = run_in(
+        d.path(),
+        &[
+            ".",
+            "--from-cluster",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--request-timeout",
+            "10s",
+        ],
+    );
+    assert_eq!(o.code, 3, "{}", o.stderr);
+    assert!(o.stderr.contains("error:"), "{}", o.stderr);
+    assert!(o.stdout.is_empty());
+}
