@@ -225,3 +225,35 @@ async fn v17_gate_does_not_cancel_on_requested_at() {
         "{msg}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn v18_gate_cancels_on_a_watched_configmap_change() {
+    let mut sc = Scenario::shipped("bare-tag-rollout-cancel-v1.8").unwrap();
+    sc.events.retain(|e| e.name != "fix-commit");
+    for o in sc.objects.iter_mut() {
+        if o["kind"] == "ConfigMap" && o["metadata"]["name"] == "cluster-vars" {
+            o["metadata"]["labels"] = serde_json::json!({"reconcile.fluxcd.io/watch": "Enabled"});
+        }
+    }
+    let run = RunningScenario::start(sc, RunOptions::default())
+        .await
+        .unwrap();
+    stuck(&run).await;
+    run.cluster()
+        .merge_patch(
+            &ObjKey::new("v1", "ConfigMap", "flux-system", "cluster-vars"),
+            serde_json::json!({"data": {"cluster_name": "dev-2"}}),
+            "test",
+        )
+        .unwrap();
+    let canceled = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Ready", "False", "HealthCheckCanceled")
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        cond(&canceled, "Ready").unwrap()["message"],
+        "New reconciliation triggered by ConfigMap/flux-system/cluster-vars"
+    );
+}

@@ -42,12 +42,16 @@
 //! - deleting the controller's pod cancels every in-flight run (their final status writes fail
 //!   with the canceled context, so nothing more is written) and the model restarts, re-reading
 //!   the Deployment, when the next pod exists;
-//! - Kubernetes Events with the Ready reason as event reason, as `event()` does.
+//! - Kubernetes Events with the Ready reason as event reason, as `event()` does;
+//! - v1.7+ config watchers: a ConfigMap/Secret labelled `reconcile.fluxcd.io/watch: Enabled`
+//!   that a Kustomization uses in postBuild.substituteFrom re-queues it on every change (and,
+//!   on v1.8+ with the gate, cancels its health check: `... triggered by ConfigMap/ns/name`),
+//!   unless `DisableConfigWatchers=true`.
 //!
 //! Left out: sources other than GitRepository, SOPS decryption, remote bases, impersonation
 //! and kubeConfig, CEL health checks and readyExpr, `status.history`, field-manager takeover,
-//! config-map/secret watches, finalizers and deletion policy, server-side apply conflicts
-//! (apply is create-or-merge-patch), jitter.
+//! decryption/kubeConfig secret watches, finalizers and deletion policy, server-side apply
+//! conflicts (apply is create-or-merge-patch), jitter.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -300,6 +304,8 @@ impl KustomizeController {
             (SOURCE_API, "GitRepository"),
             ("apps/v1", "Deployment"),
             ("v1", "Pod"),
+            ("v1", "ConfigMap"),
+            ("v1", "Secret"),
         ]);
         ctl.restart();
         let c = ctl.clone();
@@ -507,6 +513,34 @@ impl KustomizeController {
                         continue;
                     }
                     self.enqueue(ObjKey::of(&k), src.clone());
+                }
+            }
+            "ConfigMap" | "Secret" => {
+                // v1.7+ config watchers: `reconcile.fluxcd.io/watch: Enabled` objects re-queue
+                // the Kustomizations that use them in postBuild.substituteFrom
+                // (kustomization_indexers.go requestsForConfigDependency).
+                let cfg = self.config();
+                if cfg.version < (1, 7)
+                    || cfg
+                        .gates
+                        .get("DisableConfigWatchers")
+                        .copied()
+                        .unwrap_or(false)
+                    || s(o, "/metadata/labels/reconcile.fluxcd.io~1watch") != "Enabled"
+                {
+                    return;
+                }
+                for k in self
+                    .cluster
+                    .list(KS_API, "Kustomization", Some(&key.namespace))
+                    .unwrap_or_default()
+                {
+                    let uses = subst::substitute_from(&k)
+                        .iter()
+                        .any(|r| r.kind == key.kind && r.name == key.name);
+                    if uses {
+                        self.enqueue(ObjKey::of(&k), src.clone());
+                    }
                 }
             }
             "Pod" => {
