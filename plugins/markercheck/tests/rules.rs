@@ -437,3 +437,49 @@ fn list_rules_and_usage_exit_codes() {
     let h = run_in(d.path(), &["--help"]);
     assert!(h.stdout.contains("Examples:"));
 }
+
+#[test]
+fn github_and_sarif_formats() {
+    let d = tempfile::tempdir().unwrap();
+    write_tree(
+        d.path(),
+        &[
+            ("flux/images.yaml", IMAGES),
+            (
+                "apps/web.yaml",
+                &img(r#"{"$imagepolicy": "flux-system:app:tag"}"#),
+            ),
+        ],
+    );
+    let o = run_in(d.path(), &[".", "--format", "github", "--set", SET]);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stdout
+            .starts_with("::error file=apps/web.yaml,line=11,col="),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.contains("title=MC003 tag-on-full-ref::"));
+    let o = run_in(d.path(), &[".", "--format", "sarif", "--set", SET]);
+    assert_eq!(o.code, 1);
+    let r = &o.json["runs"][0]["results"][0];
+    assert_eq!(r["ruleId"], "MC003");
+    assert_eq!(r["level"], "error");
+    assert_eq!(
+        r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        "apps/web.yaml"
+    );
+    assert_eq!(
+        r["locations"][0]["physicalLocation"]["region"]["startLine"],
+        11
+    );
+    // table output groups by file and prints the fix
+    let o = run_in(d.path(), &[".", "--set", SET, "--color", "never"]);
+    assert!(o.stdout.starts_with("apps/web.yaml\n"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("fix: use the plain marker"),
+        "{}",
+        o.stdout
+    );
+    assert!(!o.stdout.contains('\u{1b}'));
+}
