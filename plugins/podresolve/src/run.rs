@@ -303,7 +303,14 @@ pub async fn run(cli: Cli) -> Result<i32> {
             None => {
                 attempted.store(true, Ordering::SeqCst);
                 progress.set_status(format!("creating {carrier_name} {}", opts.name()));
-                cluster::create_probe(&conn, &opts, cli.carrier, &n).await?;
+                if let Err(e) = cluster::create_probe(&conn, &opts, cli.carrier, &n).await {
+                    // The server answered with an error status: nothing was created, so there
+                    // is nothing to delete. Transport errors keep the delete (it may exist).
+                    if e.status_code().is_some() {
+                        attempted.store(false, Ordering::SeqCst);
+                    }
+                    return Err(e);
+                }
                 (
                     opts.target_namespace().to_string(),
                     WatchTarget::RunLabel(opts.run_selector()),

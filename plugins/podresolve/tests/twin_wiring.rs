@@ -500,3 +500,20 @@ async fn from_pod_without_ephemeral_permission_falls_back_to_a_copy() {
     assert_eq!(spec["hostAliases"][0]["ip"], "10.0.0.5");
     assert_eq!(leftovers(&twin.store()), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forbidden_create_exits_3_without_cleanup_noise() {
+    let twin = start_twin().await;
+    let rules = vec![twin::Rule::new(
+        &["get", "list", "watch"],
+        &[""],
+        &["pods", "pods/log", "configmaps", "services"],
+    )];
+    let token = twin.add_token("readonly", rules);
+    let kc = twin.kubeconfig_for(&token, "readonly").unwrap();
+    let r = run_bin(&kc, &["gitea.example.dev", "-n", "team"]).await;
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    assert!(r.stderr.contains("jobs"), "{}", r.stderr);
+    assert!(!r.stderr.contains("cleanup failed"), "{}", r.stderr);
+    assert_eq!(twin.request_log().count("delete", Some("jobs")), 0);
+}
