@@ -427,3 +427,41 @@ async fn suspend_during_a_stuck_run_waits_for_it_and_resume_runs_again() {
     .await
     .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn health_checks_list_waits_on_not_found_until_the_timeout() {
+    let kss = r#"  - apiVersion: kustomize.toolkit.fluxcd.io/v1
+    kind: Kustomization
+    metadata: {name: checks, namespace: flux-system}
+    spec:
+      interval: 1m
+      timeout: 10s
+      path: ./apps/wave-1
+      sourceRef: {kind: GitRepository, name: flux-system}
+      healthChecks:
+        - {apiVersion: apps/v1, kind: Deployment, name: podinfo, namespace: apps}
+        - {apiVersion: apps/v1, kind: Deployment, name: missing, namespace: apps}"#;
+    let run = RunningScenario::start(
+        world("v1.9.4", "              README.md: hi", kss),
+        RunOptions::default(),
+    )
+    .await
+    .unwrap();
+    let o = run
+        .wait_for(&ks("checks"), T, |o| {
+            cond_is(o, "Ready", "False", "HealthCheckFailed")
+        })
+        .await
+        .unwrap();
+    // spec.timeout below 30s reads as 30s (GetTimeout); NotFound never ends the wait early
+    assert!(cond(&o, "Reconciling").is_some_and(|c| {
+        c["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("with a timeout of 30s")
+    }));
+    assert_eq!(
+        cond(&o, "Healthy").unwrap()["message"],
+        "timeout waiting for: [Deployment/apps/missing status: 'NotFound']"
+    );
+}
