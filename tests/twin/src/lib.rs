@@ -20,6 +20,7 @@ pub mod faults;
 pub mod flux;
 pub mod git;
 pub mod patch;
+pub mod podexec;
 mod protobuf;
 pub mod registry;
 pub mod scenario;

@@ -16,6 +16,7 @@
 //!   concurrent: 4
 //!   requeueDependency: 30s
 //! registry: [localhost:5000/podinfo:6.5.0]   # pullable images (`repo:*` = any tag)
+//! dns: {upstream: {git.example.com: [203.0.113.10]}}   # podexec: real DNS + probe images
 //! gitServers:
 //!   - name: gitea                     # required; used by placeholders below
 //!     repos:
@@ -281,6 +282,9 @@ pub struct Scenario {
     /// Events.
     #[serde(default)]
     pub events: Vec<EventSpec>,
+    /// Hook (podexec): when set, probe-image pods run for real against a real cluster DNS
+    /// ([`crate::podexec`]).
+    pub dns: Option<crate::podexec::DnsSpec>,
     /// Directory relative paths resolve against.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -363,6 +367,8 @@ pub struct RunningScenario {
     pub workloads: Option<Arc<WorkloadController>>,
     /// The image registry the kubelet pulls from.
     pub registry: Registry,
+    /// Hook (podexec): the probe-image runtime and cluster DNS (when the scenario has `dns:`).
+    pub podexec: Option<crate::podexec::PodExec>,
     /// Model options (time scale, storage).
     pub options: Arc<ModelOptions>,
     /// Real start time.
@@ -641,6 +647,15 @@ impl RunningScenario {
                 .map_err(|e| start_err(&sc, format!("healthCheckInterval: {e}")))?;
         }
         let opts = Arc::new(opts);
+        // Hook (podexec): before the models, so the workload kubelet leaves probe pods to it.
+        let podexec = match &sc.dns {
+            Some(d) => Some(
+                crate::podexec::PodExec::start(store.clone(), d.options())
+                    .await
+                    .map_err(|e| start_err(&sc, e))?,
+            ),
+            None => None,
+        };
         let models = run.models.or(sc.models).unwrap_or(true);
         let (flux, workloads) = if models {
             let w = WorkloadController::start(cluster.clone(), opts.clone(), registry.clone());
@@ -655,6 +670,7 @@ impl RunningScenario {
             flux,
             workloads,
             registry,
+            podexec,
             options: opts,
             started: Instant::now(),
             fired: Arc::new(Mutex::new(Vec::new())),

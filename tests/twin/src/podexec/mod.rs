@@ -1,0 +1,1385 @@
+//! Pod execution for "probe images": the twin's kubelet runs the containers of pods (and
+//! ephemeral containers) whose image is a small multi-tool image FOR REAL, with host tools
+//! standing in for the image's, in private namespaces whose resolver setup is generated from
+//! the pod spec exactly as the kubelet does ([`dns`]), against a real DNS server (dnsmasq)
+//! configured from the CoreDNS ConfigMap, the Services and scenario-declared upstream records.
+//!
+//! How a container runs (no shell string of ours anywhere; every step is an argv):
+//! 1. A per-container mount+UTS namespace is created by a holder process
+//!    `unshare -m -u --propagation private -- cat` (we write one byte and read it back: then the
+//!    namespaces exist; we also check `/proc/PID/ns/mnt` differs from ours before mounting).
+//! 2. `nsenter --mount=/proc/PID/ns/mnt mount --bind FILE /etc/resolv.conf` (and `/etc/hosts`,
+//!    `/etc/nsswitch.conf` = `hosts: files dns`, what musl does implicitly), `nsenter
+//!    --uts=... hostname POD`.
+//! 3. The container's `command` + `args` run as given through `nsenter --net=TWIN_NETNS
+//!    --mount=... --uts=... -S UID -G GID -- ARGV...` with `PATH` = the image's tool directory,
+//!    its own process group, stdout/stderr appended to `pods/log` as they arrive.
+//!    `activeDeadlineSeconds` (pod or owning Job, the smaller) and deleting the pod SIGKILL the
+//!    process group. The namespaces (and their mounts) vanish with their last process: nothing
+//!    is mounted in the host's namespace.
+//!
+//! Network: one private network namespace per [`PodExec`] (holder `unshare -n -- cat`), `lo`
+//! up with the kube-dns ClusterIP (default `10.96.0.10`) and the node's upstream resolver
+//! address (`172.18.0.1`) on it. Two dnsmasq processes listen there on port 53, never in the
+//! host's namespace: "CoreDNS" on the ClusterIP (hosts pins + Service records from a
+//! hosts-format file, `--local=/cluster.local/` so the cluster zone is authoritative, forwards
+//! everything else to the upstream) and "upstream" on 172.18.0.1 (the scenario's records,
+//! `--local=/#/`: NXDOMAIN for anything else; there is no real upstream). Both run with
+//! `--no-resolv --no-hosts --conf-file=/dev/null --bind-interfaces --cache-size=0`. Changes
+//! to `kube-system/coredns` or any Service rewrite the file and SIGHUP dnsmasq; we wait for its
+//! `read FILE` log line.
+//!
+//! Images ([`ImageKind`]): `alpine:*`, `busybox:*`, `alpine/git:*`, `nicolaka/netshoot:*`
+//! (docker.io). Other images are not run here; the workload model still fails to pull them.
+
+pub mod dns;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+use tokio::sync::Notify;
+
+use crate::flux::cluster::{Cluster, ObjKey, now_rfc3339, record_event, s};
+use crate::store::{Store, WatchEventType};
+
+pub use dns::NodeDns;
+
+/// Annotation on Node `twin-node` while a [`PodExec`] serves the cluster; the workload
+/// model's kubelet leaves pods of probe images alone when it is present ([`claims`]).
+pub const NODE_ANNOTATION: &str = "podexec.twin.cluster-loop.dev/runtime";
+/// The node the twin's pods run on.
+pub const NODE_NAME: &str = "twin-node";
+/// Default kube-dns ClusterIP (kubeadm/kind default) when no `kube-system/kube-dns` Service
+/// exists at start.
+pub const DEFAULT_CLUSTER_DNS: &str = "10.96.0.10";
+/// The node's upstream resolver inside the twin's network namespace (dnsPolicy Default and
+/// CoreDNS `forward . /etc/resolv.conf` go there).
+pub const NODE_RESOLVER: &str = "172.18.0.1";
+
+/// Errors starting the model.
+#[derive(Debug, thiserror::Error)]
+pub enum PodExecError {
+    /// A required host tool is missing or we are not root.
+    #[error("podexec needs root and {0} (apt-get install -y dnsmasq busybox util-linux iproute2)")]
+    Prerequisites(String),
+    /// A setup step failed.
+    #[error("podexec: {0}")]
+    Setup(String),
+}
+
+/// The images run for real, and what stands in for their tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ImageKind {
+    /// `alpine:*`: every BusyBox applet of Debian's `busybox` 1.35 (`sh`, `nslookup` = the
+    /// wire-query implementation of BusyBox 1.29 and later, `timeout`, `cat`, ...) and
+    /// `getent` = the HOST's glibc getent. Alpine's is musl-utils getent.c: the same
+    /// `ahosts` output shape, but musl's resolver differs (it stops the search list on the
+    /// first error other than NXDOMAIN, ignores `options attempts`/`rotate`, and has no
+    /// nsswitch). No openssl, no git (the probe reports exit 127).
+    Alpine,
+    /// `busybox:*`: BusyBox applets only (no getent, openssl, git).
+    Busybox,
+    /// `alpine/git:*`: as Alpine plus host `git`.
+    AlpineGit,
+    /// `nicolaka/netshoot:*`: BusyBox applets, host getent, BIND `nslookup`/`dig`/`host`
+    /// (Debian bind9-dnsutils), `openssl`, `git`, `curl` when the host has them.
+    Netshoot,
+}
+
+fn split_repo(image: &str) -> String {
+    let norm = crate::workload::normalize_image(image);
+    let no_digest = norm.split('@').next().unwrap_or_default();
+    match no_digest.rfind(':') {
+        Some(i) if !no_digest[i..].contains('/') => no_digest[..i].to_string(),
+        _ => no_digest.to_string(),
+    }
+}
+
+/// The probe image kind of `image` (any tag or digest), if it is one.
+pub fn image_kind(image: &str) -> Option<ImageKind> {
+    match split_repo(image).as_str() {
+        "docker.io/library/alpine" => Some(ImageKind::Alpine),
+        "docker.io/library/busybox" => Some(ImageKind::Busybox),
+        "docker.io/alpine/git" => Some(ImageKind::AlpineGit),
+        "docker.io/nicolaka/netshoot" => Some(ImageKind::Netshoot),
+        _ => None,
+    }
+}
+
+fn all_probe_images(pod: &Value) -> bool {
+    pod.pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            !cs.is_empty()
+                && cs
+                    .iter()
+                    .all(|c| image_kind(c["image"].as_str().unwrap_or_default()).is_some())
+        })
+}
+
+/// Hook for the workload model: true when `pod`'s containers all use probe images and a
+/// [`PodExec`] serves this cluster (Node `twin-node` carries [`NODE_ANNOTATION`]).
+pub fn claims(cluster: &dyn Cluster, pod: &Value) -> bool {
+    all_probe_images(pod)
+        && cluster
+            .get(&ObjKey::new("v1", "Node", "", NODE_NAME))
+            .ok()
+            .flatten()
+            .is_some_and(|n| {
+                n.pointer("/metadata/annotations")
+                    .is_some_and(|a| a.get(NODE_ANNOTATION).is_some())
+            })
+}
+
+/// Host tools that must exist (and root) for the model; empty when all are there.
+pub fn missing_prerequisites() -> Vec<String> {
+    let mut out: Vec<String> = [
+        "unshare", "nsenter", "mount", "ip", "dnsmasq", "busybox", "getent", "kill", "hostname",
+    ]
+    .iter()
+    .filter(|t| host_tool(t).is_none())
+    .map(|t| t.to_string())
+    .collect();
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|st| {
+            st.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !root {
+        out.push("root (effective uid 0)".into());
+    }
+    out
+}
+
+/// A host executable by name (searched in the usual system directories, not `$PATH`).
+pub fn host_tool(name: &str) -> Option<PathBuf> {
+    [
+        "/usr/local/sbin",
+        "/usr/local/bin",
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+    ]
+    .iter()
+    .map(|d| Path::new(d).join(name))
+    .find(|p| p.is_file())
+}
+
+/// Options of the model.
+#[derive(Debug, Clone)]
+pub struct PodExecOptions {
+    /// What the upstream resolver answers (`name -> IPs`); every other name is NXDOMAIN.
+    pub upstream: BTreeMap<String, Vec<String>>,
+    /// kubelet `clusterDomain` (default `cluster.local`).
+    pub cluster_domain: String,
+    /// kubelet `clusterDNS`; default: the `kube-system/kube-dns` Service ClusterIP at start,
+    /// else [`DEFAULT_CLUSTER_DNS`].
+    pub cluster_dns: Option<String>,
+}
+
+impl Default for PodExecOptions {
+    fn default() -> Self {
+        PodExecOptions {
+            upstream: BTreeMap::new(),
+            cluster_domain: "cluster.local".into(),
+            cluster_dns: None,
+        }
+    }
+}
+
+/// Scenario key `dns:` (see `tests/twin/README.md`).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DnsSpec {
+    /// Upstream records: `name: [ip, ...]`.
+    #[serde(default)]
+    pub upstream: BTreeMap<String, Vec<String>>,
+    /// Cluster domain (default `cluster.local`).
+    pub cluster_domain: Option<String>,
+}
+
+impl DnsSpec {
+    /// As model options.
+    pub fn options(&self) -> PodExecOptions {
+        PodExecOptions {
+            upstream: self.upstream.clone(),
+            cluster_domain: self
+                .cluster_domain
+                .clone()
+                .unwrap_or_else(|| "cluster.local".into()),
+            cluster_dns: None,
+        }
+    }
+}
+
+async fn run_ok(prog: &str, args: &[&str]) -> Result<(), PodExecError> {
+    let out = Command::new(prog)
+        .args(args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| PodExecError::Setup(format!("{prog}: {e}")))?;
+    if !out.status.success() {
+        return Err(PodExecError::Setup(format!(
+            "{prog} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+fn kill_pid(sig: &str, target: &str) {
+    let _ = std::process::Command::new("kill")
+        .args([sig, "--", target])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// A namespace holder: `unshare FLAGS -- cat`, ready once it echoed our byte.
+struct Holder {
+    _child: Child,
+    pid: u32,
+}
+
+impl Holder {
+    async fn start(flags: &[&str], kinds: &[&str]) -> Result<Holder, PodExecError> {
+        let mut child = Command::new("unshare")
+            .args(flags)
+            .args(["--", "cat"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| PodExecError::Setup(format!("unshare: {e}")))?;
+        let pid = child
+            .id()
+            .ok_or_else(|| PodExecError::Setup("unshare exited".into()))?;
+        let mut b = [0u8; 1];
+        let ok = async {
+            child.stdin.as_mut()?.write_all(b"x").await.ok()?;
+            child.stdin.as_mut()?.flush().await.ok()?;
+            child.stdout.as_mut()?.read_exact(&mut b).await.ok()
+        }
+        .await;
+        if ok.is_none() {
+            return Err(PodExecError::Setup(format!(
+                "unshare {} did not start (are we root?)",
+                flags.join(" ")
+            )));
+        }
+        for k in kinds {
+            let mine = std::fs::read_link(format!("/proc/self/ns/{k}")).ok();
+            let theirs = std::fs::read_link(format!("/proc/{pid}/ns/{k}")).ok();
+            if theirs.is_none() || mine == theirs {
+                return Err(PodExecError::Setup(format!(
+                    "unshare: {k} namespace of pid {pid} is not private; refusing to continue"
+                )));
+            }
+        }
+        Ok(Holder { _child: child, pid })
+    }
+
+    fn ns(&self, kind: &str) -> String {
+        format!("/proc/{}/ns/{kind}", self.pid)
+    }
+}
+
+/// One dnsmasq process (in the twin network namespace).
+struct Dnsmasq {
+    _child: Child,
+    pid: u32,
+    hosts_file: PathBuf,
+    lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+}
+
+impl Dnsmasq {
+    async fn start(
+        netns: &str,
+        listen: &str,
+        hosts_file: &Path,
+        extra: &[String],
+    ) -> Result<Dnsmasq, PodExecError> {
+        let mut args: Vec<String> = vec![
+            format!("--net={netns}"),
+            "dnsmasq".into(),
+            "--keep-in-foreground".into(),
+            "--no-resolv".into(),
+            "--no-hosts".into(),
+            "--conf-file=/dev/null".into(),
+            format!("--listen-address={listen}"),
+            "--bind-interfaces".into(),
+            "--port=53".into(),
+            format!("--addn-hosts={}", hosts_file.display()),
+            "--cache-size=0".into(),
+            "--log-facility=-".into(),
+            "--pid-file=".into(),
+            "--user=root".into(),
+        ];
+        args.extend(extra.iter().cloned());
+        let mut child = Command::new("nsenter")
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| PodExecError::Setup(format!("dnsmasq: {e}")))?;
+        let pid = child
+            .id()
+            .ok_or_else(|| PodExecError::Setup("dnsmasq exited".into()))?;
+        let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
+        let stderr = child.stderr.take().expect("piped");
+        tokio::spawn(async move {
+            let mut r = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(l)) = r.next_line().await {
+                if std::env::var_os("TWIN_DEBUG").is_some() {
+                    eprintln!("[podexec] {l}");
+                }
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut d = Dnsmasq {
+            _child: child,
+            pid,
+            hosts_file: hosts_file.to_path_buf(),
+            lines,
+        };
+        d.wait_read().await?;
+        Ok(d)
+    }
+
+    /// Waits for `read HOSTS_FILE - N names` (logged after the sockets are bound at start,
+    /// and after a SIGHUP re-read).
+    async fn wait_read(&mut self) -> Result<(), PodExecError> {
+        let want = format!("read {}", self.hosts_file.display());
+        let mut seen = Vec::new();
+        let r = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(l) = self.lines.recv().await {
+                if l.contains(&want) {
+                    return true;
+                }
+                seen.push(l);
+            }
+            false
+        })
+        .await;
+        match r {
+            Ok(true) => Ok(()),
+            _ => Err(PodExecError::Setup(format!(
+                "dnsmasq did not load {}: {}",
+                self.hosts_file.display(),
+                seen.join(" | ")
+            ))),
+        }
+    }
+
+    async fn reload(&mut self) -> Result<(), PodExecError> {
+        while self.lines.try_recv().is_ok() {}
+        kill_pid("-HUP", &self.pid.to_string());
+        self.wait_read().await
+    }
+}
+
+struct DnsState {
+    cluster: Dnsmasq,
+    _upstream: Dnsmasq,
+    content: String,
+}
+
+struct Running {
+    pgid: Option<u32>,
+    kill: Arc<Notify>,
+}
+
+struct Inner {
+    store: Store,
+    cluster: Arc<Store>,
+    dir: PathBuf,
+    netns: String,
+    node: NodeDns,
+    bins: HashMap<ImageKind, PathBuf>,
+    dns: tokio::sync::Mutex<DnsState>,
+    running: Mutex<HashMap<String, Running>>,
+    started: Mutex<HashSet<String>>,
+    seq: AtomicU64,
+    pids: Mutex<Vec<u32>>,
+    idle: tokio::sync::watch::Sender<usize>,
+}
+
+/// The running model. Dropping it stops every process it started (containers, dnsmasq, the
+/// namespace holders) and removes its files and the Node annotation.
+pub struct PodExec {
+    inner: Arc<Inner>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    _holder: Holder,
+    _dir: tempfile::TempDir,
+}
+
+fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode));
+}
+
+fn write_file(p: &Path, text: &str) -> Result<(), PodExecError> {
+    std::fs::write(p, text).map_err(|e| PodExecError::Setup(format!("{}: {e}", p.display())))?;
+    chmod(p, 0o644);
+    Ok(())
+}
+
+fn build_bins(root: &Path) -> Result<HashMap<ImageKind, PathBuf>, PodExecError> {
+    let busybox =
+        host_tool("busybox").ok_or_else(|| PodExecError::Prerequisites("busybox".into()))?;
+    let out = std::process::Command::new(&busybox)
+        .arg("--list")
+        .output()
+        .map_err(|e| PodExecError::Setup(format!("busybox --list: {e}")))?;
+    let applets: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .filter(|a| !a.is_empty() && !a.contains('/'))
+        .collect();
+    let mut bins = HashMap::new();
+    for (kind, dir, host) in [
+        (ImageKind::Alpine, "alpine", &["getent"][..]),
+        (ImageKind::Busybox, "busybox", &[][..]),
+        (ImageKind::AlpineGit, "alpine-git", &["getent", "git"][..]),
+        (
+            ImageKind::Netshoot,
+            "netshoot",
+            &[
+                "getent", "nslookup", "dig", "host", "openssl", "git", "curl",
+            ][..],
+        ),
+    ] {
+        let d = root.join("images").join(dir);
+        std::fs::create_dir_all(&d)
+            .map_err(|e| PodExecError::Setup(format!("{}: {e}", d.display())))?;
+        chmod(&root.join("images"), 0o755);
+        chmod(&d, 0o755);
+        for a in &applets {
+            if host.contains(&a.as_str()) {
+                continue;
+            }
+            let _ = std::os::unix::fs::symlink(&busybox, d.join(a));
+        }
+        for t in host {
+            if let Some(p) = host_tool(t) {
+                let _ = std::fs::remove_file(d.join(t));
+                let _ = std::os::unix::fs::symlink(p, d.join(t));
+            }
+        }
+        bins.insert(kind, d);
+    }
+    Ok(bins)
+}
+
+impl PodExec {
+    /// Starts the model on `store`: checks prerequisites, creates the network namespace,
+    /// starts both dnsmasq processes (waiting until they serve), marks Node `twin-node`, then
+    /// watches pods, ConfigMaps and Services. Must run inside a multi-thread Tokio runtime.
+    pub async fn start(store: Store, opts: PodExecOptions) -> Result<PodExec, PodExecError> {
+        let missing = missing_prerequisites();
+        if !missing.is_empty() {
+            return Err(PodExecError::Prerequisites(missing.join(", ")));
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix("twin-podexec-")
+            .tempdir()
+            .map_err(|e| PodExecError::Setup(format!("temp dir: {e}")))?;
+        let dir = tmp.path().to_path_buf();
+        chmod(&dir, 0o755);
+        let bins = build_bins(&dir)?;
+        let cluster = Arc::new(store.clone());
+        let cluster_dns = opts.cluster_dns.clone().unwrap_or_else(|| {
+            Cluster::get(
+                &*cluster,
+                &ObjKey::new("v1", "Service", "kube-system", "kube-dns"),
+            )
+            .ok()
+            .flatten()
+            .and_then(|s| s["spec"]["clusterIP"].as_str().map(str::to_string))
+            .filter(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok())
+            .unwrap_or_else(|| DEFAULT_CLUSTER_DNS.to_string())
+        });
+        let holder = Holder::start(&["-n"], &["net"]).await?;
+        let netns = holder.ns("net");
+        for args in [
+            vec!["link", "set", "lo", "up"],
+            vec!["addr", "add", &format!("{cluster_dns}/32"), "dev", "lo"],
+            vec!["addr", "add", &format!("{NODE_RESOLVER}/32"), "dev", "lo"],
+        ] {
+            let mut a = vec![format!("--net={netns}"), "ip".into()];
+            a.extend(args.iter().map(|s| s.to_string()));
+            let a: Vec<&str> = a.iter().map(String::as_str).collect();
+            run_ok("nsenter", &a).await?;
+        }
+        let up_file = dir.join("upstream.hosts");
+        write_file(&up_file, &dns::upstream_hosts(&opts.upstream))?;
+        let upstream =
+            Dnsmasq::start(&netns, NODE_RESOLVER, &up_file, &["--local=/#/".into()]).await?;
+        let node = NodeDns {
+            cluster_dns: vec![cluster_dns.clone()],
+            cluster_domain: opts.cluster_domain.clone(),
+            host_nameservers: vec![NODE_RESOLVER.into()],
+            host_searches: vec![],
+            host_options: vec![],
+            node_name: NODE_NAME.into(),
+        };
+        let cl_file = dir.join("cluster.hosts");
+        let content = cluster_records(&store, &node.cluster_domain);
+        write_file(&cl_file, &content)?;
+        let cluster_dnsmasq = Dnsmasq::start(
+            &netns,
+            &cluster_dns,
+            &cl_file,
+            &[
+                format!("--local=/{}/", node.cluster_domain),
+                format!("--server={NODE_RESOLVER}"),
+            ],
+        )
+        .await?;
+        let pids = vec![upstream.pid, cluster_dnsmasq.pid, holder.pid];
+        let inner = Arc::new(Inner {
+            store: store.clone(),
+            cluster,
+            dir,
+            netns,
+            node,
+            bins,
+            dns: tokio::sync::Mutex::new(DnsState {
+                cluster: cluster_dnsmasq,
+                _upstream: upstream,
+                content,
+            }),
+            running: Mutex::new(HashMap::new()),
+            started: Mutex::new(HashSet::new()),
+            seq: AtomicU64::new(0),
+            pids: Mutex::new(pids),
+            idle: tokio::sync::watch::channel(0).0,
+        });
+        mark_node(&*inner.cluster, true);
+        let mut tasks = Vec::new();
+        // pods: watch first, then list (events for already-seen pods are idempotent)
+        let pods = store
+            .gvr("", "v1", "pods")
+            .map_err(|e| PodExecError::Setup(e.message))?;
+        let mut w = store
+            .watch(&pods, None, None)
+            .map_err(|e| PodExecError::Setup(e.message))?;
+        for p in store.list(&pods, None, None).unwrap_or_default() {
+            inner.consider(&p);
+        }
+        let i = inner.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(ev) = w.next().await {
+                match ev.type_ {
+                    WatchEventType::Added | WatchEventType::Modified => i.consider(&ev.object),
+                    WatchEventType::Deleted => i.kill_pod(s(&ev.object, "/metadata/uid")),
+                    _ => {}
+                }
+            }
+        }));
+        for res in ["configmaps", "services"] {
+            let g = store
+                .gvr("", "v1", res)
+                .map_err(|e| PodExecError::Setup(e.message))?;
+            let mut w = store
+                .watch(&g, None, None)
+                .map_err(|e| PodExecError::Setup(e.message))?;
+            let i = inner.clone();
+            tasks.push(tokio::spawn(async move {
+                while let Some(ev) = w.next().await {
+                    if res == "configmaps"
+                        && (s(&ev.object, "/metadata/namespace") != "kube-system"
+                            || s(&ev.object, "/metadata/name") != "coredns")
+                    {
+                        continue;
+                    }
+                    let _ = i.sync_dns().await;
+                }
+            }));
+        }
+        Ok(PodExec {
+            inner,
+            tasks,
+            _holder: holder,
+            _dir: tmp,
+        })
+    }
+
+    /// Regenerates the cluster DNS records from the store now and, when they changed,
+    /// reloads dnsmasq and waits until it re-read them. Returns the hosts-format records.
+    pub async fn sync_dns(&self) -> Result<String, PodExecError> {
+        self.inner.sync_dns().await
+    }
+
+    /// The records the cluster DNS serves (hosts format).
+    pub async fn cluster_records(&self) -> String {
+        self.inner.dns.lock().await.content.clone()
+    }
+
+    /// The kubelet's DNS view of the node (cluster DNS IP, domain, node resolver).
+    pub fn node_dns(&self) -> &NodeDns {
+        &self.inner.node
+    }
+
+    /// The network namespace path (`/proc/PID/ns/net`) the pods and dnsmasq share.
+    pub fn netns(&self) -> &str {
+        &self.inner.netns
+    }
+
+    /// Number of containers running now.
+    pub fn running(&self) -> usize {
+        self.inner.running.lock().unwrap().len()
+    }
+
+    /// Waits (no polling) until no container runs; false after `timeout`.
+    pub async fn wait_idle(&self, timeout: Duration) -> bool {
+        let mut rx = self.inner.idle.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|n| *n == 0))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Process ids of the long-lived processes (both dnsmasq, the network namespace holder).
+    pub fn pids(&self) -> Vec<u32> {
+        self.inner.pids.lock().unwrap().clone()
+    }
+}
+
+impl Drop for PodExec {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        mark_node(&*self.inner.cluster, false);
+        for (_, r) in self.inner.running.lock().unwrap().drain() {
+            if let Some(g) = r.pgid {
+                kill_pid("-KILL", &format!("-{g}"));
+            }
+            r.kill.notify_one();
+        }
+        for p in self.inner.pids.lock().unwrap().drain(..) {
+            kill_pid("-KILL", &p.to_string());
+        }
+    }
+}
+
+fn mark_node(cluster: &dyn Cluster, on: bool) {
+    let key = ObjKey::new("v1", "Node", "", NODE_NAME);
+    let value = if on { json!("host-tools") } else { Value::Null };
+    match cluster.get(&key) {
+        Ok(Some(_)) => {
+            let _ = cluster.merge_patch(
+                &key,
+                json!({"metadata": {"annotations": {NODE_ANNOTATION: value}}}),
+                "twin-podexec",
+            );
+        }
+        _ if on => {
+            let _ = cluster.create(json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": NODE_NAME,
+                    "labels": {"kubernetes.io/hostname": NODE_NAME, "kubernetes.io/os": "linux"},
+                    "annotations": {NODE_ANNOTATION: "host-tools"}},
+                "spec": {},
+            }));
+            let _ = cluster.merge_patch_status(
+                &key,
+                json!({"status": {
+                    "addresses": [{"type": "InternalIP", "address": "172.18.0.2"}, {"type": "Hostname", "address": NODE_NAME}],
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}],
+                }}),
+                "kubelet",
+            );
+        }
+        _ => {}
+    }
+}
+
+fn cluster_records(store: &Store, domain: &str) -> String {
+    let corefile = Cluster::get(
+        store,
+        &ObjKey::new("v1", "ConfigMap", "kube-system", "coredns"),
+    )
+    .ok()
+    .flatten()
+    .and_then(|c| c["data"]["Corefile"].as_str().map(str::to_string));
+    let services = Cluster::list(store, "v1", "Service", None).unwrap_or_default();
+    dns::cluster_hosts(corefile.as_deref(), &services, domain)
+}
+
+fn pod_ip(uid: &str) -> String {
+    let n = uid.bytes().fold(2166136261u32, |a, b| {
+        (a ^ u32::from(b)).wrapping_mul(16777619)
+    });
+    format!("10.244.{}.{}", (n >> 8) % 250, n % 250 + 2)
+}
+
+/// What ended a container.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum End {
+    Exited,
+    Deadline,
+    Deleted,
+}
+
+struct Outcome {
+    name: String,
+    image: String,
+    exit: i32,
+    reason: String,
+    message: Option<String>,
+    started: String,
+    finished: String,
+    container_id: String,
+    end: End,
+}
+
+impl Outcome {
+    fn status(&self, ephemeral: bool) -> Value {
+        let mut term = json!({"exitCode": self.exit, "reason": self.reason,
+            "startedAt": self.started, "finishedAt": self.finished, "containerID": self.container_id});
+        if let Some(m) = &self.message {
+            term["message"] = json!(m);
+        }
+        let mut st = json!({"name": self.name, "image": self.image, "imageID": image_id(&self.image),
+            "containerID": self.container_id, "ready": false, "started": false, "restartCount": 0,
+            "state": {"terminated": term}});
+        if ephemeral {
+            st.as_object_mut().map(|o| o.remove("started"));
+        }
+        st
+    }
+}
+
+fn image_id(image: &str) -> String {
+    let hex: String = crate::workload::template_hash(&json!(image))
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{}@sha256:{hex:0>64}", split_repo(image))
+}
+
+fn strs(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Inner {
+    async fn sync_dns(&self) -> Result<String, PodExecError> {
+        let mut st = self.dns.lock().await;
+        let content = cluster_records(&self.store, &self.node.cluster_domain);
+        if content != st.content {
+            write_file(&self.dir.join("cluster.hosts"), &content)?;
+            st.cluster.reload().await?;
+            st.content = content.clone();
+        }
+        Ok(content)
+    }
+
+    fn untrack(&self, key: &str) {
+        let mut r = self.running.lock().unwrap();
+        r.remove(key);
+        self.idle.send_replace(r.len());
+    }
+
+    fn kill_pod(&self, uid: &str) {
+        let prefix = format!("{uid}/");
+        for (k, r) in self.running.lock().unwrap().iter() {
+            if k.starts_with(&prefix) {
+                if let Some(g) = r.pgid {
+                    kill_pid("-KILL", &format!("-{g}"));
+                }
+                r.kill.notify_one();
+            }
+        }
+    }
+
+    fn consider(self: &Arc<Self>, pod: &Value) {
+        let uid = s(pod, "/metadata/uid").to_string();
+        if uid.is_empty() {
+            return;
+        }
+        if !s(pod, "/metadata/deletionTimestamp").is_empty() {
+            self.kill_pod(&uid);
+            return;
+        }
+        let phase = s(pod, "/status/phase");
+        if phase == "Succeeded" || phase == "Failed" {
+            return;
+        }
+        if all_probe_images(pod) && self.started.lock().unwrap().insert(uid.clone()) {
+            let i = self.clone();
+            let p = pod.clone();
+            tokio::spawn(async move { i.run_pod(p).await });
+        }
+        let done: Vec<String> = pod
+            .pointer("/status/ephemeralContainerStatuses")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| c["name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for ec in pod
+            .pointer("/spec/ephemeralContainers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+        {
+            let name = ec["name"].as_str().unwrap_or_default().to_string();
+            if done.contains(&name) || !self.started.lock().unwrap().insert(format!("{uid}/{name}"))
+            {
+                continue;
+            }
+            let i = self.clone();
+            let p = pod.clone();
+            tokio::spawn(async move { i.run_ephemeral(p, ec).await });
+        }
+    }
+
+    fn key(pod: &Value) -> ObjKey {
+        ObjKey::new(
+            "v1",
+            "Pod",
+            s(pod, "/metadata/namespace"),
+            s(pod, "/metadata/name"),
+        )
+    }
+
+    fn event(&self, pod: &Value, t: &str, reason: &str, msg: &str) {
+        record_event(&*self.cluster, pod, t, reason, msg, "kubelet", None);
+    }
+
+    fn owner_job(&self, pod: &Value) -> Option<Value> {
+        let r = pod
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)?
+            .iter()
+            .find(|r| r["kind"] == "Job" && r["controller"] == true)?
+            .clone();
+        Cluster::get(
+            &*self.cluster,
+            &ObjKey::new(
+                "batch/v1",
+                "Job",
+                s(pod, "/metadata/namespace"),
+                s(&r, "/name"),
+            ),
+        )
+        .ok()
+        .flatten()
+    }
+
+    fn pod_status(
+        pod: &Value,
+        phase: &str,
+        statuses: Vec<Value>,
+        ready: bool,
+        start: &str,
+    ) -> Value {
+        let tf = |b: bool| if b { "True" } else { "False" };
+        let now = now_rfc3339();
+        let mut conds = vec![
+            json!({"type": "PodReadyToStartContainers", "status": tf(phase == "Running"), "lastTransitionTime": start}),
+            json!({"type": "Initialized", "status": "True", "lastTransitionTime": start}),
+            json!({"type": "Ready", "status": tf(ready), "lastTransitionTime": now}),
+            json!({"type": "ContainersReady", "status": tf(ready), "lastTransitionTime": now}),
+            json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": start}),
+        ];
+        if !ready {
+            let reason = if phase == "Running" {
+                "ContainersNotReady"
+            } else {
+                "PodCompleted"
+            };
+            for c in conds
+                .iter_mut()
+                .filter(|c| c["type"] == "Ready" || c["type"] == "ContainersReady")
+            {
+                c["reason"] = json!(reason);
+            }
+        }
+        let resources = pod
+            .pointer("/spec/containers")
+            .and_then(Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.pointer("/resources/requests").is_some()
+                        || c.pointer("/resources/limits").is_some()
+                })
+            });
+        let ip = pod_ip(s(pod, "/metadata/uid"));
+        json!({
+            "phase": phase, "conditions": conds, "containerStatuses": statuses,
+            "hostIP": "172.18.0.2", "hostIPs": [{"ip": "172.18.0.2"}],
+            "podIP": ip, "podIPs": [{"ip": ip}],
+            "qosClass": if resources { "Burstable" } else { "BestEffort" }, "startTime": start,
+        })
+    }
+
+    async fn run_pod(self: Arc<Self>, pod: Value) {
+        let key = Self::key(&pod);
+        let start = now_rfc3339();
+        let t0 = Instant::now();
+        let job = self.owner_job(&pod);
+        let deadline = [
+            pod.pointer("/spec/activeDeadlineSeconds")
+                .and_then(Value::as_i64),
+            job.as_ref().and_then(|j| {
+                j.pointer("/spec/activeDeadlineSeconds")
+                    .and_then(Value::as_i64)
+            }),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|d| Duration::from_secs(d.max(1) as u64));
+        let containers: Vec<Value> = pod
+            .pointer("/spec/containers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let ids: Vec<String> = containers
+            .iter()
+            .map(|_| {
+                format!(
+                    "containerd://{:064x}",
+                    self.seq.fetch_add(1, Ordering::Relaxed) as u128 * 0x9e37_79b9_7f4a_7c15
+                        + t0.elapsed().as_nanos()
+                )
+            })
+            .collect();
+        let running: Vec<Value> = containers
+            .iter()
+            .zip(&ids)
+            .map(|(c, id)| {
+                let image = c["image"].as_str().unwrap_or_default();
+                json!({"name": c["name"], "image": image, "imageID": image_id(image), "containerID": id,
+                    "ready": true, "started": true, "restartCount": 0, "state": {"running": {"startedAt": start}}})
+            })
+            .collect();
+        for c in &containers {
+            let image = c["image"].as_str().unwrap_or_default();
+            self.event(
+                &pod,
+                "Normal",
+                "Pulled",
+                &format!("Container image \"{image}\" already present on machine"),
+            );
+            self.event(
+                &pod,
+                "Normal",
+                "Created",
+                &format!("Created container {}", s(c, "/name")),
+            );
+            self.event(
+                &pod,
+                "Normal",
+                "Started",
+                &format!("Started container {}", s(c, "/name")),
+            );
+        }
+        let _ = self.cluster.merge_patch_status(
+            &key,
+            json!({"status": Self::pod_status(&pod, "Running", running, true, &start)}),
+            "kubelet",
+        );
+        let kill = Arc::new(Notify::new());
+        let mut futs = Vec::new();
+        for (c, id) in containers.iter().zip(&ids) {
+            futs.push(self.clone().run_container(
+                pod.clone(),
+                c.clone(),
+                id.clone(),
+                deadline.map(|d| t0 + d),
+                kill.clone(),
+                false,
+            ));
+        }
+        let outcomes = futures::future::join_all(futs).await;
+        if outcomes.iter().any(|o| o.end == End::Deleted) {
+            return;
+        }
+        let deadline_hit = outcomes.iter().any(|o| o.end == End::Deadline);
+        let ok = outcomes.iter().all(|o| o.exit == 0) && !deadline_hit;
+        let now = now_rfc3339();
+        if let Some(j) = &job
+            && !ok
+        {
+            let (reason, msg) = if deadline_hit {
+                (
+                    "DeadlineExceeded",
+                    "Job was active longer than specified deadline",
+                )
+            } else {
+                (
+                    "BackoffLimitExceeded",
+                    "Job has reached the specified backoff limit",
+                )
+            };
+            let _ = self.cluster.merge_patch_status(
+                &ObjKey::of(j),
+                json!({"status": {"active": 0, "ready": 0, "failed": 1, "terminating": 0,
+                    "startTime": j.pointer("/status/startTime").cloned().unwrap_or(json!(start)),
+                    "conditions": [
+                        {"type": "FailureTarget", "status": "True", "reason": reason, "message": msg, "lastProbeTime": now, "lastTransitionTime": now},
+                        {"type": "Failed", "status": "True", "reason": reason, "message": msg, "lastProbeTime": now, "lastTransitionTime": now}]}}),
+                "job-controller",
+            );
+            record_event(
+                &*self.cluster,
+                j,
+                "Warning",
+                reason,
+                msg,
+                "job-controller",
+                None,
+            );
+        }
+        let statuses: Vec<Value> = outcomes.iter().map(|o| o.status(false)).collect();
+        let mut st = Self::pod_status(
+            &pod,
+            if ok { "Succeeded" } else { "Failed" },
+            statuses,
+            false,
+            &start,
+        );
+        if deadline_hit {
+            st["reason"] = json!("DeadlineExceeded");
+            st["message"] = json!("Pod was active on the node longer than the specified deadline");
+            self.event(
+                &pod,
+                "Normal",
+                "DeadlineExceeded",
+                "Pod was active on the node longer than the specified deadline",
+            );
+        }
+        let _ = self
+            .cluster
+            .merge_patch_status(&key, json!({"status": st}), "kubelet");
+    }
+
+    async fn run_ephemeral(self: Arc<Self>, pod: Value, ec: Value) {
+        let key = Self::key(&pod);
+        let name = s(&ec, "/name").to_string();
+        let image = s(&ec, "/image").to_string();
+        let set = |st: Value| {
+            let cur = Cluster::get(&*self.cluster, &key)
+                .ok()
+                .flatten()
+                .unwrap_or(pod.clone());
+            let mut list: Vec<Value> = cur
+                .pointer("/status/ephemeralContainerStatuses")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            list.retain(|x| x["name"] != json!(name));
+            list.push(st);
+            let _ = self.cluster.merge_patch_status(
+                &key,
+                json!({"status": {"ephemeralContainerStatuses": list}}),
+                "kubelet",
+            );
+        };
+        if image_kind(&image).is_none() {
+            let full = crate::workload::normalize_image(&image);
+            let msg = format!(
+                "rpc error: code = NotFound desc = failed to pull and unpack image \"{full}\": failed to resolve reference \"{full}\": {full}: not found"
+            );
+            self.event(
+                &pod,
+                "Warning",
+                "Failed",
+                &format!("Failed to pull image \"{image}\": {msg}"),
+            );
+            set(
+                json!({"name": name, "image": image, "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "ErrImagePull", "message": msg}}}),
+            );
+            return;
+        }
+        let id = format!(
+            "containerd://{:064x}",
+            self.seq.fetch_add(1, Ordering::Relaxed) + 0xec00
+        );
+        let start = now_rfc3339();
+        self.event(
+            &pod,
+            "Normal",
+            "Started",
+            &format!("Started container {name}"),
+        );
+        set(
+            json!({"name": name, "image": image, "imageID": image_id(&image), "containerID": id,
+            "ready": false, "restartCount": 0, "state": {"running": {"startedAt": start}}}),
+        );
+        let kill = Arc::new(Notify::new());
+        let o = self
+            .clone()
+            .run_container(pod.clone(), ec.clone(), id, None, kill, true)
+            .await;
+        if o.end != End::Deleted {
+            set(o.status(true));
+        }
+    }
+
+    /// Runs one container to its end. Never panics; setup failures become a StartError.
+    async fn run_container(
+        self: Arc<Self>,
+        pod: Value,
+        c: Value,
+        container_id: String,
+        deadline: Option<Instant>,
+        kill: Arc<Notify>,
+        ephemeral: bool,
+    ) -> Outcome {
+        let ns = s(&pod, "/metadata/namespace").to_string();
+        let pname = s(&pod, "/metadata/name").to_string();
+        let uid = s(&pod, "/metadata/uid").to_string();
+        let cname = s(&c, "/name").to_string();
+        let image = s(&c, "/image").to_string();
+        let started = now_rfc3339();
+        let mut out = Outcome {
+            name: cname.clone(),
+            image: image.clone(),
+            exit: 128,
+            reason: "StartError".into(),
+            message: None,
+            started: started.clone(),
+            finished: started.clone(),
+            container_id,
+            end: End::Exited,
+        };
+        let kind = image_kind(&image).unwrap_or(ImageKind::Busybox);
+        let bin = self.bins[&kind].clone();
+        let mut argv = strs(&c["command"]);
+        argv.extend(strs(&c["args"]));
+        if argv.is_empty() {
+            argv.push("sh".into());
+        }
+        let base = argv[0].rsplit('/').next().unwrap_or_default().to_string();
+        let exe = bin.join(&base);
+        if base.is_empty() || !exe.exists() {
+            out.message = Some(format!(
+                "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: \"{}\": executable file not found in $PATH: unknown",
+                argv[0]
+            ));
+            self.store.close_pod_log(&ns, &pname, &cname);
+            return out;
+        }
+        let key = format!("{uid}/{cname}");
+        let r = self.spawn(&pod, &c, &exe, &argv, &key, kill.clone()).await;
+        let (mut child, holder, cdir) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                out.message = Some(e.to_string());
+                self.untrack(&key);
+                self.store.close_pod_log(&ns, &pname, &cname);
+                return out;
+            }
+        };
+        let pgid = child.id();
+        let tail = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let mut readers = Vec::new();
+        for pipe in [
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let store = self.store.clone();
+            let (ns, pname, cname, tail) = (ns.clone(), pname.clone(), cname.clone(), tail.clone());
+            readers.push(tokio::spawn(async move {
+                let mut p = pipe;
+                let mut buf = vec![0u8; 8192];
+                while let Ok(n) = p.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    store.append_pod_log(&ns, &pname, &cname, &buf[..n]);
+                    let mut t = tail.lock().unwrap();
+                    t.extend_from_slice(&buf[..n]);
+                    let len = t.len();
+                    if len > 4096 {
+                        t.drain(..len - 4096);
+                    }
+                }
+            }));
+        }
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        let status = tokio::select! {
+            st = child.wait() => st.ok(),
+            _ = sleep => { out.end = End::Deadline; None }
+            _ = kill.notified() => { out.end = End::Deleted; None }
+        };
+        let status = match status {
+            Some(st) => Some(st),
+            None => {
+                if let Some(g) = pgid {
+                    kill_pid("-KILL", &format!("-{g}"));
+                }
+                let _ = child.start_kill();
+                child.wait().await.ok()
+            }
+        };
+        for r in readers {
+            let _ = tokio::time::timeout(Duration::from_secs(10), r).await;
+        }
+        self.store.close_pod_log(&ns, &pname, &cname);
+        self.untrack(&key);
+        drop(holder);
+        let _ = std::fs::remove_dir_all(&cdir);
+        out.exit = status
+            .map(|st| st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(9)))
+            .unwrap_or(137);
+        out.finished = now_rfc3339();
+        out.reason = if out.exit == 0 { "Completed" } else { "Error" }.into();
+        if out.exit != 0 && s(&c, "/terminationMessagePolicy") == "FallbackToLogsOnError" {
+            // kubelet: the last 80 lines, at most 2048 bytes, of the log
+            let t = tail.lock().unwrap().clone();
+            let text = String::from_utf8_lossy(&t).to_string();
+            let lines: Vec<&str> = text.lines().collect();
+            let mut m = lines[lines.len().saturating_sub(80)..].join("\n");
+            if m.len() > 2048 {
+                let cut = m.len() - 2048;
+                let cut = (cut..m.len())
+                    .find(|i| m.is_char_boundary(*i))
+                    .unwrap_or(m.len());
+                m = m[cut..].to_string();
+            }
+            if !m.is_empty() {
+                out.message = Some(m);
+            }
+        }
+        let _ = ephemeral;
+        out
+    }
+
+    /// Namespaces, files and the process. Registers the process group under `key`.
+    async fn spawn(
+        &self,
+        pod: &Value,
+        c: &Value,
+        exe: &Path,
+        argv: &[String],
+        key: &str,
+        kill: Arc<Notify>,
+    ) -> Result<(Child, Holder, PathBuf), PodExecError> {
+        {
+            let mut r = self.running.lock().unwrap();
+            r.insert(key.to_string(), Running { pgid: None, kill });
+            self.idle.send_replace(r.len());
+        }
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        let cdir = self.dir.join(format!("c{n}"));
+        std::fs::create_dir_all(&cdir).map_err(|e| PodExecError::Setup(e.to_string()))?;
+        chmod(&cdir, 0o755);
+        let ip = pod_ip(s(pod, "/metadata/uid"));
+        write_file(
+            &cdir.join("resolv.conf"),
+            &dns::pod_resolv_conf(pod, &self.node),
+        )?;
+        write_file(
+            &cdir.join("hosts"),
+            &dns::pod_hosts_file(pod, &ip, &self.node),
+        )?;
+        write_file(&cdir.join("nsswitch.conf"), "hosts: files dns\n")?;
+        let holder =
+            Holder::start(&["-m", "-u", "--propagation", "private"], &["mnt", "uts"]).await?;
+        let mnt = format!("--mount={}", holder.ns("mnt"));
+        let uts = format!("--uts={}", holder.ns("uts"));
+        for f in ["resolv.conf", "hosts", "nsswitch.conf"] {
+            let src = cdir.join(f).display().to_string();
+            let dst = format!("/etc/{f}");
+            run_ok("nsenter", &[&mnt, "mount", "--bind", &src, &dst]).await?;
+        }
+        run_ok("nsenter", &[&uts, "hostname", &dns::pod_hostname(pod)]).await?;
+        let sc = |k: &str| {
+            c.pointer(&format!("/securityContext/{k}"))
+                .and_then(Value::as_i64)
+                .or(pod
+                    .pointer(&format!("/spec/securityContext/{k}"))
+                    .and_then(Value::as_i64))
+                .unwrap_or(0)
+        };
+        let (uid, gid) = (sc("runAsUser"), sc("runAsGroup"));
+        let mut env: Vec<(String, String)> = vec![
+            (
+                "PATH".into(),
+                exe.parent().unwrap_or(Path::new("/")).display().to_string(),
+            ),
+            ("HOSTNAME".into(), dns::pod_hostname(pod)),
+            (
+                "HOME".into(),
+                if uid == 0 { "/root".into() } else { "/".into() },
+            ),
+        ];
+        for e in c["env"].as_array().into_iter().flatten() {
+            if let (Some(k), Some(v)) = (e["name"].as_str(), e["value"].as_str()) {
+                env.retain(|(n, _)| n != k);
+                env.push((k.to_string(), v.to_string()));
+            }
+        }
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net={}", self.netns))
+            .arg(&mnt)
+            .arg(&uts)
+            .args(["-S", &uid.to_string(), "-G", &gid.to_string(), "--"])
+            .arg(exe)
+            .args(&argv[1..])
+            .env_clear()
+            .envs(env)
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let child = cmd
+            .spawn()
+            .map_err(|e| PodExecError::Setup(format!("nsenter: {e}")))?;
+        if let Some(r) = self.running.lock().unwrap().get_mut(key) {
+            r.pgid = child.id();
+        }
+        Ok((child, holder, cdir))
+    }
+}
