@@ -407,7 +407,8 @@ pub fn build(inp: Inputs<'_>) -> Report {
                 inp.cluster.kube_dns_ips.join(", ")
             ));
         }
-        if let (Some(g), Some(n)) = (&g, &n)
+        // For an IP literal nslookup does a PTR query: its NXDOMAIN says nothing about A/AAAA.
+        if let (Some(g), Some(n), Host::Name { .. }) = (&g, &n, host)
             && g.status == LookupStatus::Resolved
             && n.status != LookupStatus::Resolved
             && n.status != LookupStatus::ToolMissing

@@ -244,3 +244,13 @@ fn json_schema_is_stable() {
     let yaml = serde_saphyr::to_string(&r).unwrap();
     assert!(yaml.contains("apiVersion: podresolve.cluster-loop.dev/v1"));
 }
+
+#[test]
+fn ip_literal_is_not_flagged_as_a_dns_disagreement() {
+    let r = run(&["192.168.2.20"], vec![ws(&["192.168.2.20"])], None, None);
+    let h = &r.hosts[0];
+    assert_eq!(h.verdict, Verdict::Same);
+    assert!(h.query_order.is_empty());
+    assert!(h.coredns.is_empty());
+    assert!(h.notes.is_empty(), "{:?}", h.notes);
+}
