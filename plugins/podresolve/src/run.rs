@@ -178,26 +178,53 @@ pub fn validate(cli: &Cli) -> Result<Validated> {
     })
 }
 
-async fn shutdown_signal() -> &'static str {
+/// SIGINT/SIGTERM listeners, registered eagerly (before anything is created) so a signal
+/// that arrives while the create request is in flight is never lost: from registration on,
+/// the default "terminate at once" action is replaced and the signal is queued for us.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return "SIGINT";
+    int: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn install() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Signals {
+                int: signal(SignalKind::interrupt()).ok(),
+                term: signal(SignalKind::terminate()).ok(),
             }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => "SIGINT",
-            _ = term.recv() => "SIGTERM",
+        }
+        #[cfg(not(unix))]
+        {
+            Signals {}
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        "SIGINT"
+
+    async fn recv(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            }
+            tokio::select! {
+                _ = next(&mut self.int) => "SIGINT",
+                _ = next(&mut self.term) => "SIGTERM",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
     }
 }
 
@@ -230,6 +257,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         return Ok(0);
     }
 
+    let mut signals = Signals::install();
     let conn = cli.cluster.connect().await?;
     let progress = Progress::for_output("podresolve", &cli.output);
     let n = RequestCounter::default();
@@ -331,7 +359,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
     };
 
     let (outcome, dns) = {
-        let sig = shutdown_signal();
+        let sig = signals.recv();
         tokio::pin!(sig);
         tokio::pin!(work);
         let joined = async { tokio::join!(&mut work, dns_fut) };

@@ -1,0 +1,424 @@
+//! The REAL `kubectl-podresolve` binary against the twin's `split-dns` scenario, where the
+//! probe really runs: the twin's podexec model executes the probe's `sh -c SCRIPT` argv with
+//! BusyBox/getent in private namespaces whose resolv.conf points at dnsmasq configured from
+//! the CoreDNS ConfigMap (hosts pin gitea.prod.example.dev -> 192.168.2.20), the Services and
+//! the scenario's upstream records (gitea.prod.example.dev -> 203.0.113.10). Nothing here
+//! plays kubelet or supplies a log.
+//!
+//! Skips (with a message) only when `unshare`/`dnsmasq`/`busybox` or root are missing
+//! (`apt-get install -y dnsmasq busybox bind9-dnsutils`).
+
+use serde_json::{Value, json};
+use std::process::Stdio;
+use std::time::Duration;
+use twin::scenario::{RunOptions, RunningScenario, Scenario};
+use twin::{Store, WatchEventType};
+
+fn skip() -> bool {
+    let m = twin::podexec::missing_prerequisites();
+    if !m.is_empty() {
+        eprintln!(
+            "SKIPPED: the twin's podexec needs {} (apt-get install -y dnsmasq busybox bind9-dnsutils; run as root)",
+            m.join(", ")
+        );
+        return true;
+    }
+    false
+}
+
+async fn start() -> RunningScenario {
+    let sc = RunningScenario::start(
+        Scenario::shipped("split-dns").unwrap(),
+        RunOptions::default(),
+    )
+    .await
+    .expect("split-dns starts");
+    // source-controller's pod is Running (for --from)
+    let store = sc.twin.store();
+    let pods = store.gvr("", "v1", "pods").unwrap();
+    let mut w = store.watch(&pods, Some("flux-system"), None).unwrap();
+    let running = |o: &Value| {
+        o["metadata"]["labels"]["app"] == "source-controller" && o["status"]["phase"] == "Running"
+    };
+    if !store
+        .list(&pods, Some("flux-system"), None)
+        .unwrap()
+        .iter()
+        .any(running)
+    {
+        tokio::time::timeout(Duration::from_secs(120), async {
+            while let Some(ev) = w.next().await {
+                if ev.type_ != WatchEventType::Deleted && running(&ev.object) {
+                    return;
+                }
+            }
+        })
+        .await
+        .expect("source-controller pod Running");
+    }
+    sc
+}
+
+struct RunOut {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl RunOut {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("{e}\nstdout: {}\nstderr: {}", self.stdout, self.stderr))
+    }
+    fn dump(&self) -> String {
+        format!(
+            "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+async fn run_bin(kubeconfig: &std::path::Path, args: &[&str]) -> RunOut {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-podresolve"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(180), out)
+        .await
+        .expect("binary finishes")
+        .unwrap();
+    RunOut {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+    }
+}
+
+/// Probe Jobs and pods left (label `app.kubernetes.io/managed-by=kubectl-podresolve`).
+fn leftovers(store: &Store) -> Vec<String> {
+    let mut out = Vec::new();
+    for (g, r) in [("batch", "jobs"), ("", "pods")] {
+        let gvr = store.gvr(g, "v1", r).unwrap();
+        for o in store.list(&gvr, None, None).unwrap() {
+            if o["metadata"]["labels"]["app.kubernetes.io/managed-by"]
+                == json!("kubectl-podresolve")
+            {
+                out.push(format!(
+                    "{r}/{}",
+                    o["metadata"]["name"].as_str().unwrap_or("")
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_name_from_the_pod_expect_pass_and_fail() {
+    if skip() {
+        return;
+    }
+    let sc = start().await;
+    let kc = sc.twin.kubeconfig_path();
+    sc.twin.reset_requests();
+    let r = run_bin(
+        kc,
+        &[
+            "gitea.prod.example.dev",
+            "--expect",
+            "192.168.2.20",
+            "-n",
+            "flux-system",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let v = r.json();
+    let h = &v["hosts"][0];
+    assert_eq!(
+        h["pod"]["addresses"],
+        json!(["192.168.2.20"]),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(h["expectMatch"], true);
+    let last = h["coredns"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["answeredBy"], "hosts", "{}", r.dump());
+    assert_eq!(v["clusterDns"]["kubeDnsIps"], json!(["10.96.0.10"]));
+    assert_eq!(v["probe"]["carrier"], "job");
+    // the probe really ran: its resolv.conf is the kubelet's for flux-system
+    assert!(
+        v.to_string().contains("flux-system.svc.cluster.local"),
+        "{}",
+        r.dump()
+    );
+    let n = sc.twin.requests().len();
+    assert!(n <= 10, "{n} API requests");
+    assert_eq!(v["probe"]["apiRequests"].as_u64(), Some(n as u64));
+    assert_eq!(leftovers(&sc.twin.store()), Vec::<String>::new());
+
+    // wrong --expect: exit 1, MISMATCH
+    let r = run_bin(
+        kc,
+        &[
+            "gitea.prod.example.dev",
+            "--expect",
+            "203.0.113.10",
+            "-n",
+            "flux-system",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    assert!(r.stdout.contains("MISMATCH"), "{}", r.dump());
+    assert_eq!(leftovers(&sc.twin.store()), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nxdomain_and_ndots_search_expansion() {
+    if skip() {
+        return;
+    }
+    let sc = start().await;
+    let kc = sc.twin.kubeconfig_path();
+    let r = run_bin(
+        kc,
+        &["nosuch.example.dev", "-n", "flux-system", "-o", "json"],
+    )
+    .await;
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    let v = r.json();
+    assert_eq!(
+        v["hosts"][0]["verdict"],
+        "pod-cannot-resolve",
+        "{}",
+        r.dump()
+    );
+    assert_eq!(v["hosts"][0]["pod"]["addresses"], json!([]), "{}", r.dump());
+
+    // A short name: only the search list (ndots:5) finds the Service record.
+    let r = run_bin(
+        kc,
+        &[
+            "source-controller",
+            "--expect",
+            "10.96.120.5",
+            "-n",
+            "flux-system",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let v = r.json();
+    assert_eq!(
+        v["hosts"][0]["pod"]["addresses"],
+        json!(["10.96.120.5"]),
+        "{}",
+        r.dump()
+    );
+    assert!(
+        v["hosts"][0]
+            .to_string()
+            .contains("source-controller.flux-system.svc.cluster.local"),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(leftovers(&sc.twin.store()), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_source_controller_ephemeral_and_403_fallback() {
+    if skip() {
+        return;
+    }
+    let sc = start().await;
+    let r = run_bin(
+        sc.twin.kubeconfig_path(),
+        &[
+            "gitea.prod.example.dev",
+            "--from",
+            "deploy/source-controller",
+            "-n",
+            "flux-system",
+            "--expect",
+            "192.168.2.20",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let v = r.json();
+    assert_eq!(v["probe"]["carrier"], "ephemeral", "{}", r.dump());
+    assert_eq!(
+        v["hosts"][0]["pod"]["addresses"],
+        json!(["192.168.2.20"]),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(sc.twin.request_log().count("create", Some("jobs")), 0);
+
+    // Without pods/ephemeralcontainers: 403, fallback to a copy of the pod's DNS setup.
+    let rules = vec![
+        twin::Rule::new(
+            &["get", "list", "watch"],
+            &[""],
+            &["pods", "pods/log", "configmaps", "services"],
+        ),
+        twin::Rule::new(&["get"], &["apps"], &["deployments"]),
+        twin::Rule::new(&["create", "delete", "get"], &["batch"], &["jobs"]),
+    ];
+    let token = sc.twin.add_token("limited", rules);
+    let kc = sc.twin.kubeconfig_for(&token, "limited").unwrap();
+    let r = run_bin(
+        &kc,
+        &[
+            "gitea.prod.example.dev",
+            "--from",
+            "deploy/source-controller",
+            "-n",
+            "flux-system",
+            "--expect",
+            "192.168.2.20",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    assert!(
+        r.stderr.contains("ephemeral container not allowed"),
+        "{}",
+        r.dump()
+    );
+    let v = r.json();
+    assert_eq!(v["probe"]["carrier"], "job");
+    assert!(
+        v["probe"]["fallbackReason"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("403"),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(
+        v["hosts"][0]["pod"]["addresses"],
+        json!(["192.168.2.20"]),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(leftovers(&sc.twin.store()), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_input_refused_and_unknown_image_is_a_pull_error() {
+    if skip() {
+        return;
+    }
+    let sc = start().await;
+    let kc = sc.twin.kubeconfig_path();
+    sc.twin.reset_requests();
+    for bad in [
+        "gitea.prod.example.dev;id",
+        "$(touch /tmp/pwned)",
+        "-n",
+        "a b",
+    ] {
+        let r = run_bin(kc, &["-n", "flux-system", "--", bad]).await;
+        assert_eq!(r.code, Some(2), "{bad}: {}", r.dump());
+    }
+    assert_eq!(
+        sc.twin.request_log().count("create", Some("jobs")),
+        0,
+        "refused before touching the cluster"
+    );
+
+    let r = run_bin(
+        kc,
+        &[
+            "gitea.prod.example.dev",
+            "-n",
+            "flux-system",
+            "--image",
+            "nosuch.example/probe:1",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    assert!(r.stderr.contains("ErrImagePull"), "{}", r.dump());
+    assert_eq!(leftovers(&sc.twin.store()), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_after_the_probe_ran_deletes_it() {
+    if skip() {
+        return;
+    }
+    let sc = start().await;
+    // Hold the log read so the binary is mid-run when interrupted; the probe itself runs.
+    sc.twin.faults().add(twin::Fault {
+        matcher: twin::FaultMatch {
+            resource: Some("pods/log".into()),
+            ..Default::default()
+        },
+        trigger: twin::Trigger::Always,
+        action: twin::FaultAction::Latency(Duration::from_secs(600)),
+    });
+    let store = sc.twin.store();
+    let pods = store.gvr("", "v1", "pods").unwrap();
+    let mut w = store.watch(&pods, Some("flux-system"), None).unwrap();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-podresolve"))
+        .arg("--kubeconfig")
+        .arg(sc.twin.kubeconfig_path())
+        .args([
+            "gitea.prod.example.dev",
+            "-n",
+            "flux-system",
+            "--timeout",
+            "5m",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // the probe pod ran for real and succeeded
+    tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(ev) = w.next().await {
+            if ev.object["metadata"]["labels"]["app.kubernetes.io/managed-by"]
+                == "kubectl-podresolve"
+                && ev.object["status"]["phase"] == "Succeeded"
+            {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("probe pod Succeeded");
+    // The binary is mid-run: its pods/log read is held (or its watch has not delivered yet).
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("deleted"), "{stderr}");
+    assert_eq!(leftovers(&store), Vec::<String>::new());
+}
