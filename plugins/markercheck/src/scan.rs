@@ -318,24 +318,26 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
             .unwrap_or(entry.path())
             .to_path_buf();
         let symlink = entry.path_is_symlink();
-        let size = match std::fs::metadata(entry.path()) {
-            Ok(m) if m.is_file() => m.len(),
-            Ok(_) => continue, // symlink to a directory or special file
-            Err(e) => {
-                res.read_errors.push(ReadError {
-                    rel,
-                    message: e.to_string(),
-                    symlink,
-                });
+        // open + fstat + read: one path lookup per file
+        let read = std::fs::File::open(entry.path()).and_then(|mut fh| {
+            let m = fh.metadata()?;
+            if !m.is_file() {
+                return Ok(None); // symlink to a directory or special file
+            }
+            if m.len() > max_file_size {
+                return Ok(Some(Err(m.len())));
+            }
+            let mut b = Vec::with_capacity(m.len() as usize + 1);
+            std::io::Read::read_to_end(&mut fh, &mut b)?;
+            Ok(Some(Ok(b)))
+        });
+        let bytes = match read {
+            Ok(Some(Ok(b))) => b,
+            Ok(Some(Err(size))) => {
+                res.too_large.push((rel, size));
                 continue;
             }
-        };
-        if size > max_file_size {
-            res.too_large.push((rel, size));
-            continue;
-        }
-        let bytes = match std::fs::read(entry.path()) {
-            Ok(b) => b,
+            Ok(None) => continue,
             Err(e) => {
                 res.read_errors.push(ReadError {
                     rel,
@@ -352,16 +354,18 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
     res
 }
 
-fn mentions_ci(bytes: &[u8], needle: &[u8]) -> bool {
-    // anchor on the first byte (both cases), compare the rest ignoring ASCII case
-    let (a, b) = (
-        needle[0].to_ascii_lowercase(),
-        needle[0].to_ascii_uppercase(),
-    );
-    memchr::memchr2_iter(a, b, bytes).any(|i| {
-        bytes
-            .get(i..i + needle.len())
-            .is_some_and(|w| w.eq_ignore_ascii_case(needle))
+/// One pass over the bytes: `$imagepolicy` (any case) after a `$`, or `imagepolicy` (any
+/// case) right before a `"` or `'` (a `"imagepolicy"` key without the `$`).
+fn mentions_marker_bytes(bytes: &[u8]) -> bool {
+    const WORD: &[u8] = b"imagepolicy";
+    memchr::memchr3_iter(b'$', b'"', b'\'', bytes).any(|i| {
+        if bytes[i] == b'$' {
+            bytes
+                .get(i + 1..i + 1 + WORD.len())
+                .is_some_and(|w| w.eq_ignore_ascii_case(WORD))
+        } else {
+            i >= WORD.len() && bytes[i - WORD.len()..i].eq_ignore_ascii_case(WORD)
+        }
     })
 }
 
@@ -371,10 +375,7 @@ pub fn scan_bytes(rel: PathBuf, abs: PathBuf, selected: bool, bytes: Vec<u8>) ->
     let has_token = memchr::memmem::find(&bytes, TOKEN).is_some();
     let has_objects =
         selected && memchr::memmem::find(&bytes, b"image.toolkit.fluxcd.io").is_some();
-    let mentions = has_token
-        || mentions_ci(&bytes, b"$imagepolicy")
-        || mentions_ci(&bytes, b"imagepolicy\"")
-        || mentions_ci(&bytes, b"imagepolicy'");
+    let mentions = has_token || mentions_marker_bytes(&bytes);
     if !has_token && !has_objects && !mentions {
         return None;
     }
