@@ -52,7 +52,12 @@ async fn bare_tag_rollout_holds_timeout_and_queues_the_fix() {
             .is_match(&first_rev),
         "{first_rev}"
     );
-    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    let w1 = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+        })
+        .await
+        .unwrap();
     assert_eq!(
         cond(&w1, "Ready").unwrap()["message"],
         format!("Applied revision: {first_rev}")

@@ -92,7 +92,13 @@ async fn revoked_token_fails_with_authentication_required_and_keeps_the_artifact
     // the old artifact is still served, the new commit is not
     assert_eq!(s(&failed, "/status/artifact/revision"), rev);
     assert_ne!(gitea.head("org/fleet", "main").unwrap(), first_head);
-    let k = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    // (a periodic run may be in flight: wait for it to settle, still at the old revision)
+    let k = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            cond(o, "Ready").is_some_and(|c| c["status"] != "Unknown")
+        })
+        .await
+        .unwrap();
     assert!(cond_is(&k, "Ready", "True", "ReconciliationSucceeded"));
     assert_eq!(s(&k, "/status/lastAppliedRevision"), rev);
 
