@@ -139,6 +139,9 @@ async fn pinned_name_from_the_pod_expect_pass_and_fail() {
     )
     .await;
     assert_eq!(r.code, Some(0), "{}", r.dump());
+    if std::env::var_os("PODRESOLVE_SHOW").is_some() {
+        eprintln!("{}", r.dump());
+    }
     let v = r.json();
     let h = &v["hosts"][0];
     assert_eq!(
