@@ -322,6 +322,17 @@ pub fn builtins() -> Vec<ResourceInfo> {
             true,
         ),
         builtin(
+            "networking.k8s.io",
+            "ingresses",
+            "ingress",
+            "Ingress",
+            true,
+            &["ing"],
+            &[],
+            &["status"],
+            true,
+        ),
+        builtin(
             "apiextensions.k8s.io",
             "customresourcedefinitions",
             "customresourcedefinition",

@@ -1,0 +1,833 @@
+//! `cluster-loop-demo`: the failure catalogue's incidents replayed on the twin cluster, with the
+//! real plugin binaries run through real `kubectl <plugin>` dispatch.
+//!
+//! Steps (each prints the commands it runs, their output, and what it proves):
+//! 1. markercheck: a `:tag` marker on an `image:` line in `clusters/`, caught offline, with the
+//!    simulated automation commit (`image: 0.1.1`) and the rendered result.
+//! 2. unstick: the same change pushed to the twin's Git server that serves `clusters/`;
+//!    apps-wave-1 holds its health check on ImagePullBackOff, apps-wave-2 waits on it;
+//!    `kubectl unstick ks/apps-wave-2` names the root cause; the fix is committed; unstick frees
+//!    apps-wave-1 with the lever this controller supports and proves Ready at the new revision.
+//! 3. podresolve: the Git host resolved from a pod (CoreDNS pin to the gateway VIP) beside the
+//!    workstation's answer.
+//! 4. cutover: a new Git server whose branch is behind is refused with the commit count; once
+//!    level, the cutover happens at the same revision, the authored-value change is shown and
+//!    landed, and `--finish` verifies it.
+//!
+//! Exit code 0 only when every step's outcome is the expected one.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use clap::Parser;
+use serde_json::{Value, json};
+use twin::flux::cluster::{ObjKey, s};
+use twin::git::Change;
+use twin::scenario::{RunOptions, RunningScenario, Scenario};
+
+/// Replay the failure catalogue's incidents on the twin cluster with the real plugins.
+#[derive(Parser, Debug)]
+#[command(name = "cluster-loop-demo", version)]
+struct Cli {
+    /// Directory holding the kubectl-<plugin> binaries (default: next to this binary)
+    #[arg(long, value_name = "DIR")]
+    bin_dir: Option<PathBuf>,
+    /// Repository root holding clusters/ (default: the source tree this demo was built from)
+    #[arg(long, value_name = "DIR")]
+    repo_root: Option<PathBuf>,
+    /// Run only these steps (markercheck, unstick, podresolve, cutover); default all
+    #[arg(long, value_delimiter = ',')]
+    step: Vec<String>,
+    /// After the steps, keep the fleet twin running and print the KUBECONFIG export (Ctrl-C ends)
+    #[arg(long)]
+    keep: bool,
+    /// Real seconds per nominal second for the Flux models (intervals, timeouts)
+    #[arg(long, default_value_t = 0.03)]
+    time_scale: f64,
+}
+
+/// Nominal time budget for waits inside the demo (real time).
+const T: Duration = Duration::from_secs(120);
+
+struct Ctx {
+    bin_dir: PathBuf,
+    repo_root: PathBuf,
+    time_scale: f64,
+    work: tempfile::TempDir,
+}
+
+/// One step's verdict.
+struct Step {
+    name: &'static str,
+    proved: Vec<String>,
+    failed: Vec<String>,
+}
+
+impl Step {
+    fn new(name: &'static str) -> Self {
+        println!("\n=== {name} ===");
+        Step {
+            name,
+            proved: vec![],
+            failed: vec![],
+        }
+    }
+    /// Records a check: `ok` proves `what`, else it fails with `what`.
+    fn check(&mut self, ok: bool, what: impl Into<String>) -> bool {
+        let what = what.into();
+        if ok {
+            println!("  PROVES: {what}");
+            self.proved.push(what);
+        } else {
+            println!("  FAILED: {what}");
+            self.failed.push(what);
+        }
+        ok
+    }
+    fn ok(&self) -> bool {
+        self.failed.is_empty() && !self.proved.is_empty()
+    }
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ctx {
+    /// Runs `kubectl ARGS` with the plugins on PATH (real kubectl plugin dispatch), printing
+    /// the command line and the output, indented.
+    fn kubectl(&self, kubeconfig: Option<&Path>, args: &[&str]) -> Out {
+        let path = format!(
+            "{}:{}",
+            self.bin_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        println!("\n  $ kubectl {}", args.join(" "));
+        let mut cmd = Command::new("kubectl");
+        cmd.args(args).env("PATH", path).env("NO_COLOR", "1");
+        match kubeconfig {
+            Some(k) => cmd.env("KUBECONFIG", k),
+            None => cmd.env_remove("KUBECONFIG"),
+        };
+        let out = match cmd.stdin(std::process::Stdio::null()).output() {
+            Ok(o) => o,
+            Err(e) => {
+                return Out {
+                    code: -1,
+                    stdout: String::new(),
+                    stderr: format!("cannot run kubectl: {e}"),
+                };
+            }
+        };
+        let o = Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        for l in o.stdout.lines().chain(o.stderr.lines()) {
+            println!("    {l}");
+        }
+        println!("    (exit {})", o.code);
+        o
+    }
+
+    /// A git repository at `dir` holding a copy of clusters/ under `clusters/`.
+    fn fleet_copy(&self, name: &str) -> PathBuf {
+        let dir = self.work.path().join(name);
+        copy_dir(&self.repo_root.join("clusters"), &dir.join("clusters"));
+        git(&dir, &["init", "-q", "-b", "main"]);
+        git(&dir, &["add", "-A"]);
+        git(&dir, &["commit", "-q", "-m", "fleet"]);
+        dir
+    }
+}
+
+fn copy_dir(src: &Path, dest: &Path) {
+    for e in walkdir::WalkDir::new(src).sort_by_file_name() {
+        let e = e.expect("read clusters/");
+        let rel = e.path().strip_prefix(src).unwrap();
+        let to = dest.join(rel);
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&to).unwrap();
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let st = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "Demo")
+        .env("GIT_AUTHOR_EMAIL", "demo@example.local")
+        .env("GIT_COMMITTER_NAME", "Demo")
+        .env("GIT_COMMITTER_EMAIL", "demo@example.local")
+        .status()
+        .expect("git");
+    assert!(st.success(), "git {args:?} failed in {}", dir.display());
+}
+
+const BACKEND: &str = "clusters/apps/wave-1/podinfo-backend.yaml";
+const GOOD_LINE: &str =
+    r#"image: registry.example.local:5000/podinfo:6.7.0 # {"$imagepolicy": "flux-system:podinfo"}"#;
+const TAG_MARKER_LINE: &str = r#"image: registry.example.local:5000/podinfo:6.7.0 # {"$imagepolicy": "flux-system:podinfo:tag"}"#;
+const AUTOMATION_LINE: &str = r#"image: 0.1.1 # {"$imagepolicy": "flux-system:podinfo:tag"}"#;
+
+// ------------------------------------------------------------------ step 1
+
+fn step_markercheck(ctx: &Ctx) -> Step {
+    let mut st = Step::new("1. markercheck: the :tag marker on an image: line, caught offline");
+    let fleet = ctx.fleet_copy("markercheck");
+    let fleet_s = fleet.display().to_string();
+    let clean = ctx.kubectl(None, &["markercheck", &fleet_s]);
+    st.check(
+        clean.code == 0,
+        "clusters/ as committed lints clean (exit 0)",
+    );
+    let file = fleet.join(BACKEND);
+    let text = std::fs::read_to_string(&file).unwrap();
+    st.check(
+        text.contains(GOOD_LINE),
+        format!("{BACKEND} has the plain marker"),
+    );
+    std::fs::write(&file, text.replace(GOOD_LINE, TAG_MARKER_LINE)).unwrap();
+    println!("\n  (the change under review: the marker on the image: line gets a :tag suffix)");
+    let r = ctx.kubectl(
+        None,
+        &[
+            "markercheck",
+            &fleet_s,
+            "--simulate",
+            "--render",
+            "--set",
+            "flux-system:podinfo=registry.example.local:5000/podinfo:0.1.1",
+        ],
+    );
+    st.check(r.code == 1, "the change is an error finding (exit 1)");
+    st.check(
+        r.stdout.contains("MC003") && r.stdout.contains("tag-on-full-ref"),
+        "rule MC003 tag-on-full-ref names the line",
+    );
+    st.check(
+        r.stdout.contains("+          image: 0.1.1 #"),
+        "the simulated automation commit writes `image: 0.1.1`",
+    );
+    st.check(
+        r.stdout.contains("MC082") && r.stdout.contains("-> 0.1.1"),
+        "kubectl kustomize of the simulated tree renders the Deployment with image 0.1.1",
+    );
+    st
+}
+
+// ------------------------------------------------------------------ step 2
+
+/// The fleet world: clusters/dev rendered as the cluster's objects (the root Kustomization is
+/// left out: its URL is the production Git host), served by the twin's Git server.
+fn fleet_scenario(ctx: &Ctx) -> Result<Scenario, String> {
+    let fleet = ctx.fleet_copy("fleet-src");
+    let rendered = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(fleet.join("clusters/dev"))
+        .output()
+        .map_err(|e| format!("kubectl kustomize: {e}"))?;
+    if !rendered.status.success() {
+        return Err(format!(
+            "kubectl kustomize clusters/dev: {}",
+            String::from_utf8_lossy(&rendered.stderr)
+        ));
+    }
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&String::from_utf8_lossy(&rendered.stdout))
+        .map_err(|e| format!("rendered clusters/dev: {e}"))?;
+    let mut objects = vec![];
+    for mut d in docs.into_iter().filter(|d| !d.is_null()) {
+        let kind = s(&d, "/kind").to_string();
+        let name = s(&d, "/metadata/name").to_string();
+        if kind == "Kustomization" && name == "flux-system" {
+            continue;
+        }
+        if kind == "GitRepository" {
+            d["spec"]["url"] = json!("{{http:gitea/org/fleet}}");
+            d["spec"].as_object_mut().map(|m| m.remove("secretRef"));
+        }
+        objects.push(d);
+    }
+    let sc = json!({
+        "name": "demo-fleet",
+        "description": "clusters/ served by the twin's Git server; kustomize-controller v1.9.4 with its default feature gates (CancelHealthCheckOnNewRevision off)",
+        "timeScale": ctx.time_scale,
+        "controller": {"version": "v1.9.4"},
+        "registry": [
+            "registry.example.local:5000/podinfo:*",
+            "registry.example.local:5000/redis:*",
+            "registry.example.local:5000/nginx-unprivileged:*"
+        ],
+        "gitServers": [{"name": "gitea", "repos": [{"name": "org/fleet", "branch": "main",
+            "commits": [{"message": "fleet: base, dev and prod overlays", "dir": "fleet-src"}]}]}],
+        "objects": objects,
+    });
+    Scenario::from_yaml(&sc.to_string(), ctx.work.path(), "demo-fleet.yaml")
+        .map_err(|e| e.to_string())
+}
+
+/// A load-balancer controller stand-in (MetalLB's behaviour for `spec.loadBalancerIP`): every
+/// `type: LoadBalancer` Service whose loadBalancerIP is a valid IP gets it as
+/// `status.loadBalancer.ingress[0].ip`, so kstatus can report it Current. The twin, like kind,
+/// has no load balancer of its own (failure catalogue: "No addresses have been assigned").
+fn spawn_load_balancer(cluster: twin::flux::cluster::ClusterRef) {
+    let mut rx = cluster.watch(&[("v1", "Service")]);
+    let assign = move |cluster: &dyn twin::flux::cluster::Cluster, o: &Value| {
+        if s(o, "/spec/type") != "LoadBalancer"
+            || o.pointer("/status/loadBalancer/ingress").is_some()
+        {
+            return;
+        }
+        let ip = s(o, "/spec/loadBalancerIP");
+        if ip.parse::<std::net::IpAddr>().is_ok() {
+            let _ = cluster.merge_patch_status(
+                &ObjKey::of(o),
+                json!({"status": {"loadBalancer": {"ingress": [{"ip": ip, "ipMode": "VIP"}]}}}),
+                "metallb-controller",
+            );
+        }
+    };
+    if let Ok(list) = cluster.list("v1", "Service", None) {
+        for o in &list {
+            assign(&*cluster, o);
+        }
+    }
+    tokio::spawn(async move {
+        while let Some(ch) = rx.recv().await {
+            assign(&*cluster, &ch.object);
+        }
+    });
+}
+
+fn ks(name: &str) -> ObjKey {
+    ObjKey::new(
+        "kustomize.toolkit.fluxcd.io/v1",
+        "Kustomization",
+        "flux-system",
+        name,
+    )
+}
+
+fn cond_is(o: &Value, t: &str, status: &str) -> bool {
+    o.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|c| c["type"] == t && c["status"] == status))
+}
+
+async fn step_unstick(ctx: &Ctx, keep: &mut Option<RunningScenario>) -> Step {
+    let mut st = Step::new("2. unstick: the change pushed anyway, a stuck wave freed with proof");
+    let sc = match fleet_scenario(ctx) {
+        Ok(sc) => sc,
+        Err(e) => {
+            st.check(false, format!("build the fleet scenario: {e}"));
+            return st;
+        }
+    };
+    let run = match RunningScenario::start(sc, RunOptions::default()).await {
+        Ok(r) => r,
+        Err(e) => {
+            st.check(false, format!("start the twin: {e}"));
+            return st;
+        }
+    };
+    spawn_load_balancer(run.cluster());
+    let kc = run.twin.kubeconfig_path().to_path_buf();
+    println!(
+        "  twin up: {}; its Git server serves clusters/ as org/fleet; a MetalLB stand-in assigns \
+         LoadBalancer IPs",
+        run.twin.server_url()
+    );
+    let mut all_ready = true;
+    for k in [
+        "platform",
+        "platform-config",
+        "apps-wave-0",
+        "apps-wave-1",
+        "apps-wave-2",
+    ] {
+        let ok = run
+            .wait_for(&ks(k), T, |o| cond_is(o, "Ready", "True"))
+            .await
+            .is_ok();
+        all_ready &= ok;
+    }
+    st.check(
+        all_ready,
+        "the fleet from clusters/ reconciles: platform -> waves 0, 1, 2 Ready",
+    );
+    if !all_ready {
+        ctx.kubectl(Some(&kc), &["get", "ks", "-n", "flux-system"]);
+        return st;
+    }
+    let first = run
+        .wait_for(&ks("apps-wave-1"), T, |_| true)
+        .await
+        .map(|o| s(&o, "/status/lastAppliedRevision").to_string())
+        .unwrap_or_default();
+
+    // The automation commit of the incident.
+    let git = run.git["gitea"].clone();
+    let text = String::from_utf8(git.read_file("org/fleet", "main", BACKEND).unwrap()).unwrap();
+    let bad = git
+        .commit(
+            "org/fleet",
+            &[Change::write(
+                BACKEND,
+                text.replace(GOOD_LINE, AUTOMATION_LINE),
+            )],
+            "Update from image update automation",
+        )
+        .unwrap();
+    println!(
+        "\n  pushed the automation commit {} (image: 0.1.1)",
+        &bad[..7]
+    );
+    let bad_rev = format!("main@sha1:{bad}");
+    let in_flight = run
+        .wait_for(&ks("apps-wave-1"), T, |o| {
+            o.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|a| {
+                    a.iter().any(|c| {
+                        c["type"] == "Reconciling"
+                            && s(c, "/message").starts_with(&format!(
+                                "Running health checks for revision {bad_rev}"
+                            ))
+                    })
+                })
+        })
+        .await
+        .is_ok();
+    st.check(
+        in_flight,
+        "apps-wave-1 holds its health check on the new revision (ImagePullBackOff on 0.1.1)",
+    );
+    let waiting = run
+        .wait_for(&ks("apps-wave-2"), T, |o| {
+            o.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|a| {
+                    a.iter()
+                        .any(|c| c["type"] == "Ready" && c["reason"] == "DependencyNotReady")
+                })
+        })
+        .await
+        .is_ok();
+    st.check(waiting, "apps-wave-2 waits on it (DependencyNotReady)");
+    ctx.kubectl(Some(&kc), &["get", "ks", "-n", "flux-system"]);
+
+    let d = ctx.kubectl(Some(&kc), &["unstick", "ks/apps-wave-2", "--dry-run"]);
+    st.check(
+        d.stdout.contains("apps-wave-1"),
+        "unstick on apps-wave-2 walks dependsOn to the root cause apps-wave-1",
+    );
+    st.check(
+        d.stdout.contains("0.1.1") && d.stdout.contains("markercheck"),
+        "and names the bare-tag image 0.1.1 with the markercheck hint",
+    );
+
+    // The fix, committed while the health check is still in flight.
+    let fixed = git
+        .commit(
+            "org/fleet",
+            &[Change::write(BACKEND, text.clone())],
+            "fix: full image reference for podinfo-backend",
+        )
+        .unwrap();
+    println!("\n  pushed the fix {}", &fixed[..7]);
+    let fix_rev = format!("main@sha1:{fixed}");
+    let fr = fix_rev.clone();
+    let src_ok = run
+        .wait_for(
+            &ObjKey::new(
+                "source.toolkit.fluxcd.io/v1",
+                "GitRepository",
+                "flux-system",
+                "flux-system",
+            ),
+            T,
+            move |o| s(o, "/status/artifact/revision") == fr,
+        )
+        .await
+        .is_ok();
+    st.check(src_ok, "the source has the fix revision");
+    let u = ctx.kubectl(
+        Some(&kc),
+        &["unstick", "ks/apps-wave-1", "--yes", "--cascade"],
+    );
+    st.check(
+        u.stdout.contains("Lever: suspend-resume")
+            && u.stdout
+                .contains("--feature-gates=CancelHealthCheckOnNewRevision=true"),
+        "on v1.9 without the gate nothing at the API cancels the run: unstick says so, uses \
+         suspend + resume and recommends the gate",
+    );
+    st.check(
+        u.code == 0,
+        "unstick pulled the lever and observed recovery (exit 0)",
+    );
+    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.ok();
+    let w2 = run.wait_for(&ks("apps-wave-2"), T, |_| true).await.ok();
+    st.check(
+        w1.as_ref().is_some_and(|o| {
+            cond_is(o, "Ready", "True") && s(o, "/status/lastAppliedRevision") == fix_rev
+        }),
+        format!("apps-wave-1 is Ready at the fix revision {}", &fixed[..7]),
+    );
+    st.check(
+        w2.as_ref().is_some_and(|o| {
+            cond_is(o, "Ready", "True") && s(o, "/status/lastAppliedRevision") == fix_rev
+        }),
+        "apps-wave-2 followed (--cascade)",
+    );
+    st.check(
+        !first.is_empty() && first != fix_rev,
+        "the fleet moved forward, not back",
+    );
+    *keep = Some(run);
+    st
+}
+
+// ------------------------------------------------------------------ step 3
+
+async fn step_podresolve(ctx: &Ctx) -> Step {
+    let mut st = Step::new("3. podresolve: the Git host from the pod network, not the workstation");
+    let sc = match Scenario::shipped("split-dns") {
+        Ok(s) => s,
+        Err(e) => {
+            st.check(false, format!("load scenario split-dns: {e}"));
+            return st;
+        }
+    };
+    let run = match RunningScenario::start(
+        sc,
+        RunOptions {
+            time_scale: Some(ctx.time_scale),
+            ..Default::default()
+        },
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            st.check(false, format!("start the twin: {e}"));
+            return st;
+        }
+    };
+    let kc = run.twin.kubeconfig_path().to_path_buf();
+    ctx.kubectl(
+        Some(&kc),
+        &[
+            "get",
+            "configmap",
+            "coredns",
+            "-n",
+            "kube-system",
+            "-o",
+            "jsonpath={.data.Corefile}",
+        ],
+    );
+    let r = ctx.kubectl(
+        Some(&kc),
+        &[
+            "podresolve",
+            "gitea.prod.example.dev",
+            "--expect",
+            "192.168.2.20",
+            "-n",
+            "flux-system",
+        ],
+    );
+    st.check(
+        r.code == 0,
+        "the pod resolves the Git host to the gateway VIP 192.168.2.20 (--expect passed)",
+    );
+    st.check(
+        r.stdout.contains("hosts"),
+        "the answer comes from the CoreDNS hosts pin (plugin named)",
+    );
+    st.check(
+        r.stdout.to_lowercase().contains("workstation"),
+        "the workstation's own answer is shown beside the pod's",
+    );
+    let j = ctx.kubectl(
+        Some(&kc),
+        &[
+            "podresolve",
+            "gitea.prod.example.dev",
+            "--expect",
+            "10.9.9.9",
+            "-n",
+            "flux-system",
+            "-o",
+            "json",
+        ],
+    );
+    st.check(j.code == 1, "a wrong --expect is a failed check (exit 1)");
+    st
+}
+
+// ------------------------------------------------------------------ step 4
+
+fn gr_key() -> ObjKey {
+    ObjKey::new(
+        "source.toolkit.fluxcd.io/v1",
+        "GitRepository",
+        "flux-system",
+        "flux-system",
+    )
+}
+
+async fn step_cutover(ctx: &Ctx) -> Step {
+    let mut st = Step::new("4. cutover: moving the Git source without rolling prod back");
+    let sc = match Scenario::shipped("prod-cutover-start") {
+        Ok(s) => s,
+        Err(e) => {
+            st.check(false, format!("load scenario: {e}"));
+            return st;
+        }
+    };
+    let run = match RunningScenario::start(
+        sc,
+        RunOptions {
+            time_scale: Some(ctx.time_scale),
+            ..Default::default()
+        },
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            st.check(false, format!("start the twin: {e}"));
+            return st;
+        }
+    };
+    let kc = run.twin.kubeconfig_path().to_path_buf();
+    let laptop = run.git["laptop"].clone();
+    let prod = run.git["prod"].clone();
+    let head = laptop.head("org/fleet", "main").unwrap();
+    let want = format!("main@sha1:{head}");
+    let w = want.clone();
+    let ready = run
+        .wait_for(&gr_key(), T, move |o| {
+            s(o, "/status/artifact/revision") == w && cond_is(o, "Ready", "True")
+        })
+        .await
+        .is_ok();
+    let w = want.clone();
+    let applied = run
+        .wait_for(&ks("flux-system"), T, move |o| {
+            s(o, "/status/lastAppliedRevision") == w
+        })
+        .await
+        .is_ok();
+    st.check(
+        ready && applied,
+        format!("prod runs {} from the laptop's Git server", &head[..7]),
+    );
+    // The credentials Flux will use at the new server.
+    let b64 = |v: &str| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(v)
+    };
+    let store = run.twin.store();
+    let _ = store.create(
+        &store.gvr("", "v1", "secrets").unwrap(),
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "prod-creds", "namespace": "flux-system"},
+               "data": {"username": b64("flux"), "password": b64("prod-token"),
+                        "ca.crt": b64(prod.ca_pem())}}),
+    );
+    let to = prod.url_https("org/fleet");
+    let base = [
+        "cutover",
+        "gitrepository/flux-system",
+        "--to",
+        to.as_str(),
+        "--secret",
+        "prod-creds",
+    ];
+    let mut args = base.to_vec();
+    args.push("--dry-run");
+    let r = ctx.kubectl(Some(&kc), &args);
+    st.check(
+        r.code == 1
+            && r.stdout
+                .contains("the new server's main is 1 commit behind what the cluster runs; cutting over would roll back to"),
+        "a new server whose main is behind is refused, with the commit count and the rollback target",
+    );
+    // Bring the new server level (the operator's step 2).
+    let level = Command::new("git")
+        .arg("--git-dir")
+        .arg(prod.repo_path("org/fleet"))
+        .args(["fetch", "--quiet"])
+        .arg(laptop.repo_path("org/fleet"))
+        .arg("refs/heads/main:refs/heads/laptop-main")
+        .status()
+        .is_ok_and(|s| s.success())
+        && prod.set_branch("org/fleet", "main", &head).is_ok();
+    st.check(
+        level,
+        "the new server's main now points at the commit prod runs",
+    );
+    let mut args = base.to_vec();
+    args.extend(["--yes", "--hold-root", "--timeout", "60s"]);
+    let r = ctx.kubectl(Some(&kc), &args);
+    st.check(
+        r.code == 0
+            && r.stdout
+                .contains(&format!("cut over: Ready=True at {want}")),
+        "cut over at the same revision: Ready=True, observedGeneration == generation",
+    );
+    st.check(
+        r.stdout.contains("clusters/prod/flux-system.yaml:8")
+            && r.stdout.contains(&format!("+  url: {to}")),
+        "the authored value (clusters/prod/flux-system.yaml:8) and its exact change are shown",
+    );
+    // Land the authored change through the window.
+    let text = String::from_utf8(
+        prod.read_file("org/fleet", "main", "clusters/prod/flux-system.yaml")
+            .unwrap(),
+    )
+    .unwrap()
+    .replace(&laptop.url_https("org/fleet"), &to)
+    .replace(
+        "secretRef:\n    name: flux-system",
+        "secretRef:\n    name: prod-creds",
+    );
+    let landed = prod
+        .commit(
+            "org/fleet",
+            &[Change::write("clusters/prod/flux-system.yaml", text)],
+            "flux-system: move the source to the prod Git server",
+        )
+        .unwrap();
+    println!(
+        "\n  landed the authored change {} on the new server",
+        &landed[..7]
+    );
+    let lw = format!("main@sha1:{landed}");
+    let root_applied = run
+        .wait_for(&ks("flux-system"), T, move |o| {
+            s(o, "/status/lastAppliedRevision") == lw
+        })
+        .await
+        .is_ok();
+    st.check(
+        root_applied,
+        "the root Kustomization applied the authored change",
+    );
+    let f = ctx.kubectl(
+        Some(&kc),
+        &["cutover", "gitrepository/flux-system", "--finish"],
+    );
+    st.check(
+        f.code == 0 && f.stdout.contains("verified"),
+        "--finish: the committed and live spec.url agree; the hold is removed",
+    );
+    st
+}
+
+// ------------------------------------------------------------------ main
+
+fn default_bin_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+async fn main() {
+    let cli = Cli::parse();
+    let bin_dir = cli.bin_dir.clone().unwrap_or_else(default_bin_dir);
+    let repo_root = cli
+        .repo_root
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."));
+    let mut missing = vec![];
+    for p in ["unstick", "podresolve", "markercheck", "cutover"] {
+        if !bin_dir.join(format!("kubectl-{p}")).is_file() {
+            missing.push(format!("kubectl-{p}"));
+        }
+    }
+    if !missing.is_empty() {
+        eprintln!(
+            "error: {} not found in {}: build them first (cargo build --workspace --bins) or pass --bin-dir",
+            missing.join(", "),
+            bin_dir.display()
+        );
+        std::process::exit(2);
+    }
+    if !repo_root.join("clusters").is_dir() {
+        eprintln!(
+            "error: {}/clusters not found: pass --repo-root (the repository root)",
+            repo_root.display()
+        );
+        std::process::exit(2);
+    }
+    let work = match tempfile::Builder::new()
+        .prefix("cluster-loop-demo-")
+        .tempdir()
+    {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: cannot create a temp dir: {e}");
+            std::process::exit(3);
+        }
+    };
+    let ctx = Ctx {
+        bin_dir,
+        repo_root,
+        time_scale: cli.time_scale,
+        work,
+    };
+    let want = |s: &str| cli.step.is_empty() || cli.step.iter().any(|x| x == s);
+    let mut steps = vec![];
+    let mut fleet: Option<RunningScenario> = None;
+    if want("markercheck") {
+        steps.push(step_markercheck(&ctx));
+    }
+    if want("unstick") {
+        steps.push(step_unstick(&ctx, &mut fleet).await);
+    }
+    if want("podresolve") {
+        steps.push(step_podresolve(&ctx).await);
+    }
+    if want("cutover") {
+        steps.push(step_cutover(&ctx).await);
+    }
+    println!("\n=== summary ===");
+    let mut passed = 0;
+    for s in &steps {
+        println!(
+            "  {} {} ({} proved, {} failed)",
+            if s.ok() { "PASS" } else { "FAIL" },
+            s.name,
+            s.proved.len(),
+            s.failed.len()
+        );
+        passed += usize::from(s.ok());
+    }
+    let failed = steps.len() - passed;
+    println!("demo: {passed} passed, {failed} failed");
+    if cli.keep {
+        if let Some(run) = &fleet {
+            println!(
+                "\nThe fleet twin is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get ks -n flux-system\n  kubectl unstick --all\nCtrl-C stops it.",
+                run.twin.kubeconfig_path().display(),
+                ctx.bin_dir.display()
+            );
+            let _ = tokio::signal::ctrl_c().await;
+        } else {
+            println!("\n--keep: the fleet twin was not started (run the unstick step)");
+        }
+    }
+    std::process::exit(if failed == 0 { 0 } else { 1 });
+}

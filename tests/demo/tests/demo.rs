@@ -1,0 +1,45 @@
+//! The demo as an end-to-end test: the real `cluster-loop-demo` binary replays every step
+//! against the twin with the real plugin binaries (built by `cargo test --workspace`, which
+//! builds every package's binaries into the same target directory).
+use std::path::PathBuf;
+
+fn bin_dir() -> PathBuf {
+    // target/debug/deps/demo-<hash> -> target/debug
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+#[test]
+fn every_step_of_the_demo_proves_its_outcome() {
+    let dir = bin_dir();
+    for p in ["unstick", "podresolve", "markercheck", "cutover"] {
+        assert!(
+            dir.join(format!("kubectl-{p}")).is_file(),
+            "kubectl-{p} is not built in {}: run `cargo test --workspace` (or `cargo build --workspace --bins` first)",
+            dir.display()
+        );
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cluster-loop-demo"))
+        .arg("--bin-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "demo failed:\n{stdout}\n{stderr}");
+    for step in [
+        "1. markercheck",
+        "2. unstick",
+        "3. podresolve",
+        "4. cutover",
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.trim_start().starts_with("PASS") && l.contains(step)),
+            "step {step} did not pass:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("demo: 4 passed, 0 failed"), "{stdout}");
+    assert!(!stdout.contains("FAILED:"), "{stdout}");
+}
