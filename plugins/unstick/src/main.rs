@@ -362,6 +362,13 @@ async fn single(
     }
     let (proof, code) = prove(cli, conn, &ns, &name, &plan, &ex, &progress, intr).await?;
     rep.proof = proof_str(proof).into();
+    if proof == Proof::Interrupted {
+        eprintln!("{}", explain(proof, &plan));
+        if machine {
+            print_machine(cli.output.output, &rep)?;
+        }
+        return Ok(code);
+    }
     if proof != Proof::Recovered {
         let after = rediagnose(conn, &scope, &ns, &name).await.ok().flatten();
         if !machine {

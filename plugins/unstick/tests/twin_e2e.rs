@@ -508,41 +508,136 @@ async fn api_faults_conflict_retried_server_error_exit_3() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn classes_healthy_build_failed_and_source_not_ready() {
     let run = start("v1.9.4", false, vec![]).await;
-    run.wait_for(&ks("apps-wave-2"), T, |o| {
-        cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+    let w2 = run
+        .wait_for(&ks("apps-wave-2"), T, |o| {
+            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+        })
+        .await
+        .unwrap();
+    // Healthy, read-only: exit 0, no plan steps. (Read wave 2 at the revision it applied;
+    // the automation commit may already be on its way, so accept the normal successor.)
+    let o = unstick(&run, &["ks/apps-wave-2", "--dry-run", "-o", "json"]).await;
+    let v = o.json();
+    let class = v["diagnosis"]["class"].as_str().unwrap().to_string();
+    assert!(
+        ["healthy", "reconciling", "waiting-on-dependencies"].contains(&class.as_str()),
+        "{v:#}"
+    );
+    if class == "healthy" {
+        assert_eq!(o.code, 0);
+        assert_eq!(v["plan"]["lever"], "none");
+        assert_eq!(
+            v["diagnosis"]["source"]["lastAppliedRevision"],
+            s(&w2, "/status/lastAppliedRevision")
+        );
+    }
+    // Break the build of wave 2 in Git (after the automation commit, which would race the
+    // push): build-failed, the lever is a fix in Git.
+    run.wait_fired("automation-commit", T).await.unwrap();
+    let g = run.git.get("gitea").unwrap().clone();
+    tokio::task::spawn_blocking(move || {
+        g.commit_on(
+            "org/fleet",
+            "main",
+            &[twin::git::Change::Write {
+                path: "apps/wave-1/kustomization.yaml".into(),
+                contents: b"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - missing.yaml\n".to_vec(),
+            }],
+            "break the build",
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    // Wave 1 first finishes its (failing) health check of the automation commit, then
+    // retries with the broken revision.
+    run.wait_for(&ks("apps-wave-1"), T, |o| {
+        cond_is(o, "Ready", "False", "BuildFailed")
     })
     .await
     .unwrap();
-    // Read the classes while the world is still at the first revision is racy (the
-    // automation commit follows); suspend the source so nothing new arrives.
-    run.cluster()
-        .merge_patch(&repo(), json!({"spec": {"suspend": true}}), "kubectl")
-        .unwrap();
-    let o = unstick(&run, &["ks/apps-wave-2", "--dry-run", "-o", "json"]).await;
+    let o = unstick(&run, &["ks/apps-wave-1", "--dry-run", "-o", "json"]).await;
     let v = o.json();
-    assert!(
-        ["healthy", "health-check-in-flight", "reconciling"]
-            .contains(&v["diagnosis"]["class"].as_str().unwrap()),
-        "{v:#}"
-    );
-    // Point the source at a repository that does not exist: source not ready.
+    assert_eq!(o.code, 1);
+    assert_eq!(v["diagnosis"]["class"], "build-failed", "{v:#}");
+    assert_eq!(v["plan"]["lever"], "fix-in-git");
+    // Point the source at a repository that does not exist: source-not-ready.
     run.cluster()
         .merge_patch(
             &repo(),
-            json!({"spec": {"suspend": null, "url": "http://127.0.0.1:9/org/none.git"}}),
+            json!({"spec": {"url": "http://127.0.0.1:9/org/none.git"}}),
             "kubectl",
         )
         .unwrap();
     run.wait_for(&repo(), T, |o| cond_is_false(o, "Ready"))
         .await
         .unwrap();
-    let v = unstick(&run, &["ks/apps-wave-2", "--dry-run", "-o", "json"])
-        .await
-        .json();
-    assert_eq!(v["diagnosis"]["source"]["found"], true);
+    let v = unstick(&run, &["--all", "-o", "json"]).await.json();
+    let items = v["items"].as_array().unwrap();
+    let src = items
+        .iter()
+        .find(|i| i["diagnosis"]["source"]["ready"]["status"] == "False")
+        .unwrap_or_else(|| panic!("{v:#}"));
+    assert!(
+        src["rootCause"]
+            .as_str()
+            .unwrap()
+            .contains("GitRepository/flux-system/flux-system")
+            || src["class"] == "build-failed",
+        "{src:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restart_controller_cancels_every_in_flight_run() {
+    let run = start("v1.9.4", false, vec![]).await;
+    let (_first, bad) = in_flight(&run).await;
+    let v = unstick(
+        &run,
+        &[
+            "ks/apps-wave-1",
+            "--restart-controller",
+            "--dry-run",
+            "-o",
+            "json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(v["plan"]["lever"], "restart-controller");
+    assert_eq!(v["plan"]["steps"][0]["action"], "deleteControllerPods");
     assert_eq!(
-        v["diagnosis"]["source"]["ready"]["status"], "False",
-        "{v:#}"
+        v["plan"]["steps"][0]["selector"],
+        "app=kustomize-controller"
+    );
+    run.fire("fix-commit");
+    run.wait_fired("fix-commit", T).await.unwrap();
+    run.wait_for(&repo(), T, |o| {
+        let r = s(o, "/status/artifact/revision");
+        !r.is_empty() && r != bad
+    })
+    .await
+    .unwrap();
+    run.twin.reset_requests();
+    let o = unstick(
+        &run,
+        &[
+            "ks/apps-wave-1",
+            "--restart-controller",
+            "--yes",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    let v = o.json();
+    assert_eq!(o.code, 0, "{v:#}\n{}", o.stderr);
+    assert_eq!(v["proof"], "recovered");
+    assert!(
+        run.twin
+            .requests()
+            .iter()
+            .any(|r| r.verb == "delete" && r.resource == "pods" && r.namespace == "flux-system")
     );
 }
 
