@@ -147,8 +147,11 @@ fn krew_install_then_kubectl_finds_and_runs_all_four() {
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
+        // clap's usage line names the binary, as `kubectl-<name>` or (with bin_name set) as
+        // `kubectl <name>`.
         assert!(
-            stdout.contains("Usage:") && stdout.contains(p.package),
+            stdout.contains("Usage:")
+                && (stdout.contains(p.package) || stdout.contains(&format!("kubectl {}", p.name))),
             "kubectl {} --help did not run {}:\n{stdout}",
             p.name,
             p.package
