@@ -157,8 +157,10 @@ pub fn apply(
 /// which kustomize-controller sets to that key/value).
 pub fn excluded(obj: &Value) -> bool {
     ["labels", "annotations"].iter().any(|f| {
-        obj.pointer(&format!("/metadata/{f}/kustomize.toolkit.fluxcd.io~1reconcile"))
-            .and_then(Value::as_str)
+        obj.pointer(&format!(
+            "/metadata/{f}/kustomize.toolkit.fluxcd.io~1reconcile"
+        ))
+        .and_then(Value::as_str)
             == Some("disabled")
     })
 }
