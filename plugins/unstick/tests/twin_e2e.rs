@@ -690,3 +690,32 @@ async fn fleet_view_on_300_kustomizations_uses_at_most_15_requests() {
         reqs.len()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn request_pending_while_the_controller_has_not_handled_it() {
+    let run = start("v1.9.4", false, vec![]).await;
+    run.wait_for(&ks("apps-wave-2"), T, |o| {
+        cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+    })
+    .await
+    .unwrap();
+    // Hold the kustomize-controller model (as a controller whose queue is busy elsewhere
+    // would), then request a reconcile the way `flux reconcile ks` does: the annotation is
+    // newer than status.lastHandledReconcileAt and nothing handles it.
+    run.flux.as_ref().unwrap().kustomize.stop();
+    let now = "2099-01-01T00:00:00.000000001Z";
+    run.cluster()
+        .merge_patch(
+            &ks("apps-wave-2"),
+            json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": now}}}),
+            "flux",
+        )
+        .unwrap();
+    let o = unstick(&run, &["ks/apps-wave-2", "--dry-run", "-o", "json"]).await;
+    let v = o.json();
+    assert_eq!(v["diagnosis"]["class"], "request-pending", "{v:#}");
+    assert_eq!(o.code, 1, "a pending request is a finding: {v:#}");
+    // Human output says what is pending.
+    let h = unstick(&run, &["ks/apps-wave-2", "--dry-run"]).await;
+    assert!(h.stdout.contains(now), "{}", h.stdout);
+}
