@@ -356,6 +356,25 @@ async fn exit_codes_start_error_default_policy_and_reload() {
         json!({"dnsPolicy": "Default", "containers": [{"name": "c", "image": "alpine:3.22",
             "command": ["sh", "-c", "cat /etc/resolv.conf; getent ahosts gitea.prod.example.dev"]}]}),
     );
+    create_pod(
+        &store,
+        "asroot",
+        json!({"securityContext": {"runAsNonRoot": true}, "containers": [{"name": "c", "image": "alpine:3.22", "command": ["true"]}]}),
+    );
+    let p = wait_pod(&store, "asroot", |p| {
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
+            == "CreateContainerConfigError"
+    })
+    .await;
+    assert_eq!(p["status"]["phase"], "Pending");
+    assert!(
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(
+                "container has runAsNonRoot and image will run as root (pod: \"asroot_team("
+            )
+    );
     let p = wait_pod(&store, "fails", terminal).await;
     assert_eq!(p["status"]["phase"], "Failed");
     let t = &p["status"]["containerStatuses"][0]["state"]["terminated"];

@@ -293,6 +293,8 @@ impl Holder {
                 )));
             }
         }
+        // The Child is never waited on while the Holder lives, so even if `cat` died its pid
+        // stays a zombie and cannot be reused: `/proc/PID/ns/*` never names another process.
         Ok(Holder { _child: child, pid })
     }
 
@@ -780,6 +782,37 @@ fn image_id(image: &str) -> String {
     format!("{}@sha256:{hex:0>64}", split_repo(image))
 }
 
+/// kubelet `verifyRunAsNonRoot` (pkg/kubelet/kuberuntime/security_context_others.go): with
+/// `runAsNonRoot: true` a UID 0 (explicit, or the image default: every probe image runs as
+/// root) is refused before the container is created.
+fn non_root_violation(pod: &Value, c: &Value) -> Option<String> {
+    let get = |k: &str| {
+        c.pointer(&format!("/securityContext/{k}"))
+            .filter(|v| !v.is_null())
+            .or(pod.pointer(&format!("/spec/securityContext/{k}")))
+            .cloned()
+    };
+    if get("runAsNonRoot").and_then(|v| v.as_bool()) != Some(true) {
+        return None;
+    }
+    let pod_ref = format!(
+        "{}_{}({})",
+        s(pod, "/metadata/name"),
+        s(pod, "/metadata/namespace"),
+        s(pod, "/metadata/uid")
+    );
+    let cname = s(c, "/name");
+    match get("runAsUser").and_then(|v| v.as_i64()) {
+        Some(0) => Some(format!(
+            "container's runAsUser breaks non-root policy (pod: \"{pod_ref}\", container: {cname})"
+        )),
+        Some(_) => None,
+        None => Some(format!(
+            "container has runAsNonRoot and image will run as root (pod: \"{pod_ref}\", container: {cname})"
+        )),
+    }
+}
+
 fn strs(v: &Value) -> Vec<String> {
     v.as_array()
         .map(|a| {
@@ -947,6 +980,30 @@ impl Inner {
     async fn run_pod(self: Arc<Self>, pod: Value) {
         let key = Self::key(&pod);
         let start = now_rfc3339();
+        let refused: Vec<(Value, String)> = pod
+            .pointer("/spec/containers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| non_root_violation(&pod, c).map(|m| (c.clone(), m)))
+            .collect();
+        if !refused.is_empty() {
+            let statuses: Vec<Value> = refused
+                .iter()
+                .map(|(c, m)| {
+                    self.event(&pod, "Warning", "Failed", &format!("Error: {m}"));
+                    json!({"name": c["name"], "image": c["image"], "imageID": "", "ready": false,
+                        "started": false, "restartCount": 0,
+                        "state": {"waiting": {"reason": "CreateContainerConfigError", "message": m}}})
+                })
+                .collect();
+            let _ = self.cluster.merge_patch_status(
+                &key,
+                json!({"status": Self::pod_status(&pod, "Pending", statuses, false, &start)}),
+                "kubelet",
+            );
+            return;
+        }
         let t0 = Instant::now();
         let job = self.owner_job(&pod);
         let deadline = [
@@ -1122,6 +1179,14 @@ impl Inner {
             set(
                 json!({"name": name, "image": image, "imageID": "", "ready": false, "restartCount": 0,
                 "state": {"waiting": {"reason": "ErrImagePull", "message": msg}}}),
+            );
+            return;
+        }
+        if let Some(m) = non_root_violation(&pod, &ec) {
+            self.event(&pod, "Warning", "Failed", &format!("Error: {m}"));
+            set(
+                json!({"name": name, "image": image, "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "CreateContainerConfigError", "message": m}}}),
             );
             return;
         }
