@@ -494,31 +494,34 @@ async fn step_unstick(ctx: &Ctx, keep: &mut Option<RunningScenario>) -> Step {
     st
 }
 
+/// Starts a shipped scenario at the demo's time scale; a failure is recorded in `st`.
+async fn start_shipped(ctx: &Ctx, st: &mut Step, name: &str) -> Option<RunningScenario> {
+    let sc = match Scenario::shipped(name) {
+        Ok(s) => s,
+        Err(e) => {
+            st.check(false, format!("load scenario {name}: {e}"));
+            return None;
+        }
+    };
+    let opts = RunOptions {
+        time_scale: Some(ctx.time_scale),
+        ..Default::default()
+    };
+    match RunningScenario::start(sc, opts).await {
+        Ok(r) => Some(r),
+        Err(e) => {
+            st.check(false, format!("start the twin: {e}"));
+            None
+        }
+    }
+}
+
 // ------------------------------------------------------------------ step 3
 
 async fn step_podresolve(ctx: &Ctx) -> Step {
     let mut st = Step::new("3. podresolve: the Git host from the pod network, not the workstation");
-    let sc = match Scenario::shipped("split-dns") {
-        Ok(s) => s,
-        Err(e) => {
-            st.check(false, format!("load scenario split-dns: {e}"));
-            return st;
-        }
-    };
-    let run = match RunningScenario::start(
-        sc,
-        RunOptions {
-            time_scale: Some(ctx.time_scale),
-            ..Default::default()
-        },
-    )
-    .await
-    {
-        Ok(r) => r,
-        Err(e) => {
-            st.check(false, format!("start the twin: {e}"));
-            return st;
-        }
+    let Some(run) = start_shipped(ctx, &mut st, "split-dns").await else {
+        return st;
     };
     let kc = run.twin.kubeconfig_path().to_path_buf();
     ctx.kubectl(
@@ -586,27 +589,8 @@ fn gr_key() -> ObjKey {
 
 async fn step_cutover(ctx: &Ctx) -> Step {
     let mut st = Step::new("4. cutover: moving the Git source without rolling prod back");
-    let sc = match Scenario::shipped("prod-cutover-start") {
-        Ok(s) => s,
-        Err(e) => {
-            st.check(false, format!("load scenario: {e}"));
-            return st;
-        }
-    };
-    let run = match RunningScenario::start(
-        sc,
-        RunOptions {
-            time_scale: Some(ctx.time_scale),
-            ..Default::default()
-        },
-    )
-    .await
-    {
-        Ok(r) => r,
-        Err(e) => {
-            st.check(false, format!("start the twin: {e}"));
-            return st;
-        }
+    let Some(run) = start_shipped(ctx, &mut st, "prod-cutover-start").await else {
+        return st;
     };
     let kc = run.twin.kubeconfig_path().to_path_buf();
     let laptop = run.git["laptop"].clone();
