@@ -425,3 +425,62 @@ async fn sigint_after_the_probe_ran_deletes_it() {
     assert!(stderr.contains("deleted"), "{stderr}");
     assert_eq!(leftovers(&store), Vec::<String>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_from_the_pod_reaches_the_pinned_vip_or_says_why_not() {
+    if skip() {
+        return;
+    }
+    let sc = start().await;
+    let r = run_bin(
+        sc.twin.kubeconfig_path(),
+        &[
+            "gitea.prod.example.dev",
+            "-n",
+            "flux-system",
+            "--image",
+            "alpine/git:v2.49.1",
+            "--git",
+            "https://gitea.prod.example.dev/flux/fleet.git",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    // Real git in the pod's namespaces: the name resolves to the VIP, nothing answers there.
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    let v = r.json();
+    assert_eq!(v["git"]["reachable"], false, "{}", r.dump());
+    assert_eq!(v["git"]["rc"], 128, "{}", r.dump());
+    assert!(
+        v["git"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("gitea.prod.example.dev port 443"),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(
+        v["hosts"][0]["pod"]["addresses"],
+        json!(["192.168.2.20"]),
+        "{}",
+        r.dump()
+    );
+    // The default image (alpine) has no git: the probe says so (exit 127), as on the real image.
+    let r = run_bin(
+        sc.twin.kubeconfig_path(),
+        &[
+            "gitea.prod.example.dev",
+            "-n",
+            "flux-system",
+            "--git",
+            "https://gitea.prod.example.dev/flux/fleet.git",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    assert_eq!(r.json()["git"]["rc"], 127, "{}", r.dump());
+    assert_eq!(leftovers(&sc.twin.store()), Vec::<String>::new());
+}
