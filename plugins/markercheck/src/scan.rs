@@ -284,6 +284,7 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
         .sort_by_file_name()
         .into_iter()
         .filter_entry(|e| !(e.depth() > 0 && e.file_type().is_dir() && e.file_name() == ".git"));
+    let mut jobs: Vec<(PathBuf, PathBuf, bool, bool)> = Vec::new();
     for entry in walker {
         let entry = match entry {
             Ok(e) => e,
@@ -317,41 +318,79 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
             .strip_prefix(&base)
             .unwrap_or(entry.path())
             .to_path_buf();
-        let symlink = entry.path_is_symlink();
-        // open + fstat + read: one path lookup per file
-        let read = std::fs::File::open(entry.path()).and_then(|mut fh| {
-            let m = fh.metadata()?;
-            if !m.is_file() {
-                return Ok(None); // symlink to a directory or special file
-            }
-            if m.len() > max_file_size {
-                return Ok(Some(Err(m.len())));
-            }
-            let mut b = Vec::with_capacity(m.len() as usize + 1);
-            std::io::Read::read_to_end(&mut fh, &mut b)?;
-            Ok(Some(Ok(b)))
-        });
-        let bytes = match read {
-            Ok(Some(Ok(b))) => b,
-            Ok(Some(Err(size))) => {
-                res.too_large.push((rel, size));
-                continue;
-            }
-            Ok(None) => continue,
-            Err(e) => {
-                res.read_errors.push(ReadError {
-                    rel,
-                    message: e.to_string(),
-                    symlink,
-                });
-                continue;
-            }
-        };
-        if let Some(f) = scan_bytes(rel, entry.path().to_path_buf(), selected, bytes) {
-            res.files.push(f);
+        jobs.push((
+            rel,
+            entry.path().to_path_buf(),
+            entry.path_is_symlink(),
+            selected,
+        ));
+    }
+    // read and analyse in parallel (order kept: results are merged by job index)
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    let chunk = jobs.len().div_ceil(workers).max(1);
+    let outcomes: Vec<Vec<Outcome>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = jobs
+            .chunks(chunk)
+            .map(|part| {
+                sc.spawn(move || {
+                    part.iter()
+                        .map(|j| read_one(j, max_file_size))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    for o in outcomes.into_iter().flatten() {
+        match o {
+            Outcome::Skip => {}
+            Outcome::File(f) => res.files.push(*f),
+            Outcome::TooLarge(rel, size) => res.too_large.push((rel, size)),
+            Outcome::Error(e) => res.read_errors.push(e),
         }
     }
     res
+}
+
+enum Outcome {
+    Skip,
+    File(Box<FileScan>),
+    TooLarge(PathBuf, u64),
+    Error(ReadError),
+}
+
+fn read_one(job: &(PathBuf, PathBuf, bool, bool), max_file_size: u64) -> Outcome {
+    let (rel, abs, symlink, selected) = job;
+    // open + fstat + read: one path lookup per file
+    let read = std::fs::File::open(abs).and_then(|mut fh| {
+        let m = fh.metadata()?;
+        if !m.is_file() {
+            return Ok(None); // symlink to a directory or special file
+        }
+        if m.len() > max_file_size {
+            return Ok(Some(Err(m.len())));
+        }
+        let mut b = Vec::with_capacity(m.len() as usize + 1);
+        std::io::Read::read_to_end(&mut fh, &mut b)?;
+        Ok(Some(Ok(b)))
+    });
+    match read {
+        Ok(Some(Ok(b))) => match scan_bytes(rel.clone(), abs.clone(), *selected, b) {
+            Some(f) => Outcome::File(Box::new(f)),
+            None => Outcome::Skip,
+        },
+        Ok(Some(Err(size))) => Outcome::TooLarge(rel.clone(), size),
+        Ok(None) => Outcome::Skip,
+        Err(e) => Outcome::Error(ReadError {
+            rel: rel.clone(),
+            message: e.to_string(),
+            symlink: *symlink,
+        }),
+    }
 }
 
 /// One pass over the bytes: `$imagepolicy` (any case) after a `$`, or `imagepolicy` (any
