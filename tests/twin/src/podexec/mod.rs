@@ -1326,6 +1326,10 @@ impl Inner {
                 child.wait().await.ok()
             }
         };
+        // killed because the pod was deleted, but the exit won the race: still a deletion
+        if out.end == End::Exited && futures::FutureExt::now_or_never(kill.notified()).is_some() {
+            out.end = End::Deleted;
+        }
         for r in readers {
             let _ = tokio::time::timeout(Duration::from_secs(10), r).await;
         }
