@@ -151,6 +151,11 @@ async fn pinned_name_from_the_pod_expect_pass_and_fail() {
         r.dump()
     );
     assert_eq!(h["expectMatch"], true);
+    // The workstation side is this machine's own resolver (it knows nothing of the pin).
+    let ws = &h["workstation"]["addresses"];
+    if ws != &h["pod"]["addresses"] {
+        assert_eq!(h["verdict"], "differs", "{}", r.dump());
+    }
     let last = h["coredns"].as_array().unwrap().last().unwrap();
     assert_eq!(last["answeredBy"], "hosts", "{}", r.dump());
     assert_eq!(v["clusterDns"]["kubeDnsIps"], json!(["10.96.0.10"]));
