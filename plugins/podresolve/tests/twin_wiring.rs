@@ -2,12 +2,13 @@
 //! watch, pods/log, cleanup (success, failure, SIGINT), --from with and without ephemeral
 //! container permission, and the API request budget.
 //!
-//! The twin has no probe execution model yet, so each test plays the Job controller and the
-//! kubelet itself (`FakeKubelet`): when the probe Job (or ephemeral container) appears it
-//! creates the pod, appends a REAL captured probe log (tests/fixtures/probe-glibc-bind.log,
-//! captured against dnsmasq) to pods/log and marks the container terminated. What is tested
-//! is podresolve's side: the objects it sends, the requests it makes, and what it does with
-//! the answers. Resolution itself is proven by the captured fixtures.
+//! Here each test plays the Job controller and the kubelet itself (`FakeKubelet`), so that the
+//! probe's answer is a fixed, REAL captured log (tests/fixtures/probe-glibc-bind.log, captured
+//! against dnsmasq with BIND nslookup) whatever the host has installed: when the probe Job (or
+//! ephemeral container) appears it creates the pod, appends that log to pods/log and marks the
+//! container terminated. What is tested is podresolve's side: the objects it sends, the
+//! requests it makes, and what it does with the answers. tests/twin_podexec.rs runs the same
+//! binary against the twin's pod execution model, where the probe really resolves.
 
 use serde_json::{Value, json};
 use std::process::Stdio;
