@@ -133,29 +133,41 @@ fn generated_manifests_are_valid_and_carry_real_shas() {
 #[test]
 fn archives_are_reproducible() {
     let built = common::built("validate");
-    // The same binaries packed twice more, into other directories: byte-identical archives.
-    let scratch = built.dist_dir.parent().unwrap();
+    // Snapshot the binaries (the shared target dir may be rebuilt by a concurrent cargo), then
+    // pack the snapshot twice into other directories: byte-identical archives.
+    let scratch = tempfile::tempdir().unwrap();
+    let bins = scratch.path().join("bins");
+    fs::create_dir_all(&bins).unwrap();
     let plugins: Vec<_> = built.report.archives.iter().map(|a| a.0).collect();
-    for again in ["again-1", "again-2"] {
-        let archives = xtask::dist::pack(
+    for p in &plugins {
+        let exe = built.report.platform.exe_name(p.package);
+        fs::copy(built.report.bin_dir.join(&exe), bins.join(&exe)).unwrap();
+    }
+    let pack = |dir: &str| {
+        xtask::dist::pack(
             &common::root(),
-            &built.report.bin_dir,
+            &bins,
             &plugins,
             &built.report.version,
             &built.report.platform,
-            &scratch.join(again),
+            &scratch.path().join(dir),
         )
-        .unwrap();
-        for ((p1, _, sha1, _), (p2, path, sha2, _)) in built.report.archives.iter().zip(&archives) {
-            assert_eq!(p1, p2);
-            assert_eq!(
-                sha1,
-                sha2,
-                "{}: {} differs from the first pack",
-                p1.name,
-                path.display()
-            );
-        }
+        .unwrap()
+    };
+    let first = pack("again-1");
+    let second = pack("again-2");
+    assert_eq!(first.len(), 4);
+    for ((p1, a1, sha1, _), (p2, a2, sha2, _)) in first.iter().zip(&second) {
+        assert_eq!(p1, p2);
+        assert_eq!(
+            sha1,
+            sha2,
+            "{}: {} and {} differ",
+            p1.name,
+            a1.display(),
+            a2.display()
+        );
+        assert_eq!(fs::read(a1).unwrap(), fs::read(a2).unwrap());
     }
 }
 
