@@ -215,7 +215,6 @@ fn krew_install_refuses_a_platform_the_manifest_lacks() {
 /// into KREW_ROOT/bin (where PATH finds `kubectl-<name>`), and kubectl's completion then relays
 /// the plugin's flag names.
 #[test]
-#[ignore = "needs each plugin to call cluster_loop::completion::handle first thing in main"]
 fn krew_installed_plugins_complete_through_kubectl() {
     let built = common::built("install");
     let tmp = tempfile::tempdir().unwrap();

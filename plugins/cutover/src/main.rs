@@ -3,8 +3,9 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use cluster_loop::cli::ClusterArgs;
+use cluster_loop::completion::{self, ObjectKind, Want};
 use cluster_loop::error::{EXIT_FINDING, EXIT_OK, Error, Result};
 use cluster_loop::output::{OutputArgs, Painter, print_machine};
 use cluster_loop::refs::{Kind, ResourceRef};
@@ -106,6 +107,17 @@ fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 }
 
 fn main() {
+    // kubectl plugin completion (`kubectl_complete-cutover` runs `kubectl-cutover __complete`).
+    if let Some(code) = completion::handle("cutover", Cli::command(), |req| {
+        match (req.flag.as_deref(), req.positionals.len()) {
+            (None, 0) => Want::Refs(vec![ObjectKind::GIT_REPOSITORY]),
+            (None, _) | (Some("to" | "secret"), _) => Want::Nothing,
+            (Some("repo"), _) => Want::Dirs,
+            _ => Want::Default,
+        }
+    }) {
+        std::process::exit(code);
+    }
     let cli = Cli::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -1,8 +1,9 @@
 //! kubectl-markercheck: offline lint and exact simulation of Flux image-automation setter
 //! markers. See `kubectl markercheck --help`.
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use cluster_loop::cli::ClusterArgs;
+use cluster_loop::completion::{self, Want};
 use cluster_loop::error::{EXIT_FINDING, EXIT_OK, Error, Result, exit_with};
 use cluster_loop::output::{OutputArgs, OutputFormat, print_machine, write_stdout};
 use markercheck::check::{self, Config, Report, Severity, finding};
@@ -139,6 +140,17 @@ struct Machine<'a> {
 }
 
 fn main() {
+    // kubectl plugin completion (`kubectl_complete-markercheck` runs `kubectl-markercheck
+    // __complete`).
+    if let Some(code) = completion::handle("markercheck", Cli::command(), |req| {
+        match req.flag.as_deref() {
+            None | Some("policies") => Want::Files,
+            Some("repo-root") => Want::Dirs,
+            _ => Want::Default,
+        }
+    }) {
+        std::process::exit(code);
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => std::process::exit(code),

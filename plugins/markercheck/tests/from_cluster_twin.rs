@@ -128,5 +128,8 @@ async fn rbac_denial_names_the_permission() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains("list") && stderr.contains("image.toolkit.fluxcd.io"), "{stderr}");
+    assert!(
+        stderr.contains("list") && stderr.contains("image.toolkit.fluxcd.io"),
+        "{stderr}"
+    );
 }

@@ -1,9 +1,21 @@
 //! kubectl-podresolve: resolve a name from inside the pod network and explain the answer.
 //! The engine lives in the `podresolve` library (src/lib.rs).
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 #[tokio::main]
 async fn main() {
+    // kubectl plugin completion (`kubectl_complete-podresolve` runs `kubectl-podresolve
+    // __complete`): hosts are free text; flags complete as usual.
+    if let Some(code) =
+        cluster_loop::completion::handle("podresolve", podresolve::run::Cli::command(), |req| {
+            match req.flag.as_deref() {
+                None => cluster_loop::completion::Want::Nothing,
+                _ => cluster_loop::completion::Want::Default,
+            }
+        })
+    {
+        std::process::exit(code);
+    }
     let cli = podresolve::run::Cli::parse();
     match podresolve::run::run(cli).await {
         Ok(code) => std::process::exit(code),

@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use cluster_loop::cli::{ClusterArgs, Connection};
+use cluster_loop::completion::{self, ObjectKind, Want};
 use cluster_loop::error::{EXIT_FINDING, EXIT_OK, Error, Result, exit_with};
 use cluster_loop::output::{OutputArgs, print_machine, write_stdout};
 use cluster_loop::refs::{Kind, ResourceRef};
@@ -125,6 +126,17 @@ fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 }
 
 fn main() {
+    // kubectl plugin completion (`kubectl_complete-unstick` runs `kubectl-unstick __complete`).
+    if let Some(code) = completion::handle("unstick", Cli::command(), |req| {
+        match (req.flag.as_deref(), req.positionals.len()) {
+            (None, 0) => Want::Refs(vec![ObjectKind::KUSTOMIZATION]),
+            (None, _) => Want::Nothing,
+            (Some("controller-namespace"), _) => Want::Namespaces,
+            _ => Want::Default,
+        }
+    }) {
+        std::process::exit(code);
+    }
     let cli = Cli::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
