@@ -104,6 +104,30 @@ fn prod_secret(sc: &RunningScenario, name: &str, token: &str) {
         .unwrap();
 }
 
+/// The world after the operator's step 2: prod's main is level with what the cluster runs and
+/// a `prod-creds` Secret holds prod's token and CA. Returns the scenario and the new URL.
+async fn leveled() -> (RunningScenario, String) {
+    let (sc, head) = start().await;
+    level_prod(&sc, &head);
+    prod_secret(&sc, "prod-creds", "prod-token");
+    let to = sc.git["prod"].url_https("org/fleet");
+    (sc, to)
+}
+
+/// `gitrepo/flux-system --to TO --secret prod-creds --yes` followed by `extra`.
+fn args<'a>(to: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "gitrepo/flux-system",
+        "--to",
+        to,
+        "--secret",
+        "prod-creds",
+        "--yes",
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
 /// Brings prod's main level with the laptop's (the operator's step 2).
 fn level_prod(sc: &RunningScenario, head: &str) {
     let out = std::process::Command::new("git")
@@ -283,27 +307,11 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_hold_the_root_kustomization_reverts_the_live_patch() {
-    let (sc, head) = start().await;
-    level_prod(&sc, &head);
-    prod_secret(&sc, "prod-creds", "prod-token");
+    let (sc, to) = leveled().await;
     // The source model is held, so only the root Kustomization acts on the patched object:
     // it re-applies the committed (old) URL, and the plugin rolls back and says why.
     stop_source(&sc);
-    let to = sc.git["prod"].url_https("org/fleet");
-    let r = cutover(
-        &sc,
-        &[
-            "gitrepo/flux-system",
-            "--to",
-            &to,
-            "--secret",
-            "prod-creds",
-            "--yes",
-            "--timeout",
-            "60s",
-        ],
-    )
-    .await;
+    let r = cutover(&sc, &args(&to, &["--timeout", "60s"])).await;
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     assert!(
         r.stdout.contains(&format!(
@@ -336,10 +344,7 @@ fn live(sc: &RunningScenario) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn source_failing_after_the_patch_is_rolled_back() {
-    let (sc, head) = start().await;
-    level_prod(&sc, &head);
-    prod_secret(&sc, "prod-creds", "prod-token");
-    let to = sc.git["prod"].url_https("org/fleet");
+    let (sc, to) = leveled().await;
     // Preflight passes with prod-creds; the token is revoked between the patch and the
     // controller's fetch (the source model is held until then): source-controller fails with
     // "authentication required" and the plugin restores the old spec.
@@ -404,10 +409,7 @@ async fn source_failing_after_the_patch_is_rolled_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_mid_wait_rolls_back() {
-    let (sc, head) = start().await;
-    level_prod(&sc, &head);
-    prod_secret(&sc, "prod-creds", "prod-token");
-    let to = sc.git["prod"].url_https("org/fleet");
+    let (sc, to) = leveled().await;
     // No controller handles the patch, so the plugin is mid-wait when SIGINT arrives.
     stop_source(&sc);
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-cutover"))
@@ -459,26 +461,9 @@ async fn ctrl_c_mid_wait_rolls_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_proof_before_the_deadline_is_rolled_back() {
-    let (sc, head) = start().await;
-    level_prod(&sc, &head);
-    prod_secret(&sc, "prod-creds", "prod-token");
+    let (sc, to) = leveled().await;
     stop_source(&sc);
-    let to = sc.git["prod"].url_https("org/fleet");
-    let r = cutover(
-        &sc,
-        &[
-            "gitrepo/flux-system",
-            "--to",
-            &to,
-            "--secret",
-            "prod-creds",
-            "--yes",
-            "--hold-root",
-            "--timeout",
-            "2s",
-        ],
-    )
-    .await;
+    let r = cutover(&sc, &args(&to, &["--hold-root", "--timeout", "2s"])).await;
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("no proof within 2s"), "{}", r.stdout);
     assert_eq!(
