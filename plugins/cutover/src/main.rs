@@ -179,6 +179,7 @@ async fn run(cli: Cli) -> Result<i32> {
     }
 
     let to = cli.to.clone().unwrap_or_default();
+    validate_to(&to)?;
     let req = Request {
         namespace: ns.clone(),
         name: source.name.clone(),
@@ -309,6 +310,45 @@ async fn run(cli: Cli) -> Result<i32> {
         Ending::CutOver => EXIT_OK,
         _ => EXIT_FINDING,
     })
+}
+
+/// `--to` must be a URL source-controller accepts (api/v1 GitRepositorySpec.URL
+/// `^(http|https|ssh)://.*$`) with a host, and must not carry credentials: they would be stored
+/// in spec.url in clear text and printed by every `kubectl get -o yaml`. Checked before the
+/// cluster is contacted; errors are usage errors (exit 2).
+fn validate_to(to: &str) -> Result<()> {
+    let parsed = url::Url::parse(to).map_err(|e| {
+        Error::usage(format!(
+            "--to {to:?} is not a URL ({e}): pass https://HOST/ORG/REPO.git"
+        ))
+    })?;
+    match parsed.scheme() {
+        "https" | "http" => {}
+        "ssh" => {
+            return Err(Error::usage(format!(
+                "--to {to}: ssh:// sources are not supported by kubectl cutover yet; use https://"
+            )));
+        }
+        other => {
+            return Err(Error::usage(format!(
+                "--to {to}: scheme {other}:// is not one source-controller accepts (http, https, ssh)"
+            )));
+        }
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(Error::usage(format!("--to {to}: the URL has no host")));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        let mut redacted = parsed.clone();
+        let _ = redacted.set_username("");
+        let _ = redacted.set_password(None);
+        return Err(Error::usage(format!(
+            "--to: the URL carries credentials, which would be stored in spec.url and shown by \
+             every `kubectl get`; pass {redacted} and put the credentials in the source Secret \
+             (--secret NAME with username/password or bearerToken)"
+        )));
+    }
+    Ok(())
 }
 
 fn print_preflight(pre: &Preflight, out: &Painter) {

@@ -476,11 +476,11 @@ pub fn transport_check(url: &str, creds: &GitCredentials, allow_insecure_http: b
             id: "transport",
             result: CheckResult::Ok,
             message: format!(
-                "HTTPS{}",
+                "HTTPS: the server certificate will be verified against {}",
                 if creds.ca_pem.is_some() {
-                    " with the secret's ca.crt"
+                    "the secret's ca.crt"
                 } else {
-                    " verified against the system CA bundle"
+                    "the system CA bundle (the secret has no ca.crt)"
                 }
             ),
         },

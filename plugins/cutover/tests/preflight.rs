@@ -274,19 +274,35 @@ async fn bad_input_is_a_usage_error() {
         .await;
     assert_eq!(r.code, 3, "{}", r.all());
     assert!(r.stderr.contains("nope"), "{}", r.stderr);
-    let r = w
-        .cutover(&[
-            "gitrepo/flux-system",
-            "--to",
-            "git@host:org/fleet.git",
-            "--dry-run",
-        ])
-        .await;
-    assert_eq!(r.code, 1, "{}", r.all());
-    assert!(
-        r.stdout.contains("not a URL source-controller accepts"),
-        "{}",
-        r.stdout
+    // --to is validated before the cluster is contacted: not a URL, a scheme Flux does not
+    // take, or credentials in the URL (they would land in spec.url and in every output).
+    let before = w.twin.requests().len();
+    for (to, want) in [
+        ("git@host:org/fleet.git", "is not a URL"),
+        (
+            "ftp://host/org/fleet.git",
+            "scheme ftp:// is not one source-controller accepts",
+        ),
+        (
+            "https://user:hunter2@host/org/fleet.git",
+            "the URL carries credentials",
+        ),
+    ] {
+        let r = w
+            .cutover(&["gitrepo/flux-system", "--to", to, "--dry-run"])
+            .await;
+        assert_eq!(r.code, 2, "{to}: {}", r.all());
+        assert!(r.stderr.contains(want), "{to}: {}", r.stderr);
+        assert!(
+            !r.all().contains("hunter2"),
+            "credentials echoed: {}",
+            r.all()
+        );
+    }
+    assert_eq!(
+        w.twin.requests().len(),
+        before,
+        "no API request for a bad --to"
     );
     let r = w
         .cutover(&[

@@ -480,7 +480,13 @@ impl WorkloadController {
             .pointer("/status/updatedReplicas")
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        if new_avail > prev_avail || updated > prev_updated || created_rs {
+        // A rollout to another ReplicaSet (a new template, or back to an old one: a revert)
+        // restarts the progress clock; the controller counts progress per new ReplicaSet
+        // (kubernetes pkg/controller/deployment/progress.go: the Progressing condition names it).
+        let switched = prev_prog
+            .as_ref()
+            .is_some_and(|c| !s(c, "/message").contains(&rs_name));
+        if new_avail > prev_avail || updated > prev_updated || created_rs || switched {
             self.progress_at
                 .lock()
                 .unwrap()
