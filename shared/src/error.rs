@@ -606,7 +606,9 @@ fn transport_message(err: &kube::Error, server: &str) -> String {
 ///
 /// Use at the top of a plugin's `main`; never returns.
 pub fn exit_with(err: &Error) -> ! {
-    eprintln!("error: {err}");
+    // Not eprintln!: it panics (exit 101) when stderr is a closed pipe (`... 2>&1 | head`).
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "error: {err}");
     std::process::exit(err.exit_code())
 }
 

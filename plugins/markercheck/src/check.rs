@@ -620,8 +620,8 @@ pub fn run(cfg: &Config) -> Report {
     }
     if objects.policies.is_empty() {
         push("MC072", String::new(), 0, 0,
-            "no ImagePolicies found in the tree, --policies, --cluster or --set: policy names and values not checked, nothing simulated".into(),
-            "add --cluster, --policies FILE or --set ns:policy=REF".into());
+            "no ImagePolicies found in the tree, --policies, --from-cluster or --set: policy names and values not checked, nothing simulated".into(),
+            "add --from-cluster, --policies FILE or --set ns:policy=REF".into());
     }
 
     // per-file rules

@@ -447,6 +447,11 @@ impl<'a> Engine<'a> {
         } else if let Some(r) = ready.as_ref().filter(|r| !r.is_true()) {
             let class = match r.reason.as_str() {
                 "DependencyNotReady" => Class::WaitingOnDependencies,
+                // kustomize-controller reports a missing spec.path with reason ArtifactFailed
+                // ("kustomization path not found: ..."): the source is fine, the path is not.
+                "ArtifactFailed" if r.message.contains("kustomization path not found") => {
+                    Class::BuildFailed
+                }
                 "ArtifactFailed" => Class::SourceNotReady,
                 "BuildFailed" => Class::BuildFailed,
                 "HealthCheckFailed" => Class::HealthCheckFailed,
@@ -457,6 +462,12 @@ impl<'a> Engine<'a> {
             };
             if matches!(class, Class::HealthCheckFailed | Class::HealthCheckCanceled) {
                 blocking = self.blocking_after_check(ks, &r.message);
+            }
+            if class == Class::BuildFailed && r.message.contains("kustomization path not found") {
+                hints.push(format!(
+                    "spec.path {} does not exist in the source's artifact: fix spec.path, or the repository layout at that revision",
+                    crate::obj::s(ks, &["spec", "path"]).unwrap_or("(unset)")
+                ));
             }
             if class == Class::BuildFailed && r.message.contains("substitut") {
                 hints.push("post-build variable substitution failed: check spec.postBuild.substitute/substituteFrom and that every referenced ConfigMap/Secret exists".into());

@@ -504,3 +504,34 @@ fn controller_facts_from_fixture() {
     assert!(!f.cancel_gate);
     assert_eq!(f.concurrent, 4);
 }
+
+#[test]
+fn missing_path_is_the_kustomization_not_its_source() {
+    // kustomize-controller: a spec.path absent from the artifact is Ready=False reason
+    // ArtifactFailed "kustomization path not found: stat ...: no such file or directory";
+    // the GitRepository is Ready, so this is not a source problem.
+    let mut s = fleet();
+    let k = s
+        .kustomizations
+        .iter_mut()
+        .find(|k| k["metadata"]["name"] == "build-broken")
+        .unwrap();
+    k["spec"]["path"] = json!("./does-not-exist");
+    for c in k["status"]["conditions"].as_array_mut().unwrap() {
+        if c["type"] == "Ready" {
+            c["reason"] = json!("ArtifactFailed");
+            c["message"] = json!(
+                "kustomization path not found: stat /tmp/kustomization-1/does-not-exist: no such file or directory"
+            );
+        }
+    }
+    let d = diag(&s, "build-broken");
+    assert_eq!(d.class, Class::BuildFailed);
+    assert!(
+        d.hints
+            .iter()
+            .any(|h| h.contains("spec.path ./does-not-exist does not exist")),
+        "{:?}",
+        d.hints
+    );
+}
