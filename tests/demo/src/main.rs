@@ -737,7 +737,9 @@ fn default_bin_dir() -> PathBuf {
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() {
     let cli = Cli::parse();
+    // Absolute, so the printed `export PATH=...` keeps working after a `cd`.
     let bin_dir = cli.bin_dir.clone().unwrap_or_else(default_bin_dir);
+    let bin_dir = std::fs::canonicalize(&bin_dir).unwrap_or(bin_dir);
     let repo_root = cli
         .repo_root
         .clone()
@@ -820,5 +822,8 @@ async fn main() {
             println!("\n--keep: the fleet twin was not started (run the unstick step)");
         }
     }
+    // process::exit runs no destructors: stop the twin (Git servers, models, temp dirs) first.
+    drop(fleet);
+    drop(ctx);
     std::process::exit(if failed == 0 { 0 } else { 1 });
 }
