@@ -130,13 +130,20 @@ fn collect(n: &Node, obj: &str, m: &mut BTreeMap<(String, String), String>) {
     }
 }
 
+/// Copies the scanned tree for the "after" render, leaving out `.git` and cache directories
+/// marked with a `CACHEDIR.TAG` (the Cache Directory Tagging convention: cargo's `target/`,
+/// many tools' caches), which kustomize never reads and which can be gigabytes.
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    for e in walkdir::WalkDir::new(from).follow_links(false) {
+    let walk = walkdir::WalkDir::new(from)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| {
+            !(e.file_type().is_dir()
+                && (e.file_name() == ".git" || e.path().join("CACHEDIR.TAG").is_file()))
+        });
+    for e in walk {
         let e = e.map_err(std::io::Error::other)?;
         let rel = e.path().strip_prefix(from).map_err(std::io::Error::other)?;
-        if rel.components().any(|c| c.as_os_str() == ".git") {
-            continue;
-        }
         let dst = to.join(rel);
         if e.file_type().is_dir() {
             std::fs::create_dir_all(&dst)?;
