@@ -212,6 +212,9 @@ pub async fn execute(
             .namespace(Some(ns.clone()))
             .name(name.clone())
     };
+    // Signal handlers are installed before the patch: a Ctrl-C at any moment from here on is
+    // seen (and rolled back), never the default "terminate with the patch applied".
+    let mut signals = Signals::install();
     let start = std::time::Instant::now();
     api.patch(&name, &pp, &Patch::Merge(&forward))
         .await
@@ -243,7 +246,7 @@ pub async fn execute(
     );
     let interrupted = tokio::select! {
         r = wait => Some(r),
-        _ = shutdown_signal() => None,
+        _ = signals.recv() => None,
     };
     progress.finish();
     let (ending, message, revision) = match interrupted {
@@ -321,6 +324,65 @@ pub async fn execute(
         rollback_patch: Some(back),
         elapsed_seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// SIGINT and SIGTERM listeners, installed when created (tokio replaces the default action
+/// at registration, so a signal that arrives before [`Signals::recv`] is awaited is kept, not
+/// fatal).
+pub struct Signals {
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    /// Installs the listeners now.
+    pub fn install() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Signals {
+                int: signal(SignalKind::interrupt()).ok(),
+                term: signal(SignalKind::terminate()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            Signals {}
+        }
+    }
+
+    /// Resolves on the first SIGINT or SIGTERM received since [`Signals::install`].
+    pub async fn recv(&mut self) {
+        #[cfg(unix)]
+        {
+            let int = async {
+                match self.int.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let term = async {
+                match self.term.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = int => {},
+                _ = term => {},
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 /// Resolves on Ctrl-C (SIGINT) or SIGTERM.
