@@ -13,7 +13,7 @@ use kube::api::ListParams;
 use serde::Serialize;
 
 use crate::authored::{self, AuthoredUrl};
-use crate::git::{GitCredentials, GitRunner, Relation, RemoteFailure, Scratch};
+use crate::git::{GitCredentials, GitRunner, Relation, Scratch};
 
 /// Label kustomize-controller puts on every object it applies: the owning Kustomization's name
 /// (kustomize-controller internal/controller: `{group}/name` with group
@@ -650,11 +650,6 @@ fn authored_check(
             message: e.to_string(),
         },
     }
-}
-
-/// Re-exported for the CLI: explain a [`RemoteFailure`].
-pub fn explain_remote(f: &RemoteFailure, url: &str, secret: Option<&str>) -> String {
-    f.explain(url, secret)
 }
 
 #[cfg(test)]
