@@ -74,6 +74,15 @@ pub fn parse_go_duration(s: &str) -> Result<std::time::Duration, ParseDurationEr
     })
 }
 
+/// [`parse_go_duration`] of a JSON value, for callers that read raw objects
+/// (`serde_json::Value`), e.g. `status.history[0].lastReconciledDuration` of a Kustomization
+/// (fluxcd/pkg apis/meta `History`: a `metav1.Duration`, serialized as Go duration text such as
+/// `5m0.012s`). `None` when the value is absent (`Null`), not a string, or not a valid
+/// non-negative Go duration.
+pub fn from_json(v: &serde_json::Value) -> Option<std::time::Duration> {
+    parse_go_duration(v.as_str()?).ok()
+}
+
 /// Writes digits of `v` into the front of `buf` end; Go's `fmtFrac`: the fraction of `v`
 /// with `prec` digits, trailing zeros (and the dot) omitted.
 fn fmt_frac(out: &mut Vec<u8>, mut v: u64, prec: u32) -> u64 {
@@ -297,6 +306,27 @@ mod tests {
         s.parse::<GoDuration>()
             .unwrap_or_else(|e| panic!("{s}: {e}"))
             .0
+    }
+
+    #[test]
+    fn from_json_reads_go_duration_strings_only() {
+        use serde_json::json;
+        let secs = |v: serde_json::Value| from_json(&v).map(|d| d.as_secs_f64());
+        assert_eq!(secs(json!("5m0s")), Some(300.0));
+        assert_eq!(secs(json!("9m30s")), Some(570.0));
+        assert!((secs(json!("5m0.012s")).unwrap() - 300.012).abs() < 1e-9);
+        // Go rejects a number without a unit (except 0), a negative value is no duration here
+        assert_eq!(secs(json!("10")), None);
+        assert_eq!(secs(json!("-1s")), None);
+        assert_eq!(secs(json!(300)), None);
+        assert_eq!(secs(json!(null)), None);
+        // an absent field indexes as Null
+        let history = json!({"lastReconciledDuration": "1.5s"});
+        assert_eq!(
+            from_json(&history["lastReconciledDuration"]).map(|d| d.as_millis()),
+            Some(1500)
+        );
+        assert_eq!(from_json(&history["lastHandledReconcileAt"]), None);
     }
 
     #[test]

@@ -393,6 +393,18 @@ impl Kustomization {
         Ok(d.max(FLOOR).to_std().unwrap_or_default())
     }
 
+    /// [`Kustomization::effective_timeout`] of a raw Kustomization object (a
+    /// `serde_json::Value` from a dynamic list, a watch event or a fixture), read in place
+    /// without a copy. `None` when the object does not read as a Kustomization (a field of the
+    /// wrong JSON type, e.g. a numeric `spec.interval`) or its `spec.timeout` or
+    /// `spec.interval` is not a Go duration.
+    pub fn effective_timeout_of(ks: &serde_json::Value) -> Option<std::time::Duration> {
+        Kustomization::deserialize(ks)
+            .ok()?
+            .effective_timeout()
+            .ok()
+    }
+
     /// `spec.interval` parsed. Errors: invalid Go duration (or empty).
     pub fn interval(&self) -> std::result::Result<std::time::Duration, ParseDurationError> {
         parse_go_duration(&self.spec.interval)
@@ -865,6 +877,27 @@ mod tests {
         assert_eq!(s(&ks(json!({}))), "30s");
         assert_eq!(s(&ks(json!({"interval": "1h"}))), "59m30s");
         assert!(ks(json!({"interval": "10x"})).effective_timeout().is_err());
+    }
+
+    #[test]
+    fn effective_timeout_of_raw_objects() {
+        let of = |spec: serde_json::Value| {
+            Kustomization::effective_timeout_of(&json!({
+                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": {"name": "x"}, "spec": spec}))
+            .map(|d| d.as_secs_f64())
+        };
+        assert_eq!(of(json!({"interval": "10m"})), Some(570.0));
+        assert_eq!(
+            of(json!({"interval": "10m", "timeout": "15m"})),
+            Some(900.0)
+        );
+        assert_eq!(of(json!({"interval": "45s"})), Some(30.0));
+        assert_eq!(of(json!({"interval": "1m", "timeout": "5s"})), Some(30.0));
+        // not a Go duration, not a Kustomization shape, not an object
+        assert_eq!(of(json!({"interval": "10x"})), None);
+        assert_eq!(of(json!({"interval": 600})), None);
+        assert_eq!(Kustomization::effective_timeout_of(&json!("ks")), None);
     }
 
     #[test]

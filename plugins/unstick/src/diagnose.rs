@@ -13,11 +13,12 @@ use regex::Regex;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::compat;
 use crate::controller::ControllerFacts;
 use crate::obj::{self, Condition};
 use crate::snapshot::{Index, Snapshot};
-use cluster_loop::kstatus::Status as KStatus;
+use cluster_loop::duration::{self, parse_go_duration};
+use cluster_loop::flux::Kustomization;
+use cluster_loop::kstatus::{self, Status as KStatus};
 
 /// `reconcile.fluxcd.io/requestedAt` (fluxcd/pkg apis/meta `ReconcileRequestAnnotation`).
 pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
@@ -26,6 +27,10 @@ pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
 /// before it resumed is recognised (and healed) by the next run. Value: RFC 3339 time of the
 /// suspend.
 pub const SUSPEND_MARKER: &str = "unstick.cluster-loop.dev/suspended-at";
+
+/// Health-check timeout (seconds) assumed for a Kustomization whose `spec.timeout` /
+/// `spec.interval` cannot be read: `GetTimeout` of the usual 10m interval (10m - 30s = 9m30s).
+const FALLBACK_TIMEOUT_SECS: f64 = 570.0;
 
 /// The class of a Kustomization's state, most specific first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -351,7 +356,8 @@ impl<'a> Engine<'a> {
     fn shallow(&self, ks: &Value) -> Diagnosis {
         let now = self.now();
         let key = key_of(ks);
-        let timeout_secs = compat::effective_timeout_secs(ks);
+        let timeout_secs = Kustomization::effective_timeout_of(ks)
+            .map_or(FALLBACK_TIMEOUT_SECS, |d| d.as_secs_f64());
         let ready = obj::condition(ks, "Ready");
         let reconciling = run_in_progress(ks);
         let stalled = obj::condition(ks, "Stalled").filter(Condition::is_true);
@@ -393,7 +399,7 @@ impl<'a> Engine<'a> {
         {
             let caps = RUNNING_HC.captures(&c.message).unwrap();
             let revision = caps[1].to_string();
-            let t = compat::go_duration_secs(&caps[2]).unwrap_or(timeout_secs);
+            let t = parse_go_duration(&caps[2]).map_or(timeout_secs, |d| d.as_secs_f64());
             let started = c.last_transition_time;
             let deadline = started.and_then(|s| s.checked_add(secs(t)).ok());
             let left = deadline.map(|d| d.duration_since(now).as_secs());
@@ -859,14 +865,14 @@ impl<'a> Engine<'a> {
         );
         match self.idx.objects.get(&key) {
             Some(o) => {
-                let (st, msg) = compat::kstatus(o, self.now());
-                if st == KStatus::Current {
+                let r = kstatus::compute_at(o, self.now());
+                if r.status == KStatus::Current {
                     return None;
                 }
                 Some(BlockingObject {
                     object: id,
-                    kstatus: st.to_string(),
-                    message: msg,
+                    kstatus: r.status.to_string(),
+                    message: r.message,
                     pods: self.pod_reasons(o),
                 })
             }
@@ -1157,7 +1163,7 @@ fn request_facts(ks: &Value, now: Timestamp) -> Option<RequestFacts> {
 /// apis/meta History), seconds.
 fn last_duration_secs(ks: &Value) -> Option<f64> {
     let h = obj::arr(ks, &["status", "history"]).first()?;
-    obj::s(h, &["lastReconciledDuration"]).and_then(compat::go_duration_secs)
+    duration::from_json(h.get("lastReconciledDuration")?).map(|d| d.as_secs_f64())
 }
 
 /// Whether two revisions name the same artifact: equal, or equal digests

@@ -2,7 +2,6 @@
 //! cluster, choose the lever that really frees it on this controller, and plan the exact
 //! patches. Everything here except [`live`] is pure and tested on JSON fixtures.
 
-pub mod compat;
 pub mod controller;
 pub mod diagnose;
 pub mod lever;
