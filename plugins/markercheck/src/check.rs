@@ -24,6 +24,7 @@ pub enum Severity {
 
 /// A finding: stable rule id, position, message and fix.
 #[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Finding {
     /// Stable rule id (`MC001`...), see [`RULES`].
     pub rule: &'static str,
@@ -262,6 +263,7 @@ fn rule(id: &'static str) -> (&'static str, &'static str, Severity) {
 
 /// One value change the automation would make.
 #[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Change {
     /// 1-based line of the value.
     pub line: usize,
@@ -275,6 +277,7 @@ pub struct Change {
 
 /// A file the automation would rewrite.
 #[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct FileChange {
     /// Display path.
     pub file: String,
@@ -318,6 +321,7 @@ pub struct Config {
 
 /// Result of a run.
 #[derive(Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Report {
     /// Findings, sorted by file, line, column.
     pub findings: Vec<Finding>,
@@ -328,11 +332,21 @@ pub struct Report {
     pub objects: Objects,
     /// Counts.
     pub stats: Stats,
+    /// Per scanned path: (path as given, files read, files Flux selects by name).
+    #[serde(skip)]
+    pub scanned: Vec<(PathBuf, usize, usize)>,
+    /// Paths naming a file Flux never reads (not `.yaml`/`.yml`/`Kustomization`).
+    #[serde(skip)]
+    pub not_selected: Vec<PathBuf>,
 }
 
 /// Counters.
 #[derive(Debug, Default, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Stats {
+    /// Files read: those Flux selects by name plus YAML-ish names read for lint (`.json`,
+    /// `.tpl`, `*.yaml.j2`...).
+    pub files_scanned: usize,
     /// Files Flux would select by name.
     pub files_selected: usize,
     /// Files holding the `"$imagepolicy"` token.
@@ -458,6 +472,12 @@ pub fn run(cfg: &Config) -> Report {
     let mut scans = Vec::new();
     for p in &cfg.paths {
         let res = scan::scan_root(p, cfg.max_file_size);
+        report
+            .scanned
+            .push((p.clone(), res.files_read, res.selected_files));
+        if res.root_not_selected {
+            report.not_selected.push(p.clone());
+        }
         let repo_root = cfg.repo_root.clone().unwrap_or_else(|| repo_root_of(p));
         let root = std::fs::canonicalize(p).unwrap_or(p.clone());
         scans.push(Scanned {
@@ -628,6 +648,7 @@ pub fn run(cfg: &Config) -> Report {
     let all_policies = objects.policies.clone();
     for s in &scans {
         report.stats.files_selected += s.res.selected_files;
+        report.stats.files_scanned += s.res.files_read;
         for e in &s.res.read_errors {
             let id = if e.symlink { "MC062" } else { "MC061" };
             if e.symlink {

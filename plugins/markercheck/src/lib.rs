@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod cluster;
+pub mod fuzzing;
 pub mod marker;
 pub mod objects;
 pub mod render;

@@ -131,14 +131,6 @@ fn parse_set(s: &str) -> Result<ImagePolicy> {
     })
 }
 
-#[derive(serde::Serialize)]
-struct Machine<'a> {
-    findings: &'a [check::Finding],
-    changes: &'a [check::FileChange],
-    rendered: &'a [render::Rendered],
-    stats: &'a check::Stats,
-}
-
 fn main() {
     // kubectl plugin completion (`kubectl_complete-markercheck` runs `kubectl-markercheck
     // __complete`).
@@ -178,7 +170,7 @@ fn run(cli: Cli) -> Result<i32> {
     for p in &paths {
         if !p.exists() {
             return Err(Error::usage(format!(
-                "{}: no such file or directory",
+                "{}: no such file or directory (PATH is a Git checkout, a directory of manifests or a manifest file)",
                 p.display()
             )));
         }
@@ -220,6 +212,21 @@ fn run(cli: Cli) -> Result<i32> {
         repo_root: cli.repo_root.clone(),
     };
     let mut report: Report = check::run(&cfg);
+    // bad-input notes on stderr (stdout keeps its machine shape)
+    for p in &report.not_selected {
+        eprintln!(
+            "note: {}: Flux never reads this file (image-automation-controller reads only *.yaml, *.yml and files named Kustomization); checked anyway, a marker in it is an MC022 error",
+            p.display()
+        );
+    }
+    for (p, read, _) in &report.scanned {
+        if *read == 0 {
+            eprintln!(
+                "note: scanned 0 files under {}: no *.yaml, *.yml or Kustomization files, nothing to check",
+                p.display()
+            );
+        }
+    }
     let mut rendered = Vec::new();
     if cli.render && !report.changes.is_empty() {
         for p in &paths {
@@ -305,7 +312,8 @@ fn run(cli: Cli) -> Result<i32> {
                     .filter(|f| f.severity == Severity::Warning)
                     .count();
                 let summary = format!(
-                    "{} selected files, {} with \"$imagepolicy\", {} markers Flux reads; {} errors, {} warnings; {} files the automation would rewrite",
+                    "scanned {} files, {} selected by Flux, {} with \"$imagepolicy\", {} markers Flux reads; {} errors, {} warnings; {} files the automation would rewrite",
+                    report.stats.files_scanned,
                     report.stats.files_selected,
                     report.stats.files_with_token,
                     report.stats.markers,
@@ -325,12 +333,13 @@ fn run(cli: Cli) -> Result<i32> {
             fmt => {
                 print_machine(
                     fmt,
-                    &Machine {
-                        findings: &report.findings,
-                        changes: &report.changes,
-                        rendered: &rendered,
-                        stats: &report.stats,
-                    },
+                    &markercheck::report::MachineReport::new(
+                        &paths,
+                        &report.stats,
+                        &report.findings,
+                        &report.changes,
+                        &rendered,
+                    ),
                 )?;
             }
         },

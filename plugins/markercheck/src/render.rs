@@ -11,6 +11,7 @@ use std::process::Command;
 
 /// One kustomization directory rendered before and after.
 #[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Rendered {
     /// Directory (display path).
     pub dir: String,
@@ -24,6 +25,7 @@ pub struct Rendered {
 
 /// A container image that differs in the rendered output.
 #[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ImageChange {
     /// `Kind/namespace/name` of the rendered object.
     pub object: String,

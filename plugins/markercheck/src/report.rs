@@ -1,8 +1,59 @@
 //! Output formats: table grouped by file (shared `cluster_loop::output`), GitHub workflow
 //! annotations and SARIF 2.1.0 for code scanning.
 
-use crate::check::{Finding, RULES, Severity};
+use crate::check::{FileChange, Finding, RULES, Severity, Stats};
+use crate::render::Rendered;
 use cluster_loop::output::{Painter, Style, render_table};
+
+/// `apiVersion` of the `-o json|yaml` document.
+pub const SCHEMA: &str = "markercheck.cluster-loop.dev/v1";
+
+/// `-o json|yaml` of a run (`kind: MarkerCheckReport`), camelCase keys like the other plugins'
+/// reports:
+/// `{apiVersion, kind, paths[], stats{filesScanned, filesSelected, filesWithToken, markers},
+/// findings[{rule, name, severity, file, line, column, message, fix}],
+/// changes[{file, changes[{line, setter, old, new}], exact, caveats[], diff}],
+/// rendered[{dir, beforeError, afterError, images[{object, container, before, after}]}]}`.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineReport<'a> {
+    /// [`SCHEMA`].
+    pub api_version: &'static str,
+    /// `MarkerCheckReport`.
+    pub kind: &'static str,
+    /// The paths scanned, as given.
+    pub paths: Vec<String>,
+    /// Counters (`filesScanned` is the number of files read).
+    pub stats: &'a Stats,
+    /// Findings sorted by file, line, column, rule.
+    pub findings: &'a [Finding],
+    /// Files the automation would rewrite (`--simulate` adds the diff to the table output; the
+    /// machine output always carries them).
+    pub changes: &'a [FileChange],
+    /// `--render` results.
+    pub rendered: &'a [Rendered],
+}
+
+impl<'a> MachineReport<'a> {
+    /// The report document for one run.
+    pub fn new(
+        paths: &[std::path::PathBuf],
+        stats: &'a Stats,
+        findings: &'a [Finding],
+        changes: &'a [FileChange],
+        rendered: &'a [Rendered],
+    ) -> Self {
+        MachineReport {
+            api_version: SCHEMA,
+            kind: "MarkerCheckReport",
+            paths: paths.iter().map(|p| p.display().to_string()).collect(),
+            stats,
+            findings,
+            changes,
+            rendered,
+        }
+    }
+}
 
 /// Table output: one block per file, rows `LINE:COL SEVERITY RULE MESSAGE`, the fix below.
 pub fn table(findings: &[Finding], p: &Painter) -> String {

@@ -266,6 +266,11 @@ pub struct ScanResult {
     pub too_large: Vec<(PathBuf, u64)>,
     /// Number of files Flux would select by name.
     pub selected_files: usize,
+    /// Number of files read (selected by name, or YAML-ish names read for lint).
+    pub files_read: usize,
+    /// The root is a file named explicitly that Flux never selects by name (wrong extension):
+    /// it is read anyway, so a marker in it is reported (MC022).
+    pub root_not_selected: bool,
 }
 
 /// Walk `root` like `filepath.Walk` (lexical order, symlinks not followed into directories),
@@ -307,7 +312,10 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
         }
         let name = entry.file_name().to_string_lossy();
         let selected = flux_selects(&name);
-        if !selected && !lint_candidate(&name) {
+        if entry.depth() == 0 && !selected {
+            // a file named on the command line: always read it
+            res.root_not_selected = true;
+        } else if !selected && !lint_candidate(&name) {
             continue;
         }
         if selected {
@@ -325,6 +333,7 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
             selected,
         ));
     }
+    res.files_read = jobs.len();
     // read and analyse in parallel (order kept: results are merged by job index)
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())

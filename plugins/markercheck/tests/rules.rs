@@ -483,3 +483,109 @@ fn github_and_sarif_formats() {
     );
     assert!(!o.stdout.contains('\u{1b}'));
 }
+
+#[test]
+fn json_report_shape_matches_the_other_plugins() {
+    let o = lint(&[("apps/web.yaml", &img(M))], &[]);
+    assert_eq!(o.json["apiVersion"], "markercheck.cluster-loop.dev/v1");
+    assert_eq!(o.json["kind"], "MarkerCheckReport");
+    assert_eq!(o.json["paths"][0], ".");
+    // two files read (flux/images.yaml, apps/web.yaml), both selected, one with the token
+    assert_eq!(o.json["stats"]["filesScanned"], 2);
+    assert_eq!(o.json["stats"]["filesSelected"], 2);
+    assert_eq!(o.json["stats"]["filesWithToken"], 1);
+    assert_eq!(o.json["stats"]["markers"], 1);
+    // camelCase everywhere: no snake_case key anywhere in the document
+    fn keys(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    out.push(k.clone());
+                    keys(x, out);
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| keys(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    keys(&o.json, &mut all);
+    assert!(all.iter().all(|k| !k.contains('_')), "{all:?}");
+    assert!(all.contains(&"changes".to_string()));
+    // the same document as YAML
+    let d = tempfile::tempdir().unwrap();
+    write_tree(d.path(), &[("apps/web.yaml", &img(M))]);
+    let y = run_in(d.path(), &[".", "-o", "yaml"]);
+    assert!(
+        y.stdout
+            .contains("apiVersion: markercheck.cluster-loop.dev/v1"),
+        "{}",
+        y.stdout
+    );
+    assert!(y.stdout.contains("kind: MarkerCheckReport"));
+    assert!(y.stdout.contains("filesScanned: 1"), "{}", y.stdout);
+}
+
+#[test]
+fn empty_tree_says_it_scanned_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    write_tree(d.path(), &[("docs/README.md", "# nothing\n")]);
+    let o = run_in(d.path(), &[".", "-o", "json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.json["stats"]["filesScanned"], 0);
+    assert!(o.stderr.contains("scanned 0 files under ."), "{}", o.stderr);
+    let t = run_in(d.path(), &["docs"]);
+    assert_eq!(t.code, 0);
+    assert!(
+        t.stderr.contains("scanned 0 files under docs"),
+        "{}",
+        t.stderr
+    );
+}
+
+#[test]
+fn missing_path_is_a_usage_error_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    let o = run_in(d.path(), &["apps/nope.yaml"]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("apps/nope.yaml"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("no such file or directory"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn explicit_file_flux_never_reads() {
+    let d = tempfile::tempdir().unwrap();
+    write_tree(
+        d.path(),
+        &[
+            ("flux/images.yaml", IMAGES),
+            (
+                "values.conf",
+                &format!("image: ghcr.io/org/app:1.0.0 # {M}\n"),
+            ),
+            ("README.md", "image: ghcr.io/org/app:1.0.0\n"),
+        ],
+    );
+    // a marker in it: MC022 error, and the note on stderr
+    let o = run_in(
+        d.path(),
+        &["values.conf", "flux", "-o", "json", "--set", SET],
+    );
+    assert_eq!(o.code, 1);
+    assert!(o.at("MC022", "values.conf", 1), "{:?}", o.findings());
+    assert!(
+        o.stderr.contains("values.conf: Flux never reads this file"),
+        "{}",
+        o.stderr
+    );
+    // no marker (e.g. CI passing every changed file): a note, exit 0
+    let o = run_in(d.path(), &["README.md", "-o", "json", "--set", SET]);
+    assert_eq!(o.code, 0, "{:?}", o.findings());
+    assert_eq!(o.json["stats"]["filesScanned"], 1);
+    assert!(o.stderr.contains("README.md: Flux never reads this file"));
+}
