@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const PLUGIN: &str = env!("CARGO_BIN_EXE_kubectl-cltest");
+const PLUGIN: &str = env!("CARGO_BIN_EXE_cltest-plugin");
 
 fn kubectl() -> PathBuf {
     let path = std::env::var_os("PATH").unwrap();
@@ -253,4 +253,32 @@ fn unreachable_cluster_is_an_error_directive_not_a_hang() {
     );
     let (stdout, _) = m.kubectl_complete(&["ks/"]);
     assert_eq!(stdout, ":1\n");
+}
+
+#[test]
+fn the_built_test_plugin_is_not_a_kubectl_plugin_until_linked() {
+    // Users put target/debug on PATH to try the suite: the test plugin must not show up in
+    // their `kubectl plugin list`. The binary cargo builds, under its own name, is not a
+    // plugin to kubectl; the `kubectl-cltest` link each test makes is.
+    let m = Machine::new();
+    let built = Path::new(PLUGIN).file_name().unwrap();
+    let plain = m.home.join("plain-bin");
+    fs::create_dir_all(&plain).unwrap();
+    std::os::unix::fs::symlink(PLUGIN, plain.join(built)).unwrap();
+    let list = |dir: &Path| {
+        let out = m
+            .cmd(&kubectl())
+            .env(
+                "PATH",
+                format!("{}:/usr/local/bin:/usr/bin:/bin", dir.display()),
+            )
+            .args(["plugin", "list", "--name-only"])
+            .output()
+            .unwrap();
+        format!("{}{}", text(&out.stdout), text(&out.stderr))
+    };
+    let listed = list(&plain);
+    assert!(!listed.contains("cltest"), "{built:?} listed: {listed}");
+    let listed = list(&m.bin);
+    assert!(listed.contains("kubectl-cltest"), "{listed}");
 }

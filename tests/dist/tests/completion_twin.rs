@@ -7,7 +7,7 @@ use std::fs;
 use std::path::PathBuf;
 use std::process::Command;
 
-const PLUGIN: &str = env!("CARGO_BIN_EXE_kubectl-cltest");
+const PLUGIN: &str = env!("CARGO_BIN_EXE_cltest-plugin");
 
 const STATE: &str = "\
 apiVersion: v1
