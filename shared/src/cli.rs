@@ -124,9 +124,10 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    /// An [`ApiContext`] naming this connection's server, to build API error context.
+    /// An [`ApiContext`] naming this connection's server and context, to build API error
+    /// context.
     pub fn ctx(&self) -> ApiContext {
-        ApiContext::new(self.server.clone())
+        ApiContext::new(self.server.clone()).kube_context(self.context.clone())
     }
 
     /// Namespace for Flux objects: `-n` if given, else `flux-system` (flux CLI behaviour,

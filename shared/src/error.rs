@@ -7,7 +7,15 @@
 //! | 0    | [`EXIT_OK`]      | success, nothing found                                         |
 //! | 1    | [`EXIT_FINDING`] | a finding / a failed check (the tool worked, the answer is "no") |
 //! | 2    | [`EXIT_USAGE`]   | bad input: flags, arguments, files the user named, a context/cluster/user named on the command line that does not exist |
-//! | 3    | [`EXIT_CLUSTER`] | the cluster or API could not be reached or refused the request, or the kubeconfig found by default is unusable |
+//! | 3    | [`EXIT_CLUSTER`] | the cluster or API could not be reached or refused the request, a cluster object the user named does not exist (404), or the kubeconfig found by default is unusable |
+//!
+//! The rule between 2 and 3: exit 2 is for what is wrong whatever cluster you point at, and is
+//! decided before any API request (a malformed `ks/a/b`, a bad flag, an unreadable file). Once
+//! the question needed the cluster's answer, the failure is 3, including "no such object": the
+//! same name is right on another context or namespace, or a moment later, so a script must not
+//! read it as a typo. The not-found message names the kind, namespace and name, the context and
+//! server asked, and the `kubectl get <kind> -A` command that lists what does exist
+//! ([`Error::not_found`], and [`Error::from_kube`] for a 404 on a named object).
 //!
 //! Kubernetes API failures are turned into messages an operator can act on by
 //! [`Error::from_kube`]: 401 names the server and says to refresh credentials, 403 names the
@@ -52,6 +60,9 @@ pub struct ApiContext {
     pub namespace: Option<String>,
     /// Object name, when the request was for one object.
     pub name: Option<String>,
+    /// kubeconfig context the request went through (`None`: in-cluster or unknown), so a
+    /// not-found can say which cluster was asked.
+    pub kube_context: Option<String>,
 }
 
 impl ApiContext {
@@ -99,9 +110,16 @@ impl ApiContext {
         self
     }
 
-    /// Sets the object name.
+    /// Sets the object name (an empty name, as for a list, leaves it unset).
     pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
+        let name = name.into();
+        self.name = (!name.is_empty()).then_some(name);
+        self
+    }
+
+    /// Sets the kubeconfig context name ([`crate::cli::Connection::ctx`] does this).
+    pub fn kube_context(mut self, context: Option<impl Into<String>>) -> Self {
+        self.kube_context = context.map(Into::into);
         self
     }
 
@@ -230,6 +248,22 @@ impl Error {
         }
     }
 
+    /// A named object the cluster does not have: exit code 3 ([`EXIT_CLUSTER`]), with the
+    /// same message as a 404 from [`Error::from_kube`]. For plugins that find objects by
+    /// listing (one list instead of N gets) and so never see the 404 themselves.
+    ///
+    /// `ctx` must carry the resource (e.g. [`ApiContext::resource_of`]), the namespace (for
+    /// namespaced kinds) and the name; [`crate::cli::Connection::ctx`] fills server and
+    /// context. [`Error::is_not_found`] is true for the result and its status code is 404.
+    pub fn not_found(ctx: ApiContext) -> Self {
+        Error::Api {
+            message: missing_object_message(&ctx),
+            code: Some(404),
+            context: Box::new(ctx),
+            source: None,
+        }
+    }
+
     /// HTTP status code of an API error, if the server answered.
     pub fn status_code(&self) -> Option<u16> {
         match self {
@@ -245,11 +279,13 @@ impl Error {
             Error::Api {
                 code: Some(404),
                 context,
-                source: Some(src),
+                source,
                 ..
-            } => match src.as_ref() {
-                kube::Error::Api(st) => names_object(st, context),
-                _ => false,
+            } => match source.as_deref() {
+                Some(kube::Error::Api(st)) => names_object(st, context),
+                // Error::not_found: built for a named object.
+                None => context.name.is_some(),
+                Some(_) => false,
             },
             _ => false,
         }
@@ -275,7 +311,9 @@ impl Error {
     ///   group and namespace come from the apiserver's Status message
     ///   (`User "u" cannot patch resource "kustomizations" in API group "kustomize.toolkit.fluxcd.io"
     ///   in the namespace "flux-system"`), else from `ctx`.
-    /// - 404 with a name in the Status details: `<resource> <ns>/<name> not found`.
+    /// - 404 on a named object (name in the Status details, or in `ctx`): `<Kind> "<name>" not
+    ///   found in namespace "<ns>" (context "<ctx>", <server>); list what exists with: kubectl
+    ///   get <short> -A --context <ctx>` (see [`Error::not_found`]; exit 3, like every API error).
     /// - 404 without one (the path itself is unknown) on a Flux group: `Flux CRD not installed
     ///   or API version not served (<group>/<version> <plural>)`; on another group: `resource
     ///   type not served`.
@@ -483,17 +521,67 @@ fn names_object(status: &kube::core::Status, ctx: &ApiContext) -> bool {
                 .contains("could not find the requested resource"))
 }
 
+/// `kind/namespace/name not found` with the context and server asked and the command that
+/// lists what exists. Kind and short name come from [`crate::refs::Kind`] when the resource is
+/// one of ours (`Kustomization`, `ks`), else the `resource.group` kubectl accepts.
+fn missing_object_message(ctx: &ApiContext) -> String {
+    let known = crate::refs::Kind::ALL
+        .iter()
+        .map(|k| k.info())
+        .find(|i| i.plural == ctx.resource && i.group == ctx.group);
+    let (kind, list_as) = match &known {
+        Some(i) => (
+            i.kind.to_string(),
+            i.short_names.first().unwrap_or(&i.plural).to_string(),
+        ),
+        None => (ctx.qualified_resource(), ctx.qualified_resource()),
+    };
+    let name = ctx.name.as_deref().unwrap_or("");
+    let scope_flag = if ctx.namespace.is_some() { " -A" } else { "" };
+    let place = match &ctx.namespace {
+        Some(ns) => format!(" in namespace \"{ns}\""),
+        None => String::new(),
+    };
+    let server = server_or_unknown(ctx);
+    let (asked, context_flag) = match &ctx.kube_context {
+        Some(c) => (
+            format!("context \"{c}\", {server}"),
+            format!(" --context {}", shell_word(c)),
+        ),
+        None => (server.to_string(), String::new()),
+    };
+    format!(
+        "{kind} \"{name}\" not found{place} ({asked}); list what exists with: kubectl get {list_as}{scope_flag}{context_flag}"
+    )
+}
+
+/// `s` as one shell word (single-quoted when it has anything but `[A-Za-z0-9@%+=:,./_-]`).
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "@%+=:,./_-".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
 fn not_found_message(status: &kube::core::Status, ctx: &ApiContext) -> String {
     if names_object(status, ctx) {
-        let what = match (&ctx.namespace, &ctx.name) {
-            (Some(ns), Some(n)) => format!("{} {ns}/{n}", ctx.qualified_resource()),
-            (None, Some(n)) => format!("{} {n}", ctx.qualified_resource()),
-            _ => status.message.clone(),
-        };
-        if what == status.message {
-            format!("not found: {what}")
+        let detail_name = status
+            .details
+            .as_ref()
+            .map(|d| d.name.clone())
+            .filter(|n| !n.is_empty());
+        if !ctx.resource.is_empty() && (ctx.name.is_some() || detail_name.is_some()) {
+            let mut named = ctx.clone();
+            if named.name.is_none() {
+                named.name = detail_name;
+            }
+            missing_object_message(&named)
         } else {
-            format!("{what} not found")
+            format!("not found: {} ({})", status.message, server_or_unknown(ctx))
         }
     } else if ctx.group.ends_with(FLUX_GROUP_SUFFIX) {
         format!(
@@ -770,9 +858,62 @@ mod tests {
         );
         assert_eq!(
             obj.to_string(),
-            "kustomizations.kustomize.toolkit.fluxcd.io flux-system/apps not found"
+            "Kustomization \"apps\" not found in namespace \"flux-system\" (https://10.0.0.1:6443); \
+             list what exists with: kubectl get ks -A"
         );
         assert!(obj.is_not_found());
+        assert_eq!(obj.exit_code(), EXIT_CLUSTER);
+    }
+
+    #[test]
+    fn not_found_names_context_and_listing_command() {
+        // A 404 from the server and Error::not_found (a list that lacked the name) say the
+        // same thing and exit the same way.
+        let ctx = ks_ctx().kube_context(Some("prod-eu"));
+        let from_404 = Error::from_kube(
+            api_err(
+                404,
+                r#"kustomizations.kustomize.toolkit.fluxcd.io "apps" not found"#,
+                "NotFound",
+                Some("apps"),
+            ),
+            ctx.clone(),
+        );
+        let listed = Error::not_found(ctx);
+        let want = "Kustomization \"apps\" not found in namespace \"flux-system\" \
+                    (context \"prod-eu\", https://10.0.0.1:6443); \
+                    list what exists with: kubectl get ks -A --context prod-eu";
+        for e in [&from_404, &listed] {
+            assert_eq!(e.to_string(), want);
+            assert_eq!(e.exit_code(), EXIT_CLUSTER);
+            assert!(e.is_not_found());
+            assert_eq!(e.status_code(), Some(404));
+        }
+        // A core kind with the name only in the Status details; a context needing quotes.
+        let e = Error::from_kube(
+            api_err(404, r#"pods "web-0" not found"#, "NotFound", Some("web-0")),
+            ApiContext::new("https://k")
+                .kube_context(Some("my ctx"))
+                .verb("get")
+                .with_resource_url("/api/v1/namespaces/apps/pods"),
+        );
+        assert_eq!(
+            e.to_string(),
+            "Pod \"web-0\" not found in namespace \"apps\" (context \"my ctx\", https://k); \
+             list what exists with: kubectl get po -A --context 'my ctx'"
+        );
+        // A resource that is not one of refs::Kind: its resource.group.
+        let e = Error::not_found(
+            ApiContext::new("https://k")
+                .resource("networking.k8s.io", "ingresses")
+                .namespace(Some("web"))
+                .name("front"),
+        );
+        assert_eq!(
+            e.to_string(),
+            "ingresses.networking.k8s.io \"front\" not found in namespace \"web\" (https://k); \
+             list what exists with: kubectl get ingresses.networking.k8s.io -A"
+        );
     }
 
     #[test]

@@ -159,8 +159,21 @@ async fn typed_flux_objects_wait_and_kstatus_against_the_twin() {
     assert!(e.is_not_found(), "{e}");
     assert_eq!(
         e.to_string(),
-        "kustomizations.kustomize.toolkit.fluxcd.io flux-system/nope not found"
+        format!(
+            "Kustomization \"nope\" not found in namespace \"flux-system\" ({}{}); \
+             list what exists with: kubectl get ks -A{}",
+            conn.context
+                .as_ref()
+                .map(|c| format!("context \"{c}\", "))
+                .unwrap_or_default(),
+            twin.server_url().trim_end_matches('/'),
+            conn.context
+                .as_ref()
+                .map(|c| format!(" --context {c}"))
+                .unwrap_or_default(),
+        )
     );
+    assert_eq!(e.exit_code(), 3);
     twin.shutdown().await;
 }
 

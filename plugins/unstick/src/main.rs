@@ -47,8 +47,9 @@ Examples:
 Exit codes:
   0  recovery observed (or, read-only: healthy; --no-wait: writes done)
   1  not recovered / not healthy: the new diagnosis is printed
-  2  usage error (bad flags, unknown Kustomization)
-  3  cluster or API error (unreachable, 403 names the missing permission)
+  2  usage error (bad flags or arguments; decided before asking the cluster)
+  3  cluster or API error: unreachable, 403 (names the missing permission), or the
+     Kustomization does not exist in that namespace on that context (names both)
   130 interrupted (anything we suspended was resumed first)";
 
 /// Diagnose a stuck Flux Kustomization and pull the lever that really frees it.
@@ -214,9 +215,13 @@ async fn single(
     let (snap, notes) = live::gather(conn, &scope, &reader).await?;
     let engine = Engine::new(&snap);
     let Some(d) = engine.diagnose(&ns, &name) else {
-        return Err(Error::usage(format!(
-            "Kustomization {ns}/{name} not found (list them with: kubectl get kustomizations -n {ns})"
-        )));
+        return Err(Error::not_found(
+            conn.ctx()
+                .verb("get")
+                .resource_of::<cluster_loop::flux::Kustomization>()
+                .namespace(Some(ns.as_str()))
+                .name(name.as_str()),
+        ));
     };
     let holding = engine.holding_workers();
     let painter = cli.output.stdout_painter();

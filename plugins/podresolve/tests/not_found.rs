@@ -1,0 +1,50 @@
+//! `--from` naming a pod or Deployment the cluster does not have: exit 3 (the cluster's
+//! answer, not a usage error) with a message naming the kind, namespace, name, the context and
+//! server asked, and the command that lists what exists. The rule lives in
+//! `cluster_loop::error` (a 404 on a named object), shared by every plugin. Nothing is created.
+
+use std::process::Stdio;
+use twin::{Twin, TwinOptions};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_from_object_exits_3_naming_it_and_the_context() {
+    let twin = Twin::start(TwinOptions {
+        namespaces: vec!["team".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let server = twin.server_url().trim_end_matches('/').to_string();
+    for (from, kind, short) in [
+        ("pod/web-0", "Pod", "po"),
+        ("deploy/web", "Deployment", "deploy"),
+    ] {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-podresolve"))
+            .arg("--kubeconfig")
+            .arg(twin.kubeconfig_path())
+            .args(["gitea.example.dev.", "--from", from, "-n", "team"])
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{from}: {stderr}");
+        let name = from.split_once('/').unwrap().1;
+        let want = format!(
+            "error: {kind} \"{name}\" not found in namespace \"team\" (context \"twin\", {server}); \
+             list what exists with: kubectl get {short} -A --context twin\n"
+        );
+        assert!(stderr.ends_with(&want), "{from}: {stderr}");
+        assert!(out.stdout.is_empty(), "{from}");
+    }
+    // Nothing was created for the probe.
+    let store = twin.store();
+    for (g, r) in [("", "pods"), ("batch", "jobs")] {
+        let gvr = store.gvr(g, "v1", r).unwrap();
+        assert!(
+            store.list(&gvr, None, None).unwrap().is_empty(),
+            "{r} left behind"
+        );
+    }
+    twin.shutdown().await;
+}

@@ -1,0 +1,65 @@
+//! A Kustomization the user named that the cluster does not have: exit 3 (the cluster's
+//! answer, not a usage error) with a message naming the kind, namespace, name, the context and
+//! server asked, and the command that lists what exists. The rule lives in
+//! `cluster_loop::error` (`Error::not_found`), shared by every plugin.
+
+use twin::{Twin, TwinOptions};
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_kustomization_exits_3_naming_it_and_the_context() {
+    let twin = Twin::start(TwinOptions {
+        namespaces: vec!["team-a".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // One Kustomization that does exist, in another namespace than the one asked.
+    twin.load_yaml(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: team-a\nspec:\n  interval: 10m\n  path: ./apps\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",
+    )
+    .unwrap();
+    let server = twin.server_url().trim_end_matches('/').to_string();
+    for args in [
+        vec!["ks/apps"],
+        vec!["ks/apps", "--dry-run"],
+        vec!["ks/apps", "--check", "-o", "json"],
+    ] {
+        let out = tokio::process::Command::new(BIN)
+            .args(&args)
+            .arg("--kubeconfig")
+            .arg(twin.kubeconfig_path())
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "error: Kustomization \"apps\" not found in namespace \"flux-system\" \
+                 (context \"twin\", {server}); list what exists with: kubectl get ks -A --context twin\n"
+            ),
+            "{args:?}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // The same name in the namespace where it lives is found (not a blanket 3).
+    let out = tokio::process::Command::new(BIN)
+        .args(["ks/apps", "--dry-run", "-n", "team-a", "-o", "json"])
+        .arg("--kubeconfig")
+        .arg(twin.kubeconfig_path())
+        .output()
+        .await
+        .unwrap();
+    assert_ne!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["diagnosis"]["kustomization"], "team-a/apps", "{v}");
+    twin.shutdown().await;
+}
