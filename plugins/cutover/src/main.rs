@@ -29,7 +29,8 @@ Exit codes:
   0  preflight passed (--dry-run), cutover verified, or --finish verified
   1  refused by preflight, rolled back (failure, deadline or Ctrl-C), or --finish not verified
   2  usage error (bad reference, bad flag, --repo not a git repository)
-  3  cluster or API error (kubeconfig, connection, RBAC)";
+  3  cluster or API error (kubeconfig, connection, RBAC), or the GitRepository does not
+     exist in that namespace on that context (names both)";
 
 /// Move a Flux GitRepository to a new Git URL without rolling the cluster backwards.
 ///
