@@ -28,6 +28,7 @@ pub mod selector;
 mod server;
 pub mod store;
 pub mod table;
+pub mod testkit;
 pub mod workload;
 
 use base64::Engine;

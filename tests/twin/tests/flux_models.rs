@@ -5,29 +5,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use twin::flux::cluster::{ChangeType, ObjKey, s};
-use twin::scenario::{RunOptions, RunningScenario, Scenario};
+use twin::git::Change;
+use twin::scenario::Scenario;
+use twin::testkit::{
+    checking_new_revision, commit, cond, cond_is, get, inventory_ids, ks, ready_succeeded, start,
+    start_scaled, wait,
+};
 
 const T: Duration = Duration::from_secs(120);
-
-fn ks(name: &str) -> ObjKey {
-    ObjKey::new(
-        "kustomize.toolkit.fluxcd.io/v1",
-        "Kustomization",
-        "flux-system",
-        name,
-    )
-}
-
-fn cond<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
-    o.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == t)
-}
-
-fn cond_is(o: &Value, t: &str, status: &str, reason: &str) -> bool {
-    cond(o, t).is_some_and(|c| c["status"] == status && c["reason"] == reason)
-}
 
 /// A small world: one repo (the shipped fleet plus `extra` files), a GitRepository and the
 /// given Kustomizations.
@@ -64,17 +49,12 @@ objects:
 async fn deleting_the_controller_pod_cancels_in_flight_runs_and_a_new_pod_takes_over() {
     let mut sc = Scenario::shipped("bare-tag-rollout").unwrap();
     sc.events.retain(|e| e.name != "fix-commit");
-    let run = RunningScenario::start(sc, RunOptions::default())
-        .await
-        .unwrap();
+    let run = start(sc).await;
     run.wait_fired("automation-commit", T).await.unwrap();
-    let stuck = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Healthy", "Unknown", "Progressing")
-                && s(o, "/status/lastAttemptedRevision") != s(o, "/status/lastAppliedRevision")
-        })
-        .await
-        .unwrap();
+    let stuck = wait(&run, &ks("apps-wave-1"), T, |o| {
+        checking_new_revision(o, s(o, "/status/lastAppliedRevision"))
+    })
+    .await;
     let bad = s(&stuck, "/status/lastAttemptedRevision").to_string();
     let kc = run.flux.as_ref().unwrap().kustomize.clone();
     let epoch = kc.epoch();
@@ -167,25 +147,19 @@ async fn depends_on_missing_and_substitution_strictness_follow_the_version() {
       postBuild:
         substitute: {present: "yes"}"#;
     // v1.9: StrictPostBuildSubstitutions is on by default
-    let run = RunningScenario::start(world("v1.9.4", extra, kss), RunOptions::default())
-        .await
-        .unwrap();
-    let o = run
-        .wait_for(&ks("orphan"), T, |o| {
-            cond_is(o, "Ready", "False", "DependencyNotReady")
-        })
-        .await
-        .unwrap();
+    let run = start(world("v1.9.4", extra, kss)).await;
+    let o = wait(&run, &ks("orphan"), T, |o| {
+        cond_is(o, "Ready", "False", "DependencyNotReady")
+    })
+    .await;
     assert_eq!(
         cond(&o, "Ready").unwrap()["message"],
         "dependency 'flux-system/does-not-exist' not found: kustomizations.kustomize.toolkit.fluxcd.io \"does-not-exist\" not found"
     );
-    let st = run
-        .wait_for(&ks("strict"), T, |o| {
-            cond_is(o, "Ready", "False", "BuildFailed")
-        })
-        .await
-        .unwrap();
+    let st = wait(&run, &ks("strict"), T, |o| {
+        cond_is(o, "Ready", "False", "BuildFailed")
+    })
+    .await;
     assert_eq!(
         cond(&st, "Ready").unwrap()["message"],
         "post build failed for 'ConfigMap.v1.[noGrp]/strict': envsubst error: variable substitution failed: variable not set (strict mode): \"missing_var\""
@@ -195,22 +169,15 @@ async fn depends_on_missing_and_substitution_strictness_follow_the_version() {
     // v1.8: lax by default: the missing variable becomes "" in the YAML text (kustomize had
     // printed `url: ${missing_var}` unquoted, so the value now reads as YAML null), escapes and
     // defaults apply
-    let run = RunningScenario::start(world("v1.8.3", extra, kss), RunOptions::default())
-        .await
-        .unwrap();
-    run.wait_for(&ks("strict"), T, |o| {
-        cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-    })
-    .await
-    .unwrap();
-    let cm = run
-        .wait_for(
-            &ObjKey::new("v1", "ConfigMap", "default", "strict"),
-            T,
-            |o| !o.is_null(),
-        )
-        .await
-        .unwrap();
+    let run = start(world("v1.8.3", extra, kss)).await;
+    wait(&run, &ks("strict"), T, ready_succeeded).await;
+    let cm = wait(
+        &run,
+        &ObjKey::new("v1", "ConfigMap", "default", "strict"),
+        T,
+        |o| !o.is_null(),
+    )
+    .await;
     assert_eq!(
         cm["data"],
         json!({"url": null, "kept": "${escaped}", "dflt": "fallback"})
@@ -229,57 +196,39 @@ async fn prune_deletes_objects_that_left_the_inventory() {
       prune: true
       wait: true
       sourceRef: {kind: GitRepository, name: flux-system}"#;
-    let run = RunningScenario::start(
-        world("v1.9.4", "              README.md: hi", kss),
-        RunOptions::default(),
-    )
-    .await
-    .unwrap();
-    let w1 = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-        })
-        .await
-        .unwrap();
+    let run = start(world("v1.9.4", "              README.md: hi", kss)).await;
+    let w1 = wait(&run, &ks("apps-wave-1"), T, ready_succeeded).await;
     let first = s(&w1, "/status/lastAppliedRevision").to_string();
     // Replace the podinfo Deployment by a ConfigMap and break nothing: podinfo is pruned.
-    let g = run.git["gitea"].clone();
     let kust = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - namespace.yaml\n  - cm.yaml\n";
     let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: apps}\ndata: {a: b}\n";
-    tokio::task::spawn_blocking(move || {
-        g.commit(
-            "org/fleet",
-            &[
-                twin::git::Change::write("apps/wave-1/kustomization.yaml", kust),
-                twin::git::Change::write("apps/wave-1/cm.yaml", cm),
-            ],
-            "swap podinfo for a ConfigMap",
-        )
+    let swap = vec![
+        Change::write("apps/wave-1/kustomization.yaml", kust),
+        Change::write("apps/wave-1/cm.yaml", cm),
+    ];
+    commit(
+        &run,
+        "gitea",
+        "org/fleet",
+        swap,
+        "swap podinfo for a ConfigMap",
+    )
+    .await;
+    let w1 = wait(&run, &ks("apps-wave-1"), T, |o| {
+        ready_succeeded(o) && s(o, "/status/lastAppliedRevision") != first
     })
-    .await
-    .unwrap()
-    .unwrap();
-    let w1 = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-                && s(o, "/status/lastAppliedRevision") != first
-        })
-        .await
-        .unwrap();
-    let ids: Vec<&str> = w1["status"]["inventory"]["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(ids, vec!["_apps__Namespace", "apps_settings__ConfigMap"]);
-    run.wait_for(
+    .await;
+    assert_eq!(
+        inventory_ids(&w1),
+        vec!["_apps__Namespace", "apps_settings__ConfigMap"]
+    );
+    wait(
+        &run,
         &ObjKey::new("apps/v1", "Deployment", "apps", "podinfo"),
         T,
         |o| o.is_null(),
     )
-    .await
-    .unwrap();
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -305,50 +254,29 @@ async fn with_one_worker_a_stuck_health_check_holds_every_other_kustomization() 
       interval: 10m
       path: ./apps/other
       sourceRef: {kind: GitRepository, name: flux-system}"#;
-    let run = RunningScenario::start(
-        world("v1.9.4", extra, kss),
-        RunOptions {
-            time_scale: Some(0.02),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let run = start_scaled(world("v1.9.4", extra, kss), 0.02).await;
     assert_eq!(run.flux.as_ref().unwrap().kustomize.config().concurrent, 1);
-    let w1 = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-        })
-        .await
-        .unwrap();
-    run.wait_for(&ks("other"), T, |o| {
-        cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-    })
-    .await
-    .unwrap();
+    let w1 = wait(&run, &ks("apps-wave-1"), T, ready_succeeded).await;
+    wait(&run, &ks("other"), T, ready_succeeded).await;
     let first = s(&w1, "/status/lastAppliedRevision").to_string();
-    let g = run.git["gitea"].clone();
     let bad = std::fs::read_to_string(
         Scenario::shipped_dir().join("repos/fleet/apps/wave-1/podinfo.yaml"),
     )
     .unwrap()
     .replace("localhost:5000/podinfo:6.5.0", "0.1.1");
-    tokio::task::spawn_blocking(move || {
-        g.commit(
-            "org/fleet",
-            &[twin::git::Change::write("apps/wave-1/podinfo.yaml", bad)],
-            "Update from image update automation",
-        )
+    let change = vec![Change::write("apps/wave-1/podinfo.yaml", bad)];
+    commit(
+        &run,
+        "gitea",
+        "org/fleet",
+        change,
+        "Update from image update automation",
+    )
+    .await;
+    wait(&run, &ks("apps-wave-1"), T, |o| {
+        checking_new_revision(o, &first)
     })
-    .await
-    .unwrap()
-    .unwrap();
-    run.wait_for(&ks("apps-wave-1"), T, |o| {
-        cond_is(o, "Healthy", "Unknown", "Progressing")
-            && s(o, "/status/lastAttemptedRevision") != first
-    })
-    .await
-    .unwrap();
+    .await;
     run.cluster()
         .merge_patch(
             &ks("other"),
@@ -357,12 +285,11 @@ async fn with_one_worker_a_stuck_health_check_holds_every_other_kustomization() 
         )
         .unwrap();
     // `other` is handled only once the single worker is free again.
-    run.wait_for(&ks("other"), T, |o| {
+    wait(&run, &ks("other"), T, |o| {
         s(o, "/status/lastHandledReconcileAt") == "while-stuck"
     })
-    .await
-    .unwrap();
-    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    .await;
+    let w1 = get(&run, &ks("apps-wave-1")).await;
     assert!(
         cond_is(&w1, "Ready", "False", "HealthCheckFailed"),
         "{:?}",
@@ -374,16 +301,12 @@ async fn with_one_worker_a_stuck_health_check_holds_every_other_kustomization() 
 async fn suspend_during_a_stuck_run_waits_for_it_and_resume_runs_again() {
     let mut sc = Scenario::shipped("bare-tag-rollout").unwrap();
     sc.events.retain(|e| e.name != "fix-commit");
-    let run = RunningScenario::start(sc, RunOptions::default())
-        .await
-        .unwrap();
+    let run = start(sc).await;
     run.wait_fired("automation-commit", T).await.unwrap();
-    run.wait_for(&ks("apps-wave-1"), T, |o| {
-        cond_is(o, "Healthy", "Unknown", "Progressing")
-            && s(o, "/status/lastAttemptedRevision") != s(o, "/status/lastAppliedRevision")
+    wait(&run, &ks("apps-wave-1"), T, |o| {
+        checking_new_revision(o, s(o, "/status/lastAppliedRevision"))
     })
-    .await
-    .unwrap();
+    .await;
     let c = run.cluster();
     // flux suspend: a merge patch of spec.suspend (generation bump) does not cancel (no gate)
     let suspended = c
@@ -394,12 +317,10 @@ async fn suspend_during_a_stuck_run_waits_for_it_and_resume_runs_again() {
         )
         .unwrap();
     let gen_ = suspended["metadata"]["generation"].as_i64().unwrap();
-    let failed = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Ready", "False", "HealthCheckFailed")
-        })
-        .await
-        .unwrap();
+    let failed = wait(&run, &ks("apps-wave-1"), T, |o| {
+        cond_is(o, "Ready", "False", "HealthCheckFailed")
+    })
+    .await;
     assert!(
         cond(&failed, "Ready").unwrap()["message"]
             .as_str()
@@ -415,7 +336,7 @@ async fn suspend_during_a_stuck_run_waits_for_it_and_resume_runs_again() {
         "flux",
     )
     .unwrap();
-    run.wait_for(&ks("apps-wave-1"), T, |o| {
+    wait(&run, &ks("apps-wave-1"), T, |o| {
         cond(o, "Reconciling").is_some_and(|c| {
             c["reason"] == "Progressing"
                 && c["message"]
@@ -424,8 +345,7 @@ async fn suspend_during_a_stuck_run_waits_for_it_and_resume_runs_again() {
                     .starts_with("Running health checks")
         }) && cond(o, "Reconciling").unwrap()["observedGeneration"].as_i64() > Some(gen_)
     })
-    .await
-    .unwrap();
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -441,18 +361,11 @@ async fn health_checks_list_waits_on_not_found_until_the_timeout() {
       healthChecks:
         - {apiVersion: apps/v1, kind: Deployment, name: podinfo, namespace: apps}
         - {apiVersion: apps/v1, kind: Deployment, name: missing, namespace: apps}"#;
-    let run = RunningScenario::start(
-        world("v1.9.4", "              README.md: hi", kss),
-        RunOptions::default(),
-    )
-    .await
-    .unwrap();
-    let o = run
-        .wait_for(&ks("checks"), T, |o| {
-            cond_is(o, "Ready", "False", "HealthCheckFailed")
-        })
-        .await
-        .unwrap();
+    let run = start(world("v1.9.4", "              README.md: hi", kss)).await;
+    let o = wait(&run, &ks("checks"), T, |o| {
+        cond_is(o, "Ready", "False", "HealthCheckFailed")
+    })
+    .await;
     // spec.timeout below 30s reads as 30s (GetTimeout); NotFound never ends the wait early
     assert!(cond(&o, "Reconciling").is_some_and(|c| {
         c["message"]

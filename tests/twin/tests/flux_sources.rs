@@ -3,26 +3,11 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use twin::flux::cluster::{ObjKey, s};
-use twin::scenario::{RunOptions, RunningScenario, Scenario, ScenarioError};
+use twin::flux::cluster::s;
+use twin::scenario::{Scenario, ScenarioError};
+use twin::testkit::{cond, cond_is, gitrepo, start, wait};
 
 const T: Duration = Duration::from_secs(120);
-
-fn repo(name: &str) -> ObjKey {
-    ObjKey::new(
-        "source.toolkit.fluxcd.io/v1",
-        "GitRepository",
-        "flux-system",
-        name,
-    )
-}
-
-fn cond<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
-    o.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == t)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn missing_branch_missing_secret_ref_name_and_default_branch() {
@@ -60,18 +45,19 @@ objects:
     spec: {interval: 1m, url: "{{http:gitea/org/fleet}}", ref: {name: refs/heads/main}}
 "#;
     let sc = Scenario::from_yaml(yaml, &Scenario::shipped_dir(), "inline").unwrap();
-    let run = RunningScenario::start(sc, RunOptions::default())
-        .await
-        .unwrap();
+    let run = start(sc).await;
     let g = run.git["gitea"].clone();
-    let is = |t: &'static str, st: &'static str| {
-        move |o: &Value| cond(o, "Ready").is_some_and(|c| c["reason"] == t && c["status"] == st)
+    let is = |reason: &'static str, status: &'static str| {
+        move |o: &Value| cond_is(o, "Ready", status, reason)
     };
 
-    let o = run
-        .wait_for(&repo("nobranch"), T, is("GitOperationFailed", "False"))
-        .await
-        .unwrap();
+    let o = wait(
+        &run,
+        &gitrepo("nobranch"),
+        T,
+        is("GitOperationFailed", "False"),
+    )
+    .await;
     assert_eq!(
         cond(&o, "Ready").unwrap()["message"],
         format!(
@@ -86,30 +72,27 @@ objects:
         "processing object: new generation -1 -> 1"
     );
 
-    let o = run
-        .wait_for(&repo("nosecret"), T, is("AuthenticationFailed", "False"))
-        .await
-        .unwrap();
+    let o = wait(
+        &run,
+        &gitrepo("nosecret"),
+        T,
+        is("AuthenticationFailed", "False"),
+    )
+    .await;
     assert_eq!(
         cond(&o, "Ready").unwrap()["message"],
         "failed to get secret 'flux-system/absent': secrets \"absent\" not found"
     );
 
     // no spec.ref: the default branch is master (fluxcd/pkg git DefaultBranch)
-    let o = run
-        .wait_for(&repo("legacy"), T, is("Succeeded", "True"))
-        .await
-        .unwrap();
+    let o = wait(&run, &gitrepo("legacy"), T, is("Succeeded", "True")).await;
     let head = g.head("org/legacy", "master").unwrap();
     assert_eq!(
         s(&o, "/status/artifact/revision"),
         format!("master@sha1:{head}")
     );
 
-    let o = run
-        .wait_for(&repo("pinned"), T, is("Succeeded", "True"))
-        .await
-        .unwrap();
+    let o = wait(&run, &gitrepo("pinned"), T, is("Succeeded", "True")).await;
     let head = g.head("org/fleet", "main").unwrap();
     assert_eq!(
         s(&o, "/status/artifact/revision"),

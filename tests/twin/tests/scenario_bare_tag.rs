@@ -7,44 +7,19 @@ use std::time::Duration;
 use regex::Regex;
 use serde_json::Value;
 use twin::flux::cluster::{ObjKey, s};
-use twin::scenario::{RunOptions, RunningScenario, Scenario};
+use twin::testkit::{
+    checking_new_revision, cond, cond_is, get, inventory_ids, ks, ready_succeeded, start_shipped,
+    wait,
+};
 
 const T: Duration = Duration::from_secs(120);
 
-fn ks(name: &str) -> ObjKey {
-    ObjKey::new(
-        "kustomize.toolkit.fluxcd.io/v1",
-        "Kustomization",
-        "flux-system",
-        name,
-    )
-}
-
-fn cond<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
-    o.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == t)
-}
-
-fn cond_is(o: &Value, t: &str, status: &str, reason: &str) -> bool {
-    cond(o, t).is_some_and(|c| c["status"] == status && c["reason"] == reason)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bare_tag_rollout_holds_timeout_and_queues_the_fix() {
-    let sc = Scenario::shipped("bare-tag-rollout").unwrap();
-    let run = RunningScenario::start(sc, RunOptions::default())
-        .await
-        .unwrap();
+    let run = start_shipped("bare-tag-rollout").await;
 
     // Initial rollout: both waves become Ready at the first revision.
-    let w2 = run
-        .wait_for(&ks("apps-wave-2"), T, |o| {
-            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-        })
-        .await
-        .unwrap();
+    let w2 = wait(&run, &ks("apps-wave-2"), T, ready_succeeded).await;
     let first_rev = s(&w2, "/status/lastAppliedRevision").to_string();
     assert!(
         Regex::new("^main@sha1:[0-9a-f]{40}$")
@@ -52,36 +27,22 @@ async fn bare_tag_rollout_holds_timeout_and_queues_the_fix() {
             .is_match(&first_rev),
         "{first_rev}"
     );
-    let w1 = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-        })
-        .await
-        .unwrap();
+    let w1 = wait(&run, &ks("apps-wave-1"), T, ready_succeeded).await;
     assert_eq!(
         cond(&w1, "Ready").unwrap()["message"],
         format!("Applied revision: {first_rev}")
     );
     assert_eq!(cond(&w1, "Healthy").unwrap()["reason"], "Succeeded");
-    let inv: Vec<&str> = w1["status"]["inventory"]["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["id"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        inv,
+        inventory_ids(&w1),
         vec!["_apps__Namespace", "apps_podinfo_apps_Deployment"]
     );
     // postBuild substitution from the cluster-vars ConfigMap reached the Deployment
-    let dep = run
-        .wait_for(
-            &ObjKey::new("apps/v1", "Deployment", "apps", "podinfo"),
-            T,
-            |_| true,
-        )
-        .await
-        .unwrap();
+    let dep = get(
+        &run,
+        &ObjKey::new("apps/v1", "Deployment", "apps", "podinfo"),
+    )
+    .await;
     assert_eq!(
         dep.pointer("/spec/template/spec/containers/0/env/0/value"),
         Some(&Value::from("dev"))
@@ -93,13 +54,10 @@ async fn bare_tag_rollout_holds_timeout_and_queues_the_fix() {
 
     // The automation commit lands: the health check for the bad revision starts.
     run.wait_fired("automation-commit", T).await.unwrap();
-    let running = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Healthy", "Unknown", "Progressing")
-                && s(o, "/status/lastAttemptedRevision") != first_rev
-        })
-        .await
-        .unwrap();
+    let running = wait(&run, &ks("apps-wave-1"), T, |o| {
+        checking_new_revision(o, &first_rev)
+    })
+    .await;
     let bad_rev = s(&running, "/status/lastAttemptedRevision").to_string();
     assert_eq!(
         cond(&running, "Reconciling").unwrap()["message"],
@@ -133,19 +91,17 @@ async fn bare_tag_rollout_holds_timeout_and_queues_the_fix() {
             },
         }
     };
-    let pod = run.wait_for(&pod_key, T, |_| true).await.unwrap();
+    let pod = get(&run, &pod_key).await;
     assert_eq!(
         s(&pod, "/status/containerStatuses/0/state/waiting/message"),
         "Back-off pulling image \"0.1.1\""
     );
 
     // apps-wave-2 follows the new revision and waits on wave 1.
-    let w2 = run
-        .wait_for(&ks("apps-wave-2"), T, |o| {
-            cond_is(o, "Ready", "False", "DependencyNotReady")
-        })
-        .await
-        .unwrap();
+    let w2 = wait(&run, &ks("apps-wave-2"), T, |o| {
+        cond_is(o, "Ready", "False", "DependencyNotReady")
+    })
+    .await;
     assert_eq!(
         cond(&w2, "Ready").unwrap()["message"],
         "dependency 'flux-system/apps-wave-1' is not ready"
@@ -153,12 +109,10 @@ async fn bare_tag_rollout_holds_timeout_and_queues_the_fix() {
 
     // The fix is pushed during the health check (scenario event) but the run holds its timeout.
     run.wait_fired("fix-commit", T).await.unwrap();
-    let failed = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Ready", "False", "HealthCheckFailed")
-        })
-        .await
-        .unwrap();
+    let failed = wait(&run, &ks("apps-wave-1"), T, |o| {
+        cond_is(o, "Ready", "False", "HealthCheckFailed")
+    })
+    .await;
     let msg = cond(&failed, "Ready").unwrap()["message"]
         .as_str()
         .unwrap()
@@ -180,20 +134,15 @@ async fn bare_tag_rollout_holds_timeout_and_queues_the_fix() {
     assert_eq!(s(&failed, "/status/lastAppliedRevision"), first_rev);
 
     // Only after the stuck run ended does the queued run apply the fix.
-    let fixed = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-                && s(o, "/status/lastAppliedRevision") != first_rev
-        })
-        .await
-        .unwrap();
+    let fixed = wait(&run, &ks("apps-wave-1"), T, |o| {
+        ready_succeeded(o) && s(o, "/status/lastAppliedRevision") != first_rev
+    })
+    .await;
     let fix_rev = s(&fixed, "/status/lastAppliedRevision").to_string();
     assert_ne!(fix_rev, bad_rev);
     assert!(cond(&fixed, "Reconciling").is_none());
-    run.wait_for(&ks("apps-wave-2"), T, |o| {
-        cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-            && s(o, "/status/lastAppliedRevision") == fix_rev
+    wait(&run, &ks("apps-wave-2"), T, |o| {
+        ready_succeeded(o) && s(o, "/status/lastAppliedRevision") == fix_rev
     })
-    .await
-    .unwrap();
+    .await;
 }

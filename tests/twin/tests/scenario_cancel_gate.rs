@@ -7,80 +7,45 @@ use std::time::Duration;
 use regex::Regex;
 use serde_json::Value;
 use twin::flux::cluster::{ObjKey, s};
-use twin::scenario::{RunOptions, RunningScenario, Scenario};
+use twin::scenario::{RunningScenario, Scenario};
+use twin::testkit::{
+    bare_tag_first_rollout, checking_new_revision, cond, cond_is, events_about, get, ks,
+    ready_succeeded, start, start_shipped, wait,
+};
 
 const T: Duration = Duration::from_secs(120);
 
-fn ks(name: &str) -> ObjKey {
-    ObjKey::new(
-        "kustomize.toolkit.fluxcd.io/v1",
-        "Kustomization",
-        "flux-system",
-        name,
-    )
-}
-
-fn cond<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
-    o.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == t)
-}
-
-fn cond_is(o: &Value, t: &str, status: &str, reason: &str) -> bool {
-    cond(o, t).is_some_and(|c| c["status"] == status && c["reason"] == reason)
-}
-
 /// Waits for the initial rollout, then for the health check of the automation revision.
 async fn stuck(run: &RunningScenario) -> (String, String) {
-    let w2 = run
-        .wait_for(&ks("apps-wave-2"), T, |o| {
-            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-        })
-        .await
-        .unwrap();
-    let first = s(&w2, "/status/lastAppliedRevision").to_string();
-    run.wait_fired("automation-commit", T).await.unwrap();
-    let w1 = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Healthy", "Unknown", "Progressing")
-                && s(o, "/status/lastAttemptedRevision") != first
-        })
-        .await
-        .unwrap();
+    let first = bare_tag_first_rollout(run, T).await;
+    let w1 = wait(run, &ks("apps-wave-1"), T, |o| {
+        checking_new_revision(o, &first)
+    })
+    .await;
     (first, s(&w1, "/status/lastAttemptedRevision").to_string())
 }
 
-fn event_messages(run: &RunningScenario, name: &str) -> Vec<(String, String)> {
-    let store = run.twin.store();
-    let gvr = store.gvr_for_kind("v1", "Event").unwrap();
-    store
-        .list(&gvr, Some("flux-system"), None)
-        .unwrap()
-        .into_iter()
-        .filter(|e| s(e, "/involvedObject/name") == name)
-        .map(|e| (s(&e, "/reason").to_string(), s(&e, "/message").to_string()))
-        .collect()
+/// Waits for apps-wave-1 Ready at a revision that is neither `first` nor `bad` (the fix).
+async fn fixed(run: &RunningScenario, first: &str, bad: &str) -> Value {
+    wait(run, &ks("apps-wave-1"), T, |o| {
+        ready_succeeded(o) && ![first, bad].contains(&s(o, "/status/lastAppliedRevision"))
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn v18_gate_cancels_on_new_source_revision() {
-    let sc = Scenario::shipped("bare-tag-rollout-cancel-v1.8").unwrap();
-    let run = RunningScenario::start(sc, RunOptions::default())
-        .await
-        .unwrap();
+    let run = start_shipped("bare-tag-rollout-cancel-v1.8").await;
     assert_eq!(
         run.flux.as_ref().unwrap().kustomize.config().version,
         (1, 8)
     );
     let (first, bad) = stuck(&run).await;
     run.wait_fired("fix-commit", T).await.unwrap();
-    let canceled = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Ready", "False", "HealthCheckCanceled")
-        })
-        .await
-        .unwrap();
+    let canceled = wait(&run, &ks("apps-wave-1"), T, |o| {
+        cond_is(o, "Ready", "False", "HealthCheckCanceled")
+    })
+    .await;
     assert_eq!(
         cond(&canceled, "Ready").unwrap()["message"],
         "New reconciliation triggered by GitRepository/flux-system/flux-system"
@@ -88,15 +53,9 @@ async fn v18_gate_cancels_on_new_source_revision() {
     // the canceled run leaves Healthy as it was during the wait and Reconciling for retry
     assert_eq!(s(&canceled, "/status/lastAttemptedRevision"), bad);
     assert_eq!(s(&canceled, "/status/lastAppliedRevision"), first);
-    let fixed = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-                && ![first.as_str(), bad.as_str()].contains(&s(o, "/status/lastAppliedRevision"))
-        })
-        .await
-        .unwrap();
+    let fixed = fixed(&run, &first, &bad).await;
     assert!(cond(&fixed, "Reconciling").is_none());
-    let evs = event_messages(&run, "apps-wave-1");
+    let evs = events_about(&run, "flux-system", "apps-wave-1");
     assert!(
         evs.contains(&(
             "HealthCheckCanceled".into(),
@@ -110,25 +69,21 @@ async fn v18_gate_cancels_on_new_source_revision() {
 async fn v18_gate_cancels_on_requested_at_and_records_it_only_on_the_next_run() {
     let mut sc = Scenario::shipped("bare-tag-rollout-cancel-v1.8").unwrap();
     sc.events.retain(|e| e.name != "fix-commit");
-    let run = RunningScenario::start(sc, RunOptions::default())
-        .await
-        .unwrap();
+    let run = start(sc).await;
     let (_, bad) = stuck(&run).await;
     run.fire("request-reconcile");
     run.wait_fired("request-reconcile", T).await.unwrap();
-    let obj = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    let obj = get(&run, &ks("apps-wave-1")).await;
     let token = s(
         &obj,
         "/metadata/annotations/reconcile.fluxcd.io~1requestedAt",
     )
     .to_string();
     assert!(!token.is_empty());
-    let canceled = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Ready", "False", "HealthCheckCanceled")
-        })
-        .await
-        .unwrap();
+    let canceled = wait(&run, &ks("apps-wave-1"), T, |o| {
+        cond_is(o, "Ready", "False", "HealthCheckCanceled")
+    })
+    .await;
     assert_eq!(
         cond(&canceled, "Ready").unwrap()["message"],
         "New reconciliation triggered by Kustomization/flux-system/apps-wave-1"
@@ -136,12 +91,10 @@ async fn v18_gate_cancels_on_requested_at_and_records_it_only_on_the_next_run() 
     // The canceled run read the object before the request: it does not record the token.
     assert_ne!(s(&canceled, "/status/lastHandledReconcileAt"), token);
     // The next run starts at once, still on the bad revision, and records the token when it ends.
-    let next = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            s(o, "/status/lastHandledReconcileAt") == token
-        })
-        .await
-        .unwrap();
+    let next = wait(&run, &ks("apps-wave-1"), T, |o| {
+        s(o, "/status/lastHandledReconcileAt") == token
+    })
+    .await;
     assert!(
         cond_is(&next, "Ready", "False", "HealthCheckFailed"),
         "{:?}",
@@ -152,22 +105,17 @@ async fn v18_gate_cancels_on_requested_at_and_records_it_only_on_the_next_run() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn v17_gate_cancels_only_on_new_revision_with_context_canceled() {
-    let sc = Scenario::shipped("bare-tag-rollout-cancel-v1.7").unwrap();
-    let run = RunningScenario::start(sc, RunOptions::default())
-        .await
-        .unwrap();
+    let run = start_shipped("bare-tag-rollout-cancel-v1.7").await;
     assert_eq!(
         run.flux.as_ref().unwrap().kustomize.config().version,
         (1, 7)
     );
     let (first, bad) = stuck(&run).await;
     run.wait_fired("fix-commit", T).await.unwrap();
-    let failed = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Ready", "False", "HealthCheckFailed")
-        })
-        .await
-        .unwrap();
+    let failed = wait(&run, &ks("apps-wave-1"), T, |o| {
+        cond_is(o, "Ready", "False", "HealthCheckFailed")
+    })
+    .await;
     let msg = cond(&failed, "Ready").unwrap()["message"]
         .as_str()
         .unwrap()
@@ -185,13 +133,8 @@ async fn v17_gate_cancels_only_on_new_revision_with_context_canceled() {
         "context canceled"
     );
     assert_eq!(s(&failed, "/status/lastAttemptedRevision"), bad);
-    run.wait_for(&ks("apps-wave-1"), T, |o| {
-        cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-            && ![first.as_str(), bad.as_str()].contains(&s(o, "/status/lastAppliedRevision"))
-    })
-    .await
-    .unwrap();
-    let evs = event_messages(&run, "apps-wave-1");
+    fixed(&run, &first, &bad).await;
+    let evs = events_about(&run, "flux-system", "apps-wave-1");
     assert!(
         evs.iter()
             .any(|(_, m)| m == "New revision detected during health check, cancelling"),
@@ -207,18 +150,14 @@ async fn v17_gate_cancels_only_on_new_revision_with_context_canceled() {
 async fn v17_gate_does_not_cancel_on_requested_at() {
     let mut sc = Scenario::shipped("bare-tag-rollout-cancel-v1.7").unwrap();
     sc.events.retain(|e| e.name != "fix-commit");
-    let run = RunningScenario::start(sc, RunOptions::default())
-        .await
-        .unwrap();
+    let run = start(sc).await;
     stuck(&run).await;
     run.fire("request-reconcile");
     run.wait_fired("request-reconcile", T).await.unwrap();
-    let failed = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Ready", "False", "HealthCheckFailed")
-        })
-        .await
-        .unwrap();
+    let failed = wait(&run, &ks("apps-wave-1"), T, |o| {
+        cond_is(o, "Ready", "False", "HealthCheckFailed")
+    })
+    .await;
     let msg = cond(&failed, "Ready").unwrap()["message"].as_str().unwrap();
     assert!(
         msg.ends_with("timeout waiting for: [Deployment/apps/podinfo status: 'InProgress']"),
@@ -235,9 +174,7 @@ async fn v18_gate_cancels_on_a_watched_configmap_change() {
             o["metadata"]["labels"] = serde_json::json!({"reconcile.fluxcd.io/watch": "Enabled"});
         }
     }
-    let run = RunningScenario::start(sc, RunOptions::default())
-        .await
-        .unwrap();
+    let run = start(sc).await;
     stuck(&run).await;
     run.cluster()
         .merge_patch(
@@ -246,12 +183,10 @@ async fn v18_gate_cancels_on_a_watched_configmap_change() {
             "test",
         )
         .unwrap();
-    let canceled = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond_is(o, "Ready", "False", "HealthCheckCanceled")
-        })
-        .await
-        .unwrap();
+    let canceled = wait(&run, &ks("apps-wave-1"), T, |o| {
+        cond_is(o, "Ready", "False", "HealthCheckCanceled")
+    })
+    .await;
     assert_eq!(
         cond(&canceled, "Ready").unwrap()["message"],
         "New reconciliation triggered by ConfigMap/flux-system/cluster-vars"

@@ -1,13 +1,10 @@
 //! Scenario (5): the generated healthy fleet (benchmark seed).
 
-use twin::scenario::{RunOptions, RunningScenario, Scenario};
+use twin::testkit::start_shipped;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fleet_has_300_ready_kustomizations_and_10000_inventory_objects() {
-    let sc = Scenario::shipped("healthy-fleet-300").unwrap();
-    let run = RunningScenario::start(sc, RunOptions::default())
-        .await
-        .unwrap();
+    let run = start_shipped("healthy-fleet-300").await;
     assert!(run.flux.is_none());
     let store = run.twin.store();
     let ks_gvr = store

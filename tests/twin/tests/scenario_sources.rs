@@ -3,53 +3,23 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use twin::flux::cluster::{ObjKey, s};
-use twin::scenario::{RunOptions, RunningScenario, Scenario};
+use twin::testkit::{
+    cond, cond_is, get, gitrepo, inventory_ids, ks, ready_succeeded, start_shipped, wait,
+};
 
 const T: Duration = Duration::from_secs(120);
 
-fn gitrepo() -> ObjKey {
-    ObjKey::new(
-        "source.toolkit.fluxcd.io/v1",
-        "GitRepository",
-        "flux-system",
-        "flux-system",
-    )
-}
-
-fn ks(name: &str) -> ObjKey {
-    ObjKey::new(
-        "kustomize.toolkit.fluxcd.io/v1",
-        "Kustomization",
-        "flux-system",
-        name,
-    )
-}
-
-fn cond<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
-    o.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == t)
-}
-
-fn cond_is(o: &Value, t: &str, status: &str, reason: &str) -> bool {
-    cond(o, t).is_some_and(|c| c["status"] == status && c["reason"] == reason)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn revoked_token_fails_with_authentication_required_and_keeps_the_artifact() {
-    let sc = Scenario::shipped("source-token-revoked").unwrap();
-    let run = RunningScenario::start(sc, RunOptions::default())
-        .await
-        .unwrap();
+    let run = start_shipped("source-token-revoked").await;
     let gitea = run.git["gitea"].clone();
     let first_head = gitea.head("org/fleet", "main").unwrap();
-    let ready = run
-        .wait_for(&gitrepo(), T, |o| cond_is(o, "Ready", "True", "Succeeded"))
-        .await
-        .unwrap();
+    let ready = wait(&run, &gitrepo("flux-system"), T, |o| {
+        cond_is(o, "Ready", "True", "Succeeded")
+    })
+    .await;
     let rev = format!("main@sha1:{first_head}");
     assert_eq!(s(&ready, "/status/artifact/revision"), rev);
     assert_eq!(
@@ -63,12 +33,10 @@ async fn revoked_token_fails_with_authentication_required_and_keeps_the_artifact
     assert!(s(&ready, "/status/artifact/digest").starts_with("sha256:"));
 
     run.wait_fired("new-commit", T).await.unwrap();
-    let failed = run
-        .wait_for(&gitrepo(), T, |o| {
-            cond_is(o, "Ready", "False", "GitOperationFailed")
-        })
-        .await
-        .unwrap();
+    let failed = wait(&run, &gitrepo("flux-system"), T, |o| {
+        cond_is(o, "Ready", "False", "GitOperationFailed")
+    })
+    .await;
     let url = gitea.url_https("org/fleet");
     let want = format!(
         "failed to checkout and determine revision: unable to clone '{url}': authentication required"
@@ -93,12 +61,10 @@ async fn revoked_token_fails_with_authentication_required_and_keeps_the_artifact
     assert_eq!(s(&failed, "/status/artifact/revision"), rev);
     assert_ne!(gitea.head("org/fleet", "main").unwrap(), first_head);
     // (a periodic run may be in flight: wait for it to settle, still at the old revision)
-    let k = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond(o, "Ready").is_some_and(|c| c["status"] != "Unknown")
-        })
-        .await
-        .unwrap();
+    let k = wait(&run, &ks("apps-wave-1"), T, |o| {
+        cond(o, "Ready").is_some_and(|c| c["status"] != "Unknown")
+    })
+    .await;
     assert!(cond_is(&k, "Ready", "True", "ReconciliationSucceeded"));
     assert_eq!(s(&k, "/status/lastAppliedRevision"), rev);
 
@@ -126,29 +92,24 @@ async fn revoked_token_fails_with_authentication_required_and_keeps_the_artifact
         .unwrap();
     cluster
         .merge_patch(
-            &gitrepo(),
+            &gitrepo("flux-system"),
             json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "now-1"}}}),
             "test",
         )
         .unwrap();
     let head = gitea.head("org/fleet", "main").unwrap();
-    let ok = run
-        .wait_for(&gitrepo(), T, |o| {
-            cond_is(o, "Ready", "True", "Succeeded")
-                && s(o, "/status/artifact/revision") == format!("main@sha1:{head}")
-        })
-        .await
-        .unwrap();
+    let ok = wait(&run, &gitrepo("flux-system"), T, |o| {
+        cond_is(o, "Ready", "True", "Succeeded")
+            && s(o, "/status/artifact/revision") == format!("main@sha1:{head}")
+    })
+    .await;
     assert_eq!(s(&ok, "/status/lastHandledReconcileAt"), "now-1");
     assert!(cond(&ok, "FetchFailed").is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cutover_start_state_and_self_reference_reverts_a_live_url_patch() {
-    let sc = Scenario::shipped("prod-cutover-start").unwrap();
-    let run = RunningScenario::start(sc, RunOptions::default())
-        .await
-        .unwrap();
+    let run = start_shipped("prod-cutover-start").await;
     let laptop = run.git["laptop"].clone();
     let prod = run.git["prod"].clone();
     let laptop_head = laptop.head("org/fleet", "main").unwrap();
@@ -159,21 +120,13 @@ async fn cutover_start_state_and_self_reference_reverts_a_live_url_patch() {
     assert_eq!(behind[1].sha, prod_head, "{behind:?}");
 
     let rev = format!("main@sha1:{laptop_head}");
-    run.wait_for(&ks("apps-wave-1"), T, |o| {
-        cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-            && s(o, "/status/lastAppliedRevision") == rev
+    wait(&run, &ks("apps-wave-1"), T, |o| {
+        ready_succeeded(o) && s(o, "/status/lastAppliedRevision") == rev
     })
-    .await
-    .unwrap();
-    let root = run.wait_for(&ks("flux-system"), T, |_| true).await.unwrap();
-    let ids: Vec<&str> = root["status"]["inventory"]["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["id"].as_str().unwrap())
-        .collect();
+    .await;
+    let root = get(&run, &ks("flux-system")).await;
     assert_eq!(
-        ids,
+        inventory_ids(&root),
         vec!["flux-system_flux-system_source.toolkit.fluxcd.io_GitRepository"]
     );
 
@@ -181,7 +134,11 @@ async fn cutover_start_state_and_self_reference_reverts_a_live_url_patch() {
     let cluster = run.cluster();
     let prod_url = prod.url_https("org/fleet");
     cluster
-        .merge_patch(&gitrepo(), json!({"spec": {"url": prod_url}}), "cutover")
+        .merge_patch(
+            &gitrepo("flux-system"),
+            json!({"spec": {"url": prod_url}}),
+            "cutover",
+        )
         .unwrap();
     cluster
         .merge_patch(
@@ -190,13 +147,11 @@ async fn cutover_start_state_and_self_reference_reverts_a_live_url_patch() {
             "cutover",
         )
         .unwrap();
-    let reverted = run
-        .wait_for(&gitrepo(), T, |o| {
-            s(o, "/spec/url") == laptop.url_https("org/fleet")
-                && o["metadata"]["generation"].as_i64() >= Some(3)
-        })
-        .await
-        .unwrap();
+    let reverted = wait(&run, &gitrepo("flux-system"), T, |o| {
+        s(o, "/spec/url") == laptop.url_https("org/fleet")
+            && o["metadata"]["generation"].as_i64() >= Some(3)
+    })
+    .await;
     assert_eq!(
         s(
             &reverted,
@@ -204,9 +159,8 @@ async fn cutover_start_state_and_self_reference_reverts_a_live_url_patch() {
         ),
         "flux-system"
     );
-    run.wait_for(&ks("flux-system"), T, |o| {
+    wait(&run, &ks("flux-system"), T, |o| {
         s(o, "/status/lastHandledReconcileAt") == "cutover-1"
     })
-    .await
-    .unwrap();
+    .await;
 }

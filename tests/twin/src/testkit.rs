@@ -1,0 +1,194 @@
+//! Helpers for tests and benchmarks that drive a twin scenario: the keys of Flux objects in
+//! `flux-system`, condition checks the way Flux controllers write conditions, starting a
+//! scenario and waiting for a state, and pushing to a scenario's Git server.
+//!
+//! Shared by this crate's tests and the plugins' end-to-end tests (a dev-dependency on
+//! `twin` is enough; no feature). Every helper panics on failure, as a test should: the panic
+//! carries the scenario's error, which names the object and its last status. Product code
+//! must not use them.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use twin::testkit::{cond_is, ks, start_shipped, wait};
+//! # async fn demo() {
+//! let run = start_shipped("bare-tag-rollout").await;
+//! let w1 = wait(&run, &ks("apps-wave-1"), Duration::from_secs(120), |o| {
+//!     cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+//! })
+//! .await;
+//! assert!(twin::testkit::cond(&w1, "Reconciling").is_none());
+//! # }
+//! ```
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::flux::cluster::{ObjKey, s};
+use crate::git::Change;
+use crate::scenario::{RunOptions, RunningScenario, Scenario};
+
+/// The namespace `flux install` creates and the shipped scenarios put their Flux objects in.
+pub const FLUX_SYSTEM: &str = "flux-system";
+
+/// Key of the `kustomize.toolkit.fluxcd.io/v1` Kustomization `name` in `flux-system`.
+pub fn ks(name: &str) -> ObjKey {
+    ObjKey::new(
+        "kustomize.toolkit.fluxcd.io/v1",
+        "Kustomization",
+        FLUX_SYSTEM,
+        name,
+    )
+}
+
+/// Key of the `source.toolkit.fluxcd.io/v1` GitRepository `name` in `flux-system`.
+pub fn gitrepo(name: &str) -> ObjKey {
+    ObjKey::new(
+        "source.toolkit.fluxcd.io/v1",
+        "GitRepository",
+        FLUX_SYSTEM,
+        name,
+    )
+}
+
+/// The condition of type `type_` in `status.conditions` (the first one; Kubernetes keeps
+/// types unique), as raw JSON; `None` when the object has no such condition (or none at all).
+pub fn cond<'a>(o: &'a Value, type_: &str) -> Option<&'a Value> {
+    o.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+/// Whether condition `type_` exists with `status` (`True`, `False`, `Unknown`).
+pub fn cond_status(o: &Value, type_: &str, status: &str) -> bool {
+    cond(o, type_).is_some_and(|c| c["status"] == status)
+}
+
+/// Whether condition `type_` exists with `status` and `reason` (e.g. `Ready`, `False`,
+/// `HealthCheckFailed`).
+pub fn cond_is(o: &Value, type_: &str, status: &str, reason: &str) -> bool {
+    cond(o, type_).is_some_and(|c| c["status"] == status && c["reason"] == reason)
+}
+
+/// Whether a Kustomization is `Ready=True` with reason `ReconciliationSucceeded`: its last run
+/// applied the revision and passed its health checks (kustomize-controller v1 `meta.ReadyCondition`,
+/// `meta.ReconciliationSucceededReason`). A predicate for [`wait`].
+pub fn ready_succeeded(o: &Value) -> bool {
+    cond_is(o, "Ready", "True", "ReconciliationSucceeded")
+}
+
+/// Whether kustomize-controller is running the health check of a revision other than
+/// `applied`: `Healthy=Unknown` reason `Progressing` and `status.lastAttemptedRevision` not
+/// `applied` (kustomize-controller marks Healthy Unknown when a run starts its health checks).
+pub fn checking_new_revision(o: &Value, applied: &str) -> bool {
+    cond_is(o, "Healthy", "Unknown", "Progressing")
+        && s(o, "/status/lastAttemptedRevision") != applied
+}
+
+/// The `status.inventory.entries[].id` of a Kustomization (`<namespace>_<name>_<group>_<Kind>`,
+/// fluxcd/pkg ssa `ObjMetadata` format), in order. Panics when the object has no inventory.
+pub fn inventory_ids(o: &Value) -> Vec<&str> {
+    o["status"]["inventory"]["entries"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no status.inventory.entries: {o}"))
+        .iter()
+        .map(|e| e["id"].as_str().unwrap_or_default())
+        .collect()
+}
+
+/// Starts `sc` with the scenario's own options ([`RunOptions::default`]). Panics when it cannot
+/// start.
+pub async fn start(sc: Scenario) -> RunningScenario {
+    start_with(sc, RunOptions::default()).await
+}
+
+/// Starts the shipped scenario `name` (`tests/twin/scenarios/<name>.yaml`) with its own
+/// options. Panics when it does not parse or cannot start.
+pub async fn start_shipped(name: &str) -> RunningScenario {
+    start(Scenario::shipped(name).unwrap_or_else(|e| panic!("{e}"))).await
+}
+
+/// Starts `sc` at `time_scale` (real seconds per nominal second, e.g. 0.05: a 5m health-check
+/// timeout lasts 15 real seconds), overriding the scenario's `timeScale`. Panics when it
+/// cannot start.
+pub async fn start_scaled(sc: Scenario, time_scale: f64) -> RunningScenario {
+    let opts = RunOptions {
+        time_scale: Some(time_scale),
+        ..Default::default()
+    };
+    start_with(sc, opts).await
+}
+
+/// Starts `sc` with `opts`. Panics when it cannot start.
+pub async fn start_with(sc: Scenario, opts: RunOptions) -> RunningScenario {
+    RunningScenario::start(sc, opts)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`RunningScenario::wait_for`]: waits (watch-driven, `timeout` in real time) until `pred`
+/// holds for the object `key` (an absent object reads as `Value::Null`) and returns it.
+/// Panics on timeout with the object and its last status.
+pub async fn wait(
+    run: &RunningScenario,
+    key: &ObjKey,
+    timeout: Duration,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    run.wait_for(key, timeout, pred)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The object `key` as it is now (`Value::Null` when absent): a [`wait`] whose predicate
+/// holds at once.
+pub async fn get(run: &RunningScenario, key: &ObjKey) -> Value {
+    wait(run, key, Duration::from_secs(60), |_| true).await
+}
+
+/// For the shipped `bare-tag-rollout` scenarios: waits until `apps-wave-2` is Ready
+/// (`ReconciliationSucceeded`) at the first revision and the scenario's `automation-commit`
+/// event (the bare image tag) has fired; returns that first revision (`main@sha1:<sha>`).
+/// Panics on timeout.
+pub async fn bare_tag_first_rollout(run: &RunningScenario, timeout: Duration) -> String {
+    let w2 = wait(run, &ks("apps-wave-2"), timeout, ready_succeeded).await;
+    run.wait_fired("automation-commit", timeout)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    s(&w2, "/status/lastAppliedRevision").to_string()
+}
+
+/// `(reason, message)` of every Event in `namespace` whose `involvedObject.name` is `name`,
+/// in list order.
+pub fn events_about(run: &RunningScenario, namespace: &str, name: &str) -> Vec<(String, String)> {
+    run.cluster()
+        .list("v1", "Event", Some(namespace))
+        .unwrap_or_else(|e| panic!("listing Events in {namespace}: {e}"))
+        .iter()
+        .filter(|e| s(e, "/involvedObject/name") == name)
+        .map(|e| (s(e, "/reason").to_string(), s(e, "/message").to_string()))
+        .collect()
+}
+
+/// Commits `changes` on the default branch of `repo` on the scenario's Git server `server`
+/// (off the async runtime: git runs as a child process); returns the new commit SHA. Panics
+/// when the server or repository is unknown or the commit fails.
+pub async fn commit(
+    run: &RunningScenario,
+    server: &str,
+    repo: &str,
+    changes: Vec<Change>,
+    message: &str,
+) -> String {
+    let g = run
+        .git
+        .get(server)
+        .unwrap_or_else(|| panic!("no Git server '{server}' in the scenario"))
+        .clone();
+    let (repo, message) = (repo.to_string(), message.to_string());
+    tokio::task::spawn_blocking(move || g.commit(&repo, &changes, &message))
+        .await
+        .expect("the commit task panicked")
+        .unwrap_or_else(|e| panic!("{e}"))
+}
