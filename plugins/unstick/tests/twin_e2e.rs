@@ -12,40 +12,16 @@ use serde_json::{Value, json};
 use twin::auth::Rule;
 use twin::faults::{Fault, FaultAction, Trigger};
 use twin::flux::cluster::{ObjKey, s};
-use twin::scenario::{EventSpec, RunOptions, RunningScenario, Scenario};
+use twin::git::Change;
+use twin::scenario::{EventSpec, RunningScenario, Scenario};
+use twin::testkit::{
+    self, FLUX_SYSTEM, bare_tag_first_rollout, commit, cond, cond_is, cond_status, events_about,
+    get, gitrepo, ks, ready_succeeded, start_scaled, wait,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
 const T: Duration = Duration::from_secs(240);
 const MARKER: &str = "unstick.cluster-loop.dev/suspended-at";
-
-fn ks(name: &str) -> ObjKey {
-    ObjKey::new(
-        "kustomize.toolkit.fluxcd.io/v1",
-        "Kustomization",
-        "flux-system",
-        name,
-    )
-}
-
-fn repo() -> ObjKey {
-    ObjKey::new(
-        "source.toolkit.fluxcd.io/v1",
-        "GitRepository",
-        "flux-system",
-        "flux-system",
-    )
-}
-
-fn cond<'a>(o: &'a Value, t: &str) -> Option<&'a Value> {
-    o.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == t)
-}
-
-fn cond_is(o: &Value, t: &str, status: &str, reason: &str) -> bool {
-    cond(o, t).is_some_and(|c| c["status"] == status && c["reason"] == reason)
-}
 
 /// The shipped bare-tag-rollout world with the given controller; the fix commit only when
 /// the test fires it.
@@ -67,46 +43,29 @@ async fn start(version: &str, gate: bool, extra_events: Vec<Value>) -> RunningSc
         sc.events
             .push(serde_json::from_value::<EventSpec>(e).unwrap());
     }
-    RunningScenario::start(
-        sc,
-        RunOptions {
-            time_scale: Some(0.05),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap()
+    start_scaled(sc, 0.05).await
 }
 
 /// Waits for the automation commit's health check on apps-wave-1 to be in flight; returns
 /// (first revision, bad revision).
 async fn in_flight(run: &RunningScenario) -> (String, String) {
-    let w2 = run
-        .wait_for(&ks("apps-wave-2"), T, |o| {
-            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-        })
-        .await
-        .unwrap();
-    let first = s(&w2, "/status/lastAppliedRevision").to_string();
-    run.wait_fired("automation-commit", T).await.unwrap();
-    let w1 = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            cond(o, "Reconciling").is_some_and(|c| {
-                c["status"] == "True"
-                    && c["reason"] == "Progressing"
-                    && s(c, "/message").starts_with("Running health checks")
-            }) && s(o, "/status/lastAttemptedRevision") != first
-        })
-        .await
-        .unwrap();
+    let first = bare_tag_first_rollout(run, T).await;
+    let w1 = wait(run, &ks("apps-wave-1"), T, |o| {
+        cond(o, "Reconciling").is_some_and(|c| {
+            c["status"] == "True"
+                && c["reason"] == "Progressing"
+                && s(c, "/message").starts_with("Running health checks")
+        }) && s(o, "/status/lastAttemptedRevision") != first
+    })
+    .await;
     // The pod shows why.
-    run.wait_for(
+    wait(
+        run,
         &ObjKey::new("apps/v1", "Deployment", "apps", "podinfo"),
         T,
         |d| d.pointer("/spec/template/spec/containers/0/image") == Some(&json!("0.1.1")),
     )
-    .await
-    .unwrap();
+    .await;
     let bad = s(&w1, "/status/lastAttemptedRevision").to_string();
     (first, bad)
 }
@@ -168,12 +127,8 @@ fn not_suspended_by_us(o: &Value) -> bool {
 }
 
 fn events_with_reason(run: &RunningScenario, name: &str, reason: &str) -> usize {
-    run.cluster()
-        .list("v1", "Event", Some("flux-system"))
-        .unwrap()
-        .iter()
-        .filter(|e| s(e, "/involvedObject/name") == name && s(e, "/reason") == reason)
-        .count()
+    let events = events_about(run, FLUX_SYSTEM, name);
+    events.iter().filter(|(r, _)| r == reason).count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -209,15 +164,14 @@ async fn gate_off_diagnosis_then_suspend_resume_recovers_with_cascade() {
     assert_eq!(v["plan"]["steps"][0]["patch"]["spec"]["suspend"], true);
     assert_eq!(v["action"], "dry-run");
     // Nothing changed.
-    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    let w1 = get(&run, &ks("apps-wave-1")).await;
     assert!(not_suspended_by_us(&w1));
 
     // Wave 2 waits on wave 1: the walk names the root and calls the message ordering.
-    run.wait_for(&ks("apps-wave-2"), T, |o| {
+    wait(&run, &ks("apps-wave-2"), T, |o| {
         cond_is(o, "Ready", "False", "DependencyNotReady")
     })
-    .await
-    .unwrap();
+    .await;
     let v = unstick(&run, &["ks/apps-wave-2", "--dry-run", "-o", "json"])
         .await
         .json();
@@ -238,13 +192,11 @@ async fn gate_off_diagnosis_then_suspend_resume_recovers_with_cascade() {
     // Push the fix; with the gate off it waits behind the run. Pull the lever and cascade.
     run.fire("fix-commit");
     run.wait_fired("fix-commit", T).await.unwrap();
-    let fixed = run
-        .wait_for(&repo(), T, |o| {
-            let r = s(o, "/status/artifact/revision");
-            !r.is_empty() && r != bad
-        })
-        .await
-        .unwrap();
+    let fixed = wait(&run, &gitrepo("flux-system"), T, |o| {
+        let r = s(o, "/status/artifact/revision");
+        !r.is_empty() && r != bad
+    })
+    .await;
     let fix_rev = s(&fixed, "/status/artifact/revision").to_string();
     let o = unstick(
         &run,
@@ -257,7 +209,7 @@ async fn gate_off_diagnosis_then_suspend_resume_recovers_with_cascade() {
     assert_eq!(v["proof"], "recovered");
     assert_eq!(v["cascade"][0][0][0], "flux-system/apps-wave-2");
     assert_eq!(v["cascade"][0][0][1], "recovered");
-    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    let w1 = get(&run, &ks("apps-wave-1")).await;
     assert!(not_suspended_by_us(&w1), "{w1:#}");
     assert_eq!(s(&w1, "/status/lastAppliedRevision"), fix_rev);
     assert!(cond_is(&w1, "Ready", "True", "ReconciliationSucceeded"));
@@ -285,7 +237,7 @@ async fn gate_on_v18_requested_at_cancels_now_and_failure_is_reported() {
     let token = v["plan"]["requestToken"].as_str().unwrap().to_string();
     assert!(events_with_reason(&run, "apps-wave-1", "HealthCheckCanceled") >= 1);
     assert_eq!(v["after"]["class"], "health-check-failed", "{v:#}");
-    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    let w1 = get(&run, &ks("apps-wave-1")).await;
     assert_eq!(s(&w1, "/status/lastHandledReconcileAt"), token);
     assert_eq!(
         s(
@@ -334,7 +286,7 @@ async fn gate_on_v17_needs_a_new_revision() {
     let v = o.json();
     assert_eq!(o.code, 0, "{v:#}\n{}", o.stderr);
     assert_eq!(v["proof"], "recovered");
-    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    let w1 = get(&run, &ks("apps-wave-1")).await;
     assert_ne!(s(&w1, "/status/lastAppliedRevision"), bad);
 }
 
@@ -350,11 +302,10 @@ async fn spawn_with_window(run: &RunningScenario) -> tokio::process::Child {
     let child = cmd(run, None, &["ks/apps-wave-1", "--yes", "-o", "json"])
         .spawn()
         .unwrap();
-    run.wait_for(&ks("apps-wave-1"), T, |o| {
+    wait(run, &ks("apps-wave-1"), T, |o| {
         o.pointer("/spec/suspend") == Some(&json!(true))
     })
-    .await
-    .unwrap();
+    .await;
     child
 }
 
@@ -379,7 +330,7 @@ async fn sigint_after_suspend_resumes_before_exit() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    let w1 = get(&run, &ks("apps-wave-1")).await;
     assert!(not_suspended_by_us(&w1), "{w1:#}");
 }
 
@@ -391,7 +342,7 @@ async fn sigkill_after_suspend_is_healed_by_rerun_and_all() {
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     run.twin.faults().clear();
-    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    let w1 = get(&run, &ks("apps-wave-1")).await;
     assert_eq!(w1.pointer("/spec/suspend"), Some(&json!(true)));
     assert!(
         !s(
@@ -425,9 +376,9 @@ async fn sigkill_after_suspend_is_healed_by_rerun_and_all() {
     let o = unstick(&run, &["--all", "-o", "json"]).await;
     let v = o.json();
     assert_eq!(v["healed"], json!(["flux-system/apps-wave-1"]), "{v:#}");
-    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    let w1 = get(&run, &ks("apps-wave-1")).await;
     assert!(not_suspended_by_us(&w1));
-    let w2 = run.wait_for(&ks("apps-wave-2"), T, |_| true).await.unwrap();
+    let w2 = get(&run, &ks("apps-wave-2")).await;
     assert_eq!(w2.pointer("/spec/suspend"), Some(&json!(true)));
     // ... unless asked.
     let o = unstick(
@@ -436,7 +387,7 @@ async fn sigkill_after_suspend_is_healed_by_rerun_and_all() {
     )
     .await;
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-    let w2 = run.wait_for(&ks("apps-wave-2"), T, |_| true).await.unwrap();
+    let w2 = get(&run, &ks("apps-wave-2")).await;
     assert!(w2.pointer("/spec/suspend").is_none());
 }
 
@@ -458,7 +409,7 @@ async fn forbidden_patch_names_the_permission_and_changes_nothing() {
         "{}",
         o.stderr
     );
-    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    let w1 = get(&run, &ks("apps-wave-1")).await;
     assert!(not_suspended_by_us(&w1));
     // The read-only view works with read-only rights.
     let o = unstick_as(&run, Some(&kc), &["--all", "-o", "json"]).await;
@@ -501,19 +452,14 @@ async fn api_faults_conflict_retried_server_error_exit_3() {
         .map(|r| r.status)
         .collect();
     assert_eq!(patches, vec![409, 200, 200], "suspend 409, suspend, resume");
-    let w1 = run.wait_for(&ks("apps-wave-1"), T, |_| true).await.unwrap();
+    let w1 = get(&run, &ks("apps-wave-1")).await;
     assert!(not_suspended_by_us(&w1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn classes_healthy_build_failed_and_source_not_ready() {
     let run = start("v1.9.4", false, vec![]).await;
-    let w2 = run
-        .wait_for(&ks("apps-wave-2"), T, |o| {
-            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-        })
-        .await
-        .unwrap();
+    let w2 = wait(&run, &ks("apps-wave-2"), T, ready_succeeded).await;
     // Healthy, read-only: exit 0, no plan steps. (Read wave 2 at the revision it applied;
     // the automation commit may already be on its way, so accept the normal successor.)
     let o = unstick(&run, &["ks/apps-wave-2", "--dry-run", "-o", "json"]).await;
@@ -534,28 +480,17 @@ async fn classes_healthy_build_failed_and_source_not_ready() {
     // Break the build of wave 2 in Git (after the automation commit, which would race the
     // push): build-failed, the lever is a fix in Git.
     run.wait_fired("automation-commit", T).await.unwrap();
-    let g = run.git.get("gitea").unwrap().clone();
-    tokio::task::spawn_blocking(move || {
-        g.commit_on(
-            "org/fleet",
-            "main",
-            &[twin::git::Change::Write {
-                path: "apps/wave-1/kustomization.yaml".into(),
-                contents: b"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - missing.yaml\n".to_vec(),
-            }],
-            "break the build",
-        )
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    let broken = Change::write(
+        "apps/wave-1/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - missing.yaml\n",
+    );
+    commit(&run, "gitea", "org/fleet", vec![broken], "break the build").await;
     // Wave 1 first finishes its (failing) health check of the automation commit, then
     // retries with the broken revision.
-    run.wait_for(&ks("apps-wave-1"), T, |o| {
+    wait(&run, &ks("apps-wave-1"), T, |o| {
         cond_is(o, "Ready", "False", "BuildFailed")
     })
-    .await
-    .unwrap();
+    .await;
     let o = unstick(&run, &["ks/apps-wave-1", "--dry-run", "-o", "json"]).await;
     let v = o.json();
     assert_eq!(o.code, 1);
@@ -564,14 +499,15 @@ async fn classes_healthy_build_failed_and_source_not_ready() {
     // Point the source at a repository that does not exist: source-not-ready.
     run.cluster()
         .merge_patch(
-            &repo(),
+            &gitrepo("flux-system"),
             json!({"spec": {"url": "http://127.0.0.1:9/org/none.git"}}),
             "kubectl",
         )
         .unwrap();
-    run.wait_for(&repo(), T, |o| cond_is_false(o, "Ready"))
-        .await
-        .unwrap();
+    wait(&run, &gitrepo("flux-system"), T, |o| {
+        cond_status(o, "Ready", "False")
+    })
+    .await;
     let v = unstick(&run, &["--all", "-o", "json"]).await.json();
     let items = v["items"].as_array().unwrap();
     let src = items
@@ -612,12 +548,11 @@ async fn restart_controller_cancels_every_in_flight_run() {
     );
     run.fire("fix-commit");
     run.wait_fired("fix-commit", T).await.unwrap();
-    run.wait_for(&repo(), T, |o| {
+    wait(&run, &gitrepo("flux-system"), T, |o| {
         let r = s(o, "/status/artifact/revision");
         !r.is_empty() && r != bad
     })
-    .await
-    .unwrap();
+    .await;
     run.twin.reset_requests();
     let o = unstick(
         &run,
@@ -641,10 +576,6 @@ async fn restart_controller_cancels_every_in_flight_run() {
     );
 }
 
-fn cond_is_false(o: &Value, t: &str) -> bool {
-    cond(o, t).is_some_and(|c| c["status"] == "False")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fleet_view_on_300_kustomizations_uses_at_most_15_requests() {
     let sc = Scenario::from_yaml(
@@ -653,9 +584,7 @@ async fn fleet_view_on_300_kustomizations_uses_at_most_15_requests() {
         "fleet-300",
     )
     .unwrap();
-    let run = RunningScenario::start(sc, RunOptions::default())
-        .await
-        .unwrap();
+    let run = testkit::start(sc).await;
     // One failed health check naming a Deployment, so the workload/pod/event lists run too.
     run.cluster()
         .merge_patch_status(
@@ -703,26 +632,16 @@ async fn request_pending_while_the_controller_has_not_handled_it() {
         for e in sc.events.iter_mut() {
             e.manual = true;
         }
-        let run = RunningScenario::start(
-            sc,
-            RunOptions {
-                time_scale: Some(0.05),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+        let run = start_scaled(sc, 0.05).await;
         // Settled: Ready and no run in progress (the model marks Reconciling at a run's start).
-        run.wait_for(&ks("apps-wave-2"), T, |o| {
-            cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-                && cond(o, "Reconciling").is_none()
+        wait(&run, &ks("apps-wave-2"), T, |o| {
+            ready_succeeded(o) && cond(o, "Reconciling").is_none()
         })
-        .await
-        .unwrap();
+        .await;
         // Hold the kustomize-controller model (as a controller whose workers are all busy
         // would).
         run.flux.as_ref().unwrap().kustomize.stop();
-        let held = run.wait_for(&ks("apps-wave-2"), T, |_| true).await.unwrap();
+        let held = get(&run, &ks("apps-wave-2")).await;
         if cond(&held, "Reconciling").is_none() {
             break run;
         }
