@@ -7,9 +7,7 @@ use std::process::Command;
 
 use cluster_loop::cli::ClusterArgs;
 use criterion::{Criterion, criterion_group, criterion_main};
-use serde_json::json;
-use twin::flux::cluster::ObjKey;
-use twin::scenario::{RunOptions, RunningScenario, Scenario};
+use twin::testkit;
 use unstick::lever::Options;
 use unstick::live::{self, ControllerRef, Reader, Scope};
 use unstick::report;
@@ -23,26 +21,11 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let run = rt.block_on(async {
-        let sc = Scenario::from_yaml(
-            "name: fleet-300\nmodels: false\nfleet: {kustomizations: 300, objects: 10000, waves: 10}\n",
-            &Scenario::shipped_dir(),
-            "fleet-300",
-        )
-        .unwrap();
-        let run = RunningScenario::start(sc, RunOptions::default())
-            .await
-            .unwrap();
+        // 300 Kustomizations in 10 waves, 10,000 inventory objects, no models.
+        let run = testkit::start_shipped("healthy-fleet-300").await;
         // One failed health check naming a Deployment, so the workload, pod and event
         // lists are part of the measured path.
-        run.cluster()
-            .merge_patch_status(
-                &ObjKey::new("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "flux-system", "wave-3-007"),
-                json!({"status": {"conditions": [{"type": "Ready", "status": "False",
-                    "reason": "HealthCheckFailed", "lastTransitionTime": "2026-11-30T07:00:00Z",
-                    "message": "health check failed after 5m0.01s: timeout waiting for: [Deployment/fleet-3/web status: 'InProgress']"}]}}),
-                "kustomize-controller",
-            )
-            .unwrap();
+        testkit::fail_health_check(&run, "wave-3-007", "Deployment/fleet-3/web");
         run
     });
     let kc = run.twin.kubeconfig_path().to_path_buf();

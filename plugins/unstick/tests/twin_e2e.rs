@@ -15,8 +15,8 @@ use twin::flux::cluster::{ObjKey, s};
 use twin::git::Change;
 use twin::scenario::{EventSpec, RunningScenario, Scenario};
 use twin::testkit::{
-    self, FLUX_SYSTEM, bare_tag_first_rollout, commit, cond, cond_is, cond_status, events_about,
-    get, gitrepo, ks, ready_succeeded, start_scaled, wait,
+    FLUX_SYSTEM, bare_tag_first_rollout, commit, cond, cond_is, cond_status, events_about,
+    fail_health_check, get, gitrepo, ks, ready_succeeded, start_scaled, start_shipped, wait,
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
@@ -578,23 +578,10 @@ async fn restart_controller_cancels_every_in_flight_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fleet_view_on_300_kustomizations_uses_at_most_15_requests() {
-    let sc = Scenario::from_yaml(
-        "name: fleet-300\nmodels: false\nfleet: {kustomizations: 300, objects: 10000, waves: 10}\n",
-        &Scenario::shipped_dir(),
-        "fleet-300",
-    )
-    .unwrap();
-    let run = testkit::start(sc).await;
+    // 300 Kustomizations in 10 waves, 10,000 inventory objects, no models.
+    let run = start_shipped("healthy-fleet-300").await;
     // One failed health check naming a Deployment, so the workload/pod/event lists run too.
-    run.cluster()
-        .merge_patch_status(
-            &ks("wave-3-007"),
-            json!({"status": {"conditions": [{"type": "Ready", "status": "False",
-                "reason": "HealthCheckFailed", "lastTransitionTime": "2026-11-30T07:00:00Z",
-                "message": "health check failed after 5m0.01s: timeout waiting for: [Deployment/fleet-3/web status: 'InProgress']"}]}}),
-            "kustomize-controller",
-        )
-        .unwrap();
+    fail_health_check(&run, "wave-3-007", "Deployment/fleet-3/web");
     run.twin.reset_requests();
     let o = unstick(&run, &["--all", "-A", "-o", "json"]).await;
     let v = o.json();

@@ -159,6 +159,24 @@ pub async fn bare_tag_first_rollout(run: &RunningScenario, timeout: Duration) ->
     s(&w2, "/status/lastAppliedRevision").to_string()
 }
 
+/// Writes the status kustomize-controller leaves after a health check ran out of time on
+/// `object` (`Kind/namespace/name`): Kustomization `name` gets the single condition `Ready=False`
+/// reason `HealthCheckFailed`, message `health check failed after 5m0.01s: timeout waiting
+/// for: [<object> status: 'InProgress']` (kustomize-controller v1 health-check failure
+/// wording), as field manager `kustomize-controller`. For scenarios without models (e.g. the
+/// generated fleet), where nothing else writes status. Panics when the patch fails.
+pub fn fail_health_check(run: &RunningScenario, name: &str, object: &str) {
+    let message = format!(
+        "health check failed after 5m0.01s: timeout waiting for: [{object} status: 'InProgress']"
+    );
+    let status = serde_json::json!({"status": {"conditions": [{"type": "Ready",
+        "status": "False", "reason": "HealthCheckFailed",
+        "lastTransitionTime": "2026-11-30T07:00:00Z", "message": message}]}});
+    run.cluster()
+        .merge_patch_status(&ks(name), status, "kustomize-controller")
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// `(reason, message)` of every Event in `namespace` whose `involvedObject.name` is `name`,
 /// in list order.
 pub fn events_about(run: &RunningScenario, namespace: &str, name: &str) -> Vec<(String, String)> {
