@@ -133,8 +133,8 @@ pub const RULES: &[(&str, &str, Severity, &str)] = &[
     (
         "MC024",
         "marker-in-list",
-        Severity::Warning,
-        "marker inside a kind: List item (Flux writes the item to a new file)",
+        Severity::Error,
+        "marker inside a kind: List item (Flux never updates the List file; it writes every List item to new files)",
     ),
     (
         "MC025",
@@ -794,6 +794,14 @@ pub fn run(cfg: &Config) -> Report {
                             blank_before - blank_after
                         ));
                     }
+                    if reps.iter().any(|r| {
+                        matches!(
+                            r.style,
+                            crate::yamltree::Style::Literal | crate::yamltree::Style::Folded
+                        )
+                    }) {
+                        what.push("a marked block scalar is written anew (header `|-`/`>-`: the value loses its final newline, so this rewrite happens even when the image is unchanged)".into());
+                    }
                     if what.is_empty() {
                         what.push("layout normalized (document separators, spacing)".into());
                     }
@@ -835,6 +843,17 @@ pub fn run(cfg: &Config) -> Report {
     report.findings = findings;
     report.objects = objects;
     report
+}
+
+/// kyaml `kioutil.CreatePathAnnotationValue("", meta)`: `namespace/kind_name.yaml` (Go
+/// `path.Join`, so no leading `/` when the namespace is empty), kind lower-cased.
+pub fn list_item_path(o: &crate::scan::ObjectId) -> String {
+    let file = format!("{}_{}.yaml", o.kind.to_lowercase(), o.name);
+    if o.namespace.is_empty() {
+        file
+    } else {
+        format!("{}/{file}", o.namespace)
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -988,12 +1007,11 @@ fn check_site(
             line,
             col,
             format!(
-                "marker inside an item of a kind: List: kyaml unwraps the list and the item has no path annotation, so Flux writes the change to a new file {}/{}_{}.yaml instead of this one",
-                site.object.namespace,
-                site.object.kind.to_lowercase(),
-                site.object.name
+                "marker inside an item of a kind: List: Flux never updates this file. kyaml's ByteReader unwraps the List and puts the file's path annotation on the List, not on its items; when a marker changes a value, the setters filter keeps every node without a path (every item of every List under spec.update.path) and kio.LocalPackageWriter writes each to a new file <spec.update.path>/<namespace>/<kind>_<name>.yaml (this item: {}), replacing any file of that name, while this file keeps the old value (kyaml v0.21.1 byteio_reader.go, kioutil.DefaultPathAndIndexAnnotation)",
+                list_item_path(&site.object)
             ),
-            "split the List into plain multi-document YAML (---)".into(),
+            "split the List into plain multi-document YAML (---), which Flux rewrites in place"
+                .into(),
         );
     }
     let key = t.key.clone().unwrap_or_default();

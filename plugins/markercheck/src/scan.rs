@@ -756,13 +756,16 @@ fn looks_like_key_line(t: &str) -> bool {
 fn walk(ctx: &mut Ctx<'_>, n: &Node, path: &str, in_pod_template: bool, key: Option<&str>) {
     match n {
         Node::Map { entries, .. } => {
-            // kyaml RNode.VisitFields: for each key name, the FIRST field with that name.
-            for (k, _) in entries {
+            // kyaml RNode.VisitFields: for each key name (duplicates included), the FIRST field
+            // with that name. A duplicate key visits the first value again, where the setter
+            // finds the value it just wrote (no change, no callback): visit each name once.
+            for (i, (k, _)) in entries.iter().enumerate() {
                 let kname = k.str().unwrap_or("");
                 let first = entries
                     .iter()
-                    .find(|(k2, _)| k2.str().unwrap_or("") == kname)
-                    .map(|(_, v)| v);
+                    .position(|(k2, _)| k2.str().unwrap_or("") == kname)
+                    .filter(|&j| j == i)
+                    .map(|j| &entries[j].1);
                 if let Some(v) = first {
                     let p = format!("{path}.{kname}");
                     let pt = in_pod_template || kname == "template";
@@ -1031,6 +1034,14 @@ mod tests {
         assert_eq!(t.value, "foo:v1");
         assert_eq!(t.key.as_deref(), Some("image"));
         assert_eq!((s.line, t.line, t.col), (2, 2, 10));
+    }
+
+    #[test]
+    fn duplicate_key_is_one_site() {
+        // kyaml visits the first `image` twice; the second visit finds its own new value
+        let f = scan("image: a:1 # {\"$imagepolicy\": \"ns:p\"}\nimage: b:2\n");
+        assert_eq!(f.sites.len(), 1);
+        assert_eq!(f.sites[0].target.as_ref().unwrap().value, "a:1");
     }
 
     #[test]

@@ -201,6 +201,115 @@ pub fn render_scalar(value: &str, style: Style) -> String {
     }
 }
 
+/// The tag go-yaml v3 `resolve` gives a plain scalar (`null`, `bool`, `int`, `float` or
+/// `str`); go-yaml v3 resolves YAML 1.2 core forms, `_` ignored in numbers (resolve.go).
+pub fn go_yaml_v3_tag(v: &str) -> &'static str {
+    match v {
+        "" | "~" | "null" | "Null" | "NULL" => return "null",
+        "true" | "True" | "TRUE" | "false" | "False" | "FALSE" => return "bool",
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf" | "-.Inf" | "-.INF"
+        | ".nan" | ".NaN" | ".NAN" => return "float",
+        _ => {}
+    }
+    if !v.starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '+' || c == '.') {
+        return "str";
+    }
+    let plain = v.replace('_', "");
+    let digits = plain.strip_prefix(['-', '+']).unwrap_or(&plain);
+    let radix = |p: &str, ok: fn(char) -> bool| {
+        digits
+            .strip_prefix(p)
+            .or_else(|| digits.strip_prefix(&p.to_uppercase()))
+            .is_some_and(|d| !d.is_empty() && d.chars().all(ok))
+    };
+    // Go strconv.ParseInt(s, 0, 64): 0x, 0o, 0b prefixes, a leading 0 means octal
+    let int = radix("0x", |c| c.is_ascii_hexdigit())
+        || radix("0o", |c| ('0'..='7').contains(&c))
+        || radix("0b", |c| c == '0' || c == '1')
+        || (!digits.is_empty()
+            && digits.chars().all(|c| c.is_ascii_digit())
+            && (!digits.starts_with('0') || digits.chars().all(|c| ('0'..='7').contains(&c))));
+    if int {
+        return "int";
+    }
+    // yamlStyleFloat ^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$ (sans `_`)
+    if !digits.contains('_')
+        && is_yaml11_non_string(&plain)
+        && plain.contains(|c: char| c.is_ascii_digit())
+    {
+        return "float";
+    }
+    "str"
+}
+
+/// Why a plain scalar's new value is written with an explicit tag: kyaml keeps the node's
+/// resolved tag (`!!float` for `1.0`), `FormatNonStringStyle` retags only YAML 1.1
+/// non-strings, and go-yaml v3 `encoder.node` writes a kept tag explicitly when the new value
+/// no longer resolves to it (`newTag: !!float v1.1`). Read from source, not reproduced.
+pub fn kept_tag_caveat(old: &str, new: &str) -> Option<String> {
+    let t = go_yaml_v3_tag(old);
+    if t == "str" {
+        return None;
+    }
+    let retagged = is_yaml11_non_string(new) && t != "null";
+    if retagged || go_yaml_v3_tag(new) == t {
+        return None;
+    }
+    Some(format!(
+        "the old value {old:?} is a plain {t} (go-yaml tag !!{t}); kyaml keeps that tag, so go-yaml may write it explicitly (`!!{t} {new}`), which kustomize then fails to decode; quote the old value (not modelled)"
+    ))
+}
+
+/// How go-yaml v3 writes a new single-line value into a node that was a block scalar.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockRender {
+    /// Still a block scalar: this header (`|-` / `>-`, no trailing newline so chomping `-`),
+    /// the line comment after it, the value on the next line at the parent's indentation + 2
+    /// (`yaml_emitter_write_literal_scalar` / `_folded_scalar`, `write_block_scalar_hints`).
+    Header(&'static str),
+    /// Written as this flow scalar on the key's line instead.
+    Inline(String),
+    /// Outside what is modelled byte for byte (reason).
+    NotModelled(&'static str),
+}
+
+/// The new value of a marked block scalar (`key: | # {"$imagepolicy": ...}`).
+///
+/// kyaml's setter keeps the node's style and sets only the value (image-automation-controller
+/// `internal/update/filter.go` `set`); `yaml.FormatNonStringStyle` then makes a YAML 1.1
+/// non-string (`1.10`) double-quoted; go-yaml's `yaml_emitter_select_scalar_style` falls back
+/// to double quotes when a block is not allowed (empty value, trailing space, control
+/// characters). The old value ended in a newline (clip chomping) and the new one does not, so
+/// the header becomes `|-`: such a marker always changes the file once, even for the same
+/// image.
+pub fn render_block(value: &str, style: Style) -> BlockRender {
+    let block_allowed = !value.is_empty()
+        && !value.ends_with([' ', '\t'])
+        && !value.chars().any(|c| c.is_control());
+    if is_yaml11_non_string(value) || !block_allowed {
+        if value.contains('\n') {
+            return BlockRender::NotModelled("multi-line value for a block scalar (not modelled)");
+        }
+        return BlockRender::Inline(double_quote(value));
+    }
+    if value.starts_with([' ', '\t']) {
+        return BlockRender::NotModelled(
+            "value with leading blanks for a block scalar (go-yaml adds an indentation indicator; not modelled)",
+        );
+    }
+    if value.contains('\n') {
+        return BlockRender::NotModelled("multi-line value for a block scalar (not modelled)");
+    }
+    match style {
+        Style::Literal => BlockRender::Header("|-"),
+        // folding only breaks lines at blanks: a value without blanks stays one line
+        Style::Folded if !value.contains(' ') => BlockRender::Header(">-"),
+        _ => BlockRender::NotModelled(
+            "folded block scalar with blanks in the new value (go-yaml may fold it; not modelled)",
+        ),
+    }
+}
+
 /// kyaml `yaml.DeriveSeqIndentStyle` (kyaml/yaml/util.go): "wide" or "compact" from the first
 /// block sequence entry whose key line is `key:`.
 pub fn derive_seq_indent(original: &str) -> &'static str {
@@ -253,6 +362,10 @@ struct Layout<'a> {
     /// (first content line, last line) 0-based line indices of block scalar content.
     block_lines: Vec<(usize, usize)>,
     line_base: usize,
+    /// Chunk offsets of block scalars the change replaces (go-yaml writes them anew).
+    replaced_blocks: Vec<usize>,
+    /// For each replaced block scalar: (start offset, content indentation go-yaml writes).
+    block_indent: Vec<(usize, usize)>,
 }
 
 impl Layout<'_> {
@@ -333,6 +446,15 @@ impl Layout<'_> {
             Node::Scalar(s) => {
                 let raw = &self.text[s.start..s.end];
                 match s.style {
+                    Style::Literal | Style::Folded if self.replaced_blocks.contains(&s.start) => {
+                        // written anew by go-yaml: the old header and content do not matter
+                        self.block_indent.push((s.start, parent_key_col + 2));
+                        let first = self.lines.line(s.start) + 1;
+                        let last = self.lines.line(s.end.saturating_sub(1).max(s.start));
+                        if last >= first {
+                            self.block_lines.push((first, last));
+                        }
+                    }
                     Style::Literal | Style::Folded => {
                         if s.style == Style::Folded {
                             self.caveat(s.start, "folded block scalar");
@@ -422,6 +544,11 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
         let wide = derive_seq_indent(&chunk) == "wide";
         let cl = Lines::new(&chunk);
         let lines: Vec<&str> = chunk.split('\n').collect();
+        let mut mine: Vec<&Replacement> = reps
+            .iter()
+            .filter(|r| r.start >= *cs && r.end <= *ce)
+            .collect();
+        mine.sort_by_key(|r| (r.start, r.end));
         let mut lay = Layout {
             text: &chunk,
             lines: &cl,
@@ -430,20 +557,83 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
             caveats: Vec::new(),
             block_lines: Vec::new(),
             line_base,
+            replaced_blocks: mine
+                .iter()
+                .filter(|r| matches!(r.style, Style::Literal | Style::Folded))
+                .map(|r| r.start - cs)
+                .collect(),
+            block_indent: Vec::new(),
         };
         lay.check(root, Some(0), 0);
         caveats.append(&mut lay.caveats);
         let mut block_lines = lay.block_lines;
+        let block_indent = lay.block_indent;
         // replacements in this chunk, by line
         let mut by_line: std::collections::BTreeMap<usize, Vec<(usize, usize, String)>> =
             Default::default();
-        for r in reps.iter().filter(|r| r.start >= *cs && r.end <= *ce) {
+        // a block scalar written anew: the value line go-yaml puts after its header line
+        let mut after_line: std::collections::HashMap<usize, String> = Default::default();
+        let mut dropped_blocks: Vec<usize> = Vec::new();
+        let mut prev: Option<(usize, usize)> = None;
+        for r in mine {
+            // one replacement per scalar: a second one for the same (or an overlapping) range
+            // cannot be applied to the text and would be a no-op upstream
+            if prev.is_some_and(|(ps, pe)| (ps, pe) == (r.start, r.end) || r.start < pe) {
+                continue;
+            }
+            prev = Some((r.start, r.end));
             let s = r.start - cs;
             let e = r.end - cs;
-            if matches!(r.style, Style::Literal | Style::Folded) || chunk[s..e].contains('\n') {
+            if matches!(r.style, Style::Literal | Style::Folded) {
+                let l = cl.line(s);
+                let ls = cl.start_of(s);
+                // the header token (`|`, `>-`, `|+2`...) ends at a blank or the line end
+                let hdr_end = chunk[s..]
+                    .find([' ', '\t', '\n'])
+                    .map_or(chunk.len(), |i| s + i);
+                let indent = block_indent
+                    .iter()
+                    .find(|(o, _)| *o == s)
+                    .map_or(0, |(_, i)| *i);
+                match render_block(&r.value, r.style) {
+                    BlockRender::Header(h) => {
+                        dropped_blocks.push(l + 1);
+                        after_line.insert(l, format!("{}{}", " ".repeat(indent), r.value));
+                        by_line
+                            .entry(l)
+                            .or_default()
+                            .push((s - ls, hdr_end - ls, h.to_string()));
+                    }
+                    BlockRender::Inline(v) => {
+                        dropped_blocks.push(l + 1);
+                        by_line
+                            .entry(l)
+                            .or_default()
+                            .push((s - ls, hdr_end - ls, v));
+                    }
+                    BlockRender::NotModelled(why) => {
+                        caveats.push(format!("line {}: {why}", line_base + l + 1));
+                        // keep the old block as it is
+                        block_lines.retain(|(a, _)| *a != l + 1);
+                        block_lines.push((l + 1, cl.line(e.saturating_sub(1).max(s))));
+                    }
+                }
+                continue;
+            }
+            if r.style == Style::Plain
+                && let Some(why) = kept_tag_caveat(&chunk[s..e], &r.value)
+            {
+                caveats.push(format!("line {}: {why}", line_base + cl.line(s) + 1));
+            }
+            if chunk[s..e].contains('\n') {
                 caveats.push(format!(
-                    "line {}: marker on a multi-line or block scalar (rewrite not modelled)",
-                    line_base + cl.line(s) + 1
+                    "line {}: marker on a multi-line {} scalar: go-yaml writes the new value on one line and drops the continuation lines (not modelled)",
+                    line_base + cl.line(s) + 1,
+                    match r.style {
+                        Style::DoubleQuoted => "double-quoted",
+                        Style::SingleQuoted => "single-quoted",
+                        _ => "plain",
+                    }
                 ));
                 continue;
             }
@@ -486,6 +676,9 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
             }
         }
         block_lines.sort_unstable();
+        block_lines.dedup();
+        // first content lines of replaced block scalars (their old content is dropped)
+        let replaced_content = dropped_blocks;
         let mut bi = 0;
         let mut saw_blank_after_comment = false;
         for (li, line) in lines.iter().take(nlines).enumerate() {
@@ -493,6 +686,9 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
                 bi += 1;
             }
             if bi < block_lines.len() && block_lines[bi].0 <= li && li <= block_lines[bi].1 {
+                if replaced_content.contains(&block_lines[bi].0) {
+                    continue; // old content of a block scalar go-yaml writes anew
+                }
                 if line.trim().is_empty() {
                     out.push('\n');
                 } else {
@@ -582,6 +778,10 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
             }
             out.push_str(l.trim_end());
             out.push('\n');
+            if let Some(v) = after_line.get(&li) {
+                out.push_str(v);
+                out.push('\n');
+            }
         }
         out_docs.push(out);
     }
@@ -626,6 +826,111 @@ mod tests {
         assert_eq!(render_scalar("", Style::Plain), "\"\"");
         assert_eq!(render_scalar("a: b", Style::Plain), "\"a: b\"");
         assert_eq!(render_scalar("-x", Style::Plain), "-x");
+    }
+
+    #[test]
+    fn block_scalar_values() {
+        assert_eq!(
+            render_block("ghcr.io/a:v1", Style::Literal),
+            BlockRender::Header("|-")
+        );
+        assert_eq!(render_block("v1", Style::Folded), BlockRender::Header(">-"));
+        // FormatNonStringStyle quotes a YAML 1.1 non-string; go-yaml needs a block-safe value
+        assert_eq!(
+            render_block("1.10", Style::Literal),
+            BlockRender::Inline("\"1.10\"".into())
+        );
+        assert_eq!(
+            render_block("", Style::Literal),
+            BlockRender::Inline("\"\"".into())
+        );
+        assert!(matches!(
+            render_block(" a", Style::Literal),
+            BlockRender::NotModelled(_)
+        ));
+    }
+
+    #[test]
+    fn go_yaml_tags() {
+        for (v, t) in [
+            ("1.0", "float"),
+            ("1e3", "float"),
+            ("08", "float"),
+            ("10", "int"),
+            ("0x1F", "int"),
+            ("1_000", "int"),
+            ("true", "bool"),
+            ("~", "null"),
+            ("1.0.0", "str"),
+            ("v1.1", "str"),
+            ("yes", "str"),
+        ] {
+            assert_eq!(go_yaml_v3_tag(v), t, "{v}");
+        }
+        assert!(kept_tag_caveat("1.0", "v1.1").is_some());
+        assert!(kept_tag_caveat("1.0", "1.1").is_none()); // retagged !!str and quoted
+        assert!(kept_tag_caveat("1.0.0", "v2").is_none());
+        assert!(kept_tag_caveat("~", "1.10").is_some());
+    }
+
+    fn scan(t: &str) -> crate::scan::FileScan {
+        crate::scan::scan_bytes(
+            "f.yaml".into(),
+            "f.yaml".into(),
+            true,
+            t.as_bytes().to_vec(),
+        )
+        .unwrap()
+    }
+
+    fn set_all(t: &str, v: &str) -> Rewrite {
+        let f = scan(t);
+        let reps: Vec<_> = f
+            .sites
+            .iter()
+            .filter(|s| s.effective())
+            .map(|s| {
+                let t = s.target.as_ref().unwrap();
+                Replacement {
+                    start: t.start,
+                    end: t.end,
+                    value: v.into(),
+                    style: t.style,
+                }
+            })
+            .collect();
+        rewrite(&f, &reps)
+    }
+
+    #[test]
+    fn block_scalar_rewrite() {
+        let m = r#"# {"$imagepolicy": "ns:p"}"#;
+        let t = format!(
+            "data:\n  b: | {m}\n    old:1\n    more\n  c: |\n    keep\nitems:\n- >+ {m}\n  x\n\n- y\n"
+        );
+        let r = set_all(&t, "ghcr.io/o/a:v2");
+        assert!(r.exact, "{:?}", r.caveats);
+        assert_eq!(
+            r.text,
+            format!(
+                "data:\n  b: |- {m}\n    ghcr.io/o/a:v2\n  c: |\n    keep\nitems:\n- >- {m}\n  ghcr.io/o/a:v2\n- y\n"
+            )
+        );
+        let r = set_all(&t, "1.10");
+        assert!(r.exact, "{:?}", r.caveats);
+        assert_eq!(
+            r.text,
+            format!("data:\n  b: \"1.10\" {m}\n  c: |\n    keep\nitems:\n- \"1.10\" {m}\n- y\n")
+        );
+    }
+
+    #[test]
+    fn kept_tag_is_not_claimed_exact() {
+        let r = set_all("newTag: 1.0 # {\"$imagepolicy\": \"ns:p:tag\"}\n", "v1.1");
+        assert!(!r.exact);
+        assert!(r.caveats[0].contains("!!float v1.1"), "{:?}", r.caveats);
+        let r = set_all("newTag: 1.0.0 # {\"$imagepolicy\": \"ns:p:tag\"}\n", "v1.1");
+        assert!(r.exact, "{:?}", r.caveats);
     }
 
     #[test]

@@ -287,9 +287,21 @@ fn mc024_marker_in_list() {
     );
     let o = lint(&[("apps/list.yaml", &list)], &[]);
     assert!(o.at("MC024", "apps/list.yaml", 14), "{:?}", o.findings());
+    assert_eq!(o.code, 1, "the List file is never updated: an error");
+    let msg = o.json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "MC024")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("apps/deployment_web.yaml"), "{msg}");
+    assert!(msg.contains("never updates this file"), "{msg}");
     assert!(
         o.json["changes"].as_array().unwrap().is_empty(),
-        "List items are not simulated"
+        "the List file itself is not changed by Flux"
     );
     assert!(!lint(&[("apps/web.yaml", &img(M))], &[]).has("MC024"));
 }
@@ -588,4 +600,30 @@ fn explicit_file_flux_never_reads() {
     assert_eq!(o.code, 0, "{:?}", o.findings());
     assert_eq!(o.json["stats"]["filesScanned"], 1);
     assert!(o.stderr.contains("README.md: Flux never reads this file"));
+}
+
+#[test]
+fn marker_on_a_block_scalar_is_simulated() {
+    // the marker is the block scalar's line comment (on its header): Flux sets the value and
+    // go-yaml writes `|-` (the new value has no final newline), even for the same image
+    let cm = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: apps\ndata:\n  image: | # {M}\n    ghcr.io/org/app:1.0.0\n  other: |\n    keep\n"
+    );
+    let o = lint(&[("apps/c.yaml", &cm)], &["--simulate"]);
+    let c = &o.json["changes"][0];
+    assert_eq!(c["exact"], true, "{}", o.stdout);
+    assert_eq!(c["changes"][0]["new"], "ghcr.io/org/app:1.2.3");
+    assert!(
+        c["diff"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("+  image: |- # {M}\n+    ghcr.io/org/app:1.2.3\n")),
+        "{}",
+        c["diff"]
+    );
+    assert!(o.has("MC070"));
+    // same image: still rewritten once (the old value ends in a newline)
+    let same = cm.replace("1.0.0", "1.2.3");
+    let o = lint(&[("apps/c.yaml", &same)], &[]);
+    assert_eq!(o.json["changes"].as_array().unwrap().len(), 1);
 }

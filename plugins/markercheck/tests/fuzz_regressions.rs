@@ -1,0 +1,34 @@
+//! Every crashing input cargo-fuzz found (plugins/markercheck/fuzz), replayed on stable through
+//! the same entry points as the fuzz targets (`markercheck::fuzzing`). One file per crash in
+//! `tests/fuzz-regressions/<target>/`, named after the bug it found.
+
+use std::path::Path;
+
+fn replay(target: &str, f: fn(&[u8])) -> usize {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fuzz-regressions")
+        .join(target);
+    let mut n = 0;
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        let data = std::fs::read(&p).unwrap();
+        let r = std::panic::catch_unwind(|| f(&data));
+        assert!(r.is_ok(), "{target}: {} panics", p.display());
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn scan_target_crashes_stay_fixed() {
+    assert!(replay("scan", markercheck::fuzzing::scan_target) > 0);
+}
+
+#[test]
+fn simulate_target_crashes_stay_fixed() {
+    assert!(replay("simulate", markercheck::fuzzing::simulate_target) > 0);
+}
