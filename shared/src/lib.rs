@@ -10,6 +10,8 @@
 //! - [`conditions`], [`kstatus`]: status conditions and kstatus evaluation.
 //! - [`wait`]: watch-based waiting with a deadline and a progress spinner.
 //! - [`duration`]: Go duration parse/format.
+//! - [`probe`]: the probe pod that looks at the cluster from inside the pod network (spec,
+//!   lifecycle with guaranteed cleanup, log parsers).
 #![warn(missing_docs)]
 
 pub mod cli;
@@ -20,7 +22,9 @@ pub mod error;
 pub mod flux;
 pub mod kstatus;
 pub mod output;
+pub mod probe;
 pub mod refs;
+pub mod signals;
 pub mod wait;
 
 pub use error::{Error, Result, exit_with};

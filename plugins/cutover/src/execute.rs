@@ -326,64 +326,7 @@ pub async fn execute(
     })
 }
 
-/// SIGINT and SIGTERM listeners, installed when created (tokio replaces the default action
-/// at registration, so a signal that arrives before [`Signals::recv`] is awaited is kept, not
-/// fatal).
-pub struct Signals {
-    #[cfg(unix)]
-    int: Option<tokio::signal::unix::Signal>,
-    #[cfg(unix)]
-    term: Option<tokio::signal::unix::Signal>,
-}
-
-impl Signals {
-    /// Installs the listeners now.
-    pub fn install() -> Signals {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            Signals {
-                int: signal(SignalKind::interrupt()).ok(),
-                term: signal(SignalKind::terminate()).ok(),
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            Signals {}
-        }
-    }
-
-    /// Resolves on the first SIGINT or SIGTERM received since [`Signals::install`].
-    pub async fn recv(&mut self) {
-        #[cfg(unix)]
-        {
-            let int = async {
-                match self.int.as_mut() {
-                    Some(s) => {
-                        s.recv().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
-            let term = async {
-                match self.term.as_mut() {
-                    Some(s) => {
-                        s.recv().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
-            tokio::select! {
-                _ = int => {},
-                _ = term => {},
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
+pub use cluster_loop::signals::Signals;
 
 /// The result of `--finish`.
 #[derive(Debug, Clone, Serialize)]
@@ -591,11 +534,13 @@ mod tests {
                 root: None,
             },
             new_head: None,
+            in_cluster: None,
             relation: None,
             authored: None,
             authored_patch: vec![],
             checks: vec![],
             go: true,
+            interrupted: false,
         }
     }
 

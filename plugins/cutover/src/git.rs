@@ -29,6 +29,9 @@ pub struct GitCredentials {
     pub bearer_token: Option<String>,
     /// `ca.crt` key (else legacy `caFile`): PEM CA bundle.
     pub ca_pem: Option<Vec<u8>>,
+    /// The names of the Secret's keys (never values): which ones an in-cluster probe must
+    /// reference.
+    pub keys: Vec<String>,
 }
 
 impl std::fmt::Debug for GitCredentials {
@@ -44,6 +47,7 @@ impl std::fmt::Debug for GitCredentials {
                 "ca_pem",
                 &self.ca_pem.as_ref().map(|b| format!("{} bytes", b.len())),
             )
+            .field("keys", &self.keys)
             .finish()
     }
 }
@@ -63,6 +67,7 @@ impl GitCredentials {
             password: text("password"),
             bearer_token: text("bearerToken"),
             ca_pem: data.get("ca.crt").or_else(|| data.get("caFile")).cloned(),
+            keys: data.keys().cloned().collect(),
         }
     }
 

@@ -6,9 +6,12 @@
 //! - [`execute`]: the patch, the proof (flux2 pkg/bootstrap wait rule), rollback, `--finish`.
 //! - [`git`]: real `git` with Flux-equivalent credentials.
 //! - [`authored`]: where the GitRepository's URL is committed.
+//! - [`incluster`]: `--verify-in-cluster`, the new remote seen from a pod in the source's
+//!   namespace (the shared probe machinery, [`cluster_loop::probe`]).
 #![warn(missing_docs)]
 
 pub mod authored;
 pub mod execute;
 pub mod git;
+pub mod incluster;
 pub mod preflight;

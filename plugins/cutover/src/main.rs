@@ -9,6 +9,7 @@ use cluster_loop::completion::{self, ObjectKind, Want};
 use cluster_loop::error::{EXIT_FINDING, EXIT_OK, Error, Result};
 use cluster_loop::output::{OutputArgs, Painter, print_machine};
 use cluster_loop::refs::{Kind, ResourceRef};
+use cluster_loop::signals::Signals;
 use cluster_loop::wait::Progress;
 use cutover::execute::{self, Ending, ExecOptions};
 use cutover::preflight::{self, CheckResult, Preflight, Request};
@@ -25,12 +26,25 @@ Examples:
   # After the authored change has landed through the window: verify and remove the hold
   kubectl cutover gitrepo/flux-system --finish
 
+  # Also contact the new URL from a pod in flux-system, as source-controller will: its DNS
+  # answer, TLS with the secret's ca.crt, the credential, and the branch head it sees
+  kubectl cutover gitrepo/flux-system --to https://gitea.prod.example.dev/org/fleet.git \
+      --dry-run --verify-in-cluster
+
+  # The same with your own git-capable probe image (needs sh, getent, base64, mktemp, git)
+  kubectl cutover gitrepo/flux-system --to https://gitea.prod.example.dev/org/fleet.git \
+      --dry-run --verify-in-cluster --probe-image registry.example.com/tools/git:2.49
+
 Exit codes:
   0  preflight passed (--dry-run), cutover verified, or --finish verified
-  1  refused by preflight, rolled back (failure, deadline or Ctrl-C), or --finish not verified
+  1  refused by preflight (also: --verify-in-cluster found split DNS, TLS, auth or a different
+     head from inside the cluster), rolled back (failure, deadline or Ctrl-C), or --finish
+     not verified
   2  usage error (bad reference, bad flag, --repo not a git repository)
-  3  cluster or API error (kubeconfig, connection, RBAC), or the GitRepository does not
-     exist in that namespace on that context (names both)";
+  3  cluster or API error (kubeconfig, connection, RBAC, e.g. cannot create jobs for the
+     in-cluster probe), or the probe did not finish before --probe-timeout, or the GitRepository does not
+     exist in that namespace on that context (names both)
+  130 interrupted during the in-cluster probe (it was deleted; nothing changed)";
 
 /// Move a Flux GitRepository to a new Git URL without rolling the cluster backwards.
 ///
@@ -70,6 +84,19 @@ struct Cli {
     #[arg(long)]
     allow_insecure_http: bool,
 
+    /// Also contact the new URL from a pod in the source's namespace (a probe Job, deleted when
+    /// done): DNS answer, TLS, credential and branch head as source-controller will see them
+    #[arg(long)]
+    verify_in_cluster: bool,
+
+    /// Image of the in-cluster probe (needs sh, getent, base64, mktemp and git)
+    #[arg(long, value_name = "IMAGE", default_value = cluster_loop::probe::GIT_IMAGE, requires = "verify_in_cluster")]
+    probe_image: String,
+
+    /// Deadline of the in-cluster probe (Go duration; also its activeDeadlineSeconds)
+    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION", requires = "verify_in_cluster")]
+    probe_timeout: Duration,
+
     /// Print the preflight and the exact patches, change nothing
     #[arg(long)]
     dry_run: bool,
@@ -89,7 +116,7 @@ struct Cli {
 
     /// After the authored change has landed: verify the root Kustomization applied it and
     /// remove the hold
-    #[arg(long, conflicts_with_all = ["to", "dry_run", "write_patch", "hold_root"])]
+    #[arg(long, conflicts_with_all = ["to", "dry_run", "write_patch", "hold_root", "verify_in_cluster"])]
     finish: bool,
 
     /// How long to wait for proof after the patch (Go duration)
@@ -101,6 +128,35 @@ struct Cli {
 
     #[command(flatten)]
     cluster: ClusterArgs,
+}
+
+/// Schema of `-o json|yaml` (camelCase keys; fields are only added within v1).
+const API_VERSION: &str = "cutover.cluster-loop.dev/v1";
+/// Exit code of a run interrupted during the in-cluster probe (nothing changed).
+const EXIT_INTERRUPTED: i32 = 130;
+
+/// `-o json|yaml` of a cutover run: `apiVersion`, `kind: CutoverReport`, `mode`
+/// (`refused`, `dry-run`, `execute`), the preflight, the forward merge patch (when one was
+/// planned) and the execute result.
+fn report_json(
+    mode: &str,
+    pre: &Preflight,
+    patch: Option<&serde_json::Value>,
+    result: Option<serde_json::Value>,
+) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "apiVersion": API_VERSION,
+        "kind": "CutoverReport",
+        "mode": mode,
+        "preflight": pre,
+    });
+    if let Some(p) = patch {
+        v["patch"] = p.clone();
+    }
+    if let Some(r) = result {
+        v["result"] = r;
+    }
+    v
 }
 
 fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
@@ -155,7 +211,13 @@ async fn run(cli: Cli) -> Result<i32> {
     if cli.finish {
         let report = execute::finish(&conn, &ns, &source.name).await?;
         if cli.output.output.is_machine() {
-            print_machine(cli.output.output, &report)?;
+            let mut v = serde_json::to_value(&report)
+                .map_err(|e| Error::Other(format!("cannot serialize the report: {e}")))?;
+            if let Some(o) = v.as_object_mut() {
+                o.insert("apiVersion".into(), API_VERSION.into());
+                o.insert("kind".into(), "CutoverFinishReport".into());
+            }
+            print_machine(cli.output.output, &v)?;
         } else {
             for n in &report.notes {
                 println!("{}", n);
@@ -189,9 +251,28 @@ async fn run(cli: Cli) -> Result<i32> {
         repo: cli.repo.clone(),
         allow_forward: cli.allow_forward,
         allow_insecure_http: cli.allow_insecure_http,
+        verify_in_cluster: cli.verify_in_cluster.then(|| preflight::InClusterOptions {
+            image: cli.probe_image.clone(),
+            timeout: cli.probe_timeout,
+        }),
     };
     let err_painter = cli.output.stderr_painter();
-    let (before, pre) = preflight::preflight(&conn, &req).await?;
+    if cli.probe_timeout < Duration::from_secs(5) {
+        return Err(Error::usage(format!(
+            "--probe-timeout {:?} is too short: a probe pod needs at least 5s to be scheduled and run",
+            cli.probe_timeout
+        )));
+    }
+    let (before, pre) = {
+        let progress = Progress::for_output("cutover preflight", &cli.output);
+        let mut signals = Signals::install();
+        let r = preflight::preflight(&conn, &req, &progress, &mut signals).await;
+        progress.finish();
+        r?
+    };
+    if pre.interrupted {
+        return Ok(EXIT_INTERRUPTED);
+    }
 
     let forward = execute::forward_patch(&pre, cli.hold_root, "<now>");
     let machine = cli.output.output.is_machine();
@@ -219,7 +300,7 @@ async fn run(cli: Cli) -> Result<i32> {
 
     if !pre.go {
         if machine {
-            print_machine(cli.output.output, &serde_json::json!({ "preflight": pre }))?;
+            print_machine(cli.output.output, &report_json("refused", &pre, None, None))?;
         } else {
             println!("\n{}", out.err("refused: see the failed checks above"));
         }
@@ -229,7 +310,7 @@ async fn run(cli: Cli) -> Result<i32> {
         if machine {
             print_machine(
                 cli.output.output,
-                &serde_json::json!({ "preflight": pre, "patch": forward }),
+                &report_json("dry-run", &pre, Some(&forward), None),
             )?;
         } else {
             println!(
@@ -276,9 +357,11 @@ async fn run(cli: Cli) -> Result<i32> {
     )
     .await?;
     if machine {
+        let result = serde_json::to_value(&report)
+            .map_err(|e| Error::Other(format!("cannot serialize the report: {e}")))?;
         print_machine(
             cli.output.output,
-            &serde_json::json!({ "preflight": pre, "result": report }),
+            &report_json("execute", &pre, Some(&forward), Some(result)),
         )?;
     } else {
         match report.ending {
@@ -385,7 +468,75 @@ fn print_preflight(pre: &Preflight, out: &Painter) {
         };
         println!("{tag} {:<9} {}", c.id, c.message);
     }
+    if let Some(ic) = &pre.in_cluster {
+        print_in_cluster(ic);
+    }
     for p in &pre.authored_patch {
         println!("\nauthored change ({}):\n{}", p.file, p.diff.trim_end());
     }
+}
+
+fn print_in_cluster(ic: &cutover::incluster::InCluster) {
+    let ips = |v: &[std::net::IpAddr]| {
+        v.iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let step = |s: cutover::incluster::Step| match s {
+        cutover::incluster::Step::Ok => "ok",
+        cutover::incluster::Step::Failed => "FAILED",
+        cutover::incluster::Step::NotReached => "not reached",
+        cutover::incluster::Step::NotApplicable => "n/a",
+    };
+    println!(
+        "\nin-cluster probe {} (image {}{}; deleted):",
+        ic.probe,
+        ic.image,
+        ic.pod
+            .as_deref()
+            .map(|p| format!(", pod {p}"))
+            .unwrap_or_default()
+    );
+    let dns = if ic.addresses.is_empty() {
+        serde_json::to_value(ic.dns_status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    } else {
+        ips(&ic.addresses)
+    };
+    let ws = if ic.workstation_addresses.is_empty() {
+        "does not resolve".to_string()
+    } else {
+        ips(&ic.workstation_addresses)
+    };
+    println!(
+        "  dns   {} -> {dns} in the cluster; workstation: {ws}",
+        ic.host
+    );
+    println!(
+        "  tls   {}{}",
+        step(ic.tls),
+        ic.ca_source
+            .as_deref()
+            .map(|c| format!(" (CA from the {c})"))
+            .unwrap_or_default()
+    );
+    println!(
+        "  auth  {}{}",
+        step(ic.auth),
+        ic.auth_scheme
+            .as_deref()
+            .map(|a| format!(" ({a})"))
+            .unwrap_or_default()
+    );
+    println!(
+        "  head  {}",
+        match (&ic.head, ic.matches_cluster) {
+            (Some(h), Some(true)) => format!("{h} (== the commit the cluster runs)"),
+            (Some(h), _) => format!("{h} (differs from the commit the cluster runs)"),
+            (None, _) => "not seen".into(),
+        }
+    );
 }

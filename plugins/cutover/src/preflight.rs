@@ -14,6 +14,10 @@ use serde::Serialize;
 
 use crate::authored::{self, AuthoredUrl};
 use crate::git::{GitCredentials, GitRunner, Relation, Scratch};
+use crate::incluster::{InCluster, Verify};
+use cluster_loop::probe::GitSecret;
+use cluster_loop::signals::Signals;
+use cluster_loop::wait::Progress;
 
 /// Label kustomize-controller puts on every object it applies: the owning Kustomization's name
 /// (kustomize-controller internal/controller: `{group}/name` with group
@@ -42,6 +46,17 @@ pub struct Request {
     pub allow_forward: bool,
     /// `--allow-insecure-http`.
     pub allow_insecure_http: bool,
+    /// `--verify-in-cluster`: the probe image and deadline.
+    pub verify_in_cluster: Option<InClusterOptions>,
+}
+
+/// `--verify-in-cluster` settings.
+#[derive(Debug, Clone)]
+pub struct InClusterOptions {
+    /// `--probe-image`.
+    pub image: String,
+    /// `--probe-timeout`.
+    pub timeout: std::time::Duration,
 }
 
 /// The cluster's current state of the source.
@@ -84,7 +99,7 @@ pub struct Consumer {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Check {
-    /// Short id: `source`, `transport`, `remote`, `history`, `authored`.
+    /// Short id: `source`, `transport`, `remote`, `in-cluster`, `history`, `authored`.
     pub id: &'static str,
     /// `ok`, `warn` or `fail`.
     pub result: CheckResult,
@@ -118,6 +133,9 @@ pub struct Preflight {
     pub current: Current,
     /// The new remote's head for the branch (`None` when it could not be read).
     pub new_head: Option<String>,
+    /// `--verify-in-cluster`: the new remote seen from a pod in the source's namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_cluster: Option<InCluster>,
     /// How the new head relates to what the cluster runs.
     pub relation: Option<Relation>,
     /// Where spec.url is authored at the commit the cluster runs.
@@ -128,6 +146,10 @@ pub struct Preflight {
     pub checks: Vec<Check>,
     /// True when every check passed (no `fail`).
     pub go: bool,
+    /// The in-cluster probe was interrupted by SIGINT/SIGTERM (it was deleted; nothing
+    /// changed): the command exits 130.
+    #[serde(skip)]
+    pub interrupted: bool,
 }
 
 /// A file change in the repository.
@@ -297,11 +319,18 @@ pub async fn read_current(
     Ok((repo, current))
 }
 
-/// Runs the whole preflight. Never changes the cluster; `--repo` is read only (history is
-/// compared in a scratch repository borrowing its objects).
+/// Runs the whole preflight. Never changes the cluster (with `--verify-in-cluster` it creates
+/// one probe Job and always deletes it); `--repo` is read only (history is compared in a
+/// scratch repository borrowing its objects). `signals` interrupts the in-cluster probe.
 ///
-/// Errors: API errors reading the cluster; remote failures and refusals are [`Check`]s.
-pub async fn preflight(conn: &Connection, req: &Request) -> Result<(GitRepository, Preflight)> {
+/// Errors: API errors reading the cluster or creating the probe (RBAC: exit 3 with the
+/// `kubectl auth can-i` line); remote failures and refusals are [`Check`]s.
+pub async fn preflight(
+    conn: &Connection,
+    req: &Request,
+    progress: &Progress,
+    signals: &mut Signals,
+) -> Result<(GitRepository, Preflight)> {
     let (repo, current) = read_current(conn, &req.namespace, &req.name).await?;
     let mut checks = vec![];
     let secret_name = req.secret.clone().or_else(|| current.secret_ref.clone());
@@ -346,11 +375,13 @@ pub async fn preflight(conn: &Connection, req: &Request) -> Result<(GitRepositor
         secret: secret_name.clone(),
         current: current.clone(),
         new_head: None,
+        in_cluster: None,
         relation: None,
         authored: None,
         authored_patch: vec![],
         checks,
         go: false,
+        interrupted: false,
     };
     if transport_failed {
         return Ok((repo, finish(pre)));
@@ -358,29 +389,64 @@ pub async fn preflight(conn: &Connection, req: &Request) -> Result<(GitRepositor
 
     let runner = GitRunner::new(creds)
         .map_err(|e| Error::Other(format!("cannot prepare a private git home: {e}")))?;
-    let head = match runner.remote_head(&req.to, &current.branch) {
-        Ok(h) => h,
-        Err(f) => {
+    let remote = runner.remote_head(&req.to, &current.branch);
+    match &remote {
+        Err(f) => pre.checks.push(Check {
+            id: "remote",
+            result: CheckResult::Fail,
+            message: f.explain(&req.to, secret_label.as_deref()),
+        }),
+        Ok(head) => {
+            pre.new_head = Some(head.clone());
             pre.checks.push(Check {
                 id: "remote",
-                result: CheckResult::Fail,
-                message: f.explain(&req.to, secret_label.as_deref()),
+                result: CheckResult::Ok,
+                message: format!(
+                    "{} answers this workstation with the credentials Flux will use ({}): {} \
+                     is at {}",
+                    req.to,
+                    secret_label.as_deref().unwrap_or("no secret"),
+                    current.branch,
+                    &head[..head.len().min(12)]
+                ),
             });
-            return Ok((repo, finish(pre)));
         }
+    }
+    if let Some(o) = &req.verify_in_cluster {
+        let v = Verify {
+            namespace: req.namespace.clone(),
+            url: req.to.clone(),
+            branch: current.branch.clone(),
+            commit: current.commit.clone(),
+            secret: secret_name.as_ref().map(|name| GitSecret {
+                name: name.clone(),
+                keys: runner.credentials().keys.clone(),
+            }),
+            image: o.image.clone(),
+            timeout: o.timeout,
+        };
+        match crate::incluster::verify(conn, &v, progress, signals).await? {
+            None => {
+                pre.interrupted = true;
+                return Ok((repo, finish(pre)));
+            }
+            Some((ic, verdict)) => {
+                let (result, message) = match verdict {
+                    Ok(m) => (CheckResult::Ok, m),
+                    Err(m) => (CheckResult::Fail, m),
+                };
+                pre.in_cluster = Some(ic);
+                pre.checks.push(Check {
+                    id: "in-cluster",
+                    result,
+                    message,
+                });
+            }
+        }
+    }
+    let Ok(head) = remote else {
+        return Ok((repo, finish(pre)));
     };
-    pre.new_head = Some(head.clone());
-    pre.checks.push(Check {
-        id: "remote",
-        result: CheckResult::Ok,
-        message: format!(
-            "{} answers with the credentials Flux will use ({}): {} is at {}",
-            req.to,
-            secret_label.as_deref().unwrap_or("no secret"),
-            current.branch,
-            &head[..head.len().min(12)]
-        ),
-    });
 
     // History: a scratch repo with the new branch (and --repo's objects) to compare and to read
     // the tree at C.

@@ -10,6 +10,7 @@ use cluster_loop::cli::ClusterArgs;
 use cluster_loop::error::{Error, Result};
 use cluster_loop::output::{OutputArgs, OutputFormat, print_machine, write_stdout};
 use cluster_loop::refs::{Kind, ResourceRef};
+use cluster_loop::signals::Signals;
 use cluster_loop::wait::Progress;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -179,56 +180,6 @@ pub fn validate(cli: &Cli) -> Result<Validated> {
     })
 }
 
-/// SIGINT/SIGTERM listeners, registered eagerly (before anything is created) so a signal
-/// that arrives while the create request is in flight is never lost: from registration on,
-/// the default "terminate at once" action is replaced and the signal is queued for us.
-struct Signals {
-    #[cfg(unix)]
-    int: Option<tokio::signal::unix::Signal>,
-    #[cfg(unix)]
-    term: Option<tokio::signal::unix::Signal>,
-}
-
-impl Signals {
-    fn install() -> Signals {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            Signals {
-                int: signal(SignalKind::interrupt()).ok(),
-                term: signal(SignalKind::terminate()).ok(),
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            Signals {}
-        }
-    }
-
-    async fn recv(&mut self) -> &'static str {
-        #[cfg(unix)]
-        {
-            async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
-                match s {
-                    Some(s) => {
-                        s.recv().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            }
-            tokio::select! {
-                _ = next(&mut self.int) => "SIGINT",
-                _ = next(&mut self.term) => "SIGTERM",
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-            "SIGINT"
-        }
-    }
-}
-
 /// Exit code for an interrupted run.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -264,11 +215,14 @@ pub async fn run(cli: Cli) -> Result<i32> {
     let n = RequestCounter::default();
     let deadline_secs = v.timeout.as_secs().max(5) as i64;
     let mut opts = ProbeOptions {
+        owner: crate::probe::OWNER,
         namespace: conn.namespace.clone(),
         image: cli.image.clone(),
-        hosts: v.hosts.clone(),
+        hosts: v.hosts.iter().map(Host::arg).collect(),
         tls_port: v.tls_port,
         git_url: v.git_url.clone(),
+        git_ref: None,
+        git_secret: None,
         deadline_secs,
         node: cli.node.clone(),
         run_id: crate::probe::new_run_id(),

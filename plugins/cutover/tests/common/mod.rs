@@ -106,6 +106,11 @@ impl World {
         let twin = Twin::start(TwinOptions::default()).await.unwrap();
         let old = GitServer::start(GitServerOptions::default()).unwrap();
         let new = GitServer::start(GitServerOptions::default()).unwrap();
+        World::build(twin, old, new, n)
+    }
+
+    /// As [`World::new`] with given servers (e.g. the new one on the twin's pod network).
+    pub fn build(twin: Twin, old: GitServer, new: GitServer, n: usize) -> World {
         old.create_repo("org/fleet", "main").unwrap();
         new.create_repo("org/fleet", "main").unwrap();
         old.set_auth("org/fleet", USER, &[TOKEN]).unwrap();
@@ -255,25 +260,58 @@ impl World {
 
     /// Runs the real binary with the twin's kubeconfig.
     pub async fn cutover(&self, args: &[&str]) -> Run {
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-cutover"))
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-cutover"));
+        cmd.args(args)
+            .arg("--kubeconfig")
+            .arg(self.twin.kubeconfig_path());
+        run(cmd).await
+    }
+
+    /// Runs the real binary as a workstation whose resolver knows `hosts` (`(ip, name)`):
+    /// in a private mount namespace (`unshare -m`, root) where a copy of /etc/hosts with those
+    /// lines is bind-mounted over /etc/hosts, as a VPN or corporate DNS would answer. The
+    /// binary and its git run unchanged (glibc getaddrinfo, `hosts: files dns`).
+    pub async fn cutover_on_workstation(
+        &self,
+        hosts: &[(String, String)],
+        kubeconfig: &Path,
+        args: &[&str],
+    ) -> Run {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("hosts");
+        let mut text = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+        for (ip, name) in hosts {
+            text.push_str(&format!("{ip}\t{name}\n"));
+        }
+        std::fs::write(&file, text).unwrap();
+        let mut cmd = tokio::process::Command::new("unshare");
+        cmd.args(["-m", "--propagation", "private", "--", "sh", "-c"])
+            .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
+            .arg(&file)
+            .arg(env!("CARGO_BIN_EXE_kubectl-cutover"))
             .args(args)
             .arg("--kubeconfig")
-            .arg(self.twin.kubeconfig_path())
-            .env_remove("KUBECONFIG")
-            .env("NO_COLOR", "1")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await
-            .unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+            .arg(kubeconfig);
+        run(cmd).await
     }
 
     pub fn work(&self) -> PathBuf {
         self.work.path().to_path_buf()
+    }
+}
+
+async fn run(mut cmd: tokio::process::Command) -> Run {
+    let out = cmd
+        .env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
 

@@ -1,5 +1,8 @@
 //! A smart-HTTP Git server for the twin: real `git http-backend` over bare repositories in a
-//! temp dir, on plain HTTP and on HTTPS with its own CA, both on 127.0.0.1 ephemeral ports.
+//! temp dir, on plain HTTP and on HTTPS with its own CA, both on 127.0.0.1 ephemeral ports by
+//! default, or on the twin pod network's host address ([`GitServerOptions::listen`], e.g.
+//! `10.213.0.1:443`) so the twin's real probe pods reach it by a DNS name their upstream
+//! resolver answers (`twin::podexec`), with that name in the certificate.
 //!
 //! What is real: every byte of the Git protocol (upload-pack, receive-pack, protocol v2,
 //! gzip request bodies) is produced by git's own `git http-backend` CGI (git-http-backend(1)),
@@ -104,6 +107,15 @@ pub struct GitServerOptions {
     pub epoch: i64,
     /// Author and committer `(name, email)` of helper commits.
     pub identity: (String, String),
+    /// Address both listeners bind (default `127.0.0.1`). Pass
+    /// `twin::podexec::PodExec::host_address()` to make the server reachable from the twin's
+    /// pods (and still from this host); the address is added to the certificate's SANs.
+    pub listen: std::net::IpAddr,
+    /// Port of the plain-HTTP listener (default 0: ephemeral; 80 on a pod-network address
+    /// gives the URLs a fleet repository authors, `http://<host>/...`).
+    pub http_port: u16,
+    /// Port of the HTTPS listener (default 0: ephemeral; 443 for `https://<host>/...`).
+    pub https_port: u16,
 }
 
 impl Default for GitServerOptions {
@@ -118,6 +130,9 @@ impl Default for GitServerOptions {
             http_backend: None,
             epoch,
             identity: ("Twin Git".to_owned(), "twin-git@example.local".to_owned()),
+            listen: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            http_port: 0,
+            https_port: 0,
         }
     }
 }
@@ -313,7 +328,7 @@ fn default_http_backend() -> PathBuf {
 }
 
 impl GitServer {
-    /// Starts the server: binds `127.0.0.1:0` twice (HTTP and HTTPS), generates the CA and
+    /// Starts the server: binds [`GitServerOptions::listen`] twice (HTTP and HTTPS), generates the CA and
     /// server certificate, and serves until dropped.
     ///
     /// Errors: [`GitError::Io`] if a socket or the temp dir cannot be created or the
@@ -341,18 +356,23 @@ impl GitServer {
         for d in [&root, &home] {
             std::fs::create_dir_all(d).map_err(io_err(format!("create {}", d.display())))?;
         }
-        let pki = tls::generate(&opts.dns_names)?;
+        let mut sans = opts.dns_names.clone();
+        if !opts.listen.is_loopback() {
+            sans.push(opts.listen.to_string());
+        }
+        let pki = tls::generate(&sans)?;
         let ca_file = dir.path().join("ca.crt");
         std::fs::write(&ca_file, &pki.ca_pem).map_err(io_err("write ca.crt"))?;
 
-        let bind = |what: &str| -> Result<std::net::TcpListener> {
-            let l = std::net::TcpListener::bind("127.0.0.1:0")
-                .map_err(io_err(format!("bind 127.0.0.1:0 for {what}")))?;
+        let bind = |what: &str, port: u16| -> Result<std::net::TcpListener> {
+            let addr = SocketAddr::new(opts.listen, port);
+            let l = std::net::TcpListener::bind(addr)
+                .map_err(io_err(format!("bind {addr} for {what}")))?;
             l.set_nonblocking(true).map_err(io_err("set_nonblocking"))?;
             Ok(l)
         };
-        let http_l = bind("HTTP")?;
-        let https_l = bind("HTTPS")?;
+        let http_l = bind("HTTP", opts.http_port)?;
+        let https_l = bind("HTTPS", opts.https_port)?;
         let http_addr = http_l.local_addr().map_err(io_err("local_addr"))?;
         let https_addr = https_l.local_addr().map_err(io_err("local_addr"))?;
 
@@ -457,20 +477,22 @@ impl GitServer {
         )
     }
 
-    /// `https://<host>:<port>/<repo>.git` for one of the certificate's DNS names. Real git
-    /// reaches it with `-c http.curloptResolve=<`[`Self::curlopt_resolve`]`>`.
+    /// `https://<host>:<port>/<repo>.git` for one of the certificate's DNS names (`:<port>`
+    /// left out when it is 443). Real git reaches it with `-c
+    /// http.curloptResolve=<`[`Self::curlopt_resolve`]`>`, or through DNS when the server
+    /// listens on a pod-network address ([`GitServerOptions::listen`]).
     pub fn url_https_host(&self, repo: &str, host: &str) -> String {
-        format!(
-            "https://{host}:{}/{}.git",
-            self.https_addr.port(),
-            repo.trim_end_matches(".git")
-        )
+        let port = match self.https_addr.port() {
+            443 => String::new(),
+            p => format!(":{p}"),
+        };
+        format!("https://{host}{port}/{}.git", repo.trim_end_matches(".git"))
     }
 
     /// The `http.curloptResolve` value (libcurl CURLOPT_RESOLVE, git >= 2.37) that makes
     /// `host` resolve to this server's HTTPS listener: `<host>:<port>:127.0.0.1`.
     pub fn curlopt_resolve(&self, host: &str) -> String {
-        format!("{host}:{}:127.0.0.1", self.https_addr.port())
+        format!("{host}:{}:{}", self.https_addr.port(), self.https_addr.ip())
     }
 
     /// Git config (`key`, `value`) pairs that let real git use this server under the URLs a

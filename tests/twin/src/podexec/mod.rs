@@ -27,7 +27,35 @@
 //! `--local=/#/`: NXDOMAIN for anything else; there is no real upstream). Both run with
 //! `--no-resolv --no-hosts --conf-file=/dev/null --bind-interfaces --cache-size=0`. Changes
 //! to `kube-system/coredns` or any Service rewrite the file and SIGHUP dnsmasq; we wait for its
-//! `read FILE` log line.
+//! `read FILE` log line; [`PodExec::set_upstream`] changes an upstream record the same way.
+//!
+//! The outside world: a veth pair links the pod network to the host's network namespace, one
+//! /30 per model out of `10.213.0.0/16` (picked under a host-wide file lock, so concurrent
+//! models in threads or processes never collide): `twpx<N>` with `.1`
+//! ([`PodExec::host_address`]) on the host, `eth0` with `.2` in the pod network, connected
+//! routes only (no default route: pods reach that address and nothing else). A server a test
+//! binds on the host address, e.g. `twin::git::GitServer` with `GitServerOptions::listen` and
+//! port 443, is what an external Git host is to a cluster: pods reach it by the name the
+//! upstream records give it (`set_upstream("gitea.prod.example.dev", [host_address])`) and
+//! verify its certificate for that name; the host (the "workstation") reaches the same address
+//! locally. The pair is deleted when the model drops (or fails to start).
+//!
+//! Pod spec support beyond argv: `env[].value`, `env[].valueFrom.secretKeyRef` (read from the
+//! Secret at container start, with the kubelet's errors for a missing Secret or key and
+//! `optional`), `securityContext` run-as user/group and `runAsNonRoot`, `emptyDir` volumes
+//! (a private tmpfs per container, mode 1777, `sizeLimit`), `activeDeadlineSeconds`,
+//! `terminationMessagePolicy: FallbackToLogsOnError`, dnsPolicy/dnsConfig/hostAliases/hostname.
+//! The model's own files live under `/run` (not `/tmp`, which an emptyDir may cover).
+//!
+//! Where this differs from a real cluster: every pod of a model shares one network namespace
+//! and one source address (the reported `podIP` is a stable fake from the pod UID); there is
+//! no CNI, kube-proxy or Service VIP routing (only DNS answers for Services); no image root
+//! filesystem (containers see the host's files, with private mounts of /etc/resolv.conf,
+//! /etc/hosts, /etc/nsswitch.conf and emptyDirs, and an image's tools replaced by the host's);
+//! an emptyDir is per container, not shared by the pod's containers, and its mountPath must
+//! exist on the host; other volume types and `valueFrom` sources (configMapKeyRef, fieldRef)
+//! are not modelled; no NetworkPolicy or egress firewall; CreateContainerConfigError is final
+//! (the kubelet would retry it with back-off).
 //!
 //! Images ([`ImageKind`]): `alpine:*`, `busybox:*`, `alpine/git:*`, `nicolaka/netshoot:*`
 //! (docker.io). Other images are not run here; the workload model still fails to pull them.
@@ -403,8 +431,9 @@ impl Dnsmasq {
 
 struct DnsState {
     cluster: Dnsmasq,
-    _upstream: Dnsmasq,
+    upstream: Dnsmasq,
     content: String,
+    upstream_records: BTreeMap<String, Vec<String>>,
 }
 
 struct Running {
@@ -425,6 +454,7 @@ struct Inner {
     seq: AtomicU64,
     pids: Mutex<Vec<u32>>,
     idle: tokio::sync::watch::Sender<usize>,
+    link: NodeLink,
 }
 
 /// The running model. Dropping it stops every process it started (containers, dnsmasq, the
@@ -434,6 +464,128 @@ pub struct PodExec {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     _holder: Holder,
     _dir: tempfile::TempDir,
+}
+
+/// First address of the range the pod-network links are carved from (one /30 per [`PodExec`]:
+/// `.1` on the host side, `.2` in the pod network namespace).
+pub const LINK_RANGE: [u8; 2] = [10, 213];
+
+/// The veth pair between the host's network namespace and the twin's pod network.
+#[derive(Debug, Clone)]
+struct NodeLink {
+    /// Host-side interface name (`twpx<N>`).
+    host_if: String,
+    /// Host-side address (what pods reach the "outside world" at).
+    host_ip: std::net::Ipv4Addr,
+    /// Pod-side address (`eth0` in the pod network namespace).
+    pod_ip: std::net::Ipv4Addr,
+}
+
+impl NodeLink {
+    /// Creates the pair under a host-wide lock (`/run/lock` or the temp dir) so concurrent
+    /// [`PodExec`]s (threads or processes) never pick the same /30: reads the host's IPv4
+    /// addresses, takes the first free `10.213.N.M/30`, creates `twpx<index>` with its peer
+    /// `eth0` moved into `netns` (the holder's pid), addresses and raises both ends.
+    async fn create(holder_pid: u32, netns: &str) -> Result<NodeLink, PodExecError> {
+        let lock_dir = if Path::new("/run/lock").is_dir() {
+            PathBuf::from("/run/lock")
+        } else {
+            std::env::temp_dir()
+        };
+        let lock_path = lock_dir.join("twin-podexec-links.lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| PodExecError::Setup(format!("{}: {e}", lock_path.display())))?;
+        let lock = tokio::task::spawn_blocking(move || lock.lock().map(|_| lock))
+            .await
+            .map_err(|e| PodExecError::Setup(format!("link lock: {e}")))?
+            .map_err(|e| PodExecError::Setup(format!("{}: {e}", lock_path.display())))?;
+        let out = Command::new("ip")
+            .args(["-o", "-4", "addr", "show"])
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|e| PodExecError::Setup(format!("ip addr show: {e}")))?;
+        let used: HashSet<(u8, u8)> = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|w| w.split('/').next()?.parse::<std::net::Ipv4Addr>().ok())
+            .filter(|ip| ip.octets()[..2] == LINK_RANGE)
+            .map(|ip| (ip.octets()[2], ip.octets()[3] & !3))
+            .collect();
+        let links = Command::new("ip")
+            .args(["-o", "link", "show"])
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|e| PodExecError::Setup(format!("ip link show: {e}")))?;
+        let links = String::from_utf8_lossy(&links.stdout).to_string();
+        let free = (0u32..16384).find(|i| {
+            let (c, d) = ((i / 64) as u8, ((i % 64) * 4) as u8);
+            !used.contains(&(c, d))
+                && !links.contains(&format!(" twpx{i}:"))
+                && !links.contains(&format!(" twpx{i}@"))
+        });
+        let Some(i) = free else {
+            return Err(PodExecError::Setup(
+                "no free /30 left in 10.213.0.0/16 for the pod network link".into(),
+            ));
+        };
+        let (c, d) = ((i / 64) as u8, ((i % 64) * 4) as u8);
+        let link = NodeLink {
+            host_if: format!("twpx{i}"),
+            host_ip: std::net::Ipv4Addr::new(LINK_RANGE[0], LINK_RANGE[1], c, d + 1),
+            pod_ip: std::net::Ipv4Addr::new(LINK_RANGE[0], LINK_RANGE[1], c, d + 2),
+        };
+        let pid = holder_pid.to_string();
+        let host_cidr = format!("{}/30", link.host_ip);
+        let pod_cidr = format!("{}/30", link.pod_ip);
+        let net = format!("--net={netns}");
+        let steps: Vec<(&str, Vec<&str>)> = vec![
+            (
+                "ip",
+                vec![
+                    "link",
+                    "add",
+                    &link.host_if,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    "eth0",
+                    "netns",
+                    &pid,
+                ],
+            ),
+            ("ip", vec!["addr", "add", &host_cidr, "dev", &link.host_if]),
+            ("ip", vec!["link", "set", &link.host_if, "up"]),
+            (
+                "nsenter",
+                vec![&net, "ip", "addr", "add", &pod_cidr, "dev", "eth0"],
+            ),
+            ("nsenter", vec![&net, "ip", "link", "set", "eth0", "up"]),
+        ];
+        for (prog, args) in steps {
+            if let Err(e) = run_ok(prog, &args).await {
+                link.delete();
+                return Err(e);
+            }
+        }
+        drop(lock);
+        Ok(link)
+    }
+
+    /// Deletes the pair (synchronously; deleting one end removes both). Idempotent.
+    fn delete(&self) {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.host_if])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
 }
 
 fn chmod(p: &Path, mode: u32) {
@@ -503,10 +655,17 @@ impl PodExec {
         if !missing.is_empty() {
             return Err(PodExecError::Prerequisites(missing.join(", ")));
         }
+        // Not under /tmp: a pod's emptyDir mounted at /tmp must not hide the image tool
+        // directories and per-container files that live here.
+        let base = ["/run", "/var/tmp"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|d| d.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
         let tmp = tempfile::Builder::new()
             .prefix("twin-podexec-")
-            .tempdir()
-            .map_err(|e| PodExecError::Setup(format!("temp dir: {e}")))?;
+            .tempdir_in(&base)
+            .map_err(|e| PodExecError::Setup(format!("temp dir in {}: {e}", base.display())))?;
         let dir = tmp.path().to_path_buf();
         chmod(&dir, 0o755);
         let bins = build_bins(&dir)?;
@@ -534,8 +693,14 @@ impl PodExec {
             let a: Vec<&str> = a.iter().map(String::as_str).collect();
             run_ok("nsenter", &a).await?;
         }
+        let link = NodeLink::create(holder.pid, &netns).await?;
         let up_file = dir.join("upstream.hosts");
-        write_file(&up_file, &dns::upstream_hosts(&opts.upstream))?;
+        if let Err(e) = write_file(&up_file, &dns::upstream_hosts(&opts.upstream)) {
+            link.delete();
+            return Err(e);
+        }
+        // From here on a failure must not leave the link behind.
+        let mut guard = LinkGuard(Some(link.clone()));
         let upstream =
             Dnsmasq::start(&netns, NODE_RESOLVER, &up_file, &["--local=/#/".into()]).await?;
         let node = NodeDns {
@@ -569,15 +734,18 @@ impl PodExec {
             bins,
             dns: tokio::sync::Mutex::new(DnsState {
                 cluster: cluster_dnsmasq,
-                _upstream: upstream,
+                upstream,
                 content,
+                upstream_records: opts.upstream.clone(),
             }),
             running: Mutex::new(HashMap::new()),
             started: Mutex::new(HashSet::new()),
             seq: AtomicU64::new(0),
             pids: Mutex::new(pids),
             idle: tokio::sync::watch::channel(0).0,
+            link,
         });
+        guard.0 = None;
         mark_node(&*inner.cluster, true);
         let mut tasks = Vec::new();
         // pods: watch first, then list (events for already-seen pods are idempotent)
@@ -649,6 +817,46 @@ impl PodExec {
         &self.inner.netns
     }
 
+    /// The host-side address of the pod network's link: a server the test starts on this
+    /// address (e.g. `GitServerOptions::listen`) is reachable from every pod, and from the
+    /// host (the "workstation") as a local address. Stands in for a server outside the
+    /// cluster; give it a name with [`PodExec::set_upstream`].
+    pub fn host_address(&self) -> std::net::Ipv4Addr {
+        self.inner.link.host_ip
+    }
+
+    /// The pods' source address on that link (every pod shares it here; see the module docs).
+    pub fn pod_network_address(&self) -> std::net::Ipv4Addr {
+        self.inner.link.pod_ip
+    }
+
+    /// The host-side interface name of the link (`twpx<N>`), removed when the model drops.
+    pub fn link_interface(&self) -> &str {
+        &self.inner.link.host_if
+    }
+
+    /// Sets what the upstream resolver answers for `name` (`ips` empty: NXDOMAIN again),
+    /// reloads its dnsmasq and waits until it re-read the records. Returns all records.
+    pub async fn set_upstream(
+        &self,
+        name: &str,
+        ips: &[String],
+    ) -> Result<BTreeMap<String, Vec<String>>, PodExecError> {
+        let mut st = self.inner.dns.lock().await;
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        if ips.is_empty() {
+            st.upstream_records.remove(&name);
+        } else {
+            st.upstream_records.insert(name, ips.to_vec());
+        }
+        write_file(
+            &self.inner.dir.join("upstream.hosts"),
+            &dns::upstream_hosts(&st.upstream_records),
+        )?;
+        st.upstream.reload().await?;
+        Ok(st.upstream_records.clone())
+    }
+
     /// Number of containers running now.
     pub fn running(&self) -> usize {
         self.inner.running.lock().unwrap().len()
@@ -682,6 +890,18 @@ impl Drop for PodExec {
         }
         for p in self.inner.pids.lock().unwrap().drain(..) {
             kill_pid("-KILL", &p.to_string());
+        }
+        self.inner.link.delete();
+    }
+}
+
+/// Deletes the link if start fails after creating it.
+struct LinkGuard(Option<NodeLink>);
+
+impl Drop for LinkGuard {
+    fn drop(&mut self) {
+        if let Some(l) = self.0.take() {
+            l.delete();
         }
     }
 }
@@ -824,6 +1044,97 @@ fn strs(v: &Value) -> Vec<String> {
 }
 
 impl Inner {
+    /// The container's `env` as the kubelet resolves it (pkg/kubelet/kubelet_pods.go
+    /// `makeEnvironmentVariables`): literal `value`s, and `valueFrom.secretKeyRef` read from
+    /// the Secret in the pod's namespace at start. A missing Secret or key fails the container
+    /// with the kubelet's message (`secret "NAME" not found`, `couldn't find key KEY in Secret
+    /// NS/NAME`), unless `optional: true` (then the variable is left out). Other `valueFrom`
+    /// sources (configMapKeyRef, fieldRef, resourceFieldRef) and `$(VAR)` expansion are not
+    /// modelled (the variable is left out).
+    fn container_env(&self, pod: &Value, c: &Value) -> Result<Vec<(String, String)>, String> {
+        use base64::Engine as _;
+        let ns = s(pod, "/metadata/namespace");
+        let mut out = Vec::new();
+        for e in c["env"].as_array().into_iter().flatten() {
+            let Some(k) = e["name"].as_str() else {
+                continue;
+            };
+            if let Some(v) = e["value"].as_str() {
+                out.push((k.to_string(), v.to_string()));
+                continue;
+            }
+            let Some(r) = e.pointer("/valueFrom/secretKeyRef") else {
+                continue;
+            };
+            let (name, key) = (s(r, "/name"), s(r, "/key"));
+            let optional = r["optional"].as_bool().unwrap_or(false);
+            let secret = Cluster::get(&*self.cluster, &ObjKey::new("v1", "Secret", ns, name))
+                .ok()
+                .flatten();
+            let Some(secret) = secret else {
+                if optional {
+                    continue;
+                }
+                return Err(format!("secret \"{name}\" not found"));
+            };
+            let value = secret
+                .pointer("/data")
+                .and_then(|d| d.get(key))
+                .and_then(Value::as_str)
+                .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+                .or_else(|| {
+                    secret
+                        .pointer("/stringData")
+                        .and_then(|d| d.get(key))
+                        .and_then(Value::as_str)
+                        .map(|v| v.as_bytes().to_vec())
+                });
+            match value {
+                Some(v) => out.push((k.to_string(), String::from_utf8_lossy(&v).into_owned())),
+                None if optional => {}
+                None => return Err(format!("couldn't find key {key} in Secret {ns}/{name}")),
+            }
+        }
+        Ok(out)
+    }
+
+    /// `(mountPath, tmpfs size)` of the container's mounts of `emptyDir` volumes. Each is a
+    /// private tmpfs (mode 1777, `sizeLimit` or 64m) mounted over a directory that must exist
+    /// on the host (the twin has no image root filesystem to create a mount point in).
+    /// Other volume types are not modelled and fail the container.
+    fn empty_dir_mounts(
+        &self,
+        pod: &Value,
+        c: &Value,
+    ) -> Result<Vec<(String, String)>, PodExecError> {
+        let volumes = pod
+            .pointer("/spec/volumes")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for m in c["volumeMounts"].as_array().into_iter().flatten() {
+            let (name, path) = (s(m, "/name"), s(m, "/mountPath"));
+            let vol = volumes.iter().find(|v| v["name"] == json!(name));
+            let Some(ed) = vol.and_then(|v| v.get("emptyDir")) else {
+                return Err(PodExecError::Setup(format!(
+                    "twin podexec: volume {name:?} is not an emptyDir; only emptyDir volumes are modelled"
+                )));
+            };
+            if !Path::new(path).is_dir() || !path.starts_with('/') {
+                return Err(PodExecError::Setup(format!(
+                    "twin podexec: mountPath {path} must be an existing directory on this host (there is no image root filesystem to create it in)"
+                )));
+            }
+            let size = ed["sizeLimit"]
+                .as_str()
+                .map(|q| q.replace("Mi", "m").replace("Gi", "g").replace("Ki", "k"))
+                .unwrap_or_else(|| "64m".into());
+            out.push((path.to_string(), size));
+        }
+        Ok(out)
+    }
+
     async fn sync_dns(&self) -> Result<String, PodExecError> {
         let mut st = self.dns.lock().await;
         let content = cluster_records(&self.store, &self.node.cluster_domain);
@@ -985,7 +1296,11 @@ impl Inner {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter_map(|c| non_root_violation(&pod, c).map(|m| (c.clone(), m)))
+            .filter_map(|c| {
+                non_root_violation(&pod, c)
+                    .or_else(|| self.container_env(&pod, c).err())
+                    .map(|m| (c.clone(), m))
+            })
             .collect();
         if !refused.is_empty() {
             let statuses: Vec<Value> = refused
@@ -1402,6 +1717,14 @@ impl Inner {
             run_ok("nsenter", &[&mnt, "mount", "--bind", &src, &dst]).await?;
         }
         run_ok("nsenter", &[&uts, "hostname", &dns::pod_hostname(pod)]).await?;
+        for (path, size) in self.empty_dir_mounts(pod, c)? {
+            let opts = format!("mode=1777,size={size}");
+            run_ok(
+                "nsenter",
+                &[&mnt, "mount", "-t", "tmpfs", "-o", &opts, "tmpfs", &path],
+            )
+            .await?;
+        }
         let sc = |k: &str| {
             c.pointer(&format!("/securityContext/{k}"))
                 .and_then(Value::as_i64)
@@ -1422,11 +1745,9 @@ impl Inner {
                 if uid == 0 { "/root".into() } else { "/".into() },
             ),
         ];
-        for e in c["env"].as_array().into_iter().flatten() {
-            if let (Some(k), Some(v)) = (e["name"].as_str(), e["value"].as_str()) {
-                env.retain(|(n, _)| n != k);
-                env.push((k.to_string(), v.to_string()));
-            }
+        for (k, v) in self.container_env(pod, c).map_err(PodExecError::Setup)? {
+            env.retain(|(n, _)| *n != k);
+            env.push((k, v));
         }
         let mut cmd = Command::new("nsenter");
         cmd.arg(format!("--net={}", self.netns))

@@ -1,18 +1,24 @@
 # kubectl-podresolve probe script (protocol v1). A FIXED constant: user values reach it only
 # as positional arguments ("$@"), never as shell text. Run as: sh -c "$SCRIPT" podresolve
-# [--step-timeout SECS] [--tls PORT] [--git URL] [--] HOST...  Every section starts with
-# "#podresolve section KIND [ARG]" and ends with "#podresolve end rc=N" (N = the tool's exit
-# status, 127 = not found, 124/143 = killed by the step timeout).
+# [--step-timeout SECS] [--tls PORT] [--git URL [--git-ref REF]] [--] HOST...  Every section
+# starts with "#podresolve section KIND [ARG]" and ends with "#podresolve end rc=N" (N = the
+# tool's exit status, 127 = not found, 124/143 = killed by the step timeout). Git credentials
+# come only from the environment (secretKeyRef): PROBE_GIT_USERNAME/PASSWORD (basic),
+# PROBE_GIT_BEARER_TOKEN (bearer, wins), PROBE_GIT_CA (else PROBE_GIT_CA_FILE): PEM bundle.
+# Their values are never printed; "#podresolve git-auth SCHEME" and "#podresolve git-ca SRC"
+# say which were used.
 m='#podresolve'
 GIT_TERMINAL_PROMPT=0; export GIT_TERMINAL_PROMPT
 tls_port=''
 git_url=''
+git_ref='HEAD'
 step=''
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --step-timeout) step="$2"; shift 2 ;;
     --tls) tls_port="$2"; shift 2 ;;
     --git) git_url="$2"; shift 2 ;;
+    --git-ref) git_ref="$2"; shift 2 ;;
     --) shift; break ;;
     *) break ;;
   esac
@@ -59,8 +65,29 @@ for h in "$@"; do
   fi
 done
 if [ -n "$git_url" ]; then
+  auth=none
+  if [ -n "${PROBE_GIT_BEARER_TOKEN:-}" ]; then
+    auth=bearer
+    GIT_CONFIG_COUNT=1; GIT_CONFIG_KEY_0=http.extraHeader
+    GIT_CONFIG_VALUE_0="Authorization: Bearer $PROBE_GIT_BEARER_TOKEN"
+    export GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0
+  elif [ -n "${PROBE_GIT_USERNAME:-}${PROBE_GIT_PASSWORD:-}" ]; then
+    if command -v base64 >/dev/null 2>&1; then
+      auth=basic
+      GIT_CONFIG_COUNT=1; GIT_CONFIG_KEY_0=http.extraHeader
+      GIT_CONFIG_VALUE_0="Authorization: Basic $(printf '%s:%s' "${PROBE_GIT_USERNAME:-}" "${PROBE_GIT_PASSWORD:-}" | base64 | tr -d '\n')"
+      export GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0
+    else auth=basic-unavailable-no-base64; fi
+  fi
+  printf '%s git-auth %s\n' "$m" "$auth"
+  ca="${PROBE_GIT_CA:-${PROBE_GIT_CA_FILE:-}}"
+  if [ -n "$ca" ]; then
+    f=$(mktemp 2>/dev/null) && printf '%s\n' "$ca" >"$f" && GIT_SSL_CAINFO="$f" && export GIT_SSL_CAINFO && printf '%s git-ca secret\n' "$m" || printf '%s git-ca unwritable\n' "$m"
+  else
+    printf '%s git-ca image\n' "$m"
+  fi
   printf '%s section git %s\n' "$m" "$git_url"
-  if command -v git >/dev/null 2>&1; then t git ls-remote "$git_url" HEAD 2>&1; rc=$?; else echo 'git: not found in image'; rc=127; fi
+  if command -v git >/dev/null 2>&1; then t git ls-remote -- "$git_url" "$git_ref" 2>&1; rc=$?; else echo 'git: not found in image'; rc=127; fi
   printf '%s end rc=%s\n' "$m" "$rc"
 fi
 printf '%s done\n' "$m"

@@ -1,0 +1,429 @@
+//! `kubectl cutover --verify-in-cluster` on the twin, with nothing faked between the plugin and
+//! the answer: the twin's podexec model runs the probe Job's pod FOR REAL (alpine/git: BusyBox
+//! and host git) in the twin's pod network namespace, whose resolver is a real dnsmasq standing in
+//! for CoreDNS and its upstream; the new Git server (real `git http-backend`, HTTPS with its own
+//! CA, basic auth) listens on the pod network link's host address at port 443, so the probe's
+//! `git ls-remote https://gitea.prod.example.dev/org/fleet.git` goes through DNS, TCP, TLS and
+//! HTTP auth exactly as source-controller's fetch would. The plugin itself runs as a workstation
+//! whose /etc/hosts knows the name (a private mount namespace), so split DNS is real too.
+//!
+//! Every test greps stdout, stderr, and every Job/Pod object and pod log the twin stored for
+//! the token strings.
+//!
+//! Skips (with a message) only when podexec's prerequisites (root, unshare, nsenter, ip,
+//! dnsmasq, busybox) are missing.
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+use twin::git::{GitServer, GitServerOptions};
+use twin::podexec::{PodExec, PodExecOptions};
+use twin::{Twin, TwinOptions};
+
+const HOST: &str = "gitea.prod.example.dev";
+
+fn skip() -> bool {
+    let m = twin::podexec::missing_prerequisites();
+    if !m.is_empty() {
+        eprintln!(
+            "SKIPPED: the twin's podexec needs {} (apt-get install -y dnsmasq busybox util-linux iproute2; run as root)",
+            m.join(", ")
+        );
+        return true;
+    }
+    false
+}
+
+struct Ic {
+    w: World,
+    pe: PodExec,
+    _workloads: Arc<twin::workload::WorkloadController>,
+    _storage: tempfile::TempDir,
+    /// Every Job and Pod object seen in flux-system (JSON text).
+    seen: Arc<Mutex<Vec<String>>>,
+    _watch: tokio::task::JoinHandle<()>,
+}
+
+impl Ic {
+    /// The twin with podexec and the workload model (Job -> Pod), the old server on
+    /// 127.0.0.1, the new one on the pod network at `https://gitea.prod.example.dev/`, the
+    /// upstream DNS answering that name with the link address.
+    async fn start(n: usize) -> Ic {
+        let twin = Twin::start(TwinOptions::default()).await.unwrap();
+        let store = twin.store();
+        let pe = PodExec::start(store.clone(), PodExecOptions::default())
+            .await
+            .expect("podexec starts");
+        let storage = tempfile::tempdir().unwrap();
+        let opts = Arc::new(twin::flux::ModelOptions::new(
+            0.01,
+            storage.path().to_path_buf(),
+        ));
+        let workloads = twin::workload::WorkloadController::start(
+            Arc::new(store.clone()),
+            opts,
+            twin::workload::Registry::new(&[]),
+        );
+        let addr = pe.host_address();
+        pe.set_upstream(HOST, &[addr.to_string()]).await.unwrap();
+        let old = GitServer::start(GitServerOptions::default()).unwrap();
+        let new = GitServer::start(GitServerOptions {
+            dns_names: vec![HOST.into()],
+            listen: addr.into(),
+            http_port: 80,
+            https_port: 443,
+            ..Default::default()
+        })
+        .unwrap();
+        let w = World::build(twin, old, new, n);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut watches = vec![];
+        for (g, v, r) in [("", "v1", "pods"), ("batch", "v1", "jobs")] {
+            let gvr = store.gvr(g, v, r).unwrap();
+            watches.push(store.watch(&gvr, Some("flux-system"), None).unwrap());
+        }
+        let s2 = seen.clone();
+        let watch = tokio::spawn(async move {
+            let mut b = watches.pop().unwrap();
+            let mut a = watches.pop().unwrap();
+            loop {
+                let ev = tokio::select! {
+                    Some(e) = a.next() => e,
+                    Some(e) = b.next() => e,
+                    else => return,
+                };
+                s2.lock().unwrap().push(ev.object.to_string());
+            }
+        });
+        Ic {
+            w,
+            pe,
+            _workloads: workloads,
+            _storage: storage,
+            seen,
+            _watch: watch,
+        }
+    }
+
+    fn to(&self) -> String {
+        self.w.new.url_https_host("org/fleet", HOST)
+    }
+
+    fn workstation_hosts(&self) -> Vec<(String, String)> {
+        vec![(self.pe.host_address().to_string(), HOST.to_string())]
+    }
+
+    async fn run(&self, args: &[&str]) -> Run {
+        self.run_as(self.w.twin.kubeconfig_path(), args).await
+    }
+
+    async fn run_as(&self, kubeconfig: &std::path::Path, args: &[&str]) -> Run {
+        let to = self.to();
+        let mut all = vec!["gitrepository/flux-system", "--to", &to, "--dry-run"];
+        all.extend_from_slice(args);
+        self.w
+            .cutover_on_workstation(&self.workstation_hosts(), kubeconfig, &all)
+            .await
+    }
+
+    /// Pods of cutover probes seen, and their logs.
+    fn probe_pods_and_logs(&self) -> (Vec<Value>, String) {
+        let store = self.w.twin.store();
+        let mut pods = vec![];
+        let mut logs = String::new();
+        for o in self.seen.lock().unwrap().iter() {
+            let v: Value = serde_json::from_str(o).unwrap();
+            if v["kind"] == "Pod"
+                && v["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubectl-cutover"
+            {
+                let name = v["metadata"]["name"].as_str().unwrap().to_string();
+                if !pods
+                    .iter()
+                    .any(|p: &Value| p["metadata"]["name"] == json!(name))
+                {
+                    logs.push_str(&String::from_utf8_lossy(
+                        &store.read_pod_log("flux-system", &name, "probe", 0).0,
+                    ));
+                }
+                pods.push(v);
+            }
+        }
+        (pods, logs)
+    }
+
+    /// No token in the output, in any stored Job/Pod version, or in the probe logs; the
+    /// probe Job is gone.
+    async fn assert_clean(&self, r: &Run) {
+        r.assert_no_secrets();
+        let (_, logs) = self.probe_pods_and_logs();
+        for t in [TOKEN, NEW_TOKEN] {
+            for o in self.seen.lock().unwrap().iter() {
+                assert!(!o.contains(t), "token in a stored object: {o}");
+            }
+            assert!(!logs.contains(t), "token in the probe log:\n{logs}");
+        }
+        let store = self.w.twin.store();
+        let jobs = store.gvr("batch", "v1", "jobs").unwrap();
+        let left: Vec<Value> = store
+            .list(&jobs, Some("flux-system"), None)
+            .unwrap()
+            .into_iter()
+            .filter(|j| {
+                j["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubectl-cutover"
+            })
+            .collect();
+        assert!(left.is_empty(), "probe Job left behind: {left:?}");
+        assert!(
+            self.pe.wait_idle(Duration::from_secs(60)).await,
+            "probe container still running"
+        );
+    }
+}
+
+fn check<'a>(v: &'a Value, id: &str) -> &'a Value {
+    v["preflight"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no {id} check in {v:#}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_head_seen_from_inside_the_cluster() {
+    if skip() {
+        return;
+    }
+    let ic = Ic::start(3).await;
+    let r = ic.run(&["--verify-in-cluster", "-o", "json"]).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["apiVersion"], "cutover.cluster-loop.dev/v1");
+    assert_eq!(v["kind"], "CutoverReport");
+    assert_eq!(v["mode"], "dry-run");
+    let inc = &v["preflight"]["inCluster"];
+    let addr = ic.pe.host_address().to_string();
+    assert_eq!(inc["host"], HOST);
+    assert_eq!(inc["dnsStatus"], "resolved");
+    assert_eq!(inc["addresses"], json!([addr]));
+    assert_eq!(inc["workstationAddresses"], json!([addr]));
+    assert_eq!(inc["dnsDiffers"], false);
+    assert_eq!(inc["tls"], "ok");
+    assert_eq!(inc["caSource"], "secret");
+    assert_eq!(inc["auth"], "ok");
+    assert_eq!(inc["authScheme"], "basic");
+    assert_eq!(inc["head"], json!(ic.w.head()));
+    assert_eq!(inc["matchesCluster"], true);
+    assert_eq!(check(&v, "in-cluster")["result"], "ok");
+    // The request really reached the new server from the pod network, with basic auth.
+    let from_pod =
+        ic.w.new.requests().into_iter().any(|q| {
+            q.user.as_deref() == Some(USER) && q.authorization.as_deref() == Some("Basic")
+        });
+    assert!(from_pod, "{:?}", ic.w.new.requests());
+    // The pod got the credentials only by reference.
+    let (pods, logs) = ic.probe_pods_and_logs();
+    let pod = pods.last().expect("a probe pod ran");
+    let env = &pod["spec"]["containers"][0]["env"];
+    let refs: Vec<&str> = env
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| {
+            e.pointer("/valueFrom/secretKeyRef/key")
+                .and_then(Value::as_str)
+        })
+        .collect();
+    assert_eq!(refs, ["username", "password", "ca.crt"], "{env}");
+    assert!(
+        env.as_array().unwrap().iter().all(|e| e["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("PROBE_GIT_")
+            == e["value"].is_null()),
+        "{env}"
+    );
+    assert!(logs.contains("#podresolve git-auth basic"), "{logs}");
+    ic.assert_clean(&r).await;
+
+    // The table shows the same.
+    let t = ic.run(&["--verify-in-cluster"]).await;
+    assert_eq!(t.code, 0, "{}", t.all());
+    assert!(
+        t.stdout.contains("in-cluster probe flux-system/cutover-"),
+        "{}",
+        t.stdout
+    );
+    assert!(
+        t.stdout.contains(&format!(
+            "{HOST} -> {addr} in the cluster; workstation: {addr}"
+        )),
+        "{}",
+        t.stdout
+    );
+    assert!(
+        t.stdout.contains(&format!(
+            "head  {} (== the commit the cluster runs)",
+            ic.w.head()
+        )),
+        "{}",
+        t.stdout
+    );
+    ic.assert_clean(&t).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_dns_is_refused_with_both_answers() {
+    if skip() {
+        return;
+    }
+    let ic = Ic::start(2).await;
+    // The cluster's upstream no longer knows the name; the workstation still does.
+    ic.pe.set_upstream(HOST, &[]).await.unwrap();
+    let r = ic.run(&["--verify-in-cluster"]).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let addr = ic.pe.host_address().to_string();
+    let want = format!(
+        "split DNS: {HOST} resolves on this workstation ({addr}) but not from a pod in flux-system (NXDOMAIN)"
+    );
+    assert!(r.stdout.contains(&want), "want {want:?} in\n{}", r.all());
+    // The workstation check itself passed: only the cluster cannot reach it.
+    assert!(r.stdout.contains("ok   remote"), "{}", r.stdout);
+    assert!(r.stdout.contains("FAIL in-cluster"), "{}", r.stdout);
+    assert!(r.stdout.contains("refused"), "{}", r.stdout);
+    ic.assert_clean(&r).await;
+    let j = ic.run(&["--verify-in-cluster", "-o", "yaml"]).await;
+    assert_eq!(j.code, 1, "{}", j.all());
+    assert!(j.stdout.contains("kind: CutoverReport"), "{}", j.stdout);
+    assert!(j.stdout.contains("dnsStatus: not-found"), "{}", j.stdout);
+    assert!(j.stdout.contains("mode: refused"), "{}", j.stdout);
+    ic.assert_clean(&j).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_ca_in_the_cluster_names_the_secret_key() {
+    if skip() {
+        return;
+    }
+    let ic = Ic::start(2).await;
+    ic.w.secret("no-ca", TOKEN, None);
+    let r = ic
+        .run(&["--verify-in-cluster", "--secret", "no-ca", "-o", "json"])
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let inc = &v["preflight"]["inCluster"];
+    assert_eq!(inc["dnsStatus"], "resolved");
+    assert_eq!(inc["tls"], "failed");
+    assert_eq!(inc["caSource"], "image");
+    assert_eq!(inc["auth"], "not-reached");
+    let c = check(&v, "in-cluster");
+    assert_eq!(c["result"], "fail");
+    let m = c["message"].as_str().unwrap();
+    assert!(m.contains("TLS verification failed in the cluster"), "{m}");
+    assert!(
+        m.contains("to secret flux-system/no-ca under the key `ca.crt`"),
+        "{m}"
+    );
+    // The Secret's ca.crt is absent, so the pod spec references only the credentials.
+    let (pods, _) = ic.probe_pods_and_logs();
+    let env = pods.last().unwrap()["spec"]["containers"][0]["env"].to_string();
+    assert!(!env.contains("ca.crt"), "{env}");
+    ic.assert_clean(&r).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoked_token_is_rejected_inside_the_cluster() {
+    if skip() {
+        return;
+    }
+    let ic = Ic::start(2).await;
+    assert!(ic.w.new.revoke_token("org/fleet", TOKEN));
+    let r = ic.run(&["--verify-in-cluster", "-o", "json"]).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let inc = &v["preflight"]["inCluster"];
+    assert_eq!(inc["tls"], "ok");
+    assert_eq!(inc["auth"], "failed");
+    assert_eq!(inc["authScheme"], "basic");
+    assert!(inc["head"].is_null());
+    let m = check(&v, "in-cluster")["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(m.contains("authentication required"), "{m}");
+    assert!(m.contains("never revoke the one Flux is using"), "{m}");
+    assert!(m.contains("flux-system/flux-system"), "{m}");
+    // The 401 came from the pod's request, which carried basic auth.
+    assert!(
+        ic.w.new
+            .requests()
+            .iter()
+            .any(|q| q.status == 401 && q.authorization.as_deref() == Some("Basic")),
+        "{:?}",
+        ic.w.new.requests()
+    );
+    ic.assert_clean(&r).await;
+
+    // A rotated token in a new secret passes from inside too.
+    ic.w.secret("rotated", NEW_TOKEN, Some(&ic.w.both_cas()));
+    let r = ic
+        .run(&["--verify-in-cluster", "--secret", "rotated"])
+        .await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(r.stdout.contains("ok   in-cluster"), "{}", r.stdout);
+    ic.assert_clean(&r).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cannot_create_jobs_exits_3_with_the_can_i_line() {
+    if skip() {
+        return;
+    }
+    let ic = Ic::start(2).await;
+    let rules = vec![
+        twin::Rule::new(
+            &["get", "list", "watch"],
+            &[""],
+            &["secrets", "pods", "pods/log"],
+        ),
+        twin::Rule::new(
+            &["get", "list", "watch"],
+            &["source.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io"],
+            &["gitrepositories", "kustomizations"],
+        ),
+    ];
+    let token = ic.w.twin.add_token("readonly", rules);
+    let kc = ic.w.twin.kubeconfig_for(&token, "readonly").unwrap();
+    let r = ic.run_as(&kc, &["--verify-in-cluster"]).await;
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(
+        r.stderr.contains("kubectl auth can-i create jobs"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(ic.w.twin.request_log().count("delete", Some("jobs")), 0);
+    ic.assert_clean(&r).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_image_without_git_is_refused() {
+    if skip() {
+        return;
+    }
+    let ic = Ic::start(2).await;
+    let r = ic
+        .run(&["--verify-in-cluster", "--probe-image", "alpine:3.22"])
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("the probe image alpine:3.22 has no git: pass --probe-image"),
+        "{}",
+        r.stdout
+    );
+    ic.assert_clean(&r).await;
+}
