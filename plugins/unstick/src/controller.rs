@@ -75,6 +75,12 @@ pub enum CancelMode {
     Unknown,
 }
 
+/// Annotation the cluster-loop twin (tests/twin) puts on its kustomize-controller
+/// Deployment: real seconds per nominal second of its controller models (`"0.03"`: a nominal
+/// 15m health-check timeout ends 27s after it started). Never set on a real cluster, where the
+/// factor is 1. Read so that the deadlines we print are the times the check really ends.
+pub const TIME_SCALE_ANNOTATION: &str = "twin.cluster-loop.dev/time-scale";
+
 /// Facts read from the kustomize-controller Deployment.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -100,6 +106,10 @@ pub struct ControllerFacts {
     pub args: Vec<String>,
     /// `spec.selector.matchLabels` of the Deployment (to find its pods).
     pub selector: BTreeMap<String, String>,
+    /// Real seconds per nominal second when the controller is the twin's model
+    /// ([`TIME_SCALE_ANNOTATION`], a finite value > 0); `None` on a real cluster (1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_scale: Option<f64>,
 }
 
 impl ControllerFacts {
@@ -163,6 +173,9 @@ impl ControllerFacts {
                     .collect()
             })
             .unwrap_or_default();
+        let time_scale = obj::annotation(d, TIME_SCALE_ANNOTATION)
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|f| f.is_finite() && *f > 0.0 && (*f - 1.0).abs() > f64::EPSILON);
         ControllerFacts {
             namespace: obj::namespace(d).to_string(),
             name: obj::name(d).to_string(),
@@ -174,7 +187,13 @@ impl ControllerFacts {
             concurrent,
             args,
             selector,
+            time_scale,
         }
+    }
+
+    /// Real seconds per nominal second of this controller's clock: 1 on a real cluster.
+    pub fn clock(&self) -> f64 {
+        self.time_scale.unwrap_or(1.0)
     }
 
     /// The container arg that turns the gate on while keeping the other gates as they are,

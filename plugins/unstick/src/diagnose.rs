@@ -102,8 +102,13 @@ pub struct HealthCheck {
     /// Timeout in seconds: from the message (`with a timeout of 5m0s`), else the effective
     /// timeout of the spec.
     pub timeout_secs: f64,
-    /// `started_at + timeout`: the latest time the controller ends the check on its own.
+    /// `started_at + timeout × clock`: the latest time the controller ends the check on its
+    /// own (clock: [`ControllerFacts::clock`], 1 on a real cluster).
     pub deadline: Option<Timestamp>,
+    /// Real seconds per nominal second when the controller runs a scaled clock (the twin's
+    /// models, [`crate::controller::TIME_SCALE_ANNOTATION`]); absent on a real cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_scale: Option<f64>,
     /// Seconds from the snapshot to the deadline (negative: overdue).
     pub time_left_secs: Option<i64>,
 }
@@ -401,7 +406,9 @@ impl<'a> Engine<'a> {
             let revision = caps[1].to_string();
             let t = parse_go_duration(&caps[2]).map_or(timeout_secs, |d| d.as_secs_f64());
             let started = c.last_transition_time;
-            let deadline = started.and_then(|s| s.checked_add(secs(t)).ok());
+            let time_scale = self.controller.as_ref().and_then(|c| c.time_scale);
+            let clock = time_scale.unwrap_or(1.0);
+            let deadline = started.and_then(|s| s.checked_add(secs(t * clock)).ok());
             let left = deadline.map(|d| d.duration_since(now).as_secs());
             let hc = HealthCheck {
                 revision: revision.clone(),
@@ -409,6 +416,7 @@ impl<'a> Engine<'a> {
                 timeout_secs: t,
                 deadline,
                 time_left_secs: left,
+                time_scale,
             };
             blocking = self.blocking_in_flight(ks);
             let when = match (deadline, left) {
@@ -427,6 +435,10 @@ impl<'a> Engine<'a> {
                     )
                 }
                 _ => "start time unknown".to_string(),
+            };
+            let when = match time_scale {
+                Some(f) => format!("{when}; {}", scaled_clock_note(f, t)),
+                None => when,
             };
             health_check = Some(hc);
             (
@@ -1161,6 +1173,16 @@ fn request_facts(ks: &Value, now: Timestamp) -> Option<RequestFacts> {
 
 /// Duration of the last run from `status.history[0].lastReconciledDuration` (fluxcd/pkg
 /// apis/meta History), seconds.
+/// `twin clock ×0.03: the 15m0s timeout ends 27s after the start`: said wherever a deadline
+/// was computed on a scaled controller clock, so nobody reads it as wall-clock nominal time.
+pub fn scaled_clock_note(time_scale: f64, nominal_secs: f64) -> String {
+    format!(
+        "twin clock ×{time_scale}: the {} timeout ends {} after the start",
+        obj::human_secs(nominal_secs.round() as i64),
+        obj::human_secs((nominal_secs * time_scale).round() as i64)
+    )
+}
+
 fn last_duration_secs(ks: &Value) -> Option<f64> {
     let h = obj::arr(ks, &["status", "history"]).first()?;
     duration::from_json(h.get("lastReconciledDuration")?).map(|d| d.as_secs_f64())

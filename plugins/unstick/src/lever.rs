@@ -233,7 +233,8 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
     let mut also_cancels = Vec::new();
     let mut recommend_gate_arg = None;
     let mut fresh_run_at = None;
-    let timeout = d.timeout_secs;
+    // A full run lasts up to the timeout on the controller's clock (scaled on the twin).
+    let timeout = d.timeout_secs * controller.map_or(1.0, ControllerFacts::clock);
     let margin = opts.margin_secs;
     let ks_patch = |patch: Value, why: String| Step::Patch {
         api_version: ks_api.clone(),
@@ -621,7 +622,8 @@ pub fn request_plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             patch: request_patch(inp.token),
             why: "reconcile.fluxcd.io/requestedAt = now".into(),
         }],
-        wait_secs: d.timeout_secs + opts.margin_secs,
+        wait_secs: d.timeout_secs * inp.controller.map_or(1.0, ControllerFacts::clock)
+            + opts.margin_secs,
         wait_for_request_token: true,
         request_token: Some(inp.token.to_string()),
     }

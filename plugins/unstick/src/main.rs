@@ -355,9 +355,19 @@ async fn single(
     let ex = live::execute(conn, &plan, intr, cli.force_resume).await?;
     rep.action = "executed".into();
     rep.done = ex.done.clone();
+    // What was done is part of the report (stdout, before the proof and the verdict; in
+    // -o json|yaml it is `done`), so it reads in order even when stdout and stderr are
+    // captured apart.
+    if !machine {
+        for l in &ex.done {
+            out(&format!("✓ {l}\n"))?;
+        }
+    }
     let progress = Progress::for_output(format!("ks/{name}"), &cli.output);
-    for l in &ex.done {
-        progress.println(format!("✓ {l}"));
+    if machine {
+        for l in &ex.done {
+            progress.println(format!("✓ {l}"));
+        }
     }
     if ex.interrupted || intr.fired() {
         rep.proof = "interrupted".into();

@@ -482,9 +482,16 @@ fn changes_of(c: &CommitSpec, base: &Path, git: &BTreeMap<String, Arc<GitServer>
     ch
 }
 
+/// Annotation on the twin's kustomize-controller Deployment: the models' time scale (real
+/// seconds per nominal second). A real cluster has no such thing; it is the one place a client
+/// can learn that a `with a timeout of 15m0s` check here ends after 15m × scale of wall time
+/// (kubectl-unstick reads it to print true deadlines). Not upstream.
+pub const TIME_SCALE_ANNOTATION: &str = "twin.cluster-loop.dev/time-scale";
+
 /// The kustomize-controller Deployment for `controller:` (image tag and args as flux install
-/// writes them, plus the gates).
-pub fn controller_deployment(c: &ControllerSpec) -> Value {
+/// writes them, plus the gates), annotated with the models' `time_scale`
+/// ([`TIME_SCALE_ANNOTATION`]).
+pub fn controller_deployment(c: &ControllerSpec, time_scale: f64) -> Value {
     let version = c.version.clone().unwrap_or_else(|| "v1.9.4".into());
     let mut args = vec![
         "--events-addr=http://notification-controller.flux-system.svc.cluster.local./".to_string(),
@@ -510,6 +517,7 @@ pub fn controller_deployment(c: &ControllerSpec) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "kustomize-controller", "namespace": "flux-system",
+            "annotations": {TIME_SCALE_ANNOTATION: time_scale.to_string()},
             "labels": {"app.kubernetes.io/component": "kustomize-controller",
                 "app.kubernetes.io/instance": "flux-system", "app.kubernetes.io/part-of": "flux"}},
         "spec": {
@@ -603,7 +611,8 @@ impl RunningScenario {
         let registry = Registry::new(&sc.registry);
         registry.add("ghcr.io/fluxcd/kustomize-controller:*");
         registry.add("ghcr.io/fluxcd/source-controller:*");
-        let mut initial = vec![controller_deployment(&sc.controller)];
+        let time_scale = run.time_scale.or(sc.time_scale).unwrap_or(0.01);
+        let mut initial = vec![controller_deployment(&sc.controller, time_scale)];
         for o in &sc.objects {
             initial.push(fold_string_data(expand_value(o, &git)));
         }
@@ -637,10 +646,7 @@ impl RunningScenario {
             .prefix("twin-flux-storage-")
             .tempdir()
             .map_err(|e| start_err(&sc, e))?;
-        let mut opts = ModelOptions::new(
-            run.time_scale.or(sc.time_scale).unwrap_or(0.01),
-            storage.path().to_path_buf(),
-        );
+        let mut opts = ModelOptions::new(time_scale, storage.path().to_path_buf());
         opts.git_env = Vec::new();
         if let Some(h) = &sc.health_check_interval {
             opts.health_poll = parse_go_duration(h)
