@@ -5,7 +5,6 @@
 //! Time: the scenarios run at time scale 0.05 (a nominal 5m health-check timeout lasts 15
 //! real seconds); waits are watch-driven with generous real-time deadlines.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -15,8 +14,9 @@ use twin::flux::cluster::{ObjKey, s};
 use twin::git::Change;
 use twin::scenario::{EventSpec, RunningScenario, Scenario};
 use twin::testkit::{
-    FLUX_SYSTEM, bare_tag_first_rollout, commit, cond, cond_is, cond_status, events_about,
-    fail_health_check, get, gitrepo, ks, ready_succeeded, start_scaled, start_shipped, wait,
+    FLUX_SYSTEM, PluginRun, bare_tag_first_rollout, commit, cond, cond_is, cond_status,
+    events_about, fail_health_check, get, gitrepo, ks, plugin_command, ready_succeeded, run_plugin,
+    start_scaled, start_shipped, wait,
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
@@ -70,50 +70,24 @@ async fn in_flight(run: &RunningScenario) -> (String, String) {
     (first, bad)
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
-    }
-}
-
 fn cmd(
     run: &RunningScenario,
     kubeconfig: Option<&std::path::Path>,
     args: &[&str],
 ) -> tokio::process::Command {
-    let mut c = tokio::process::Command::new(BIN);
-    c.arg("--kubeconfig")
-        .arg(kubeconfig.unwrap_or(run.twin.kubeconfig_path()))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    c
+    plugin_command(BIN, kubeconfig.unwrap_or(run.twin.kubeconfig_path()), args)
 }
 
-async fn unstick(run: &RunningScenario, args: &[&str]) -> Out {
+async fn unstick(run: &RunningScenario, args: &[&str]) -> PluginRun {
     unstick_as(run, None, args).await
 }
 
-async fn unstick_as(run: &RunningScenario, kc: Option<&std::path::Path>, args: &[&str]) -> Out {
-    let o = tokio::time::timeout(T, cmd(run, kc, args).output())
-        .await
-        .expect("kubectl-unstick did not finish")
-        .unwrap();
-    Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into(),
-        stderr: String::from_utf8_lossy(&o.stderr).into(),
-    }
+async fn unstick_as(
+    run: &RunningScenario,
+    kc: Option<&std::path::Path>,
+    args: &[&str],
+) -> PluginRun {
+    run_plugin(BIN, kc.unwrap_or(run.twin.kubeconfig_path()), args, T).await
 }
 
 fn not_suspended_by_us(o: &Value) -> bool {

@@ -1,6 +1,7 @@
 //! Helpers for tests and benchmarks that drive a twin scenario: the keys of Flux objects in
 //! `flux-system`, condition checks the way Flux controllers write conditions, starting a
-//! scenario and waiting for a state, and pushing to a scenario's Git server.
+//! scenario and waiting for a state, pushing to a scenario's Git server, and running a plugin
+//! binary against the twin.
 //!
 //! Shared by this crate's tests and the plugins' end-to-end tests (a dev-dependency on
 //! `twin` is enough; no feature). Every helper panics on failure, as a test should: the panic
@@ -20,6 +21,8 @@
 //! # }
 //! ```
 
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -209,4 +212,60 @@ pub async fn commit(
         .await
         .expect("the commit task panicked")
         .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// What a plugin binary run left: its exit code (`-1` when a signal ended it) and its stdout
+/// and stderr (lossy UTF-8).
+#[derive(Debug, Clone)]
+pub struct PluginRun {
+    /// Exit code, `-1` when killed by a signal.
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl PluginRun {
+    /// Stdout parsed as JSON (for `-o json`). Panics with stdout and stderr when it is not
+    /// JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+    }
+}
+
+/// The command line `<bin> --kubeconfig <kubeconfig> <args>` for a plugin binary (e.g.
+/// `env!("CARGO_BIN_EXE_kubectl-unstick")`), with `NO_COLOR=1`, stdin closed, stdout and
+/// stderr piped, killed when dropped. Spawn it, or run it with [`run_plugin`].
+pub fn plugin_command(bin: &str, kubeconfig: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(bin);
+    c.arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    c
+}
+
+/// Runs [`plugin_command`] to its end and returns what it left. Panics when it cannot start
+/// or has not finished after `timeout` (real time; it is killed then).
+pub async fn run_plugin(
+    bin: &str,
+    kubeconfig: &Path,
+    args: &[&str],
+    timeout: Duration,
+) -> PluginRun {
+    let o = tokio::time::timeout(timeout, plugin_command(bin, kubeconfig, args).output())
+        .await
+        .unwrap_or_else(|_| panic!("{bin} {args:?} did not finish in {timeout:?}"))
+        .unwrap_or_else(|e| panic!("running {bin}: {e}"));
+    PluginRun {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into(),
+        stderr: String::from_utf8_lossy(&o.stderr).into(),
+    }
 }
