@@ -378,16 +378,23 @@ pub struct Swept {
     pub name: String,
 }
 
-/// Delete every Job and bare Pod labelled `app.kubernetes.io/managed-by=kubectl-<tool>` in
-/// `namespace` (all namespaces when None). Pods owned by a swept Job are left to the garbage
-/// collector (Background propagation).
+/// Delete every probe Job and Pod (labelled `app.kubernetes.io/managed-by=kubectl-<tool>` and
+/// carrying the run label `<tool>.cluster-loop.dev/run`) in `namespace` (all namespaces when
+/// None). A pod whose owner Job is swept here is left to the garbage collector (Background
+/// propagation); every other probe pod is deleted, including one whose owner Job is already
+/// gone (the GC would remove it in time, but `--cleanup` means now). Pods are listed before
+/// Jobs, so a pod's Job, if it exists, was created before the Job list and is in it.
 pub async fn sweep(
     conn: &Connection,
     owner: ProbeOwner,
     namespace: Option<&str>,
     cleanup_hint: &str,
 ) -> Result<Vec<Swept>> {
-    let sel = format!("app.kubernetes.io/managed-by={}", owner.managed_by());
+    let sel = format!(
+        "app.kubernetes.io/managed-by={},{}",
+        owner.managed_by(),
+        owner.run_label()
+    );
     let lp = ListParams::default().labels(&sel);
     let (jobs, pods): (Api<Job>, Api<Pod>) = match namespace {
         Some(ns) => (
@@ -397,14 +404,19 @@ pub async fn sweep(
         None => (Api::all(conn.client.clone()), Api::all(conn.client.clone())),
     };
     let ctx = |url: &str| conn.ctx().verb("list").with_resource_url(url);
-    let job_list = jobs
-        .list(&lp)
-        .await
-        .map_err(|e| Error::from_kube(e, ctx(jobs.resource_url())))?;
     let pod_list = pods
         .list(&lp)
         .await
         .map_err(|e| Error::from_kube(e, ctx(pods.resource_url())))?;
+    let job_list = jobs
+        .list(&lp)
+        .await
+        .map_err(|e| Error::from_kube(e, ctx(jobs.resource_url())))?;
+    let swept_jobs: std::collections::HashSet<String> = job_list
+        .items
+        .iter()
+        .filter_map(|j| j.metadata.uid.clone())
+        .collect();
     let n = RequestCounter::default();
     let mut out = Vec::new();
     let mut work = Vec::new();
@@ -416,12 +428,11 @@ pub async fn sweep(
         ));
     }
     for p in pod_list.items {
-        let owned_by_job = p
-            .metadata
-            .owner_references
-            .as_ref()
-            .is_some_and(|o| o.iter().any(|r| r.kind == "Job"));
-        if !owned_by_job {
+        let job_swept_here = p.metadata.owner_references.as_ref().is_some_and(|o| {
+            o.iter()
+                .any(|r| r.kind == "Job" && swept_jobs.contains(&r.uid))
+        });
+        if !job_swept_here {
             work.push((
                 Carrier::Pod,
                 p.metadata.namespace.unwrap_or_default(),
