@@ -214,6 +214,22 @@ pub async fn commit(
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// For tests that need the podexec model (probe images run for real in private namespaces):
+/// `true`, after printing `SKIPPED: ...` on stderr with what is missing and how to install it,
+/// when [`crate::podexec::missing_prerequisites`] names a host tool or root; the test then
+/// returns early.
+pub fn skip_without_podexec() -> bool {
+    let m = crate::podexec::missing_prerequisites();
+    if m.is_empty() {
+        return false;
+    }
+    eprintln!(
+        "SKIPPED: the twin's podexec needs {} (apt-get install -y dnsmasq busybox util-linux iproute2 bind9-dnsutils; run as root)",
+        m.join(", ")
+    );
+    true
+}
+
 /// What a plugin binary run left: its exit code (`-1` when a signal ended it) and its stdout
 /// and stderr (lossy UTF-8).
 #[derive(Debug, Clone)]
@@ -267,5 +283,32 @@ pub async fn run_plugin(
         code: o.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&o.stdout).into(),
         stderr: String::from_utf8_lossy(&o.stderr).into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn conditions_and_inventory() {
+        let o = json!({"status": {
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded"},
+                {"type": "Healthy", "status": "Unknown", "reason": "Progressing"}],
+            "lastAttemptedRevision": "main@sha1:b",
+            "inventory": {"entries": [{"id": "apps_podinfo_apps_Deployment", "v": "v1"}]}}});
+        assert_eq!(cond(&o, "Healthy").unwrap()["reason"], "Progressing");
+        assert!(cond(&o, "Stalled").is_none());
+        assert!(cond(&json!({}), "Ready").is_none());
+        assert!(ready_succeeded(&o));
+        assert!(cond_status(&o, "Healthy", "Unknown"));
+        assert!(!cond_is(&o, "Ready", "True", "Progressing"));
+        assert!(checking_new_revision(&o, "main@sha1:a"));
+        assert!(!checking_new_revision(&o, "main@sha1:b"));
+        assert_eq!(inventory_ids(&o), vec!["apps_podinfo_apps_Deployment"]);
+        assert_eq!(ks("apps").namespace, FLUX_SYSTEM);
+        assert_eq!(gitrepo("fleet").kind, "GitRepository");
     }
 }

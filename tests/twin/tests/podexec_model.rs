@@ -7,6 +7,7 @@
 use serde_json::{Value, json};
 use std::time::Duration;
 use twin::podexec::{self, NodeDns, PodExec, PodExecOptions, dns};
+use twin::testkit::skip_without_podexec;
 use twin::{Store, Twin, TwinOptions, WatchEventType};
 
 fn node() -> NodeDns {
@@ -152,18 +153,6 @@ fn probe_images() {
 
 // ---- live ----
 
-fn skip() -> bool {
-    let m = podexec::missing_prerequisites();
-    if !m.is_empty() {
-        eprintln!(
-            "SKIPPED: podexec needs {} (apt-get install -y dnsmasq busybox bind9-dnsutils; run as root)",
-            m.join(", ")
-        );
-        return true;
-    }
-    false
-}
-
 const COREFILE: &str = ".:53 {\n    errors\n    kubernetes cluster.local in-addr.arpa ip6.arpa {\n       fallthrough in-addr.arpa ip6.arpa\n    }\n    hosts {\n       192.168.2.20 gitea.prod.example.dev\n       fallthrough\n    }\n    forward . /etc/resolv.conf\n}\n";
 
 async fn live() -> (Twin, PodExec) {
@@ -263,7 +252,7 @@ fn resolv_mounts() -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_pod_resolves_through_cluster_dns() {
-    if skip() {
+    if skip_without_podexec() {
         return;
     }
     let mounts_before = resolv_mounts();
@@ -334,7 +323,7 @@ async fn probe_pod_resolves_through_cluster_dns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_codes_start_error_default_policy_and_reload() {
-    if skip() {
+    if skip_without_podexec() {
         return;
     }
     let (twin, pe) = live().await;
@@ -429,7 +418,7 @@ async fn exit_codes_start_error_default_policy_and_reload() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadline_and_delete_kill_the_process() {
-    if skip() {
+    if skip_without_podexec() {
         return;
     }
     let (twin, pe) = live().await;

@@ -7,19 +7,8 @@
 use serde_json::{Value, json};
 use std::time::Duration;
 use twin::scenario::{RunOptions, RunningScenario, Scenario};
+use twin::testkit::skip_without_podexec;
 use twin::{PatchKind, Store, Subresource, WatchEventType, WriteOptions};
-
-fn skip() -> bool {
-    let m = twin::podexec::missing_prerequisites();
-    if !m.is_empty() {
-        eprintln!(
-            "SKIPPED: podexec needs {} (apt-get install -y dnsmasq busybox bind9-dnsutils; run as root)",
-            m.join(", ")
-        );
-        return true;
-    }
-    false
-}
 
 async fn start() -> RunningScenario {
     RunningScenario::start(
@@ -77,7 +66,7 @@ fn cond(o: &Value, t: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_ephemeral_containers_and_unknown_images() {
-    if skip() {
+    if skip_without_podexec() {
         return;
     }
     let sc = start().await;
