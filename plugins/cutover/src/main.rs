@@ -263,10 +263,12 @@ async fn run(cli: Cli) -> Result<i32> {
             cli.probe_timeout
         )));
     }
+    // Only the in-cluster probe needs them before the patch: once installed, SIGINT no longer
+    // kills the process, so the confirmation prompt below answers it itself.
+    let mut signals = cli.verify_in_cluster.then(Signals::install);
     let (before, pre) = {
         let progress = Progress::for_output("cutover preflight", &cli.output);
-        let mut signals = Signals::install();
-        let r = preflight::preflight(&conn, &req, &progress, &mut signals).await;
+        let r = preflight::preflight(&conn, &req, &progress, signals.as_mut()).await;
         progress.finish();
         r?
     };
@@ -335,10 +337,22 @@ async fn run(cli: Cli) -> Result<i32> {
             ))
         );
         let _ = std::io::stderr().flush();
-        let mut answer = String::new();
-        std::io::stdin()
-            .read_line(&mut answer)
-            .map_err(|e| Error::Other(format!("cannot read the answer: {e}")))?;
+        let read = tokio::task::spawn_blocking(|| {
+            let mut answer = String::new();
+            std::io::stdin().read_line(&mut answer).map(|_| answer)
+        });
+        let answer = match signals.as_mut() {
+            Some(sig) => tokio::select! {
+                a = read => a,
+                s = sig.recv() => {
+                    eprintln!("\naborted by {s}: nothing changed");
+                    return Ok(EXIT_INTERRUPTED);
+                }
+            },
+            None => read.await,
+        }
+        .map_err(|e| Error::Other(format!("cannot read the answer: {e}")))?
+        .map_err(|e| Error::Other(format!("cannot read the answer: {e}")))?;
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
             eprintln!("aborted: nothing changed");
             return Ok(EXIT_FINDING);

@@ -321,7 +321,8 @@ pub async fn read_current(
 
 /// Runs the whole preflight. Never changes the cluster (with `--verify-in-cluster` it creates
 /// one probe Job and always deletes it); `--repo` is read only (history is compared in a
-/// scratch repository borrowing its objects). `signals` interrupts the in-cluster probe.
+/// scratch repository borrowing its objects). `signals` interrupts the in-cluster probe
+/// (installed here when `None`).
 ///
 /// Errors: API errors reading the cluster or creating the probe (RBAC: exit 3 with the
 /// `kubectl auth can-i` line); remote failures and refusals are [`Check`]s.
@@ -329,7 +330,7 @@ pub async fn preflight(
     conn: &Connection,
     req: &Request,
     progress: &Progress,
-    signals: &mut Signals,
+    signals: Option<&mut Signals>,
 ) -> Result<(GitRepository, Preflight)> {
     let (repo, current) = read_current(conn, &req.namespace, &req.name).await?;
     let mut checks = vec![];
@@ -424,6 +425,11 @@ pub async fn preflight(
             }),
             image: o.image.clone(),
             timeout: o.timeout,
+        };
+        let mut own = None;
+        let signals = match signals {
+            Some(s) => s,
+            None => own.insert(Signals::install()),
         };
         match crate::incluster::verify(conn, &v, progress, signals).await? {
             None => {

@@ -195,6 +195,9 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
     .await;
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["apiVersion"], "cutover.cluster-loop.dev/v1");
+    assert_eq!(v["kind"], "CutoverReport");
+    assert_eq!(v["mode"], "execute");
     assert_eq!(v["result"]["ending"], "cutOver");
     assert_eq!(v["result"]["revision"], json!(format!("main@sha1:{head}")));
     assert_eq!(v["preflight"]["relation"]["relation"], "identical");
@@ -290,6 +293,8 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
     let f = cutover(&sc, &["gitrepo/flux-system", "--finish", "-o", "json"]).await;
     assert_eq!(f.code, 0, "{}\n{}", f.stdout, f.stderr);
     let v: Value = serde_json::from_str(&f.stdout).unwrap();
+    assert_eq!(v["apiVersion"], "cutover.cluster-loop.dev/v1");
+    assert_eq!(v["kind"], "CutoverFinishReport");
     assert_eq!(v["verified"], true);
     assert_eq!(v["holdRemoved"], true);
     assert_eq!(v["rootRevision"], json!(want));

@@ -427,3 +427,92 @@ async fn probe_image_without_git_is_refused() {
     );
     ic.assert_clean(&r).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_during_the_probe_deletes_it_and_changes_nothing() {
+    if skip() {
+        return;
+    }
+    let ic = Ic::start(2).await;
+    // A slow server: the probe's git ls-remote (two requests) takes at least 16 s, so the
+    // SIGINT sent when its pod is Running always lands while it runs.
+    ic.w.new
+        .set_fault(
+            "org/fleet",
+            Some(twin::git::Fault::Delay(Duration::from_secs(8))),
+        )
+        .unwrap();
+    let store = ic.w.twin.store();
+    let pods = store.gvr("", "v1", "pods").unwrap();
+    let mut w = store.watch(&pods, Some("flux-system"), None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = dir.path().join("hosts");
+    let mut text = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    text.push_str(&format!("{}\t{HOST}\n", ic.pe.host_address()));
+    std::fs::write(&hosts, text).unwrap();
+    let to = ic.to();
+    let child = tokio::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "--", "sh", "-c"])
+        .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
+        .arg(&hosts)
+        .arg(env!("CARGO_BIN_EXE_kubectl-cutover"))
+        .args([
+            "gitrepository/flux-system",
+            "--to",
+            &to,
+            "--dry-run",
+            "--verify-in-cluster",
+            "--kubeconfig",
+        ])
+        .arg(ic.w.twin.kubeconfig_path())
+        .env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    tokio::time::timeout(Duration::from_secs(180), async {
+        while let Some(ev) = w.next().await {
+            let o = &ev.object;
+            if o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubectl-cutover"
+                && o["status"]["phase"] == "Running"
+            {
+                return;
+            }
+        }
+        panic!("pod watch ended");
+    })
+    .await
+    .expect("the probe pod runs");
+    let st = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().await.unwrap();
+    let r = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert_eq!(r.code, 130, "{}", r.all());
+    assert!(
+        r.stderr
+            .contains("interrupted by SIGINT: probe job flux-system/cutover-"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("deleted; nothing was changed"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        ic.w.git_repository()["spec"]["url"],
+        json!(ic.w.old.url_https("org/fleet"))
+    );
+    ic.w.new.set_fault("org/fleet", None).unwrap();
+    ic.assert_clean(&r).await;
+}

@@ -83,6 +83,13 @@ async fn new_branch_behind_is_refused_with_count_and_commit() {
         .await;
     assert_eq!(j.code, 1);
     let v: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
+    assert_eq!(v["apiVersion"], "cutover.cluster-loop.dev/v1");
+    assert_eq!(v["kind"], "CutoverReport");
+    assert_eq!(v["mode"], "refused");
+    assert!(
+        v["preflight"].get("inCluster").is_none(),
+        "only with --verify-in-cluster"
+    );
     assert_eq!(v["preflight"]["relation"]["relation"], "behind");
     assert_eq!(v["preflight"]["relation"]["behind"], 14);
     assert_eq!(v["preflight"]["go"], false);

@@ -655,6 +655,55 @@ mod tests {
     }
 
     #[test]
+    fn git_secret_is_referenced_never_copied() {
+        let mut o = opts();
+        o.owner = ProbeOwner::CUTOVER;
+        o.git_ref = Some("refs/heads/main".into());
+        o.git_secret = Some(GitSecret {
+            name: "flux-system".into(),
+            keys: vec!["password".into(), "ca.crt".into(), "other".into()],
+        });
+        let v = serde_json::to_value(o.job()).unwrap();
+        assert_eq!(v["metadata"]["name"], "cutover-0123abcdef");
+        assert_eq!(
+            v["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "kubectl-cutover"
+        );
+        let s = &v["spec"]["template"]["spec"];
+        let env = s["containers"][0]["env"].as_array().unwrap();
+        let refs: Vec<(&str, &str)> = env
+            .iter()
+            .filter_map(|e| {
+                Some((
+                    e["name"].as_str()?,
+                    e.pointer("/valueFrom/secretKeyRef/key")?.as_str()?,
+                ))
+            })
+            .collect();
+        assert_eq!(
+            refs,
+            [
+                ("PROBE_GIT_PASSWORD", "password"),
+                ("PROBE_GIT_CA", "ca.crt")
+            ]
+        );
+        assert!(
+            env.iter()
+                .all(|e| e["name"].as_str().unwrap().starts_with("PROBE_GIT_")
+                    != e.get("value").is_some_and(|v| !v.is_null()))
+        );
+        assert_eq!(s["volumes"][0]["emptyDir"]["medium"], "Memory");
+        assert_eq!(s["containers"][0]["volumeMounts"][0]["mountPath"], "/tmp");
+        let argv = o.command();
+        assert_eq!(argv[3], "cutover");
+        let i = argv.iter().position(|a| a == "--git-ref").unwrap();
+        assert_eq!(argv[i + 1], "refs/heads/main");
+        // Without a secret: no volume, no secret env (podresolve's spec is unchanged).
+        let v = serde_json::to_value(opts().job()).unwrap();
+        assert!(v["spec"]["template"]["spec"].get("volumes").is_none());
+    }
+
+    #[test]
     fn run_ids_are_hex_and_distinct() {
         let a = new_run_id();
         let b = new_run_id();
