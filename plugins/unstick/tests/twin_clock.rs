@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 use twin::flux::cluster::s;
 use twin::scenario::Scenario;
-use twin::testkit::{bare_tag_first_rollout, cond, gitrepo, ks, start_scaled, wait};
+use twin::testkit::{bare_tag_first_rollout, bare_tag_fix_fetched, cond, ks, start_scaled, wait};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
 const T: Duration = Duration::from_secs(240);
@@ -110,13 +110,7 @@ async fn deadlines_are_wall_clock_on_the_twin_clock_and_done_lines_precede_the_v
     assert!(text.contains("clock: twin ×0.05"), "{text}");
 
     // Pull the lever after the fix: the ✓ lines come before the verdict.
-    run.fire("fix-commit");
-    run.wait_fired("fix-commit", T).await.unwrap();
-    wait(&run, &gitrepo("flux-system"), T, |o| {
-        let r = s(o, "/status/artifact/revision");
-        !r.is_empty() && r != bad
-    })
-    .await;
+    bare_tag_fix_fetched(&run, &bad, T).await;
     let (code, text, stderr) = unstick(&kc, &["ks/apps-wave-1", "--yes"]).await;
     assert_eq!(code, 0, "{text}\n{stderr}");
     let done = text

@@ -14,9 +14,9 @@ use twin::flux::cluster::{ObjKey, s};
 use twin::git::Change;
 use twin::scenario::{EventSpec, RunningScenario, Scenario};
 use twin::testkit::{
-    FLUX_SYSTEM, PluginRun, bare_tag_first_rollout, commit, cond, cond_is, cond_status,
-    events_about, fail_health_check, get, gitrepo, ks, plugin_command, ready_succeeded, run_plugin,
-    start_scaled, start_shipped, wait,
+    FLUX_SYSTEM, PluginRun, bare_tag_first_rollout, bare_tag_fix_fetched, commit, cond, cond_is,
+    cond_status, events_about, fail_health_check, get, gitrepo, ks, plugin_command,
+    ready_succeeded, run_plugin, start_scaled, start_shipped, wait,
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
@@ -164,14 +164,7 @@ async fn gate_off_diagnosis_then_suspend_resume_recovers_with_cascade() {
     assert!(o.stdout.contains("run kubectl markercheck"), "{}", o.stdout);
 
     // Push the fix; with the gate off it waits behind the run. Pull the lever and cascade.
-    run.fire("fix-commit");
-    run.wait_fired("fix-commit", T).await.unwrap();
-    let fixed = wait(&run, &gitrepo("flux-system"), T, |o| {
-        let r = s(o, "/status/artifact/revision");
-        !r.is_empty() && r != bad
-    })
-    .await;
-    let fix_rev = s(&fixed, "/status/artifact/revision").to_string();
+    let fix_rev = bare_tag_fix_fetched(&run, &bad, T).await;
     let o = unstick(
         &run,
         &["ks/apps-wave-1", "--yes", "--cascade", "-o", "json"],
@@ -520,13 +513,7 @@ async fn restart_controller_cancels_every_in_flight_run() {
         v["plan"]["steps"][0]["selector"],
         "app=kustomize-controller"
     );
-    run.fire("fix-commit");
-    run.wait_fired("fix-commit", T).await.unwrap();
-    wait(&run, &gitrepo("flux-system"), T, |o| {
-        let r = s(o, "/status/artifact/revision");
-        !r.is_empty() && r != bad
-    })
-    .await;
+    bare_tag_fix_fetched(&run, &bad, T).await;
     run.twin.reset_requests();
     let o = unstick(
         &run,

@@ -162,6 +162,22 @@ pub async fn bare_tag_first_rollout(run: &RunningScenario, timeout: Duration) ->
     s(&w2, "/status/lastAppliedRevision").to_string()
 }
 
+/// For the shipped `bare-tag-rollout` scenarios whose `fix-commit` event is manual: fires it,
+/// waits until it has run, then until source-controller has fetched a revision other than
+/// `bad` (the GitRepository `flux-system` artifact); returns that revision. Panics on timeout.
+pub async fn bare_tag_fix_fetched(run: &RunningScenario, bad: &str, timeout: Duration) -> String {
+    run.fire("fix-commit");
+    run.wait_fired("fix-commit", timeout)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let repo = wait(run, &gitrepo(FLUX_SYSTEM), timeout, |o| {
+        let r = s(o, "/status/artifact/revision");
+        !r.is_empty() && r != bad
+    })
+    .await;
+    s(&repo, "/status/artifact/revision").to_string()
+}
+
 /// Writes the status kustomize-controller leaves after a health check ran out of time on
 /// `object` (`Kind/namespace/name`): Kustomization `name` gets the single condition `Ready=False`
 /// reason `HealthCheckFailed`, message `health check failed after 5m0.01s: timeout waiting
