@@ -534,6 +534,7 @@ fn print_in_cluster(ic: &cutover::incluster::InCluster) {
         step(ic.tls),
         ic.ca_source
             .as_deref()
+            .filter(|_| ic.tls != cutover::incluster::Step::NotReached)
             .map(|c| format!(" (CA from the {c})"))
             .unwrap_or_default()
     );
@@ -542,6 +543,7 @@ fn print_in_cluster(ic: &cutover::incluster::InCluster) {
         step(ic.auth),
         ic.auth_scheme
             .as_deref()
+            .filter(|_| ic.auth != cutover::incluster::Step::NotReached)
             .map(|a| format!(" ({a})"))
             .unwrap_or_default()
     );

@@ -124,9 +124,14 @@ impl Ic {
         let to = self.to();
         let mut all = vec!["gitrepository/flux-system", "--to", &to, "--dry-run"];
         all.extend_from_slice(args);
-        self.w
+        let r = self
+            .w
             .cutover_on_workstation(&self.workstation_hosts(), kubeconfig, &all)
-            .await
+            .await;
+        if std::env::var_os("CUTOVER_SHOW").is_some() {
+            eprintln!("$ kubectl cutover {}\n{}", all.join(" "), r.all());
+        }
+        r
     }
 
     /// Pods of cutover probes seen, and their logs.
