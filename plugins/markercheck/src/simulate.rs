@@ -152,26 +152,60 @@ pub fn plain_allowed(value: &str) -> bool {
             return false;
         }
     }
-    true
+    value.chars().all(go_printable)
 }
 
+/// go-yaml v3 `is_printable` (yamlprivateh.go): LF, 0x20-0x7E, U+00A0-U+D7FF,
+/// U+E000-U+FFFD except the BOM. Everything else (tabs, C0/C1 controls, U+0085, characters
+/// outside the BMP) is a "special character" that only a double-quoted scalar can hold.
+fn go_printable(c: char) -> bool {
+    matches!(c as u32, 0x0A | 0x20..=0x7E | 0xA0..=0xD7FF | 0xE000..=0xFFFD) && c != '\u{FEFF}'
+}
+
+/// go-yaml v3 `yaml_emitter_write_double_quoted_scalar` escapes (upper-case hex).
 fn double_quote(v: &str) -> String {
     let mut s = String::with_capacity(v.len() + 2);
     s.push('"');
     for c in v.chars() {
+        let esc = !go_printable(c)
+            || matches!(
+                c,
+                '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}' | '"' | '\\'
+            );
+        if !esc {
+            s.push(c);
+            continue;
+        }
         match c {
+            '\0' => s.push_str("\\0"),
+            '\u{07}' => s.push_str("\\a"),
+            '\u{08}' => s.push_str("\\b"),
+            '\t' => s.push_str("\\t"),
+            '\n' => s.push_str("\\n"),
+            '\u{0B}' => s.push_str("\\v"),
+            '\u{0C}' => s.push_str("\\f"),
+            '\r' => s.push_str("\\r"),
+            '\u{1B}' => s.push_str("\\e"),
             '"' => s.push_str("\\\""),
             '\\' => s.push_str("\\\\"),
-            '\n' => s.push_str("\\n"),
-            '\t' => s.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                s.push_str(&format!("\\x{:02X}", c as u32))
-            }
-            c => s.push(c),
+            '\u{85}' => s.push_str("\\N"),
+            '\u{2028}' => s.push_str("\\L"),
+            '\u{2029}' => s.push_str("\\P"),
+            c if (c as u32) <= 0xFF => s.push_str(&format!("\\x{:02X}", c as u32)),
+            c if (c as u32) <= 0xFFFF => s.push_str(&format!("\\u{:04X}", c as u32)),
+            c => s.push_str(&format!("\\U{:08X}", c as u32)),
         }
     }
     s.push('"');
     s
+}
+
+/// go-yaml v3 `yaml_emitter_analyze_scalar`: may `value` be single-quoted? Not with special
+/// characters, tabs or line breaks (breaks are not modelled: always double-quoted here).
+fn single_quote_allowed(value: &str) -> bool {
+    value
+        .chars()
+        .all(|c| go_printable(c) && c != '\t' && c != '\n')
 }
 
 /// How go-yaml writes the new value of a scalar whose source style was `style`, after kyaml's
@@ -179,20 +213,20 @@ fn double_quote(v: &str) -> String {
 /// `spec.StringProperty()`).
 pub fn render_scalar(value: &str, style: Style) -> String {
     let mut style = style;
-    if style == Style::Plain && is_yaml11_non_string(value) {
+    // FormatNonStringStyle (YAML 1.1 non-strings), and go-yaml's forceQuoting for a !!str node
+    // whose new value resolves to another tag in YAML 1.2 (`0o17`, empty = null)
+    if style == Style::Plain && (is_yaml11_non_string(value) || go_yaml_v3_tag(value) != "str") {
         style = Style::DoubleQuoted;
     }
     match style {
-        Style::SingleQuoted if !value.contains('\n') => format!("'{}'", value.replace('\'', "''")),
+        Style::SingleQuoted if single_quote_allowed(value) => {
+            format!("'{}'", value.replace('\'', "''"))
+        }
         Style::DoubleQuoted | Style::SingleQuoted => double_quote(value),
         _ => {
-            // the node keeps tag !!str: go-yaml forces quotes when the value would resolve to
-            // another tag (empty -> null) or plain is not allowed.
-            if value.is_empty() {
-                "\"\"".to_string()
-            } else if plain_allowed(value) {
+            if plain_allowed(value) {
                 value.to_string()
-            } else if !value.contains('\n') && !value.starts_with(' ') && !value.ends_with(' ') {
+            } else if single_quote_allowed(value) {
                 format!("'{}'", value.replace('\'', "''"))
             } else {
                 double_quote(value)
@@ -639,10 +673,15 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
             }
             let l = cl.line(s);
             let ls = cl.start_of(s);
-            by_line
-                .entry(l)
-                .or_default()
-                .push((s - ls, e - ls, render_scalar(&r.value, r.style)));
+            let v = render_scalar(&r.value, r.style);
+            // go-yaml folds a flow scalar at a blank past column 80 (best_width)
+            if v.contains(' ') && chunk[ls..s].chars().count() + v.chars().count() > 80 {
+                caveats.push(format!(
+                    "line {}: new value with blanks past column 80 (go-yaml folds it; not modelled)",
+                    line_base + l + 1
+                ));
+            }
+            by_line.entry(l).or_default().push((s - ls, e - ls, v));
         }
         let comment_starts: std::collections::HashMap<usize, usize> = doc
             .tree
@@ -931,6 +970,22 @@ mod tests {
         assert!(r.caveats[0].contains("!!float v1.1"), "{:?}", r.caveats);
         let r = set_all("newTag: 1.0.0 # {\"$imagepolicy\": \"ns:p:tag\"}\n", "v1.1");
         assert!(r.exact, "{:?}", r.caveats);
+    }
+
+    #[test]
+    fn quoting_like_go_yaml() {
+        // special characters: only double quotes, go-yaml escapes
+        assert_eq!(render_scalar("a\0\u{4}b", Style::Plain), "\"a\\0\\x04b\"");
+        assert_eq!(render_scalar("a\tb", Style::SingleQuoted), "\"a\\tb\"");
+        assert_eq!(
+            render_scalar("x\u{1F600}", Style::Plain),
+            "\"x\\U0001F600\""
+        );
+        // leading blank: not plain, single quotes allowed
+        assert_eq!(render_scalar(" a", Style::Plain), "' a'");
+        // YAML 1.2 int that is no YAML 1.1 int: the !!str node forces quotes
+        assert_eq!(render_scalar("0o17", Style::Plain), "\"0o17\"");
+        assert_eq!(render_scalar("caf\u{e9}", Style::Plain), "caf\u{e9}");
     }
 
     #[test]
