@@ -3,9 +3,13 @@
 //! server asked, and the command that lists what exists. The rule lives in
 //! `cluster_loop::error` (`Error::not_found`), shared by every plugin.
 
+use std::time::Duration;
+
+use twin::testkit::run_plugin;
 use twin::{Twin, TwinOptions};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
+const T: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_kustomization_exits_3_naming_it_and_the_context() {
@@ -26,15 +30,9 @@ async fn missing_kustomization_exits_3_naming_it_and_the_context() {
         vec!["ks/apps", "--dry-run"],
         vec!["ks/apps", "--check", "-o", "json"],
     ] {
-        let out = tokio::process::Command::new(BIN)
-            .args(&args)
-            .arg("--kubeconfig")
-            .arg(twin.kubeconfig_path())
-            .output()
-            .await
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(3), "{args:?}: {stderr}");
+        let out = run_plugin(BIN, twin.kubeconfig_path(), &args, T).await;
+        let stderr = out.stderr.as_str();
+        assert_eq!(out.code, 3, "{args:?}: {stderr}");
         assert_eq!(
             stderr,
             format!(
@@ -46,20 +44,10 @@ async fn missing_kustomization_exits_3_naming_it_and_the_context() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
     // The same name in the namespace where it lives is found (not a blanket 3).
-    let out = tokio::process::Command::new(BIN)
-        .args(["ks/apps", "--dry-run", "-n", "team-a", "-o", "json"])
-        .arg("--kubeconfig")
-        .arg(twin.kubeconfig_path())
-        .output()
-        .await
-        .unwrap();
-    assert_ne!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let args = ["ks/apps", "--dry-run", "-n", "team-a", "-o", "json"];
+    let out = run_plugin(BIN, twin.kubeconfig_path(), &args, T).await;
+    assert_ne!(out.code, 3, "{}", out.stderr);
+    let v = out.json();
     assert_eq!(v["diagnosis"]["kustomization"], "team-a/apps", "{v}");
     twin.shutdown().await;
 }

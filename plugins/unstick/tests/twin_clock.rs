@@ -4,39 +4,23 @@
 //! really ends at (and say the clock is scaled), not the nominal `started + 5m`; and what it
 //! did (✓ lines) comes before the verdict in its report.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use serde_json::Value;
 use twin::flux::cluster::s;
 use twin::scenario::Scenario;
-use twin::testkit::{bare_tag_first_rollout, bare_tag_fix_fetched, cond, ks, start_scaled, wait};
+use twin::testkit::{
+    bare_tag_first_rollout, bare_tag_fix_fetched, cond, ks, run_plugin, start_scaled, wait,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
 const T: Duration = Duration::from_secs(240);
 const SCALE: f64 = 0.05;
 
 async fn unstick(kubeconfig: &std::path::Path, args: &[&str]) -> (i32, String, String) {
-    let o = tokio::time::timeout(
-        T,
-        tokio::process::Command::new(BIN)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(args)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("kubectl-unstick did not finish")
-    .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into(),
-        String::from_utf8_lossy(&o.stderr).into(),
-    )
+    let r = run_plugin(BIN, kubeconfig, args, T).await;
+    (r.code, r.stdout, r.stderr)
 }
 
 fn ts(v: &Value) -> Timestamp {
