@@ -50,6 +50,8 @@ struct Cli {
 const T: Duration = Duration::from_secs(120);
 
 struct Ctx {
+    /// A directory holding only links to the four `kubectl-<name>` plugins (on PATH for
+    /// kubectl's plugin dispatch, and printed by --keep).
     bin_dir: PathBuf,
     repo_root: PathBuf,
     time_scale: f64,
@@ -226,7 +228,45 @@ fn step_markercheck(ctx: &Ctx) -> Step {
 
 /// The fleet world: clusters/dev rendered as the cluster's objects (the root Kustomization is
 /// left out: its URL is the production Git host), served by the twin's Git server.
-fn fleet_scenario(ctx: &Ctx) -> Result<Scenario, String> {
+/// Cluster DNS for the fleet twin when the twin can run probe pods (podexec: root, dnsmasq,
+/// busybox, util-linux, iproute2): a kubeadm-style kube-dns Service and CoreDNS Corefile (no
+/// pins), and upstream records for the names clusters/dev uses outside the cluster, on kind's
+/// docker network (172.18.0.0/16): the registry the images come from and the Ingress host of
+/// podinfo-frontend at the gateway VIP (clusters/dev/cluster-vars.yaml GATEWAY_VIP).
+fn fleet_dns(objects: &mut Vec<Value>) -> Value {
+    objects.push(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kubernetes", "namespace": "default",
+            "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"],
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
+    }));
+    objects.push(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kube-dns", "namespace": "kube-system",
+            "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
+        "spec": {"clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"],
+            "selector": {"k8s-app": "kube-dns"},
+            "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53}]},
+    }));
+    objects.push(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "coredns", "namespace": "kube-system"},
+        "data": {"Corefile": ".:53 {\n    errors\n    health {\n       lameduck 5s\n    }\n    ready\n    kubernetes cluster.local in-addr.arpa ip6.arpa {\n       pods insecure\n       fallthrough in-addr.arpa ip6.arpa\n       ttl 30\n    }\n    prometheus :9153\n    forward . /etc/resolv.conf {\n       max_concurrent 1000\n    }\n    cache 30\n    loop\n    reload\n    loadbalance\n}\n"},
+    }));
+    json!({"upstream": {
+        "registry.example.local": ["172.18.0.5"],
+        FRONTEND_HOST: [GATEWAY_VIP],
+    }})
+}
+
+/// podinfo-frontend's Ingress host on dev (clusters/apps/wave-2, CLUSTER_DOMAIN of dev).
+const FRONTEND_HOST: &str = "podinfo.dev.example.local";
+/// clusters/dev/cluster-vars.yaml GATEWAY_VIP.
+const GATEWAY_VIP: &str = "172.18.255.200";
+
+fn fleet_scenario(ctx: &Ctx, podexec: bool) -> Result<Scenario, String> {
     let fleet = ctx.fleet_copy("fleet-src");
     let rendered = Command::new("kubectl")
         .arg("kustomize")
@@ -254,7 +294,12 @@ fn fleet_scenario(ctx: &Ctx) -> Result<Scenario, String> {
         }
         objects.push(d);
     }
-    let sc = json!({
+    let dns = if podexec {
+        fleet_dns(&mut objects)
+    } else {
+        Value::Null
+    };
+    let mut sc = json!({
         "name": "demo-fleet",
         "description": "clusters/ served by the twin's Git server; kustomize-controller v1.9.4 with its default feature gates (CancelHealthCheckOnNewRevision off)",
         "timeScale": ctx.time_scale,
@@ -268,6 +313,9 @@ fn fleet_scenario(ctx: &Ctx) -> Result<Scenario, String> {
             "commits": [{"message": "fleet: base, dev and prod overlays", "dir": "fleet-src"}]}]}],
         "objects": objects,
     });
+    if podexec {
+        sc["dns"] = dns;
+    }
     Scenario::from_yaml(&sc.to_string(), ctx.work.path(), "demo-fleet.yaml")
         .map_err(|e| e.to_string())
 }
@@ -305,6 +353,39 @@ fn spawn_load_balancer(cluster: twin::flux::cluster::ClusterRef) {
     });
 }
 
+/// A Service ClusterIP allocator stand-in (the kube-apiserver's job on create; the twin does
+/// no defaulting): every Service without `spec.clusterIP` (and not ExternalName) gets the next
+/// free address of 10.96.100.0/24, so the cluster DNS serves `<svc>.<ns>.svc.cluster.local`.
+fn spawn_cluster_ip_allocator(cluster: twin::flux::cluster::ClusterRef) {
+    let mut rx = cluster.watch(&[("v1", "Service")]);
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1));
+    let assign = move |cluster: &dyn twin::flux::cluster::Cluster, o: &Value| {
+        if !s(o, "/spec/clusterIP").is_empty() || s(o, "/spec/type") == "ExternalName" {
+            return;
+        }
+        let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n > 254 {
+            return;
+        }
+        let ip = format!("10.96.100.{n}");
+        let _ = cluster.merge_patch(
+            &ObjKey::of(o),
+            json!({"spec": {"clusterIP": ip, "clusterIPs": [ip]}}),
+            "kube-apiserver",
+        );
+    };
+    if let Ok(list) = cluster.list("v1", "Service", None) {
+        for o in &list {
+            assign(&*cluster, o);
+        }
+    }
+    tokio::spawn(async move {
+        while let Some(ch) = rx.recv().await {
+            assign(&*cluster, &ch.object);
+        }
+    });
+}
+
 fn ks(name: &str) -> ObjKey {
     ObjKey::new(
         "kustomize.toolkit.fluxcd.io/v1",
@@ -322,7 +403,10 @@ fn cond_is(o: &Value, t: &str, status: &str) -> bool {
 
 async fn step_unstick(ctx: &Ctx, keep: &mut Option<RunningScenario>) -> Step {
     let mut st = Step::new("2. unstick: the change pushed anyway, a stuck wave freed with proof");
-    let sc = match fleet_scenario(ctx) {
+    // The fleet twin can run probe pods (and so `kubectl podresolve` by hand after --keep)
+    // when the host has what the twin's pod execution needs.
+    let missing = twin::podexec::missing_prerequisites();
+    let sc = match fleet_scenario(ctx, missing.is_empty()) {
         Ok(sc) => sc,
         Err(e) => {
             st.check(false, format!("build the fleet scenario: {e}"));
@@ -337,6 +421,9 @@ async fn step_unstick(ctx: &Ctx, keep: &mut Option<RunningScenario>) -> Step {
         }
     };
     spawn_load_balancer(run.cluster());
+    if run.podexec.is_some() {
+        spawn_cluster_ip_allocator(run.cluster());
+    }
     let kc = run.twin.kubeconfig_path().to_path_buf();
     println!(
         "  twin up: {}; its Git server serves clusters/ as org/fleet; a MetalLB stand-in assigns \
@@ -497,8 +584,54 @@ async fn step_unstick(ctx: &Ctx, keep: &mut Option<RunningScenario>) -> Step {
         !first.is_empty() && first != fix_rev,
         "the fleet moved forward, not back",
     );
+    if run.podexec.is_some() {
+        fleet_podresolve(ctx, &run, &kc, &mut st).await;
+    } else {
+        println!(
+            "\n  note: this fleet twin runs no probe pods (podexec needs {}), so `kubectl \
+             podresolve` by hand against it would fail to pull its image",
+            missing.join(", ")
+        );
+    }
     *keep = Some(run);
     st
+}
+
+/// What `./demo --keep` leaves for podresolve by hand, proved here: a Service of the fleet by
+/// its short name from the apps namespace (search list + the cluster DNS), and the Ingress
+/// host through CoreDNS's forward to the upstream resolver.
+async fn fleet_podresolve(ctx: &Ctx, run: &RunningScenario, kc: &Path, st: &mut Step) {
+    let svc = ObjKey::new("v1", "Service", "apps", "podinfo-frontend");
+    let ip = run
+        .wait_for(&svc, T, |o| !s(o, "/spec/clusterIP").is_empty())
+        .await
+        .map(|o| s(&o, "/spec/clusterIP").to_string())
+        .unwrap_or_default();
+    let r = ctx.kubectl(
+        Some(kc),
+        &[
+            "podresolve",
+            "podinfo-frontend",
+            "-n",
+            "apps",
+            "--expect",
+            &ip,
+        ],
+    );
+    st.check(
+        !ip.is_empty() && r.code == 0,
+        format!(
+            "the fleet twin runs podresolve: podinfo-frontend from a pod in apps is its ClusterIP {ip}"
+        ),
+    );
+    let r = ctx.kubectl(
+        Some(kc),
+        &["podresolve", FRONTEND_HOST, "--expect", GATEWAY_VIP],
+    );
+    st.check(
+        r.code == 0,
+        format!("and {FRONTEND_HOST} (the Ingress host) is the gateway VIP {GATEWAY_VIP}"),
+    );
 }
 
 /// Starts a shipped scenario at the demo's time scale; a failure is recorded in `st`.
@@ -727,6 +860,9 @@ async fn step_cutover(ctx: &Ctx) -> Step {
 
 // ------------------------------------------------------------------ main
 
+/// The suite's plugins (`kubectl-<name>`).
+const PLUGINS: [&str; 4] = ["unstick", "podresolve", "markercheck", "cutover"];
+
 fn default_bin_dir() -> PathBuf {
     std::env::current_exe()
         .ok()
@@ -744,8 +880,9 @@ async fn main() {
         .repo_root
         .clone()
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."));
+    let repo_root = std::fs::canonicalize(&repo_root).unwrap_or(repo_root);
     let mut missing = vec![];
-    for p in ["unstick", "podresolve", "markercheck", "cutover"] {
+    for p in PLUGINS {
         if !bin_dir.join(format!("kubectl-{p}")).is_file() {
             missing.push(format!("kubectl-{p}"));
         }
@@ -775,8 +912,25 @@ async fn main() {
             std::process::exit(3);
         }
     };
+    // kubectl sees exactly the four plugins: a directory of links, not the build directory
+    // (whose cargo `kubectl-<name>.d` dep-info files `kubectl plugin list` warns about).
+    let plugin_dir = work.path().join("plugins");
+    let linked = std::fs::create_dir_all(&plugin_dir).and_then(|()| {
+        for p in PLUGINS {
+            let name = format!("kubectl-{p}");
+            std::os::unix::fs::symlink(bin_dir.join(&name), plugin_dir.join(&name))?;
+        }
+        Ok(())
+    });
+    if let Err(e) = linked {
+        eprintln!(
+            "error: cannot link the plugins into {}: {e}",
+            plugin_dir.display()
+        );
+        std::process::exit(3);
+    }
     let ctx = Ctx {
-        bin_dir,
+        bin_dir: plugin_dir,
         repo_root,
         time_scale: cli.time_scale,
         work,
@@ -812,10 +966,21 @@ async fn main() {
     println!("demo: {passed} passed, {failed} failed");
     if cli.keep {
         if let Some(run) = &fleet {
+            let podresolve = if run.podexec.is_some() {
+                format!(
+                    "  kubectl podresolve podinfo-frontend -n apps      # a fleet Service, from a pod\n  kubectl podresolve {FRONTEND_HOST} --expect {GATEWAY_VIP}\n"
+                )
+            } else {
+                format!(
+                    "  (no podresolve: this twin runs no probe pods; needs {})\n",
+                    twin::podexec::missing_prerequisites().join(", ")
+                )
+            };
             println!(
-                "\nThe fleet twin is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get ks -n flux-system\n  kubectl unstick --all\nCtrl-C stops it.",
+                "\nThe fleet twin is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get ks -n flux-system\n  kubectl unstick --all\n  kubectl unstick ks/apps-wave-1 --dry-run\n{podresolve}  kubectl markercheck {}/clusters\nCtrl-C stops it.",
                 run.twin.kubeconfig_path().display(),
-                ctx.bin_dir.display()
+                ctx.bin_dir.display(),
+                ctx.repo_root.display()
             );
             let _ = tokio::signal::ctrl_c().await;
         } else {

@@ -41,5 +41,18 @@ fn every_step_of_the_demo_proves_its_outcome() {
         );
     }
     assert!(stdout.contains("demo: 4 passed, 0 failed"), "{stdout}");
+    // The fleet twin that --keep leaves runs podresolve by hand whenever the host can run
+    // probe pods (the same condition the demo checks).
+    if twin::podexec::missing_prerequisites().is_empty() {
+        assert!(
+            stdout.contains("PROVES: the fleet twin runs podresolve"),
+            "{stdout}"
+        );
+    } else {
+        assert!(
+            stdout.contains("this fleet twin runs no probe pods"),
+            "{stdout}"
+        );
+    }
     assert!(!stdout.contains("FAILED:"), "{stdout}");
 }
