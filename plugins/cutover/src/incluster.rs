@@ -95,6 +95,8 @@ pub struct InCluster {
     pub git_exit_code: Option<i32>,
     /// API requests the probe made (POST, WATCH, GET log, DELETE).
     pub api_requests: u32,
+    /// The bound on each tool inside the probe, seconds (a third of `--probe-timeout`, 2-20).
+    pub step_timeout_secs: i64,
 }
 
 /// The verdict for the preflight: `Ok(message)` passes, `Err(message)` refuses.
@@ -260,6 +262,7 @@ fn empty(opts: &ProbeOptions, host: &str, ws: Vec<IpAddr>, requests: u32) -> InC
         matches_cluster: None,
         git_exit_code: None,
         api_requests: requests,
+        step_timeout_secs: opts.step_timeout_secs(),
     }
 }
 
@@ -337,6 +340,14 @@ fn judge(
             ic.host,
             ips(&ic.addresses)
         );
+        if matches!(git.rc, Some(124 | 143)) {
+            return Err(format!(
+                "{from}, but git ls-remote did not finish within the probe's step timeout \
+                 ({}s): the server, or the path from the cluster to it, is too slow or drops \
+                 packets (egress firewall?)",
+                ic.step_timeout_secs
+            ));
+        }
         match &f {
             RemoteFailure::Authentication | RemoteFailure::Forbidden => {
                 ic.tls = if https { Step::Ok } else { Step::NotApplicable };

@@ -521,3 +521,42 @@ async fn sigint_during_the_probe_deletes_it_and_changes_nothing() {
     ic.w.new.set_fault("org/fleet", None).unwrap();
     ic.assert_clean(&r).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_too_slow_for_the_probe_is_refused_not_hung() {
+    if skip() {
+        return;
+    }
+    let ic = Ic::start(2).await;
+    // Each response held 6 s: the workstation (no step bound) gets its answer; the probe's
+    // git is bound to a third of --probe-timeout 15s = 5 s and is killed.
+    ic.w.new
+        .set_fault(
+            "org/fleet",
+            Some(twin::git::Fault::Delay(Duration::from_secs(6))),
+        )
+        .unwrap();
+    let r = ic
+        .run(&[
+            "--verify-in-cluster",
+            "--probe-timeout",
+            "15s",
+            "-o",
+            "json",
+        ])
+        .await;
+    ic.w.new.set_fault("org/fleet", None).unwrap();
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(check(&v, "remote")["result"], "ok");
+    let m = check(&v, "in-cluster")["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        m.contains("git ls-remote did not finish within the probe's step timeout (5s)"),
+        "{m}"
+    );
+    assert_eq!(v["preflight"]["inCluster"]["stepTimeoutSecs"], 5);
+    ic.assert_clean(&r).await;
+}
