@@ -5,20 +5,14 @@
 
 use std::time::Duration;
 
-use twin::testkit::run_plugin;
-use twin::{Twin, TwinOptions};
+use twin::testkit::{run_plugin, start_twin};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
 const T: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_kustomization_exits_3_naming_it_and_the_context() {
-    let twin = Twin::start(TwinOptions {
-        namespaces: vec!["team-a".into()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let twin = start_twin(&["team-a"]).await;
     // One Kustomization that does exist, in another namespace than the one asked.
     twin.load_yaml(
         "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: team-a\nspec:\n  interval: 10m\n  path: ./apps\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",

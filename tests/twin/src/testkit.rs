@@ -100,6 +100,19 @@ pub fn inventory_ids(o: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// Starts a bare twin (no scenario, no models) as after `flux install` (the Flux CRDs and the
+/// `flux-system` namespace) with the extra `namespaces`; every other option is the default.
+/// Panics when it cannot start.
+pub async fn start_twin(namespaces: &[&str]) -> crate::Twin {
+    let opts = crate::TwinOptions {
+        namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+        ..Default::default()
+    };
+    crate::Twin::start(opts)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Starts `sc` with the scenario's own options ([`RunOptions::default`]). Panics when it cannot
 /// start.
 pub async fn start(sc: Scenario) -> RunningScenario {

@@ -7,8 +7,8 @@
 use serde_json::{Value, json};
 use std::time::Duration;
 use twin::podexec::{self, NodeDns, PodExec, PodExecOptions, dns};
-use twin::testkit::skip_without_podexec;
-use twin::{Store, Twin, TwinOptions, WatchEventType};
+use twin::testkit::{skip_without_podexec, start_twin};
+use twin::{Store, Twin, WatchEventType};
 
 fn node() -> NodeDns {
     NodeDns {
@@ -156,12 +156,7 @@ fn probe_images() {
 const COREFILE: &str = ".:53 {\n    errors\n    kubernetes cluster.local in-addr.arpa ip6.arpa {\n       fallthrough in-addr.arpa ip6.arpa\n    }\n    hosts {\n       192.168.2.20 gitea.prod.example.dev\n       fallthrough\n    }\n    forward . /etc/resolv.conf\n}\n";
 
 async fn live() -> (Twin, PodExec) {
-    let twin = Twin::start(TwinOptions {
-        namespaces: vec!["team".into()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let twin = start_twin(&["team"]).await;
     let store = twin.store();
     let cm = store.gvr("", "v1", "configmaps").unwrap();
     store

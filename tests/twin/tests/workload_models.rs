@@ -5,22 +5,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use twin::Twin;
 use twin::flux::ModelOptions;
 use twin::flux::cluster::{ClusterRef, ObjKey, s};
 use twin::flux::kstatus::{self, Status};
 use twin::scenario::wait_for;
+use twin::testkit::start_twin;
 use twin::workload::{Registry, WorkloadController};
-use twin::{Twin, TwinOptions};
 
 const T: Duration = Duration::from_secs(60);
 
 async fn setup() -> (Twin, ClusterRef, Arc<WorkloadController>, tempfile::TempDir) {
-    let twin = Twin::start(TwinOptions {
-        namespaces: vec!["apps".into()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let twin = start_twin(&["apps"]).await;
     let dir = tempfile::tempdir().unwrap();
     let cluster: ClusterRef = Arc::new(twin.store());
     let w = WorkloadController::start(
