@@ -38,7 +38,9 @@
 //! port 443, is what an external Git host is to a cluster: pods reach it by the name the
 //! upstream records give it (`set_upstream("gitea.prod.example.dev", [host_address])`) and
 //! verify its certificate for that name; the host (the "workstation") reaches the same address
-//! locally. The pair is deleted when the model drops (or fails to start).
+//! locally. The pair is deleted when the model drops (or fails to start); a process killed
+//! with SIGKILL leaves its `twpx<N>` behind (`ip link del twpx<N>` removes it; new models skip
+//! addresses and names in use).
 //!
 //! Pod spec support beyond argv: `env[].value`, `env[].valueFrom.secretKeyRef` (read from the
 //! Secret at container start, with the kubelet's errors for a missing Secret or key and
