@@ -78,6 +78,17 @@ fn fixture_dir() -> tempfile::TempDir {
     d
 }
 
+/// A started server with `org/fleet` created from [`fixture_dir`] on `main` (commit
+/// `initial`); returns the server and that commit's SHA.
+fn fleet_server() -> (GitServer, String) {
+    let s = server();
+    let src = fixture_dir();
+    let head = s
+        .create_repo_from_dir("org/fleet", src.path(), "main", "initial")
+        .unwrap();
+    (s, head)
+}
+
 /// `<sha>\trefs/heads/main` lines of `git ls-remote` as (ref, sha).
 fn ls_remote(cwd: &Path, url: &str, env: &[(&str, &str)]) -> Vec<(String, String)> {
     ok(git(cwd, &["ls-remote", url], env))
@@ -184,11 +195,7 @@ fn helpers_build_reproducible_history() {
 
 #[test]
 fn clone_ls_remote_and_push_over_http() {
-    let s = server();
-    let src = fixture_dir();
-    let first = s
-        .create_repo_from_dir("org/fleet", src.path(), "main", "initial")
-        .unwrap();
+    let (s, first) = fleet_server();
     let work = tempfile::tempdir().unwrap();
     let url = s.url_http("org/fleet");
 
@@ -246,11 +253,7 @@ fn clone_ls_remote_and_push_over_http() {
 
 #[test]
 fn https_with_the_servers_ca() {
-    let s = server();
-    let src = fixture_dir();
-    let first = s
-        .create_repo_from_dir("org/fleet", src.path(), "main", "initial")
-        .unwrap();
+    let (s, first) = fleet_server();
     let work = tempfile::tempdir().unwrap();
     let ca = s.ca_file().to_str().unwrap().to_owned();
     let url = s.url_https("org/fleet");
@@ -318,10 +321,7 @@ fn https_with_the_servers_ca() {
 /// backend message (GnuTLS on this machine; OpenSSL builds word it differently).
 #[test]
 fn https_without_the_ca_fails_verification() {
-    let s = server();
-    let src = fixture_dir();
-    s.create_repo_from_dir("org/fleet", src.path(), "main", "initial")
-        .unwrap();
+    let (s, _) = fleet_server();
     let work = tempfile::tempdir().unwrap();
     let url = s.url_https("org/fleet");
     let err = failed(git(work.path(), &["ls-remote", &url], &[]));
@@ -401,11 +401,7 @@ fn raw_get(addr: std::net::SocketAddr, path: &str, auth: Option<&str>) -> String
 
 #[test]
 fn basic_and_bearer_auth_and_401_messages() {
-    let s = server();
-    let src = fixture_dir();
-    let first = s
-        .create_repo_from_dir("org/fleet", src.path(), "main", "initial")
-        .unwrap();
+    let (s, first) = fleet_server();
     s.set_auth("org/fleet", "flux", &["tok-1", "tok-2"])
         .unwrap();
     let work = tempfile::tempdir().unwrap();
@@ -518,10 +514,7 @@ fn basic_and_bearer_auth_and_401_messages() {
 
 #[test]
 fn revoked_token_fails_at_once_and_others_keep_working() {
-    let s = server();
-    let src = fixture_dir();
-    s.create_repo_from_dir("org/fleet", src.path(), "main", "initial")
-        .unwrap();
+    let (s, _) = fleet_server();
     s.set_auth("org/fleet", "flux", &["old-token"]).unwrap();
     s.add_token("org/fleet", "new-token").unwrap();
     let work = tempfile::tempdir().unwrap();
@@ -569,11 +562,7 @@ fn revoked_token_fails_at_once_and_others_keep_working() {
 
 #[test]
 fn branch_forced_behind_is_what_clients_see() {
-    let s = server();
-    let src = fixture_dir();
-    let old = s
-        .create_repo_from_dir("org/fleet", src.path(), "main", "initial")
-        .unwrap();
+    let (s, old) = fleet_server();
     let new = s
         .commit("org/fleet", &[Change::write("v2.yaml", "v: 2\n")], "v2")
         .unwrap();
@@ -632,11 +621,7 @@ fn branch_forced_behind_is_what_clients_see() {
 
 #[test]
 fn concurrent_clones_over_https() {
-    let s = server();
-    let src = fixture_dir();
-    let head = s
-        .create_repo_from_dir("org/fleet", src.path(), "main", "initial")
-        .unwrap();
+    let (s, head) = fleet_server();
     let work = tempfile::tempdir().unwrap();
     let url = s.url_https("org/fleet");
     let ca = s.ca_file().to_str().unwrap().to_owned();
@@ -674,10 +659,7 @@ fn concurrent_clones_over_https() {
 /// (HTTP_CONTENT_ENCODING).
 #[test]
 fn gzip_request_bodies_reach_http_backend() {
-    let s = server();
-    let src = fixture_dir();
-    s.create_repo_from_dir("org/fleet", src.path(), "main", "initial")
-        .unwrap();
+    let (s, _) = fleet_server();
     for i in 0..40 {
         let sha = s
             .commit_on(
@@ -714,11 +696,7 @@ fn gzip_request_bodies_reach_http_backend() {
 
 #[test]
 fn injected_faults_and_bad_requests_leave_the_server_serving() {
-    let s = server();
-    let src = fixture_dir();
-    let head = s
-        .create_repo_from_dir("org/fleet", src.path(), "main", "initial")
-        .unwrap();
+    let (s, head) = fleet_server();
     let work = tempfile::tempdir().unwrap();
     let url = s.url_http("org/fleet");
 
@@ -812,11 +790,7 @@ fn dropping_the_server_closes_its_ports_and_missing_backend_is_an_error() {
 /// config, with the certificate verified for that name.
 #[test]
 fn authored_urls_work_verbatim_through_host_alias_config() {
-    let s = server();
-    let src = fixture_dir();
-    let head = s
-        .create_repo_from_dir("org/fleet", src.path(), "main", "initial")
-        .unwrap();
+    let (s, head) = fleet_server();
     let work = tempfile::tempdir().unwrap();
     let mut args: Vec<String> = Vec::new();
     for (k, v) in s.host_alias_config("gitea.example.local") {
@@ -911,10 +885,7 @@ async fn works_from_async_code() {
 /// multi-MiB response. Incompressible data keeps the pack that large.
 #[test]
 fn large_push_and_clone_stream_through() {
-    let s = server();
-    let src = fixture_dir();
-    s.create_repo_from_dir("org/fleet", src.path(), "main", "initial")
-        .unwrap();
+    let (s, _) = fleet_server();
     s.set_auth("org/fleet", "flux", &["tok"]).unwrap();
     let work = tempfile::tempdir().unwrap();
     let ca = s.ca_file().to_str().unwrap().to_owned();
@@ -966,10 +937,7 @@ fn large_push_and_clone_stream_through() {
 /// as an authentication failure.
 #[test]
 fn read_only_token_fetches_but_push_is_forbidden() {
-    let s = server();
-    let src = fixture_dir();
-    s.create_repo_from_dir("org/fleet", src.path(), "main", "initial")
-        .unwrap();
+    let (s, _) = fleet_server();
     s.set_auth("org/fleet", "flux", &["rw"]).unwrap();
     s.add_read_only_token("org/fleet", "ro").unwrap();
     let work = tempfile::tempdir().unwrap();
