@@ -250,6 +250,28 @@ mod tests {
     }
 
     #[test]
+    fn time_scale_only_from_a_valid_annotation() {
+        let mut d = deploy("ghcr.io/fluxcd/kustomize-controller:v1.9.4", &[]);
+        let f = ControllerFacts::from_deployment(&d);
+        assert_eq!((f.time_scale, f.clock()), (None, 1.0), "a real cluster");
+        for (v, want) in [
+            ("0.03", Some(0.03)),
+            (" 0.5 ", Some(0.5)),
+            ("1", None),
+            ("0", None),
+            ("-2", None),
+            ("NaN", None),
+            ("inf", None),
+            ("fast", None),
+        ] {
+            d["metadata"]["annotations"] = json!({ TIME_SCALE_ANNOTATION: v });
+            let f = ControllerFacts::from_deployment(&d);
+            assert_eq!(f.time_scale, want, "{v:?}");
+            assert_eq!(f.clock(), want.unwrap_or(1.0), "{v:?}");
+        }
+    }
+
+    #[test]
     fn reads_version_gates_and_concurrency() {
         let f = ControllerFacts::from_deployment(&deploy(
             "ghcr.io/fluxcd/kustomize-controller:v1.8.3@sha256:abcd",
