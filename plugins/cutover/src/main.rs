@@ -17,7 +17,8 @@ use cutover::preflight::{self, CheckResult, Preflight, Request};
 const EXAMPLES: &str = "\
 Examples:
   # Preflight only: what the cluster runs, what the new server has, where the URL is authored
-  kubectl cutover gitrepository/flux-system --to https://gitea.prod.example.dev/org/fleet.git --dry-run
+  kubectl cutover gitrepository/flux-system --to https://gitea.prod.example.dev/org/fleet.git \\
+      --dry-run
 
   # Cut over with a local clone for history, and write the authored change into it
   kubectl cutover gitrepo/flux-system --to https://gitea.prod.example.dev/org/fleet.git \\
@@ -28,11 +29,11 @@ Examples:
 
   # Also contact the new URL from a pod in flux-system, as source-controller will: its DNS
   # answer, TLS with the secret's ca.crt, the credential, and the branch head it sees
-  kubectl cutover gitrepo/flux-system --to https://gitea.prod.example.dev/org/fleet.git \
+  kubectl cutover gitrepo/flux-system --to https://gitea.prod.example.dev/org/fleet.git \\
       --dry-run --verify-in-cluster
 
   # The same with your own git-capable probe image (needs sh, getent, base64, mktemp, git)
-  kubectl cutover gitrepo/flux-system --to https://gitea.prod.example.dev/org/fleet.git \
+  kubectl cutover gitrepo/flux-system --to https://gitea.prod.example.dev/org/fleet.git \\
       --dry-run --verify-in-cluster --probe-image registry.example.com/tools/git:2.49
 
 Exit codes:
@@ -42,8 +43,8 @@ Exit codes:
      not verified
   2  usage error (bad reference, bad flag, --repo not a git repository)
   3  cluster or API error (kubeconfig, connection, RBAC, e.g. cannot create jobs for the
-     in-cluster probe), or the probe did not finish before --probe-timeout, or the GitRepository does not
-     exist in that namespace on that context (names both)
+     in-cluster probe), the in-cluster probe did not finish before --probe-timeout, or the
+     GitRepository does not exist in that namespace on that context (names both)
   130 interrupted during the in-cluster probe (it was deleted; nothing changed)";
 
 /// Move a Flux GitRepository to a new Git URL without rolling the cluster backwards.
