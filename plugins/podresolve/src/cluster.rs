@@ -110,7 +110,9 @@ pub async fn read_cluster_dns(conn: &Connection, n: &RequestCounter) -> ClusterD
 
 /// Resolve `--from pod/X|deploy/X` to one running pod.
 ///
-/// Errors: usage error when the Deployment has no running pod; API errors as exit 3.
+/// Errors (all exit 3: the cluster's answer, see `cluster_loop::error`): the pod or
+/// Deployment does not exist (named, with the context), the Deployment has no matchLabels
+/// selector or no Running pod, and other API errors.
 pub async fn resolve_from(
     conn: &Connection,
     target: &cluster_loop::refs::ResourceRef,
@@ -135,7 +137,7 @@ pub async fn resolve_from(
                 .collect::<Vec<_>>()
                 .join(",");
             if sel.is_empty() {
-                return Err(Error::usage(format!(
+                return Err(Error::Cluster(format!(
                     "deploy/{} in {namespace} has no matchLabels selector: use --from pod/NAME",
                     target.name
                 )));
@@ -155,7 +157,7 @@ pub async fn resolve_from(
                 .collect();
             running.sort_by_key(|p| p.metadata.name.clone());
             running.into_iter().next().ok_or_else(|| {
-                Error::usage(format!(
+                Error::Cluster(format!(
                     "deploy/{} in {namespace} has no Running pod (selector {sel}): nothing to resolve from",
                     target.name
                 ))

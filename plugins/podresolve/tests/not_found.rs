@@ -37,6 +37,27 @@ async fn missing_from_object_exits_3_naming_it_and_the_context() {
         assert!(stderr.ends_with(&want), "{from}: {stderr}");
         assert!(out.stdout.is_empty(), "{from}");
     }
+    // A Deployment that exists but has no Running pod: also the cluster's answer (3).
+    twin.load_yaml(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: idle\n  namespace: team\nspec:\n  replicas: 0\n  selector:\n    matchLabels: {app: idle}\n  template:\n    metadata:\n      labels: {app: idle}\n    spec:\n      containers: [{name: c, image: busybox:1.36}]\n",
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-podresolve"))
+        .arg("--kubeconfig")
+        .arg(twin.kubeconfig_path())
+        .args(["gitea.example.dev.", "--from", "deploy/idle", "-n", "team"])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.ends_with(
+            "error: deploy/idle in team has no Running pod (selector app=idle): nothing to resolve from\n"
+        ),
+        "{stderr}"
+    );
     // Nothing was created for the probe.
     let store = twin.store();
     for (g, r) in [("", "pods"), ("batch", "jobs")] {
