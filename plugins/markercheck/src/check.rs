@@ -361,7 +361,9 @@ pub fn display_path(p: &Path) -> String {
 }
 
 fn display(p: &Path) -> String {
-    let cwd = std::env::current_dir().ok();
+    // the working directory, read once per process (one getcwd, not one per file)
+    static CWD: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let cwd = CWD.get_or_init(|| std::env::current_dir().ok());
     let rel = cwd
         .as_ref()
         .and_then(|c| p.strip_prefix(c).ok())
@@ -394,6 +396,8 @@ fn repo_root_of(p: &Path) -> PathBuf {
 struct Scanned {
     res: ScanResult,
     root: PathBuf,
+    /// Canonical directory the scan's relative paths start from.
+    base: PathBuf,
     repo_root: PathBuf,
 }
 
@@ -478,11 +482,21 @@ pub fn run(cfg: &Config) -> Report {
         if res.root_not_selected {
             report.not_selected.push(p.clone());
         }
-        let repo_root = cfg.repo_root.clone().unwrap_or_else(|| repo_root_of(p));
+        let repo_root = match &cfg.repo_root {
+            Some(r) => std::fs::canonicalize(r).unwrap_or(r.clone()),
+            None => repo_root_of(p),
+        };
         let root = std::fs::canonicalize(p).unwrap_or(p.clone());
+        // the directory `rel` paths are relative to (a named file's parent)
+        let base = if root.is_file() {
+            root.parent().map(Path::to_path_buf).unwrap_or(root.clone())
+        } else {
+            root.clone()
+        };
         scans.push(Scanned {
             res,
             root,
+            base,
             repo_root,
         });
     }
@@ -681,11 +695,13 @@ pub fn run(cfg: &Config) -> Report {
                 report.stats.files_with_token += 1;
             }
             let file = display(&f.abs);
-            let rel_repo = f
-                .abs
-                .canonicalize()
-                .ok()
-                .and_then(|a| a.strip_prefix(&s.repo_root).ok().map(Path::to_path_buf))
+            // the path as upstream walks it (symlinks not resolved), relative to the repo root:
+            // one join per file instead of a canonicalize (a readlink per path component)
+            let rel_repo = s
+                .base
+                .join(&f.rel)
+                .strip_prefix(&s.repo_root)
+                .map(Path::to_path_buf)
                 .unwrap_or(f.rel.clone());
             let covering: Vec<&ImageUpdateAutomation> = objects
                 .automations

@@ -273,88 +273,117 @@ pub struct ScanResult {
     pub root_not_selected: bool,
 }
 
-/// Walk `root` like `filepath.Walk` (lexical order, symlinks not followed into directories),
-/// reading every file Flux selects plus YAML-ish lint candidates. Directories named `.git` are
-/// skipped (they hold no manifests; Flux walks them but finds no `.yaml` files there).
+/// Walk `root` like `filepath.Walk` (symlinks not followed into directories), reading every
+/// file Flux selects plus YAML-ish lint candidates; results in `filepath.Walk`'s lexical order.
+///
+/// Walking and reading run together on all cores (up to 8) with `ignore::WalkParallel`
+/// (ripgrep's walker: work-stealing over directories, each file read by the thread that found
+/// it), with every filter off (hidden files, `.gitignore`: Flux reads them all). Results are
+/// then sorted by relative path, component by component (Rust `Path` order), which is the
+/// order of a depth-first walk over sorted directory entries, so the output is deterministic.
+///
+/// Directories named `.git` are skipped: `ScreeningLocalReader` walks them, but in Flux's clone
+/// they hold only go-git's object store (no `.yaml` names), while a local `.git` may hold files
+/// no clone has.
 pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
-    let mut res = ScanResult::default();
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let root_is_file = root.is_file();
     let base = if root_is_file {
         root.parent().unwrap_or(Path::new(".")).to_path_buf()
     } else {
         root.to_path_buf()
     };
-    let walker = walkdir::WalkDir::new(root)
-        .follow_links(false)
-        .sort_by_file_name()
-        .into_iter()
-        .filter_entry(|e| !(e.depth() > 0 && e.file_type().is_dir() && e.file_name() == ".git"));
-    let mut jobs: Vec<(PathBuf, PathBuf, bool, bool)> = Vec::new();
-    for entry in walker {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                let rel = e
-                    .path()
-                    .and_then(|p| p.strip_prefix(&base).ok())
-                    .map(Path::to_path_buf)
-                    .unwrap_or_default();
-                res.read_errors.push(ReadError {
-                    rel,
-                    message: e.to_string(),
-                    symlink: false,
-                });
-                continue;
-            }
-        };
-        if entry.file_type().is_dir() {
-            continue;
-        }
-        let name = entry.file_name().to_string_lossy();
-        let selected = flux_selects(&name);
-        if entry.depth() == 0 && !selected {
-            // a file named on the command line: always read it
-            res.root_not_selected = true;
-        } else if !selected && !lint_candidate(&name) {
-            continue;
-        }
-        if selected {
-            res.selected_files += 1;
-        }
-        let rel = entry
-            .path()
-            .strip_prefix(&base)
-            .unwrap_or(entry.path())
-            .to_path_buf();
-        jobs.push((
-            rel,
-            entry.path().to_path_buf(),
-            entry.path_is_symlink(),
-            selected,
-        ));
-    }
-    res.files_read = jobs.len();
-    // read and analyse in parallel (order kept: results are merged by job index)
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8);
-    let chunk = jobs.len().div_ceil(workers).max(1);
-    let outcomes: Vec<Vec<Outcome>> = std::thread::scope(|sc| {
-        let hs: Vec<_> = jobs
-            .chunks(chunk)
-            .map(|part| {
-                sc.spawn(move || {
-                    part.iter()
-                        .map(|j| read_one(j, max_file_size))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
+    let walker = ignore::WalkBuilder::new(root)
+        .standard_filters(false)
+        .follow_links(false)
+        .threads(workers)
+        .filter_entry(|e| {
+            !(e.depth() > 0 && e.file_type().is_some_and(|t| t.is_dir()) && e.file_name() == ".git")
+        })
+        .build_parallel();
+    let selected_files = AtomicUsize::new(0);
+    let files_read = AtomicUsize::new(0);
+    let root_not_selected = AtomicBool::new(false);
+    let found: Mutex<Vec<(PathBuf, Outcome)>> = Mutex::new(Vec::new());
+    let rel_of = |p: &Path| p.strip_prefix(&base).unwrap_or(p).to_path_buf();
+    walker.run(|| {
+        // per-thread batch, merged once when the thread's visitor is dropped
+        struct Batch<'a> {
+            out: Vec<(PathBuf, Outcome)>,
+            into: &'a Mutex<Vec<(PathBuf, Outcome)>>,
+        }
+        impl Drop for Batch<'_> {
+            fn drop(&mut self) {
+                if let Ok(mut v) = self.into.lock() {
+                    v.append(&mut self.out);
+                }
+            }
+        }
+        let mut batch = Batch {
+            out: Vec::new(),
+            into: &found,
+        };
+        let (selected_files, files_read, root_not_selected, rel_of) =
+            (&selected_files, &files_read, &root_not_selected, &rel_of);
+        Box::new(move |entry| {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    let rel = error_path(&e).map(rel_of).unwrap_or_default();
+                    let message = e.to_string();
+                    batch.out.push((
+                        rel.clone(),
+                        Outcome::Error(ReadError {
+                            rel,
+                            message,
+                            symlink: false,
+                        }),
+                    ));
+                    return ignore::WalkState::Continue;
+                }
+            };
+            if entry.file_type().is_some_and(|t| t.is_dir()) {
+                return ignore::WalkState::Continue;
+            }
+            let name = entry.file_name().to_string_lossy();
+            let selected = flux_selects(&name);
+            if entry.depth() == 0 && !selected {
+                // a file named on the command line: always read it
+                root_not_selected.store(true, Ordering::Relaxed);
+            } else if !selected && !lint_candidate(&name) {
+                return ignore::WalkState::Continue;
+            }
+            if selected {
+                selected_files.fetch_add(1, Ordering::Relaxed);
+            }
+            files_read.fetch_add(1, Ordering::Relaxed);
+            let rel = rel_of(entry.path());
+            let job = (
+                rel.clone(),
+                entry.path().to_path_buf(),
+                entry.path_is_symlink(),
+                selected,
+            );
+            match read_one(&job, max_file_size) {
+                Outcome::Skip => {}
+                o => batch.out.push((rel, o)),
+            }
+            ignore::WalkState::Continue
+        })
     });
-    for o in outcomes.into_iter().flatten() {
+    let mut found = found.into_inner().unwrap_or_default();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut res = ScanResult {
+        selected_files: selected_files.into_inner(),
+        files_read: files_read.into_inner(),
+        root_not_selected: root_not_selected.into_inner(),
+        ..Default::default()
+    };
+    for (_, o) in found {
         match o {
             Outcome::Skip => {}
             Outcome::File(f) => res.files.push(*f),
@@ -363,6 +392,19 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
         }
     }
     res
+}
+
+/// The path an `ignore` walk error is about, if it names one.
+fn error_path(e: &ignore::Error) -> Option<&Path> {
+    match e {
+        ignore::Error::WithPath { path, .. } => Some(path),
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            error_path(err)
+        }
+        ignore::Error::Loop { child, .. } => Some(child),
+        ignore::Error::Partial(errs) => errs.first().and_then(error_path),
+        _ => None,
+    }
 }
 
 enum Outcome {
@@ -374,7 +416,8 @@ enum Outcome {
 
 fn read_one(job: &(PathBuf, PathBuf, bool, bool), max_file_size: u64) -> Outcome {
     let (rel, abs, symlink, selected) = job;
-    // open + fstat + read: one path lookup per file
+    // open + fstat + read: one path lookup, one fstat per file (std's read_to_end would fstat
+    // and lseek again for its size hint)
     let read = std::fs::File::open(abs).and_then(|mut fh| {
         let m = fh.metadata()?;
         if !m.is_file() {
@@ -383,9 +426,7 @@ fn read_one(job: &(PathBuf, PathBuf, bool, bool), max_file_size: u64) -> Outcome
         if m.len() > max_file_size {
             return Ok(Some(Err(m.len())));
         }
-        let mut b = Vec::with_capacity(m.len() as usize + 1);
-        std::io::Read::read_to_end(&mut fh, &mut b)?;
-        Ok(Some(Ok(b)))
+        Ok(Some(Ok(read_sized(&mut fh, m.len() as usize)?)))
     });
     match read {
         Ok(Some(Ok(b))) => match scan_bytes(rel.clone(), abs.clone(), *selected, b) {
@@ -400,6 +441,28 @@ fn read_one(job: &(PathBuf, PathBuf, bool, bool), max_file_size: u64) -> Outcome
             symlink: *symlink,
         }),
     }
+}
+
+/// Read a file whose size fstat gave as `size`: into a buffer of that size + 1, so the usual
+/// case is one `read` for the data and one returning 0; a file that grew meanwhile is still
+/// read to its end.
+fn read_sized(fh: &mut std::fs::File, size: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut b = vec![0u8; size + 1];
+    let mut n = 0;
+    loop {
+        if n == b.len() {
+            b.resize(b.len() * 2, 0);
+        }
+        match fh.read(&mut b[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    b.truncate(n);
+    Ok(b)
 }
 
 /// One pass over the bytes: `$imagepolicy` (any case) after a `$`, or `imagepolicy` (any
@@ -1034,6 +1097,44 @@ mod tests {
         assert_eq!(t.value, "foo:v1");
         assert_eq!(t.key.as_deref(), Some("image"));
         assert_eq!((s.line, t.line, t.col), (2, 2, 10));
+    }
+
+    #[test]
+    fn walk_order_is_filepath_walk_order() {
+        let d = tempfile::tempdir().unwrap();
+        for p in [
+            "b.yaml",
+            "a/x.yaml",
+            "a.yaml",
+            "a-b/y.yaml",
+            "a/z/w.yaml",
+            ".git/c.yaml",
+            ".hidden/h.yaml",
+        ] {
+            let p = d.path().join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "x: 1 # {\"$imagepolicy\": \"ns:p\"}\n").unwrap();
+        }
+        // filepath.Walk: sorted entries, depth first (`a` < `a-b` < `a.yaml`); `.git` skipped,
+        // hidden files read (no .gitignore-style filtering); the same order on every run
+        let want = [
+            ".hidden/h.yaml",
+            "a/x.yaml",
+            "a/z/w.yaml",
+            "a-b/y.yaml",
+            "a.yaml",
+            "b.yaml",
+        ];
+        for _ in 0..5 {
+            let r = scan_root(d.path(), DEFAULT_MAX_FILE_SIZE);
+            let got: Vec<_> = r
+                .files
+                .iter()
+                .map(|f| f.rel.to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(got, want);
+            assert_eq!((r.files_read, r.selected_files), (6, 6));
+        }
     }
 
     #[test]
