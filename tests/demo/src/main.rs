@@ -15,8 +15,9 @@
 //!    landed, and `--finish` verifies it.
 //!
 //! Exit code 0 only when every step's outcome is the expected one.
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use clap::Parser;
@@ -91,15 +92,17 @@ impl Step {
     }
 }
 
+/// What a command ended with: its exit code and stdout (stderr is printed, not kept).
 struct Out {
     code: i32,
     stdout: String,
-    stderr: String,
 }
 
 impl Ctx {
     /// Runs `kubectl ARGS` with the plugins on PATH (real kubectl plugin dispatch), printing
-    /// the command line and the output, indented.
+    /// the command line and then the output, indented, as it arrives: stdout and stderr are
+    /// read apart (the checks look at stdout) but printed in the order the plugin wrote them,
+    /// so a progress line on stderr is not shown after the verdict on stdout.
     fn kubectl(&self, kubeconfig: Option<&Path>, args: &[&str]) -> Out {
         let path = format!(
             "{}:{}",
@@ -113,26 +116,64 @@ impl Ctx {
             Some(k) => cmd.env("KUBECONFIG", k),
             None => cmd.env_remove("KUBECONFIG"),
         };
-        let out = match cmd.stdin(std::process::Stdio::null()).output() {
-            Ok(o) => o,
+        let spawned = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
             Err(e) => {
+                println!("    cannot run kubectl: {e}");
                 return Out {
                     code: -1,
                     stdout: String::new(),
-                    stderr: format!("cannot run kubectl: {e}"),
                 };
             }
         };
-        let o = Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        };
-        for l in o.stdout.lines().chain(o.stderr.lines()) {
-            println!("    {l}");
+        // One reader thread per stream; lines meet on one channel in arrival order (the
+        // plugins' stdout is line-buffered, so a line arrives when it is written).
+        let (tx, rx) = std::sync::mpsc::channel::<(bool, String)>();
+        let readers: Vec<_> = [
+            child
+                .stdout
+                .take()
+                .map(|r| Box::new(r) as Box<dyn Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|r| Box::new(r) as Box<dyn Read + Send>),
+        ]
+        .into_iter()
+        .zip([false, true])
+        .filter_map(|(r, is_err)| r.map(|r| (r, is_err)))
+        .map(|(r, is_err)| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(r).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send((is_err, line)).is_err() {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+        drop(tx);
+        let mut stdout = String::new();
+        for (is_err, line) in rx {
+            println!("    {line}");
+            if !is_err {
+                stdout.push_str(&line);
+                stdout.push('\n');
+            }
         }
-        println!("    (exit {})", o.code);
-        o
+        for r in readers {
+            let _ = r.join();
+        }
+        let code = child.wait().ok().and_then(|st| st.code()).unwrap_or(-1);
+        println!("    (exit {code})");
+        Out { code, stdout }
     }
 
     /// A git repository at `dir` holding a copy of clusters/ under `clusters/`.
