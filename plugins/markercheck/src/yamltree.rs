@@ -174,14 +174,6 @@ impl Lines {
     }
 }
 
-fn line_of(text: &str, off: usize) -> usize {
-    text.as_bytes()[..off]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
-}
-
 /// granit's block scalar span covers the content only; widen it to start at the `|`/`>`
 /// indicator and to end after the last content line break.
 fn block_bounds(text: &str, start: usize, end: usize) -> (usize, usize) {
@@ -234,6 +226,7 @@ pub fn parse(text: &str) -> Result<Document, SyntaxError> {
     let mut comments = Vec::new();
     let mut docs = 0usize;
     let mut done_first = false;
+    let lines = Lines::new(text);
     let push = |stack: &mut Vec<Frame>, root: &mut Option<Node>, n: Node| match stack.last_mut() {
         Some(Frame::Map(v, _, _)) | Some(Frame::Seq(v, _, _)) => v.push(n),
         None => *root = Some(n),
@@ -269,10 +262,9 @@ pub fn parse(text: &str) -> Result<Document, SyntaxError> {
                     style: style(st),
                     start,
                     end,
-                    line: line_of(text, start),
-                    col: text[text[..start].rfind('\n').map(|i| i + 1).unwrap_or(0)..start]
-                        .chars()
-                        .count(),
+                    // a line index, not a newline count from the top per scalar (quadratic)
+                    line: lines.line(start) + 1,
+                    col: text[lines.start_of(start)..start].chars().count(),
                     tagged: tag.is_some(),
                     anchored: anchor != 0,
                 });
