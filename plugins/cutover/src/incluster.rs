@@ -205,15 +205,10 @@ pub async fn verify(
         return Ok(Some((
             ic,
             Err(format!(
-                "the in-cluster probe pod {} printed no probe output (exit code {:?}{}): is {} \
+                "the in-cluster probe pod {} printed no probe output ({}): is {} \
                  an image with sh? pass --probe-image",
                 finished.pod,
-                finished.exit_code,
-                finished
-                    .failure
-                    .as_deref()
-                    .map(|f| format!(", {f}"))
-                    .unwrap_or_default(),
+                finished.ended(),
                 v.image
             )),
         )));

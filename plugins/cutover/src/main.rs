@@ -498,11 +498,17 @@ fn print_in_cluster(ic: &cutover::incluster::InCluster) {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let step = |s: cutover::incluster::Step| match s {
-        cutover::incluster::Step::Ok => "ok",
-        cutover::incluster::Step::Failed => "FAILED",
-        cutover::incluster::Step::NotReached => "not reached",
-        cutover::incluster::Step::NotApplicable => "n/a",
+    use cutover::incluster::Step;
+    // A step's result, with its detail (CA source, auth scheme) only when the probe reached it.
+    let step = |s: Step, detail: Option<String>| {
+        let word = match s {
+            Step::Ok => "ok",
+            Step::Failed => "FAILED",
+            Step::NotReached => "not reached",
+            Step::NotApplicable => "n/a",
+        };
+        let detail = detail.filter(|_| s != Step::NotReached).unwrap_or_default();
+        format!("{word}{detail}")
     };
     println!(
         "\nin-cluster probe {} (image {}{}; deleted):",
@@ -530,24 +536,13 @@ fn print_in_cluster(ic: &cutover::incluster::InCluster) {
         "  dns   {} -> {dns} in the cluster; workstation: {ws}",
         ic.host
     );
-    println!(
-        "  tls   {}{}",
-        step(ic.tls),
-        ic.ca_source
-            .as_deref()
-            .filter(|_| ic.tls != cutover::incluster::Step::NotReached)
-            .map(|c| format!(" (CA from the {c})"))
-            .unwrap_or_default()
-    );
-    println!(
-        "  auth  {}{}",
-        step(ic.auth),
-        ic.auth_scheme
-            .as_deref()
-            .filter(|_| ic.auth != cutover::incluster::Step::NotReached)
-            .map(|a| format!(" ({a})"))
-            .unwrap_or_default()
-    );
+    let ca = ic
+        .ca_source
+        .as_deref()
+        .map(|c| format!(" (CA from the {c})"));
+    println!("  tls   {}", step(ic.tls, ca));
+    let scheme = ic.auth_scheme.as_deref().map(|a| format!(" ({a})"));
+    println!("  auth  {}", step(ic.auth, scheme));
     println!(
         "  head  {}",
         match (&ic.head, ic.matches_cluster) {

@@ -60,6 +60,20 @@ pub struct Finished {
     pub failure: Option<String>,
 }
 
+impl Finished {
+    /// How the probe container ended, for messages: `exit code Some(<code>)` (`None` when
+    /// the kubelet reported none), then `, <failure>` when the pod failed (e.g.
+    /// `exit code None, DeadlineExceeded`).
+    pub fn ended(&self) -> String {
+        let failure = self
+            .failure
+            .as_deref()
+            .map(|f| format!(", {f}"))
+            .unwrap_or_default();
+        format!("exit code {:?}{failure}", self.exit_code)
+    }
+}
+
 fn container_state<'a>(
     pod: &'a Pod,
     container: &str,
@@ -300,22 +314,46 @@ pub async fn create_probe(
         ..Default::default()
     };
     n.hit();
-    match carrier {
-        Carrier::Job => {
-            let jobs: Api<Job> = Api::namespaced(conn.client.clone(), &ns);
-            jobs.create(&pp, &opts.job())
-                .await
-                .map(|_| ())
-                .map_err(|e| api_err(conn, e, "create", jobs.resource_url(), &opts.name()))
-        }
-        Carrier::Pod => {
-            let pods: Api<Pod> = Api::namespaced(conn.client.clone(), &ns);
-            pods.create(&pp, &opts.pod())
-                .await
-                .map(|_| ())
-                .map_err(|e| api_err(conn, e, "create", pods.resource_url(), &opts.name()))
-        }
-    }
+    let (result, url) = match carrier {
+        Carrier::Job => create_as(api(conn, &ns), &pp, &opts.job()).await,
+        Carrier::Pod => create_as(api(conn, &ns), &pp, &opts.pod()).await,
+    };
+    result.map_err(|e| api_err(conn, e, "create", &url, &opts.name()))
+}
+
+/// The namespaced API of `K` in `namespace`.
+fn api<K>(conn: &Connection, namespace: &str) -> Api<K>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    Api::namespaced(conn.client.clone(), namespace)
+}
+
+/// POST `obj` through `api`; the result and the collection URL (for the error).
+async fn create_as<K>(
+    api: Api<K>,
+    pp: &PostParams,
+    obj: &K,
+) -> (std::result::Result<(), kube::Error>, String)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let r = api.create(pp, obj).await.map(|_| ());
+    (r, api.resource_url().to_string())
+}
+
+/// DELETE `name` through `api`; the result and the collection URL (for the error).
+async fn delete_as<K>(
+    api: Api<K>,
+    name: &str,
+    dp: &DeleteParams,
+) -> (std::result::Result<(), kube::Error>, String)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let r = api.delete(name, dp).await.map(|_| ());
+    (r, api.resource_url().to_string())
 }
 
 /// DELETE the probe by name (Background propagation: the Job's pod goes too). 404 is
@@ -338,28 +376,14 @@ pub async fn delete_probe(
     n.hit();
     let fut = async {
         match carrier {
-            Carrier::Job => {
-                let api: Api<Job> = Api::namespaced(conn.client.clone(), namespace);
-                let url = api.resource_url().to_string();
-                api.delete(name, &dp)
-                    .await
-                    .map(|_| ())
-                    .map_err(move |e| (e, url))
-            }
-            Carrier::Pod => {
-                let api: Api<Pod> = Api::namespaced(conn.client.clone(), namespace);
-                let url = api.resource_url().to_string();
-                api.delete(name, &dp)
-                    .await
-                    .map(|_| ())
-                    .map_err(move |e| (e, url))
-            }
+            Carrier::Job => delete_as::<Job>(api(conn, namespace), name, &dp).await,
+            Carrier::Pod => delete_as::<Pod>(api(conn, namespace), name, &dp).await,
         }
     };
     match tokio::time::timeout(within, fut).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err((e, _))) if is_status(&e, &[404]) => Ok(()),
-        Ok(Err((e, url))) => Err(api_err(conn, e, "delete", &url, name)),
+        Ok((Ok(()), _)) => Ok(()),
+        Ok((Err(e), _)) if is_status(&e, &[404]) => Ok(()),
+        Ok((Err(e), url)) => Err(api_err(conn, e, "delete", &url, name)),
         Err(_) => Err(Error::Cluster(format!(
             "could not delete {namespace}/{name} within {}s; it expires by itself (activeDeadlineSeconds, ttlSecondsAfterFinished) or run `{cleanup_hint}`",
             within.as_secs()
@@ -564,5 +588,24 @@ pub async fn run_probe(
             let (finished, log) = r?;
             Ok(ProbeEnd::Finished { finished, log })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Finished;
+
+    #[test]
+    fn ended_names_the_exit_code_and_the_failure() {
+        let mut f = Finished {
+            pod: "p".into(),
+            node: None,
+            exit_code: Some(127),
+            failure: None,
+        };
+        assert_eq!(f.ended(), "exit code Some(127)");
+        f.exit_code = None;
+        f.failure = Some("DeadlineExceeded".into());
+        assert_eq!(f.ended(), "exit code None, DeadlineExceeded");
     }
 }
