@@ -2,106 +2,49 @@
 //! kustomize-controller models fetch with real git from two HTTPS Git servers.
 use std::time::Duration;
 
-use base64::Engine as _;
 use serde_json::{Value, json};
-use twin::flux::cluster::ObjKey;
-use twin::scenario::{RunOptions, RunningScenario, Scenario};
+use twin::flux::cluster::s;
+use twin::scenario::RunningScenario;
+use twin::testkit::{
+    FLUX_SYSTEM, PluginRun, basic_auth_secret, commit, cond_status, get, gitrepo, interrupt, ks,
+    plugin_command, run_plugin, start_shipped, wait,
+};
 
-const GR: &str = "source.toolkit.fluxcd.io/v1";
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-cutover");
+/// Real-time bound on one plugin run (its own --timeout is at most 120s).
+const RUN_TIMEOUT: Duration = Duration::from_secs(300);
+/// Real-time bound on waiting for the twin's controllers.
+const T: Duration = Duration::from_secs(60);
 
-fn gr_key() -> ObjKey {
-    ObjKey::new(GR, "GitRepository", "flux-system", "flux-system")
+async fn cutover(sc: &RunningScenario, args: &[&str]) -> PluginRun {
+    run_plugin(BIN, sc.twin.kubeconfig_path(), args, RUN_TIMEOUT).await
 }
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-async fn cutover(sc: &RunningScenario, args: &[&str]) -> Run {
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-cutover"))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(sc.twin.kubeconfig_path())
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    Run {
-        code: child.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&child.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&child.stderr).into_owned(),
-    }
-}
-
-fn rev(o: &Value) -> String {
-    o.pointer("/status/artifact/revision")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
-}
-
-fn ready(o: &Value) -> bool {
-    o.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|a| {
-            a.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
+/// Waits until the root Kustomization `flux-system` has applied `revision`.
+async fn root_applied(sc: &RunningScenario, revision: &str) {
+    wait(sc, &ks(FLUX_SYSTEM), T, |o| {
+        s(o, "/status/lastAppliedRevision") == revision
+    })
+    .await;
 }
 
 /// Starts the scenario and waits until prod runs the laptop's head.
 async fn start() -> (RunningScenario, String) {
-    let sc = RunningScenario::start(
-        Scenario::shipped("prod-cutover-start").unwrap(),
-        RunOptions::default(),
-    )
-    .await
-    .unwrap();
+    let sc = start_shipped("prod-cutover-start").await;
     let head = sc.git["laptop"].head("org/fleet", "main").unwrap();
     let want = format!("main@sha1:{head}");
-    let w = want.clone();
-    sc.wait_for(&gr_key(), Duration::from_secs(60), move |o| {
-        ready(o) && rev(o) == w
+    wait(&sc, &gitrepo(FLUX_SYSTEM), T, |o| {
+        cond_status(o, "Ready", "True") && s(o, "/status/artifact/revision") == want
     })
-    .await
-    .unwrap();
-    let w = want.clone();
-    sc.wait_for(
-        &ObjKey::new(
-            "kustomize.toolkit.fluxcd.io/v1",
-            "Kustomization",
-            "flux-system",
-            "flux-system",
-        ),
-        Duration::from_secs(60),
-        move |o| {
-            o.pointer("/status/lastAppliedRevision")
-                .and_then(Value::as_str)
-                == Some(&w)
-        },
-    )
-    .await
-    .unwrap();
+    .await;
+    root_applied(&sc, &want).await;
     (sc, head)
 }
 
 /// A Secret for the prod server: its token and its CA.
 fn prod_secret(sc: &RunningScenario, name: &str, token: &str) {
-    let b = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let store = sc.twin.store();
-    let gvr = store.gvr("", "v1", "secrets").unwrap();
-    store
-        .create(
-            &gvr,
-            json!({"apiVersion": "v1", "kind": "Secret",
-                   "metadata": {"name": name, "namespace": "flux-system"},
-                   "data": {"username": b("flux"), "password": b(token),
-                            "ca.crt": b(sc.git["prod"].ca_pem())}}),
-        )
-        .unwrap();
+    let ca = sc.git["prod"].ca_pem();
+    basic_auth_secret(&sc.twin, FLUX_SYSTEM, name, "flux", token, Some(ca));
 }
 
 /// The world after the operator's step 2: prod's main is level with what the cluster runs and
@@ -150,18 +93,7 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
     let (sc, head) = start().await;
     prod_secret(&sc, "prod-creds", "prod-token");
     let to = sc.git["prod"].url_https("org/fleet");
-    let r = cutover(
-        &sc,
-        &[
-            "gitrepo/flux-system",
-            "--to",
-            &to,
-            "--secret",
-            "prod-creds",
-            "--yes",
-        ],
-    )
-    .await;
+    let r = cutover(&sc, &args(&to, &[])).await;
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     assert!(
         r.stdout
@@ -170,7 +102,7 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
         r.stdout
     );
     assert_eq!(
-        live(&sc)["spec"]["url"],
+        live(&sc).await["spec"]["url"],
         json!(sc.git["laptop"].url_https("org/fleet")),
         "a refused cutover changes nothing"
     );
@@ -178,23 +110,11 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
     level_prod(&sc, &head);
     let r = cutover(
         &sc,
-        &[
-            "gitrepo/flux-system",
-            "--to",
-            &to,
-            "--secret",
-            "prod-creds",
-            "--yes",
-            "--hold-root",
-            "--timeout",
-            "60s",
-            "-o",
-            "json",
-        ],
+        &args(&to, &["--hold-root", "--timeout", "60s", "-o", "json"]),
     )
     .await;
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let v = r.json();
     assert_eq!(v["apiVersion"], "cutover.cluster-loop.dev/v1");
     assert_eq!(v["kind"], "CutoverReport");
     assert_eq!(v["mode"], "execute");
@@ -213,10 +133,7 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
             .contains(&format!("+  url: {to}"))
     );
     // The source really fetched from prod with the new secret.
-    let o = sc
-        .wait_for(&gr_key(), Duration::from_secs(5), |_| true)
-        .await
-        .unwrap();
+    let o = live(&sc).await;
     assert_eq!(o["spec"]["url"], json!(to));
     assert_eq!(o["spec"]["secretRef"]["name"], "prod-creds");
     let patches: Vec<_> = sc
@@ -247,7 +164,7 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
     assert_eq!(f.code, 1, "{}\n{}", f.stdout, f.stderr);
     assert!(f.stdout.contains("not verified"), "{}", f.stdout);
     assert_eq!(
-        live(&sc)["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/reconcile"],
+        live(&sc).await["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/reconcile"],
         "disabled"
     );
 
@@ -262,37 +179,22 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
             "secretRef:\n    name: flux-system",
             "secretRef:\n    name: prod-creds",
         );
-    let landed = sc.git["prod"]
-        .commit(
-            "org/fleet",
-            &[twin::git::Change::write(
-                "clusters/prod/flux-system.yaml",
-                text,
-            )],
-            "flux-system: move the source to the prod Git server",
-        )
-        .unwrap();
-    let want = format!("main@sha1:{landed}");
-    let w = want.clone();
-    sc.wait_for(
-        &ObjKey::new(
-            "kustomize.toolkit.fluxcd.io/v1",
-            "Kustomization",
-            "flux-system",
-            "flux-system",
-        ),
-        Duration::from_secs(60),
-        move |o| {
-            o.pointer("/status/lastAppliedRevision")
-                .and_then(Value::as_str)
-                == Some(&w)
-        },
+    let landed = commit(
+        &sc,
+        "prod",
+        "org/fleet",
+        vec![twin::git::Change::write(
+            "clusters/prod/flux-system.yaml",
+            text,
+        )],
+        "flux-system: move the source to the prod Git server",
     )
-    .await
-    .unwrap();
+    .await;
+    let want = format!("main@sha1:{landed}");
+    root_applied(&sc, &want).await;
     let f = cutover(&sc, &["gitrepo/flux-system", "--finish", "-o", "json"]).await;
     assert_eq!(f.code, 0, "{}\n{}", f.stdout, f.stderr);
-    let v: Value = serde_json::from_str(&f.stdout).unwrap();
+    let v = f.json();
     assert_eq!(v["apiVersion"], "cutover.cluster-loop.dev/v1");
     assert_eq!(v["kind"], "CutoverFinishReport");
     assert_eq!(v["verified"], true);
@@ -300,7 +202,7 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
     assert_eq!(v["rootRevision"], json!(want));
     assert_eq!(v["authoredUrl"], json!(to));
     assert_eq!(v["authoredAt"], "clusters/prod/flux-system.yaml:8");
-    let l = live(&sc);
+    let l = live(&sc).await;
     assert!(
         l["metadata"]["annotations"]
             .get("kustomize.toolkit.fluxcd.io/reconcile")
@@ -326,7 +228,7 @@ async fn without_hold_the_root_kustomization_reverts_the_live_patch() {
         "{}",
         r.stdout
     );
-    assert_eq!(live(&sc)["spec"]["secretRef"]["name"], "flux-system");
+    assert_eq!(live(&sc).await["spec"]["secretRef"]["name"], "flux-system");
 }
 
 /// Stops the source-controller model, so that the next patch is not handled until
@@ -339,12 +241,9 @@ fn restart_source(sc: &RunningScenario) -> std::sync::Arc<twin::flux::source::So
     twin::flux::source::SourceController::start(sc.cluster(), sc.options.clone())
 }
 
-fn live(sc: &RunningScenario) -> Value {
-    let store = sc.twin.store();
-    let gvr = store
-        .gvr("source.toolkit.fluxcd.io", "v1", "gitrepositories")
-        .unwrap();
-    store.get(&gvr, Some("flux-system"), "flux-system").unwrap()
+/// The GitRepository `flux-system` as it is now.
+async fn live(sc: &RunningScenario) -> Value {
+    get(sc, &gitrepo(FLUX_SYSTEM)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,48 +255,27 @@ async fn source_failing_after_the_patch_is_rolled_back() {
     stop_source(&sc);
     let child = tokio::spawn({
         let kubeconfig = sc.twin.kubeconfig_path().to_path_buf();
-        let to = to.clone();
+        let args: Vec<String> = args(&to, &["--hold-root", "--timeout", "60s"])
+            .into_iter()
+            .map(String::from)
+            .collect();
         async move {
-            tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-cutover"))
-                .args([
-                    "gitrepo/flux-system",
-                    "--to",
-                    &to,
-                    "--secret",
-                    "prod-creds",
-                    "--yes",
-                ])
-                .args(["--hold-root", "--timeout", "60s"])
-                .arg("--kubeconfig")
-                .arg(kubeconfig)
-                .env("NO_COLOR", "1")
-                .stdin(std::process::Stdio::null())
-                .output()
-                .await
-                .unwrap()
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_plugin(BIN, &kubeconfig, &args, RUN_TIMEOUT).await
         }
     });
-    twin::scenario::wait_for(&*sc.cluster(), &gr_key(), Duration::from_secs(60), |o| {
+    wait(&sc, &gitrepo(FLUX_SYSTEM), T, |o| {
         o["spec"]["secretRef"]["name"] == "prod-creds"
     })
-    .await
-    .unwrap();
+    .await;
     assert!(sc.git["prod"].revoke_token("org/fleet", "prod-token"));
     let _source = restart_source(&sc);
-    let out = child.await.unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{stdout}\n{stderr}\nlive: {}",
-        live(&sc)
-    );
+    let r = child.await.unwrap();
+    let (stdout, stderr) = (&r.stdout, &r.stderr);
+    assert_eq!(r.code, 1, "{stdout}\n{stderr}\nlive: {}", live(&sc).await);
     assert!(stdout.contains("rolled back:"), "{stdout}");
     assert!(stdout.contains("authentication required"), "{stdout}");
-    let l = live(&sc);
+    let l = live(&sc).await;
     assert_eq!(
         l["spec"]["url"],
         json!(sc.git["laptop"].url_https("org/fleet"))
@@ -417,46 +295,22 @@ async fn ctrl_c_mid_wait_rolls_back() {
     let (sc, to) = leveled().await;
     // No controller handles the patch, so the plugin is mid-wait when SIGINT arrives.
     stop_source(&sc);
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-cutover"))
-        .args([
-            "gitrepo/flux-system",
-            "--to",
-            &to,
-            "--secret",
-            "prod-creds",
-            "--yes",
-        ])
-        .args(["--hold-root", "--timeout", "120s"])
-        .arg("--kubeconfig")
-        .arg(sc.twin.kubeconfig_path())
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    twin::scenario::wait_for(&*sc.cluster(), &gr_key(), Duration::from_secs(60), |o| {
+    let child = plugin_command(
+        BIN,
+        sc.twin.kubeconfig_path(),
+        &args(&to, &["--hold-root", "--timeout", "120s"]),
+    )
+    .spawn()
+    .unwrap();
+    wait(&sc, &gitrepo(FLUX_SYSTEM), T, |o| {
         o["spec"]["secretRef"]["name"] == "prod-creds"
     })
-    .await
-    .unwrap();
-    let pid = child.id().unwrap();
-    let st = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
-        .await
-        .expect("plugin exits after SIGINT")
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    .await;
+    let out = interrupt(child, T).await;
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
+    assert_eq!(out.code, 1, "{stdout}\n{stderr}");
     assert!(stdout.contains("interrupted"), "{stdout}");
-    let l = live(&sc);
+    let l = live(&sc).await;
     assert_eq!(
         l["spec"]["url"],
         json!(sc.git["laptop"].url_https("org/fleet"))
@@ -472,7 +326,7 @@ async fn no_proof_before_the_deadline_is_rolled_back() {
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("no proof within 2s"), "{}", r.stdout);
     assert_eq!(
-        live(&sc)["spec"]["url"],
+        live(&sc).await["spec"]["url"],
         json!(sc.git["laptop"].url_https("org/fleet"))
     );
 }

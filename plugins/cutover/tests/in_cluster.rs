@@ -21,21 +21,9 @@ use common::*;
 use serde_json::{Value, json};
 use twin::git::{GitServer, GitServerOptions};
 use twin::podexec::{PodExec, PodExecOptions};
-use twin::{Twin, TwinOptions};
+use twin::testkit::{PluginRun, interrupt, run_command, skip_without_podexec, start_twin};
 
 const HOST: &str = "gitea.prod.example.dev";
-
-fn skip() -> bool {
-    let m = twin::podexec::missing_prerequisites();
-    if !m.is_empty() {
-        eprintln!(
-            "SKIPPED: the twin's podexec needs {} (apt-get install -y dnsmasq busybox util-linux iproute2; run as root)",
-            m.join(", ")
-        );
-        return true;
-    }
-    false
-}
 
 struct Ic {
     w: World,
@@ -52,7 +40,7 @@ impl Ic {
     /// 127.0.0.1, the new one on the pod network at `https://gitea.prod.example.dev/`, the
     /// upstream DNS answering that name with the link address.
     async fn start(n: usize) -> Ic {
-        let twin = Twin::start(TwinOptions::default()).await.unwrap();
+        let twin = start_twin(&[]).await;
         let store = twin.store();
         let pe = PodExec::start(store.clone(), PodExecOptions::default())
             .await
@@ -116,20 +104,43 @@ impl Ic {
         vec![(self.pe.host_address().to_string(), HOST.to_string())]
     }
 
-    async fn run(&self, args: &[&str]) -> Run {
+    /// [`Ic::start`], or `None` after saying why when podexec cannot run here.
+    async fn start_unless_skipped(n: usize) -> Option<Ic> {
+        if skip_without_podexec() {
+            return None;
+        }
+        Some(Ic::start(n).await)
+    }
+
+    /// Makes the new server hold each response `secs` seconds (`0`: answer at once).
+    fn slow_new_server(&self, secs: u64) {
+        let fault = (secs > 0).then_some(twin::git::Fault::Delay(Duration::from_secs(secs)));
+        self.w.new.set_fault("org/fleet", fault).unwrap();
+    }
+
+    async fn run(&self, args: &[&str]) -> PluginRun {
         self.run_as(self.w.twin.kubeconfig_path(), args).await
     }
 
-    async fn run_as(&self, kubeconfig: &std::path::Path, args: &[&str]) -> Run {
+    /// `kubectl cutover gitrepository/flux-system --to <new> --dry-run <args>` on the
+    /// workstation (see [`workstation_command`]) and the argv after the binary name.
+    fn command(
+        &self,
+        kubeconfig: &std::path::Path,
+        args: &[&str],
+    ) -> (tokio::process::Command, tempfile::TempDir, String) {
         let to = self.to();
         let mut all = vec!["gitrepository/flux-system", "--to", &to, "--dry-run"];
         all.extend_from_slice(args);
-        let r = self
-            .w
-            .cutover_on_workstation(&self.workstation_hosts(), kubeconfig, &all)
-            .await;
+        let (cmd, hosts) = workstation_command(&self.workstation_hosts(), kubeconfig, &all);
+        (cmd, hosts, all.join(" "))
+    }
+
+    async fn run_as(&self, kubeconfig: &std::path::Path, args: &[&str]) -> PluginRun {
+        let (cmd, _hosts, argv) = self.command(kubeconfig, args);
+        let r = run_command(cmd, RUN_TIMEOUT).await;
         if std::env::var_os("CUTOVER_SHOW").is_some() {
-            eprintln!("$ kubectl cutover {}\n{}", all.join(" "), r.all());
+            eprintln!("$ kubectl cutover {argv}\n{}", r.all());
         }
         r
     }
@@ -161,7 +172,7 @@ impl Ic {
 
     /// No token in the output, in any stored Job/Pod version, or in the probe logs; the
     /// probe Job is gone.
-    async fn assert_clean(&self, r: &Run) {
+    async fn assert_clean(&self, r: &PluginRun) {
         r.assert_no_secrets();
         let (_, logs) = self.probe_pods_and_logs();
         for t in [TOKEN, NEW_TOKEN] {
@@ -199,10 +210,9 @@ fn check<'a>(v: &'a Value, id: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_head_seen_from_inside_the_cluster() {
-    if skip() {
+    let Some(ic) = Ic::start_unless_skipped(3).await else {
         return;
-    }
-    let ic = Ic::start(3).await;
+    };
     let r = ic.run(&["--verify-in-cluster", "-o", "json"]).await;
     assert_eq!(r.code, 0, "{}", r.all());
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
@@ -282,10 +292,9 @@ async fn same_head_seen_from_inside_the_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_dns_is_refused_with_both_answers() {
-    if skip() {
+    let Some(ic) = Ic::start_unless_skipped(2).await else {
         return;
-    }
-    let ic = Ic::start(2).await;
+    };
     // The cluster's upstream no longer knows the name; the workstation still does.
     ic.pe.set_upstream(HOST, &[]).await.unwrap();
     let r = ic.run(&["--verify-in-cluster"]).await;
@@ -310,10 +319,9 @@ async fn split_dns_is_refused_with_both_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_ca_in_the_cluster_names_the_secret_key() {
-    if skip() {
+    let Some(ic) = Ic::start_unless_skipped(2).await else {
         return;
-    }
-    let ic = Ic::start(2).await;
+    };
     ic.w.secret("no-ca", TOKEN, None);
     let r = ic
         .run(&["--verify-in-cluster", "--secret", "no-ca", "-o", "json"])
@@ -342,10 +350,9 @@ async fn missing_ca_in_the_cluster_names_the_secret_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoked_token_is_rejected_inside_the_cluster() {
-    if skip() {
+    let Some(ic) = Ic::start_unless_skipped(2).await else {
         return;
-    }
-    let ic = Ic::start(2).await;
+    };
     assert!(ic.w.new.revoke_token("org/fleet", TOKEN));
     let r = ic.run(&["--verify-in-cluster", "-o", "json"]).await;
     assert_eq!(r.code, 1, "{}", r.all());
@@ -385,10 +392,9 @@ async fn revoked_token_is_rejected_inside_the_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cannot_create_jobs_exits_3_with_the_can_i_line() {
-    if skip() {
+    let Some(ic) = Ic::start_unless_skipped(2).await else {
         return;
-    }
-    let ic = Ic::start(2).await;
+    };
     let rules = vec![
         twin::Rule::new(
             &["get", "list", "watch"],
@@ -416,10 +422,9 @@ async fn cannot_create_jobs_exits_3_with_the_can_i_line() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_image_without_git_is_refused() {
-    if skip() {
+    let Some(ic) = Ic::start_unless_skipped(2).await else {
         return;
-    }
-    let ic = Ic::start(2).await;
+    };
     let r = ic
         .run(&["--verify-in-cluster", "--probe-image", "alpine:3.22"])
         .await;
@@ -435,49 +440,17 @@ async fn probe_image_without_git_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigint_during_the_probe_deletes_it_and_changes_nothing() {
-    if skip() {
+    let Some(ic) = Ic::start_unless_skipped(2).await else {
         return;
-    }
-    let ic = Ic::start(2).await;
+    };
     // A slow server: the probe's git ls-remote (two requests) takes at least 16 s, so the
     // SIGINT sent when its pod is Running always lands while it runs.
-    ic.w.new
-        .set_fault(
-            "org/fleet",
-            Some(twin::git::Fault::Delay(Duration::from_secs(8))),
-        )
-        .unwrap();
+    ic.slow_new_server(8);
     let store = ic.w.twin.store();
     let pods = store.gvr("", "v1", "pods").unwrap();
     let mut w = store.watch(&pods, Some("flux-system"), None).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let hosts = dir.path().join("hosts");
-    let mut text = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
-    text.push_str(&format!("{}\t{HOST}\n", ic.pe.host_address()));
-    std::fs::write(&hosts, text).unwrap();
-    let to = ic.to();
-    let child = tokio::process::Command::new("unshare")
-        .args(["-m", "--propagation", "private", "--", "sh", "-c"])
-        .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
-        .arg(&hosts)
-        .arg(env!("CARGO_BIN_EXE_kubectl-cutover"))
-        .args([
-            "gitrepository/flux-system",
-            "--to",
-            &to,
-            "--dry-run",
-            "--verify-in-cluster",
-            "--kubeconfig",
-        ])
-        .arg(ic.w.twin.kubeconfig_path())
-        .env_remove("KUBECONFIG")
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id().unwrap();
+    let (mut cmd, _hosts, _) = ic.command(ic.w.twin.kubeconfig_path(), &["--verify-in-cluster"]);
+    let child = cmd.spawn().unwrap();
     tokio::time::timeout(Duration::from_secs(180), async {
         while let Some(ev) = w.next().await {
             let o = &ev.object;
@@ -491,17 +464,7 @@ async fn sigint_during_the_probe_deletes_it_and_changes_nothing() {
     })
     .await
     .expect("the probe pod runs");
-    let st = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let out = child.wait_with_output().await.unwrap();
-    let r = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
+    let r = interrupt(child, RUN_TIMEOUT).await;
     assert_eq!(r.code, 130, "{}", r.all());
     assert!(
         r.stderr
@@ -518,24 +481,18 @@ async fn sigint_during_the_probe_deletes_it_and_changes_nothing() {
         ic.w.git_repository()["spec"]["url"],
         json!(ic.w.old.url_https("org/fleet"))
     );
-    ic.w.new.set_fault("org/fleet", None).unwrap();
+    ic.slow_new_server(0);
     ic.assert_clean(&r).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_too_slow_for_the_probe_is_refused_not_hung() {
-    if skip() {
+    let Some(ic) = Ic::start_unless_skipped(2).await else {
         return;
-    }
-    let ic = Ic::start(2).await;
+    };
     // Each response held 6 s: the workstation (no step bound) gets its answer; the probe's
     // git is bound to a third of --probe-timeout 15s = 5 s and is killed.
-    ic.w.new
-        .set_fault(
-            "org/fleet",
-            Some(twin::git::Fault::Delay(Duration::from_secs(6))),
-        )
-        .unwrap();
+    ic.slow_new_server(6);
     let r = ic
         .run(&[
             "--verify-in-cluster",
@@ -545,7 +502,7 @@ async fn a_server_too_slow_for_the_probe_is_refused_not_hung() {
             "json",
         ])
         .await;
-    ic.w.new.set_fault("org/fleet", None).unwrap();
+    ic.slow_new_server(0);
     assert_eq!(r.code, 1, "{}", r.all());
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(check(&v, "remote")["result"], "ok");

@@ -3,13 +3,17 @@
 //! server asked, and the command that lists what exists. The rule lives in
 //! `cluster_loop::error` (a 404 on a named object), shared by every plugin.
 
-use std::process::Stdio;
-use twin::{Twin, TwinOptions};
+use std::time::Duration;
+
+use twin::testkit::{not_found_line, run_plugin, start_twin};
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-cutover");
+const T: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_gitrepository_exits_3_naming_it_and_the_context() {
-    let twin = Twin::start(TwinOptions::default()).await.unwrap();
-    let server = twin.server_url().trim_end_matches('/').to_string();
+    let twin = start_twin(&[]).await;
+    let want = not_found_line(&twin, "GitRepository", "fleet", "flux-system", "gitrepo");
     for args in [
         &[
             "gitrepository/fleet",
@@ -19,24 +23,9 @@ async fn missing_gitrepository_exits_3_naming_it_and_the_context() {
         ][..],
         &["gitrepo/fleet", "--finish"][..],
     ] {
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-cutover"))
-            .arg("--kubeconfig")
-            .arg(twin.kubeconfig_path())
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .await
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(3), "{args:?}: {stderr}");
-        assert_eq!(
-            stderr,
-            format!(
-                "error: GitRepository \"fleet\" not found in namespace \"flux-system\" \
-                 (context \"twin\", {server}); list what exists with: kubectl get gitrepo -A --context twin\n"
-            ),
-            "{args:?}"
-        );
+        let out = run_plugin(BIN, twin.kubeconfig_path(), args, T).await;
+        assert_eq!(out.code, 3, "{args:?}: {}", out.stderr);
+        assert_eq!(out.stderr, want, "{args:?}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
     twin.shutdown().await;

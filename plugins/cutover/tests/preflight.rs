@@ -82,7 +82,7 @@ async fn new_branch_behind_is_refused_with_count_and_commit() {
         ])
         .await;
     assert_eq!(j.code, 1);
-    let v: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
+    let v = j.json();
     assert_eq!(v["apiVersion"], "cutover.cluster-loop.dev/v1");
     assert_eq!(v["kind"], "CutoverReport");
     assert_eq!(v["mode"], "refused");

@@ -21,10 +21,12 @@
 //! # }
 //! ```
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use base64::Engine as _;
 use serde_json::Value;
 
 use crate::flux::cluster::{ObjKey, s};
@@ -243,6 +245,37 @@ pub async fn commit(
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Creates (or replaces) the Secret `namespace/name` in the shape source-controller reads for
+/// a Git source over HTTPS with basic auth: keys `username`, `password` and, when `ca_crt` is
+/// given, `ca.crt` (a PEM bundle), base64 in `data`, type `Opaque` (source-controller v1
+/// `GitRepository.spec.secretRef`, fluxcd/pkg git `NewAuthOptions`). An existing Secret of
+/// that name is deleted first. Panics when the store refuses it.
+pub fn basic_auth_secret(
+    twin: &crate::Twin,
+    namespace: &str,
+    name: &str,
+    username: &str,
+    password: &str,
+    ca_crt: Option<&str>,
+) {
+    let b = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let mut data = serde_json::json!({ "username": b(username), "password": b(password) });
+    if let Some(ca) = ca_crt {
+        data["ca.crt"] = serde_json::json!(b(ca));
+    }
+    let store = twin.store();
+    let gvr = store.gvr("", "v1", "secrets").expect("secrets are served");
+    let _ = store.delete(&gvr, Some(namespace), name);
+    store
+        .create(
+            &gvr,
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": namespace},
+                "type": "Opaque", "data": data}),
+        )
+        .unwrap_or_else(|e| panic!("creating Secret {namespace}/{name}: {e}"));
+}
+
 /// For tests that need the podexec model (probe images run for real in private namespaces):
 /// `true`, after printing `SKIPPED: ...` on stderr with what is missing and how to install it,
 /// when [`crate::podexec::missing_prerequisites`] names a host tool or root; the test then
@@ -257,6 +290,25 @@ pub fn skip_without_podexec() -> bool {
         m.join(", ")
     );
     true
+}
+
+/// The stderr line every plugin prints (then exits 3) when an object the user named is not in
+/// the twin: `error: <Kind> "<name>" not found in namespace "<namespace>" (context "twin",
+/// <server>); list what exists with: kubectl get <short> -A --context twin` and a newline
+/// (`cluster_loop::error` missing-object message; `short` is the name the user typed, e.g.
+/// `ks`, `gitrepo`, `deploy`). The server is the twin's URL without its trailing slash.
+pub fn not_found_line(
+    twin: &crate::Twin,
+    kind: &str,
+    name: &str,
+    namespace: &str,
+    short: &str,
+) -> String {
+    let server = twin.server_url().trim_end_matches('/').to_string();
+    format!(
+        "error: {kind} \"{name}\" not found in namespace \"{namespace}\" (context \"twin\", \
+         {server}); list what exists with: kubectl get {short} -A --context twin\n"
+    )
 }
 
 /// What a plugin binary run left: its exit code (`-1` when a signal ended it) and its stdout
@@ -278,13 +330,50 @@ impl PluginRun {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
     }
+
+    /// Stdout, a newline, then stderr: for assertion messages and for checking that a string
+    /// appears nowhere in the output.
+    pub fn all(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+    }
+}
+
+impl From<std::process::Output> for PluginRun {
+    fn from(o: std::process::Output) -> PluginRun {
+        PluginRun {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into(),
+            stderr: String::from_utf8_lossy(&o.stderr).into(),
+        }
+    }
 }
 
 /// The command line `<bin> --kubeconfig <kubeconfig> <args>` for a plugin binary (e.g.
 /// `env!("CARGO_BIN_EXE_kubectl-unstick")`), with `NO_COLOR=1`, stdin closed, stdout and
 /// stderr piped, killed when dropped. Spawn it, or run it with [`run_plugin`].
 pub fn plugin_command(bin: &str, kubeconfig: &Path, args: &[&str]) -> tokio::process::Command {
-    let mut c = tokio::process::Command::new(bin);
+    wrapped_plugin_command(&[], bin, kubeconfig, args)
+}
+
+/// [`plugin_command`] run through `wrapper` (a program and its arguments, e.g. `unshare -m --
+/// sh -c SCRIPT` to give the plugin a private /etc/hosts): the command line is
+/// `<wrapper...> <bin> --kubeconfig <kubeconfig> <args>`, with the same environment and
+/// pipes. An empty `wrapper` runs `bin` itself. A SIGINT sent to the child reaches the
+/// plugin only when the wrapper `exec`s it.
+pub fn wrapped_plugin_command(
+    wrapper: &[&OsStr],
+    bin: &str,
+    kubeconfig: &Path,
+    args: &[&str],
+) -> tokio::process::Command {
+    let mut c = match wrapper.split_first() {
+        Some((program, rest)) => {
+            let mut c = tokio::process::Command::new(program);
+            c.args(rest).arg(bin);
+            c
+        }
+        None => tokio::process::Command::new(bin),
+    };
     c.arg("--kubeconfig")
         .arg(kubeconfig)
         .args(args)
@@ -304,15 +393,37 @@ pub async fn run_plugin(
     args: &[&str],
     timeout: Duration,
 ) -> PluginRun {
-    let o = tokio::time::timeout(timeout, plugin_command(bin, kubeconfig, args).output())
+    run_command(plugin_command(bin, kubeconfig, args), timeout).await
+}
+
+/// Runs `cmd` (from [`plugin_command`] or [`wrapped_plugin_command`]) to its end and returns
+/// what it left. Panics when it cannot start or has not finished after `timeout` (real time;
+/// it is killed then, as the command is `kill_on_drop`).
+pub async fn run_command(mut cmd: tokio::process::Command, timeout: Duration) -> PluginRun {
+    let what = format!("{:?}", cmd.as_std());
+    tokio::time::timeout(timeout, cmd.output())
         .await
-        .unwrap_or_else(|_| panic!("{bin} {args:?} did not finish in {timeout:?}"))
-        .unwrap_or_else(|e| panic!("running {bin}: {e}"));
-    PluginRun {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into(),
-        stderr: String::from_utf8_lossy(&o.stderr).into(),
-    }
+        .unwrap_or_else(|_| panic!("{what} did not finish in {timeout:?}"))
+        .unwrap_or_else(|e| panic!("running {what}: {e}"))
+        .into()
+}
+
+/// Sends SIGINT to a spawned plugin (`kill -INT <pid>`, as Ctrl-C in a terminal would) and
+/// waits until it exits; returns what it left (a plugin that exits on the signal without
+/// handling it reads `code: -1`). Panics when the child has already been reaped, when `kill`
+/// fails, or when it has not exited `timeout` (real time) after the signal.
+pub async fn interrupt(child: tokio::process::Child, timeout: Duration) -> PluginRun {
+    let pid = child.id().expect("the plugin has not been reaped yet");
+    let st = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap_or_else(|e| panic!("running kill: {e}"));
+    assert!(st.success(), "kill -INT {pid}: {st}");
+    tokio::time::timeout(timeout, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("pid {pid} did not exit within {timeout:?} of SIGINT"))
+        .unwrap_or_else(|e| panic!("waiting for pid {pid}: {e}"))
+        .into()
 }
 
 #[cfg(test)]
@@ -339,5 +450,32 @@ mod tests {
         assert_eq!(inventory_ids(&o), vec!["apps_podinfo_apps_Deployment"]);
         assert_eq!(ks("apps").namespace, FLUX_SYSTEM);
         assert_eq!(gitrepo("fleet").kind, "GitRepository");
+    }
+
+    #[tokio::test]
+    async fn wrapped_command_order_and_output() {
+        let script = OsStr::new("echo \"$0 $*\"; echo \"err $NO_COLOR\" >&2; exit 3");
+        let wrapper = [OsStr::new("sh"), OsStr::new("-c"), script];
+        let cmd = wrapped_plugin_command(&wrapper, "plug", Path::new("/k"), &["ks/a", "-o"]);
+        let r = run_command(cmd, Duration::from_secs(60)).await;
+        assert_eq!(r.code, 3);
+        assert_eq!(r.stdout, "plug --kubeconfig /k ks/a -o\n");
+        assert_eq!(r.stderr, "err 1\n");
+        assert_eq!(r.all(), "plug --kubeconfig /k ks/a -o\n\nerr 1\n");
+    }
+
+    #[tokio::test]
+    async fn interrupt_ends_a_running_plugin() {
+        let script = OsStr::new("exec sleep 600");
+        let child = wrapped_plugin_command(
+            &[OsStr::new("sh"), OsStr::new("-c"), script],
+            "x",
+            Path::new("/k"),
+            &[],
+        )
+        .spawn()
+        .unwrap();
+        let r = interrupt(child, Duration::from_secs(60)).await;
+        assert_eq!(r.code, -1, "ended by the signal: {r:?}");
     }
 }

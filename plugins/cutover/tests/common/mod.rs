@@ -1,19 +1,29 @@
 //! Test world for kubectl-cutover: two real smart-HTTP Git servers (old and new, HTTPS with
 //! their own CAs and basic auth), a twin API server holding the Flux objects, and the real
-//! plugin binary run as a process.
+//! plugin binary run as a process (with `twin::testkit`'s plugin runner).
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
 use twin::git::{GitServer, GitServerOptions};
-use twin::{PatchKind, Twin, TwinOptions};
+use twin::testkit::{PluginRun, basic_auth_secret, start_twin, wrapped_plugin_command};
+use twin::{PatchKind, Twin};
 
 pub const USER: &str = "flux";
 pub const TOKEN: &str = "tok-3f9c2a71d5e8";
 pub const NEW_TOKEN: &str = "tok-new-88a1b7c4e2";
+
+/// The plugin binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-cutover");
+
+/// Real-time bound on one plugin run: generous for a loaded 2-core machine and for an
+/// in-cluster probe (its own --probe-timeout is shorter).
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(600);
 
 pub struct World {
     pub twin: Twin,
@@ -103,7 +113,7 @@ impl World {
     /// `n` commits; gotk-sync.yaml authors the OLD server URL. Both servers get the full
     /// history with main at the last commit (tests move the new server's main).
     pub async fn new(n: usize) -> World {
-        let twin = Twin::start(TwinOptions::default()).await.unwrap();
+        let twin = start_twin(&[]).await;
         let old = GitServer::start(GitServerOptions::default()).unwrap();
         let new = GitServer::start(GitServerOptions::default()).unwrap();
         World::build(twin, old, new, n)
@@ -163,23 +173,10 @@ impl World {
         self.commits.last().unwrap()
     }
 
+    /// A basic-auth Secret `flux-system/<name>` for user [`USER`] with `token` and, when given,
+    /// `ca` as `ca.crt` (replaces one of that name).
     pub fn secret(&self, name: &str, token: &str, ca: Option<&str>) {
-        let b = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-        let mut data = json!({ "username": b(USER), "password": b(token) });
-        if let Some(ca) = ca {
-            data["ca.crt"] = json!(b(ca));
-        }
-        let store = self.twin.store();
-        let gvr = store.gvr("", "v1", "secrets").unwrap();
-        let _ = store.delete(&gvr, Some("flux-system"), name);
-        store
-            .create(
-                &gvr,
-                json!({"apiVersion": "v1", "kind": "Secret",
-                       "metadata": {"name": name, "namespace": "flux-system"},
-                       "type": "Opaque", "data": data}),
-            )
-            .unwrap();
+        basic_auth_secret(&self.twin, "flux-system", name, USER, token, ca);
     }
 
     /// One CA bundle trusting both servers (each has its own CA).
@@ -259,40 +256,8 @@ impl World {
     }
 
     /// Runs the real binary with the twin's kubeconfig.
-    pub async fn cutover(&self, args: &[&str]) -> Run {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-cutover"));
-        cmd.args(args)
-            .arg("--kubeconfig")
-            .arg(self.twin.kubeconfig_path());
-        run(cmd).await
-    }
-
-    /// Runs the real binary as a workstation whose resolver knows `hosts` (`(ip, name)`):
-    /// in a private mount namespace (`unshare -m`, root) where a copy of /etc/hosts with those
-    /// lines is bind-mounted over /etc/hosts, as a VPN or corporate DNS would answer. The
-    /// binary and its git run unchanged (glibc getaddrinfo, `hosts: files dns`).
-    pub async fn cutover_on_workstation(
-        &self,
-        hosts: &[(String, String)],
-        kubeconfig: &Path,
-        args: &[&str],
-    ) -> Run {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("hosts");
-        let mut text = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
-        for (ip, name) in hosts {
-            text.push_str(&format!("{ip}\t{name}\n"));
-        }
-        std::fs::write(&file, text).unwrap();
-        let mut cmd = tokio::process::Command::new("unshare");
-        cmd.args(["-m", "--propagation", "private", "--", "sh", "-c"])
-            .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
-            .arg(&file)
-            .arg(env!("CARGO_BIN_EXE_kubectl-cutover"))
-            .args(args)
-            .arg("--kubeconfig")
-            .arg(kubeconfig);
-        run(cmd).await
+    pub async fn cutover(&self, args: &[&str]) -> PluginRun {
+        twin::testkit::run_plugin(BIN, self.twin.kubeconfig_path(), args, RUN_TIMEOUT).await
     }
 
     pub fn work(&self) -> PathBuf {
@@ -300,34 +265,49 @@ impl World {
     }
 }
 
-async fn run(mut cmd: tokio::process::Command) -> Run {
-    let out = cmd
-        .env_remove("KUBECONFIG")
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+/// The real binary as a workstation whose resolver knows `hosts` (`(ip, name)`): in a private
+/// mount namespace (`unshare -m`, root) where a copy of /etc/hosts with those lines is
+/// bind-mounted over /etc/hosts, as a VPN or corporate DNS would answer. The binary and its git
+/// run unchanged (glibc getaddrinfo, `hosts: files dns`); the shell `exec`s the binary, so a
+/// signal sent to the child reaches it. Keep the returned directory (the hosts file) until
+/// the command has ended.
+pub fn workstation_command(
+    hosts: &[(String, String)],
+    kubeconfig: &Path,
+    args: &[&str],
+) -> (tokio::process::Command, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hosts");
+    let mut text = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    for (ip, name) in hosts {
+        text.push_str(&format!("{ip}\t{name}\n"));
     }
+    std::fs::write(&file, text).unwrap();
+    let wrapper = [
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        "mount --bind \"$0\" /etc/hosts && exec \"$@\"",
+    ]
+    .map(OsStr::new);
+    let mut wrapper = wrapper.to_vec();
+    wrapper.push(file.as_os_str());
+    let cmd = wrapped_plugin_command(&wrapper, BIN, kubeconfig, args);
+    (cmd, dir)
 }
 
-#[derive(Debug)]
-pub struct Run {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
+/// Output checks every cutover test makes.
+pub trait NoSecrets {
+    /// Asserts that neither token ([`TOKEN`], [`NEW_TOKEN`]) appears anywhere in the output.
+    fn assert_no_secrets(&self);
 }
 
-impl Run {
-    pub fn all(&self) -> String {
-        format!("{}\n{}", self.stdout, self.stderr)
-    }
-    /// Asserts no secret value appears anywhere in the output.
-    pub fn assert_no_secrets(&self) {
+impl NoSecrets for PluginRun {
+    fn assert_no_secrets(&self) {
         for s in [TOKEN, NEW_TOKEN] {
             assert!(
                 !self.all().contains(s),
