@@ -434,6 +434,8 @@ impl Layout<'_> {
                     if !matches!(k, Node::Scalar(s) if matches!(s.style, Style::Plain | Style::DoubleQuoted | Style::SingleQuoted) && !s.value.contains('\n'))
                     {
                         self.caveat(k.start(), "complex mapping key");
+                    } else if matches!(k, Node::Scalar(s) if s.start == s.end) {
+                        self.caveat(k.start(), "empty mapping key (not modelled)");
                     }
                     match v {
                         Node::Map { flow: false, .. } => self.check(v, Some(kc + 2), kc),
@@ -961,6 +963,15 @@ mod tests {
             r.text,
             format!("data:\n  b: \"1.10\" {m}\n  c: |\n    keep\nitems:\n- \"1.10\" {m}\n- y\n")
         );
+    }
+
+    #[test]
+    fn empty_block_scalar_keeps_the_next_key() {
+        // granit's span of an empty block scalar reaches into the next key's indentation
+        let m = r#"# {"$imagepolicy": "ns:p"}"#;
+        let r = set_all(&format!("a:\n  b: | {m}\n  c: d\n"), "v1");
+        assert!(r.exact, "{:?}", r.caveats);
+        assert_eq!(r.text, format!("a:\n  b: |- {m}\n    v1\n  c: d\n"));
     }
 
     #[test]

@@ -177,11 +177,17 @@ impl Lines {
 /// granit's block scalar span covers the content only; widen it to start at the `|`/`>`
 /// indicator and to end after the last content line break.
 fn block_bounds(text: &str, start: usize, end: usize) -> (usize, usize) {
-    let end = start + text[start..end].trim_end_matches([' ', '\t']).len();
+    let mut end = start + text[start..end].trim_end_matches([' ', '\t']).len();
+    // granit's span can reach into the indentation of the next token (an empty block scalar
+    // spans only that): the content ends at the line break before it
+    let end_ls = text[..end].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    if end_ls < end && text[end_ls..end].trim_matches([' ', '\t']).is_empty() {
+        end = end_ls;
+    }
     let mut ls = text[..start].rfind('\n').map(|i| i + 1).unwrap_or(0);
     loop {
         if ls == 0 {
-            return (start, end);
+            return (start, end.max(start));
         }
         let prev = text[..ls - 1].rfind('\n').map(|i| i + 1).unwrap_or(0);
         let line = &text[prev..ls - 1];
@@ -194,8 +200,8 @@ fn block_bounds(text: &str, start: usize, end: usize) -> (usize, usize) {
             None => line,
         };
         return match code.rfind(['|', '>']) {
-            Some(i) => (prev + i, end),
-            None => (start, end),
+            Some(i) => (prev + i, end.max(prev + i)),
+            None => (start, end.max(start)),
         };
     }
 }
