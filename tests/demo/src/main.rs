@@ -366,7 +366,6 @@ fn fleet_scenario(ctx: &Ctx, podexec: bool) -> Result<Scenario, String> {
 /// `status.loadBalancer.ingress[0].ip`, so kstatus can report it Current. The twin, like kind,
 /// has no load balancer of its own (failure catalogue: "No addresses have been assigned").
 fn spawn_load_balancer(cluster: twin::flux::cluster::ClusterRef) {
-    let mut rx = cluster.watch(&[("v1", "Service")]);
     let assign = move |cluster: &dyn twin::flux::cluster::Cluster, o: &Value| {
         if s(o, "/spec/type") != "LoadBalancer"
             || o.pointer("/status/loadBalancer/ingress").is_some()
@@ -382,23 +381,13 @@ fn spawn_load_balancer(cluster: twin::flux::cluster::ClusterRef) {
             );
         }
     };
-    if let Ok(list) = cluster.list("v1", "Service", None) {
-        for o in &list {
-            assign(&*cluster, o);
-        }
-    }
-    tokio::spawn(async move {
-        while let Some(ch) = rx.recv().await {
-            assign(&*cluster, &ch.object);
-        }
-    });
+    on_each_service(cluster, assign);
 }
 
 /// A Service ClusterIP allocator stand-in (the kube-apiserver's job on create; the twin does
 /// no defaulting): every Service without `spec.clusterIP` (and not ExternalName) gets the next
 /// free address of 10.96.100.0/24, so the cluster DNS serves `<svc>.<ns>.svc.cluster.local`.
 fn spawn_cluster_ip_allocator(cluster: twin::flux::cluster::ClusterRef) {
-    let mut rx = cluster.watch(&[("v1", "Service")]);
     let next = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1));
     let assign = move |cluster: &dyn twin::flux::cluster::Cluster, o: &Value| {
         if !s(o, "/spec/clusterIP").is_empty() || s(o, "/spec/type") == "ExternalName" {
@@ -415,14 +404,25 @@ fn spawn_cluster_ip_allocator(cluster: twin::flux::cluster::ClusterRef) {
             "kube-apiserver",
         );
     };
+    on_each_service(cluster, assign);
+}
+
+/// A controller loop over Services, as the stand-ins above need it: `reconcile` runs for every
+/// Service that exists now, then (on a spawned task) for every watch event until the twin
+/// stops. The watch is opened before the list, so no Service created in between is missed.
+fn on_each_service(
+    cluster: twin::flux::cluster::ClusterRef,
+    reconcile: impl Fn(&dyn twin::flux::cluster::Cluster, &Value) + Send + 'static,
+) {
+    let mut rx = cluster.watch(&[("v1", "Service")]);
     if let Ok(list) = cluster.list("v1", "Service", None) {
         for o in &list {
-            assign(&*cluster, o);
+            reconcile(&*cluster, o);
         }
     }
     tokio::spawn(async move {
         while let Some(ch) = rx.recv().await {
-            assign(&*cluster, &ch.object);
+            reconcile(&*cluster, &ch.object);
         }
     });
 }
