@@ -5,9 +5,17 @@
 //! `password` (HTTP basic), `bearerToken` (HTTP bearer), `ca.crt` (PEM bundle used to verify
 //! the server; the legacy `caFile` key is read when `ca.crt` is absent). They reach `git` only
 //! through environment variables (`GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`
-//! for the `http.extraHeader`, `GIT_SSL_CAINFO` for a 0600 temp file holding the CA), never
-//! through argv or the URL, so no secret value can appear in a process listing or in an error
-//! message that echoes the URL.
+//! for the `http.extraHeader`, `GIT_SSL_CAINFO` for a 0600 temp file holding the CA bundle),
+//! never through argv or the URL, so no secret value can appear in a process listing or in an
+//! error message that echoes the URL.
+//!
+//! Trust (the rule of go-git v5 plumbing/transport/http/common.go `configureTransport`, which
+//! source-controller reaches through fluxcd/pkg/git/gogit with `ca.crt` as `CABundle`): the
+//! CA bundle is ADDED to `x509.SystemCertPool()` (an empty pool when that fails), never a
+//! replacement. git's `GIT_SSL_CAINFO` replaces curl's bundle, so with a `ca.crt` we point it
+//! at a private copy of the system bundle ([`system_ca_bundle`]) followed by the `ca.crt`
+//! ([`ca_bundle`]). A server with a publicly trusted certificate therefore passes here even
+//! when the Secret's `ca.crt` is unrelated or expired, exactly as it does in Flux.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -201,43 +209,191 @@ fn last_line(s: &str) -> String {
         .to_string()
 }
 
+/// Files tried for the system CA bundle after `SSL_CERT_FILE`, in order: Go crypto/x509
+/// root_linux.go `certFiles` (what source-controller's `x509.SystemCertPool()` reads in its
+/// container; the first is also the default CA file of Debian's and Alpine's libcurl and
+/// OpenSSL's `OPENSSLDIR/cert.pem` there). After these, `$(openssl version -d)/cert.pem`
+/// (OpenSSL's default CA file, e.g. Homebrew's on macOS) is tried.
+pub const SYSTEM_CA_FILES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt", // Debian/Ubuntu/Gentoo, Alpine
+    "/etc/pki/tls/certs/ca-bundle.crt",   // Fedora/RHEL 6
+    "/etc/ssl/ca-bundle.pem",             // OpenSUSE
+    "/etc/pki/tls/cacert.pem",            // OpenELEC
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // CentOS/RHEL 7+
+    "/etc/ssl/cert.pem",                  // Alpine (symlink), macOS, BSDs
+];
+
+/// The system CA bundle file of this workstation: the model of source-controller's system
+/// pool.
+///
+/// Order: `SSL_CERT_FILE` (honoured by OpenSSL's default verify paths and by Go
+/// crypto/x509, the variable that names "the system store" for both), then
+/// [`SYSTEM_CA_FILES`], then `$(openssl version -d)/cert.pem`. The first readable, non-empty
+/// regular file wins (an unreadable `SSL_CERT_FILE` falls through to the list). `None` when
+/// none exists. `GIT_SSL_CAINFO` is NOT consulted: it is this user's git setting, which Flux
+/// never sees. CA directories (`SSL_CERT_DIR`) are not read: the distributions above keep the
+/// same certificates in the bundle file. git's libcurl may still consult its built-in CA
+/// directory (Debian's libcurl3-gnutls: `/etc/ssl/certs`, the same certificates again).
+pub fn system_ca_bundle() -> Option<PathBuf> {
+    find_system_ca_bundle(
+        std::env::var_os("SSL_CERT_FILE").map(PathBuf::from),
+        SYSTEM_CA_FILES.iter().map(PathBuf::from),
+        openssl_default_ca_file,
+    )
+}
+
+/// [`system_ca_bundle`] with its inputs given: `ssl_cert_file` (the variable's value),
+/// `files` (the fixed list), `openssl` (called only when nothing earlier matched).
+fn find_system_ca_bundle(
+    ssl_cert_file: Option<PathBuf>,
+    files: impl IntoIterator<Item = PathBuf>,
+    openssl: impl FnOnce() -> Option<PathBuf>,
+) -> Option<PathBuf> {
+    let usable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() > 0)
+            && std::fs::File::open(p).is_ok()
+    };
+    ssl_cert_file
+        .filter(|p| !p.as_os_str().is_empty())
+        .into_iter()
+        .chain(files)
+        .find(|p| usable(p))
+        .or_else(|| openssl().filter(|p| usable(p)))
+}
+
+/// `$(openssl version -d)/cert.pem` (`OPENSSLDIR: "/usr/lib/ssl"`), or `None` without an
+/// `openssl` binary.
+fn openssl_default_ca_file() -> Option<PathBuf> {
+    let out = Command::new("openssl")
+        .args(["version", "-d"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let dir = text
+        .trim()
+        .strip_prefix("OPENSSLDIR:")?
+        .trim()
+        .trim_matches('"');
+    (!dir.is_empty()).then(|| Path::new(dir).join("cert.pem"))
+}
+
+/// The trust store git gets when the Secret has a CA: the system bundle's bytes (when there is
+/// one), a line break if it lacks a final one, then `ca_pem`, as go-git's
+/// `SystemCertPool()` + `AppendCertsFromPEM(CABundle)`. Shape: PEM text, system first.
+pub fn ca_bundle(system: Option<&[u8]>, ca_pem: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(system.map_or(0, <[u8]>::len) + ca_pem.len() + 2);
+    if let Some(sys) = system.filter(|s| !s.is_empty()) {
+        out.extend_from_slice(sys);
+        if !sys.ends_with(b"\n") {
+            out.push(b'\n');
+        }
+    }
+    out.extend_from_slice(ca_pem);
+    if !ca_pem.ends_with(b"\n") {
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Which certificates a [`GitRunner`] trusts for HTTPS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trust {
+    /// No `ca.crt`: git's own default (curl's built-in CA file), or `SSL_CERT_FILE` when set.
+    System(Option<PathBuf>),
+    /// `ca.crt` appended to the system bundle at this path (go-git's rule).
+    SystemPlusSecret(PathBuf),
+    /// `ca.crt` alone: no system bundle was found (go-git: an empty pool plus `ca.crt`).
+    SecretOnly,
+}
+
+impl Trust {
+    /// Operator-facing words, e.g. "the system CA bundle /etc/ssl/certs/ca-certificates.crt
+    /// plus the secret's ca.crt".
+    pub fn describe(&self) -> String {
+        match self {
+            Trust::System(Some(p)) => format!("the system CA bundle {}", p.display()),
+            Trust::System(None) => "git's default system CA bundle".into(),
+            Trust::SystemPlusSecret(p) => {
+                format!(
+                    "the system CA bundle {} plus the secret's ca.crt",
+                    p.display()
+                )
+            }
+            Trust::SecretOnly => {
+                "the secret's ca.crt only (no system CA bundle found on this workstation)".into()
+            }
+        }
+    }
+}
+
 /// Runs `git` with Flux-equivalent credentials and an isolated configuration.
 ///
 /// Isolation: `HOME` and `XDG_CONFIG_HOME` point at a private temp dir, `GIT_CONFIG_NOSYSTEM=1`
 /// and `GIT_TERMINAL_PROMPT=0`, so a user's credential helpers, insteadOf rules or prompts never
-/// change the answer: the result is what the given Secret alone can do.
+/// change the answer: the result is what the given Secret alone can do. An inherited
+/// `GIT_SSL_CAINFO`, `GIT_SSL_CAPATH` or `GIT_SSL_NO_VERIFY` never widens (or narrows) trust:
+/// each is replaced or removed, see [`Trust`].
 pub struct GitRunner {
     creds: GitCredentials,
     home: tempfile::TempDir,
     ca_file: Option<PathBuf>,
+    trust: Trust,
 }
 
 impl GitRunner {
-    /// Prepares a runner; writes the CA (if any) to a 0600 file in a private temp dir.
+    /// Prepares a runner. With a `ca.crt`, writes [`ca_bundle`] of the [`system_ca_bundle`]
+    /// and the CA to a 0600 file in a private temp dir (0700, removed on drop).
     ///
-    /// Errors: I/O errors creating the temp dir or the CA file.
+    /// Errors: I/O errors creating the temp dir or the bundle file (an unreadable system
+    /// bundle is not an error: the `ca.crt` is then trusted alone, [`Trust::SecretOnly`]).
     pub fn new(creds: GitCredentials) -> std::io::Result<Self> {
+        Self::with_system(
+            creds,
+            system_ca_bundle(),
+            std::env::var_os("SSL_CERT_FILE").map(PathBuf::from),
+        )
+    }
+
+    /// [`GitRunner::new`] with the system bundle found and `SSL_CERT_FILE` given.
+    fn with_system(
+        creds: GitCredentials,
+        system: Option<PathBuf>,
+        ssl_cert_file: Option<PathBuf>,
+    ) -> std::io::Result<Self> {
         let home = tempfile::Builder::new()
             .prefix("kubectl-cutover-")
             .tempdir()?;
-        let ca_file = match &creds.ca_pem {
+        let (ca_file, trust) = match &creds.ca_pem {
             Some(pem) => {
-                let p = home.path().join("ca.crt");
-                std::fs::write(&p, pem)?;
-                #[cfg(unix)]
-                {
-                    use std::os::unix::fs::PermissionsExt;
-                    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))?;
-                }
-                Some(p)
+                let sys = system.as_ref().and_then(|p| std::fs::read(p).ok());
+                let trust = match (&system, &sys) {
+                    (Some(p), Some(_)) => Trust::SystemPlusSecret(p.clone()),
+                    _ => Trust::SecretOnly,
+                };
+                let p = home.path().join("ca-bundle.pem");
+                write_private(&p, &ca_bundle(sys.as_deref(), pem))?;
+                (Some(p), trust)
             }
-            None => None,
+            // Without a ca.crt git's default trust stays, except that SSL_CERT_FILE (which
+            // libcurl ignores) names the system store just as it does with a ca.crt.
+            None => match ssl_cert_file {
+                Some(f) if system.as_deref() == Some(f.as_path()) => {
+                    (system.clone(), Trust::System(system))
+                }
+                _ => (None, Trust::System(None)),
+            },
         };
         Ok(GitRunner {
             creds,
             home,
             ca_file,
+            trust,
         })
+    }
+
+    /// What this runner trusts for HTTPS.
+    pub fn trust(&self) -> &Trust {
+        &self.trust
     }
 
     /// The credentials this runner sends.
@@ -255,6 +411,7 @@ impl GitRunner {
             .env("GIT_ASKPASS", "")
             .env("SSH_ASKPASS", "")
             .env_remove("GIT_SSL_NO_VERIFY")
+            .env_remove("GIT_SSL_CAPATH")
             .env("LC_ALL", "C");
         let mut n = 0;
         if let Some(h) = self.creds.authorization() {
@@ -332,6 +489,19 @@ impl GitRunner {
             )))
         }
     }
+}
+
+/// Writes `bytes` to a new file readable by its owner only (0600 from creation on unix).
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    o.open(path)?.write_all(bytes)
 }
 
 /// How the new remote's branch head N relates to the commit C the cluster runs.
@@ -679,6 +849,141 @@ mod tests {
             ),
             RemoteFailure::Unreachable(_)
         ));
+    }
+
+    #[test]
+    fn ca_bundle_is_system_then_secret_ca() {
+        let sys = b"-----BEGIN CERTIFICATE-----\nSYS\n-----END CERTIFICATE-----";
+        let ca = b"-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n";
+        let b = String::from_utf8(ca_bundle(Some(sys), ca)).unwrap();
+        assert_eq!(
+            b,
+            "-----BEGIN CERTIFICATE-----\nSYS\n-----END CERTIFICATE-----\n\
+             -----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n"
+        );
+        // No system bundle (go-git: an empty pool): the CA alone, newline-terminated.
+        assert_eq!(ca_bundle(None, b"X"), b"X\n");
+        assert_eq!(ca_bundle(Some(b""), b"X\n"), b"X\n");
+        assert_eq!(ca_bundle(Some(b"S\n"), b"X\n"), b"S\nX\n");
+    }
+
+    #[test]
+    fn system_bundle_order_ssl_cert_file_then_list_then_openssl() {
+        let d = tempfile::tempdir().unwrap();
+        let file = |name: &str, text: &str| {
+            let p = d.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let env = file("env.pem", "E");
+        let empty = file("empty.pem", "");
+        let first = file("first.pem", "F");
+        let second = file("second.pem", "S");
+        let missing = d.path().join("missing.pem");
+        let never = || -> Option<PathBuf> { panic!("openssl asked although a file matched") };
+        let list = || {
+            vec![
+                missing.clone(),
+                empty.clone(),
+                first.clone(),
+                second.clone(),
+            ]
+        };
+        assert_eq!(
+            find_system_ca_bundle(Some(env.clone()), list(), never),
+            Some(env)
+        );
+        // Missing, empty or unset SSL_CERT_FILE: the first usable file of the list.
+        for v in [
+            Some(missing.clone()),
+            Some(empty.clone()),
+            Some(PathBuf::new()),
+            None,
+        ] {
+            assert_eq!(find_system_ca_bundle(v, list(), never), Some(first.clone()));
+        }
+        // Nothing in the list: OpenSSL's default file, when usable.
+        let asked = std::cell::Cell::new(0);
+        let openssl = || {
+            asked.set(asked.get() + 1);
+            Some(second.clone())
+        };
+        assert_eq!(
+            find_system_ca_bundle(None, vec![missing.clone()], openssl),
+            Some(second.clone())
+        );
+        assert_eq!(asked.get(), 1);
+        assert_eq!(
+            find_system_ca_bundle(None, vec![missing.clone()], || Some(empty.clone())),
+            None
+        );
+        assert_eq!(find_system_ca_bundle(None, vec![], || None), None);
+    }
+
+    fn cainfo(cmd: &Command) -> Option<Option<PathBuf>> {
+        cmd.get_envs()
+            .find(|(k, _)| *k == "GIT_SSL_CAINFO")
+            .map(|(_, v)| v.map(PathBuf::from))
+    }
+
+    #[test]
+    fn runner_trusts_system_bundle_plus_secret_ca_in_a_private_file() {
+        let d = tempfile::tempdir().unwrap();
+        let sys = d.path().join("system.pem");
+        std::fs::write(&sys, "SYSTEM-CERTS").unwrap();
+        let mut data = BTreeMap::new();
+        data.insert("ca.crt".to_string(), b"SECRET-CA\n".to_vec());
+        let creds = GitCredentials::from_secret_data(&data);
+
+        let runner = GitRunner::with_system(creds.clone(), Some(sys.clone()), None).unwrap();
+        assert_eq!(runner.trust(), &Trust::SystemPlusSecret(sys.clone()));
+        assert!(
+            runner
+                .trust()
+                .describe()
+                .contains("plus the secret's ca.crt")
+        );
+        let path = cainfo(&runner.command()).unwrap().unwrap();
+        assert!(path.starts_with(runner.home.path()), "{path:?}");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "SYSTEM-CERTS\nSECRET-CA\n"
+        );
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        // GIT_SSL_CAPATH from the environment cannot add a directory of CAs.
+        assert!(
+            runner
+                .command()
+                .get_envs()
+                .any(|(k, v)| k == "GIT_SSL_CAPATH" && v.is_none())
+        );
+        drop(runner);
+        assert!(!path.exists(), "bundle removed with the runner");
+
+        // No system bundle anywhere: the secret's CA alone.
+        let runner = GitRunner::with_system(creds, None, None).unwrap();
+        assert_eq!(runner.trust(), &Trust::SecretOnly);
+        let path = cainfo(&runner.command()).unwrap().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "SECRET-CA\n");
+
+        // No ca.crt: an inherited GIT_SSL_CAINFO is removed (git's default trust) ...
+        let runner =
+            GitRunner::with_system(GitCredentials::default(), Some(sys.clone()), None).unwrap();
+        assert_eq!(runner.trust(), &Trust::System(None));
+        assert_eq!(cainfo(&runner.command()), Some(None));
+        // ... unless SSL_CERT_FILE names the system store, which git's curl would ignore.
+        let runner = GitRunner::with_system(
+            GitCredentials::default(),
+            Some(sys.clone()),
+            Some(sys.clone()),
+        )
+        .unwrap();
+        assert_eq!(runner.trust(), &Trust::System(Some(sys.clone())));
+        assert_eq!(cainfo(&runner.command()), Some(Some(sys)));
     }
 
     #[test]

@@ -79,9 +79,13 @@ pub struct InCluster {
     pub workstation_addresses: Vec<IpAddr>,
     /// True when the pod and the workstation resolve the host to different address sets.
     pub dns_differs: bool,
-    /// TLS verification of the server certificate (with the Secret's `ca.crt` when it has one).
+    /// TLS verification of the server certificate: the probe image's system CA bundle plus
+    /// the Secret's `ca.crt` when it has one (go-git v5 `configureTransport` adds the CA
+    /// bundle to `x509.SystemCertPool()`, it does not replace it).
     pub tls: Step,
-    /// `secret` (the Secret's ca.crt) or `image` (the probe image's CA bundle).
+    /// What git trusted: `image+secret` (the image's CA bundle plus the Secret's ca.crt),
+    /// `image` (the image's bundle; no ca.crt), `secret` (ca.crt alone: the image has no CA
+    /// bundle), `unwritable` (no writable /tmp: the image's bundle only).
     pub ca_source: Option<String>,
     /// The credential: accepted, rejected (401/403), or not sent.
     pub auth: Step,
@@ -233,6 +237,19 @@ pub async fn verify(
     Ok(Some((ic, verdict)))
 }
 
+/// What the probe's git trusted, in words ("with the image's CA bundle plus secret NS/NAME
+/// ca.crt").
+fn ca_words(ca_source: Option<&str>, secret: &str) -> String {
+    match ca_source {
+        Some("image+secret") => format!("with the image's CA bundle plus secret {secret} ca.crt"),
+        Some("secret") => format!("with secret {secret} ca.crt only: the image has no CA bundle"),
+        Some("unwritable") => {
+            format!("with the image's CA bundle only: no writable /tmp for secret {secret} ca.crt")
+        }
+        _ => "with the image's CA bundle".into(),
+    }
+}
+
 fn sorted(v: &[IpAddr]) -> Vec<IpAddr> {
     let mut v = v.to_vec();
     v.sort();
@@ -364,10 +381,20 @@ fn judge(
                 "TLS verification failed in the cluster ({detail}){}. Add the CA certificate \
                  (PEM) to secret {secret} under the key `ca.crt`: source-controller verifies \
                  with it",
-                if ic.ca_source.as_deref() == Some("secret") {
-                    ": the secret's ca.crt does not verify this server"
-                } else {
-                    ": the secret has no ca.crt, so only public CAs are trusted"
+                match ic.ca_source.as_deref() {
+                    Some("image+secret") => {
+                        ": neither the image's CA bundle nor the secret's ca.crt verifies \
+                         this server"
+                    }
+                    Some("secret") => {
+                        ": the secret's ca.crt does not verify this server (the probe image \
+                         has no system CA bundle)"
+                    }
+                    Some("unwritable") => {
+                        ": the probe could not write the secret's ca.crt (no writable /tmp), so \
+                         only the image's CA bundle was trusted"
+                    }
+                    _ => ": the secret has no ca.crt, so only public CAs are trusted",
                 }
             ),
             RemoteFailure::Authentication => format!(
@@ -428,11 +455,7 @@ fn judge(
         if https {
             format!(
                 "TLS verified ({})",
-                if ic.ca_source.as_deref() == Some("secret") {
-                    format!("with secret {secret} ca.crt")
-                } else {
-                    "with the image's CA bundle".into()
-                }
+                ca_words(ic.ca_source.as_deref(), &secret)
             )
         } else {
             "plain http".into()

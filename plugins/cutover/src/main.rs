@@ -536,10 +536,18 @@ fn print_in_cluster(ic: &cutover::incluster::InCluster) {
         "  dns   {} -> {dns} in the cluster; workstation: {ws}",
         ic.host
     );
-    let ca = ic
-        .ca_source
-        .as_deref()
-        .map(|c| format!(" (CA from the {c})"));
+    let ca = ic.ca_source.as_deref().map(|c| {
+        format!(
+            " ({})",
+            match c {
+                "image+secret" => "the image's CA bundle plus the secret's ca.crt",
+                "secret" => "the secret's ca.crt only: no CA bundle in the image",
+                "image" => "the image's CA bundle",
+                "unwritable" => "the image's CA bundle: /tmp not writable for ca.crt",
+                other => other,
+            }
+        )
+    });
     println!("  tls   {}", step(ic.tls, ca));
     let scheme = ic.auth_scheme.as_deref().map(|a| format!(" ({a})"));
     println!("  auth  {}", step(ic.auth, scheme));

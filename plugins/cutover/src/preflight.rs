@@ -13,7 +13,7 @@ use kube::api::ListParams;
 use serde::Serialize;
 
 use crate::authored::{self, AuthoredUrl};
-use crate::git::{GitCredentials, GitRunner, Relation, Scratch};
+use crate::git::{GitCredentials, GitRunner, Relation, RemoteFailure, Scratch};
 use crate::incluster::{InCluster, Verify};
 use cluster_loop::probe::GitSecret;
 use cluster_loop::signals::Signals;
@@ -395,7 +395,14 @@ pub async fn preflight(
         Err(f) => pre.checks.push(Check {
             id: "remote",
             result: CheckResult::Fail,
-            message: f.explain(&req.to, secret_label.as_deref()),
+            message: match f {
+                RemoteFailure::Tls(_) => format!(
+                    "{} (trusted here: {})",
+                    f.explain(&req.to, secret_label.as_deref()),
+                    runner.trust().describe()
+                ),
+                _ => f.explain(&req.to, secret_label.as_deref()),
+            },
         }),
         Ok(head) => {
             pre.new_head = Some(head.clone());
@@ -550,7 +557,8 @@ pub fn transport_check(url: &str, creds: &GitCredentials, allow_insecure_http: b
             message: format!(
                 "HTTPS: the server certificate will be verified against {}",
                 if creds.ca_pem.is_some() {
-                    "the secret's ca.crt"
+                    "the system CA bundle plus the secret's ca.crt (source-controller's go-git \
+                     adds ca.crt to the system pool)"
                 } else {
                     "the system CA bundle (the secret has no ca.crt)"
                 }

@@ -227,7 +227,7 @@ async fn same_head_seen_from_inside_the_cluster() {
     assert_eq!(inc["workstationAddresses"], json!([addr]));
     assert_eq!(inc["dnsDiffers"], false);
     assert_eq!(inc["tls"], "ok");
-    assert_eq!(inc["caSource"], "secret");
+    assert_eq!(inc["caSource"], "image+secret");
     assert_eq!(inc["auth"], "ok");
     assert_eq!(inc["authScheme"], "basic");
     assert_eq!(inc["head"], json!(ic.w.head()));
@@ -345,6 +345,73 @@ async fn missing_ca_in_the_cluster_names_the_secret_key() {
     let (pods, _) = ic.probe_pods_and_logs();
     let env = pods.last().unwrap()["spec"]["containers"][0]["env"].to_string();
     assert!(!env.contains("ca.crt"), "{env}");
+    ic.assert_clean(&r).await;
+}
+
+/// go-git v5 configureTransport ADDS the secret's ca.crt to the system pool. The new server's
+/// CA is in the probe image's system bundle (a company base image) and in the workstation's
+/// (SSL_CERT_FILE); the secret's ca.crt is an unrelated CA (the old server's). Both checks
+/// pass, as Flux would; without the CA in the image the probe is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_ca_adds_to_the_image_bundle_in_the_cluster() {
+    let Some(ic) = Ic::start_unless_skipped(2).await else {
+        return;
+    };
+    ic.w.secret("unrelated-ca", TOKEN, Some(ic.w.old.ca_pem()));
+    ic.pe
+        .set_image_ca_bundle(Some(&format!(
+            "{}{}",
+            std::fs::read_to_string(twin::podexec::IMAGE_CA_BUNDLE).unwrap_or_default(),
+            ic.w.new.ca_pem()
+        )))
+        .unwrap();
+    let (_d, system) = system_bundle_with(ic.w.new.ca_pem());
+    let run = |out: &'static str| {
+        let (mut cmd, hosts, _) = ic.command(
+            ic.w.twin.kubeconfig_path(),
+            &["--verify-in-cluster", "--secret", "unrelated-ca", "-o", out],
+        );
+        cmd.env("SSL_CERT_FILE", &system);
+        async move {
+            let r = run_command(cmd, RUN_TIMEOUT).await;
+            drop(hosts);
+            r
+        }
+    };
+    let r = run("json").await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(check(&v, "remote")["result"], "ok", "{v:#}");
+    let inc = &v["preflight"]["inCluster"];
+    assert_eq!(inc["tls"], "ok");
+    assert_eq!(inc["caSource"], "image+secret");
+    assert_eq!(inc["auth"], "ok");
+    assert_eq!(inc["head"], json!(ic.w.head()));
+    let m = check(&v, "in-cluster")["message"].as_str().unwrap();
+    assert!(
+        m.contains(
+            "TLS verified (with the image's CA bundle plus secret flux-system/unrelated-ca ca.crt)"
+        ),
+        "{m}"
+    );
+    let (_, logs) = ic.probe_pods_and_logs();
+    assert!(logs.contains("#podresolve git-ca image+secret"), "{logs}");
+    ic.assert_clean(&r).await;
+
+    // Control: an image whose bundle lacks the CA refuses the same secret in the cluster.
+    ic.pe.set_image_ca_bundle(None).unwrap();
+    let r = run("json").await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(check(&v, "remote")["result"], "ok", "{v:#}");
+    let inc = &v["preflight"]["inCluster"];
+    assert_eq!(inc["tls"], "failed");
+    assert_eq!(inc["caSource"], "image+secret");
+    let m = check(&v, "in-cluster")["message"].as_str().unwrap();
+    assert!(
+        m.contains("neither the image's CA bundle nor the secret's ca.crt verifies this server"),
+        "{m}"
+    );
     ic.assert_clean(&r).await;
 }
 

@@ -216,6 +216,83 @@ async fn missing_ca_names_the_secret_key() {
     );
 }
 
+/// go-git v5 configureTransport ADDS the secret's ca.crt to the system pool: a server whose
+/// CA is in the system bundle passes even when the secret's ca.crt is an unrelated CA (here
+/// the old server's). The system bundle is named by SSL_CERT_FILE, as OpenSSL and Go take it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_ca_adds_to_the_system_bundle_not_replaces_it() {
+    let w = World::new(2).await;
+    w.secret("unrelated-ca", TOKEN, Some(w.old.ca_pem()));
+    let to = w.new.url_https("org/fleet");
+    let args = [
+        "gitrepo/flux-system",
+        "--to",
+        &to,
+        "--dry-run",
+        "--secret",
+        "unrelated-ca",
+    ];
+    let (_d, system) = system_bundle_with(w.new.ca_pem());
+    let r = w
+        .cutover_env(&[("SSL_CERT_FILE", system.as_os_str())], &args)
+        .await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("the system CA bundle plus the secret's ca.crt"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("ok   remote"), "{}", r.stdout);
+    r.assert_no_secrets();
+
+    // Control: the same secret against the host's own bundle (no twin CA in it) is refused,
+    // and the message says what was trusted.
+    let host = std::path::Path::new("/etc/ssl/certs/ca-certificates.crt");
+    let r = w
+        .cutover_env(&[("SSL_CERT_FILE", host.as_os_str())], &args)
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(r.stdout.contains("TLS verification failed"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(
+            "trusted here: the system CA bundle /etc/ssl/certs/ca-certificates.crt plus the \
+             secret's ca.crt"
+        ),
+        "{}",
+        r.stdout
+    );
+
+    // An inherited GIT_SSL_CAINFO is this user's git setting, which Flux never sees: it
+    // does not widen trust, with or without a ca.crt in the secret.
+    w.secret("no-ca", TOKEN, None);
+    let ca_file = w.new.ca_file().as_os_str();
+    for secret in ["no-ca", "unrelated-ca"] {
+        let r = w
+            .cutover_env(
+                &[
+                    ("GIT_SSL_CAINFO", ca_file),
+                    ("SSL_CERT_FILE", host.as_os_str()),
+                ],
+                &[
+                    "gitrepo/flux-system",
+                    "--to",
+                    &to,
+                    "--dry-run",
+                    "--secret",
+                    secret,
+                ],
+            )
+            .await;
+        assert_eq!(r.code, 1, "{secret}: {}", r.all());
+        assert!(
+            r.stdout.contains("TLS verification failed"),
+            "{secret}: {}",
+            r.stdout
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_with_credentials_is_refused_unless_allowed() {
     let w = World::new(2).await;

@@ -10,7 +10,12 @@
 //! script text never changes. Git credentials never appear in the spec, argv or log: they
 //! reach the container only as `env[].valueFrom.secretKeyRef` of the source Secret
 //! ([`GitSecret`]), and the script turns them into git's `http.extraHeader` and
-//! `GIT_SSL_CAINFO` (a file in a memory-backed emptyDir at `/tmp`).
+//! `GIT_SSL_CAINFO` (a file in a memory-backed emptyDir at `/tmp`). That file is the image's
+//! system CA bundle (`SSL_CERT_FILE`, else the first of Go crypto/x509 root_linux.go's files,
+//! `/etc/ssl/certs/ca-certificates.crt` first) followed by the Secret's `ca.crt`: go-git v5
+//! plumbing/transport/http/common.go `configureTransport` adds a CA bundle to
+//! `x509.SystemCertPool()` (an empty pool when that fails), it does not replace it, and
+//! source-controller passes `ca.crt` there through fluxcd/pkg/git/gogit.
 //!
 //! Three carriers, all labelled `app.kubernetes.io/managed-by=kubectl-<tool>`
 //! ([`ProbeOwner`]):
@@ -330,8 +335,9 @@ impl ProbeOptions {
     }
 
     /// True when the probe needs a writable `/tmp` (a memory-backed emptyDir, the root
-    /// filesystem is read-only): the git step writes the Secret's CA bundle there for
-    /// `GIT_SSL_CAINFO`.
+    /// filesystem is read-only): the git step writes the image's CA bundle plus the Secret's
+    /// CA there for `GIT_SSL_CAINFO` (about 220 KiB for Alpine's or Debian's bundle, under
+    /// the 1Mi sizeLimit; the script falls back to the Secret's CA alone when it cannot).
     fn needs_tmp(&self) -> bool {
         self.git_secret.is_some()
     }

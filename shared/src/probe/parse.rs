@@ -66,8 +66,10 @@ pub struct ProbeLog {
     /// `bearer`, `basic-unavailable-no-base64`). Not serialized.
     #[serde(skip)]
     pub git_auth: Option<String>,
-    /// `#podresolve git-ca SOURCE`: which CA bundle git verified with (`secret`: the Secret's
-    /// `ca.crt`; `image`: the image's bundle; `unwritable`: no writable /tmp). Not serialized.
+    /// `#podresolve git-ca SOURCE`: which CA bundle git verified with (`image+secret`: the
+    /// image's system bundle plus the Secret's `ca.crt`, as go-git adds it to the system pool;
+    /// `secret`: the Secret's `ca.crt` alone, the image has no system bundle; `image`: the
+    /// image's bundle, no `ca.crt`; `unwritable`: no writable /tmp). Not serialized.
     #[serde(skip)]
     pub git_ca: Option<String>,
 }

@@ -4,9 +4,10 @@
 # starts with "#podresolve section KIND [ARG]" and ends with "#podresolve end rc=N" (N = the
 # tool's exit status, 127 = not found, 124/143 = killed by the step timeout). Git credentials
 # come only from the environment (secretKeyRef): PROBE_GIT_USERNAME/PASSWORD (basic),
-# PROBE_GIT_BEARER_TOKEN (bearer, wins), PROBE_GIT_CA (else PROBE_GIT_CA_FILE): PEM bundle.
-# Their values are never printed; "#podresolve git-auth SCHEME" and "#podresolve git-ca SRC"
-# say which were used.
+# PROBE_GIT_BEARER_TOKEN (bearer, wins), PROBE_GIT_CA (else PROBE_GIT_CA_FILE): PEM bundle,
+# trusted IN ADDITION to the image's system bundle, as go-git does. Their values are never
+# printed; "#podresolve git-auth SCHEME" and "#podresolve git-ca SRC" (image, image+secret,
+# secret = no system bundle in the image, unwritable) say which were used.
 m='#podresolve'
 GIT_TERMINAL_PROMPT=0; export GIT_TERMINAL_PROMPT
 tls_port=''
@@ -82,7 +83,20 @@ if [ -n "$git_url" ]; then
   printf '%s git-auth %s\n' "$m" "$auth"
   ca="${PROBE_GIT_CA:-${PROBE_GIT_CA_FILE:-}}"
   if [ -n "$ca" ]; then
-    f=$(mktemp 2>/dev/null) && printf '%s\n' "$ca" >"$f" && GIT_SSL_CAINFO="$f" && export GIT_SSL_CAINFO && printf '%s git-ca secret\n' "$m" || printf '%s git-ca unwritable\n' "$m"
+    # go-git v5 configureTransport ADDS the CA to the system pool (x509.SystemCertPool, else an
+    # empty pool): copy the image's bundle (Go crypto/x509 root_linux.go order, SSL_CERT_FILE
+    # first) and append the CA; GIT_SSL_CAINFO then means "system + ca.crt", not "ca.crt only".
+    sys=''
+    for c in "${SSL_CERT_FILE:-}" /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/ca-bundle.pem /etc/pki/tls/cacert.pem /etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem /etc/ssl/cert.pem; do
+      if [ -n "$c" ] && [ -r "$c" ] && [ -s "$c" ]; then sys="$c"; break; fi
+    done
+    src=secret
+    if f=$(mktemp 2>/dev/null); then
+      if [ -n "$sys" ] && cat "$sys" >"$f" 2>/dev/null; then src=image+secret; else : >"$f"; fi
+      if printf '\n%s\n' "$ca" >>"$f" 2>/dev/null || { src=secret; printf '%s\n' "$ca" >"$f" 2>/dev/null; }; then
+        GIT_SSL_CAINFO="$f"; export GIT_SSL_CAINFO; printf '%s git-ca %s\n' "$m" "$src"
+      else printf '%s git-ca unwritable\n' "$m"; fi
+    else printf '%s git-ca unwritable\n' "$m"; fi
   else
     printf '%s git-ca image\n' "$m"
   fi

@@ -260,9 +260,35 @@ impl World {
         twin::testkit::run_plugin(BIN, self.twin.kubeconfig_path(), args, RUN_TIMEOUT).await
     }
 
+    /// [`World::cutover`] with extra environment variables (e.g. `SSL_CERT_FILE`).
+    pub async fn cutover_env(&self, env: &[(&str, &OsStr)], args: &[&str]) -> PluginRun {
+        let mut cmd = twin::testkit::plugin_command(BIN, self.twin.kubeconfig_path(), args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        twin::testkit::run_command(cmd, RUN_TIMEOUT).await
+    }
+
     pub fn work(&self) -> PathBuf {
         self.work.path().to_path_buf()
     }
+}
+
+/// A stand-in for a system CA bundle (what `SSL_CERT_FILE` names): the host's
+/// `/etc/ssl/certs/ca-certificates.crt` (when present) followed by `extra_pem`, as a
+/// workstation whose trust store includes a CA (e.g. a public one, or one the company
+/// installed) would have. Keep the directory while the file is used.
+pub fn system_bundle_with(extra_pem: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ca-certificates.crt");
+    let mut text =
+        std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(extra_pem);
+    std::fs::write(&file, text).unwrap();
+    (dir, file)
 }
 
 /// The real binary as a workstation whose resolver knows `hosts` (`(ip, name)`): in a private

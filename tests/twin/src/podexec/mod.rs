@@ -47,6 +47,8 @@
 //! `optional`), `securityContext` run-as user/group and `runAsNonRoot`, `emptyDir` volumes
 //! (a private tmpfs per container, mode 1777, `sizeLimit`), `activeDeadlineSeconds`,
 //! `terminationMessagePolicy: FallbackToLogsOnError`, dnsPolicy/dnsConfig/hostAliases/hostname.
+//! An image's own CA bundle ([`PodExec::set_image_ca_bundle`]): a file bind-mounted over
+//! `/etc/ssl/certs/ca-certificates.crt` in the container's mount namespace.
 //! The model's own files live under `/run` (not `/tmp`, which an emptyDir may cover).
 //!
 //! Where this differs from a real cluster: every pod of a model shares one network namespace
@@ -85,6 +87,9 @@ pub use dns::NodeDns;
 /// Annotation on Node `twin-node` while a [`PodExec`] serves the cluster; the workload
 /// model's kubelet leaves pods of probe images alone when it is present ([`claims`]).
 pub const NODE_ANNOTATION: &str = "podexec.twin.cluster-loop.dev/runtime";
+/// The system CA bundle path of the probe images (Alpine's and Debian's `ca-certificates`;
+/// their libcurl's default CA file); see [`PodExec::set_image_ca_bundle`].
+pub const IMAGE_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// The node the twin's pods run on.
 pub const NODE_NAME: &str = "twin-node";
 /// Default kube-dns ClusterIP (kubeadm/kind default) when no `kube-system/kube-dns` Service
@@ -457,6 +462,8 @@ struct Inner {
     pids: Mutex<Vec<u32>>,
     idle: tokio::sync::watch::Sender<usize>,
     link: NodeLink,
+    /// The images' system CA bundle, when set ([`PodExec::set_image_ca_bundle`]).
+    image_ca: Mutex<Option<PathBuf>>,
 }
 
 /// The running model. Dropping it stops every process it started (containers, dnsmasq, the
@@ -746,6 +753,7 @@ impl PodExec {
             pids: Mutex::new(pids),
             idle: tokio::sync::watch::channel(0).0,
             link,
+            image_ca: Mutex::new(None),
         });
         guard.0 = None;
         mark_node(&*inner.cluster, true);
@@ -857,6 +865,31 @@ impl PodExec {
         )?;
         st.upstream.reload().await?;
         Ok(st.upstream_records.clone())
+    }
+
+    /// Sets the system CA bundle the probe images carry, as an image built with a private CA
+    /// in its trust store would (e.g. a company base image): containers started from now on
+    /// see `pem` at [`IMAGE_CA_BUNDLE`] (a bind mount of a root-owned 0644 copy in their
+    /// private mount namespace; the host's file is untouched). `None`: they see the host's file again.
+    ///
+    /// Errors: the host has no file at [`IMAGE_CA_BUNDLE`] to mount over, or the copy cannot be
+    /// written.
+    pub fn set_image_ca_bundle(&self, pem: Option<&str>) -> Result<(), PodExecError> {
+        let mut slot = self.inner.image_ca.lock().unwrap();
+        let Some(pem) = pem else {
+            *slot = None;
+            return Ok(());
+        };
+        if !Path::new(IMAGE_CA_BUNDLE).is_file() {
+            return Err(PodExecError::Setup(format!(
+                "no {IMAGE_CA_BUNDLE} on this host to stand in for the image's CA bundle"
+            )));
+        }
+        let n = self.inner.seq.fetch_add(1, Ordering::Relaxed);
+        let file = self.inner.dir.join(format!("image-ca-{n}.crt"));
+        write_file(&file, pem)?;
+        *slot = Some(file);
+        Ok(())
     }
 
     /// Number of containers running now.
@@ -1717,6 +1750,11 @@ impl Inner {
             let src = cdir.join(f).display().to_string();
             let dst = format!("/etc/{f}");
             run_ok("nsenter", &[&mnt, "mount", "--bind", &src, &dst]).await?;
+        }
+        let image_ca = self.image_ca.lock().unwrap().clone();
+        if let Some(src) = image_ca {
+            let src = src.display().to_string();
+            run_ok("nsenter", &[&mnt, "mount", "--bind", &src, IMAGE_CA_BUNDLE]).await?;
         }
         run_ok("nsenter", &[&uts, "hostname", &dns::pod_hostname(pod)]).await?;
         for (path, size) in self.empty_dir_mounts(pod, c)? {
