@@ -97,9 +97,15 @@ async fn bare_tag_rollout_holds_timeout_and_queues_the_fix() {
         "Back-off pulling image \"0.1.1\""
     );
 
-    // apps-wave-2 follows the new revision and waits on wave 1.
+    // apps-wave-2 follows the new revision and waits on wave 1. kustomize-controller's
+    // checkDependencies says "revision is not up to date" while wave 1 is still Ready at the
+    // old revision, and "is not ready" once wave 1's run for the new one has begun: which one a
+    // dependent shows first depends on which controller ran first, so wait for the second.
     let w2 = wait(&run, &ks("apps-wave-2"), T, |o| {
         cond_is(o, "Ready", "False", "DependencyNotReady")
+            && cond(o, "Ready").is_some_and(|c| {
+                c["message"] == "dependency 'flux-system/apps-wave-1' is not ready"
+            })
     })
     .await;
     assert_eq!(
