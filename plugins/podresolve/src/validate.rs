@@ -84,6 +84,12 @@ pub enum InputError {
     /// Bad git URL.
     #[error("--git {0:?}: {1}")]
     BadGitUrl(String, String),
+    /// Credentials in the `--git` URL. Carries the URL with its userinfo removed: the
+    /// password or token is never echoed back.
+    #[error(
+        "--git: the URL carries credentials ({0} with its user:password part removed), which would be written into the probe Job's args and shown by `kubectl get jobs -o yaml`; podresolve takes no Git credentials: pass the URL without them (git ls-remote then still proves DNS, TLS and reachability, and says when authentication is required), or check with credentials from a Secret: kubectl cutover gitrepo/NAME --to URL --secret SECRET --dry-run --verify-in-cluster"
+    )]
+    GitCredentials(String),
 }
 
 /// Validate one host argument (RFC 1123 name with optional trailing dot, or IP literal).
@@ -150,7 +156,11 @@ pub fn parse_port(input: &str) -> Result<u16, InputError> {
 /// Validate a `--git` URL for `git ls-remote`: `https://`, `http://`, `ssh://`, `git://` or
 /// scp-like `user@host:path`, no whitespace or control characters, never starting with `-`
 /// (git would read it as an option; cf. CVE-2017-1000117 `ssh://-oProxyCommand=...`), and
-/// no `ext::`/`fd::` transports (remote helpers that run commands).
+/// no `ext::`/`fd::` transports (remote helpers that run commands), and no credentials: any
+/// userinfo in an `https://`/`http://`/`git://` URL (a lone user part is often a token) and a
+/// `user:password@` in an `ssh://` URL are refused with [`InputError::GitCredentials`], because
+/// the URL becomes an argv element of the probe Job, readable by anyone who can get Jobs.
+/// An ssh user name alone (`ssh://git@host/...`, `git@host:path`) is not a secret and passes.
 pub fn parse_git_url(input: &str) -> Result<String, InputError> {
     let bad = |why: &str| Err(InputError::BadGitUrl(input.to_string(), why.to_string()));
     if input.is_empty() {
@@ -166,11 +176,21 @@ pub fn parse_git_url(input: &str) -> Result<String, InputError> {
         return bad(&format!("contains {c:?}, which no Git URL needs"));
     }
     let lower = input.to_ascii_lowercase();
-    let host_part = if let Some(rest) = ["https://", "http://", "ssh://", "git://"]
+    let host_part = if let Some((scheme, rest)) = ["https://", "http://", "ssh://", "git://"]
         .iter()
-        .find_map(|p| lower.strip_prefix(p).map(|_| &input[p.len()..]))
+        .find_map(|p| lower.strip_prefix(p).map(|_| (*p, &input[p.len()..])))
     {
-        let authority = rest.split('/').next().unwrap_or("");
+        // RFC 3986 §3.2: the authority ends at the first '/', '?' or '#'.
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let authority = &rest[..end];
+        if let Some((userinfo, host)) = authority.rsplit_once('@')
+            && (scheme != "ssh://" || userinfo.contains(':'))
+        {
+            return Err(InputError::GitCredentials(format!(
+                "{scheme}{host}{}",
+                &rest[end..]
+            )));
+        }
         authority.rsplit('@').next().unwrap_or("").to_string()
     } else if lower.contains("::") {
         return bad("remote-helper URLs (ext::, fd::, ...) are refused; use https:// or ssh://");
@@ -294,5 +314,35 @@ mod tests {
         ] {
             assert!(parse_git_url(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn git_urls_with_credentials_are_refused_without_echoing_them() {
+        for (bad, redacted) in [
+            ("http://user:PASS@host/x.git", "http://host/x.git"),
+            (
+                "https://PASS@gitea.example.dev/flux/fleet.git",
+                "https://gitea.example.dev/flux/fleet.git",
+            ),
+            (
+                "HTTPS://u:PASS@gitea.example.dev:3000?x=1",
+                "https://gitea.example.dev:3000?x=1",
+            ),
+            ("git://u:PASS@host/r", "git://host/r"),
+            ("ssh://git:PASS@host/r.git", "ssh://host/r.git"),
+            ("https://u:P@SS@host/r", "https://host/r"),
+        ] {
+            let err = parse_git_url(bad).unwrap_err();
+            assert_eq!(err, InputError::GitCredentials(redacted.into()), "{bad}");
+            let msg = err.to_string();
+            assert!(!msg.contains("PASS") && !msg.contains("SS@"), "{msg}");
+            assert!(msg.contains(redacted), "{msg}");
+            assert!(msg.contains("kubectl cutover"), "{msg}");
+        }
+        // An ssh user name alone is not a secret.
+        assert!(parse_git_url("ssh://git@host/r.git").is_ok());
+        assert!(parse_git_url("git@host:r.git").is_ok());
+        // '@' after the authority is part of the path, not userinfo.
+        assert!(parse_git_url("https://host/team/@scope/r.git").is_ok());
     }
 }

@@ -60,6 +60,35 @@ fn bad_flags_exit_2() {
 }
 
 #[test]
+fn git_url_credentials_are_refused_and_never_echoed() {
+    let out = bin()
+        .args([
+            "gitea.example.dev",
+            "--git",
+            "http://user:S3cr3tPw@gitea.example.dev/x.git",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("S3cr3tPw"), "{err}");
+    assert!(!err.contains("user:S"), "{err}");
+    assert!(
+        err.starts_with(
+            "error: --git: the URL carries credentials (http://gitea.example.dev/x.git with its user:password part removed)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "kubectl cutover gitrepo/NAME --to URL --secret SECRET --dry-run --verify-in-cluster"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
 fn help_has_examples_and_exit_codes() {
     let out = bin().arg("--help").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
