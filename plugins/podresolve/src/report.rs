@@ -3,14 +3,17 @@
 //!
 //! Schema `podresolve.cluster-loop.dev/v1` (camelCase keys; fields are never removed within
 //! v1; absent data is `null`, never omitted):
-//! `{apiVersion, probe{carrier,namespace,name,pod,node,image,fromPod,fallbackReason},
+//! `{apiVersion, kind: PodResolveReport, probe{carrier,namespace,name,pod,node,image,fromPod,fallbackReason},
 //!   resolvConf{nameservers,search,ndots,timeoutSecs,attempts,otherOptions}|null, libc,
 //!   clusterDns{kubeDnsIps,corefileFound,corefileError,imports,nodeLocal},
 //!   hosts[{host, queryOrder[], pod{libc{status,addresses,canonicalName,flavour,rc},
 //!   dns{status,flavour,server,addresses,cnames,errors[],rc}, addresses[]},
 //!   coredns[{query,rewritten,serverBlock,answeredBy,detail,line,cached,steps[],
 //!   bypassedByNodeLocal,answered}], workstation{addresses,error}, verdict, expect[]|null,
-//!   expectMatch|null, tls|null, notes[]}], git|null, complete, exitCode}`.
+//!   expectMatch|null, tls|null, notes[]}], git|null, complete}`.
+//!
+//! There is no `exitCode` key (as in the other plugins' reports): the process exit code is
+//! the contract, and a report field could only ever say 0 or 1 (exit 3 and 130 print no report).
 
 use crate::corefile::{Corefile, Explanation, NodeLocal};
 use crate::parse::{
@@ -25,6 +28,8 @@ use std::net::IpAddr;
 
 /// Schema identifier of the machine output.
 pub const API_VERSION: &str = "podresolve.cluster-loop.dev/v1";
+/// `kind` of the machine output (second key, after `apiVersion`).
+pub const KIND: &str = "PodResolveReport";
 
 /// Where the probe ran.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -171,6 +176,8 @@ pub struct HostReport {
 pub struct Report {
     /// [`API_VERSION`].
     pub api_version: String,
+    /// [`KIND`].
+    pub kind: String,
     /// Probe placement.
     pub probe: ProbeInfo,
     /// The pod's resolv.conf.
@@ -185,7 +192,9 @@ pub struct Report {
     pub git: Option<GitResult>,
     /// The probe log ended with its `done` line.
     pub complete: bool,
-    /// 0 ok, 1 mismatch or cannot resolve.
+    /// The process exit code this report implies: 0 ok, 1 mismatch, cannot resolve, TLS not
+    /// verified or git unreachable. Not serialized: the exit status itself is the contract.
+    #[serde(skip)]
     pub exit_code: i32,
 }
 
@@ -479,6 +488,7 @@ pub fn build(inp: Inputs<'_>) -> Report {
     }
     Report {
         api_version: API_VERSION.into(),
+        kind: KIND.into(),
         probe: inp.probe,
         resolv_conf: resolv,
         libc,

@@ -210,6 +210,11 @@ fn json_schema_is_stable() {
     );
     let v = serde_json::to_value(&r).unwrap();
     assert_eq!(v["apiVersion"], "podresolve.cluster-loop.dev/v1");
+    assert_eq!(v["kind"], "PodResolveReport");
+    assert!(
+        v.get("exitCode").is_none(),
+        "the exit status is the contract"
+    );
     for key in [
         "probe",
         "resolvConf",
@@ -218,7 +223,6 @@ fn json_schema_is_stable() {
         "hosts",
         "git",
         "complete",
-        "exitCode",
     ] {
         assert!(v.get(key).is_some(), "missing {key}");
     }
@@ -242,7 +246,20 @@ fn json_schema_is_stable() {
     assert_eq!(h["coredns"][3]["answeredBy"], "hosts");
     assert_eq!(v["resolvConf"]["ndots"], 5);
     let yaml = serde_saphyr::to_string(&r).unwrap();
-    assert!(yaml.contains("apiVersion: podresolve.cluster-loop.dev/v1"));
+    assert!(
+        yaml.starts_with(
+            "apiVersion: podresolve.cluster-loop.dev/v1\nkind: PodResolveReport\nprobe:\n"
+        ),
+        "{yaml}"
+    );
+    assert!(!yaml.contains("exitCode"), "{yaml}");
+    let json = serde_json::to_string_pretty(&r).unwrap();
+    assert!(
+        json.starts_with(
+            "{\n  \"apiVersion\": \"podresolve.cluster-loop.dev/v1\",\n  \"kind\": \"PodResolveReport\",\n"
+        ),
+        "{json}"
+    );
 }
 
 #[test]

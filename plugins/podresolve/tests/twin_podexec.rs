@@ -160,6 +160,15 @@ async fn pinned_name_from_the_pod_expect_pass_and_fail() {
     assert_eq!(last["answeredBy"], "hosts", "{}", r.dump());
     assert_eq!(v["clusterDns"]["kubeDnsIps"], json!(["10.96.0.10"]));
     assert_eq!(v["probe"]["carrier"], "job");
+    assert_eq!(v["kind"], "PodResolveReport");
+    assert!(v.get("exitCode").is_none());
+    assert!(
+        r.stdout.starts_with(
+            "{\n  \"apiVersion\": \"podresolve.cluster-loop.dev/v1\",\n  \"kind\": \"PodResolveReport\","
+        ),
+        "{}",
+        r.dump()
+    );
     // the probe really ran: its resolv.conf is the kubelet's for flux-system
     assert!(
         v.to_string().contains("flux-system.svc.cluster.local"),
