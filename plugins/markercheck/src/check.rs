@@ -83,6 +83,12 @@ pub const RULES: &[(&str, &str, Severity, &str)] = &[
         ":digest marker but the policy reflects no digest",
     ),
     (
+        "MC007",
+        "digest-on-full-ref",
+        Severity::Error,
+        ":digest marker on a field holding a full image reference (writes a bare sha256:...)",
+    ),
+    (
         "MC010",
         "policy-unknown",
         Severity::Error,
@@ -230,7 +236,7 @@ pub const RULES: &[(&str, &str, Severity, &str)] = &[
         "MC082",
         "rendered-bare-tag",
         Severity::Error,
-        "after the change a container image is a bare tag (no repository)",
+        "after the change a container image is a bare tag or digest (no repository)",
     ),
 ];
 
@@ -311,7 +317,7 @@ pub struct Config {
     pub extra: Objects,
     /// `--set ns:policy=REF` (applied last).
     pub sets: Vec<ImagePolicy>,
-    /// Ignore objects found in the tree (`--cluster` only mode).
+    /// Ignore objects found in the tree (`--from-cluster --cluster-only`).
     pub ignore_tree_objects: bool,
     /// Maximum file size to read.
     pub max_file_size: u64,
@@ -462,6 +468,66 @@ fn normalize_name(n: &str) -> String {
     match full.strip_prefix("docker.io/") {
         Some(r) if !r.contains('/') => format!("docker.io/library/{r}"),
         _ => full,
+    }
+}
+
+/// The marked field holds (or is) a container image reference: key `image`, or a value
+/// with a registry path, a tag or a digest. A digest-shaped value (`sha256:<hex>`) or a
+/// field whose key ends in `digest` (`digest`, `newDigest`) counts only under `image:` or when
+/// the value has a `/` or `@`, so a digest field is not taken for an image.
+fn image_field(key: &str, value: &str) -> bool {
+    if key == "image" {
+        return true;
+    }
+    if value.contains('/') || value.contains('@') {
+        return true;
+    }
+    let digest_field = key.to_ascii_lowercase().ends_with("digest") || is_digest(value);
+    !digest_field && has_tag_or_digest(value)
+}
+
+/// `ALGORITHM:HEX`, a content digest as a `:digest` setter writes it: a registered OCI
+/// image-spec algorithm (`sha256`, `sha384`, `sha512`; image-spec descriptor.md) or `blake3`,
+/// then one or more hex characters (any length: test fixtures use short fake digests).
+pub fn is_digest(v: &str) -> bool {
+    match v.split_once(':') {
+        Some((alg, hex)) => {
+            matches!(alg, "sha256" | "sha384" | "sha512" | "blake3")
+                && !hex.is_empty()
+                && hex.chars().all(|c| c.is_ascii_hexdigit())
+        }
+        None => false,
+    }
+}
+
+/// How a marked image field's current value reads, for messages: a full reference, a bare
+/// digest, a bare tag or a bare name, as it actually is (after a bad `--write`,
+/// `image: 0.1.1` is a bare tag, not a reference).
+fn describe_image_value(key: &str, value: &str) -> String {
+    let field = if key.is_empty() {
+        "a sequence item".to_string()
+    } else {
+        format!("`{key}:`")
+    };
+    if is_digest(value) {
+        format!(
+            "{field}, which holds the bare digest {value:?} (already broken: not an image reference)"
+        )
+    } else if value.contains('/') || value.contains('@') || has_tag_or_digest(value) {
+        format!("{field}, which holds the full image reference {value:?}")
+    } else if value.is_empty() {
+        format!("{field}, which is empty")
+    } else if value
+        .trim_start_matches('v')
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_digit())
+    {
+        format!(
+            "{field}, which holds the bare tag {value:?} (already broken: not an image reference)"
+        )
+    } else {
+        format!("{field}, which holds {value:?} (an image name without a tag)")
     }
 }
 
@@ -1046,11 +1112,7 @@ fn check_site(
     };
     match sr.field {
         Field::Tag => {
-            if key == "image"
-                || t.value.contains('/')
-                || t.value.contains('@')
-                || has_tag_or_digest(&t.value)
-            {
+            if image_field(&key, &t.value) {
                 let tag = latest
                     .map(|l| l.tag.clone())
                     .unwrap_or_else(|| "<tag>".into());
@@ -1060,8 +1122,8 @@ fn check_site(
                     line,
                     col,
                     format!(
-                        "':tag' marker on a field holding a full image reference ({:?}): the automation replaces the whole value with a bare tag and writes `{}`, an image the node cannot pull",
-                        t.value,
+                        "':tag' marker on {}: the automation replaces the whole value with the bare tag and writes `{}`, an image the node cannot pull",
+                        describe_image_value(&key, &t.value),
                         would_write(&tag)
                     ),
                     format!(
@@ -1108,6 +1170,30 @@ fn check_site(
             }
         }
         Field::Digest => {
+            if image_field(&key, &t.value) {
+                // image-automation-controller d36e2ea internal/update/setters.go: the
+                // `ns:p:digest` setter's value is status.latestRef.digest alone, and the
+                // kyaml setter replaces the whole scalar with it
+                let digest = latest
+                    .map(|l| l.digest.clone())
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or_else(|| "<digest>".into());
+                push(
+                    "MC007",
+                    file.clone(),
+                    line,
+                    col,
+                    format!(
+                        "':digest' marker on {}: the automation replaces the whole value with the bare digest and writes `{}`, an image the node cannot pull",
+                        describe_image_value(&key, &t.value),
+                        would_write(&digest)
+                    ),
+                    format!(
+                        "use the plain marker here: # {{\"$imagepolicy\": \"{}\"}} (it writes name:tag@digest when the ImagePolicy reflects digests), or split the fields and put :digest only on a digest field (kustomize images: newName + digest)",
+                        sr.policy_key()
+                    ),
+                );
+            }
             if let Some(l) = latest
                 && l.digest.is_empty()
             {
@@ -1152,7 +1238,7 @@ fn check_site(
             line,
             col,
             format!(
-                "no ImagePolicy {}/{} found (tree, --policies, --cluster, --set): Flux silently ignores the marker",
+                "no ImagePolicy {}/{} found (tree, --policies, --from-cluster, --set): Flux silently ignores the marker",
                 sr.namespace, sr.name
             ),
             "fix the policy name or namespace in the marker".into(),

@@ -247,14 +247,44 @@ fn run(cli: Cli) -> Result<i32> {
                 }
             }
             for i in &r.images {
-                let id = if render::looks_like_bare_tag(&i.after) {
-                    "MC082"
+                // a bare tag or digest: by its shape, or because it is exactly what a :tag or
+                // :digest setter writes in this change
+                let bare = if check::is_digest(&i.after) {
+                    Some("digest")
+                } else if render::looks_like_bare_tag(&i.after)
+                    || report.changes.iter().any(|c| {
+                        c.changes
+                            .iter()
+                            .any(|v| v.setter.ends_with(":tag") && v.new == i.after)
+                    })
+                {
+                    Some("tag")
                 } else {
-                    "MC081"
+                    None
                 };
-                report.findings.push(finding(id, r.dir.clone(), 0, 0,
-                    format!("{} container {}: image {} -> {}", i.object, i.container, if i.before.is_empty() { "(none)" } else { &i.before }, i.after),
-                    if id == "MC082" { "the marker writes a bare tag into an image field: use the plain marker on image:, :tag only on tag fields".into() } else { "none needed: this is what the automation's commit deploys".into() }));
+                let id = if bare.is_some() { "MC082" } else { "MC081" };
+                let before = if i.before.is_empty() {
+                    "(none)"
+                } else {
+                    &i.before
+                };
+                report.findings.push(finding(
+                    id,
+                    r.dir.clone(),
+                    0,
+                    0,
+                    match bare {
+                        Some(what) => format!(
+                            "{} container {}: image {before} -> {}, a bare {what} with no repository: the node cannot pull it",
+                            i.object, i.container, i.after
+                        ),
+                        None => format!("{} container {}: image {before} -> {}", i.object, i.container, i.after),
+                    },
+                    match bare {
+                        Some(what) => format!("the marker writes a bare {what} into an image field: use the plain marker on image: (name:tag[@digest]), :{what} only on a separate {what} field (kustomize images: newTag/digest)"),
+                        None => "none needed: this is what the automation's commit deploys".into(),
+                    },
+                ));
             }
         }
     }

@@ -115,6 +115,65 @@ fn simulate_prints_unified_diff() {
 }
 
 #[test]
+fn render_flags_a_bare_digest_and_not_a_plain_digest_ref() {
+    if std::process::Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: kubectl not installed");
+        return;
+    }
+    let kust = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - web.yaml\n";
+    let digest = format!("sha256:{}", "d".repeat(64));
+    let set = format!("{SET}@{digest}");
+    let d = tempfile::tempdir().unwrap();
+    write_tree(
+        d.path(),
+        &[
+            ("flux/images.yaml", IMAGES),
+            ("bad/kustomization.yaml", kust),
+            (
+                "bad/web.yaml",
+                &deployment(
+                    r#"          image: ghcr.io/org/app:1.0.0 # {"$imagepolicy": "flux-system:app:digest"}"#,
+                ),
+            ),
+            ("good/kustomization.yaml", kust),
+            (
+                "good/web.yaml",
+                &deployment(&format!("          image: ghcr.io/org/app:1.0.0 # {M}")),
+            ),
+        ],
+    );
+    let o = run_in(d.path(), &[".", "-o", "json", "--set", &set, "--render"]);
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    let f = o.json["findings"].as_array().unwrap();
+    let bad: Vec<_> = f.iter().filter(|x| x["file"] == "bad").collect();
+    assert_eq!(bad.len(), 1, "{f:?}");
+    assert_eq!(bad[0]["rule"], "MC082");
+    assert_eq!(bad[0]["severity"], "error");
+    let msg = bad[0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!("-> {digest}, a bare digest")),
+        "{msg}"
+    );
+    assert!(!bad[0]["fix"].as_str().unwrap().contains("none needed"));
+    let good: Vec<_> = f.iter().filter(|x| x["file"] == "good").collect();
+    assert_eq!(good.len(), 1, "{f:?}");
+    assert_eq!(good[0]["rule"], "MC081");
+    assert!(
+        good[0]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("-> ghcr.io/org/app:1.2.3@{digest}")),
+        "{:?}",
+        good[0]
+    );
+}
+
+#[test]
 fn render_shows_the_bare_tag_offline() {
     if std::process::Command::new("kubectl")
         .arg("version")

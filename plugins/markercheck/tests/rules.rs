@@ -146,6 +146,93 @@ fn mc006_digest_without_digest() {
 }
 
 #[test]
+fn mc007_digest_on_full_reference() {
+    let digest = format!("sha256:{}", "b".repeat(64));
+    let with = format!("{SET}@{digest}");
+    let o = lint(
+        &[(
+            "apps/web.yaml",
+            &img(r#"{"$imagepolicy": "flux-system:app:digest"}"#),
+        )],
+        &["--set", &with],
+    );
+    assert!(o.at("MC007", "apps/web.yaml", 11), "{:?}", o.findings());
+    assert_eq!(o.code, 1);
+    let f = o.json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "MC007")
+        .unwrap();
+    let msg = f["message"].as_str().unwrap();
+    assert!(msg.contains(&format!("writes `image: {digest}`")), "{msg}");
+    assert!(
+        msg.contains("full image reference \"ghcr.io/org/app:1.0.0\""),
+        "{msg}"
+    );
+    let fix = f["fix"].as_str().unwrap();
+    assert!(
+        fix.contains(r#"# {"$imagepolicy": "flux-system:app"}"#),
+        "{fix}"
+    );
+    // the simulation shows the bare digest being written, as upstream's setter does
+    assert_eq!(o.json["changes"][0]["changes"][0]["new"], digest.as_str());
+    // negative: :digest on a kustomize digest field, and the plain marker on image:
+    let k = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nimages:\n  - name: app\n    newName: ghcr.io/org/app\n    digest: sha256:0000000000000000000000000000000000000000000000000000000000000000 # {\"$imagepolicy\": \"flux-system:app:digest\"}\n";
+    let o = lint(&[("apps/kustomization.yaml", k)], &["--set", &with]);
+    assert!(!o.has("MC007"), "{:?}", o.findings());
+    assert_eq!(o.code, 0, "{:?}", o.findings());
+    // upstream's own fixture: a short fake digest on a newDigest field (no MC007)
+    let k2 = k.replace(
+        "digest: sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        "newDigest: sha256:1234567890abcdef",
+    );
+    let o = lint(&[("apps/kustomization.yaml", &k2)], &["--set", &with]);
+    assert!(!o.has("MC007"), "{:?}", o.findings());
+    let o = lint(&[("apps/web.yaml", &img(M))], &["--set", &with]);
+    assert!(!o.has("MC007"), "{:?}", o.findings());
+    assert_eq!(
+        o.json["changes"][0]["changes"][0]["new"],
+        format!("ghcr.io/org/app:1.2.3@{digest}").as_str()
+    );
+}
+
+#[test]
+fn mc003_mc007_describe_the_value_they_see() {
+    // after a bad --write the field holds a bare tag / digest: say so, not "full reference"
+    let o = lint(
+        &[(
+            "apps/web.yaml",
+            &deployment(r#"          image: 0.1.1 # {"$imagepolicy": "flux-system:app:tag"}"#),
+        )],
+        &[],
+    );
+    let msg = o.json["findings"][0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(o.json["findings"][0]["rule"], "MC003");
+    assert!(msg.contains("holds the bare tag \"0.1.1\""), "{msg}");
+    assert!(!msg.contains("full image reference"), "{msg}");
+    let d = format!("sha256:{}", "c".repeat(64));
+    let o = lint(
+        &[(
+            "apps/web.yaml",
+            &deployment(&format!(
+                r#"          image: {d} # {{"$imagepolicy": "flux-system:app:digest"}}"#
+            )),
+        )],
+        &["--set", &format!("{SET}@{d}")],
+    );
+    assert_eq!(o.json["findings"][0]["rule"], "MC007", "{:?}", o.findings());
+    let msg = o.json["findings"][0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!("holds the bare digest {d:?}")),
+        "{msg}"
+    );
+}
+
+#[test]
 fn mc010_policy_unknown() {
     let o = lint(
         &[(
@@ -155,6 +242,10 @@ fn mc010_policy_unknown() {
         &[],
     );
     assert!(o.at("MC010", "apps/web.yaml", 11), "{:?}", o.findings());
+    // the message names the real flags
+    let msg = o.json["findings"][0]["message"].as_str().unwrap();
+    assert!(msg.contains("--from-cluster"), "{msg}");
+    assert!(!msg.contains("--cluster,"), "{msg}");
     assert!(!lint(&[("apps/web.yaml", &img(M))], &[]).has("MC010"));
 }
 
