@@ -38,7 +38,8 @@ Exit codes:
   1  the pod cannot resolve a name, --expect mismatch, TLS not verified, git not reachable,
      or the probe container could not start (e.g. image pull failure)
   2  usage error (bad host, flag, reference)
-  3  cluster/API error, the --from pod/deploy does not exist on that context (names both)
+  3  cluster/API error, the -n namespace does not exist, the --from pod/deploy does not
+     exist on that context (names both)
      or has no Running pod, or the probe did not finish before --timeout
   130 interrupted (the probe was deleted first)";
 

@@ -69,3 +69,44 @@ async fn missing_from_object_exits_3_naming_it_and_the_context() {
     }
     twin.shutdown().await;
 }
+
+/// `-n` naming a namespace the cluster does not have: the Job create's 404 is about the
+/// namespace (NamespaceLifecycle admission), not the Job; exit 3 with the `kubectl get ns`
+/// hint, no DELETE sent and nothing created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_namespace_exits_3_naming_the_namespace() {
+    let twin = Twin::start(TwinOptions {
+        namespaces: vec!["team".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let server = twin.server_url().trim_end_matches('/').to_string();
+    twin.reset_requests();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-podresolve"))
+        .arg("--kubeconfig")
+        .arg(twin.kubeconfig_path())
+        .args(["gitea.example.dev.", "-n", "nonexistent-ns"])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let want = format!(
+        "error: namespace \"nonexistent-ns\" does not exist (context \"twin\", {server}): \
+         nothing was created; list namespaces with: kubectl get ns --context twin\n"
+    );
+    assert!(stderr.ends_with(&want), "{stderr}");
+    assert!(!stderr.contains("Job"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    let reqs = twin.requests();
+    assert!(
+        !reqs.iter().any(|r| r.method == "DELETE"),
+        "no DELETE for a probe never created: {reqs:?}"
+    );
+    let store = twin.store();
+    let gvr = store.gvr("batch", "v1", "jobs").unwrap();
+    assert!(store.list(&gvr, None, None).unwrap().is_empty());
+    twin.shutdown().await;
+}

@@ -318,7 +318,57 @@ pub async fn create_probe(
         Carrier::Job => create_as(api(conn, &ns), &pp, &opts.job()).await,
         Carrier::Pod => create_as(api(conn, &ns), &pp, &opts.pod()).await,
     };
-    result.map_err(|e| api_err(conn, e, "create", &url, &opts.name()))
+    result.map_err(|e| match missing_namespace(&e) {
+        Some(missing) => namespace_missing_err(conn, e, &url, &missing),
+        None => api_err(conn, e, "create", &url, &opts.name()),
+    })
+}
+
+/// The namespace a create was refused for because it does not exist: the 404 the
+/// NamespaceLifecycle admission plugin returns (kubernetes plugin/pkg/admission/namespace/
+/// lifecycle/admission.go: `errors.NewNotFound(v1.Resource("namespaces"), namespace)`, so
+/// `details.kind` is `namespaces` and `details.name` the namespace).
+fn missing_namespace(e: &kube::Error) -> Option<String> {
+    match e {
+        kube::Error::Api(s) if s.code == 404 => s
+            .details
+            .as_ref()
+            .filter(|d| d.kind == "namespaces" && !d.name.is_empty())
+            .map(|d| d.name.clone()),
+        _ => None,
+    }
+}
+
+/// Exit 3 (an API answer, code 404 kept so callers know nothing was created): `namespace "X"
+/// does not exist (context "C", SERVER); list namespaces with: kubectl get ns --context C`.
+fn namespace_missing_err(conn: &Connection, e: kube::Error, url: &str, ns: &str) -> Error {
+    let ctx = conn.ctx().verb("create").with_resource_url(url);
+    let server = ctx.server.trim_end_matches('/').to_string();
+    let (asked, flag) = match &ctx.kube_context {
+        Some(c) if !c.is_empty() => {
+            let word = if c
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "@%+=:,./_-".contains(ch))
+            {
+                c.clone()
+            } else {
+                format!("'{}'", c.replace('\'', r"'\''"))
+            };
+            (
+                format!("context \"{c}\", {server}"),
+                format!(" --context {word}"),
+            )
+        }
+        _ => (server, String::new()),
+    };
+    Error::Api {
+        message: format!(
+            "namespace \"{ns}\" does not exist ({asked}): nothing was created; list namespaces with: kubectl get ns{flag}"
+        ),
+        code: Some(404),
+        context: Box::new(ctx.name(ns)),
+        source: Some(Box::new(e)),
+    }
 }
 
 /// The namespaced API of `K` in `namespace`.
