@@ -889,7 +889,7 @@ pub fn run(cfg: &Config) -> Report {
                     }
                     push("MC070", file.clone(), 1, 1,
                         format!("the automation rewrites the whole file with kyaml: {}", what.join(", ")),
-                        "normalize the file once (e.g. with --simulate --write) so automation commits only touch values".into());
+                        "to keep this out of the image commits, make the same layout change in a commit of its own: apply the non-value lines of the --simulate diff by hand (e.g. CRLF: `sed -i 's/\\r$//' FILE`); --write is not a normalizer, it also writes the new image values".into());
                 }
                 if !rw.exact {
                     push(

@@ -289,7 +289,46 @@ fn run(cli: Cli) -> Result<i32> {
         }
     }
     if cli.write {
-        for c in &report.changes {
+        // Refuse to write a broken commit: an error-severity finding in a file the write
+        // changes (MC003 `:tag` on image:, MC007, MC024, MC030...), or a render error/bare
+        // image the change itself causes (MC080 after but not before, MC082). No override:
+        // fix the findings (or drop the marker) and run again.
+        let changed: std::collections::BTreeSet<&str> =
+            report.changes.iter().map(|c| c.file.as_str()).collect();
+        let caused_by_change = |f: &check::Finding| {
+            f.rule == "MC082"
+                || (f.rule == "MC080"
+                    && f.message.contains("fails after the change")
+                    && rendered
+                        .iter()
+                        .any(|r| r.dir == f.file && r.before_error.is_none()))
+        };
+        let blockers: Vec<&check::Finding> = report
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .filter(|f| changed.contains(f.file.as_str()) || caused_by_change(f))
+            .collect();
+        if !blockers.is_empty() {
+            let ep = cli.output.stderr_painter();
+            eprintln!(
+                "{}",
+                ep.err(&format!(
+                    "--write refused, nothing written: {} error finding(s) concern what the write would change: {}; fix them and run again",
+                    blockers.len(),
+                    blockers
+                        .iter()
+                        .map(|f| if f.line > 0 {
+                            format!("{} {}:{}", f.rule, f.file, f.line)
+                        } else {
+                            format!("{} {}", f.rule, f.file)
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            );
+        }
+        for c in report.changes.iter().filter(|_| blockers.is_empty()) {
             write_atomic(&c.abs, c.new.as_bytes()).map_err(|e| Error::io(&c.abs, e))?;
             eprintln!("wrote {}", c.file);
         }

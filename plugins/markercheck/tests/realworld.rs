@@ -115,6 +115,69 @@ fn simulate_prints_unified_diff() {
 }
 
 #[test]
+fn write_refuses_when_an_error_concerns_a_changed_file() {
+    let bad = deployment(&format!("          image: ghcr.io/org/app:1.0.0 # {T}"));
+    let good = deployment(&format!("          image: ghcr.io/org/app:1.0.0 # {M}"));
+    let (o, d) = simulate(&[("apps/bad.yaml", &bad), ("apps/good.yaml", &good)], SET);
+    assert_eq!(o.code, 1, "{:?}", o.findings());
+    assert!(o.at("MC003", "apps/bad.yaml", 11), "{:?}", o.findings());
+    // nothing written, not even the good file
+    assert_eq!(read(&d, "apps/bad.yaml"), bad);
+    assert_eq!(read(&d, "apps/good.yaml"), good);
+    assert!(
+        o.stderr
+            .contains("--write refused, nothing written: 1 error finding(s)"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("MC003 apps/bad.yaml:11"), "{}", o.stderr);
+    assert!(!o.stderr.contains("wrote "), "{}", o.stderr);
+    // the same for :digest on image: (MC007)
+    let dg = format!("sha256:{}", "e".repeat(64));
+    let bad_digest = deployment(
+        r#"          image: ghcr.io/org/app:1.0.0 # {"$imagepolicy": "flux-system:app:digest"}"#,
+    );
+    let (o, d) = simulate(&[("apps/bad.yaml", &bad_digest)], &format!("{SET}@{dg}"));
+    assert_eq!(o.code, 1);
+    assert_eq!(read(&d, "apps/bad.yaml"), bad_digest);
+    assert!(o.stderr.contains("MC007 apps/bad.yaml:11"), "{}", o.stderr);
+    // an error in a file the write does not change does not block it
+    let unknown = deployment(
+        r#"          image: ghcr.io/org/other:1.0.0 # {"$imagepolicy": "flux-system:nope"}"#,
+    );
+    let (o, d) = simulate(
+        &[("apps/good.yaml", &good), ("apps/unknown.yaml", &unknown)],
+        SET,
+    );
+    assert_eq!(o.code, 1, "MC010 is still an error finding");
+    assert!(o.has("MC010"));
+    assert!(read(&d, "apps/good.yaml").contains("ghcr.io/org/app:1.2.3"));
+    assert!(o.stderr.contains("wrote apps/good.yaml"), "{}", o.stderr);
+}
+
+#[test]
+fn mc070_advice_does_not_send_users_to_write() {
+    let crlf =
+        deployment(&format!("          image: ghcr.io/org/app:1.0.0 # {M}")).replace('\n', "\r\n");
+    let d = tempfile::tempdir().unwrap();
+    write_tree(
+        d.path(),
+        &[("flux/images.yaml", IMAGES), ("apps/web.yaml", &crlf)],
+    );
+    let o = run_in(d.path(), &[".", "-o", "json", "--set", SET]);
+    let f = o.json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "MC070")
+        .unwrap()
+        .clone();
+    let fix = f["fix"].as_str().unwrap();
+    assert!(!fix.contains("--simulate --write"), "{fix}");
+    assert!(fix.contains("also writes the new image values"), "{fix}");
+}
+
+#[test]
 fn render_flags_a_bare_digest_and_not_a_plain_digest_ref() {
     if std::process::Command::new("kubectl")
         .arg("version")
