@@ -109,18 +109,41 @@ enum Format {
     Sarif,
 }
 
+/// Parse one `--set NAMESPACE:POLICY=REF` value. REF is what ImagePolicy status.latestRef
+/// spells: `NAME:TAG`, `NAME:TAG@DIGEST` or `NAME@DIGEST`.
+///
+/// Errors: [`Error::Usage`] (exit 2) naming the flag, the value, what is wrong and the accepted
+/// form.
 fn parse_set(s: &str) -> Result<ImagePolicy> {
-    let bad = || {
+    let bad = |why: &str| {
         Error::usage(format!(
-            "--set {s:?}: expected NAMESPACE:POLICY=NAME:TAG[@DIGEST], e.g. flux-system:app=ghcr.io/org/app:1.2.3"
+            "--set {s:?}: {why}; expected --set NAMESPACE:POLICY=NAME:TAG[@DIGEST] (or NAME@DIGEST), e.g. --set flux-system:app=ghcr.io/org/app:1.2.3"
         ))
     };
-    let (k, v) = s.split_once('=').ok_or_else(bad)?;
-    let (ns, name) = k.split_once(':').ok_or_else(bad)?;
+    let Some((k, v)) = s.split_once('=') else {
+        return Err(bad("no '=' between the policy and the image reference"));
+    };
+    let Some((ns, name)) = k.split_once(':') else {
+        return Err(bad(&format!(
+            "{k:?} is not NAMESPACE:POLICY (no ':' between namespace and policy name)"
+        )));
+    };
     if ns.is_empty() || name.is_empty() || name.contains(':') {
-        return Err(bad());
+        return Err(bad(&format!(
+            "{k:?} is not NAMESPACE:POLICY (both non-empty, no :tag/:name/:digest suffix: --set gives the policy's latest image, each setter derives from it)"
+        )));
     }
-    let latest = LatestRef::parse(v).ok_or_else(bad)?;
+    if v.is_empty() {
+        return Err(bad("the image reference after '=' is empty"));
+    }
+    let latest = LatestRef::parse(v).ok_or_else(|| {
+        bad(&format!(
+            "{v:?} has no tag or digest (the latest image of a policy always has one)"
+        ))
+    })?;
+    latest
+        .validate()
+        .map_err(|e| bad(&format!("{v:?} is not a valid image reference: {e}")))?;
     Ok(ImagePolicy {
         namespace: ns.into(),
         name: name.into(),
@@ -162,6 +185,12 @@ fn run(cli: Cli) -> Result<i32> {
         write_stdout(&s)?;
         return Ok(EXIT_OK);
     }
+    // bad --set values are usage errors before any file or cluster is read
+    let sets = cli
+        .sets
+        .iter()
+        .map(|s| parse_set(s))
+        .collect::<Result<Vec<_>>>()?;
     let paths = if cli.paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {
@@ -197,11 +226,6 @@ fn run(cli: Cli) -> Result<i32> {
         extra.repositories.extend(o.repositories);
         extra.automations.extend(o.automations);
     }
-    let sets = cli
-        .sets
-        .iter()
-        .map(|s| parse_set(s))
-        .collect::<Result<Vec<_>>>()?;
     let cfg = Config {
         paths: paths.clone(),
         default_namespace: cli.default_namespace.clone(),

@@ -487,11 +487,35 @@ fn mc052_strategy() {
 
 #[test]
 fn mc060_invalid_latest_ref() {
-    let o = lint(
-        &[("apps/web.yaml", &img(M))],
-        &["--set", "flux-system:app=GHCR.io/Org/App:1.0"],
+    // a latestRef read from the cluster or a --policies file (an invalid --set is exit 2)
+    let d = tempfile::tempdir().unwrap();
+    let pol = |name: &str| {
+        format!(
+            "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImagePolicy\nmetadata:\n  name: app\n  namespace: flux-system\nspec:\n  imageRepositoryRef:\n    name: app\nstatus:\n  latestRef:\n    name: {name}\n    tag: \"1.0\"\n"
+        )
+    };
+    write_tree(
+        d.path(),
+        &[
+            ("apps/web.yaml", &img(M)),
+            ("bad.yaml.txt", &pol("GHCR.io/Org/App")),
+            ("good.yaml.txt", &pol("ghcr.io/org/app")),
+        ],
     );
-    assert!(o.has("MC060"), "{:?}", o.findings());
+    let o = run_in(
+        d.path(),
+        &["apps", "-o", "json", "--policies", "bad.yaml.txt"],
+    );
+    assert!(o.has("MC060"), "{:?} {}", o.findings(), o.stderr);
+    let o = run_in(
+        d.path(),
+        &["apps", "-o", "json", "--policies", "good.yaml.txt"],
+    );
+    assert!(!o.has("MC060"), "{:?} {}", o.findings(), o.stderr);
+    assert_eq!(
+        o.json["changes"][0]["changes"][0]["new"],
+        "ghcr.io/org/app:1.0"
+    );
 }
 
 #[test]
@@ -539,6 +563,50 @@ fn list_rules_and_usage_exit_codes() {
     assert_eq!(run_in(d.path(), &["--bogus-flag"]).code, 2);
     let h = run_in(d.path(), &["--help"]);
     assert!(h.stdout.contains("Examples:"));
+}
+
+#[test]
+fn bad_set_values_are_usage_errors_naming_the_flag() {
+    let d = tempfile::tempdir().unwrap();
+    for (v, why) in [
+        ("foo", "no '=' between the policy and the image reference"),
+        ("flux-system:app=", "the image reference after '=' is empty"),
+        ("flux-system=ghcr.io/org/app:1", "is not NAMESPACE:POLICY"),
+        (":app=ghcr.io/org/app:1", "is not NAMESPACE:POLICY"),
+        (
+            "flux-system:app:tag=ghcr.io/org/app:1",
+            "no :tag/:name/:digest suffix",
+        ),
+        ("flux-system:app=ghcr.io/org/app", "has no tag or digest"),
+        (
+            "flux-system:app=ghcr.io/Org/app:1",
+            "is not a valid image reference",
+        ),
+        (
+            "flux-system:app=ghcr.io/org/app:1@sha256:xyz",
+            "is not a valid image reference",
+        ),
+    ] {
+        // before any cluster is contacted: a missing kubeconfig would be another error
+        let o = run_in(
+            d.path(),
+            &["--set", v, "--from-cluster", "--kubeconfig", "/nonexistent"],
+        );
+        assert_eq!(o.code, 2, "{v}: {}", o.stderr);
+        assert!(
+            o.stderr.contains(&format!("--set {v:?}: ")),
+            "{v}: {}",
+            o.stderr
+        );
+        assert!(o.stderr.contains(why), "{v}: {}", o.stderr);
+        assert!(
+            o.stderr
+                .contains("expected --set NAMESPACE:POLICY=NAME:TAG[@DIGEST]"),
+            "{}",
+            o.stderr
+        );
+        assert!(!o.stderr.contains("kubeconfig"), "{}", o.stderr);
+    }
 }
 
 #[test]
