@@ -13,28 +13,35 @@ use markercheck::objects::{
 use markercheck::render;
 use std::path::PathBuf;
 
-const EXAMPLES: &str = "\
-Examples:
-  # Lint the checkout in the current directory (policies and automations from the tree)
+/// `--help` examples: every line at most 72 columns and long commands continued with `\`, so
+/// clap never wraps them (at 80 columns or wider) and each example pastes into a shell as is.
+const EXAMPLES: &str = r#"Examples:
+  # Lint the checkout in the current directory (policies and automations
+  # from the tree)
   kubectl markercheck
 
-  # Show what the automation would commit for given latest images, as a unified diff
-  kubectl markercheck ./clusters --simulate --set flux-system:podinfo=ghcr.io/stefanprodan/podinfo:6.7.1
+  # Show what the automation would commit for a given latest image, as a
+  # unified diff
+  kubectl markercheck ./clusters --simulate \
+    --set flux-system:podinfo=ghcr.io/stefanprodan/podinfo:6.7.1
 
-  # Use the live ImagePolicies' status.latestRef, prove the change with kubectl kustomize
+  # Use the live ImagePolicies' status.latestRef, prove the change with
+  # kubectl kustomize
   kubectl markercheck . --from-cluster --simulate --render
 
-  # Apply the simulated commit to the working tree
+  # Apply the simulated commit to the working tree (refused while an
+  # error finding concerns a file it would change)
   kubectl markercheck . --policies policies.yaml --write
 
   # CI: GitHub annotations, or SARIF for code scanning
   kubectl markercheck --format github
   kubectl markercheck --format sarif > markercheck.sarif
 
-Exit codes: 0 no error findings, 1 error findings (or render failures), 2 usage, 3 cluster/API error.
-Rules: MC001..MC082, listed with --list-rules.";
+Exit codes: 0 no error findings, 1 error findings (or render
+failures, or --write refused), 2 usage, 3 cluster/API error.
+Rules: MC001..MC082, listed with --list-rules."#;
 
-/// Lint and simulate Flux image-automation setter markers (# {\"$imagepolicy\": \"ns:policy\"}),
+/// Lint and simulate Flux image-automation setter markers (# {"$imagepolicy": "ns:policy"}),
 /// reading the tree exactly like image-automation-controller (internal/update) and kyaml.
 #[derive(Parser, Debug)]
 #[command(name = "kubectl-markercheck", bin_name = "kubectl markercheck", version, after_help = EXAMPLES)]

@@ -610,6 +610,60 @@ fn bad_set_values_are_usage_errors_naming_the_flag() {
 }
 
 #[test]
+fn help_examples_paste_into_a_shell() {
+    let d = tempfile::tempdir().unwrap();
+    let h = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-markercheck"))
+        .arg("--help")
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap();
+    let help = String::from_utf8(h.stdout).unwrap();
+    // the marker reads as JSON, without Rust escapes
+    assert!(help.contains(r#"# {"$imagepolicy":"#), "{help}");
+    assert!(!help.contains(r#"\""#), "{help}");
+    let ex = &help[help.find("Examples:").expect("examples")..];
+    assert!(ex.lines().all(|l| l.len() < 80), "{ex}");
+    // every command, with its `\` continuations joined, runs as pasted
+    let mut cmds = Vec::new();
+    let mut cur = String::new();
+    for l in ex.lines().map(str::trim) {
+        if cur.is_empty() && !l.starts_with("kubectl markercheck") {
+            continue;
+        }
+        match l.strip_suffix('\\') {
+            Some(head) => cur.push_str(head),
+            None => {
+                cur.push_str(l);
+                cmds.push(std::mem::take(&mut cur));
+            }
+        }
+    }
+    assert_eq!(cmds.len(), 6, "{cmds:?}");
+    let sim = cmds
+        .iter()
+        .find(|c| c.contains("--simulate --set"))
+        .expect("the --set example");
+    assert_eq!(
+        sim,
+        "kubectl markercheck ./clusters --simulate --set flux-system:podinfo=ghcr.io/stefanprodan/podinfo:6.7.1"
+    );
+    std::fs::create_dir(d.path().join("clusters")).unwrap();
+    let bin = env!("CARGO_BIN_EXE_kubectl-markercheck");
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(sim.replacen("kubectl markercheck", bin, 1))
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
 fn github_and_sarif_formats() {
     let d = tempfile::tempdir().unwrap();
     write_tree(
