@@ -9,7 +9,7 @@
 //! ephemeral path works) = at most 10.
 //!
 //! Cleanup is guaranteed on success, failure, timeout, Ctrl-C (SIGINT) and SIGTERM: once a
-//! create was attempted, a DELETE by name (propagationPolicy Background, so the Job's pod
+//! create was answered 201 or sent without an answer (see `run`), a DELETE by name (propagationPolicy Background, so the Job's pod
 //! goes too) always follows. SIGKILL is covered by the cluster: activeDeadlineSeconds stops
 //! the pod and ttlSecondsAfterFinished removes the Job; `--cleanup` sweeps leftovers by
 //! the `app.kubernetes.io/managed-by=kubectl-podresolve` label.
@@ -66,16 +66,35 @@ pub async fn sweep(conn: &Connection, namespace: Option<&str>) -> Result<Vec<Swe
 
 /// Read kube-system/coredns (`Corefile`), kube-system/node-local-dns and the kube-dns
 /// Service. Absent or forbidden objects are not errors: the report says what is missing.
-pub async fn read_cluster_dns(conn: &Connection, n: &RequestCounter) -> ClusterDns {
+/// `answered` is set to true as soon as one of the three GETs has completed (an answer or a
+/// transport error): the probe's create waits for it, so a probe is never POSTed to a server
+/// that has answered nothing (see `run`).
+pub async fn read_cluster_dns(
+    conn: &Connection,
+    n: &RequestCounter,
+    answered: &tokio::sync::watch::Sender<bool>,
+) -> ClusterDns {
     let cms: Api<ConfigMap> = Api::namespaced(conn.client.clone(), "kube-system");
     let svcs: Api<Service> = Api::namespaced(conn.client.clone(), "kube-system");
     n.hit();
     n.hit();
     n.hit();
     let (coredns, nodelocal, kubedns) = tokio::join!(
-        cms.get_opt("coredns"),
-        cms.get_opt("node-local-dns"),
-        svcs.get_opt("kube-dns")
+        async {
+            let r = cms.get_opt("coredns").await;
+            answered.send_replace(true);
+            r
+        },
+        async {
+            let r = cms.get_opt("node-local-dns").await;
+            answered.send_replace(true);
+            r
+        },
+        async {
+            let r = svcs.get_opt("kube-dns").await;
+            answered.send_replace(true);
+            r
+        }
     );
     let corefile = match coredns {
         Ok(Some(cm)) => cm

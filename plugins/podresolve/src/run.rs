@@ -12,7 +12,7 @@ use cluster_loop::output::{OutputArgs, OutputFormat, print_machine, write_stdout
 use cluster_loop::refs::{Kind, ResourceRef};
 use cluster_loop::signals::Signals;
 use cluster_loop::wait::Progress;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 const EXAMPLES: &str = "\
@@ -184,6 +184,22 @@ pub fn validate(cli: &Cli) -> Result<Validated> {
 /// Exit code for an interrupted run.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
+/// Where the probe's create stands, for cleanup and for what the run reports.
+/// Not sent (or an ephemeral container): nothing to delete.
+const CREATE_NOT_SENT: u8 = 0;
+/// POSTed, no answer yet (interrupted, deadline, transport error): it may exist.
+const CREATE_IN_FLIGHT: u8 = 1;
+/// The server answered 201: it exists until deleted.
+const CREATE_DONE: u8 = 2;
+/// The server answered with an error status: nothing was created.
+const CREATE_REFUSED: u8 = 3;
+
+/// Bound on the DELETE of a probe whose create was answered (it exists).
+const DELETE_WITHIN: Duration = Duration::from_secs(20);
+/// Bound on the DELETE of a probe whose create got no answer (it may exist; the server is
+/// already not answering, so the wait is kept short).
+const DELETE_IN_DOUBT_WITHIN: Duration = Duration::from_secs(5);
+
 /// Run the command; returns the exit code (errors carry their own).
 pub async fn run(cli: Cli) -> Result<i32> {
     let v = validate(&cli)?;
@@ -243,17 +259,37 @@ pub async fn run(cli: Cli) -> Result<i32> {
             .map(|h| workstation::resolve(h))
             .collect::<Vec<_>>()
     });
-    let dns_fut = cluster::read_cluster_dns(&conn, &n);
+    let local_deadline = tokio::time::Instant::now() + v.timeout + Duration::from_secs(15);
+    // Set once one of the kube-system GETs has completed: the create waits for it, so no probe
+    // is POSTed to a server that has answered nothing (then nothing can have been created).
+    let (answered_tx, mut answered_rx) = tokio::sync::watch::channel(false);
+    let dns_fut = async {
+        tokio::time::timeout_at(
+            local_deadline,
+            cluster::read_cluster_dns(&conn, &n, &answered_tx),
+        )
+        .await
+        .unwrap_or_else(|_| report::ClusterDns {
+            corefile: Some(Err(
+                "the API server did not answer GET ConfigMap kube-system/coredns before the deadline"
+                    .into(),
+            )),
+            ..Default::default()
+        })
+    };
 
-    let attempted = AtomicBool::new(false);
+    let create_state = AtomicU8::new(CREATE_NOT_SENT);
+    // `job NS/NAME` of the create once it is sent (for the deadline message).
+    let created_ref = std::sync::OnceLock::<String>::new();
     let mut carrier_name = match cli.carrier {
         Carrier::Job => "job",
         Carrier::Pod => "pod",
     };
     let mut fallback_reason: Option<String> = None;
     let mut source: Option<SourcePod> = None;
-    let local_deadline = tokio::time::Instant::now() + v.timeout + Duration::from_secs(15);
     progress.set_deadline(local_deadline);
+    let server = conn.server.trim_end_matches('/').to_string();
+    let wait_secs = (v.timeout + Duration::from_secs(15)).as_secs();
 
     let work = async {
         let mut ephemeral_pod: Option<(String, String)> = None;
@@ -285,15 +321,27 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 true,
             ),
             None => {
-                attempted.store(true, Ordering::SeqCst);
+                progress.set_status(format!("waiting for the API server {server}"));
+                // Err: the sender is gone, i.e. the GETs finished: go on.
+                let _ = answered_rx.wait_for(|a| *a).await;
+                let _ = created_ref.set(format!(
+                    "{carrier_name} {}/{}",
+                    opts.target_namespace(),
+                    opts.name()
+                ));
+                create_state.store(CREATE_IN_FLIGHT, Ordering::SeqCst);
                 progress.set_status(format!("creating {carrier_name} {}", opts.name()));
-                if let Err(e) = cluster::create_probe(&conn, &opts, cli.carrier, &n).await {
-                    // The server answered with an error status: nothing was created, so there
-                    // is nothing to delete. Transport errors keep the delete (it may exist).
-                    if e.status_code().is_some() {
-                        attempted.store(false, Ordering::SeqCst);
+                match cluster::create_probe(&conn, &opts, cli.carrier, &n).await {
+                    Ok(()) => create_state.store(CREATE_DONE, Ordering::SeqCst),
+                    Err(e) => {
+                        // The server answered with an error status: nothing was created, so
+                        // there is nothing to delete. Transport errors keep the delete (it
+                        // may exist).
+                        if e.status_code().is_some() {
+                            create_state.store(CREATE_REFUSED, Ordering::SeqCst);
+                        }
+                        return Err(e);
                     }
-                    return Err(e);
                 }
                 (
                     opts.target_namespace().to_string(),
@@ -313,6 +361,25 @@ pub async fn run(cli: Cli) -> Result<i32> {
         let log = cluster::read_log(&conn, &ns, &finished.pod, &container, &n).await?;
         Ok::<_, Error>((finished, log))
     };
+    // Every step is bounded by the deadline, including a create or GET the server never
+    // answers (kube's own read timeout is minutes).
+    let work = async {
+        match tokio::time::timeout_at(local_deadline, work).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Cluster(match create_state.load(Ordering::SeqCst) {
+                CREATE_NOT_SENT => format!(
+                    "the API server {server} did not answer within {wait_secs}s (--timeout + 15s): nothing was created"
+                ),
+                CREATE_IN_FLIGHT => format!(
+                    "the API server {server} did not answer the create of {} within {wait_secs}s (--timeout + 15s)",
+                    created_ref.get().map(String::as_str).unwrap_or("the probe")
+                ),
+                _ => format!(
+                    "the probe did not finish within {wait_secs}s (--timeout + 15s): the API server {server} stopped answering"
+                ),
+            })),
+        }
+    };
 
     let (outcome, dns) = {
         let sig = signals.recv();
@@ -325,23 +392,49 @@ pub async fn run(cli: Cli) -> Result<i32> {
         }
     };
 
-    // Cleanup: always, once a create was attempted.
-    let cleanup_result = if attempted.load(Ordering::SeqCst) {
-        let r = cluster::delete_probe(
-            &conn,
-            opts.target_namespace(),
-            &opts.name(),
-            cli.carrier,
-            Duration::from_secs(20),
-            &n,
-        )
-        .await;
-        if let Err(e) = &r {
-            progress.println(format!("warning: cleanup failed: {e}"));
+    // Cleanup: a DELETE by name whenever the create was answered 201 or got no answer (it may
+    // exist); never for a create that was not sent or was refused.
+    let state = create_state.load(Ordering::SeqCst);
+    let probe_ref = format!("{carrier_name} {}/{}", opts.target_namespace(), opts.name());
+    let expiry = format!(
+        "it stops at its activeDeadlineSeconds ({deadline_secs}s){}, or run `kubectl podresolve --cleanup -n {}`",
+        if cli.carrier == Carrier::Job {
+            format!(
+                " and ttlSecondsAfterFinished ({}s) removes it",
+                crate::probe::TTL_AFTER_FINISHED_SECS
+            )
+        } else {
+            String::new()
+        },
+        opts.target_namespace()
+    );
+    let cleanup_result = match state {
+        CREATE_DONE | CREATE_IN_FLIGHT => {
+            let within = if state == CREATE_DONE {
+                DELETE_WITHIN
+            } else {
+                DELETE_IN_DOUBT_WITHIN
+            };
+            let r = cluster::delete_probe(
+                &conn,
+                opts.target_namespace(),
+                &opts.name(),
+                cli.carrier,
+                within,
+                &n,
+            )
+            .await;
+            match (&r, state) {
+                (Err(e), CREATE_DONE) => progress.println(format!("warning: cleanup failed: {e}")),
+                (Err(_), _) => progress.println(format!(
+                    "warning: the API server answered neither the create of {probe_ref} nor its DELETE (within {}s): it may or may not exist; if it does, {expiry}",
+                    within.as_secs()
+                )),
+                (Ok(()), _) => {}
+            }
+            Some(r)
         }
-        r
-    } else {
-        Ok(())
+        _ => None,
     };
     progress.finish();
 
@@ -349,18 +442,17 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Err(signal) => {
             eprintln!(
                 "interrupted by {signal}: {}",
-                if attempted.load(Ordering::SeqCst) {
-                    match cleanup_result {
-                        Ok(()) => format!(
-                            "probe {} {}/{} deleted",
-                            carrier_name,
-                            opts.target_namespace(),
-                            opts.name()
-                        ),
-                        Err(_) => "probe NOT deleted (see warning above)".to_string(),
+                match (state, cleanup_result) {
+                    (CREATE_DONE, Some(Ok(()))) => format!("probe {probe_ref} deleted"),
+                    (CREATE_DONE, _) => {
+                        format!("probe {probe_ref} NOT deleted (see warning above)")
                     }
-                } else {
-                    "nothing was created".into()
+                    (CREATE_IN_FLIGHT, Some(Ok(()))) => format!(
+                        "the create of {probe_ref} had no answer yet; its DELETE succeeded (or found nothing); should the create still land, {expiry}"
+                    ),
+                    (CREATE_IN_FLIGHT, _) =>
+                        format!("the create of {probe_ref} had no answer; see the warning above"),
+                    _ => "nothing was created".into(),
                 }
             );
             return Ok(EXIT_INTERRUPTED);
