@@ -1260,3 +1260,94 @@ fn secs(s: f64) -> SignedDuration {
 pub fn short_time(t: Timestamp) -> String {
     t.strftime("%H:%M:%SZ").to_string()
 }
+
+/// Where a Kustomization that is not yet Ready at its source's revision is heading, judged
+/// from its diagnosis (with the dependsOn walk): the proof wait keeps waiting on
+/// [`Heading::Moving`] and stops on [`Heading::Terminal`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Heading {
+    /// Still moving toward Ready: a run in progress, a pending request, or
+    /// `DependencyNotReady` while the blocking dependency is itself reconciling, ready at an
+    /// older revision, or failed at an older revision than its source now has (kustomize-controller
+    /// re-queues a dependent every `--requeue-dependency`, 30s by default, and re-runs a
+    /// Kustomization when its source's artifact revision changes). The text says what it
+    /// waits on.
+    Moving(String),
+    /// A state that does not end by itself: the target or a blocking dependency failed at
+    /// the source's current revision, is stalled or suspended, is missing, or the dependsOn
+    /// chain is a cycle. The text says which and why.
+    Terminal(String),
+}
+
+fn failed_class(c: Class) -> bool {
+    matches!(
+        c,
+        Class::HealthCheckFailed
+            | Class::HealthCheckCanceled
+            | Class::BuildFailed
+            | Class::SourceNotReady
+            | Class::ReconcileFailed
+            | Class::Stalled
+            | Class::Suspended
+    )
+}
+
+/// A failure that the controller will retry by itself because the source moved on since the
+/// failed attempt (not for stalled or suspended objects, which are never retried).
+fn retried_on_new_revision(d: &Diagnosis) -> bool {
+    !matches!(d.class, Class::Stalled | Class::Suspended)
+        && d.source
+            .as_ref()
+            .is_some_and(|s| s.newer_revision_available)
+}
+
+/// Judge `d` (a diagnosis from [`Engine::diagnose`]) for the proof wait. The caller checks
+/// "Ready at the source's revision" first; this only tells moving from terminal.
+pub fn heading(d: &Diagnosis) -> Heading {
+    match d.class {
+        Class::Healthy | Class::Reconciling | Class::RequestPending | Class::HealthCheckInFlight => {
+            Heading::Moving(d.summary.clone())
+        }
+        Class::WaitingOnDependencies => match &d.root_cause {
+            None => Heading::Moving(
+                "DependencyNotReady, but its dependencies are ready now; the controller re-checks them every --requeue-dependency (30s by default)".into(),
+            ),
+            Some(rc) => match rc.diagnosis.as_deref() {
+                None => Heading::Terminal(rc.message.clone()),
+                Some(dd) if failed_class(dd.class) && !retried_on_new_revision(dd) => {
+                    Heading::Terminal(format!(
+                        "dependency {} is {}: {}",
+                        rc.kustomization, dd.class, dd.summary
+                    ))
+                }
+                Some(dd) => Heading::Moving(format!(
+                    "waiting-on-dependencies: {} is {} ({})",
+                    rc.kustomization, dd.class, dd.summary
+                )),
+            },
+        },
+        c if failed_class(c) && retried_on_new_revision(d) => Heading::Moving(format!(
+            "{}; the source has a newer revision, which the controller runs next",
+            d.summary
+        )),
+        _ => Heading::Terminal(format!("{}: {}", d.class, d.summary)),
+    }
+}
+
+/// Whether `d` (class [`Class::WaitingOnDependencies`]) waits on a dependency that is merely
+/// reconciling normally, has a reconcile request pending, or is ready but has not applied
+/// the source's current revision yet (or on none any more): nothing to unstick, the wait ends
+/// by itself. A dependency whose health check is in flight is not "merely reconciling": that
+/// is the stuck case this tool exists for, and the plan names it (`fix-dependency`).
+pub fn dependency_progressing(d: &Diagnosis) -> bool {
+    d.class == Class::WaitingOnDependencies
+        && match &d.root_cause {
+            None => true,
+            Some(rc) => rc.diagnosis.as_deref().is_some_and(|dd| {
+                matches!(
+                    dd.class,
+                    Class::Healthy | Class::Reconciling | Class::RequestPending
+                )
+            }),
+        }
+}

@@ -295,6 +295,24 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                 (Lever::None, "left suspended".to_string())
             }
         }
+        Class::WaitingOnDependencies if crate::diagnose::dependency_progressing(d) => {
+            // Nothing is stuck: the blocking dependency is reconciling (or already ready).
+            // Request a run so the wait has a token to prove, and wait for the dependency's
+            // run and then ours (dependency_wait below).
+            if let crate::diagnose::Heading::Moving(m) = crate::diagnose::heading(d) {
+                why.push(format!(
+                    "{m}: its dependsOn wait ends by itself (re-checked every --requeue-dependency, 30s by default); nothing to unstick"
+                ));
+            }
+            steps.push(ks_patch(
+                request_patch(token),
+                "reconcile.fluxcd.io/requestedAt = now: a token to prove its next run".into(),
+            ));
+            (
+                Lever::RequestReconcile,
+                "waits for the dependency to become ready, then for its own run".to_string(),
+            )
+        }
         Class::WaitingOnDependencies => {
             let root = d
                 .root_cause
@@ -551,11 +569,19 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
     let start_delay = fresh_run_at
         .map(|t| t.duration_since(now).as_secs_f64().max(0.0))
         .unwrap_or(0.0);
-    let wait_secs = if lever == Lever::SuspendResume {
-        left.max(start_delay) + timeout + margin
-    } else {
-        start_delay + timeout + margin
+    // While a dependency is still moving, its run comes first: add its timeout.
+    let dependency_wait = match (&d.root_cause, d.class) {
+        (Some(rc), Class::WaitingOnDependencies) => rc.diagnosis.as_ref().map_or(0.0, |rd| {
+            rd.timeout_secs * controller.map_or(1.0, ControllerFacts::clock)
+        }),
+        _ => 0.0,
     };
+    let wait_secs = dependency_wait
+        + if lever == Lever::SuspendResume {
+            left.max(start_delay) + timeout + margin
+        } else {
+            start_delay + timeout + margin
+        };
     Plan {
         kustomization: d.kustomization.clone(),
         lever,

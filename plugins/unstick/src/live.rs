@@ -659,11 +659,36 @@ pub fn handled(ks: &Value, token: Option<&str>, generation: Option<i64>) -> bool
     }
 }
 
-/// Watch the Kustomization until our trigger was handled, then judge: Ready=True at the
-/// source's current artifact revision (read again at that moment) is recovery.
+/// How a proof wait ended, with what it saw last.
+#[derive(Debug, Clone)]
+pub struct Waited {
+    /// The verdict.
+    pub proof: Proof,
+    /// The Kustomization as last read (`None` when never read or deleted).
+    pub last: Option<Value>,
+    /// One line: what the wait saw last (what it was still waiting on at the deadline, or
+    /// the terminal state that ended it).
+    pub last_seen: Option<String>,
+}
+
+/// Longest pause between two judgements while the Kustomization waits on something that
+/// the namespace's Kustomization watch does not show (a dependency in another namespace, a
+/// source fetching a new revision).
+const RECHECK: Duration = Duration::from_secs(10);
+
+/// Watch the Kustomization until our trigger was handled, then judge it, again at every
+/// change of a Kustomization in its namespace (and at least every 10s), until the deadline:
+/// Ready=True at the source's current artifact revision is [`Proof::Recovered`]; a state
+/// that ends by itself ([`diagnose::Heading::Moving`]: a run in progress, `DependencyNotReady`
+/// while the dependency is reconciling or has not run the new revision yet, ...) keeps the
+/// wait going; a terminal state ([`diagnose::Heading::Terminal`]: the target or a blocking
+/// dependency failed at the current revision, stalled, suspended, missing, a cycle) is
+/// [`Proof::FailedAgain`]. Each judgement reads a fresh [`Snapshot`] of `scope` (the
+/// Kustomization's namespace) with [`gather`].
 #[allow(clippy::too_many_arguments)]
 pub async fn wait_proof(
     conn: &Connection,
+    scope: &Scope,
     ns: &str,
     name: &str,
     token: Option<&str>,
@@ -671,7 +696,10 @@ pub async fn wait_proof(
     deadline: Duration,
     progress: &Progress,
     intr: &Interrupt,
-) -> Result<(Proof, Option<Value>)> {
+) -> Result<Waited> {
+    use futures::{FutureExt, StreamExt};
+    use kube::runtime::{WatchStreamExt, watcher};
+
     let ar = ks_ar();
     let api: Api<DynamicObject> = Api::namespaced_with(conn.client.clone(), ns, &ar);
     let until = tokio::time::Instant::now() + deadline;
@@ -692,25 +720,84 @@ pub async fn wait_proof(
     );
     let outcome = tokio::select! {
         r = fut => r?,
-        _ = intr.wait() => return Ok((Proof::Interrupted, None)),
+        _ = intr.wait() => return Ok(Waited { proof: Proof::Interrupted, last: None, last_seen: None }),
     };
-    let last = outcome.object.map(|o| to_value(o, &ar));
+    let mut last = outcome.object.map(|o| to_value(o, &ar));
     if !outcome.satisfied {
-        return Ok((Proof::TimedOut, last));
+        let what = match token {
+            Some(t) => format!("the controller had not handled requestedAt {t} yet"),
+            None => format!(
+                "the controller had not observed generation {} yet",
+                generation.unwrap_or(0)
+            ),
+        };
+        return Ok(Waited {
+            proof: Proof::TimedOut,
+            last,
+            last_seen: Some(what),
+        });
     }
-    let ks = last.clone().unwrap_or(Value::Null);
-    // The source's current revision, read now.
-    let (kind, sns, sname) = source_ref(&ks);
-    let rev = match api_resource("source.toolkit.fluxcd.io", &kind) {
-        Some(sar) => Reader::default()
-            .get(conn, &sar, &sns, &sname)
-            .await?
-            .and_then(|s| obj::s(&s, &["status", "artifact", "revision"]).map(String::from)),
-        None => None,
+    // Handled. From here, judge on every change in the namespace until the deadline.
+    let scope = Scope {
+        namespace: Some(ns.to_string()),
+        controller: scope.controller.clone(),
     };
-    if ready_at(&ks, rev.as_deref()) {
-        Ok((Proof::Recovered, last))
-    } else {
-        Ok((Proof::FailedAgain, last))
+    let changes = watcher(api.clone(), watcher::Config::default()).default_backoff();
+    let mut changes = std::pin::pin!(changes);
+    let mut last_seen = None;
+    let mut watching = true;
+    loop {
+        let (snap, _) = gather(conn, &scope, &Reader::default()).await?;
+        let engine = diagnose::Engine::new(&snap);
+        let Some(ks) = snap
+            .kustomizations
+            .iter()
+            .find(|k| obj::namespace(k) == ns && obj::name(k) == name)
+        else {
+            return Ok(Waited {
+                proof: Proof::FailedAgain,
+                last: None,
+                last_seen: Some(format!("Kustomization {ns}/{name} was deleted")),
+            });
+        };
+        last = Some(ks.clone());
+        let rev = engine
+            .source_obj(ks)
+            .and_then(|s| obj::s(s, &["status", "artifact", "revision"]));
+        if ready_at(ks, rev) {
+            return Ok(Waited {
+                proof: Proof::Recovered,
+                last,
+                last_seen: None,
+            });
+        }
+        match engine.diagnose(ns, name).map(|d| diagnose::heading(&d)) {
+            Some(diagnose::Heading::Terminal(m)) => {
+                return Ok(Waited {
+                    proof: Proof::FailedAgain,
+                    last,
+                    last_seen: Some(m),
+                });
+            }
+            Some(diagnose::Heading::Moving(m)) => {
+                progress.set_status(m.clone());
+                last_seen = Some(m);
+            }
+            None => {}
+        }
+        tokio::select! {
+            ev = changes.next(), if watching => {
+                watching = ev.is_some();
+                // Coalesce a burst of events into one judgement.
+                while let Some(Some(_)) = changes.next().now_or_never() {}
+            }
+            _ = tokio::time::sleep(RECHECK) => {}
+            _ = tokio::time::sleep_until(until) => {
+                return Ok(Waited { proof: Proof::TimedOut, last, last_seen });
+            }
+            _ = intr.wait() => {
+                return Ok(Waited { proof: Proof::Interrupted, last, last_seen });
+            }
+        }
     }
 }

@@ -18,7 +18,7 @@ use unstick::diagnose::{Class, Diagnosis, Engine};
 use unstick::lever::{self, Inputs, Lever, Options, Plan};
 use unstick::live::{self, ControllerRef, Executed, Interrupt, Proof, Reader, Scope};
 use unstick::obj;
-use unstick::report::{self, Report, SCHEMA};
+use unstick::report::{self, CascadeItem, Report, SCHEMA};
 use unstick::snapshot::Snapshot;
 
 /// Exit code after SIGINT/SIGTERM (128 + 2), once anything we suspended was resumed.
@@ -255,6 +255,7 @@ async fn single(
             }
             .into(),
             after: None,
+            last_seen: None,
             cascade: vec![],
             notes,
         };
@@ -303,6 +304,7 @@ async fn single(
         done: vec![],
         proof: String::new(),
         after: None,
+        last_seen: None,
         cascade: vec![],
         notes: notes.clone(),
     };
@@ -387,10 +389,12 @@ async fn single(
         }
         return Ok(EXIT_OK);
     }
-    let (proof, code) = prove(cli, conn, &ns, &name, &plan, &ex, &progress, intr).await?;
+    let (proof, code, last_seen) =
+        prove(conn, &scope, &ns, &name, &plan, &ex, &progress, intr).await?;
     rep.proof = proof_str(proof).into();
+    rep.last_seen = last_seen.clone();
     if proof == Proof::Interrupted {
-        eprintln!("{}", explain(proof, &plan));
+        eprintln!("{}", explain(proof, &plan, last_seen.as_deref()));
         if machine {
             print_machine(cli.output.output, &rep)?;
         }
@@ -399,7 +403,10 @@ async fn single(
     if proof != Proof::Recovered {
         let after = rediagnose(conn, &scope, &ns, &name).await.ok().flatten();
         if !machine {
-            out(&format!("{}\n", explain(proof, &plan)))?;
+            out(&format!(
+                "{}\n",
+                explain(proof, &plan, last_seen.as_deref())
+            ))?;
             if let Some(a) = &after {
                 out(&report::diagnosis_text(&painter, a, ""))?;
             }
@@ -442,13 +449,19 @@ fn proof_str(p: Proof) -> &'static str {
     }
 }
 
-fn explain(p: Proof, plan: &Plan) -> String {
+fn explain(p: Proof, plan: &Plan, last_seen: Option<&str>) -> String {
+    let seen = last_seen.map(|s| format!(" ({s})")).unwrap_or_default();
     match p {
         Proof::Recovered => "recovered".into(),
-        Proof::FailedAgain => "the run we triggered ended, but the Kustomization is not Ready at the source's revision: new diagnosis below".into(),
+        Proof::FailedAgain => format!(
+            "not recovered: the Kustomization is not Ready at the source's revision and will not get there by itself{seen}: new diagnosis below"
+        ),
         Proof::TimedOut => format!(
-            "no proof within {}: new diagnosis below",
-            obj::human_secs(plan.wait_secs.round() as i64)
+            "no proof within {}{}: new diagnosis below",
+            obj::human_secs(plan.wait_secs.round() as i64),
+            last_seen
+                .map(|s| format!("; last seen: {s}"))
+                .unwrap_or_default()
         ),
         Proof::Interrupted => "interrupted while waiting (nothing is left suspended by us)".into(),
     }
@@ -470,21 +483,22 @@ fn check_command(ns: &str, name: &str, plan: &Plan, ex: &Executed) -> String {
 
 #[allow(clippy::too_many_arguments)]
 async fn prove(
-    _cli: &Cli,
     conn: &Connection,
+    scope: &Scope,
     ns: &str,
     name: &str,
     plan: &Plan,
     ex: &Executed,
     progress: &Progress,
     intr: &Interrupt,
-) -> Result<(Proof, i32)> {
+) -> Result<(Proof, i32, Option<String>)> {
     let token = plan
         .wait_for_request_token
         .then(|| plan.request_token.clone())
         .flatten();
-    let (proof, _) = live::wait_proof(
+    let w = live::wait_proof(
         conn,
+        scope,
         ns,
         name,
         token.as_deref(),
@@ -495,12 +509,12 @@ async fn prove(
     )
     .await?;
     progress.finish();
-    let code = match proof {
+    let code = match w.proof {
         Proof::Recovered => EXIT_OK,
         Proof::Interrupted => EXIT_INTERRUPTED,
         _ => EXIT_FINDING,
     };
-    Ok((proof, code))
+    Ok((w.proof, code, w.last_seen))
 }
 
 async fn rediagnose(
@@ -574,7 +588,7 @@ async fn cascade(
     ns: &str,
     name: &str,
     intr: &Interrupt,
-) -> Result<(Vec<Vec<(String, String)>>, i32)> {
+) -> Result<(Vec<CascadeItem>, i32)> {
     let (snap, _) = live::gather(conn, scope, &Reader::default()).await?;
     let ws = waves(&snap, &format!("{ns}/{name}"));
     let machine = cli.output.output.is_machine();
@@ -615,7 +629,15 @@ async fn cascade(
                 lever::plan(&d, &inputs, &o)
             };
             if !plan.lever.mutates() || plan.lever == Lever::None {
-                result.push(vec![(key.clone(), format!("not unstuck: {}", d.summary))]);
+                if !machine {
+                    out(&format!("  {key}: not unstuck: {}\n", d.summary))?;
+                }
+                result.push(CascadeItem {
+                    wave: i + 1,
+                    kustomization: key.clone(),
+                    proof: "not-unstuck".into(),
+                    last_seen: Some(d.summary.clone()),
+                });
                 return Ok((result, EXIT_FINDING));
             }
             let ex = live::execute(conn, &plan, intr, false).await?;
@@ -626,15 +648,16 @@ async fn cascade(
         }
         let futs = started.iter().map(|(key, p)| async move {
             let Some((plan, ex)) = p else {
-                return Ok::<_, Error>((key.clone(), Proof::Recovered));
+                return Ok::<_, Error>((key.clone(), Proof::Recovered, None));
             };
             let (kns, kname) = key.split_once('/').unwrap();
             let token = plan
                 .wait_for_request_token
                 .then(|| plan.request_token.clone())
                 .flatten();
-            let (proof, _) = live::wait_proof(
+            let w = live::wait_proof(
                 conn,
+                scope,
                 kns,
                 kname,
                 token.as_deref(),
@@ -644,20 +667,27 @@ async fn cascade(
                 intr,
             )
             .await?;
-            Ok((key.clone(), proof))
+            Ok((key.clone(), w.proof, w.last_seen))
         });
         let outcomes = futures::future::join_all(futs).await;
-        let mut wave_res = Vec::new();
         let mut failed = false;
         for o in outcomes {
-            let (k, p) = o?;
+            let (k, p, seen) = o?;
             if !machine {
-                out(&format!("  {k}: {}\n", proof_str(p)))?;
+                let why = seen
+                    .as_deref()
+                    .map(|s| format!(" ({s})"))
+                    .unwrap_or_default();
+                out(&format!("  {k}: {}{why}\n", proof_str(p)))?;
             }
             failed |= p != Proof::Recovered;
-            wave_res.push((k, proof_str(p).to_string()));
+            result.push(CascadeItem {
+                wave: i + 1,
+                kustomization: k,
+                proof: proof_str(p).to_string(),
+                last_seen: seen.filter(|_| p != Proof::Recovered),
+            });
         }
-        result.push(wave_res);
         if failed {
             return Ok((
                 result,

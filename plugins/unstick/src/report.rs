@@ -41,12 +41,33 @@ pub struct Report<'a> {
     /// Diagnosis after a failed wait.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<Diagnosis>,
-    /// Cascade waves (`namespace/name` -> proof).
+    /// What the proof wait saw last when it did not end in recovery: the terminal state
+    /// that ended it, or what it was still waiting on at the deadline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_seen: Option<String>,
+    /// `--cascade`: one entry per dependent, in wave order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub cascade: Vec<Vec<(String, String)>>,
+    pub cascade: Vec<CascadeItem>,
     /// Reads that were skipped (permissions, missing kinds).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// One dependent handled by `--cascade` (JSON: `{"wave": 1, "kustomization": "ns/name",
+/// "proof": "recovered", "lastSeen": "..."}`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CascadeItem {
+    /// Wave number, 1-based: the longest dependsOn distance from the target.
+    pub wave: usize,
+    /// `namespace/name`.
+    pub kustomization: String,
+    /// `recovered`, `failed-again`, `timed-out`, `interrupted`, or `not-unstuck` (no lever
+    /// frees it; see `lastSeen`).
+    pub proof: String,
+    /// What the wait saw last, or why it was not unstuck; absent on recovery.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_seen: Option<String>,
 }
 
 /// One row of the fleet view.

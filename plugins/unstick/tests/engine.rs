@@ -452,6 +452,98 @@ fn waiting_on_dependencies_points_at_root() {
 }
 
 #[test]
+fn waiting_on_a_reconciling_dependency_requests_and_waits() {
+    // after-lagging: DependencyNotReady "revision is not up to date"; lagging is Ready at an
+    // older revision, i.e. reconciling towards the new one. Nothing to unstick: a request
+    // (for the proof token) and a wait covering the dependency's run and ours.
+    let s = fleet();
+    let d = diag(&s, "after-lagging");
+    assert!(unstick::diagnose::dependency_progressing(&d));
+    let p = plan_for(&s, "after-lagging", &Options::default());
+    assert_eq!(p.lever, Lever::RequestReconcile, "{p:#?}");
+    assert_eq!(p.request_token.as_deref(), Some("2026-11-30T07:30:00.5Z"));
+    assert!(p.wait_for_request_token);
+    let lagging = diag(&s, "lagging");
+    assert!(
+        p.wait_secs >= d.timeout_secs + lagging.timeout_secs,
+        "{} < {} + {}",
+        p.wait_secs,
+        d.timeout_secs,
+        lagging.timeout_secs
+    );
+    // A dependency whose health check is in flight is the stuck case: fix-dependency.
+    assert!(!unstick::diagnose::dependency_progressing(&diag(
+        &s,
+        "apps-wave-2"
+    )));
+}
+
+#[test]
+fn heading_moving_while_dependencies_move_terminal_when_they_fail() {
+    use unstick::diagnose::{Heading, heading};
+    let mut s = fleet();
+    // Waiting on a dependency that is reconciling / has a check in flight: moving.
+    for name in ["after-lagging", "apps-wave-2", "apps-wave-1"] {
+        let h = heading(&diag(&s, name));
+        assert!(matches!(h, Heading::Moving(_)), "{name}: {h:?}");
+    }
+    let Heading::Moving(m) = heading(&diag(&s, "after-lagging")) else {
+        unreachable!()
+    };
+    assert!(m.contains("flux-system/lagging"), "{m}");
+    // A run in progress on the target itself: moving.
+    assert!(matches!(
+        heading(&diag(&s, "apps-wave-0")),
+        Heading::Moving(_)
+    ));
+    // Failed at the source's current revision: terminal, for the target...
+    let h = heading(&diag(&s, "hc-failed"));
+    assert!(
+        matches!(&h, Heading::Terminal(m) if m.contains("health-check-failed")),
+        "{h:?}"
+    );
+    // ...and for a dependent of it.
+    let k = s
+        .kustomizations
+        .iter_mut()
+        .find(|k| k["metadata"]["name"] == "after-lagging")
+        .unwrap();
+    k["spec"]["dependsOn"] = json!([{"name": "hc-failed"}]);
+    k["status"]["conditions"][0]["message"] =
+        json!("dependency 'flux-system/hc-failed' is not ready");
+    let h = heading(&diag(&s, "after-lagging"));
+    assert!(
+        matches!(&h, Heading::Terminal(m) if m.contains("dependency flux-system/hc-failed is health-check-failed")),
+        "{h:?}"
+    );
+    // A missing dependency and a cycle never end by themselves.
+    assert!(matches!(heading(&diag(&s, "orphan")), Heading::Terminal(_)));
+    assert!(matches!(
+        heading(&diag(&s, "cycle-a")),
+        Heading::Terminal(_)
+    ));
+    // A failure at an older revision than the source now has: the controller runs the new
+    // one next, so still moving.
+    let k = s
+        .kustomizations
+        .iter_mut()
+        .find(|k| k["metadata"]["name"] == "hc-failed")
+        .unwrap();
+    k["status"]["lastAttemptedRevision"] =
+        json!("main@sha1:0000000000000000000000000000000000000000");
+    let d = diag(&s, "hc-failed");
+    assert!(
+        d.source.as_ref().unwrap().newer_revision_available,
+        "{d:#?}"
+    );
+    assert!(matches!(heading(&d), Heading::Moving(_)));
+    assert!(matches!(
+        heading(&diag(&s, "after-lagging")),
+        Heading::Moving(_)
+    ));
+}
+
+#[test]
 fn healthy_needs_nothing_and_source_problem_needs_git() {
     let s = fleet();
     assert_eq!(

@@ -174,8 +174,11 @@ async fn gate_off_diagnosis_then_suspend_resume_recovers_with_cascade() {
     assert_eq!(o.code, 0, "{v:#}\n{}", o.stderr);
     assert_eq!(v["plan"]["lever"], "suspend-resume");
     assert_eq!(v["proof"], "recovered");
-    assert_eq!(v["cascade"][0][0][0], "flux-system/apps-wave-2");
-    assert_eq!(v["cascade"][0][0][1], "recovered");
+    assert_eq!(
+        v["cascade"],
+        json!([{"wave": 1, "kustomization": "flux-system/apps-wave-2", "proof": "recovered"}]),
+        "{v:#}"
+    );
     let w1 = get(&run, &ks("apps-wave-1")).await;
     assert!(not_suspended_by_us(&w1), "{w1:#}");
     assert_eq!(s(&w1, "/status/lastAppliedRevision"), fix_rev);
@@ -615,4 +618,155 @@ async fn request_pending_while_the_controller_has_not_handled_it() {
     // Human output says what is pending.
     let h = unstick(&run, &["ks/apps-wave-2", "--dry-run"]).await;
     assert!(h.stdout.contains(now), "{}", h.stdout);
+}
+
+/// The bare-tag world with a `platform` Kustomization (a ConfigMap and a Deployment, checked
+/// with `wait: true`) that apps-wave-1 dependsOn, as in ./demo's fleet.
+/// `quiet`: no scenario event fires by itself (else only the fix commit waits for the test).
+async fn start_with_platform(quiet: bool) -> RunningScenario {
+    let mut sc = Scenario::shipped("bare-tag-rollout").unwrap();
+    for e in sc.events.iter_mut() {
+        if quiet || e.name == "fix-commit" {
+            e.manual = true;
+        }
+    }
+    let files = &mut sc.git_servers[0].repos[0].commits[0].files;
+    files.insert(
+        "platform/kustomization.yaml".into(),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - platform.yaml\n".into(),
+    );
+    files.insert(
+        "platform/platform.yaml".into(),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: platform-settings\n  namespace: flux-system\ndata:\n  tier: platform\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ingress\n  namespace: flux-system\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: ingress}\n  template:\n    metadata:\n      labels: {app: ingress}\n    spec:\n      containers:\n        - name: ingress\n          image: localhost:5000/podinfo:6.5.0\n".into(),
+    );
+    sc.objects.push(json!({
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+        "kind": "Kustomization",
+        "metadata": {"name": "platform", "namespace": FLUX_SYSTEM},
+        "spec": {
+            "interval": "10m", "timeout": "5m", "path": "./platform", "prune": true,
+            "wait": true,
+            "sourceRef": {"kind": "GitRepository", "name": "flux-system"}
+        }
+    }));
+    for o in sc.objects.iter_mut() {
+        if o["kind"] == "Kustomization" && o["metadata"]["name"] == "apps-wave-1" {
+            o["spec"]["dependsOn"] = json!([{"name": "platform"}]);
+        }
+    }
+    start_scaled(sc, 0.05).await
+}
+
+/// Fresh-user trial, HIGH: with the fix pushed, `--restart-controller --yes` re-runs every
+/// Kustomization, so apps-wave-1's first run after the restart finds platform reconciling
+/// (DependencyNotReady). That is progress, not failure: the wait goes on until apps-wave-1 is
+/// Ready at the fix revision, and the cascade follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restart_controller_waits_while_a_dependency_reconciles() {
+    let run = start_with_platform(false).await;
+    let (_first, bad) = in_flight(&run).await;
+    let fix_rev = bare_tag_fix_fetched(&run, &bad, T).await;
+    let before = events_with_reason(&run, "apps-wave-1", "DependencyNotReady");
+    let o = unstick(
+        &run,
+        &[
+            "ks/apps-wave-1",
+            "--restart-controller",
+            "--yes",
+            "--cascade",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    let v = o.json();
+    assert_eq!(o.code, 0, "{v:#}\n{}", o.stderr);
+    assert_eq!(v["proof"], "recovered", "{v:#}");
+    assert!(v.get("lastSeen").is_none(), "{v:#}");
+    assert_eq!(
+        v["cascade"],
+        json!([{"wave": 1, "kustomization": "flux-system/apps-wave-2", "proof": "recovered"}]),
+        "{v:#}"
+    );
+    let w1 = get(&run, &ks("apps-wave-1")).await;
+    assert_eq!(s(&w1, "/status/lastAppliedRevision"), fix_rev);
+    assert!(cond_is(&w1, "Ready", "True", "ReconciliationSucceeded"));
+    let after = events_with_reason(&run, "apps-wave-1", "DependencyNotReady");
+    eprintln!(
+        "DependencyNotReady events on apps-wave-1 during the wait: {}",
+        after - before
+    );
+}
+
+/// Fresh-user trial, HIGH (second form): just after a push, apps-wave-1 waits on platform,
+/// which is only reconciling. That is not stuck: the plan requests a run (a token to prove)
+/// and waits through DependencyNotReady, covering platform's run and its own, instead of
+/// exiting 1 with "unstick flux-system/platform first". The wait itself is exercised by
+/// restart_controller_waits_while_a_dependency_reconciles; here the state is held still
+/// (kustomize-controller model stopped, platform showing a run in progress) so the plan is
+/// judged on exactly that state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dependent_of_a_reconciling_dependency_is_not_stuck() {
+    let mut attempt = 0;
+    let run = loop {
+        attempt += 1;
+        let run = start_with_platform(true).await;
+        wait(&run, &ks("apps-wave-2"), T, |o| {
+            ready_succeeded(o) && cond(o, "Reconciling").is_none()
+        })
+        .await;
+        run.flux.as_ref().unwrap().kustomize.stop();
+        let w1 = get(&run, &ks("apps-wave-1")).await;
+        let p = get(&run, &ks("platform")).await;
+        if cond(&w1, "Reconciling").is_none() && cond(&p, "Reconciling").is_none() {
+            break run;
+        }
+        assert!(attempt < 8, "a run was in flight at every attempt: {w1:#}");
+    };
+    // What the controller writes at the start of platform's run, and apps-wave-1's
+    // checkDependencies result.
+    run.cluster()
+        .merge_patch_status(
+            &ks("platform"),
+            json!({"status": {"conditions": [
+                {"type": "Ready", "status": "Unknown", "reason": "Progressing",
+                 "message": "Reconciliation in progress", "lastTransitionTime": "2026-11-30T07:00:00Z"},
+                {"type": "Reconciling", "status": "True", "reason": "Progressing",
+                 "message": "Building manifests for revision main@sha1:0123 with a timeout of 5m0s",
+                 "lastTransitionTime": "2026-11-30T07:00:00Z"}
+            ]}}),
+            "kustomize-controller",
+        )
+        .unwrap();
+    run.cluster()
+        .merge_patch_status(
+            &ks("apps-wave-1"),
+            json!({"status": {"conditions": [
+                {"type": "Ready", "status": "False", "reason": "DependencyNotReady",
+                 "message": "dependency 'flux-system/platform' is not ready",
+                 "lastTransitionTime": "2026-11-30T07:00:00Z"}
+            ]}}),
+            "kustomize-controller",
+        )
+        .unwrap();
+    let o = unstick(&run, &["ks/apps-wave-1", "--dry-run", "-o", "json"]).await;
+    let v = o.json();
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "waiting-on-dependencies", "{v:#}");
+    assert_eq!(d["rootCause"]["kustomization"], "flux-system/platform");
+    assert_eq!(d["rootCause"]["diagnosis"]["class"], "reconciling");
+    assert_eq!(v["plan"]["lever"], "request-reconcile", "{v:#}");
+    assert!(v["plan"].get("alternatives").is_none(), "{v:#}");
+    // The wait covers platform's run and apps-wave-1's (both 5m, on the twin's 0.05 clock:
+    // 15s each) plus the 30s margin.
+    let wait_secs = v["plan"]["waitSecs"].as_f64().unwrap();
+    assert!((wait_secs - 60.0).abs() < 0.5, "{wait_secs}");
+    // Human output: not "unstick flux-system/platform first".
+    let h = unstick(&run, &["ks/apps-wave-1", "--dry-run"]).await;
+    assert!(!h.stdout.contains("first;"), "{}", h.stdout);
+    assert!(
+        h.stdout.contains("Lever: request-reconcile"),
+        "{}",
+        h.stdout
+    );
 }
