@@ -323,6 +323,10 @@ pub struct Config {
     pub max_file_size: u64,
     /// Repository root for `spec.update.path` (default: nearest `.git` above each path).
     pub repo_root: Option<PathBuf>,
+    /// `--normalize`: instead of the automation's value changes, rewrite every file holding a
+    /// marker Flux acts on the way kyaml lays it out (kio.ByteWriter + go-yaml v3), with every
+    /// value unchanged; files already in that layout are not listed.
+    pub normalize: bool,
 }
 
 /// Result of a run.
@@ -794,6 +798,8 @@ pub fn run(cfg: &Config) -> Report {
             let mut reps = Vec::new();
             let mut changes = Vec::new();
             let mut outside_reported = false;
+            // --normalize: a marker Flux would act on, outside a kind: List item
+            let mut normalizable = false;
             if let Some(p) = &f.problem
                 && f.has_token
                 && f.selected
@@ -825,6 +831,7 @@ pub fn run(cfg: &Config) -> Report {
                 );
                 if site.effective() && f.has_token && f.selected && f.problem.is_none() {
                     report.stats.markers += 1;
+                    normalizable |= site.target.is_some() && !site.in_list_item;
                     let name = site.setter.as_deref().unwrap_or("");
                     if let (Some((v, _)), Some(t)) = (setters.table.get(name), &site.target) {
                         if site.in_list_item {
@@ -847,8 +854,17 @@ pub fn run(cfg: &Config) -> Report {
                     }
                 }
             }
-            if !reps.is_empty() {
+            if cfg.normalize {
+                // the layout kyaml writes, every value as it is: no replacements at all
+                reps.clear();
+                changes.clear();
+            }
+            if !reps.is_empty() || (cfg.normalize && normalizable) {
                 let rw = simulate::rewrite(f, &reps);
+                if reps.is_empty() && rw.text == f.text && !f.crlf {
+                    // already laid out as kyaml writes it
+                    continue;
+                }
                 let old = String::from_utf8_lossy(&f.bytes).into_owned();
                 // what else changes besides the values
                 let naive = {
@@ -889,7 +905,7 @@ pub fn run(cfg: &Config) -> Report {
                     }
                     push("MC070", file.clone(), 1, 1,
                         format!("the automation rewrites the whole file with kyaml: {}", what.join(", ")),
-                        "to keep this out of the image commits, make the same layout change in a commit of its own: apply the non-value lines of the --simulate diff by hand (e.g. CRLF: `sed -i 's/\\r$//' FILE`); --write is not a normalizer, it also writes the new image values".into());
+                        "to keep this out of the image commits, normalize the file in a commit of its own: `kubectl markercheck FILE --normalize --write` rewrites it as kyaml does with every value unchanged (--write alone also writes the new image values)".into());
                 }
                 if !rw.exact {
                     push(

@@ -58,6 +58,12 @@ struct Cli {
     #[arg(long)]
     write: bool,
 
+    /// Instead of the automation's value changes, show (or with --write, make) the one-time
+    /// layout change kyaml makes to every file holding a marker, with every value unchanged, so
+    /// later automation commits touch only values (implies --simulate)
+    #[arg(long, conflicts_with = "sets")]
+    normalize: bool,
+
     /// Latest image for a policy, overriding tree and cluster: NAMESPACE:POLICY=NAME:TAG[@DIGEST]
     #[arg(long = "set", value_name = "NS:POLICY=REF")]
     sets: Vec<String>,
@@ -241,6 +247,7 @@ fn run(cli: Cli) -> Result<i32> {
         ignore_tree_objects: cli.cluster_only,
         max_file_size: cli.max_file_size,
         repo_root: cli.repo_root.clone(),
+        normalize: cli.normalize,
     };
     let mut report: Report = check::run(&cfg);
     // bad-input notes on stderr (stdout keeps its machine shape)
@@ -371,7 +378,7 @@ fn run(cli: Cli) -> Result<i32> {
     match cli.format {
         Format::Github => {
             let mut s = markercheck::report::github(&report.findings);
-            if cli.simulate || cli.write {
+            if cli.simulate || cli.write || cli.normalize {
                 for c in &report.changes {
                     s.push_str(&c.diff);
                 }
@@ -388,7 +395,7 @@ fn run(cli: Cli) -> Result<i32> {
             OutputFormat::Table => {
                 let p = cli.output.stdout_painter();
                 let mut s = markercheck::report::table(&report.findings, &p);
-                if cli.simulate || cli.write {
+                if cli.simulate || cli.write || cli.normalize {
                     for c in &report.changes {
                         if !s.is_empty() {
                             s.push('\n');
@@ -412,14 +419,19 @@ fn run(cli: Cli) -> Result<i32> {
                     .filter(|f| f.severity == Severity::Warning)
                     .count();
                 let summary = format!(
-                    "scanned {} files, {} selected by Flux, {} with \"$imagepolicy\", {} markers Flux reads; {} errors, {} warnings; {} files the automation would rewrite",
+                    "scanned {} files, {} selected by Flux, {} with \"$imagepolicy\", {} markers Flux reads; {} errors, {} warnings; {} files {}",
                     report.stats.files_scanned,
                     report.stats.files_selected,
                     report.stats.files_with_token,
                     report.stats.markers,
                     n_err,
                     n_warn,
-                    report.changes.len()
+                    report.changes.len(),
+                    if cli.normalize {
+                        "--normalize would lay out anew (values unchanged)"
+                    } else {
+                        "the automation would rewrite"
+                    }
                 );
                 eprintln!(
                     "{}",

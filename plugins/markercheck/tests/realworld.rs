@@ -174,7 +174,45 @@ fn mc070_advice_does_not_send_users_to_write() {
         .clone();
     let fix = f["fix"].as_str().unwrap();
     assert!(!fix.contains("--simulate --write"), "{fix}");
+    assert!(fix.contains("--normalize --write"), "{fix}");
     assert!(fix.contains("also writes the new image values"), "{fix}");
+}
+
+#[test]
+fn normalize_changes_only_the_layout_once() {
+    let crlf = format!(
+        "apiVersion: apps/v1\r\nkind: Deployment\r\nmetadata:\r\n  name: web   \r\n\r\nspec:\r\n  template:\r\n    spec:\r\n      containers:\r\n      - name: web\r\n        image: ghcr.io/org/app:1.0.0    # {M}\r\n"
+    );
+    let want = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: ghcr.io/org/app:1.0.0 # {M}\n"
+    );
+    let d = tempfile::tempdir().unwrap();
+    write_tree(
+        d.path(),
+        &[("flux/images.yaml", IMAGES), ("apps/web.yaml", &crlf)],
+    );
+    // --normalize alone shows, never writes, and changes no value
+    let o = run_in(d.path(), &[".", "-o", "json", "--normalize"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.json["changes"].as_array().unwrap().len(), 1);
+    assert_eq!(o.json["changes"][0]["changes"].as_array().unwrap().len(), 0);
+    assert_eq!(read(&d, "apps/web.yaml"), crlf);
+    let o = run_in(d.path(), &[".", "-o", "json", "--normalize", "--write"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(read(&d, "apps/web.yaml"), want);
+    // then: nothing left to normalize, and the automation's commit touches only the value
+    let o = run_in(d.path(), &[".", "-o", "json", "--normalize"]);
+    assert!(
+        o.json["changes"].as_array().unwrap().is_empty(),
+        "{}",
+        o.stdout
+    );
+    let o = run_in(d.path(), &[".", "-o", "json", "--set", SET, "--write"]);
+    assert!(!o.has("MC070"), "{:?}", o.findings());
+    assert_eq!(read(&d, "apps/web.yaml"), want.replace("1.0.0", "1.2.3"));
+    // --normalize with --set is a usage error (it changes no value)
+    let o = run_in(d.path(), &[".", "--normalize", "--set", SET]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
 }
 
 #[test]
