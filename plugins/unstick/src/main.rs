@@ -46,10 +46,13 @@ Examples:
 
 Exit codes:
   0  recovery observed (or, read-only: healthy; --no-wait: writes done)
-  1  not recovered / not healthy: the new diagnosis is printed
+  1  not recovered / not healthy: the new diagnosis is printed; --all: something is not
+     healthy, or there are no Kustomizations in the namespace (nothing was checked;
+     it says \"no Kustomizations in namespace X\")
   2  usage error (bad flags or arguments; decided before asking the cluster)
   3  cluster or API error: unreachable, 403 (names the missing permission), or the
-     Kustomization does not exist in that namespace on that context (names both)
+     Kustomization does not exist in that namespace on that context (names both);
+     --all -n NS: namespace NS does not exist (list them with kubectl get ns)
   130 interrupted (anything we suspended was resumed first)";
 
 /// Diagnose a stuck Flux Kustomization and pull the lever that really frees it.
@@ -714,7 +717,29 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
     let reader = Reader::default();
     let (snap, notes) = live::gather(conn, &scope, &reader).await?;
     let (mut report, findings) = report::fleet_report(&snap, notes, &opts(cli));
-    let code = if findings { EXIT_FINDING } else { EXIT_OK };
+    let mut code = if findings { EXIT_FINDING } else { EXIT_OK };
+    // No Kustomizations: a namespace that does not exist is the cluster's answer (exit 3);
+    // an existing one without Kustomizations is said as such (exit 1: nothing was checked).
+    let empty = if report.total == 0 {
+        code = EXIT_FINDING;
+        Some(match &scope.namespace {
+            Some(ns) => {
+                if namespace_exists(conn, ns).await? {
+                    format!("no Kustomizations in namespace {ns}")
+                } else {
+                    format!(
+                        "no Kustomizations in namespace {ns} (could not check the namespace exists)"
+                    )
+                }
+            }
+            None => "no Kustomizations in any namespace".to_string(),
+        })
+    } else {
+        None
+    };
+    if let Some(e) = &empty {
+        report.notes.push(e.clone());
+    }
     // Heal what an interrupted run left suspended.
     if !cli.dry_run {
         let targets: Vec<String> = report
@@ -741,7 +766,9 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
             report.controller.as_ref(),
             &report.holding_workers,
         ))?;
-        if report.items.is_empty() {
+        if let Some(e) = &empty {
+            out(&format!("{e}\n"))?;
+        } else if report.items.is_empty() {
             out(&format!(
                 "all {} Kustomizations are healthy\n",
                 report.total
@@ -759,9 +786,30 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
                 "healed: resumed {h}, left suspended by an interrupted kubectl unstick run\n"
             ))?;
         }
-        for n in &report.notes {
+        for n in report.notes.iter().filter(|n| Some(*n) != empty.as_ref()) {
             out(&format!("note: {n}\n"))?;
         }
     }
     Ok(code)
+}
+
+/// Whether namespace `ns` is known to exist: `Ok(true)`; `Ok(false)` when GET namespaces is
+/// forbidden (we cannot tell); a 404 is an error naming the namespace, the context and
+/// `kubectl get ns` (exit 3), like any object the user named that the cluster lacks.
+async fn namespace_exists(conn: &Connection, ns: &str) -> Result<bool> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let api: kube::Api<Namespace> = kube::Api::all(conn.client.clone());
+    let ctx = conn.ctx().verb("get").resource_of::<Namespace>().name(ns);
+    match api.get_opt(ns).await {
+        Ok(Some(_)) => Ok(true),
+        Ok(None) => Err(Error::not_found(ctx)),
+        Err(e) => {
+            let err = Error::from_kube(e, ctx);
+            if err.status_code() == Some(403) {
+                Ok(false)
+            } else {
+                Err(err)
+            }
+        }
+    }
 }
