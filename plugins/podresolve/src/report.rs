@@ -4,7 +4,8 @@
 //! Schema `podresolve.cluster-loop.dev/v1` (camelCase keys; fields are never removed within
 //! v1; absent data is `null`, never omitted):
 //! `{apiVersion, kind: PodResolveReport, probe{carrier,namespace,name,pod,node,image,fromPod,fallbackReason},
-//!   resolvConf{nameservers,search,ndots,timeoutSecs,attempts,otherOptions}|null, libc,
+//!   resolvConf{nameservers,search,ndots,timeoutSecs,attempts,otherOptions}|null,
+//!   libc (glibc|musl|unknown),
 //!   clusterDns{kubeDnsIps,corefileFound,corefileError,imports,nodeLocal},
 //!   hosts[{host, queryOrder[], pod{libc{status,addresses,canonicalName,flavour,rc},
 //!   dns{status,flavour,server,addresses,cnames,errors[],rc}, addresses[]},
@@ -253,18 +254,21 @@ pub fn build(inp: Inputs<'_>) -> Report {
         .unwrap_or_default();
     let ns_real = log.tool("nslookup").and_then(|t| t.real_path.clone());
 
-    // Which libc: from getent's line shapes, first host that printed any.
+    // Which libc: from getent's line shapes (the pod's own binary: RAW lines are glibc,
+    // canonname on every STREAM/DGRAM line musl), first host that printed any; else from the
+    // probe image ([`Libc::of_image`]); else unknown. Never a default guess.
     let libc = log
         .sections
         .iter()
         .filter(|s| s.kind == "getent")
         .map(|s| parse_getent(&s.body, s.rc).flavour)
-        .find(|f| *f != crate::parse::GetentFlavour::Unknown)
-        .map(|f| match f {
-            crate::parse::GetentFlavour::Musl => Libc::Musl,
-            _ => Libc::Glibc,
+        .find_map(|f| match f {
+            crate::parse::GetentFlavour::Musl => Some(Libc::Musl),
+            crate::parse::GetentFlavour::Glibc => Some(Libc::Glibc),
+            crate::parse::GetentFlavour::Unknown => None,
         })
-        .unwrap_or(Libc::Glibc);
+        .or_else(|| Libc::of_image(&inp.probe.image))
+        .unwrap_or(Libc::Unknown);
 
     let mut summary = ClusterDnsSummary {
         kube_dns_ips: inp.cluster.kube_dns_ips.clone(),
@@ -560,8 +564,8 @@ pub fn render_text(r: &Report) -> String {
                 rc.timeout_secs,
                 rc.attempts,
                 match r.libc {
-                    Libc::Glibc => "glibc",
-                    Libc::Musl => "musl",
+                    Libc::Unknown => "unknown libc: glibc",
+                    l => l.label(),
                 }
             );
         }

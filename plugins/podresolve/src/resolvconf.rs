@@ -53,6 +53,64 @@ pub enum Libc {
     Glibc,
     /// musl (Alpine).
     Musl,
+    /// Not known (no getent evidence and an image we do not recognise, or uClibc, whose
+    /// resolver is not modelled): the glibc order is shown, which is a superset of musl's
+    /// (musl asks only the first name when the name has at least `ndots` dots).
+    Unknown,
+}
+
+impl Libc {
+    /// The libc of a probe image known by its reference, `None` when not recognised.
+    ///
+    /// `alpine`, `alpine/*` (alpine/git, ...) and `nicolaka/netshoot` (built FROM alpine) are
+    /// musl; Docker Official `busybox:*-musl` is musl, `busybox:*-glibc` glibc,
+    /// `busybox:*-uclibc` [`Libc::Unknown`]; a plain `busybox:TAG` is not recognised (which
+    /// variant the default tags alias changed between releases). A registry host and
+    /// `library/` are ignored; the tag and digest are read only for busybox.
+    pub fn of_image(image: &str) -> Option<Libc> {
+        let no_digest = image.split('@').next().unwrap_or(image);
+        let (path, tag) = match no_digest.rsplit_once(':') {
+            Some((p, t)) if !t.contains('/') => (p, t),
+            _ => (no_digest, ""),
+        };
+        let mut parts: Vec<&str> = path.split('/').collect();
+        if parts.len() > 1
+            && (parts[0].contains('.') || parts[0].contains(':') || parts[0] == "localhost")
+        {
+            parts.remove(0);
+        }
+        if parts.first() == Some(&"library") {
+            parts.remove(0);
+        }
+        let repo = parts.join("/").to_ascii_lowercase();
+        let tag = tag.to_ascii_lowercase();
+        match repo.as_str() {
+            "alpine" => Some(Libc::Musl),
+            r if r.starts_with("alpine/") => Some(Libc::Musl),
+            "nicolaka/netshoot" => Some(Libc::Musl),
+            "busybox" => {
+                if tag == "musl" || tag.ends_with("-musl") {
+                    Some(Libc::Musl)
+                } else if tag == "glibc" || tag.ends_with("-glibc") {
+                    Some(Libc::Glibc)
+                } else if tag == "uclibc" || tag.ends_with("-uclibc") {
+                    Some(Libc::Unknown)
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// The label in the text report: `glibc`, `musl` or `unknown`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Libc::Glibc => "glibc",
+            Libc::Musl => "musl",
+            Libc::Unknown => "unknown",
+        }
+    }
 }
 
 /// The NodeLocal DNSCache link-local address (kubernetes/dns nodelocaldns default,
@@ -152,6 +210,28 @@ impl ResolvConf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn libc_of_known_images() {
+        for (image, want) in [
+            ("alpine:3.22", Some(Libc::Musl)),
+            ("docker.io/library/alpine:3.22@sha256:abc", Some(Libc::Musl)),
+            ("alpine", Some(Libc::Musl)),
+            ("alpine/git:v2.49.1", Some(Libc::Musl)),
+            ("nicolaka/netshoot:v0.13", Some(Libc::Musl)),
+            ("docker.io/nicolaka/netshoot", Some(Libc::Musl)),
+            ("busybox:1.36-musl", Some(Libc::Musl)),
+            ("busybox:musl", Some(Libc::Musl)),
+            ("busybox:1.36.1-glibc", Some(Libc::Glibc)),
+            ("busybox:1.36-uclibc", Some(Libc::Unknown)),
+            ("busybox:1.36", None),
+            ("registry.example.com:5000/tools/dns:1", None),
+            ("debian:12", None),
+            ("myorg/alpine-tools:1", None),
+        ] {
+            assert_eq!(Libc::of_image(image), want, "{image}");
+        }
+    }
 
     const CLUSTER_FIRST: &str = "search team.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n";
 

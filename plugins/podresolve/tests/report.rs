@@ -3,6 +3,7 @@
 use podresolve::corefile::Corefile;
 use podresolve::parse::{LookupStatus, ProbeLog};
 use podresolve::report::{ClusterDns, Inputs, ProbeInfo, build, render_text};
+use podresolve::resolvconf::Libc;
 use podresolve::validate::parse_host;
 use podresolve::workstation::{Verdict, WorkstationAnswer};
 use std::net::IpAddr;
@@ -270,4 +271,63 @@ fn ip_literal_is_not_flagged_as_a_dns_disagreement() {
     assert!(h.query_order.is_empty());
     assert!(h.coredns.is_empty());
     assert!(h.notes.is_empty(), "{:?}", h.notes);
+}
+
+/// The resolver rules follow the pod's libc: getent's line shapes when it printed any, else
+/// the probe image, else "unknown" (never a glibc default). The log is a real musl capture in
+/// which getent printed nothing (DNS timeout).
+#[test]
+fn libc_label_comes_from_the_pod_or_the_image_never_a_default() {
+    let log = ProbeLog::parse(&fixture("probe-musl-busybox-timeout.log"));
+    let hosts = vec![parse_host("gitea.example.dev").unwrap()];
+    let cluster = ClusterDns::default();
+    let build_with = |log: &ProbeLog, image: &str| {
+        build(Inputs {
+            log,
+            hosts: &hosts,
+            cluster: &cluster,
+            workstation: vec![ws(&[])],
+            expect: None,
+            probe: ProbeInfo {
+                carrier: "job".into(),
+                namespace: "team".into(),
+                name: "podresolve-test".into(),
+                image: image.into(),
+                ..Default::default()
+            },
+        })
+    };
+    for (image, libc, label) in [
+        ("alpine:3.22", Libc::Musl, "(musl rules)"),
+        ("nicolaka/netshoot:v0.13", Libc::Musl, "(musl rules)"),
+        ("busybox:1.36-musl", Libc::Musl, "(musl rules)"),
+        ("busybox:1.36-glibc", Libc::Glibc, "(glibc rules)"),
+        (
+            "busybox:1.36-uclibc",
+            Libc::Unknown,
+            "(unknown libc: glibc rules)",
+        ),
+        (
+            "registry.example.com/tools/dns:1",
+            Libc::Unknown,
+            "(unknown libc: glibc rules)",
+        ),
+    ] {
+        let r = build_with(&log, image);
+        assert_eq!(r.libc, libc, "{image}");
+        let text = render_text(&r);
+        assert!(text.contains(label), "{image}: {text}");
+        assert_eq!(
+            serde_json::to_value(&r).unwrap()["libc"],
+            serde_json::to_value(libc).unwrap()
+        );
+    }
+    // getent evidence wins over the image name: the glibc capture stays glibc whatever the image.
+    let glibc = ProbeLog::parse(&fixture("probe-glibc-bind.log"));
+    assert_eq!(build_with(&glibc, "alpine:3.22").libc, Libc::Glibc);
+    let musl = ProbeLog::parse(&fixture("probe-musl-busybox.log"));
+    assert_eq!(
+        build_with(&musl, "registry.example.com/tools/dns:1").libc,
+        Libc::Musl
+    );
 }
