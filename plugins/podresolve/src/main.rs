@@ -5,14 +5,18 @@ use clap::{CommandFactory, Parser};
 #[tokio::main]
 async fn main() {
     // kubectl plugin completion (`kubectl_complete-podresolve` runs `kubectl-podresolve
-    // __complete`): hosts are free text; flags complete as usual.
-    if let Some(code) =
-        cluster_loop::completion::handle("podresolve", podresolve::run::Cli::command(), |req| {
-            match req.flag.as_deref() {
-                None => cluster_loop::completion::Want::Nothing,
-                _ => cluster_loop::completion::Want::Default,
-            }
-        })
+    // __complete`): hosts are free text; flags complete as usual. `completion` is a valid host
+    // (a Service may be named so): it is the completion command only when followed by one of
+    // its subcommands or a help flag, see `podresolve::run::is_completion_command`.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if podresolve::run::is_completion_command(&argv)
+        && let Some(code) =
+            cluster_loop::completion::handle("podresolve", podresolve::run::Cli::command(), |req| {
+                match req.flag.as_deref() {
+                    None => cluster_loop::completion::Want::Nothing,
+                    _ => cluster_loop::completion::Want::Default,
+                }
+            })
     {
         std::process::exit(code);
     }

@@ -17,30 +17,43 @@ use std::time::Duration;
 
 const EXAMPLES: &str = "\
 Examples:
-  # What does a pod in flux-system get for the Git host, and is it the gateway VIP?
-  kubectl podresolve gitea.prod.example.dev --expect 192.168.2.20 -n flux-system
+  # What does a pod in flux-system get for the Git host; is it the VIP?
+  kubectl podresolve gitea.prod.example.dev --expect 192.168.2.20 \\
+      -n flux-system
 
-  # Resolve from inside source-controller's own network namespace (ephemeral container;
-  # falls back to a probe pod copying its namespace, node, dnsPolicy, dnsConfig, hostAliases)
-  kubectl podresolve gitea.prod.example.dev --from deploy/source-controller -n flux-system
+  # Resolve inside source-controller's own network namespace (ephemeral
+  # container; falls back to a probe pod copying its namespace, node,
+  # dnsPolicy, dnsConfig and hostAliases)
+  kubectl podresolve gitea.prod.example.dev \\
+      --from deploy/source-controller -n flux-system
 
   # Several names, absolute (trailing dot: no search list), machine output
   kubectl podresolve registry gitea.example.local. -o json
 
-  # TLS handshake and git ls-remote from the pod (needs an image with openssl and git)
-  kubectl podresolve gitea.prod.example.dev --tls --git https://gitea.prod.example.dev/flux/fleet.git --image IMAGE
+  # TLS handshake and git ls-remote from the pod (image with openssl, git)
+  kubectl podresolve gitea.prod.example.dev --tls \\
+      --git https://gitea.prod.example.dev/flux/fleet.git --image IMAGE
+
+  # A Service named completion: only `completion install|script` is the
+  # shell-completion command (`-- completion install` resolves both names)
+  kubectl podresolve completion -n team
+
+  # Install shell completion (kubectl 1.26+)
+  kubectl podresolve completion install
 
   # Remove probe objects left behind by a killed run
   kubectl podresolve --cleanup -A
 
 Exit codes:
-  0  every name resolved in the pod (and matched --expect; TLS verified; git reachable)
-  1  the pod cannot resolve a name, --expect mismatch, TLS not verified, git not reachable,
-     or the probe container could not start (e.g. image pull failure)
+  0  every name resolved in the pod (and matched --expect; TLS verified;
+     git reachable)
+  1  the pod cannot resolve a name, --expect mismatch, TLS not verified,
+     git not reachable, or the probe container could not start (e.g. an
+     image pull failure)
   2  usage error (bad host, flag, reference)
-  3  cluster/API error, the -n namespace does not exist, the --from pod/deploy does not
-     exist on that context (names both)
-     or has no Running pod, or the probe did not finish before --timeout
+  3  cluster/API error: the -n namespace does not exist, the --from
+     pod/deploy does not exist on that context (names both) or has no
+     Running pod, or the probe did not finish before --timeout
   130 interrupted (the probe was deleted first)";
 
 /// `kubectl podresolve`: resolve a name from inside the pod network and explain the answer.
@@ -179,6 +192,22 @@ pub fn validate(cli: &Cli) -> Result<Validated> {
         timeout,
         from,
     })
+}
+
+/// Whether `argv` (program name first) is for the shared completion handler
+/// ([`cluster_loop::completion::handle`]): `__complete`/`__completeNoDesc`, or `completion`
+/// followed by `install`, `script`, `help`, `-h` or `--help`. A bare `completion` (or
+/// `completion` followed by other hosts or flags) is a HOST: a Service may be named so.
+pub fn is_completion_command(argv: &[std::ffi::OsString]) -> bool {
+    let word = |i: usize| argv.get(i).and_then(|w| w.to_str());
+    match word(1) {
+        Some("__complete" | "__completeNoDesc") => true,
+        Some("completion") => matches!(
+            word(2),
+            Some("install" | "script" | "help" | "-h" | "--help")
+        ),
+        _ => false,
+    }
 }
 
 /// Exit code for an interrupted run.

@@ -88,6 +88,72 @@ fn git_url_credentials_are_refused_and_never_echoed() {
     );
 }
 
+/// Pasting an example must work: at 80 and 200 columns every Examples line is a comment, a
+/// whole `kubectl` command, or a continuation after a line ending in ` \`.
+#[test]
+fn help_examples_never_wrap_mid_command() {
+    for cols in ["80", "200"] {
+        let out = bin().env("COLUMNS", cols).arg("--help").output().unwrap();
+        let s = String::from_utf8_lossy(&out.stdout);
+        let ex = s.split("Examples:\n").nth(1).unwrap();
+        let ex = ex.split("\nExit codes:").next().unwrap();
+        let mut prev = "";
+        let mut commands = 0;
+        for line in ex.lines() {
+            if line.starts_with("      ") {
+                assert!(
+                    prev.ends_with(" \\"),
+                    "{cols} cols: {line:?} after {prev:?}"
+                );
+            } else if line.starts_with("  kubectl ") {
+                commands += 1;
+            } else {
+                assert!(
+                    line.is_empty() || line.starts_with("  # "),
+                    "{cols} cols: wrapped line {line:?}"
+                );
+            }
+            prev = line;
+        }
+        assert_eq!(commands, 7, "{ex}");
+        assert!(
+            ex.contains("  kubectl podresolve gitea.prod.example.dev --tls \\\n      --git https://gitea.prod.example.dev/flux/fleet.git --image IMAGE\n"),
+            "{ex}"
+        );
+        assert!(
+            ex.contains("  kubectl podresolve completion -n team\n"),
+            "{ex}"
+        );
+    }
+}
+
+/// `completion` is a host unless followed by a completion subcommand (a Service may be named
+/// `completion`); `completion script` is still the completion command.
+#[test]
+fn completion_is_a_host_unless_followed_by_a_subcommand() {
+    for args in [
+        vec!["completion", "--timeout", "1s"],
+        vec!["--timeout", "1s", "--", "completion"],
+        vec!["completion", "registry", "--timeout", "1s"],
+    ] {
+        let out = bin().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(
+            err,
+            "error: --timeout 1s is too short: a probe pod needs at least 5s to be scheduled and run\n",
+            "{args:?}: parsed as podresolve hosts"
+        );
+    }
+    let out = bin().args(["completion", "script"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("exec kubectl-podresolve __complete \"$@\""),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
 #[test]
 fn help_has_examples_and_exit_codes() {
     let out = bin().arg("--help").output().unwrap();
