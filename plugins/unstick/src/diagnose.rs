@@ -1351,3 +1351,92 @@ pub fn dependency_progressing(d: &Diagnosis) -> bool {
             }),
         }
 }
+
+/// A `reconcile.fluxcd.io/requestedAt` value as a point in time: RFC 3339 (what `flux
+/// reconcile` and kubectl unstick write, `time.Now().Format(time.RFC3339Nano)`, flux2
+/// cmd/flux/reconcile.go) or Unix seconds (the `$(date +%s)` of Flux's docs for `kubectl
+/// annotate`). `None` for anything else. The controller itself only compares for equality
+/// (fluxcd/pkg runtime/predicates ReconcileRequestedPredicate).
+pub fn request_time(v: &str) -> Option<Timestamp> {
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        return v
+            .parse::<i64>()
+            .ok()
+            .and_then(|s| Timestamp::from_second(s).ok());
+    }
+    v.parse::<Timestamp>().ok()
+}
+
+/// What became of a requestedAt token (`--check --token`), from the Kustomization's
+/// annotation and `status.lastHandledReconcileAt`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenState {
+    /// The token asked about.
+    pub token: String,
+    /// `handled` (lastHandledReconcileAt == token), `pending` (the annotation is the token,
+    /// not handled yet), `superseded` (a later requestedAt replaced it), or `not-found` (the
+    /// annotation is absent or older: the token was never written to this Kustomization).
+    pub state: &'static str,
+    /// The later request, when superseded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
+    /// Whether that later request was handled (a run that started after the token, so it
+    /// covers the token's request too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub superseded_by_handled: Option<bool>,
+}
+
+impl TokenState {
+    /// Whether a run that read this token, or a later request, was handled.
+    pub fn covered(&self) -> bool {
+        self.state == "handled" || self.superseded_by_handled == Some(true)
+    }
+
+    /// One line for humans.
+    pub fn describe(&self) -> String {
+        let t = &self.token;
+        match (self.state, &self.superseded_by) {
+            ("handled", _) => format!("request {t} was handled"),
+            ("pending", _) => format!("request {t} not handled yet"),
+            ("superseded", Some(l)) if self.superseded_by_handled == Some(true) => {
+                format!("request {t} was superseded by a later request {l}, which was handled")
+            }
+            ("superseded", Some(l)) => format!(
+                "request {t} was superseded by a later request {l}, which is not handled yet"
+            ),
+            _ => format!(
+                "request {t} is not on this Kustomization (its {REQUESTED_AT} is absent or older): it was never written here"
+            ),
+        }
+    }
+}
+
+/// Judge `token` (already validated by [`request_time`]) against `ks`.
+pub fn token_state(ks: &Value, token: &str) -> TokenState {
+    let handled = obj::s(ks, &["status", "lastHandledReconcileAt"]);
+    let ann = obj::annotation(ks, REQUESTED_AT);
+    let mut st = TokenState {
+        token: token.to_string(),
+        state: "not-found",
+        superseded_by: None,
+        superseded_by_handled: None,
+    };
+    if handled == Some(token) {
+        st.state = "handled";
+    } else if ann == Some(token) {
+        st.state = "pending";
+    } else if let Some(a) = ann {
+        let later = match (request_time(a), request_time(token)) {
+            (Some(x), Some(y)) => x > y,
+            // An annotation we cannot read as a time replaced the token: a later write.
+            _ => true,
+        };
+        if later {
+            st.state = "superseded";
+            st.superseded_by = Some(a.to_string());
+            st.superseded_by_handled = Some(handled == Some(a));
+        }
+    }
+    st
+}

@@ -165,6 +165,13 @@ async fn run(cli: Cli) -> Result<i32> {
             "name a Kustomization (ks/NAME) or use --all; see --help",
         ));
     }
+    if let Some(t) = &cli.token
+        && unstick::diagnose::request_time(t).is_none()
+    {
+        return Err(Error::usage(format!(
+            "--token {t:?} is not a reconcile.fluxcd.io/requestedAt value: expected an RFC 3339 time as kubectl unstick and flux reconcile write it (e.g. 2026-11-30T07:30:00.5Z) or Unix seconds; copy it from the --no-wait output or the annotation"
+        )));
+    }
     // Handlers first: from here on a Ctrl-C never kills us between a suspend and its resume.
     let intr = Interrupt::install()?;
     let conn = cli.cluster.connect().await?;
@@ -235,10 +242,11 @@ async fn single(
         let src_rev = engine
             .source_obj(ks)
             .and_then(|s| obj::s(s, &["status", "artifact", "revision"]));
-        let handled = cli
+        let token_state = cli
             .token
             .as_deref()
-            .is_none_or(|t| obj::s(ks, &["status", "lastHandledReconcileAt"]) == Some(t));
+            .map(|t| unstick::diagnose::token_state(ks, t));
+        let handled = token_state.as_ref().is_none_or(|t| t.covered());
         let ok = handled && live::ready_at(ks, src_rev);
         let rep = Report {
             api_version: SCHEMA,
@@ -259,6 +267,7 @@ async fn single(
             .into(),
             after: None,
             last_seen: None,
+            token: token_state.clone(),
             cascade: vec![],
             notes,
         };
@@ -269,14 +278,26 @@ async fn single(
             out(&format!(
                 "check: {}\n",
                 if ok {
-                    "recovered: Ready=True at the source's revision".to_string()
-                } else if !handled {
                     format!(
-                        "request {} not handled yet",
-                        cli.token.as_deref().unwrap_or("")
+                        "{}recovered: Ready=True at the source's revision",
+                        token_state
+                            .as_ref()
+                            .map(|t| format!("{}; ", t.describe()))
+                            .unwrap_or_default()
                     )
+                } else if !handled {
+                    token_state
+                        .as_ref()
+                        .map(|t| t.describe())
+                        .unwrap_or_default()
                 } else {
-                    "not Ready at the source's revision".to_string()
+                    format!(
+                        "{}not Ready at the source's revision",
+                        token_state
+                            .as_ref()
+                            .map(|t| format!("{}, but ", t.describe()))
+                            .unwrap_or_default()
+                    )
                 }
             ))?;
         }
@@ -308,6 +329,7 @@ async fn single(
         proof: String::new(),
         after: None,
         last_seen: None,
+        token: None,
         cascade: vec![],
         notes: notes.clone(),
     };

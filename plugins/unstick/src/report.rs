@@ -45,6 +45,9 @@ pub struct Report<'a> {
     /// that ended it, or what it was still waiting on at the deadline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_seen: Option<String>,
+    /// `--check --token`: what became of the token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<crate::diagnose::TokenState>,
     /// `--cascade`: one entry per dependent, in wave order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cascade: Vec<CascadeItem>,

@@ -627,3 +627,49 @@ fn missing_path_is_the_kustomization_not_its_source() {
         d.hints
     );
 }
+
+#[test]
+fn token_state_handled_pending_superseded_not_found() {
+    use unstick::diagnose::{request_time, token_state};
+    let ks = |ann: Option<&str>, handled: Option<&str>| {
+        let mut k =
+            json!({"metadata": {"name": "a", "namespace": "n", "annotations": {}}, "status": {}});
+        if let Some(a) = ann {
+            k["metadata"]["annotations"]["reconcile.fluxcd.io/requestedAt"] = json!(a);
+        }
+        if let Some(h) = handled {
+            k["status"]["lastHandledReconcileAt"] = json!(h);
+        }
+        k
+    };
+    let (t1, t2) = ("2026-11-30T07:30:00.5Z", "2026-11-30T07:31:00Z");
+    assert_eq!(token_state(&ks(Some(t1), Some(t1)), t1).state, "handled");
+    assert_eq!(token_state(&ks(Some(t1), None), t1).state, "pending");
+    let st = token_state(&ks(Some(t2), Some(t2)), t1);
+    assert_eq!(st.state, "superseded");
+    assert_eq!(st.superseded_by.as_deref(), Some(t2));
+    assert!(st.covered());
+    let st = token_state(&ks(Some(t2), Some(t1)), t1);
+    assert_eq!(
+        st.state, "handled",
+        "handled, and a later request is pending"
+    );
+    let st = token_state(&ks(Some(t2), None), t1);
+    assert_eq!(st.superseded_by_handled, Some(false));
+    assert!(!st.covered());
+    assert!(
+        st.describe().contains("which is not handled yet"),
+        "{}",
+        st.describe()
+    );
+    // An older annotation, or none: the token was never written here.
+    assert_eq!(token_state(&ks(Some(t1), Some(t1)), t2).state, "not-found");
+    assert_eq!(token_state(&ks(None, None), t1).state, "not-found");
+    // Unix seconds (Flux docs' `$(date +%s)`) compare as times too.
+    let st = token_state(&ks(Some("1900000000"), Some("1900000000")), "1800000000");
+    assert_eq!(st.state, "superseded");
+    assert!(request_time("1800000000").is_some());
+    assert!(request_time("2026-11-30T07:30:00.5Z").is_some());
+    assert!(request_time("yesterday").is_none());
+    assert!(request_time("").is_none());
+}

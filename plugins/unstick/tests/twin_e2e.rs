@@ -770,3 +770,103 @@ async fn dependent_of_a_reconciling_dependency_is_not_stuck() {
         h.stdout
     );
 }
+
+/// `--check --token OLD` once a later requestedAt exists: it says the token was superseded
+/// and whether the later request was handled (a handled later request covers the old one);
+/// an invalid token is a usage error (exit 2) decided before asking the cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_token_superseded_by_a_later_request() {
+    let mut sc = Scenario::shipped("bare-tag-rollout").unwrap();
+    for e in sc.events.iter_mut() {
+        e.manual = true;
+    }
+    let run = start_scaled(sc, 0.05).await;
+    wait(&run, &ks("apps-wave-2"), T, |o| {
+        ready_succeeded(o) && cond(o, "Reconciling").is_none()
+    })
+    .await;
+    let request = |t: &str| {
+        run.cluster()
+            .merge_patch(
+                &ks("apps-wave-2"),
+                json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": t}}}),
+                "flux",
+            )
+            .unwrap();
+    };
+    let settled = |t: &'static str| {
+        move |o: &Value| {
+            s(o, "/status/lastHandledReconcileAt") == t
+                && ready_succeeded(o)
+                && cond(o, "Reconciling").is_none()
+        }
+    };
+    let (t1, t2, t3) = (
+        "2026-11-30T07:30:00.1Z",
+        "2026-11-30T07:31:00.2Z",
+        "2026-11-30T07:32:00.3Z",
+    );
+    request(t1);
+    wait(&run, &ks("apps-wave-2"), T, settled(t1)).await;
+    request(t2);
+    wait(&run, &ks("apps-wave-2"), T, settled(t2)).await;
+
+    let o = unstick(&run, &["ks/apps-wave-2", "--check", "--token", t1]).await;
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains(&format!(
+            "request {t1} was superseded by a later request {t2}, which was handled; recovered"
+        )),
+        "{}",
+        o.stdout
+    );
+    let v = unstick(
+        &run,
+        &["ks/apps-wave-2", "--check", "--token", t1, "-o", "json"],
+    )
+    .await
+    .json();
+    assert_eq!(
+        v["token"],
+        json!({"token": t1, "state": "superseded", "supersededBy": t2, "supersededByHandled": true})
+    );
+    assert_eq!(v["proof"], "recovered");
+
+    // A later request nobody handles (controller held): the old token is superseded by a
+    // pending request -> exit 1 saying so; the handled one is still "handled".
+    run.flux.as_ref().unwrap().kustomize.stop();
+    request(t3);
+    let o = unstick(&run, &["ks/apps-wave-2", "--check", "--token", t1]).await;
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains(&format!(
+            "request {t1} was superseded by a later request {t3}, which is not handled yet"
+        )),
+        "{}",
+        o.stdout
+    );
+    let v = unstick(
+        &run,
+        &["ks/apps-wave-2", "--check", "--token", t2, "-o", "json"],
+    )
+    .await
+    .json();
+    assert_eq!(v["token"]["state"], "handled", "{v:#}");
+
+    // Invalid token: usage error, nothing asked of the cluster.
+    run.twin.reset_requests();
+    let o = unstick(&run, &["ks/apps-wave-2", "--check", "--token", "yesterday"]).await;
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr
+            .contains("--token \"yesterday\" is not a reconcile.fluxcd.io/requestedAt value"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stdout.is_empty());
+    assert!(
+        run.twin.requests().iter().all(|r| r.resource.is_empty()),
+        "{:?}",
+        run.twin.requests()
+    );
+}
