@@ -64,7 +64,12 @@ Exit codes:
 /// watches until the controller handled it and the Kustomization is Ready at the source's
 /// current revision.
 #[derive(Parser, Debug)]
-#[command(name = "kubectl-unstick", version, after_help = EXAMPLES)]
+#[command(
+    name = "kubectl-unstick",
+    bin_name = "kubectl unstick",
+    version,
+    after_help = EXAMPLES
+)]
 struct Cli {
     /// The Kustomization: ks/NAME, kustomization/NAME or NAME
     #[arg(value_name = "KS")]
