@@ -716,6 +716,20 @@ impl WorkloadController {
                 "controller-uid": uid, "job-name": key.name,
             }));
             if let Ok(p) = self.cluster.create(p) {
+                // The Job may have been deleted (its pods collected) between our read and
+                // this create. kube-controller-manager's garbage collector deletes a dependent
+                // whose controller owner's uid no longer exists; do the same at once, so a
+                // deleted Job never leaves a pod behind.
+                let owner_alive = self
+                    .cluster
+                    .get(&key)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|j| s(&j, "/metadata/uid") == uid);
+                if !owner_alive {
+                    let _ = self.cluster.delete(&ObjKey::of(&p));
+                    return None;
+                }
                 pods.push(p);
             }
         }
