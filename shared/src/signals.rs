@@ -52,3 +52,27 @@ impl Signals {
         }
     }
 }
+
+/// Exit code of a run ended by SIGINT/SIGTERM: 128 + SIGINT(2), as shells report Ctrl-C.
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Runs a read-only phase (`fut`: API reads, connection set-up, git fetches) so that SIGINT or
+/// SIGTERM ends it at once even while a request hangs (an API server that accepts and never
+/// answers, with no `--request-timeout`): on the first signal it prints one line to stderr,
+/// `interrupted by SIGINT: NOTE` (`note` says what was left, e.g. `nothing changed`), and
+/// exits the process with [`EXIT_INTERRUPTED`] (130).
+///
+/// Only for phases that change nothing: the process exits without unwinding, so a phase that
+/// holds a mutation must keep its own handler and undo it first. Listeners are installed
+/// when the returned future is first polled; Tokio delivers a signal to every listener, so
+/// this composes with a plugin's own [`Signals`] (or other handlers) installed earlier.
+pub async fn exit_on_signal<F: std::future::Future>(note: &str, fut: F) -> F::Output {
+    let mut signals = Signals::install();
+    tokio::select! {
+        out = fut => out,
+        name = signals.recv() => {
+            eprintln!("\ninterrupted by {name}: {note}");
+            std::process::exit(EXIT_INTERRUPTED)
+        }
+    }
+}

@@ -9,7 +9,7 @@ use cluster_loop::completion::{self, ObjectKind, Want};
 use cluster_loop::error::{EXIT_FINDING, EXIT_OK, Error, Result};
 use cluster_loop::output::{OutputArgs, Painter, print_machine};
 use cluster_loop::refs::{Kind, ResourceRef};
-use cluster_loop::signals::Signals;
+use cluster_loop::signals::{Signals, exit_on_signal};
 use cluster_loop::wait::Progress;
 use cutover::execute::{self, Ending, ExecOptions};
 use cutover::preflight::{self, CheckResult, Preflight, Request};
@@ -45,7 +45,8 @@ Exit codes:
   3  cluster or API error (kubeconfig, connection, RBAC, e.g. cannot create jobs for the
      in-cluster probe), the in-cluster probe did not finish before --probe-timeout, or the
      GitRepository does not exist in that namespace on that context (names both)
-  130 interrupted during the in-cluster probe (it was deleted; nothing changed)";
+  130 interrupted (SIGINT/SIGTERM) before the patch: preflight, --finish, the in-cluster probe
+      (it was deleted), the confirmation prompt; nothing changed";
 
 /// Move a Flux GitRepository to a new Git URL without rolling the cluster backwards.
 ///
@@ -205,12 +206,16 @@ async fn run(cli: Cli) -> Result<i32> {
             repo.display()
         )));
     }
-    let conn = cli.cluster.connect().await?;
+    let conn = exit_on_signal("nothing changed", cli.cluster.connect()).await?;
     let ns = conn.flux_namespace();
     let out = cli.output.stdout_painter();
 
     if cli.finish {
-        let report = execute::finish(&conn, &ns, &source.name).await?;
+        // Interruptible as a whole: its only write (removing the hold) is one merge patch that
+        // either landed or did not, and a second --finish completes it.
+        let report = exit_on_signal(
+            "--finish stopped; the hold removal (one patch) may or may not have landed: run --finish again",
+            execute::finish(&conn, &ns, &source.name)).await?;
         if cli.output.output.is_machine() {
             let mut v = serde_json::to_value(&report)
                 .map_err(|e| Error::Other(format!("cannot serialize the report: {e}")))?;
@@ -269,7 +274,18 @@ async fn run(cli: Cli) -> Result<i32> {
     let mut signals = cli.verify_in_cluster.then(Signals::install);
     let (before, pre) = {
         let progress = Progress::for_output("cutover preflight", &cli.output);
-        let r = preflight::preflight(&conn, &req, &progress, signals.as_mut()).await;
+        let r = match signals.as_mut() {
+            // The in-cluster probe deletes its Job on a signal itself (exit 130 below).
+            Some(sig) => preflight::preflight(&conn, &req, &progress, Some(sig)).await,
+            // Read-only: SIGINT/SIGTERM end it at once, even while a request hangs.
+            None => {
+                exit_on_signal(
+                    "preflight stopped, nothing changed",
+                    preflight::preflight(&conn, &req, &progress, None),
+                )
+                .await
+            }
+        };
         progress.finish();
         r?
     };

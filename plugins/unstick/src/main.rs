@@ -227,7 +227,11 @@ async fn single(
         controller: ctrl,
     };
     let reader = Reader::default();
-    let (snap, notes) = live::gather(conn, &scope, &reader).await?;
+    let (snap, notes) = cluster_loop::signals::exit_on_signal(
+        "nothing changed",
+        live::gather(conn, &scope, &reader),
+    )
+    .await?;
     let engine = Engine::new(&snap);
     let Some(d) = engine.diagnose(&ns, &name) else {
         return Err(Error::not_found(
@@ -742,7 +746,11 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
         controller: ctrl,
     };
     let reader = Reader::default();
-    let (snap, notes) = live::gather(conn, &scope, &reader).await?;
+    let (snap, notes) = cluster_loop::signals::exit_on_signal(
+        "nothing changed",
+        live::gather(conn, &scope, &reader),
+    )
+    .await?;
     let (mut report, findings) = report::fleet_report(&snap, notes, &opts(cli));
     let mut code = if findings { EXIT_FINDING } else { EXIT_OK };
     // No Kustomizations: a namespace that does not exist is the cluster's answer (exit 3);
