@@ -18,7 +18,7 @@
 //!
 //! # Resolution (client-go `clientcmd` loading rules, as kubectl uses them)
 //!
-//! 1. `--kubeconfig PATH`: only that file; it must exist (else a usage error, exit 2).
+//! 1. `--kubeconfig PATH`: only that file; it must exist (else a config error, exit 3).
 //! 2. else `KUBECONFIG` (a `:`-separated list, empty entries ignored): the files are merged,
 //!    **the first file to set a value wins** (each cluster / user / context name, and
 //!    `current-context`); files that do not exist are skipped, as client-go does; a file
@@ -28,9 +28,11 @@
 //!    pod (`KUBERNETES_SERVICE_HOST`/`_PORT` set), the in-cluster service account.
 //!
 //! Then the context is `--context` or `current-context`; `--cluster` / `--user` replace the
-//! context's cluster / user. A name given on the command line that does not exist is a
-//! usage error (exit 2); a broken default (unset or dangling `current-context`, a context
-//! pointing to a missing cluster) is a config error (exit 3). Exec credential plugins and
+//! context's cluster / user. Every kubeconfig problem is a config error, exit 3, whether the
+//! file or name came from a flag or from the environment: a missing or unparsable file, a
+//! `--context` / `--cluster` / `--user` that the file does not have, an unset or dangling
+//! `current-context`. Exit 2 stays for a command line that is wrong on any machine (decided
+//! without reading a file); whether a kubeconfig names a context is this machine's state. Exec credential plugins and
 //! OIDC refresh work through kube's `AuthInfo` (features `client`, `oidc`).
 //!
 //! Namespace: `-n` if given, else the context's `namespace`, else `default` (in-cluster: the
@@ -298,7 +300,7 @@ impl ClusterArgs {
     }
 
     /// Resolve the configuration from the process environment and connect (lazily: no
-    /// request is sent). Errors: [`Error::Config`] (exit 2 for bad flags, else 3).
+    /// request is sent). Errors: [`Error::Config`] (exit 3).
     pub async fn connect(&self) -> Result<Connection> {
         let r = self.resolve_with(&KubeconfigEnv::from_process()).await?;
         // Building the client runs exec credential plugins: their failures are credential
@@ -639,37 +641,37 @@ users:
         let a = fx.file("a", A);
         let b = fx.file("b", B);
         let env = fx.env(&[&a, &b]);
-        // missing --kubeconfig: usage
+        // missing --kubeconfig: config error, exit 3 (like a missing KUBECONFIG file)
         let e = args(&["--kubeconfig", "/nonexistent/kc"])
             .resolve_with(&env)
             .await
             .unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.exit_code(), 3);
         assert!(
             e.to_string()
                 .contains("--kubeconfig /nonexistent/kc: file does not exist"),
             "{e}"
         );
-        // unknown --context: usage, lists contexts
+        // unknown --context: config error (exit 3), lists contexts
         let e = args(&["--context", "nope"])
             .resolve_with(&env)
             .await
             .unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.exit_code(), 3);
         let m = e.to_string();
         assert!(m.contains("--context \"nope\" not found in"), "{m}");
         assert!(m.contains("contexts: dev, shared, prod, dangling"), "{m}");
-        // unknown --cluster / --user: usage
+        // unknown --cluster / --user: config error (exit 3)
         let e = args(&["--cluster", "nope"])
             .resolve_with(&env)
             .await
             .unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.exit_code(), 3);
         let e = args(&["--user", "nope"])
             .resolve_with(&env)
             .await
             .unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.exit_code(), 3);
         assert!(e.to_string().contains("users: alice, bob"), "{e}");
         // dangling cluster in the kubeconfig: config error, exit 3
         let e = args(&["--context", "dangling"])
@@ -698,7 +700,7 @@ users:
             .resolve_with(&env)
             .await
             .unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.exit_code(), 3);
         // wrong shape (a list where a map belongs)
         let shape = fx.file("shape", "contexts: {a: b}\n");
         assert!(args(&[]).resolve_with(&fx.env(&[&shape])).await.is_err());

@@ -195,13 +195,15 @@ pub enum Error {
     /// deleted while waiting); exit code 3.
     #[error("{0}")]
     Cluster(String),
-    /// The kubeconfig could not be used. Exit code 2 when the problem is something the user
-    /// named with a flag (`--kubeconfig` missing, `--context` unknown), else 3.
+    /// The kubeconfig could not be used (missing or unparsable file, unknown context, cluster
+    /// or user, no current-context); exit code 3 wherever it came from (flag or environment).
     #[error("{message}")]
     Config {
         /// Message naming the file / context and what to do.
         message: String,
-        /// True when the culprit came from a command-line flag.
+        /// True when the culprit came from a command-line flag (`--kubeconfig`, `--context`,
+        /// `--cluster`, `--user`) rather than KUBECONFIG or ~/.kube/config. Informational:
+        /// every kubeconfig error exits 3, wherever the file or name came from.
         from_flags: bool,
     },
     /// A local file the user named could not be read or written; exit code 2.
@@ -224,14 +226,9 @@ impl Error {
         match self {
             Error::Usage(_) | Error::Io { .. } => EXIT_USAGE,
             Error::Finding(_) => EXIT_FINDING,
-            Error::Config { from_flags, .. } => {
-                if *from_flags {
-                    EXIT_USAGE
-                } else {
-                    EXIT_CLUSTER
-                }
+            Error::Api { .. } | Error::Config { .. } | Error::Cluster(_) | Error::Other(_) => {
+                EXIT_CLUSTER
             }
-            Error::Api { .. } | Error::Cluster(_) | Error::Other(_) => EXIT_CLUSTER,
         }
     }
 
@@ -735,7 +732,7 @@ mod tests {
                 from_flags: true
             }
             .exit_code(),
-            2
+            3
         );
         assert_eq!(
             Error::Config {
