@@ -332,7 +332,10 @@ pub use cluster_loop::signals::Signals;
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FinishReport {
-    /// True when everything agrees and the hold (if any) was removed.
+    /// True only when a root Kustomization applied a revision whose rendered spec.url is the
+    /// live one (then the hold, if any, was removed). False when they differ, the root has
+    /// not applied the source's revision yet, or no root Kustomization applies the
+    /// GitRepository (nothing to compare with; `notes` say so).
     pub verified: bool,
     /// The live spec.url.
     pub live_url: String,
@@ -376,11 +379,20 @@ pub async fn finish(conn: &Connection, ns: &str, name: &str) -> Result<FinishRep
         labels.get(OWNER_NAME_LABEL),
         labels.get(OWNER_NAMESPACE_LABEL),
     ) else {
+        // Nothing to compare the live URL with: no committed spec.url is applied, so this is
+        // not verified (exit 1). The hold only stops a root Kustomization; without one it
+        // protects nothing, so it is removed.
         report.notes.push(format!(
             "GitRepository {ns}/{name} has no {OWNER_NAME_LABEL} label: no root Kustomization \
-             applies it; nothing can revert the live URL"
+             applies it, so nothing in the cluster reverts the live spec.url ({live_url})"
         ));
-        report.verified = true;
+        report.notes.push(
+            "cannot verify the committed spec.url: no Kustomization applies this object, so \
+             there is no applied revision to render; if it is authored in Git, check that file \
+             by hand (if it was created with kubectl or flux create, the live object is all \
+             there is)"
+                .to_string(),
+        );
         report.hold_removed = remove_hold(conn, &api, &repo).await?;
         return Ok(report);
     };

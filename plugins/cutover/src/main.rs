@@ -40,7 +40,8 @@ Exit codes:
   0  preflight passed (--dry-run), cutover verified, or --finish verified
   1  refused by preflight (also: --verify-in-cluster found split DNS, TLS, auth or a different
      head from inside the cluster), rolled back (failure, deadline or Ctrl-C), or --finish
-     not verified
+     not verified (also when no root Kustomization applies the GitRepository: there is no
+     committed spec.url to compare with)
   2  usage error (bad reference, bad flag, --repo not a git repository)
   3  cluster or API error (kubeconfig, connection, RBAC, e.g. cannot create jobs for the
      in-cluster probe), the in-cluster probe did not finish before --probe-timeout, or the
@@ -236,7 +237,7 @@ async fn run(cli: Cli) -> Result<i32> {
                 if report.verified {
                     out.ok("verified: the committed and live spec.url agree")
                 } else {
-                    out.err("not verified")
+                    out.err("not verified: see above")
                 }
             );
         }
