@@ -39,15 +39,16 @@ Examples:
 Exit codes:
   0  preflight passed (--dry-run), cutover verified, or --finish verified
   1  refused by preflight (also: --verify-in-cluster found split DNS, TLS, auth or a different
-     head from inside the cluster), rolled back (failure, deadline or Ctrl-C), or --finish
+     head from inside the cluster), rolled back (failure or deadline), or --finish
      not verified (also when no root Kustomization applies the GitRepository: there is no
      committed spec.url to compare with)
   2  usage error (bad reference, bad flag, --repo not a git repository)
   3  cluster or API error (kubeconfig, connection, RBAC, e.g. cannot create jobs for the
      in-cluster probe), the in-cluster probe did not finish before --probe-timeout, or the
      GitRepository does not exist in that namespace on that context (names both)
-  130 interrupted (SIGINT/SIGTERM) before the patch: preflight, --finish, the in-cluster probe
-      (it was deleted), the confirmation prompt; nothing changed";
+  130 interrupted (SIGINT/SIGTERM): before the patch (preflight, --finish, the in-cluster
+      probe, which is deleted, or the prompt: nothing changed), or after it (the previous
+      spec was restored first: rolled back)";
 
 /// Move a Flux GitRepository to a new Git URL without rolling the cluster backwards.
 ///
@@ -135,7 +136,7 @@ struct Cli {
 
 /// Schema of `-o json|yaml` (camelCase keys; fields are only added within v1).
 const API_VERSION: &str = "cutover.cluster-loop.dev/v1";
-/// Exit code of a run interrupted during the in-cluster probe (nothing changed).
+/// Exit code of an interrupted run (nothing changed, or the patch was rolled back first).
 const EXIT_INTERRUPTED: i32 = 130;
 
 /// `-o json|yaml` of a cutover run: `apiVersion`, `kind: CutoverReport`, `mode`
@@ -424,7 +425,9 @@ async fn run(cli: Cli) -> Result<i32> {
     }
     Ok(match report.ending {
         Ending::CutOver => EXIT_OK,
-        _ => EXIT_FINDING,
+        Ending::RolledBack => EXIT_FINDING,
+        // 130 like every other interrupted run: the previous spec was restored first.
+        Ending::Interrupted => EXIT_INTERRUPTED,
     })
 }
 
