@@ -141,26 +141,46 @@ const EXIT_INTERRUPTED: i32 = 130;
 
 /// `-o json|yaml` of a cutover run: `apiVersion`, `kind: CutoverReport`, `mode`
 /// (`refused`, `dry-run`, `execute`), the preflight, the forward merge patch (when one was
-/// planned) and the execute result.
-fn report_json(
-    mode: &str,
-    pre: &Preflight,
-    patch: Option<&serde_json::Value>,
-    result: Option<serde_json::Value>,
-) -> serde_json::Value {
-    let mut v = serde_json::json!({
-        "apiVersion": API_VERSION,
-        "kind": "CutoverReport",
-        "mode": mode,
-        "preflight": pre,
-    });
-    if let Some(p) = patch {
-        v["patch"] = p.clone();
+/// planned) and the execute result. A struct, so the keys keep this order (a
+/// `serde_json::Value` map would sort them and push `kind` down).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CutoverReport<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    mode: &'a str,
+    preflight: &'a Preflight,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a execute::ExecReport>,
+}
+
+fn report_json<'a>(
+    mode: &'a str,
+    pre: &'a Preflight,
+    patch: Option<&'a serde_json::Value>,
+    result: Option<&'a execute::ExecReport>,
+) -> CutoverReport<'a> {
+    CutoverReport {
+        api_version: API_VERSION,
+        kind: "CutoverReport",
+        mode,
+        preflight: pre,
+        patch,
+        result,
     }
-    if let Some(r) = result {
-        v["result"] = r;
-    }
-    v
+}
+
+/// `-o json|yaml` of `--finish`: `apiVersion`, `kind: CutoverFinishReport`, then the
+/// [`execute::FinishReport`] fields, in this order.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FinishOutput<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    #[serde(flatten)]
+    report: &'a execute::FinishReport,
 }
 
 fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
@@ -219,13 +239,14 @@ async fn run(cli: Cli) -> Result<i32> {
             "--finish stopped; the hold removal (one patch) may or may not have landed: run --finish again",
             execute::finish(&conn, &ns, &source.name)).await?;
         if cli.output.output.is_machine() {
-            let mut v = serde_json::to_value(&report)
-                .map_err(|e| Error::Other(format!("cannot serialize the report: {e}")))?;
-            if let Some(o) = v.as_object_mut() {
-                o.insert("apiVersion".into(), API_VERSION.into());
-                o.insert("kind".into(), "CutoverFinishReport".into());
-            }
-            print_machine(cli.output.output, &v)?;
+            print_machine(
+                cli.output.output,
+                &FinishOutput {
+                    api_version: API_VERSION,
+                    kind: "CutoverFinishReport",
+                    report: &report,
+                },
+            )?;
         } else {
             for n in &report.notes {
                 println!("{}", n);
@@ -390,11 +411,9 @@ async fn run(cli: Cli) -> Result<i32> {
     )
     .await?;
     if machine {
-        let result = serde_json::to_value(&report)
-            .map_err(|e| Error::Other(format!("cannot serialize the report: {e}")))?;
         print_machine(
             cli.output.output,
-            &report_json("execute", &pre, Some(&forward), Some(result)),
+            &report_json("execute", &pre, Some(&forward), Some(&report)),
         )?;
     } else {
         match report.ending {

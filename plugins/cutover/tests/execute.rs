@@ -16,6 +16,14 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(300);
 /// Real-time bound on waiting for the twin's controllers.
 const T: Duration = Duration::from_secs(60);
 
+/// The top-level keys of a pretty-printed JSON object, in the order printed (two-space indent).
+fn top_level_keys(json: &str) -> Vec<String> {
+    json.lines()
+        .filter_map(|l| l.strip_prefix("  \""))
+        .filter_map(|l| l.split_once('"').map(|(k, _)| k.to_string()))
+        .collect()
+}
+
 async fn cutover(sc: &RunningScenario, args: &[&str]) -> PluginRun {
     run_plugin(BIN, sc.twin.kubeconfig_path(), args, RUN_TIMEOUT).await
 }
@@ -114,6 +122,11 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
     )
     .await;
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        top_level_keys(&r.stdout)[..5],
+        ["apiVersion", "kind", "mode", "preflight", "patch"],
+        "declaration order, not alphabetical"
+    );
     let v = r.json();
     assert_eq!(v["apiVersion"], "cutover.cluster-loop.dev/v1");
     assert_eq!(v["kind"], "CutoverReport");
@@ -194,6 +207,10 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
     root_applied(&sc, &want).await;
     let f = cutover(&sc, &["gitrepo/flux-system", "--finish", "-o", "json"]).await;
     assert_eq!(f.code, 0, "{}\n{}", f.stdout, f.stderr);
+    assert_eq!(
+        top_level_keys(&f.stdout)[..3],
+        ["apiVersion", "kind", "verified"]
+    );
     let v = f.json();
     assert_eq!(v["apiVersion"], "cutover.cluster-loop.dev/v1");
     assert_eq!(v["kind"], "CutoverFinishReport");
