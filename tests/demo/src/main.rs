@@ -36,8 +36,9 @@ struct Cli {
     /// Repository root holding clusters/ (default: the source tree this demo was built from)
     #[arg(long, value_name = "DIR")]
     repo_root: Option<PathBuf>,
-    /// Run only these steps (markercheck, unstick, podresolve, cutover); default all
-    #[arg(long, value_delimiter = ',')]
+    /// Run only these steps (markercheck, unstick, podresolve, cutover); default all. An
+    /// unknown step is a usage error (exit 2) listing the valid ones.
+    #[arg(long, value_delimiter = ',', value_name = "STEP", value_parser = STEPS)]
     step: Vec<String>,
     /// After the steps, keep the fleet twin running and print the KUBECONFIG export (Ctrl-C ends)
     #[arg(long)]
@@ -46,6 +47,9 @@ struct Cli {
     #[arg(long, default_value_t = 0.03)]
     time_scale: f64,
 }
+
+/// The demo's steps, in the order they run (`--step` accepts only these).
+const STEPS: [&str; 4] = ["markercheck", "unstick", "podresolve", "cutover"];
 
 /// Nominal time budget for waits inside the demo (real time).
 const T: Duration = Duration::from_secs(120);
