@@ -116,6 +116,48 @@ fn none_if_empty(x: String) -> String {
     if x.is_empty() { "<none>".into() } else { x }
 }
 
+/// The EXTERNAL-IP cell of a Service, as kube-apiserver's table printer writes it
+/// (pkg/printers/internalversion/printers.go getServiceExternalIP + loadBalancerStatusStringer,
+/// server-side tables use `Wide: true`, so nothing is clipped):
+/// - ClusterIP / NodePort (and no type): spec.externalIPs joined by `,`, else `<none>`;
+/// - LoadBalancer: each status.loadBalancer.ingress entry's `ip`, else its `hostname`, as a
+///   sorted set joined by `,`, then spec.externalIPs; neither: `<pending>`;
+/// - ExternalName: spec.externalName; any other type: `<unknown>`.
+fn service_external_ip(o: &Value) -> String {
+    let list = |p: &str| -> Vec<String> {
+        o.pointer(p)
+            .and_then(Value::as_array)
+            .map(|a| a.iter().map(|x| s(Some(x))).collect())
+            .unwrap_or_default()
+    };
+    let external_ips = list("/spec/externalIPs");
+    match o.pointer("/spec/type").and_then(Value::as_str) {
+        None | Some("ClusterIP" | "NodePort") => none_if_empty(external_ips.join(",")),
+        Some("LoadBalancer") => {
+            let ingress: std::collections::BTreeSet<String> = o
+                .pointer("/status/loadBalancer/ingress")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|i| {
+                    [i.get("ip"), i.get("hostname")]
+                        .into_iter()
+                        .map(|v| s(v))
+                        .find(|v| !v.is_empty())
+                })
+                .collect();
+            let all: Vec<String> = ingress.into_iter().chain(external_ips).collect();
+            if all.is_empty() {
+                "<pending>".into()
+            } else {
+                all.join(",")
+            }
+        }
+        Some("ExternalName") => s(o.pointer("/spec/externalName")),
+        Some(_) => "<unknown>".into(),
+    }
+}
+
 fn builtin_row(kind: &str, o: &Value) -> (Vec<Value>, Vec<Value>) {
     let name = s(o.pointer("/metadata/name"));
     let age_c = age(o
@@ -271,12 +313,7 @@ fn builtin_row(kind: &str, o: &Value) -> (Vec<Value>, Vec<Value>) {
                         ty
                     }),
                     json!(none_if_empty(s(o.pointer("/spec/clusterIP")))),
-                    json!(none_if_empty(
-                        o.pointer("/spec/externalIPs")
-                            .and_then(Value::as_array)
-                            .map(|a| a.iter().map(|x| s(Some(x))).collect::<Vec<_>>().join(","))
-                            .unwrap_or_default()
-                    )),
+                    json!(service_external_ip(o)),
                     json!(none_if_empty(ports.join(","))),
                     json!(age_c),
                 ],
@@ -516,6 +553,68 @@ pub fn to_table(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn service_external_ip_like_kube_apiserver() {
+        let svc = |spec: Value, status: Value| json!({"spec": spec, "status": status});
+        // LoadBalancer with an ingress IP: the IP (the fresh-user report showed <none>).
+        let lb = svc(
+            json!({"type": "LoadBalancer", "clusterIP": "10.96.0.10"}),
+            json!({"loadBalancer": {"ingress": [{"ip": "192.168.2.20"}]}}),
+        );
+        assert_eq!(service_external_ip(&lb), "192.168.2.20");
+        // ip wins over hostname in one entry; a hostname-only entry counts; sorted, deduped,
+        // then spec.externalIPs.
+        let lb = svc(
+            json!({"type": "LoadBalancer", "externalIPs": ["198.51.100.7"]}),
+            json!({"loadBalancer": {"ingress": [
+                {"ip": "203.0.113.9", "hostname": "ignored.example"},
+                {"hostname": "lb.example.com"},
+                {"ip": "203.0.113.1"},
+                {"ip": "203.0.113.9"}]}}),
+        );
+        assert_eq!(
+            service_external_ip(&lb),
+            "203.0.113.1,203.0.113.9,lb.example.com,198.51.100.7"
+        );
+        // LoadBalancer without ingress: <pending>; with only externalIPs: those.
+        let pending = svc(json!({"type": "LoadBalancer"}), json!({"loadBalancer": {}}));
+        assert_eq!(service_external_ip(&pending), "<pending>");
+        let ext = svc(
+            json!({"type": "LoadBalancer", "externalIPs": ["198.51.100.7"]}),
+            json!({}),
+        );
+        assert_eq!(service_external_ip(&ext), "198.51.100.7");
+        // ClusterIP / NodePort / no type: externalIPs or <none>; status is not looked at.
+        let cip = svc(
+            json!({"type": "ClusterIP"}),
+            json!({"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}),
+        );
+        assert_eq!(service_external_ip(&cip), "<none>");
+        let np = svc(
+            json!({"type": "NodePort", "externalIPs": ["a", "b"]}),
+            json!({}),
+        );
+        assert_eq!(service_external_ip(&np), "a,b");
+        assert_eq!(service_external_ip(&svc(json!({}), json!({}))), "<none>");
+        let en = svc(
+            json!({"type": "ExternalName", "externalName": "db.example.com"}),
+            json!({}),
+        );
+        assert_eq!(service_external_ip(&en), "db.example.com");
+        // Through the whole row, as `kubectl get svc` receives it.
+        let mut o = lb.clone();
+        o["metadata"] = json!({"name": "gw", "namespace": "x"});
+        let (cols, cells) = builtin_row("Service", &o);
+        let i = cols
+            .iter()
+            .position(|c| c["name"] == "External-IP")
+            .unwrap();
+        assert_eq!(
+            cells[i],
+            "203.0.113.1,203.0.113.9,lb.example.com,198.51.100.7"
+        );
+    }
 
     #[test]
     fn human_durations() {
