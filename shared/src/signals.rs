@@ -58,21 +58,51 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 
 /// Runs a read-only phase (`fut`: API reads, connection set-up, git fetches) so that SIGINT or
 /// SIGTERM ends it at once even while a request hangs (an API server that accepts and never
-/// answers, with no `--request-timeout`): on the first signal it prints one line to stderr,
-/// `interrupted by SIGINT: NOTE` (`note` says what was left, e.g. `nothing changed`), and
-/// exits the process with [`EXIT_INTERRUPTED`] (130).
+/// answers, with no `--request-timeout`) or a blocking call (a `git` child process) holds the
+/// thread: on the first signal it prints one line to stderr, `interrupted by SIGINT: NOTE`
+/// (`note` says what was left, e.g. `nothing changed`), and exits the process with
+/// [`EXIT_INTERRUPTED`] (130).
 ///
 /// Only for phases that change nothing: the process exits without unwinding, so a phase that
-/// holds a mutation must keep its own handler and undo it first. Listeners are installed
-/// when the returned future is first polled; Tokio delivers a signal to every listener, so
-/// this composes with a plugin's own [`Signals`] (or other handlers) installed earlier.
+/// holds a mutation must keep its own handler and undo it first. The listeners are installed
+/// before `fut` first runs and watched by a task of their own, so this needs a multi-thread
+/// Tokio runtime (the watcher runs on a worker while `fut` blocks the caller). Tokio delivers
+/// a signal to every listener, so this composes with a plugin's own [`Signals`] (or other
+/// handlers) installed earlier; install those before the phase if SIGINT must be handled
+/// after it too (Tokio keeps its handler once installed: from then on a signal nobody
+/// listens for is dropped rather than ending the process).
 pub async fn exit_on_signal<F: std::future::Future>(note: &str, fut: F) -> F::Output {
-    let mut signals = Signals::install();
-    tokio::select! {
-        out = fut => out,
-        name = signals.recv() => {
-            eprintln!("\ninterrupted by {name}: {note}");
-            std::process::exit(EXIT_INTERRUPTED)
+    let _guard = ExitOnSignal::start(note);
+    fut.await
+}
+
+/// The guard form of [`exit_on_signal`], for a read-only stretch of straight-line code: from
+/// [`ExitOnSignal::start`] until the guard is dropped, SIGINT/SIGTERM print
+/// `interrupted by SIGNAL: NOTE` to stderr and exit 130. Drop it before a phase that must
+/// handle signals itself (a probe that deletes its Job, a patch that is rolled back). Must be
+/// created inside a multi-thread Tokio runtime.
+pub struct ExitOnSignal {
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl ExitOnSignal {
+    /// Installs the listeners now (before the caller's next step runs) and watches them from
+    /// a task of its own.
+    pub fn start(note: &str) -> ExitOnSignal {
+        let mut signals = Signals::install();
+        let note = note.to_string();
+        ExitOnSignal {
+            watcher: tokio::spawn(async move {
+                let name = signals.recv().await;
+                eprintln!("\ninterrupted by {name}: {note}");
+                std::process::exit(EXIT_INTERRUPTED)
+            }),
         }
+    }
+}
+
+impl Drop for ExitOnSignal {
+    fn drop(&mut self) {
+        self.watcher.abort();
     }
 }

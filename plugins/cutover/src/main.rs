@@ -292,16 +292,20 @@ async fn run(cli: Cli) -> Result<i32> {
             cli.probe_timeout
         )));
     }
-    // Only the in-cluster probe needs them before the patch: once installed, SIGINT no longer
-    // kills the process, so the confirmation prompt below answers it itself.
-    let mut signals = cli.verify_in_cluster.then(Signals::install);
+    // Installed before the preflight: from here on SIGINT no longer kills the process by
+    // default, so every phase answers it itself (the preflight's read-only steps exit 130,
+    // the in-cluster probe deletes its Job first, the confirmation prompt aborts).
+    let mut signals = Some(Signals::install());
     let (before, pre) = {
         let progress = Progress::for_output("cutover preflight", &cli.output);
         let r = match signals.as_mut() {
-            // The in-cluster probe deletes its Job on a signal itself (exit 130 below).
-            Some(sig) => preflight::preflight(&conn, &req, &progress, Some(sig)).await,
+            // The in-cluster probe deletes its Job on a signal itself (exit 130 below); the
+            // reads before it exit 130 at once (preflight::preflight).
+            Some(sig) if cli.verify_in_cluster => {
+                preflight::preflight(&conn, &req, &progress, Some(sig)).await
+            }
             // Read-only: SIGINT/SIGTERM end it at once, even while a request hangs.
-            None => {
+            _ => {
                 exit_on_signal(
                     "preflight stopped, nothing changed",
                     preflight::preflight(&conn, &req, &progress, None),

@@ -16,7 +16,7 @@ use crate::authored::{self, AuthoredUrl};
 use crate::git::{GitCredentials, GitRunner, Relation, RemoteFailure, Scratch};
 use crate::incluster::{InCluster, Verify};
 use cluster_loop::probe::GitSecret;
-use cluster_loop::signals::Signals;
+use cluster_loop::signals::{ExitOnSignal, Signals};
 use cluster_loop::wait::Progress;
 
 /// Label kustomize-controller puts on every object it applies: the owning Kustomization's name
@@ -332,6 +332,14 @@ pub async fn preflight(
     progress: &Progress,
     signals: Option<&mut Signals>,
 ) -> Result<(GitRepository, Preflight)> {
+    // With the in-cluster probe the caller cannot wrap the whole preflight in
+    // exit_on_signal (the probe must delete its Job first): the read-only stretches before and
+    // after it exit 130 at once on SIGINT/SIGTERM, even while a request or git hangs.
+    const NOTE: &str = "preflight stopped, nothing changed";
+    let mut guard = req
+        .verify_in_cluster
+        .is_some()
+        .then(|| ExitOnSignal::start(NOTE));
     let (repo, current) = read_current(conn, &req.namespace, &req.name).await?;
     let mut checks = vec![];
     let secret_name = req.secret.clone().or_else(|| current.secret_ref.clone());
@@ -438,7 +446,11 @@ pub async fn preflight(
             Some(s) => s,
             None => own.insert(Signals::install()),
         };
-        match crate::incluster::verify(conn, &v, progress, signals).await? {
+        // The probe handles signals itself (deletes its Job, then reports `interrupted`).
+        drop(guard.take());
+        let probed = crate::incluster::verify(conn, &v, progress, signals).await?;
+        guard.replace(ExitOnSignal::start(NOTE));
+        match probed {
             None => {
                 pre.interrupted = true;
                 return Ok((repo, finish(pre)));

@@ -115,3 +115,23 @@ async fn sigint_during_hanging_finish_exits_130() {
         "stderr: {err}"
     );
 }
+
+#[tokio::test]
+async fn sigint_during_hanging_reads_before_the_in_cluster_probe_exits_130() {
+    let (code, err) = signal_while_hanging(
+        &[
+            "gitrepo/flux-system",
+            "--to",
+            "https://git.example.test/org/fleet.git",
+            "--dry-run",
+            "--verify-in-cluster",
+        ],
+        "-INT",
+    )
+    .await;
+    assert_eq!(code, Some(130), "stderr: {err}");
+    assert!(
+        err.contains("interrupted by SIGINT: preflight stopped, nothing changed"),
+        "stderr: {err}"
+    );
+}
