@@ -407,7 +407,7 @@ fn from_cluster_errors_have_exit_codes() {
             &deployment(&format!("          image: ghcr.io/org/app:1.0.0 # {M}")),
         )],
     );
-    // a kubeconfig the user named that does not exist: usage error
+    // a kubeconfig the user named that does not exist: a kubeconfig error, exit 3 (shared rule)
     let o = run_in(
         d.path(),
         &[
@@ -417,7 +417,7 @@ fn from_cluster_errors_have_exit_codes() {
             "/nonexistent/kubeconfig",
         ],
     );
-    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert_eq!(o.code, 3, "{}", o.stderr);
     // a cluster that refuses connections: API error, exit 3, no partial output
     let kc = d.path().join("kubeconfig");
     std::fs::write(
