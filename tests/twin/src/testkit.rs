@@ -426,6 +426,59 @@ pub async fn interrupt(child: tokio::process::Child, timeout: Duration) -> Plugi
         .into()
 }
 
+/// Runs plugin binary `bin` with `args` against an API server that accepts connections and
+/// never answers a byte (no `--request-timeout`), waits until the plugin has connected (so it
+/// is inside its first request, past installing its signal listeners), sends `signal` (`kill`
+/// syntax: `"-INT"`, `"-TERM"`) and returns (exit code, stderr).
+///
+/// Panics if the plugin never connects within 60 s or is still running 10 s after the
+/// signal: the property under test is that a hung API server cannot hold off Ctrl-C.
+pub async fn signal_while_api_hangs(
+    bin: &str,
+    args: &[&str],
+    signal: &str,
+) -> (Option<i32>, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, mut accepted) = tokio::sync::mpsc::unbounded_channel();
+    let server = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = listener.accept().await {
+            held.push(conn);
+            let _ = tx.send(());
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: hang\n  cluster: {{server: \"http://127.0.0.1:{port}\"}}\nusers:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: hang\n  context: {{cluster: hang, user: u}}\ncurrent-context: hang\n"
+        ),
+    )
+    .unwrap();
+    let child = plugin_command(bin, &kubeconfig, args).spawn().unwrap();
+    tokio::time::timeout(Duration::from_secs(60), accepted.recv())
+        .await
+        .expect("the plugin never connected to the API server")
+        .unwrap();
+    let pid = child.id().unwrap();
+    let sent = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{bin} {args:?} ignored {signal} for 10s"))
+        .unwrap();
+    server.abort();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
