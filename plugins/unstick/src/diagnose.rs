@@ -351,7 +351,21 @@ impl<'a> Engine<'a> {
                             .unwrap_or(rc.kind.as_str())
                     );
                 }
-                d.root_cause = Some(rc);
+                if d.class == Class::Healthy {
+                    // Ready=True at the source's current revision: nothing here is stuck,
+                    // so a dependency's state is a note, never a root cause.
+                    d.hints.push(format!(
+                        "dependency {} is {} (informational: {} is Ready at the source's current revision; its next run waits on it)",
+                        rc.kustomization,
+                        rc.diagnosis
+                            .as_ref()
+                            .map(|r| r.class.as_str())
+                            .unwrap_or(rc.kind.as_str()),
+                        d.kustomization
+                    ));
+                } else {
+                    d.root_cause = Some(rc);
+                }
             }
         }
         Some(d)

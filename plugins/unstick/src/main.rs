@@ -18,7 +18,7 @@ use unstick::diagnose::{Class, Diagnosis, Engine};
 use unstick::lever::{self, Inputs, Lever, Options, Plan};
 use unstick::live::{self, ControllerRef, Executed, Interrupt, Proof, Reader, Scope};
 use unstick::obj;
-use unstick::report::{self, CascadeItem, Report, SCHEMA};
+use unstick::report::{self, CascadeItem, Report};
 use unstick::snapshot::Snapshot;
 
 /// Exit code after SIGINT/SIGTERM (128 + 2), once anything we suspended was resumed.
@@ -43,6 +43,14 @@ Examples:
 
   # Check later whether a request was handled and the Kustomization recovered
   kubectl unstick ks/apps-wave-1 --check --token 2026-11-30T07:30:00.5Z
+
+-o json|yaml (kind UnstickReport): every key is always present (null or [] when empty):
+  apiVersion kind diagnosis controller holdingWorkers plan action done proof after
+  lastSeen token cascade notes
+  proof: recovered | failed-again | timed-out | interrupted | not-waited (--no-wait) |
+         not-handled (--check: token not handled yet) | not-attempted (nothing written:
+         --dry-run, no lever needed, or declined)
+  cascade: [] unless --cascade ran after the target recovered
 
 Exit codes:
   0  recovery observed (or, read-only: healthy; --no-wait: writes done)
@@ -257,29 +265,17 @@ async fn single(
             .map(|t| unstick::diagnose::token_state(ks, t));
         let handled = token_state.as_ref().is_none_or(|t| t.covered());
         let ok = handled && live::ready_at(ks, src_rev);
-        let rep = Report {
-            api_version: SCHEMA,
-            kind: "UnstickReport",
-            diagnosis: &d,
-            controller: engine.controller.as_ref(),
-            holding_workers: &holding,
-            plan: None,
-            action: "check".into(),
-            done: vec![],
-            proof: if ok {
-                "recovered"
-            } else if handled {
-                "failed-again"
-            } else {
-                "not-handled"
-            }
-            .into(),
-            after: None,
-            last_seen: None,
-            token: token_state.clone(),
-            cascade: vec![],
-            notes,
-        };
+        let mut rep = Report::new(&d, engine.controller.as_ref(), &holding, None, notes);
+        rep.action = "check".into();
+        rep.proof = if ok {
+            "recovered"
+        } else if handled {
+            "failed-again"
+        } else {
+            "not-handled"
+        }
+        .into();
+        rep.token = token_state.clone();
         if machine {
             print_machine(cli.output.output, &rep)?;
         } else {
@@ -326,22 +322,13 @@ async fn single(
     };
     let plan = lever::plan(&d, &inputs, &o);
 
-    let mut rep = Report {
-        api_version: SCHEMA,
-        kind: "UnstickReport",
-        diagnosis: &d,
-        controller: engine.controller.as_ref(),
-        holding_workers: &holding,
-        plan: Some(&plan),
-        action: String::new(),
-        done: vec![],
-        proof: String::new(),
-        after: None,
-        last_seen: None,
-        token: None,
-        cascade: vec![],
-        notes: notes.clone(),
-    };
+    let mut rep = Report::new(
+        &d,
+        engine.controller.as_ref(),
+        &holding,
+        Some(&plan),
+        notes.clone(),
+    );
     if !machine {
         out(&report::diagnosis_text(&painter, &d, ""))?;
         out(&report::controller_text(

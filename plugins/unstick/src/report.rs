@@ -16,7 +16,41 @@ use crate::snapshot::Snapshot;
 /// `apiVersion` of our JSON documents.
 pub const SCHEMA: &str = "unstick.cluster-loop.dev/v1";
 
-/// `-o json` of a single-Kustomization run (`kind: UnstickReport`).
+/// Every value of `proof` in an [`UnstickReport`](Report): `recovered`, `failed-again`,
+/// `timed-out`, `interrupted` (from the proof wait), `not-waited` (`--no-wait`: writes done,
+/// check later), `not-handled` (`--check --token`: the controller has not handled the token
+/// yet) and `not-attempted` (nothing was written: `--dry-run`, no lever needed, or declined).
+pub const PROOF_VALUES: [&str; 7] = [
+    "recovered",
+    "failed-again",
+    "timed-out",
+    "interrupted",
+    "not-waited",
+    "not-handled",
+    "not-attempted",
+];
+
+/// The keys of every `UnstickReport`, whatever happened: absent facts are `null` (objects)
+/// or `[]` (lists), never a missing key.
+pub const REPORT_KEYS: [&str; 14] = [
+    "apiVersion",
+    "kind",
+    "diagnosis",
+    "controller",
+    "holdingWorkers",
+    "plan",
+    "action",
+    "done",
+    "proof",
+    "after",
+    "lastSeen",
+    "token",
+    "cascade",
+    "notes",
+];
+
+/// `-o json` of a single-Kustomization run (`kind: UnstickReport`). Stable shape: every
+/// key of [`REPORT_KEYS`] is always present.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report<'a> {
@@ -26,34 +60,59 @@ pub struct Report<'a> {
     pub kind: &'static str,
     /// The diagnosis before acting.
     pub diagnosis: &'a Diagnosis,
-    /// Controller facts, when read.
+    /// Controller facts, when read (else `null`).
     pub controller: Option<&'a ControllerFacts>,
     /// Kustomizations holding a worker.
     pub holding_workers: &'a [String],
-    /// The plan.
+    /// The plan (`null` for `--check`).
     pub plan: Option<&'a Plan>,
-    /// `dry-run`, `not-needed`, `declined`, `executed`.
+    /// `check`, `dry-run`, `not-needed`, `declined`, `executed`.
     pub action: String,
-    /// Writes done.
+    /// Writes done (`[]` when none).
     pub done: Vec<String>,
-    /// `recovered`, `failed-again`, `timed-out`, `interrupted`, `not-waited`, or empty.
+    /// One of [`PROOF_VALUES`].
     pub proof: String,
-    /// Diagnosis after a failed wait.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Diagnosis after a wait that did not end in recovery, else `null`.
     pub after: Option<Diagnosis>,
     /// What the proof wait saw last when it did not end in recovery: the terminal state
-    /// that ended it, or what it was still waiting on at the deadline.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// that ended it, or what it was still waiting on at the deadline; else `null`.
     pub last_seen: Option<String>,
-    /// `--check --token`: what became of the token.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// `--check --token`: what became of the token; else `null`.
     pub token: Option<crate::diagnose::TokenState>,
-    /// `--cascade`: one entry per dependent, in wave order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// `--cascade`: one entry per dependent, in wave order; `[]` when nothing cascaded
+    /// (no `--cascade`, or the target did not recover).
     pub cascade: Vec<CascadeItem>,
-    /// Reads that were skipped (permissions, missing kinds).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Reads that were skipped (permissions, missing kinds); `[]` when none.
     pub notes: Vec<String>,
+}
+
+impl<'a> Report<'a> {
+    /// A report of `diagnosis` where nothing was attempted yet: `proof: "not-attempted"`,
+    /// no writes, no cascade; the caller sets `action` and what happened.
+    pub fn new(
+        diagnosis: &'a Diagnosis,
+        controller: Option<&'a ControllerFacts>,
+        holding_workers: &'a [String],
+        plan: Option<&'a Plan>,
+        notes: Vec<String>,
+    ) -> Self {
+        Report {
+            api_version: SCHEMA,
+            kind: "UnstickReport",
+            diagnosis,
+            controller,
+            holding_workers,
+            plan,
+            action: String::new(),
+            done: vec![],
+            proof: "not-attempted".into(),
+            after: None,
+            last_seen: None,
+            token: None,
+            cascade: vec![],
+            notes,
+        }
+    }
 }
 
 /// One dependent handled by `--cascade` (JSON: `{"wave": 1, "kustomization": "ns/name",

@@ -673,3 +673,100 @@ fn token_state_handled_pending_superseded_not_found() {
     assert!(request_time("yesterday").is_none());
     assert!(request_time("").is_none());
 }
+
+/// A Ready=True Kustomization at the source's current revision whose dependency is only
+/// reconciling: healthy, no root cause (JSON or human), an informational hint naming the
+/// dependency.
+#[test]
+fn healthy_with_a_reconciling_dependency_has_no_root_cause() {
+    let mut s = fleet();
+    let k = s
+        .kustomizations
+        .iter_mut()
+        .find(|k| k["metadata"]["name"] == "platform-config")
+        .unwrap();
+    k["spec"]["dependsOn"] = json!([{"name": "busy"}]);
+    assert_eq!(diag(&s, "busy").class, Class::Reconciling);
+    let d = diag(&s, "platform-config");
+    assert_eq!(d.class, Class::Healthy, "{}", d.summary);
+    assert!(d.root_cause.is_none(), "{:?}", d.root_cause);
+    let v = serde_json::to_value(&d).unwrap();
+    assert!(v.get("rootCause").is_none(), "{v:#}");
+    assert_eq!(
+        d.hints
+            .iter()
+            .filter(|h| h.starts_with("dependency flux-system/busy is reconciling (informational"))
+            .count(),
+        1,
+        "{:?}",
+        d.hints
+    );
+    let text = unstick::report::diagnosis_text(&cluster_loop::output::Painter::new(false), &d, "");
+    assert!(!text.contains("Root cause"), "{text}");
+    assert!(text.contains("flux-system/busy is reconciling"), "{text}");
+    // The fleet view leaves it out (healthy) and the root-cause cell is empty.
+    assert_eq!(unstick::report::root_cause_cell(&d), "-");
+}
+
+/// Every `UnstickReport` variant the binary writes has the same key set, `proof` is one of
+/// the documented values, and `cascade` is a list even when nothing cascaded.
+#[test]
+fn report_json_key_set_is_the_same_for_every_variant() {
+    use unstick::report::{CascadeItem, PROOF_VALUES, REPORT_KEYS, Report};
+    let s = fleet();
+    let e = Engine::new(&s);
+    let d = diag(&s, "apps-wave-0");
+    let after = diag(&s, "apps-wave-1");
+    let holding = e.holding_workers();
+    let p = plan_for(&s, "apps-wave-0", &Options::default());
+    let base = || Report::new(&d, e.controller.as_ref(), &holding, Some(&p), vec![]);
+    let mut variants: Vec<(&str, Report<'_>)> = vec![];
+    let mut r = Report::new(&d, None, &holding, None, vec!["note".into()]);
+    r.action = "check".into();
+    r.proof = "not-handled".into();
+    variants.push(("check", r));
+    for action in ["dry-run", "not-needed", "declined"] {
+        let mut r = base();
+        r.action = action.into();
+        variants.push((action, r));
+    }
+    for proof in ["interrupted", "not-waited", "failed-again", "timed-out"] {
+        let mut r = base();
+        r.action = "executed".into();
+        r.done = vec!["suspended".into()];
+        r.proof = proof.into();
+        if matches!(proof, "failed-again" | "timed-out") {
+            r.after = Some(after.clone());
+            r.last_seen = Some("still waiting".into());
+        }
+        variants.push((proof, r));
+    }
+    let mut r = base();
+    r.action = "executed".into();
+    r.proof = "recovered".into();
+    r.cascade = vec![CascadeItem {
+        wave: 1,
+        kustomization: "flux-system/apps-wave-1".into(),
+        proof: "recovered".into(),
+        last_seen: None,
+    }];
+    variants.push(("recovered+cascade", r));
+
+    let mut want: Vec<&str> = REPORT_KEYS.to_vec();
+    want.sort();
+    for (name, r) in &variants {
+        let v = serde_json::to_value(r).unwrap();
+        let mut got: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        got.sort();
+        assert_eq!(got, want, "{name}");
+        let proof = v["proof"].as_str().unwrap();
+        assert!(PROOF_VALUES.contains(&proof), "{name}: proof {proof:?}");
+        assert!(v["cascade"].is_array(), "{name}");
+        assert!(v["done"].is_array() && v["notes"].is_array(), "{name}");
+    }
+    // What nothing-attempted reads as, and an empty cascade is `[]`, not a missing key.
+    let v = serde_json::to_value(&variants[1].1).unwrap();
+    assert_eq!(v["proof"], "not-attempted");
+    assert_eq!(v["cascade"], json!([]));
+    assert_eq!(v["after"], Value::Null);
+}

@@ -87,7 +87,31 @@ async fn unstick_as(
     kc: Option<&std::path::Path>,
     args: &[&str],
 ) -> PluginRun {
-    run_plugin(BIN, kc.unwrap_or(run.twin.kubeconfig_path()), args, T).await
+    let out = run_plugin(BIN, kc.unwrap_or(run.twin.kubeconfig_path()), args, T).await;
+    assert_report_shape(args, &out.stdout);
+    out
+}
+
+/// Every `-o json` UnstickReport the binary writes in these runs has the documented key set
+/// (no key missing whatever happened), a documented `proof` and a `cascade` list.
+fn assert_report_shape(args: &[&str], stdout: &str) {
+    let Ok(v) = serde_json::from_str::<Value>(stdout) else {
+        return;
+    };
+    if v["kind"] != "UnstickReport" {
+        return;
+    }
+    let mut got: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    got.sort();
+    let mut want = unstick::report::REPORT_KEYS.to_vec();
+    want.sort();
+    assert_eq!(got, want, "{args:?}: {v:#}");
+    let proof = v["proof"].as_str().unwrap_or_default();
+    assert!(
+        unstick::report::PROOF_VALUES.contains(&proof),
+        "{args:?}: proof {proof:?}"
+    );
+    assert!(v["cascade"].is_array(), "{args:?}: {v:#}");
 }
 
 fn not_suspended_by_us(o: &Value) -> bool {
@@ -199,11 +223,16 @@ async fn gate_on_v18_requested_at_cancels_now_and_failure_is_reported() {
     assert_eq!(v["plan"]["lever"], "request-reconcile");
     assert!(v["plan"].get("recommendGateArg").is_none());
     // No fix in Git: the request cancels the check now, the fresh run fails again -> exit 1
-    // with the new diagnosis.
-    let o = unstick(&run, &["ks/apps-wave-1", "--yes", "-o", "json"]).await;
+    // with the new diagnosis; --cascade does not go on, and says so with `cascade: []`.
+    let o = unstick(
+        &run,
+        &["ks/apps-wave-1", "--yes", "--cascade", "-o", "json"],
+    )
+    .await;
     let v = o.json();
     assert_eq!(o.code, 1, "{v:#}\n{}", o.stderr);
     assert_eq!(v["proof"], "failed-again");
+    assert_eq!(v["cascade"], json!([]), "{v:#}");
     let token = v["plan"]["requestToken"].as_str().unwrap().to_string();
     assert!(events_with_reason(&run, "apps-wave-1", "HealthCheckCanceled") >= 1);
     assert_eq!(v["after"]["class"], "health-check-failed", "{v:#}");
@@ -682,7 +711,7 @@ async fn restart_controller_waits_while_a_dependency_reconciles() {
     let v = o.json();
     assert_eq!(o.code, 0, "{v:#}\n{}", o.stderr);
     assert_eq!(v["proof"], "recovered", "{v:#}");
-    assert!(v.get("lastSeen").is_none(), "{v:#}");
+    assert!(v["lastSeen"].is_null(), "{v:#}");
     assert_eq!(
         v["cascade"],
         json!([{"wave": 1, "kustomization": "flux-system/apps-wave-2", "proof": "recovered"}]),
