@@ -27,6 +27,23 @@ impl Signals {
         }
     }
 
+    /// Like [`Signals::install`], but fails (instead of leaving that signal unwatched) when a
+    /// listener cannot be registered. Errors: the OS error from registering the handler.
+    pub fn try_install() -> std::io::Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Signals {
+                int: Some(signal(SignalKind::interrupt())?),
+                term: Some(signal(SignalKind::terminate())?),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(Signals {})
+        }
+    }
+
     /// Resolves on the first SIGINT or SIGTERM received since [`Signals::install`], with its
     /// name (`"SIGINT"` or `"SIGTERM"`).
     pub async fn recv(&mut self) -> &'static str {

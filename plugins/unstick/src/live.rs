@@ -343,18 +343,12 @@ impl Interrupt {
     /// Install handlers for SIGINT and SIGTERM (replacing the default "die now" action, so a
     /// Ctrl-C can never land between our suspend and our resume).
     pub fn install() -> Result<Interrupt> {
-        use tokio::signal::unix::{SignalKind, signal};
         let me = Interrupt::default();
-        let mut int = signal(SignalKind::interrupt())
-            .map_err(|e| Error::Other(format!("cannot install SIGINT handler: {e}")))?;
-        let mut term = signal(SignalKind::terminate())
-            .map_err(|e| Error::Other(format!("cannot install SIGTERM handler: {e}")))?;
+        let mut signals = cluster_loop::signals::Signals::try_install()
+            .map_err(|e| Error::Other(format!("cannot install SIGINT/SIGTERM handlers: {e}")))?;
         let m = me.clone();
         tokio::spawn(async move {
-            tokio::select! {
-                _ = int.recv() => {},
-                _ = term.recv() => {},
-            }
+            signals.recv().await;
             m.flag.store(true, Ordering::SeqCst);
             m.notify.notify_waiters();
         });
