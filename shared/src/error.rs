@@ -539,17 +539,23 @@ fn missing_object_message(ctx: &ApiContext) -> String {
         Some(ns) => format!(" in namespace \"{ns}\""),
         None => String::new(),
     };
-    let server = server_or_unknown(ctx);
-    let (asked, context_flag) = match &ctx.kube_context {
+    let (asked, context_flag) = where_asked(ctx.kube_context.as_deref(), server_or_unknown(ctx));
+    format!(
+        "{kind} \"{name}\" not found{place} ({asked}); list what exists with: kubectl get {list_as}{scope_flag}{context_flag}"
+    )
+}
+
+/// Where a request was asked, for messages, and the kubectl flag that asks the same place:
+/// (`context "C", SERVER`, ` --context C`) with a kubeconfig context, else (`SERVER`, ``).
+/// The context is one shell word in the flag ([`shell_word`]).
+pub(crate) fn where_asked(kube_context: Option<&str>, server: &str) -> (String, String) {
+    match kube_context {
         Some(c) => (
             format!("context \"{c}\", {server}"),
             format!(" --context {}", shell_word(c)),
         ),
         None => (server.to_string(), String::new()),
-    };
-    format!(
-        "{kind} \"{name}\" not found{place} ({asked}); list what exists with: kubectl get {list_as}{scope_flag}{context_flag}"
-    )
+    }
 }
 
 /// `s` as one shell word (single-quoted when it has anything but `[A-Za-z0-9@%+=:,./_-]`).

@@ -343,24 +343,10 @@ fn missing_namespace(e: &kube::Error) -> Option<String> {
 /// does not exist (context "C", SERVER); list namespaces with: kubectl get ns --context C`.
 fn namespace_missing_err(conn: &Connection, e: kube::Error, url: &str, ns: &str) -> Error {
     let ctx = conn.ctx().verb("create").with_resource_url(url);
-    let server = ctx.server.trim_end_matches('/').to_string();
-    let (asked, flag) = match &ctx.kube_context {
-        Some(c) if !c.is_empty() => {
-            let word = if c
-                .chars()
-                .all(|ch| ch.is_ascii_alphanumeric() || "@%+=:,./_-".contains(ch))
-            {
-                c.clone()
-            } else {
-                format!("'{}'", c.replace('\'', r"'\''"))
-            };
-            (
-                format!("context \"{c}\", {server}"),
-                format!(" --context {word}"),
-            )
-        }
-        _ => (server, String::new()),
-    };
+    let (asked, flag) = crate::error::where_asked(
+        ctx.kube_context.as_deref().filter(|c| !c.is_empty()),
+        ctx.server.trim_end_matches('/'),
+    );
     Error::Api {
         message: format!(
             "namespace \"{ns}\" does not exist ({asked}): nothing was created; list namespaces with: kubectl get ns{flag}"
