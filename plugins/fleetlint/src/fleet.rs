@@ -1,0 +1,873 @@
+//! Discovery: overlays, the Flux Kustomization graph each renders (root -> paths -> child
+//! Kustomizations), sources, and the objects every Kustomization applies after post-build
+//! substitution.
+
+use crate::envsubst;
+use crate::render::{self, Doc, Renderer, Unit};
+use crate::tree::{self, Repo};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// `kustomize.toolkit.fluxcd.io`, the group of Flux Kustomizations.
+pub const KUSTOMIZE_GROUP: &str = "kustomize.toolkit.fluxcd.io";
+/// `source.toolkit.fluxcd.io`, the group of GitRepository/OCIRepository/Bucket.
+pub const SOURCE_GROUP: &str = "source.toolkit.fluxcd.io";
+/// `kustomize.toolkit.fluxcd.io/substitute`: `disabled` on an object (label or annotation)
+/// skips its substitution (fluxcd/pkg kustomize_varsub.go `substituteAnnotationKey`).
+pub const SUBSTITUTE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/substitute";
+
+fn group(api_version: &str) -> &str {
+    api_version.split_once('/').map(|(g, _)| g).unwrap_or("")
+}
+
+/// True for a Flux Kustomization object (not a `kustomize.config.k8s.io` one).
+pub fn is_flux_ks(v: &Value) -> bool {
+    v["kind"] == "Kustomization" && group(v["apiVersion"].as_str().unwrap_or("")) == KUSTOMIZE_GROUP
+}
+
+/// True for a Flux source kind that a Kustomization can reference.
+pub fn is_source(v: &Value) -> bool {
+    group(v["apiVersion"].as_str().unwrap_or("")) == SOURCE_GROUP
+        && matches!(
+            v["kind"].as_str(),
+            Some("GitRepository" | "OCIRepository" | "Bucket" | "ExternalArtifact")
+        )
+}
+
+/// A `postBuild.substituteFrom` reference.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubstituteRef {
+    /// `ConfigMap` or `Secret`.
+    pub kind: String,
+    /// Name, in the Kustomization's namespace.
+    pub name: String,
+    /// `optional: true`: a missing object is skipped.
+    pub optional: bool,
+}
+
+/// `spec.postBuild`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PostBuild {
+    /// Inline `substitute` (overrides `substituteFrom`).
+    pub substitute: BTreeMap<String, String>,
+    /// `substituteFrom`, in order (later ones override earlier keys).
+    pub substitute_from: Vec<SubstituteRef>,
+    /// `substituteStrategy: Always`: run even with no variables (so defaults apply).
+    pub always: bool,
+}
+
+/// A value a variable takes for one Kustomization, and where it is written.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VarValue {
+    /// The value (newlines removed, as `LoadVariables` does).
+    pub value: String,
+    /// `file:line` where it is written (`None` when unknown).
+    pub origin: Option<(String, usize)>,
+}
+
+/// One Flux Kustomization of an overlay.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FluxKs {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace` (the owner's namespace when empty).
+    pub namespace: String,
+    /// File defining it (repository-relative) and line of its document.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// `spec.path` as written (`None`: the source root).
+    pub path: Option<String>,
+    /// The directory `spec.path` names, repository-relative (`None`: climbs out of the
+    /// repository).
+    pub dir: Option<String>,
+    /// `spec.sourceRef` as `Kind/namespace/name`.
+    pub source: (String, String, String),
+    /// `spec.dependsOn` as (namespace, name).
+    pub depends_on: Vec<(String, String)>,
+    /// `spec.wait`.
+    pub wait: bool,
+    /// `spec.healthChecks` or `spec.healthCheckExprs` present.
+    pub health_checks: bool,
+    /// `GetTimeout()`: spec.timeout, else interval - 30s, at least 30s
+    /// (kustomize-controller api/v1 kustomization_types.go).
+    #[serde(serialize_with = "ser_dur")]
+    pub timeout: Duration,
+    /// `spec.timeout` was written.
+    pub timeout_explicit: bool,
+    /// `spec.targetNamespace`.
+    pub target_namespace: Option<String>,
+    /// `spec.postBuild`.
+    pub post_build: Option<PostBuild>,
+    /// Rendered from the same repository (its path is followed); false for a Kustomization of
+    /// another source (a tenant repository), whose path this tree cannot show.
+    pub followed: bool,
+    /// Index of the Kustomization whose render contains it (`None` for the overlay root).
+    pub parent: Option<usize>,
+    /// Variables for its post-build substitution (empty without postBuild).
+    #[serde(skip)]
+    pub vars: BTreeMap<String, VarValue>,
+}
+
+fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&cluster_loop::duration::format_go_duration(*d))
+}
+
+impl FluxKs {
+    /// `namespace/name`.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A source object of an overlay.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Source {
+    /// Kind.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `spec.url`.
+    pub url: Option<String>,
+}
+
+/// An object one Kustomization applies.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    /// Index of the owning Kustomization in [`Overlay::ks`] (`None`: the overlay render
+    /// without a root Kustomization).
+    pub owner: Option<usize>,
+    /// The rendered document (before substitution).
+    pub doc: Doc,
+    /// After substitution (the same as `doc.value` when none runs).
+    pub value: Value,
+    /// Effective namespace (empty for cluster-scoped kinds).
+    pub namespace: String,
+}
+
+impl Applied {
+    /// `Kind namespace/name` for messages.
+    pub fn describe(&self) -> String {
+        let k = self.value["kind"].as_str().unwrap_or("?");
+        let n = self.value["metadata"]["name"].as_str().unwrap_or("?");
+        if self.namespace.is_empty() {
+            format!("{k} {n}")
+        } else {
+            format!("{k} {}/{n}", self.namespace)
+        }
+    }
+}
+
+/// A render that failed.
+#[derive(Debug, Clone)]
+pub struct RenderError {
+    /// The unit.
+    pub unit: Unit,
+    /// Kustomization that reaches it (`None`: the overlay itself).
+    pub ks: Option<usize>,
+    /// kustomize's message.
+    pub message: String,
+}
+
+/// One overlay (a cluster directory) and everything it makes Flux apply.
+#[derive(Debug, Default)]
+pub struct Overlay {
+    /// Repository-relative directory.
+    pub dir: String,
+    /// Index of the root Kustomization (the one whose path is this directory).
+    pub root: Option<usize>,
+    /// Kustomizations, root first, in discovery (breadth-first) order.
+    pub ks: Vec<FluxKs>,
+    /// Sources found in the overlay's renders.
+    pub sources: Vec<Source>,
+    /// Objects applied.
+    pub objects: Vec<Applied>,
+    /// Failed renders.
+    pub render_errors: Vec<RenderError>,
+    /// Envsubst problems found while substituting: (owner, object index, problem).
+    pub subst_problems: Vec<SubstProblem>,
+}
+
+/// Something post-build substitution would do wrong for one object.
+#[derive(Debug, Clone)]
+pub enum SubstProblem {
+    /// `${...}` in an object of a Kustomization without postBuild: the literal ships.
+    NotEnabled { object: usize, expr: String },
+    /// postBuild present but no variables and no `substituteStrategy: Always`: nothing runs.
+    NoVariables { object: usize, expr: String },
+    /// Undefined without default. `shell`: the text sits in a command/args/script.
+    Undefined {
+        object: usize,
+        expr: String,
+        name: String,
+        shell: bool,
+    },
+    /// The object's text does not parse (`envsubst error`).
+    Syntax {
+        object: usize,
+        message: String,
+        near: String,
+    },
+    /// A `substituteFrom` object not found in the overlay (and not optional).
+    FromMissing {
+        ks: usize,
+        kind: String,
+        name: String,
+    },
+    /// A variable name outside `varsubRegex`.
+    BadName {
+        ks: usize,
+        name: String,
+        origin: Option<(String, usize)>,
+    },
+}
+
+fn s(v: &Value) -> Option<String> {
+    v.as_str().map(str::to_string)
+}
+
+fn duration(v: &Value) -> Option<Duration> {
+    cluster_loop::duration::from_json(v)
+}
+
+/// Reads a Flux Kustomization object.
+pub fn read_ks(
+    repo: &Repo,
+    v: &Value,
+    owner_ns: &str,
+    inputs: Option<&BTreeSet<String>>,
+    parent: Option<usize>,
+) -> FluxKs {
+    let name = s(&v["metadata"]["name"]).unwrap_or_default();
+    let namespace = s(&v["metadata"]["namespace"])
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| owner_ns.to_string());
+    let raw = repo.find("Kustomization", &name, Some(&namespace), inputs);
+    let (file, line) = raw.map(|d| (d.file.clone(), d.line)).unwrap_or_default();
+    let spec = &v["spec"];
+    let path = s(&spec["path"]);
+    let dir = tree::normalize(path.as_deref().unwrap_or("./"));
+    let sr = &spec["sourceRef"];
+    let source = (
+        s(&sr["kind"]).unwrap_or_else(|| "GitRepository".into()),
+        s(&sr["namespace"]).unwrap_or_else(|| namespace.clone()),
+        s(&sr["name"]).unwrap_or_default(),
+    );
+    let depends_on = spec["dependsOn"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|d| {
+                    (
+                        s(&d["namespace"]).unwrap_or_else(|| namespace.clone()),
+                        s(&d["name"]).unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let interval = duration(&spec["interval"]).unwrap_or(Duration::from_secs(600));
+    let explicit = duration(&spec["timeout"]);
+    let timeout = explicit
+        .unwrap_or_else(|| interval.saturating_sub(Duration::from_secs(30)))
+        .max(Duration::from_secs(30));
+    let post_build = spec
+        .get("postBuild")
+        .filter(|p| p.is_object())
+        .map(|p| PostBuild {
+            substitute: p["substitute"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| {
+                            let v = match v {
+                                Value::String(s) => s.clone(),
+                                o => o.to_string(),
+                            };
+                            (k.clone(), v.replace('\n', ""))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            substitute_from: p["substituteFrom"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|r| SubstituteRef {
+                            kind: s(&r["kind"]).unwrap_or_default(),
+                            name: s(&r["name"]).unwrap_or_default(),
+                            optional: r["optional"].as_bool().unwrap_or(false),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            always: p["substituteStrategy"] == "Always",
+        });
+    FluxKs {
+        name,
+        namespace,
+        file,
+        line,
+        path,
+        dir,
+        source,
+        depends_on,
+        wait: spec["wait"].as_bool().unwrap_or(false),
+        health_checks: spec["healthChecks"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+            || spec["healthCheckExprs"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty()),
+        timeout,
+        timeout_explicit: explicit.is_some(),
+        target_namespace: s(&spec["targetNamespace"]).filter(|t| !t.is_empty()),
+        post_build,
+        followed: true,
+        parent,
+        vars: BTreeMap::new(),
+    }
+}
+
+/// Kinds that are cluster-scoped (no namespace), enough for the kinds fleets hold.
+pub fn cluster_scoped(kind: &str) -> bool {
+    matches!(
+        kind,
+        "Namespace"
+            | "ClusterRole"
+            | "ClusterRoleBinding"
+            | "CustomResourceDefinition"
+            | "PersistentVolume"
+            | "StorageClass"
+            | "PriorityClass"
+            | "IngressClass"
+            | "GatewayClass"
+            | "ValidatingWebhookConfiguration"
+            | "MutatingWebhookConfiguration"
+            | "APIService"
+            | "CiliumLoadBalancerIPPool"
+            | "ClusterIssuer"
+            | "RuntimeClass"
+            | "VolumeSnapshotClass"
+            | "CSIDriver"
+            | "Node"
+    )
+}
+
+/// Finds the overlays of a repository: directories whose render holds a Flux Kustomization
+/// whose `spec.path` is that same directory (the `flux-system` root `flux bootstrap` writes),
+/// and that no other kustomization includes (a base such as `clusters/base` renders its own
+/// root too, but `clusters/dev` includes it).
+///
+/// Candidates are the kustomize directories nothing includes and the directories named by a
+/// Flux Kustomization's `spec.path` in the files; only those whose inputs hold a Flux
+/// Kustomization are rendered.
+pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Vec<String> {
+    let mut referenced = BTreeSet::new();
+    for d in &repo.kustomize_dirs {
+        for r in repo.kustomization_refs(d).0 {
+            referenced.insert(r);
+        }
+    }
+    let flux_files: BTreeSet<&str> = repo
+        .docs
+        .iter()
+        .filter(|d| d.kind == "Kustomization" && group(&d.api_version) == KUSTOMIZE_GROUP)
+        .map(|d| d.file.as_str())
+        .collect();
+    let mut cands: BTreeSet<String> = repo
+        .kustomize_dirs
+        .iter()
+        .filter(|d| !referenced.contains(*d))
+        .cloned()
+        .collect();
+    for d in repo
+        .docs
+        .iter()
+        .filter(|d| d.kind == "Kustomization" && group(&d.api_version) == KUSTOMIZE_GROUP)
+    {
+        let p = d
+            .root
+            .path(&["spec", "path"])
+            .and_then(markercheck::yamltree::Node::str)
+            .unwrap_or("./");
+        if let Some(n) = tree::normalize(p)
+            && repo.is_dir(&n)
+            && !referenced.contains(&n)
+        {
+            cands.insert(n);
+        }
+    }
+    let cands: Vec<String> = cands
+        .into_iter()
+        .filter(|c| {
+            repo.closure(c)
+                .iter()
+                .any(|f| flux_files.contains(f.as_str()))
+        })
+        .collect();
+    let units: Vec<Unit> = cands
+        .iter()
+        .map(|d| Unit {
+            dir: d.clone(),
+            target_namespace: None,
+        })
+        .collect();
+    let rendered = renderer.render_all(repo, &units, jobs);
+    let mut out = Vec::new();
+    for u in units {
+        let Some(Ok(docs)) = rendered.get(&u).map(|r| r.result.as_ref()) else {
+            continue;
+        };
+        let self_root = docs.iter().any(|d| {
+            is_flux_ks(&d.value)
+                && tree::normalize(d.value["spec"]["path"].as_str().unwrap_or("./")).as_deref()
+                    == Some(u.dir.as_str())
+        });
+        if self_root {
+            out.push(u.dir);
+        }
+    }
+    // nested overlays: a self-rooted directory inside another's inputs is not an overlay
+    let closures: Vec<BTreeSet<String>> = out.iter().map(|d| repo.closure(d)).collect();
+    let keep: Vec<String> = out
+        .iter()
+        .enumerate()
+        .filter(|(i, d)| {
+            let own = repo.closure(d);
+            !closures
+                .iter()
+                .enumerate()
+                .any(|(j, c)| j != *i && own.is_subset(c) && own.len() < c.len())
+        })
+        .map(|(_, d)| d.clone())
+        .collect();
+    keep
+}
+
+/// Builds one overlay: renders its directory, then every followed Kustomization's path, level
+/// by level (each level in parallel), and applies post-build substitution.
+pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -> Overlay {
+    let mut ov = Overlay {
+        dir: dir.to_string(),
+        ..Default::default()
+    };
+    let root_unit = Unit {
+        dir: dir.to_string(),
+        target_namespace: None,
+    };
+    let r = renderer.render_all(repo, std::slice::from_ref(&root_unit), jobs);
+    let docs = match r.get(&root_unit).map(|r| r.result.clone()) {
+        Some(Ok(d)) => d,
+        Some(Err(e)) => {
+            ov.render_errors.push(RenderError {
+                unit: root_unit,
+                ks: None,
+                message: e,
+            });
+            return ov;
+        }
+        None => return ov,
+    };
+    let root_inputs = repo.closure(dir);
+    // the root Kustomization: its path is this directory
+    let mut pending: Vec<(Option<usize>, Vec<Doc>, BTreeSet<String>)> = Vec::new();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let root_doc = docs.iter().find(|d| {
+        is_flux_ks(&d.value)
+            && tree::normalize(d.value["spec"]["path"].as_str().unwrap_or("./")).as_deref()
+                == Some(dir)
+    });
+    if let Some(rd) = root_doc {
+        let ns = rd.value["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("flux-system")
+            .to_string();
+        let k = read_ks(repo, &rd.value, &ns, Some(&root_inputs), None);
+        seen.insert(k.id());
+        ov.ks.push(k);
+        ov.root = Some(0);
+    }
+    pending.push((ov.root, docs, root_inputs));
+    let root_source = ov.root.map(|r| ov.ks[r].source.clone());
+    loop {
+        // record this level's objects and collect the next level's units
+        let mut next: Vec<(usize, Unit)> = Vec::new();
+        for (owner, docs, inputs) in pending.drain(..) {
+            let owner_ns = owner
+                .map(|o| {
+                    ov.ks[o]
+                        .target_namespace
+                        .clone()
+                        .unwrap_or_else(|| ov.ks[o].namespace.clone())
+                })
+                .unwrap_or_else(|| "flux-system".into());
+            for d in docs {
+                let kind = d.value["kind"].as_str().unwrap_or("").to_string();
+                let namespace = if cluster_scoped(&kind) {
+                    String::new()
+                } else {
+                    d.value["metadata"]["namespace"]
+                        .as_str()
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_string)
+                        .unwrap_or_else(|| owner_ns.clone())
+                };
+                if is_source(&d.value) {
+                    ov.sources.push(Source {
+                        kind: kind.clone(),
+                        namespace: namespace.clone(),
+                        name: s(&d.value["metadata"]["name"]).unwrap_or_default(),
+                        url: s(&d.value["spec"]["url"]),
+                    });
+                }
+                if is_flux_ks(&d.value) {
+                    let k = read_ks(repo, &d.value, &namespace, Some(&inputs), owner);
+                    if seen.insert(k.id()) {
+                        let i = ov.ks.len();
+                        ov.ks.push(k);
+                        next.push((
+                            i,
+                            Unit {
+                                dir: String::new(),
+                                target_namespace: None,
+                            },
+                        ));
+                    }
+                }
+                ov.objects.push(Applied {
+                    owner,
+                    value: d.value.clone(),
+                    doc: d,
+                    namespace,
+                });
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        // decide which new Kustomizations are followed (same repository) and render them
+        let mut units = Vec::new();
+        for (i, u) in next.iter_mut() {
+            let same_source = {
+                let k = &ov.ks[*i];
+                match &root_source {
+                    Some(rs) => {
+                        &k.source == rs
+                            || source_url(&ov.sources, &k.source).is_some_and(|u| {
+                                source_url(&ov.sources, rs).is_some_and(|r| r == u)
+                            })
+                    }
+                    None => true,
+                }
+            };
+            let k = &mut ov.ks[*i];
+            k.followed = same_source;
+            match (&k.dir, same_source) {
+                (Some(d), true) if repo.is_dir(d) => {
+                    *u = Unit {
+                        dir: d.clone(),
+                        target_namespace: k.target_namespace.clone(),
+                    };
+                    units.push(u.clone());
+                }
+                _ => u.dir = "\u{0}".into(),
+            }
+        }
+        let rendered = renderer.render_all(repo, &units, jobs);
+        for (i, u) in next {
+            if u.dir == "\u{0}" {
+                continue;
+            }
+            // the root's own directory is already recorded
+            if Some(i) != ov.root && u.dir == dir && u.target_namespace.is_none() {
+                continue;
+            }
+            match rendered.get(&u).map(|r| r.result.clone()) {
+                Some(Ok(docs)) => {
+                    let inputs = repo.closure(&u.dir);
+                    pending.push((Some(i), docs, inputs));
+                }
+                Some(Err(e)) => ov.render_errors.push(RenderError {
+                    unit: u,
+                    ks: Some(i),
+                    message: e,
+                }),
+                None => {}
+            }
+        }
+        if pending.is_empty() {
+            break;
+        }
+    }
+    substitute(repo, &mut ov);
+    ov
+}
+
+fn source_url<'a>(sources: &'a [Source], r: &(String, String, String)) -> Option<&'a str> {
+    sources
+        .iter()
+        .find(|s| s.kind == r.0 && s.namespace == r.1 && s.name == r.2)
+        .and_then(|s| s.url.as_deref())
+}
+
+fn b64(s: &str) -> Option<String> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(s.trim())
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+}
+
+/// Where a ConfigMap/Secret key of an overlay is written: the raw document that sets it,
+/// preferring one in the overlay's own directory (a patch) over a base.
+pub fn key_origin(
+    repo: &Repo,
+    overlay_dir: &str,
+    kind: &str,
+    name: &str,
+    key: &str,
+) -> Option<(String, usize)> {
+    let cands = repo
+        .by_kind_name
+        .get(&(kind.to_string(), name.to_string()))?;
+    let prefix = format!("{overlay_dir}/");
+    let mut best: Option<(bool, String, usize)> = None;
+    for &i in cands {
+        let d = &repo.docs[i];
+        for field in ["data", "stringData"] {
+            if d.root.path(&[field, key]).is_some() {
+                let own = d.file.starts_with(&prefix) || overlay_dir.is_empty();
+                let line = d.line_of(&[field, key]);
+                if best.as_ref().is_none_or(|b| own && !b.0) {
+                    best = Some((own, d.file.clone(), line));
+                }
+            }
+        }
+    }
+    best.map(|(_, f, l)| (f, l))
+}
+
+/// Key/value data of a ConfigMap or Secret value (Secret `data` base64-decoded).
+pub fn object_data(v: &Value) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let secret = v["kind"] == "Secret";
+    if let Some(m) = v["data"].as_object() {
+        for (k, x) in m {
+            let raw = match x {
+                Value::String(s) => s.clone(),
+                o => o.to_string(),
+            };
+            let val = if secret {
+                b64(&raw).unwrap_or(raw)
+            } else {
+                raw
+            };
+            out.insert(k.clone(), val);
+        }
+    }
+    if let Some(m) = v["stringData"].as_object() {
+        for (k, x) in m {
+            out.insert(
+                k.clone(),
+                match x {
+                    Value::String(s) => s.clone(),
+                    o => o.to_string(),
+                },
+            );
+        }
+    }
+    out
+}
+
+/// String leaves of a value whose text contains `needle`, with their key path.
+pub fn leaves_containing<'a>(
+    v: &'a Value,
+    needle: &str,
+    path: &mut Vec<String>,
+    out: &mut Vec<(Vec<String>, &'a str)>,
+) {
+    match v {
+        Value::String(s) if s.contains(needle) => out.push((path.clone(), s)),
+        Value::Object(m) => {
+            for (k, x) in m {
+                path.push(k.clone());
+                leaves_containing(x, needle, path, out);
+                path.pop();
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                path.push(i.to_string());
+                leaves_containing(x, needle, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+fn substitute(repo: &Repo, ov: &mut Overlay) {
+    // variables per Kustomization (LoadVariables, then inline substitute overrides)
+    for i in 0..ov.ks.len() {
+        let Some(pb) = ov.ks[i].post_build.clone() else {
+            continue;
+        };
+        let ns = ov.ks[i].namespace.clone();
+        let mut vars = BTreeMap::new();
+        for r in &pb.substitute_from {
+            let found = ov.objects.iter().find(|o| {
+                o.value["kind"] == r.kind.as_str()
+                    && o.value["metadata"]["name"] == r.name.as_str()
+                    && o.namespace == ns
+            });
+            match found {
+                Some(o) => {
+                    for (k, v) in object_data(&o.doc.value) {
+                        let origin = key_origin(repo, &ov.dir, &r.kind, &r.name, &k);
+                        vars.insert(
+                            k,
+                            VarValue {
+                                value: v.replace('\n', ""),
+                                origin,
+                            },
+                        );
+                    }
+                }
+                None if r.optional => {}
+                None => ov.subst_problems.push(SubstProblem::FromMissing {
+                    ks: i,
+                    kind: r.kind.clone(),
+                    name: r.name.clone(),
+                }),
+            }
+        }
+        for (k, v) in &pb.substitute {
+            let f = &ov.ks[i].file;
+            let origin = repo
+                .docs
+                .iter()
+                .find(|d| d.file == *f && d.kind == "Kustomization" && d.name == ov.ks[i].name)
+                .map(|d| {
+                    (
+                        d.file.clone(),
+                        d.line_of(&["spec", "postBuild", "substitute", k]),
+                    )
+                });
+            vars.insert(
+                k.clone(),
+                VarValue {
+                    value: v.clone(),
+                    origin,
+                },
+            );
+        }
+        for (k, v) in &vars {
+            if !envsubst::valid_var_name(k) {
+                ov.subst_problems.push(SubstProblem::BadName {
+                    ks: i,
+                    name: k.clone(),
+                    origin: v.origin.clone(),
+                });
+            }
+        }
+        ov.ks[i].vars = vars;
+    }
+    // substitute every object
+    for oi in 0..ov.objects.len() {
+        let Some(owner) = ov.objects[oi].owner else {
+            continue;
+        };
+        let o = &ov.objects[oi];
+        let disabled = o.value["metadata"]["annotations"][SUBSTITUTE_ANNOTATION] == "disabled"
+            || o.value["metadata"]["labels"][SUBSTITUTE_ANNOTATION] == "disabled";
+        if disabled || !o.doc.text.contains("${") {
+            continue;
+        }
+        let k = &ov.ks[owner];
+        let tpl = envsubst::parse(&o.doc.text);
+        let Some(pb) = &k.post_build else {
+            // no postBuild: the controller never substitutes; every expression ships as is
+            if let Ok(t) = &tpl {
+                for e in &t.exprs {
+                    ov.subst_problems.push(SubstProblem::NotEnabled {
+                        object: oi,
+                        expr: e.text.clone(),
+                    });
+                }
+            }
+            continue;
+        };
+        let t = match tpl {
+            Ok(t) => t,
+            Err(e) => {
+                let near: String = o.doc.text[e.at..].chars().take(40).collect();
+                ov.subst_problems.push(SubstProblem::Syntax {
+                    object: oi,
+                    message: e.message.to_string(),
+                    near: near.lines().next().unwrap_or("").to_string(),
+                });
+                continue;
+            }
+        };
+        if k.vars.is_empty() && !pb.always {
+            for e in &t.exprs {
+                ov.subst_problems.push(SubstProblem::NoVariables {
+                    object: oi,
+                    expr: e.text.clone(),
+                });
+            }
+            continue;
+        }
+        let vars: BTreeMap<String, String> = k
+            .vars
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect();
+        let mut all = Vec::new();
+        fn flat(e: &envsubst::Expr, out: &mut Vec<envsubst::Expr>) {
+            out.push(e.clone());
+            for n in &e.nested {
+                flat(n, out);
+            }
+        }
+        for e in &t.exprs {
+            flat(e, &mut all);
+        }
+        for e in &all {
+            if !e.has_default() && !vars.contains_key(&e.name) {
+                let mut hits = Vec::new();
+                leaves_containing(&o.doc.value, &e.text, &mut Vec::new(), &mut hits);
+                let shell = hits.iter().any(|(p, s)| {
+                    s.contains('\n')
+                        || p.iter()
+                            .any(|k| k == "command" || k == "args" || k == "script")
+                });
+                ov.subst_problems.push(SubstProblem::Undefined {
+                    object: oi,
+                    expr: e.text.clone(),
+                    name: e.name.clone(),
+                    shell,
+                });
+            }
+        }
+        if let Ok(out) = t.eval(&vars, false)
+            && let Ok(v) = serde_saphyr::from_str::<Value>(&out)
+        {
+            ov.objects[oi].value = v;
+        }
+    }
+}
+
+/// Repository-relative directory of a unit for messages.
+pub fn unit_dir(u: &Unit) -> String {
+    render::display_dir(&u.dir)
+}

@@ -1,0 +1,396 @@
+//! fleetlint engine: prove a Flux fleet repository offline, reading it the way Flux would.
+//!
+//! [`run`] loads the tree ([`tree::Repo`]), finds the overlays ([`fleet::find_overlays`]),
+//! renders every directory a Flux Kustomization reaches with real `kubectl kustomize`
+//! ([`render::Renderer`]: parallel, cached by input content), applies post-build substitution
+//! as kustomize-controller does ([`envsubst`]) and runs the rule families ([`lint`], markers
+//! through markercheck's library).
+#![forbid(unsafe_code)]
+
+pub mod envsubst;
+pub mod fleet;
+pub mod lint;
+pub mod render;
+pub mod report;
+pub mod rules;
+pub mod tree;
+
+use lint::Finding;
+use rules::Severity;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Inputs of a run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The tree to lint (a directory).
+    pub path: PathBuf,
+    /// Repository root Flux paths are relative to (default: nearest `.git` above `path`, else
+    /// `path`).
+    pub repo_root: Option<PathBuf>,
+    /// Overlay directories (paths as given, resolved against the current directory); empty:
+    /// every overlay found.
+    pub overlays: Vec<PathBuf>,
+    /// Rule options.
+    pub options: lint::Options,
+    /// `--changed-since REV`.
+    pub changed_since: Option<String>,
+    /// Parallel renders.
+    pub jobs: usize,
+    /// On-disk render cache (`None`: in memory only).
+    pub cache_dir: Option<PathBuf>,
+    /// The kubectl command.
+    pub kubectl: String,
+    /// Run markercheck's rules.
+    pub markers: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            path: ".".into(),
+            repo_root: None,
+            overlays: vec![],
+            options: lint::Options::default(),
+            changed_since: None,
+            jobs: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .min(8),
+            cache_dir: render::default_cache_dir(),
+            kubectl: "kubectl".into(),
+            markers: true,
+        }
+    }
+}
+
+/// Why a run could not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunError {
+    /// Bad input (exit 2): a path that does not exist, an overlay outside the tree, an
+    /// unknown revision.
+    Usage(String),
+    /// Anything else (exit 1 with the message).
+    Other(String),
+}
+
+/// One Kustomization in the report's graph.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GraphNode {
+    /// `namespace/name`.
+    pub id: String,
+    /// Defining file and line.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// `spec.path` as written.
+    pub path: Option<String>,
+    /// `Kind/namespace/name` of the sourceRef.
+    pub source_ref: String,
+    /// dependsOn as `namespace/name`.
+    pub depends_on: Vec<String>,
+    /// `spec.wait`.
+    pub wait: bool,
+    /// `GetTimeout()` as a Go duration.
+    pub timeout: String,
+    /// Worst case until Ready (its timeout plus the longest dependency chain), Go duration.
+    pub timeout_chain: String,
+    /// `spec.targetNamespace`.
+    pub target_namespace: Option<String>,
+    /// `postBuild` present.
+    pub post_build: bool,
+    /// Variables available to its substitution.
+    pub variables: Vec<String>,
+    /// Its path is in this repository and was rendered.
+    pub followed: bool,
+    /// The Kustomization whose render applies it.
+    pub applied_by: Option<String>,
+    /// Affected by `--changed-since` (always true without it).
+    pub affected: bool,
+}
+
+/// One overlay in the report.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OverlayReport {
+    /// Repository-relative directory.
+    pub dir: String,
+    /// The root Kustomization (`namespace/name`).
+    pub root: Option<String>,
+    /// Every Kustomization, discovery order.
+    pub kustomizations: Vec<GraphNode>,
+    /// Objects applied (after rendering).
+    pub objects: usize,
+}
+
+/// Counters.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stats {
+    /// YAML files read.
+    pub files: usize,
+    /// Directories with a kustomization file.
+    pub kustomize_dirs: usize,
+    /// `kubectl kustomize` processes run (the rest came from the cache).
+    pub renders_run: usize,
+    /// Flux Kustomizations across overlays.
+    pub kustomizations: usize,
+}
+
+/// Result of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Repository root.
+    pub root: PathBuf,
+    /// Overlays.
+    pub overlays: Vec<OverlayReport>,
+    /// Findings, sorted by file, line, rule.
+    pub findings: Vec<Finding>,
+    /// Counters.
+    pub stats: Stats,
+    /// With `--changed-since`: the changed files (repository-relative).
+    pub changed_files: Option<Vec<String>>,
+}
+
+impl Report {
+    /// True when a finding has severity error.
+    pub fn has_errors(&self) -> bool {
+        self.findings.iter().any(|f| f.severity == Severity::Error)
+    }
+}
+
+/// Nearest directory at or above `p` holding `.git`.
+pub fn repo_root_of(p: &Path) -> Option<PathBuf> {
+    let abs = std::fs::canonicalize(p).ok()?;
+    let mut cur = Some(abs.as_path());
+    while let Some(c) = cur {
+        if c.join(".git").exists() {
+            return Some(c.to_path_buf());
+        }
+        cur = c.parent();
+    }
+    None
+}
+
+/// Files changed since `rev` in the repository at `root`: `git diff --name-only REV --`
+/// (committed and uncommitted changes) plus untracked files.
+///
+/// Errors: [`RunError::Usage`] when git fails (not a repository, unknown revision).
+pub fn changed_files(root: &Path, rev: &str) -> Result<BTreeSet<String>, RunError> {
+    let run = |args: &[&str]| -> Result<String, RunError> {
+        let o = std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| RunError::Other(format!("cannot run git: {e}")))?;
+        if !o.status.success() {
+            return Err(RunError::Usage(format!(
+                "--changed-since {rev}: git {} failed in {}: {}",
+                args.join(" "),
+                root.display(),
+                String::from_utf8_lossy(&o.stderr).trim()
+            )));
+        }
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    if rev.starts_with('-') {
+        return Err(RunError::Usage(format!(
+            "--changed-since {rev:?}: a revision cannot start with '-'"
+        )));
+    }
+    let mut out: BTreeSet<String> = run(&["diff", "--name-only", "--no-renames", rev, "--"])?
+        .lines()
+        .map(str::to_string)
+        .collect();
+    out.extend(
+        run(&["ls-files", "--others", "--exclude-standard"])?
+            .lines()
+            .map(str::to_string),
+    );
+    Ok(out)
+}
+
+/// Runs fleetlint.
+///
+/// Errors: [`RunError::Usage`] for a path/overlay/revision that cannot be used.
+pub fn run(cfg: &Config) -> Result<Report, RunError> {
+    if !cfg.path.is_dir() {
+        return Err(RunError::Usage(format!(
+            "{}: not a directory (PATH is a Git checkout or a directory of a fleet repository)",
+            cfg.path.display()
+        )));
+    }
+    let root = match &cfg.repo_root {
+        Some(r) => r.clone(),
+        None => repo_root_of(&cfg.path).unwrap_or_else(|| cfg.path.clone()),
+    };
+    let root = std::fs::canonicalize(&root)
+        .map_err(|e| RunError::Usage(format!("{}: {e}", root.display())))?;
+    let scope = std::fs::canonicalize(&cfg.path)
+        .map_err(|e| RunError::Usage(format!("{}: {e}", cfg.path.display())))?;
+    if !scope.starts_with(&root) {
+        return Err(RunError::Usage(format!(
+            "{} is not inside the repository root {}",
+            cfg.path.display(),
+            root.display()
+        )));
+    }
+    let changed = match &cfg.changed_since {
+        Some(rev) => Some(changed_files(&root, rev)?),
+        None => None,
+    };
+    let repo = tree::Repo::load(&root, &scope)
+        .map_err(|e| RunError::Usage(format!("{}: {e}", cfg.path.display())))?;
+    let renderer = render::Renderer::new(&cfg.kubectl, cfg.cache_dir.clone());
+    let mut overlay_dirs = Vec::new();
+    for o in &cfg.overlays {
+        let abs = std::fs::canonicalize(o).map_err(|e| {
+            RunError::Usage(format!(
+                "--overlay {}: {e} (an overlay is a cluster directory such as clusters/prod)",
+                o.display()
+            ))
+        })?;
+        if !abs.starts_with(&root) || !abs.is_dir() {
+            return Err(RunError::Usage(format!(
+                "--overlay {}: not a directory inside the repository {}",
+                o.display(),
+                root.display()
+            )));
+        }
+        overlay_dirs.push(tree::rel(&root, &abs));
+    }
+    if overlay_dirs.is_empty() {
+        overlay_dirs = fleet::find_overlays(&repo, &renderer, cfg.jobs);
+    }
+    let mut report = Report {
+        root: root.clone(),
+        ..Default::default()
+    };
+    for dir in &overlay_dirs {
+        let ov = fleet::build_overlay(&repo, &renderer, dir, cfg.jobs);
+        let mut findings = lint::lint_overlay(&repo, &ov, &cfg.options);
+        let chains = lint::timeout_chains(&ov);
+        // --changed-since: the Kustomizations whose inputs changed, their descendants and
+        // their dependents
+        let affected: BTreeSet<String> = match &changed {
+            None => ov.ks.iter().map(fleet::FluxKs::id).collect(),
+            Some(ch) => affected_ks(&repo, &ov, ch),
+        };
+        if let Some(ch) = &changed {
+            findings.retain(|f| {
+                f.kustomizations.iter().any(|k| affected.contains(k)) || ch.contains(&f.file)
+            });
+        }
+        report.stats.kustomizations += ov.ks.len();
+        report.overlays.push(OverlayReport {
+            dir: dir.clone(),
+            root: ov.root.map(|r| ov.ks[r].id()),
+            kustomizations: ov
+                .ks
+                .iter()
+                .enumerate()
+                .map(|(i, k)| GraphNode {
+                    id: k.id(),
+                    file: k.file.clone(),
+                    line: k.line,
+                    path: k.path.clone(),
+                    source_ref: format!("{}/{}/{}", k.source.0, k.source.1, k.source.2),
+                    depends_on: k
+                        .depends_on
+                        .iter()
+                        .map(|(n, m)| format!("{n}/{m}"))
+                        .collect(),
+                    wait: k.wait,
+                    timeout: cluster_loop::duration::format_go_duration(k.timeout),
+                    timeout_chain: cluster_loop::duration::format_go_duration(chains[i]),
+                    target_namespace: k.target_namespace.clone(),
+                    post_build: k.post_build.is_some(),
+                    variables: k.vars.keys().cloned().collect(),
+                    followed: k.followed,
+                    applied_by: k.parent.map(|p| ov.ks[p].id()),
+                    affected: affected.contains(&k.id()),
+                })
+                .collect(),
+            objects: ov.objects.len(),
+        });
+        report.findings.extend(findings);
+    }
+    if cfg.markers {
+        let mc = markercheck::check::run(&markercheck::check::Config {
+            paths: vec![scope.clone()],
+            default_namespace: "flux-system".into(),
+            max_file_size: markercheck::scan::DEFAULT_MAX_FILE_SIZE,
+            repo_root: Some(root.clone()),
+            ..Default::default()
+        });
+        let cwd = std::env::current_dir().unwrap_or_default();
+        for f in mc.findings {
+            let abs = cwd.join(&f.file);
+            let file = if f.file.is_empty() {
+                String::new()
+            } else {
+                tree::rel(&root, &std::fs::canonicalize(&abs).unwrap_or(abs))
+            };
+            if let Some(ch) = &changed
+                && !ch.contains(&file)
+            {
+                continue;
+            }
+            report.findings.push(Finding {
+                file,
+                line: f.line,
+                rule: f.rule.into(),
+                name: f.name.into(),
+                severity: f.severity,
+                overlay: None,
+                message: f.message,
+                fix: f.fix,
+                kustomizations: vec![],
+            });
+        }
+    }
+    report.findings.sort();
+    report.findings.dedup();
+    report.stats.files = repo.texts.len();
+    report.stats.kustomize_dirs = repo.kustomize_dirs.len();
+    report.stats.renders_run = renderer.runs.load(std::sync::atomic::Ordering::Relaxed);
+    report.changed_files = changed.map(|c| c.into_iter().collect());
+    Ok(report)
+}
+
+fn affected_ks(
+    repo: &tree::Repo,
+    ov: &fleet::Overlay,
+    changed: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    let mut hit: BTreeSet<usize> = BTreeSet::new();
+    for (i, k) in ov.ks.iter().enumerate() {
+        let inputs = k.dir.as_ref().map(|d| repo.closure(d)).unwrap_or_default();
+        if changed.contains(&k.file) || inputs.iter().any(|f| changed.contains(f)) {
+            hit.insert(i);
+        }
+    }
+    // descendants (applied by an affected Kustomization) and dependents, to a fixed point
+    loop {
+        let before = hit.len();
+        for (i, k) in ov.ks.iter().enumerate() {
+            if k.parent.is_some_and(|p| hit.contains(&p)) {
+                hit.insert(i);
+            }
+            if k.depends_on.iter().any(|d| {
+                ov.ks
+                    .iter()
+                    .enumerate()
+                    .any(|(j, x)| hit.contains(&j) && x.namespace == d.0 && x.name == d.1)
+            }) {
+                hit.insert(i);
+            }
+        }
+        if hit.len() == before {
+            break;
+        }
+    }
+    hit.into_iter().map(|i| ov.ks[i].id()).collect()
+}

@@ -1,0 +1,265 @@
+//! kubectl-fleetlint: prove a Flux fleet repository offline. See `kubectl fleetlint --help`.
+
+use clap::{CommandFactory, Parser};
+use cluster_loop::completion::{self, Want};
+use cluster_loop::error::{EXIT_FINDING, EXIT_OK, Error, Result, exit_with};
+use cluster_loop::output::{OutputArgs, OutputFormat, print_machine, write_stdout};
+use fleetlint::rules::Severity;
+use fleetlint::{Config, RunError, report};
+use std::path::PathBuf;
+
+/// `--help` examples: every line at most 72 columns, long commands continued with `\`.
+const EXAMPLES: &str = r#"Examples:
+  # Lint every overlay of the fleet under clusters/ (render, dependsOn,
+  # substitution, placeholders, addresses, service links, images,
+  # markers)
+  kubectl fleetlint clusters
+
+  # One overlay, with its dependsOn graph and timeout chain
+  kubectl fleetlint clusters --overlay clusters/prod --graph
+
+  # Only what a change touches (the Kustomizations whose inputs it
+  # changes, and their dependents)
+  kubectl fleetlint clusters --changed-since HEAD~1
+
+  # Why a rule exists and how to fix it
+  kubectl fleetlint --explain FL031
+
+  # CI: GitHub annotations, or SARIF for code scanning
+  kubectl fleetlint clusters --format github
+  kubectl fleetlint clusters --format sarif > fleetlint.sarif
+
+Exit codes: 0 no error findings, 1 error findings, 2 usage (bad path,
+overlay, revision or rule ID; kubectl not found), 130 interrupted.
+Rules: FL001..FL071 and markercheck's MC rules, listed with
+--list-rules. Offline: no kubeconfig is read."#;
+
+/// Lint a Flux fleet repository offline, reading it the way Flux would: renders every
+/// directory a Flux Kustomization reaches with kubectl kustomize, walks the dependsOn graph and
+/// applies post-build substitution as kustomize-controller does.
+#[derive(Parser, Debug)]
+#[command(name = "kubectl-fleetlint", bin_name = "kubectl fleetlint", version, after_help = EXAMPLES)]
+struct Cli {
+    /// Directory to lint (default: current directory); Flux paths are relative to the nearest
+    /// Git repository root above it
+    #[arg(value_name = "PATH")]
+    path: Option<PathBuf>,
+
+    /// Lint only this overlay (a cluster directory such as clusters/prod; repeatable).
+    /// Default: every overlay found (a directory whose root Kustomization points at itself)
+    #[arg(long = "overlay", value_name = "DIR")]
+    overlays: Vec<PathBuf>,
+
+    /// Placeholder pattern that must never reach an overlay's output (`*` = any run of
+    /// characters other than space, quote, comma)
+    #[arg(long, default_value = "TBD-*", value_name = "GLOB")]
+    placeholder: String,
+
+    /// Lint only what changed since this Git revision (git diff REV plus untracked files):
+    /// the Kustomizations whose paths or inputs change, what they apply and their dependents
+    #[arg(long, value_name = "REV")]
+    changed_since: Option<String>,
+
+    /// Repository root Flux paths are relative to (default: nearest .git above PATH)
+    #[arg(long, value_name = "DIR")]
+    repo_root: Option<PathBuf>,
+
+    /// Print the dependsOn graph of every overlay with its timeout chain (table output)
+    #[arg(long)]
+    graph: bool,
+
+    /// Skip markercheck's marker rules
+    #[arg(long)]
+    no_markers: bool,
+
+    /// Renders run at once (default: CPU count, at most 8)
+    #[arg(long, short = 'j', value_name = "N")]
+    jobs: Option<usize>,
+
+    /// Render cache directory (default: $XDG_CACHE_HOME/cluster-loop/fleetlint)
+    #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
+    cache_dir: Option<PathBuf>,
+
+    /// Do not read or write the render cache
+    #[arg(long)]
+    no_cache: bool,
+
+    /// kubectl command used for `kubectl kustomize`
+    #[arg(long, default_value = "kubectl", value_name = "CMD")]
+    kubectl: String,
+
+    /// Print a rule's story (what goes wrong, the fix, its source) and exit
+    #[arg(long, value_name = "ID")]
+    explain: Option<String>,
+
+    /// List the rules and exit
+    #[arg(long)]
+    list_rules: bool,
+
+    /// Findings format: text (the -o output), github (workflow annotations), sarif
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Text,
+    Github,
+    Sarif,
+}
+
+fn main() {
+    if let Some(code) = completion::handle("fleetlint", Cli::command(), |req| {
+        match req.flag.as_deref() {
+            None | Some("overlay") | Some("repo-root") | Some("cache-dir") => Want::Dirs,
+            _ => Want::Default,
+        }
+    }) {
+        std::process::exit(code);
+    }
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => exit_with(&e),
+    }
+}
+
+fn kubectl_found(cmd: &str) -> bool {
+    if cmd.contains('/') {
+        return std::path::Path::new(cmd).is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
+}
+
+fn run(cli: Cli) -> Result<i32> {
+    if cli.list_rules {
+        let mut s = String::new();
+        for r in fleetlint::rules::RULES {
+            s.push_str(&format!(
+                "{}  {:<28} {:<8} {:<14} {}\n",
+                r.id,
+                r.name,
+                format!("{:?}", r.severity).to_lowercase(),
+                r.family,
+                r.summary
+            ));
+        }
+        for (id, name, sev, desc) in markercheck::check::RULES {
+            s.push_str(&format!(
+                "{id}  {name:<28} {:<8} {:<14} {desc}\n",
+                format!("{sev:?}").to_lowercase(),
+                "markers"
+            ));
+        }
+        write_stdout(&s)?;
+        return Ok(EXIT_OK);
+    }
+    if let Some(id) = &cli.explain {
+        return match fleetlint::rules::explain(id) {
+            Some(t) => {
+                write_stdout(&t)?;
+                Ok(EXIT_OK)
+            }
+            None => Err(Error::usage(format!(
+                "--explain {id}: no such rule (FL001..FL071 or a markercheck MC rule; see --list-rules)"
+            ))),
+        };
+    }
+    fleetlint::lint::placeholder_regex(&cli.placeholder).map_err(Error::usage)?;
+    if cli.jobs == Some(0) {
+        return Err(Error::usage("--jobs 0: at least one render must run"));
+    }
+    if !kubectl_found(&cli.kubectl) {
+        return Err(Error::usage(format!(
+            "{}: not found (fleetlint renders with `kubectl kustomize`); install kubectl or pass --kubectl",
+            cli.kubectl
+        )));
+    }
+    let defaults = Config::default();
+    let cfg = Config {
+        path: cli.path.clone().unwrap_or_else(|| PathBuf::from(".")),
+        repo_root: cli.repo_root.clone(),
+        overlays: cli.overlays.clone(),
+        options: fleetlint::lint::Options {
+            placeholder: cli.placeholder.clone(),
+        },
+        changed_since: cli.changed_since.clone(),
+        jobs: cli.jobs.unwrap_or(defaults.jobs),
+        cache_dir: if cli.no_cache {
+            None
+        } else {
+            cli.cache_dir.clone().or(defaults.cache_dir)
+        },
+        kubectl: cli.kubectl.clone(),
+        markers: !cli.no_markers,
+    };
+    let started = std::time::Instant::now();
+    let report = fleetlint::run(&cfg).map_err(|e| match e {
+        RunError::Usage(m) => Error::Usage(m),
+        RunError::Other(m) => Error::Other(m),
+    })?;
+    let elapsed = started.elapsed();
+    match cli.format {
+        Format::Github => write_stdout(&report::github(&report.findings))?,
+        Format::Sarif => print_machine(OutputFormat::Json, &report::sarif(&report.findings))?,
+        Format::Text => match cli.output.output {
+            OutputFormat::Table => {
+                let p = cli.output.stdout_painter();
+                let mut s = String::new();
+                if cli.graph {
+                    s.push_str(&report::graph(&report.overlays, &p));
+                }
+                s.push_str(&report::table(&report.findings, &p));
+                write_stdout(&s)?;
+            }
+            fmt => print_machine(fmt, &report::MachineReport::new(&report))?,
+        },
+    }
+    let count = |s: Severity| report.findings.iter().filter(|f| f.severity == s).count();
+    let (e, w) = (count(Severity::Error), count(Severity::Warning));
+    let ep = cli.output.stderr_painter();
+    let overlays: Vec<&str> = report.overlays.iter().map(|o| o.dir.as_str()).collect();
+    let summary = format!(
+        "{} overlay(s) ({}), {} Kustomizations, {} files; {} kubectl kustomize run(s){}{}; {e} errors, {w} warnings in {:.2}s",
+        overlays.len(),
+        if overlays.is_empty() {
+            "none found".to_string()
+        } else {
+            overlays.join(", ")
+        },
+        report.stats.kustomizations,
+        report.stats.files,
+        report.stats.renders_run,
+        if cfg.cache_dir.is_some() {
+            ", the rest from the cache"
+        } else {
+            ", no cache"
+        },
+        match &report.changed_files {
+            Some(c) => format!("; --changed-since: {} changed file(s)", c.len()),
+            None => String::new(),
+        },
+        elapsed.as_secs_f64()
+    );
+    let _ = {
+        use std::io::Write as _;
+        writeln!(
+            std::io::stderr(),
+            "{}",
+            if e > 0 {
+                ep.err(&summary)
+            } else {
+                ep.ok(&summary)
+            }
+        )
+    };
+    Ok(if report.has_errors() {
+        EXIT_FINDING
+    } else {
+        EXIT_OK
+    })
+}

@@ -1,0 +1,291 @@
+//! Rendering with real `kubectl kustomize`, in parallel, cached by the content of every file the
+//! render reads.
+//!
+//! kustomize-controller builds with `LoadRestrictionsNone` and plugins disabled (fluxcd/pkg
+//! `kustomize/kustomize_generator.go` `Build`), so every render here passes
+//! `--load-restrictor=LoadRestrictionsNone`. A directory without a kustomization file gets the
+//! kustomization the controller generates (`findOrGenerateKustomization`: every `.yaml`/`.yml`
+//! file, sub-directories with a kustomization as one resource), and `spec.targetNamespace`
+//! becomes the kustomization's `namespace:` (`GenerateManifest`).
+
+use crate::tree::Repo;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// What to render: a repository-relative directory, optionally with a target namespace.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Unit {
+    /// Repository-relative directory ("" for the root).
+    pub dir: String,
+    /// `spec.targetNamespace` of the Flux Kustomization.
+    pub target_namespace: Option<String>,
+}
+
+/// One rendered object: its YAML text (what envsubst runs on) and its value.
+#[derive(Debug, Clone)]
+pub struct Doc {
+    /// The document's YAML text as kustomize printed it.
+    pub text: String,
+    /// Parsed value.
+    pub value: serde_json::Value,
+}
+
+/// Result of one render.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    /// Objects in output order, or kustomize's error text.
+    pub result: Result<Vec<Doc>, String>,
+    /// Served from the cache.
+    pub cached: bool,
+}
+
+/// Renders units with `kubectl kustomize`, memoised in memory and (unless disabled) on disk.
+pub struct Renderer {
+    kubectl: String,
+    kubectl_id: String,
+    cache_dir: Option<PathBuf>,
+    memo: Mutex<BTreeMap<Unit, Rendered>>,
+    /// Number of `kubectl kustomize` processes run.
+    pub runs: std::sync::atomic::AtomicUsize,
+}
+
+/// The default on-disk cache: `$XDG_CACHE_HOME/cluster-loop/fleetlint` or
+/// `~/.cache/cluster-loop/fleetlint`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("cluster-loop").join("fleetlint"))
+}
+
+fn which(cmd: &str) -> Option<PathBuf> {
+    if cmd.contains('/') {
+        return Some(PathBuf::from(cmd));
+    }
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(cmd))
+            .find(|c| c.is_file())
+    })
+}
+
+impl Renderer {
+    /// A renderer using `kubectl` (a command name or path) and an optional cache directory.
+    /// The cache key includes the kubectl binary's path, size and modification time, so a
+    /// different kustomize never serves a stale render.
+    pub fn new(kubectl: &str, cache_dir: Option<PathBuf>) -> Renderer {
+        let kubectl_id = which(kubectl)
+            .and_then(|p| {
+                let m = std::fs::metadata(&p).ok()?;
+                let mt = m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0);
+                Some(format!("{}:{}:{}", p.display(), m.len(), mt))
+            })
+            .unwrap_or_else(|| kubectl.to_string());
+        Renderer {
+            kubectl: kubectl.to_string(),
+            kubectl_id,
+            cache_dir,
+            memo: Mutex::new(BTreeMap::new()),
+            runs: Default::default(),
+        }
+    }
+
+    /// Renders every unit not yet rendered, up to `jobs` at once, and returns them all.
+    pub fn render_all(&self, repo: &Repo, units: &[Unit], jobs: usize) -> BTreeMap<Unit, Rendered> {
+        let todo: Vec<&Unit> = {
+            let memo = self.memo.lock().expect("memo");
+            units.iter().filter(|u| !memo.contains_key(*u)).collect()
+        };
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..jobs.max(1).min(todo.len().max(1)) {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(u) = todo.get(i) else { break };
+                        let r = self.render_one(repo, u);
+                        self.memo.lock().expect("memo").insert((*u).clone(), r);
+                    }
+                });
+            }
+        });
+        let memo = self.memo.lock().expect("memo");
+        units
+            .iter()
+            .filter_map(|u| memo.get(u).map(|r| (u.clone(), r.clone())))
+            .collect()
+    }
+
+    fn key(&self, repo: &Repo, u: &Unit) -> String {
+        let mut h = Sha256::new();
+        h.update(self.kubectl_id.as_bytes());
+        h.update(b"\0");
+        h.update(u.dir.as_bytes());
+        h.update(b"\0");
+        h.update(u.target_namespace.as_deref().unwrap_or("\u{1}").as_bytes());
+        for f in repo.closure(&u.dir) {
+            h.update(b"\0");
+            h.update(f.as_bytes());
+            h.update(b"\0");
+            match std::fs::read(repo.root.join(&f)) {
+                Ok(b) => h.update(&b),
+                Err(_) => h.update(b"\x01missing"),
+            }
+        }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn render_one(&self, repo: &Repo, u: &Unit) -> Rendered {
+        let key = self.key(repo, u);
+        let cache_file = self
+            .cache_dir
+            .as_ref()
+            .map(|d| d.join(format!("{key}.out")));
+        if let Some(cf) = &cache_file
+            && let Ok(s) = std::fs::read_to_string(cf)
+        {
+            let result = match s.strip_prefix("ok\n") {
+                Some(out) => Ok(parse_output(out)),
+                None => Err(s.strip_prefix("error\n").unwrap_or(&s).to_string()),
+            };
+            return Rendered {
+                result,
+                cached: true,
+            };
+        }
+        self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let raw = self.run_kubectl(repo, u);
+        if let Some(cf) = &cache_file {
+            let body = match &raw {
+                Ok(out) => format!("ok\n{out}"),
+                Err(e) => format!("error\n{e}"),
+            };
+            if let Some(d) = cf.parent() {
+                let _ = std::fs::create_dir_all(d);
+            }
+            let tmp = cf.with_extension(format!("tmp{}", std::process::id()));
+            if std::fs::write(&tmp, body).is_ok() {
+                let _ = std::fs::rename(&tmp, cf);
+            }
+        }
+        Rendered {
+            result: raw.map(|o| parse_output(&o)),
+            cached: false,
+        }
+    }
+
+    fn run_kubectl(&self, repo: &Repo, u: &Unit) -> Result<String, String> {
+        let abs = repo.root.join(&u.dir);
+        if !abs.is_dir() {
+            return Err(format!("{}: no such directory", display_dir(&u.dir)));
+        }
+        let has_k = repo.kustomization_file(&u.dir).is_some();
+        let tmp;
+        let target: &Path = if has_k && u.target_namespace.is_none() {
+            &abs
+        } else {
+            let resources: Vec<String> = if has_k {
+                vec![abs.display().to_string()]
+            } else {
+                repo.generated_resources(&u.dir)
+                    .iter()
+                    .map(|r| repo.root.join(r).display().to_string())
+                    .collect()
+            };
+            if resources.is_empty() {
+                return Ok(String::new());
+            }
+            tmp = tempdir().map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+            let mut k = String::from(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n",
+            );
+            for r in resources {
+                k.push_str(&format!("  - {}\n", serde_json::Value::String(r)));
+            }
+            if let Some(ns) = &u.target_namespace {
+                k.push_str(&format!(
+                    "namespace: {}\n",
+                    serde_json::Value::String(ns.clone())
+                ));
+            }
+            std::fs::write(tmp.0.join("kustomization.yaml"), k)
+                .map_err(|e| format!("cannot write a temporary kustomization: {e}"))?;
+            &tmp.0
+        };
+        let out = std::process::Command::new(&self.kubectl)
+            .arg("kustomize")
+            .arg("--load-restrictor=LoadRestrictionsNone")
+            .arg(target)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {} kustomize: {e}", self.kubectl))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            // temporary paths mean nothing to the reader: show repository-relative ones
+            let root = format!("{}/", repo.root.display());
+            Err(err.replace(&root, ""))
+        }
+    }
+}
+
+/// A directory for messages ("." for the repository root).
+pub fn display_dir(d: &str) -> String {
+    if d.is_empty() {
+        ".".into()
+    } else {
+        d.to_string()
+    }
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir() -> std::io::Result<TempDir> {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let p = std::env::temp_dir().join(format!("fleetlint-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&p)?;
+    Ok(TempDir(p))
+}
+
+/// Splits `kubectl kustomize` output into documents and parses each.
+pub fn parse_output(out: &str) -> Vec<Doc> {
+    let mut docs = Vec::new();
+    let mut cur = String::new();
+    let mut flush = |cur: &mut String| {
+        if !cur.trim().is_empty()
+            && let Ok(v) = serde_saphyr::from_str::<serde_json::Value>(cur)
+            && v.is_object()
+        {
+            docs.push(Doc {
+                text: std::mem::take(cur),
+                value: v,
+            });
+        }
+        cur.clear();
+    };
+    for line in out.split_inclusive('\n') {
+        if line.trim_end() == "---" {
+            flush(&mut cur);
+        } else {
+            cur.push_str(line);
+        }
+    }
+    flush(&mut cur);
+    docs
+}
