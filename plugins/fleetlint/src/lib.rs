@@ -326,7 +326,13 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
             ..Default::default()
         });
         let cwd = std::env::current_dir().unwrap_or_default();
-        for f in mc.findings {
+        // markercheck's errors and warnings; its info findings are about its simulation
+        // (MC070-MC072), which fleetlint does not run
+        for f in mc
+            .findings
+            .into_iter()
+            .filter(|f| f.severity != Severity::Info)
+        {
             let abs = cwd.join(&f.file);
             let file = if f.file.is_empty() {
                 String::new()

@@ -192,18 +192,23 @@ impl Renderer {
         let target: &Path = if has_k && u.target_namespace.is_none() {
             &abs
         } else {
+            tmp = tempdir().map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+            // kustomize refuses absolute directory resources ("new root cannot be absolute"):
+            // reach them from the temporary directory by a relative path
+            let up = "../".repeat(tmp.0.components().count().saturating_sub(1));
+            let relative =
+                |p: &Path| format!("{up}{}", p.display().to_string().trim_start_matches('/'));
             let resources: Vec<String> = if has_k {
-                vec![abs.display().to_string()]
+                vec![relative(&abs)]
             } else {
                 repo.generated_resources(&u.dir)
                     .iter()
-                    .map(|r| repo.root.join(r).display().to_string())
+                    .map(|r| relative(&repo.root.join(r)))
                     .collect()
             };
             if resources.is_empty() {
                 return Ok(String::new());
             }
-            tmp = tempdir().map_err(|e| format!("cannot create a temporary directory: {e}"))?;
             let mut k = String::from(
                 "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n",
             );
@@ -233,7 +238,15 @@ impl Renderer {
             let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
             // temporary paths mean nothing to the reader: show repository-relative ones
             let root = format!("{}/", repo.root.display());
-            Err(err.replace(&root, ""))
+            let rel_root = format!(
+                "{}/",
+                repo.root.display().to_string().trim_start_matches('/')
+            );
+            let mut err = err.replace(&root, "");
+            for n in (1..=32).rev() {
+                err = err.replace(&format!("{}{rel_root}", "../".repeat(n)), "");
+            }
+            Err(err.trim().to_string())
         }
     }
 }
@@ -260,7 +273,7 @@ fn tempdir() -> std::io::Result<TempDir> {
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let p = std::env::temp_dir().join(format!("fleetlint-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&p)?;
-    Ok(TempDir(p))
+    Ok(TempDir(std::fs::canonicalize(&p)?))
 }
 
 /// Splits `kubectl kustomize` output into documents and parses each.

@@ -1,0 +1,373 @@
+//! The example fleet (clusters/) and the public Flux layouts (base + overlays,
+//! multi-tenancy), recreated as small fixtures of our own: no false positive.
+
+mod common;
+use common::{Fleet, rules, show, workspace};
+use std::collections::BTreeSet;
+
+fn example(overlay: &str) -> fleetlint::Report {
+    let ws = workspace();
+    fleetlint::run(&fleetlint::Config {
+        path: ws.join("clusters"),
+        repo_root: Some(ws.clone()),
+        overlays: vec![ws.join(overlay)],
+        cache_dir: None,
+        ..Default::default()
+    })
+    .expect("run")
+}
+
+#[test]
+fn example_dev_lints_clean() {
+    let r = example("clusters/dev");
+    assert!(r.findings.is_empty(), "{}", show(&r));
+    // the whole graph was found: root, platform layers and the app waves
+    let ids: BTreeSet<&str> = r.overlays[0]
+        .kustomizations
+        .iter()
+        .map(|k| k.id.as_str())
+        .collect();
+    for k in [
+        "flux-system",
+        "platform",
+        "platform-config",
+        "apps-wave-0",
+        "apps-wave-1",
+        "apps-wave-2",
+    ] {
+        assert!(ids.contains(format!("flux-system/{k}").as_str()), "{ids:?}");
+    }
+}
+
+#[test]
+fn example_prod_reports_exactly_its_placeholders() {
+    let ws = workspace();
+    // the placeholders prod writes, read from its files (not hard-coded)
+    let re = regex::Regex::new(r"TBD-PROD-[A-Za-z0-9_-]+").unwrap();
+    let mut written = BTreeSet::new();
+    for e in std::fs::read_dir(ws.join("clusters/prod")).unwrap() {
+        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        for l in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+            for m in re.find_iter(l) {
+                written.insert(m.as_str().to_string());
+            }
+        }
+    }
+    assert!(!written.is_empty());
+    let r = example("clusters/prod");
+    assert!(r.findings.iter().all(|f| f.rule == "FL040"), "{}", show(&r));
+    let reported: BTreeSet<String> = r
+        .findings
+        .iter()
+        .map(|f| re.find(&f.message).unwrap().as_str().to_string())
+        .collect();
+    assert_eq!(reported, written);
+    assert_eq!(r.findings.len(), written.len(), "{}", show(&r));
+    for f in &r.findings {
+        assert!(f.file.starts_with("clusters/prod/"), "{}", show(&r));
+    }
+}
+
+#[test]
+fn example_overlays_are_found() {
+    let ws = workspace();
+    let r = fleetlint::run(&fleetlint::Config {
+        path: ws.join("clusters"),
+        repo_root: Some(ws.clone()),
+        cache_dir: None,
+        ..Default::default()
+    })
+    .unwrap();
+    let dirs: Vec<&str> = r.overlays.iter().map(|o| o.dir.as_str()).collect();
+    assert_eq!(dirs, ["clusters/dev", "clusters/prod"]);
+    assert!(
+        r.findings
+            .iter()
+            .all(|f| f.overlay.as_deref() == Some("clusters/prod"))
+    );
+}
+
+const K: &str = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n";
+
+fn sync(cluster: &str) -> String {
+    format!(
+        r#"apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata:
+  name: flux-system
+  namespace: flux-system
+spec:
+  interval: 1m0s
+  ref:
+    branch: main
+  url: ssh://git@git.example.com/platform/fleet
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: flux-system
+  namespace: flux-system
+spec:
+  interval: 10m0s
+  path: ./clusters/{cluster}
+  prune: true
+  sourceRef:
+    kind: GitRepository
+    name: flux-system
+"#
+    )
+}
+
+fn flux_ks(name: &str, path: &str, extra: &str) -> String {
+    format!(
+        r#"---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: {name}
+  namespace: flux-system
+spec:
+  interval: 1h
+  retryInterval: 1m
+  timeout: 5m
+  sourceRef:
+    kind: GitRepository
+    name: flux-system
+  path: {path}
+  prune: true
+  wait: true
+{extra}"#
+    )
+}
+
+/// Base + overlays (the shape of a "kustomize + helm" example repository, helm left out):
+/// clusters/<env>/ without a kustomization file (kustomize-controller generates one), an
+/// infrastructure layer, apps/base plus apps/<env> overlays patching it.
+#[test]
+fn base_and_overlays_layout_is_clean() {
+    let f = Fleet {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    for env in ["staging", "production"] {
+        f.write(
+            &format!("clusters/{env}/flux-system/gotk-sync.yaml"),
+            &sync(env),
+        );
+        f.write(
+            &format!("clusters/{env}/flux-system/kustomization.yaml"),
+            &format!("{K}resources:\n  - gotk-sync.yaml\n"),
+        );
+        f.write(
+            &format!("clusters/{env}/infrastructure.yaml"),
+            &format!(
+                "{}{}",
+                flux_ks("infra-controllers", "./infrastructure/controllers", ""),
+                flux_ks(
+                    "infra-configs",
+                    "./infrastructure/configs",
+                    "  dependsOn:\n    - name: infra-controllers\n"
+                )
+            ),
+        );
+        f.write(
+            &format!("clusters/{env}/apps.yaml"),
+            &flux_ks(
+                "apps",
+                &format!("./apps/{env}"),
+                "  dependsOn:\n    - name: infra-configs\n",
+            ),
+        );
+        f.write(&format!("apps/{env}/kustomization.yaml"), &format!("{K}resources:\n  - ../base/podinfo\npatches:\n  - path: podinfo-values.yaml\n    target:\n      kind: Deployment\n      name: podinfo\n"));
+        let replicas = if env == "production" { 3 } else { 1 };
+        f.write(
+            &format!("apps/{env}/podinfo-values.yaml"),
+            &format!("- op: replace\n  path: /spec/replicas\n  value: {replicas}\n"),
+        );
+    }
+    f.write(
+        "infrastructure/controllers/kustomization.yaml",
+        &format!("{K}resources:\n  - ingress-nginx.yaml\n"),
+    );
+    f.write(
+        "infrastructure/controllers/ingress-nginx.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ingress-nginx\n",
+    );
+    f.write(
+        "infrastructure/configs/kustomization.yaml",
+        &format!("{K}resources:\n  - issuer.yaml\n"),
+    );
+    f.write(
+        "infrastructure/configs/issuer.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cluster-issuer\n  namespace: ingress-nginx\ndata:\n  email: ops@example.com\n",
+    );
+    f.write(
+        "apps/base/podinfo/kustomization.yaml",
+        &format!("{K}namespace: podinfo\nresources:\n  - namespace.yaml\n  - deployment.yaml\n"),
+    );
+    f.write(
+        "apps/base/podinfo/namespace.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: podinfo\n",
+    );
+    f.write(
+        "apps/base/podinfo/deployment.yaml",
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: podinfo
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: podinfo}
+  template:
+    metadata:
+      labels: {app: podinfo}
+    spec:
+      containers:
+        - name: podinfod
+          image: ghcr.io/stefanprodan/podinfo:6.7.1
+          env:
+            - name: PODINFO_UI_COLOR
+              value: blue
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: podinfo
+spec:
+  selector: {app: podinfo}
+  ports:
+    - name: http
+      port: 9898
+"#,
+    );
+    let r = f.lint();
+    assert!(r.findings.is_empty(), "{}", show(&r));
+    let dirs: Vec<&str> = r.overlays.iter().map(|o| o.dir.as_str()).collect();
+    assert_eq!(dirs, ["clusters/production", "clusters/staging"]);
+    for o in &r.overlays {
+        assert_eq!(o.kustomizations.len(), 4, "{:?}", o.kustomizations);
+        let apps = o
+            .kustomizations
+            .iter()
+            .find(|k| k.id == "flux-system/apps")
+            .unwrap();
+        assert_eq!(apps.timeout_chain, "15m0s");
+    }
+}
+
+/// Multi-tenancy: the platform repository creates a tenant namespace, its service account and
+/// a GitRepository + Kustomization pointing at the tenant's own repository (not followed:
+/// another source), patched per cluster.
+#[test]
+fn multi_tenancy_layout_is_clean() {
+    let f = Fleet {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    f.write(
+        "clusters/staging/flux-system/gotk-sync.yaml",
+        &sync("staging"),
+    );
+    f.write(
+        "clusters/staging/flux-system/kustomization.yaml",
+        &format!("{K}resources:\n  - gotk-sync.yaml\n"),
+    );
+    f.write(
+        "clusters/staging/infrastructure.yaml",
+        &flux_ks("infrastructure", "./infrastructure", ""),
+    );
+    f.write(
+        "clusters/staging/tenants.yaml",
+        &flux_ks(
+            "tenants",
+            "./tenants/staging",
+            "  dependsOn:\n    - name: infrastructure\n",
+        ),
+    );
+    f.write(
+        "infrastructure/kustomization.yaml",
+        &format!("{K}resources:\n  - policies.yaml\n"),
+    );
+    f.write(
+        "infrastructure/policies.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tenant-policies\n  namespace: flux-system\ndata:\n  serviceAccount: required\n",
+    );
+    f.write(
+        "tenants/base/dev-team/kustomization.yaml",
+        &format!("{K}namespace: apps\nresources:\n  - rbac.yaml\n  - sync.yaml\n"),
+    );
+    f.write(
+        "tenants/base/dev-team/rbac.yaml",
+        r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: apps
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: dev-team
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: dev-team-reconciler
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: cluster-admin
+subjects:
+  - kind: ServiceAccount
+    name: dev-team
+    namespace: apps
+"#,
+    );
+    f.write(
+        "tenants/base/dev-team/sync.yaml",
+        r#"apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata:
+  name: dev-team
+spec:
+  interval: 5m
+  url: https://git.example.com/dev-team/apps
+  ref:
+    branch: main
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: dev-team
+spec:
+  serviceAccountName: dev-team
+  interval: 5m
+  sourceRef:
+    kind: GitRepository
+    name: dev-team
+  prune: true
+  wait: true
+  timeout: 3m
+"#,
+    );
+    f.write(
+        "tenants/staging/kustomization.yaml",
+        &format!("{K}resources:\n  - ../base/dev-team\npatches:\n  - path: dev-team-patch.yaml\n"),
+    );
+    f.write(
+        "tenants/staging/dev-team-patch.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: dev-team\n  namespace: apps\nspec:\n  path: ./deploy/staging\n",
+    );
+    let r = f.lint();
+    assert!(r.findings.is_empty(), "{}", show(&r));
+    assert_eq!(rules(&r).len(), 0);
+    let o = &r.overlays[0];
+    let tenant = o
+        .kustomizations
+        .iter()
+        .find(|k| k.id == "apps/dev-team")
+        .expect("tenant found");
+    assert!(
+        !tenant.followed,
+        "the tenant's path is in the tenant's repository"
+    );
+    assert_eq!(tenant.source_ref, "GitRepository/apps/dev-team");
+}

@@ -1,0 +1,388 @@
+//! One seeded mistake per rule, each on our own small fixture (tests/common), each giving
+//! exactly its rule; the unseeded fixture lints clean.
+
+mod common;
+use common::{clean_fleet, rules, show};
+
+const KS_PLAIN: &str = r#"apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: NAME
+  namespace: flux-system
+spec:
+  interval: 10m0s
+  path: ./apps/NAME
+  prune: true
+  wait: true
+  sourceRef:
+    kind: GitRepository
+    name: flux-system
+"#;
+
+fn ks(name: &str, extra_spec: &str) -> String {
+    let mut s = KS_PLAIN.replace("NAME", name);
+    s.push_str(extra_spec);
+    s
+}
+
+fn configmap_dir(f: &common::Fleet, name: &str, data: &str) {
+    f.write(
+        &format!("apps/{name}/kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - cm.yaml\n",
+    );
+    f.write(
+        &format!("apps/{name}/cm.yaml"),
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\ndata:\n{data}"
+        ),
+    );
+}
+
+fn add_to_root(f: &common::Fleet, file: &str, text: &str) {
+    f.write(&format!("clusters/test/{file}"), text);
+    let k = std::fs::read_to_string(f.root().join("clusters/test/kustomization.yaml")).unwrap();
+    f.write(
+        "clusters/test/kustomization.yaml",
+        &format!("{k}  - {file}\n"),
+    );
+}
+
+#[test]
+fn clean_fixture_lints_clean() {
+    let f = clean_fleet();
+    let r = f.lint();
+    assert!(r.findings.is_empty(), "{}", show(&r));
+    assert_eq!(r.overlays.len(), 1);
+    assert_eq!(r.overlays[0].dir, "clusters/test");
+    let ids: Vec<&str> = r.overlays[0]
+        .kustomizations
+        .iter()
+        .map(|k| k.id.as_str())
+        .collect();
+    assert_eq!(ids, ["flux-system/flux-system", "flux-system/app"]);
+}
+
+/// FL030: a `${VAR}` in a path whose Kustomization has no postBuild (no substituteFrom).
+#[test]
+fn var_in_path_without_substitute_from() {
+    let f = clean_fleet();
+    configmap_dir(&f, "extra", "  CLUSTER: ${CLUSTER_NAME}\n");
+    add_to_root(&f, "extra.yaml", &ks("extra", ""));
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL030"], "{}", show(&r));
+    let x = &r.findings[0];
+    assert_eq!((x.file.as_str(), x.line), ("apps/extra/cm.yaml", 7));
+    assert!(x.message.contains("${CLUSTER_NAME}") && x.message.contains("flux-system/extra"));
+}
+
+/// FL050: the gateway VIP outside the Cilium LB-IPAM pool, reported where the variable is set.
+#[test]
+fn vip_outside_pool() {
+    let f = clean_fleet();
+    let v = std::fs::read_to_string(f.root().join("clusters/test/vars.yaml")).unwrap();
+    f.write(
+        "clusters/test/vars.yaml",
+        &v.replace("10.20.0.100", "10.30.0.100"),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL050"], "{}", show(&r));
+    let x = &r.findings[0];
+    assert_eq!((x.file.as_str(), x.line), ("clusters/test/vars.yaml", 8));
+    assert!(x.message.contains("10.30.0.100") && x.message.contains("10.20.0.100-10.20.0.150"));
+}
+
+/// FL051: inside the pool but not its first address.
+#[test]
+fn vip_not_pool_start() {
+    let f = clean_fleet();
+    let v = std::fs::read_to_string(f.root().join("clusters/test/vars.yaml")).unwrap();
+    f.write(
+        "clusters/test/vars.yaml",
+        &v.replace("10.20.0.100", "10.20.0.120"),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL051"], "{}", show(&r));
+}
+
+/// FL040: a TBD placeholder in prod's values.
+#[test]
+fn tbd_placeholder_in_prod() {
+    let f = clean_fleet();
+    let v = std::fs::read_to_string(f.root().join("clusters/test/vars.yaml")).unwrap();
+    f.write(
+        "clusters/test/vars.yaml",
+        &v.replace("10.20.0.100", "TBD-PROD-VIP"),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL040"], "{}", show(&r));
+    let x = &r.findings[0];
+    assert_eq!((x.file.as_str(), x.line), ("clusters/test/vars.yaml", 8));
+    assert!(
+        x.message
+            .contains("Service web/gateway spec.loadBalancerIP"),
+        "{}",
+        x.message
+    );
+    // another pattern: the default one no longer matches
+    let r = f.lint_with(|c| c.options.placeholder = "CHANGEME-*".into());
+    assert!(r.findings.is_empty(), "{}", show(&r));
+}
+
+/// FL011: a dependsOn cycle, printed.
+#[test]
+fn depends_on_cycle() {
+    let f = clean_fleet();
+    configmap_dir(&f, "a", "  x: \"1\"\n");
+    configmap_dir(&f, "b", "  x: \"1\"\n");
+    add_to_root(&f, "a.yaml", &ks("a", "  dependsOn:\n    - name: b\n"));
+    add_to_root(&f, "b.yaml", &ks("b", "  dependsOn:\n    - name: a\n"));
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL011"], "{}", show(&r));
+    assert!(
+        r.findings[0]
+            .message
+            .contains("flux-system/a -> flux-system/b -> flux-system/a"),
+        "{}",
+        r.findings[0].message
+    );
+}
+
+/// FL061: a same-namespace Service's injected REDIS_PORT collides with the REDIS_* settings
+/// the workload reads through envFrom.
+#[test]
+fn service_link_collision() {
+    let f = clean_fleet();
+    let d = std::fs::read_to_string(f.root().join("apps/app/deploy.yaml")).unwrap();
+    let d = d.replace(
+        "          env:\n",
+        "          envFrom:\n            - configMapRef:\n                name: web-config\n          env:\n",
+    );
+    f.write(
+        "apps/app/deploy.yaml",
+        &format!(
+            "{d}---\napiVersion: v1\nkind: Service\nmetadata:\n  name: redis\nspec:\n  ports:\n    - port: 6379\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-config\ndata:\n  REDIS_HOST: redis.web\n"
+        ),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL061"], "{}", show(&r));
+    assert!(r.findings[0].message.contains("REDIS_PORT=tcp://"));
+    // the fix: no service links
+    let d = std::fs::read_to_string(f.root().join("apps/app/deploy.yaml")).unwrap();
+    f.write(
+        "apps/app/deploy.yaml",
+        &d.replacen(
+            "    spec:\n      initContainers:",
+            "    spec:\n      enableServiceLinks: false\n      initContainers:",
+            1,
+        ),
+    );
+    let r = f.lint();
+    assert!(r.findings.is_empty(), "{}", show(&r));
+}
+
+/// FL060: envFrom without enableServiceLinks: false, nothing colliding.
+#[test]
+fn env_from_without_service_links_off() {
+    let f = clean_fleet();
+    let d = std::fs::read_to_string(f.root().join("apps/app/deploy.yaml")).unwrap();
+    let d = d.replace(
+        "          env:\n",
+        "          envFrom:\n            - configMapRef:\n                name: web-config\n          env:\n",
+    );
+    f.write(
+        "apps/app/deploy.yaml",
+        &format!("{d}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-config\ndata:\n  GREETING: hi\n"),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL060"], "{}", show(&r));
+}
+
+/// FL070: an untagged initContainer.
+#[test]
+fn untagged_init_container() {
+    let f = clean_fleet();
+    let d = std::fs::read_to_string(f.root().join("apps/app/deploy.yaml")).unwrap();
+    f.write(
+        "apps/app/deploy.yaml",
+        &d.replace("ghcr.io/example/init:1.0.0", "ghcr.io/example/init"),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL070"], "{}", show(&r));
+    let x = &r.findings[0];
+    assert_eq!((x.file.as_str(), x.line), ("apps/app/deploy.yaml", 17));
+    assert!(x.message.contains("initContainer init"), "{}", x.message);
+}
+
+/// FL031: a variable no overlay value defines, without a default.
+#[test]
+fn variable_undefined() {
+    let f = clean_fleet();
+    let d = std::fs::read_to_string(f.root().join("apps/app/deploy.yaml")).unwrap();
+    f.write(
+        "apps/app/deploy.yaml",
+        &d.replace("${LOG_LEVEL:=info}", "${LOG_LEVEL}"),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL031"], "{}", show(&r));
+    assert_eq!(r.findings[0].line, 24);
+}
+
+/// FL032: a shell `${HOSTNAME}` in a command, not escaped.
+#[test]
+fn shell_variable_not_escaped() {
+    let f = clean_fleet();
+    let d = std::fs::read_to_string(f.root().join("apps/app/deploy.yaml")).unwrap();
+    f.write(
+        "apps/app/deploy.yaml",
+        &d.replace("$${HOSTNAME}", "${HOSTNAME}"),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL032"], "{}", show(&r));
+    assert!(r.findings[0].fix.contains("$${HOSTNAME}"));
+}
+
+/// FL033: substituteFrom names a ConfigMap the overlay never applies.
+#[test]
+fn substitute_from_missing() {
+    let f = clean_fleet();
+    let a = std::fs::read_to_string(f.root().join("clusters/test/app.yaml")).unwrap();
+    f.write(
+        "clusters/test/app.yaml",
+        &format!("{a}      - kind: ConfigMap\n        name: nowhere\n"),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL033"], "{}", show(&r));
+    // optional: true is skipped by the controller
+    f.write(
+        "clusters/test/app.yaml",
+        &format!("{a}      - kind: ConfigMap\n        name: nowhere\n        optional: true\n"),
+    );
+    assert!(f.lint().findings.is_empty());
+}
+
+/// FL002 + FL001: a path that does not exist; a directory that does not render.
+#[test]
+fn path_missing_and_render_error() {
+    let f = clean_fleet();
+    add_to_root(&f, "gone.yaml", &ks("gone", ""));
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL002"], "{}", show(&r));
+    f.remove("clusters/test/gone.yaml");
+    let k = std::fs::read_to_string(f.root().join("clusters/test/kustomization.yaml")).unwrap();
+    f.write(
+        "clusters/test/kustomization.yaml",
+        &k.replace("  - gone.yaml\n", ""),
+    );
+    f.write(
+        "apps/app/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - deploy.yaml\n  - missing.yaml\n",
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL001"], "{}", show(&r));
+    assert!(
+        r.findings[0].message.contains("missing.yaml"),
+        "{}",
+        r.findings[0].message
+    );
+}
+
+/// FL003: sourceRef names a source the overlay does not apply.
+#[test]
+fn source_missing() {
+    let f = clean_fleet();
+    configmap_dir(&f, "extra", "  x: \"1\"\n");
+    add_to_root(
+        &f,
+        "extra.yaml",
+        &ks("extra", "").replace("name: flux-system\n", "name: elsewhere\n"),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL003"], "{}", show(&r));
+}
+
+/// FL010, FL013, FL014: a missing dependency, a wave depending on a later wave, and a
+/// dependency without wait.
+#[test]
+fn depends_on_rules() {
+    let f = clean_fleet();
+    configmap_dir(&f, "a", "  x: \"1\"\n");
+    add_to_root(&f, "a.yaml", &ks("a", "  dependsOn:\n    - name: nope\n"));
+    assert_eq!(rules(&f.lint()), ["FL010"]);
+
+    let f = clean_fleet();
+    configmap_dir(&f, "wave-1", "  x: \"1\"\n");
+    configmap_dir(&f, "wave-2", "  x: \"1\"\n");
+    add_to_root(
+        &f,
+        "w1.yaml",
+        &ks("wave-1", "  dependsOn:\n    - name: wave-2\n"),
+    );
+    add_to_root(&f, "w2.yaml", &ks("wave-2", ""));
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL013"], "{}", show(&r));
+
+    let f = clean_fleet();
+    configmap_dir(&f, "a", "  x: \"1\"\n");
+    configmap_dir(&f, "b", "  x: \"1\"\n");
+    add_to_root(
+        &f,
+        "a.yaml",
+        &ks("a", "").replace("  wait: true\n", "  timeout: 3m\n"),
+    );
+    add_to_root(
+        &f,
+        "b.yaml",
+        &ks("b", "  timeout: 4m\n  dependsOn:\n    - name: a\n"),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL014"], "{}", show(&r));
+    assert!(
+        r.findings[0].message.contains("up to 7m0s"),
+        "{}",
+        r.findings[0].message
+    );
+}
+
+/// FL071: the workload pulls the scanned repository under another host name.
+#[test]
+fn image_host_mismatch() {
+    let f = clean_fleet();
+    configmap_dir(&f, "x", "  x: \"1\"\n");
+    f.write(
+        "apps/app/imagerepo.yaml",
+        "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImageRepository\nmetadata:\n  name: web\n  namespace: flux-system\nspec:\n  image: registry.lan:5000/example/web\n  interval: 5m\n",
+    );
+    let k = std::fs::read_to_string(f.root().join("apps/app/kustomization.yaml")).unwrap();
+    f.write(
+        "apps/app/kustomization.yaml",
+        &k.replace("namespace: web\n", "")
+            .replace("  - deploy.yaml\n", "  - deploy.yaml\n  - imagerepo.yaml\n"),
+    );
+    let d = std::fs::read_to_string(f.root().join("apps/app/deploy.yaml")).unwrap();
+    f.write(
+        "apps/app/deploy.yaml",
+        &d.replace(
+            "ghcr.io/example/web:2.3.4",
+            "registry.internal:5000/example/web:2.3.4",
+        ),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL071"], "{}", show(&r));
+}
+
+/// FL036: postBuild with no variables at all: nothing is substituted.
+#[test]
+fn substitution_skipped_without_variables() {
+    let f = clean_fleet();
+    let a = std::fs::read_to_string(f.root().join("clusters/test/app.yaml")).unwrap();
+    f.write(
+        "clusters/test/app.yaml",
+        &a.replace(
+            "    substituteFrom:\n      - kind: ConfigMap\n        name: cluster-vars\n",
+            "    substitute: {}\n",
+        ),
+    );
+    let r = f.lint();
+    assert!(rules(&r).iter().all(|x| x == "FL036"), "{}", show(&r));
+    assert!(!r.findings.is_empty());
+}
