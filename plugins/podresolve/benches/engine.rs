@@ -32,6 +32,7 @@ fn bench(c: &mut Criterion) {
         corefile: Some(Ok(cf.clone())),
         kube_dns_ips: vec!["127.0.0.77".into()],
         nodelocal_corefile: None,
+        kube_system_services: None,
     };
     c.bench_function("report build (3 hosts)", |b| {
         b.iter(|| {
@@ -42,7 +43,8 @@ fn bench(c: &mut Criterion) {
                 workstation: vec![
                     WorkstationAnswer {
                         addresses: vec![],
-                        error: None
+                        error: None,
+                        from_hosts_file: None
                     };
                     3
                 ],

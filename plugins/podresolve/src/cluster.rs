@@ -3,7 +3,8 @@
 //! ([`cluster_loop::probe::lifecycle`], re-exported here).
 //!
 //! Requests for a single-host run without `--from`: GET ConfigMap kube-system/coredns, GET
-//! ConfigMap kube-system/node-local-dns, GET Service kube-system/kube-dns, POST the Job,
+//! ConfigMap kube-system/node-local-dns, LIST Services in kube-system (kube-dns, and the
+//! owner of any literal IP node-local-dns forwards to, e.g. kube-dns-upstream), POST the Job,
 //! WATCH pods by run label, GET pods/log, DELETE the Job = 7. `--from deploy/X` adds GET
 //! Deployment, LIST pods, PATCH pods/ephemeralcontainers (and drops the DELETE when the
 //! ephemeral path works) = at most 10.
@@ -64,10 +65,12 @@ pub async fn sweep(conn: &Connection, namespace: Option<&str>) -> Result<Vec<Swe
     cluster_loop::probe::lifecycle::sweep(conn, OWNER, namespace, &hint).await
 }
 
-/// Read kube-system/coredns (`Corefile`), kube-system/node-local-dns and the kube-dns
-/// Service. Absent or forbidden objects are not errors: the report says what is missing.
-/// `answered` is set to true as soon as one of the three GETs has completed (an answer or a
-/// transport error): the probe's create waits for it, so a probe is never POSTed to a server
+/// Read kube-system/coredns (`Corefile`), kube-system/node-local-dns and the Services of
+/// kube-system (one LIST: kube-dns's ClusterIPs, and which Services front CoreDNS, i.e. select
+/// the same pods as kube-dns, such as NodeLocal DNSCache's kube-dns-upstream).
+/// Absent or forbidden objects are not errors: the report says what is missing.
+/// `answered` is set to true as soon as one of the three requests has completed (an answer or
+/// a transport error): the probe's create waits for it, so a probe is never POSTed to a server
 /// that has answered nothing (see `run`).
 pub async fn read_cluster_dns(
     conn: &Connection,
@@ -79,7 +82,7 @@ pub async fn read_cluster_dns(
     n.hit();
     n.hit();
     n.hit();
-    let (coredns, nodelocal, kubedns) = tokio::join!(
+    let (coredns, nodelocal, services) = tokio::join!(
         async {
             let r = cms.get_opt("coredns").await;
             answered.send_replace(true);
@@ -91,7 +94,7 @@ pub async fn read_cluster_dns(
             r
         },
         async {
-            let r = svcs.get_opt("kube-dns").await;
+            let r = svcs.list(&ListParams::default()).await;
             answered.send_replace(true);
             r
         }
@@ -110,21 +113,54 @@ pub async fn read_cluster_dns(
         Ok(Some(cm)) => cm.data.and_then(|d| d.get("Corefile").cloned()),
         _ => None,
     };
-    let mut kube_dns_ips = Vec::new();
-    if let Ok(Some(svc)) = kubedns
-        && let Some(spec) = svc.spec
-    {
-        if let Some(ips) = spec.cluster_ips {
-            kube_dns_ips.extend(ips);
-        } else if let Some(ip) = spec.cluster_ip {
-            kube_dns_ips.push(ip);
-        }
-    }
+    let kube_system_services = services.ok().map(|l| dns_services(&l.items));
+    let kube_dns_ips = kube_system_services
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .find(|s| s.name == "kube-system/kube-dns")
+        .map(|s| s.cluster_ips.clone())
+        .unwrap_or_default();
     ClusterDns {
         corefile,
         kube_dns_ips,
         nodelocal_corefile,
+        kube_system_services,
     }
+}
+
+/// kube-system Services with their ClusterIPs; `frontsCoredns` for kube-dns and every Service
+/// whose non-empty selector equals kube-dns's (kube-dns-upstream in the NodeLocal DNSCache
+/// manifest selects `k8s-app: kube-dns`, as kube-dns does).
+pub fn dns_services(items: &[Service]) -> Vec<crate::corefile::DnsService> {
+    let selector = |s: &Service| s.spec.as_ref().and_then(|sp| sp.selector.clone());
+    let kube_dns_selector = items
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some("kube-dns"))
+        .and_then(selector)
+        .filter(|m| !m.is_empty());
+    items
+        .iter()
+        .map(|s| {
+            let name = s.metadata.name.clone().unwrap_or_default();
+            let spec = s.spec.as_ref();
+            let cluster_ips = spec
+                .and_then(|sp| sp.cluster_ips.clone())
+                .filter(|v| !v.is_empty())
+                .or_else(|| spec.and_then(|sp| sp.cluster_ip.clone()).map(|ip| vec![ip]))
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|ip| ip != "None" && !ip.is_empty())
+                .collect();
+            let fronts_coredns = name == "kube-dns"
+                || (kube_dns_selector.is_some() && selector(s) == kube_dns_selector);
+            crate::corefile::DnsService {
+                name: format!("kube-system/{name}"),
+                cluster_ips,
+                fronts_coredns,
+            }
+        })
+        .collect()
 }
 
 /// Resolve `--from pod/X|deploy/X` to one running pod.

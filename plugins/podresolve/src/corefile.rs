@@ -803,6 +803,36 @@ impl Corefile {
     }
 }
 
+/// A kube-system Service that may be a DNS forward target (from one LIST of kube-system
+/// Services).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DnsService {
+    /// `kube-system/NAME`.
+    pub name: String,
+    /// `spec.clusterIPs` (else `spec.clusterIP`).
+    pub cluster_ips: Vec<String>,
+    /// It selects the CoreDNS pods: it is `kube-dns`, or its selector equals kube-dns's (the
+    /// NodeLocal DNSCache manifest's `kube-dns-upstream` selects `k8s-app: kube-dns`, kubernetes
+    /// cluster/addons/dns/nodelocaldns/nodelocaldns.yaml).
+    pub fronts_coredns: bool,
+}
+
+/// One `forward` of the node-local-dns Corefile and where it really goes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeLocalForward {
+    /// The server block's zones.
+    pub zones: Vec<String>,
+    /// The targets as written.
+    pub to: String,
+    /// The kube-system Service that owns a literal target IP, when one does.
+    pub owner: Option<String>,
+    /// The target is CoreDNS (`__PILLAR__CLUSTER__DNS__`, or a ClusterIP of a Service that
+    /// fronts CoreDNS); `None` when that cannot be told (a literal IP and Services unreadable).
+    pub reaches_coredns: Option<bool>,
+}
+
 /// NodeLocal DNSCache findings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -815,8 +845,10 @@ pub struct NodeLocal {
     /// or a cluster IP), e.g. `cluster.local.`, `in-addr.arpa.`, `ip6.arpa.`.
     pub to_coredns_zones: Vec<String>,
     /// Where node-local-dns sends every other name (`__PILLAR__UPSTREAM__SERVERS__`, i.e. the
-    /// node's /etc/resolv.conf, or explicit servers).
+    /// node's /etc/resolv.conf, or explicit servers) when that is NOT CoreDNS.
     pub other_upstream: Option<String>,
+    /// Every `forward` of the ConfigMap with its owner.
+    pub forwards: Vec<NodeLocalForward>,
 }
 
 impl NodeLocal {
@@ -831,9 +863,18 @@ impl NodeLocal {
     /// cluster/addons/dns/nodelocaldns/nodelocaldns.yaml): the cluster-domain and reverse
     /// blocks forward to `__PILLAR__CLUSTER__DNS__` (rendered: the kube-dns-upstream
     /// ClusterIP, i.e. CoreDNS); the `.:53` block forwards to `__PILLAR__UPSTREAM__SERVERS__`
-    /// (rendered: `/etc/resolv.conf` of the node), bypassing CoreDNS, unless it forwards to
-    /// one of `coredns_ips` (kube-dns / kube-dns-upstream ClusterIPs).
-    pub fn from_corefile(text: &str, coredns_ips: &[String]) -> Result<NodeLocal, CorefileError> {
+    /// (rendered: `/etc/resolv.conf` of the node), bypassing CoreDNS.
+    ///
+    /// A literal IP target is resolved to the kube-system Service in `services` that owns it
+    /// before judging: a Service that fronts CoreDNS (kube-dns, kube-dns-upstream) means no
+    /// bypass. `complete` is false when `services` is not the full list of kube-system
+    /// Services (the LIST failed): a literal IP no known Service owns is then not judged a
+    /// bypass (the evidence says so).
+    pub fn from_corefile(
+        text: &str,
+        services: &[DnsService],
+        complete: bool,
+    ) -> Result<NodeLocal, CorefileError> {
         let cf = Corefile::parse(text)?;
         let mut nl = NodeLocal {
             detected: true,
@@ -843,21 +884,71 @@ impl NodeLocal {
         for s in &cf.servers {
             for d in s.directives.iter().filter(|d| d.name == "forward") {
                 let to = d.args[1..].join(" ");
-                let to_coredns = to.contains("__PILLAR__CLUSTER__DNS__")
-                    || to.split_whitespace().any(|t| {
-                        let host = t
-                            .trim_start_matches("dns://")
-                            .split(':')
-                            .next()
-                            .unwrap_or("");
-                        coredns_ips.iter().any(|ip| ip == host)
-                    });
-                let root = s.zones.iter().any(|z| z == ".");
-                if to_coredns || !root {
-                    nl.to_coredns_zones.extend(s.zones.iter().cloned());
+                let mut owner = None;
+                let mut reaches = if to.contains("__PILLAR__CLUSTER__DNS__") {
+                    Some(true)
                 } else {
-                    nl.other_upstream = Some(to);
+                    None
+                };
+                let mut literal = false;
+                for t in to.split_whitespace() {
+                    let host = t
+                        .trim_start_matches("dns://")
+                        .trim_start_matches('[')
+                        .split(']')
+                        .next()
+                        .unwrap_or("");
+                    let host = if host.matches(':').count() == 1 {
+                        host.split(':').next().unwrap_or(host)
+                    } else {
+                        host
+                    };
+                    if host.parse::<std::net::IpAddr>().is_err() {
+                        continue;
+                    }
+                    literal = true;
+                    if let Some(svc) = services
+                        .iter()
+                        .find(|svc| svc.cluster_ips.iter().any(|ip| ip == host))
+                    {
+                        owner = Some(svc.name.clone());
+                        if svc.fronts_coredns {
+                            reaches = Some(true);
+                        }
+                    }
                 }
+                if reaches.is_none() && (!literal || complete) {
+                    reaches = Some(false);
+                }
+                let root = s.zones.iter().any(|z| z == ".");
+                match (reaches, root) {
+                    (Some(true), _) | (_, false) => {
+                        nl.to_coredns_zones.extend(s.zones.iter().cloned())
+                    }
+                    (Some(false), true) => nl.other_upstream = Some(to.clone()),
+                    (None, true) => nl.evidence.push(format!(
+                        "the . block forwards to {to}; Services in kube-system could not be \
+                         listed, so whether that is CoreDNS (kube-dns-upstream) cannot be told: \
+                         no bypass is claimed"
+                    )),
+                }
+                if let Some(o) = &owner {
+                    nl.evidence.push(format!(
+                        "forward . {to} ({}) is Service {o}{}",
+                        s.zones.join(" "),
+                        if reaches == Some(true) {
+                            ", which fronts CoreDNS: no bypass"
+                        } else {
+                            ", which does not select the CoreDNS pods"
+                        }
+                    ));
+                }
+                nl.forwards.push(NodeLocalForward {
+                    zones: s.zones.clone(),
+                    to,
+                    owner,
+                    reaches_coredns: reaches,
+                });
             }
         }
         Ok(nl)
@@ -1045,6 +1136,54 @@ consul.local:53 {
         assert_eq!(e.answered_by.as_deref(), Some("template"));
     }
 
+    fn kube_dns(name: &str, ip: &str, fronts: bool) -> DnsService {
+        DnsService {
+            name: name.into(),
+            cluster_ips: vec![ip.into()],
+            fronts_coredns: fronts,
+        }
+    }
+
+    /// kubernetes/dns#592: a rendered node-local-dns whose `.:53` forwards to a literal IP that
+    /// is the kube-dns-upstream Service (selector k8s-app: kube-dns) does not bypass CoreDNS;
+    /// the same IP unknown (Services unreadable) is not judged; an IP of another Service is.
+    #[test]
+    fn nodelocal_literal_ip_is_resolved_to_its_service_before_judging() {
+        let cf = "cluster.local:53 {\n forward . 10.96.200.1 {\n  force_tcp\n }\n}\n.:53 {\n forward . 10.96.200.1\n}\n";
+        let svcs = [
+            kube_dns("kube-system/kube-dns", "10.96.0.10", true),
+            kube_dns("kube-system/kube-dns-upstream", "10.96.200.1", true),
+        ];
+        let nl = NodeLocal::from_corefile(cf, &svcs, true).unwrap();
+        assert!(!nl.bypasses_coredns("gitea.prod.example.dev."));
+        assert_eq!(nl.other_upstream, None);
+        assert_eq!(
+            nl.forwards[1].owner.as_deref(),
+            Some("kube-system/kube-dns-upstream")
+        );
+        assert_eq!(nl.forwards[1].reaches_coredns, Some(true));
+        assert!(
+            nl.evidence
+                .iter()
+                .any(|e| e
+                    .contains("is Service kube-system/kube-dns-upstream, which fronts CoreDNS")),
+            "{:?}",
+            nl.evidence
+        );
+        let unknown = NodeLocal::from_corefile(cf, &[], false).unwrap();
+        assert!(!unknown.bypasses_coredns("gitea.prod.example.dev."));
+        assert!(
+            unknown
+                .evidence
+                .iter()
+                .any(|e| e.contains("cannot be told"))
+        );
+        let other = [kube_dns("kube-system/dnsmasq", "10.96.200.1", false)];
+        let nl = NodeLocal::from_corefile(cf, &other, true).unwrap();
+        assert!(!nl.bypasses_coredns("x.cluster.local."));
+        assert!(nl.bypasses_coredns("gitea.prod.example.dev."));
+    }
+
     #[test]
     fn nodelocal_bypass() {
         // Shape of kubernetes/dns cluster/addons/dns/nodelocaldns/nodelocaldns.yaml.
@@ -1081,6 +1220,7 @@ in-addr.arpa:53 {
     }
 "#,
             &[],
+            true,
         )
         .unwrap();
         assert!(nl.bypasses_coredns("gitea.prod.example.dev."));
@@ -1091,13 +1231,15 @@ in-addr.arpa:53 {
         );
         let rendered = NodeLocal::from_corefile(
             ".:53 {\n forward . 10.96.0.10\n}\n",
-            &["10.96.0.10".to_string()],
+            &[kube_dns("kube-system/kube-dns", "10.96.0.10", true)],
+            true,
         )
         .unwrap();
         assert!(!rendered.bypasses_coredns("anything.example."));
         let rendered = NodeLocal::from_corefile(
             "cluster.local:53 {\n forward . 10.96.200.1 {\n  force_tcp\n }\n}\n.:53 {\n forward . /etc/resolv.conf\n}\n",
             &[],
+            true,
         )
         .unwrap();
         assert!(rendered.bypasses_coredns("gitea.prod.example.dev."));

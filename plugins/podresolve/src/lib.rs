@@ -7,6 +7,7 @@
 //! (the local answer and the verdict), [`report`] (explanation and rendering).
 #![warn(missing_docs)]
 
+pub mod answer;
 pub mod cluster;
 pub mod corefile;
 pub mod parse;

@@ -6,16 +6,20 @@
 //! `{apiVersion, kind: PodResolveReport, probe{carrier,namespace,name,pod,node,image,fromPod,fallbackReason},
 //!   resolvConf{nameservers,search,ndots,timeoutSecs,attempts,otherOptions}|null,
 //!   libc (glibc|musl|unknown),
-//!   clusterDns{kubeDnsIps,corefileFound,corefileError,imports,nodeLocal},
-//!   hosts[{host, queryOrder[], pod{libc{status,addresses,canonicalName,flavour,rc},
+//!   clusterDns{kubeDnsIps,corefileFound,corefileError,imports,
+//!   nodeLocal{detected,evidence[],toCorednsZones[],otherUpstream,forwards[{zones,to,owner,reachesCoredns}]}},
+//!   hosts[{host, queryOrder[], loopback|null,
+//!   answer{query,index,searchDomain,rule,evidence,headline}|null,
+//!   pod{libc{status,addresses,canonicalName,flavour,rc},
 //!   dns{status,flavour,server,addresses,cnames,errors[],rc}, addresses[]},
 //!   coredns[{query,rewritten,serverBlock,answeredBy,detail,line,cached,steps[],
-//!   bypassedByNodeLocal,answered}], workstation{addresses,error}, verdict, expect[]|null,
+//!   bypassedByNodeLocal,answered}], workstation{addresses,error,fromHostsFile}, verdict, expect[]|null,
 //!   expectMatch|null, tls|null, notes[]}], git|null, complete}`.
 //!
 //! There is no `exitCode` key (as in the other plugins' reports): the process exit code is
 //! the contract, and a report field could only ever say 0 or 1 (exit 3 and 130 print no report).
 
+use crate::answer::{Answer, AnswerRule};
 use crate::corefile::{Corefile, Explanation, NodeLocal};
 use crate::parse::{
     GetentResult, GitResult, LookupStatus, NslookupResult, ProbeLog, TlsResult, parse_getent,
@@ -65,6 +69,9 @@ pub struct ClusterDns {
     pub kube_dns_ips: Vec<String>,
     /// kube-system/node-local-dns ConfigMap `Corefile`, when it exists.
     pub nodelocal_corefile: Option<String>,
+    /// Every Service in kube-system (one LIST), to name the owner of a literal IP in the
+    /// node-local-dns Corefile; `None` when they could not be listed.
+    pub kube_system_services: Option<Vec<crate::corefile::DnsService>>,
 }
 
 /// Serialized cluster DNS summary.
@@ -153,6 +160,13 @@ pub struct HostReport {
     pub host: String,
     /// FQDNs the pod's libc asks, in order.
     pub query_order: Vec<String>,
+    /// Set when the name means the pod itself (`localhost`, `*.localhost`, a loopback
+    /// literal or a loopback answer): the sentence the report shows first.
+    pub loopback: Option<String>,
+    /// The query that produced the pod's answer and the rule of the query order that chose
+    /// it, derived from the libc result (see [`crate::answer`]); `null` when nothing answered
+    /// or the answer cannot be tied to a query (a note says why).
+    pub answer: Option<Answer>,
     /// The pod's answers.
     pub pod: PodView,
     /// CoreDNS per FQDN, up to and including the one that answered.
@@ -237,6 +251,45 @@ fn dns_view(n: &NslookupResult) -> DnsView {
     }
 }
 
+/// The "this is the pod itself" sentence for `localhost`, `*.localhost` (RFC 6761 6.3: these
+/// names always mean the loopback), a loopback IP literal, or a name whose pod answer is only
+/// loopback addresses (127.0.0.0/8, ::1). `None` otherwise.
+pub fn loopback_sentence(host: &Host, arg: &str, pod_addresses: &[IpAddr]) -> Option<String> {
+    let name = arg.trim_end_matches('.').to_ascii_lowercase();
+    let by_name =
+        matches!(host, Host::Name { .. }) && (name == "localhost" || name.ends_with(".localhost"));
+    let literal = matches!(host, Host::Ip(ip) if ip.is_loopback());
+    let answer_loopback =
+        !pod_addresses.is_empty() && pod_addresses.iter().all(IpAddr::is_loopback);
+    if !(by_name || literal || answer_loopback) {
+        return None;
+    }
+    let what = if literal {
+        format!("{arg} is a loopback address")
+    } else if pod_addresses.is_empty() {
+        format!("{arg} is a loopback name")
+    } else {
+        format!(
+            "{arg} resolves to the loopback ({})",
+            pod_addresses
+                .iter()
+                .map(IpAddr::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    Some(format!(
+        "{what}: inside a pod that is the pod itself (its own network namespace), not this \
+         workstation, the node or another Service. A Flux URL with it makes source-controller \
+         connect to itself; use a name the cluster resolves to the server (a Service, or a \
+         CoreDNS hosts entry)"
+    ))
+}
+
+fn hosts_arg(host: &Host) -> String {
+    host.arg().trim_end_matches('.').to_string()
+}
+
 fn fqdn(s: &str) -> String {
     crate::corefile::normalize_zone(s)
 }
@@ -292,12 +345,19 @@ pub fn build(inp: Inputs<'_>) -> Report {
     };
     let mut nodelocal = match &inp.cluster.nodelocal_corefile {
         Some(text) => {
-            NodeLocal::from_corefile(text, &inp.cluster.kube_dns_ips).unwrap_or_else(|e| {
-                NodeLocal {
-                    detected: true,
-                    evidence: vec![format!("node-local-dns ConfigMap unreadable: {e}")],
-                    ..Default::default()
-                }
+            // Without the Service list, kube-dns's own IPs are still known to be CoreDNS.
+            let services = inp.cluster.kube_system_services.clone().unwrap_or_else(|| {
+                vec![crate::corefile::DnsService {
+                    name: "kube-system/kube-dns".into(),
+                    cluster_ips: inp.cluster.kube_dns_ips.clone(),
+                    fronts_coredns: true,
+                }]
+            });
+            let complete = inp.cluster.kube_system_services.is_some();
+            NodeLocal::from_corefile(text, &services, complete).unwrap_or_else(|e| NodeLocal {
+                detected: true,
+                evidence: vec![format!("node-local-dns ConfigMap unreadable: {e}")],
+                ..Default::default()
             })
         }
         None => NodeLocal::default(),
@@ -351,39 +411,49 @@ pub fn build(inp: Inputs<'_>) -> Report {
             (Host::Ip(_), _) => Vec::new(),
         };
 
-        // Which FQDN answered: the name nslookup printed, else getent's canonical name if it
-        // is one of the queried names.
-        let answered_fqdn = n
-            .as_ref()
-            .and_then(|n| {
-                n.cnames
-                    .first()
-                    .map(|(alias, _)| fqdn(alias))
-                    .or_else(|| n.answers.first().map(|(name, _)| fqdn(name)))
-            })
-            .or_else(|| {
-                g.as_ref()
-                    .and_then(|g| g.canonical_name.as_deref())
-                    .map(fqdn)
-                    .filter(|c| query_order.contains(c))
-            });
-
-        // /etc/hosts (hostAliases) answers the libc path before DNS.
-        if let Host::Name { name, .. } = host {
-            let in_hosts = hosts_file.lines().any(|l| {
-                let l = l.split('#').next().unwrap_or("");
-                let mut w = l.split_whitespace();
-                w.next().is_some() && w.any(|h| h.eq_ignore_ascii_case(name))
-            });
-            if in_hosts {
-                notes.push(format!(
-                    "{name} is in the pod's /etc/hosts (hostAliases): getent/libc answers from it before DNS; nslookup never reads it"
-                ));
-            }
+        // Which FQDN answered: from the libc result (canonical name + query order), never
+        // from nslookup, whose own query logic differs (see crate::answer).
+        let answer = match host {
+            Host::Name { .. } => crate::answer::derive(
+                &arg,
+                &query_order,
+                resolv.as_ref(),
+                libc,
+                g.as_ref(),
+                n.as_ref(),
+                &hosts_file,
+            ),
+            Host::Ip(_) => None,
+        };
+        let loopback = loopback_sentence(host, &arg, &pod_addresses);
+        if let (Host::Name { .. }, Some(g), None) = (host, &g, &answer)
+            && g.status == LookupStatus::Resolved
+        {
+            notes.push(format!(
+                "which query answered cannot be told: libc's canonical name {} is not one of the \
+                 queried names and no nslookup CNAME line leads to it",
+                g.canonical_name.as_deref().unwrap_or("(none printed)")
+            ));
+        }
+        if let (Host::Name { .. }, Some(g), Some(n)) = (host, &g, &n)
+            && let Some(d) = crate::answer::disagreement(
+                &arg,
+                resolv.as_ref(),
+                g,
+                n,
+                &hosts_file,
+                answer.as_ref(),
+            )
+        {
+            notes.push(d);
         }
 
         let mut coredns = Vec::new();
-        if let (Some(cf), Host::Name { .. }) = (corefile, host) {
+        let from_etc_hosts = answer
+            .as_ref()
+            .is_some_and(|a| a.rule == AnswerRule::EtcHosts);
+        if let (Some(cf), Host::Name { .. }, false) = (corefile, host, from_etc_hosts) {
+            let answered_fqdn = answer.as_ref().and_then(|a| a.query.clone());
             for q in &query_order {
                 let e = cf.explain(q, 53);
                 let bypass = nodelocal.bypasses_coredns(q);
@@ -420,15 +490,28 @@ pub fn build(inp: Inputs<'_>) -> Report {
                 inp.cluster.kube_dns_ips.join(", ")
             ));
         }
-        // For an IP literal nslookup does a PTR query: its NXDOMAIN says nothing about A/AAAA.
-        if let (Some(g), Some(n), Host::Name { .. }) = (&g, &n, host)
-            && g.status == LookupStatus::Resolved
-            && n.status != LookupStatus::Resolved
-            && n.status != LookupStatus::ToolMissing
+        if let Some(n) = &n
+            && let Some(e) = n.errors.iter().find(|e| {
+                e.text.contains("can't connect to remote host")
+                    || e.text.contains("unreachable")
+                    || e.text.contains("Connection refused")
+            })
         {
+            let nodelocal_ns = resolv.as_ref().is_some_and(|r| r.uses_nodelocal());
             notes.push(format!(
-                "libc resolves it but the DNS wire query does not ({:?}): the answer comes from /etc/hosts or search expansion nslookup did not do",
-                n.status
+                "the pod cannot reach its nameserver: {}{}",
+                e.text,
+                if nodelocal_ns {
+                    format!(
+                        ". {} is the NodeLocal DNSCache address: no node-local-dns pod answers \
+                         on this node (kubectl get pods -n kube-system -l k8s-app=node-local-dns \
+                         -o wide); pods whose kubelet points them at it resolve nothing until \
+                         it runs",
+                        crate::resolvconf::NODELOCAL_DNS_IP
+                    )
+                } else {
+                    String::new()
+                }
             ));
         }
         if let Some(n) = &n
@@ -447,8 +530,25 @@ pub fn build(inp: Inputs<'_>) -> Report {
             .unwrap_or(WorkstationAnswer {
                 addresses: Vec::new(),
                 error: Some("not resolved".into()),
+                from_hosts_file: None,
             });
         let v = verdict(&pod_addresses, &ws.addresses);
+        if let Some(file) = &ws.from_hosts_file {
+            notes.push(if v == Verdict::Same {
+                format!(
+                    "the workstation's answer came from its {file}, which pods never see; the \
+                     pod happens to get the same addresses from the cluster's DNS"
+                )
+            } else {
+                format!(
+                    "the workstation's answer came from its {file}, which pods never see: make \
+                     the cluster answer {arg} instead, with a CoreDNS hosts (or template) entry \
+                     in ConfigMap kube-system/coredns, or a Service (ExternalName, or a Service \
+                     without selector plus an EndpointSlice) and its cluster DNS name",
+                    arg = hosts_arg(host),
+                )
+            });
+        }
         if v == Verdict::Differs && ws.addresses.is_empty() {
             notes.push("the workstation cannot resolve it; only the pod can".into());
         }
@@ -462,6 +562,8 @@ pub fn build(inp: Inputs<'_>) -> Report {
         hosts.push(HostReport {
             host: arg,
             query_order,
+            loopback,
+            answer,
             pod: PodView {
                 libc: g.as_ref().map(libc_view),
                 dns: n.as_ref().map(dns_view),
@@ -535,11 +637,17 @@ pub fn render_text(r: &Report) -> String {
     let p = &r.probe;
     let _ = writeln!(
         out,
-        "probe: {} {}/{} on node {} (image {}){}",
+        "probe: {} {}/{}{} (image {}){}",
         p.carrier,
         p.namespace,
         p.name,
-        p.node.as_deref().unwrap_or("?"),
+        // No nodeName: a probe that printed nothing was never scheduled; one that ran (its
+        // resolv.conf is in the log) did run somewhere we were not told: say nothing.
+        match (p.node.as_deref(), r.resolv_conf.is_some()) {
+            (Some(n), _) => format!(" on node {n}"),
+            (None, false) => " (not scheduled)".to_string(),
+            (None, true) => String::new(),
+        },
         p.image,
         p.from_pod
             .as_deref()
@@ -593,6 +701,9 @@ pub fn render_text(r: &Report) -> String {
     );
     for h in &r.hosts {
         let _ = writeln!(out);
+        if let Some(l) = &h.loopback {
+            let _ = writeln!(out, "{}: {l}", h.host);
+        }
         let mut t = comfy_table::Table::new();
         t.load_style(comfy_table::presets::NOTHING);
         t.set_header(vec![h.host.as_str(), "answer", "detail"]);
@@ -639,6 +750,9 @@ pub fn render_text(r: &Report) -> String {
                 .unwrap_or_else(|| "system resolver".into()),
         ]);
         let _ = writeln!(out, "{t}");
+        if let Some(a) = &h.answer {
+            let _ = writeln!(out, "  {}", a.headline);
+        }
         if !h.query_order.is_empty() {
             let _ = writeln!(out, "  queried in order: {}", h.query_order.join(" -> "));
         }

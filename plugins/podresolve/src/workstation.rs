@@ -13,11 +13,62 @@ pub struct WorkstationAnswer {
     pub addresses: Vec<IpAddr>,
     /// The resolver error text on failure.
     pub error: Option<String>,
+    /// The hosts file this answer came from (`/etc/hosts`), when the name is an entry there
+    /// with exactly these addresses: the workstation's resolver (glibc nsswitch `hosts:
+    /// files dns`, musl, macOS) reads it before DNS. Pods never see this file.
+    pub from_hosts_file: Option<String>,
 }
 
-/// Resolve `host` (as typed, trailing dot kept) with the system resolver. Blocking: call
-/// from `spawn_blocking` in async code.
+/// The workstation's hosts file.
+pub const HOSTS_FILE: &str = "/etc/hosts";
+
+/// The addresses `/etc/hosts`-format `text` gives `name` (case-insensitive, trailing dot
+/// ignored), in file order, deduplicated.
+pub fn hosts_file_addresses(text: &str, name: &str) -> Vec<IpAddr> {
+    let name = name.trim_end_matches('.');
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        let mut w = line.split_whitespace();
+        let Some(ip) = w
+            .next()
+            .and_then(|a| a.split('%').next()?.parse::<IpAddr>().ok())
+        else {
+            continue;
+        };
+        if w.any(|h| h.trim_end_matches('.').eq_ignore_ascii_case(name)) && !out.contains(&ip) {
+            out.push(ip);
+        }
+    }
+    out
+}
+
+/// Resolve `host` (as typed, trailing dot kept) with the system resolver and tell whether the
+/// answer came from [`HOSTS_FILE`]. Blocking: call from `spawn_blocking` in async code.
 pub fn resolve(host: &str) -> WorkstationAnswer {
+    let mut a = resolve_only(host);
+    let text = std::fs::read_to_string(HOSTS_FILE).unwrap_or_default();
+    a.from_hosts_file = came_from_hosts_file(&a.addresses, &text, host).then(|| HOSTS_FILE.into());
+    a
+}
+
+/// True when the name's entries in the hosts-file `text` are exactly `addresses` (as sets):
+/// the resolver answered from the file (a DNS answer that happens to match is
+/// indistinguishable, and the file is read first anyway).
+pub fn came_from_hosts_file(addresses: &[IpAddr], text: &str, host: &str) -> bool {
+    let mut file = hosts_file_addresses(text, host);
+    if file.is_empty() || addresses.is_empty() {
+        return false;
+    }
+    let mut got = addresses.to_vec();
+    file.sort();
+    got.sort();
+    got.dedup();
+    // getaddrinfo with AI_ADDRCONFIG may drop the file's IPv6 lines on an IPv4-only host.
+    got.iter().all(|a| file.contains(a))
+}
+
+fn resolve_only(host: &str) -> WorkstationAnswer {
     match (host, 0u16).to_socket_addrs() {
         Ok(it) => {
             let mut addresses = Vec::new();
@@ -31,11 +82,13 @@ pub fn resolve(host: &str) -> WorkstationAnswer {
                     .is_empty()
                     .then(|| "resolver returned no address".into()),
                 addresses,
+                from_hosts_file: None,
             }
         }
         Err(e) => WorkstationAnswer {
             addresses: Vec::new(),
             error: Some(e.to_string()),
+            from_hosts_file: None,
         },
     }
 }
@@ -116,6 +169,40 @@ mod tests {
 
     fn ips(s: &[&str]) -> Vec<IpAddr> {
         s.iter().map(|x| x.parse().unwrap()).collect()
+    }
+
+    /// Issue 19 item 3: an answer equal to the name's /etc/hosts entries came from the file.
+    #[test]
+    fn answer_from_the_hosts_file_is_recognised() {
+        let hosts =
+            "127.0.0.1 localhost\n10.0.0.42 gitea.lab.example gitea # lab\n::1 ip6-localhost\n";
+        assert_eq!(
+            hosts_file_addresses(hosts, "GITEA.lab.example."),
+            ips(&["10.0.0.42"])
+        );
+        assert!(came_from_hosts_file(
+            &ips(&["10.0.0.42"]),
+            hosts,
+            "gitea.lab.example"
+        ));
+        assert!(came_from_hosts_file(&ips(&["10.0.0.42"]), hosts, "gitea"));
+        assert!(!came_from_hosts_file(
+            &ips(&["10.0.0.43"]),
+            hosts,
+            "gitea.lab.example"
+        ));
+        assert!(!came_from_hosts_file(
+            &ips(&["10.0.0.42"]),
+            hosts,
+            "other.example"
+        ));
+        assert!(!came_from_hosts_file(&[], hosts, "gitea.lab.example"));
+        // A commented-out entry is not an entry.
+        assert!(!came_from_hosts_file(
+            &ips(&["10.0.0.7"]),
+            "# 10.0.0.7 old.example\n",
+            "old.example"
+        ));
     }
 
     #[test]

@@ -39,6 +39,7 @@ fn ws(a: &[&str]) -> WorkstationAnswer {
     WorkstationAnswer {
         addresses: a.iter().map(|s| s.parse().unwrap()).collect(),
         error: None,
+        from_hosts_file: None,
     }
 }
 
@@ -54,6 +55,7 @@ fn run(
         corefile: Some(Corefile::parse(COREFILE).map_err(|e| e.to_string())),
         kube_dns_ips: vec!["127.0.0.77".into()],
         nodelocal_corefile: nodelocal.map(str::to_string),
+        kube_system_services: None,
     };
     build(Inputs {
         log: &log,
@@ -174,10 +176,15 @@ fn hosts_file_pin_is_explained() {
         h.notes
     );
     assert!(
+        h.notes.iter().any(|n| n.starts_with("getent and nslookup disagree")
+            && n.contains("is in the pod's /etc/hosts, which libc reads before DNS and nslookup never reads")),
+        "{:?}",
         h.notes
-            .iter()
-            .any(|n| n.contains("libc resolves it but the DNS wire query does not"))
     );
+    let a = h.answer.as_ref().unwrap();
+    assert_eq!(a.rule, podresolve::answer::AnswerRule::EtcHosts);
+    assert_eq!(a.query, None);
+    assert!(h.coredns.is_empty(), "libc asked no DNS: {:?}", h.coredns);
 }
 
 #[test]
@@ -329,5 +336,363 @@ fn libc_label_comes_from_the_pod_or_the_image_never_a_default() {
     assert_eq!(
         build_with(&musl, "registry.example.com/tools/dns:1").libc,
         Libc::Musl
+    );
+}
+
+// ---- issue 19: an explanation is never wrong -------------------------------------------
+
+/// The Corefile of the search-expansion captures: the search-expanded name is pinned by the
+/// `hosts` block, the name itself goes to `forward`.
+const WILD_COREFILE: &str = r#".:53 {
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+    }
+    hosts {
+       192.168.2.99 podinfo.dev.example.local.wild.example
+       fallthrough
+    }
+    forward . /etc/resolv.conf
+    cache 30
+}
+"#;
+
+fn build_from(
+    fixture_name: &str,
+    corefile: &str,
+    hosts: &[&str],
+    workstation: Vec<WorkstationAnswer>,
+    cluster: impl FnOnce(&mut ClusterDns),
+    node: Option<&str>,
+) -> podresolve::report::Report {
+    let log = ProbeLog::parse(&fixture(fixture_name));
+    let hosts: Vec<_> = hosts.iter().map(|h| parse_host(h).unwrap()).collect();
+    let mut c = ClusterDns {
+        corefile: Some(Corefile::parse(corefile).map_err(|e| e.to_string())),
+        kube_dns_ips: vec!["127.0.0.77".into()],
+        nodelocal_corefile: None,
+        kube_system_services: None,
+    };
+    cluster(&mut c);
+    build(Inputs {
+        log: &log,
+        hosts: &hosts,
+        cluster: &c,
+        workstation,
+        expect: None,
+        probe: ProbeInfo {
+            carrier: "job".into(),
+            namespace: "team".into(),
+            name: "podresolve-test".into(),
+            node: node.map(str::to_string),
+            image: "alpine:3.22".into(),
+            ..Default::default()
+        },
+    })
+}
+
+/// Item 1, captured with glibc getent + BusyBox 1.35 nslookup against dnsmasq (ndots:5, search
+/// ... wild.example; the expanded name pinned to 192.168.2.99, the name itself 172.18.255.200).
+#[test]
+fn search_domain_answer_is_the_headline_and_marked_in_json() {
+    let r = build_from(
+        "probe-glibc-busybox-search-wins.log",
+        WILD_COREFILE,
+        &["podinfo.dev.example.local"],
+        vec![ws(&["172.18.255.200"])],
+        |_| {},
+        Some("twin-node"),
+    );
+    let h = &r.hosts[0];
+    assert_eq!(
+        h.pod.addresses,
+        vec!["192.168.2.99".parse::<IpAddr>().unwrap()]
+    );
+    let a = h.answer.as_ref().expect("an answering query");
+    assert_eq!(
+        a.query.as_deref(),
+        Some("podinfo.dev.example.local.wild.example.")
+    );
+    let answered: Vec<_> = h.coredns.iter().filter(|s| s.answered).collect();
+    assert_eq!(answered.len(), 1);
+    assert_eq!(
+        answered[0].explanation.query,
+        "podinfo.dev.example.local.wild.example."
+    );
+    assert_eq!(
+        answered[0].explanation.answered_by.as_deref(),
+        Some("hosts")
+    );
+    assert!(
+        h.coredns
+            .iter()
+            .all(|s| s.explanation.query != "podinfo.dev.example.local."),
+        "libc never asked the name as is: {:?}",
+        h.coredns
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    let ja = &v["hosts"][0]["answer"];
+    assert_eq!(ja["query"], "podinfo.dev.example.local.wild.example.");
+    assert_eq!(ja["index"], 3);
+    assert_eq!(ja["rule"], "search-before-name");
+    assert_eq!(ja["evidence"], "libc-canonical-name");
+    assert_eq!(ja["searchDomain"], "wild.example");
+    assert_eq!(v["hosts"][0]["coredns"][3]["answered"], true);
+    let text = render_text(&r);
+    let headline = "  answered by the search domain wild.example (podinfo.dev.example.local.wild.example.) because podinfo.dev.example.local has fewer than ndots:5 dots (3): glibc tries the search domains before the name itself (the 3 earlier queries found nothing)";
+    assert!(text.contains(headline), "{text}");
+    assert!(
+        text.contains("=> podinfo.dev.example.local.wild.example.: hosts (pinned to 192.168.2.99), Corefile line 7"),
+        "{text}"
+    );
+    assert!(
+        text.find(headline) < text.find("queried in order"),
+        "the headline comes first: {text}"
+    );
+    let note = h
+        .notes
+        .iter()
+        .find(|n| n.starts_with("getent and nslookup disagree"))
+        .unwrap_or_else(|| panic!("{:?}", h.notes));
+    assert!(note.contains("getent (libc, what applications get) says 192.168.2.99 but nslookup (DNS wire) says 172.18.255.200"), "{note}");
+    assert!(
+        note.contains("BusyBox >= 1.29 nslookup queries a name that contains a dot as is only"),
+        "{note}"
+    );
+}
+
+/// BIND nslookup honours search and ndots: the same capture with BIND agrees, no note.
+#[test]
+fn search_domain_with_bind_nslookup_agrees_and_says_nothing_more() {
+    let r = build_from(
+        "probe-glibc-bind-search-wins.log",
+        WILD_COREFILE,
+        &["podinfo.dev.example.local"],
+        vec![ws(&["172.18.255.200"])],
+        |_| {},
+        Some("twin-node"),
+    );
+    let h = &r.hosts[0];
+    assert_eq!(
+        h.answer.as_ref().unwrap().query.as_deref(),
+        Some("podinfo.dev.example.local.wild.example.")
+    );
+    assert!(
+        !h.notes.iter().any(|n| n.contains("disagree")),
+        "{:?}",
+        h.notes
+    );
+}
+
+/// Item 2b, captured: resolv.conf points at 169.254.20.10 with nothing there (no route);
+/// BusyBox prints `can't connect to remote host (169.254.20.10): Network is unreachable`.
+#[test]
+fn nodelocal_unreachable_error_reaches_json_errors() {
+    let r = build_from(
+        "probe-glibc-busybox-nodelocal-unreachable.log",
+        WILD_COREFILE,
+        &["gitea.prod.example.dev"],
+        vec![ws(&[])],
+        |_| {},
+        Some("twin-node"),
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        v["hosts"][0]["pod"]["dns"]["errors"],
+        serde_json::json!([
+            "nslookup: can't connect to remote host (169.254.20.10): Network is unreachable"
+        ])
+    );
+    assert_eq!(v["hosts"][0]["pod"]["dns"]["status"], "error");
+    let h = &r.hosts[0];
+    assert!(
+        h.notes.iter().any(|n| n.starts_with(
+            "the pod cannot reach its nameserver: nslookup: can't connect to remote host (169.254.20.10): Network is unreachable. 169.254.20.10 is the NodeLocal DNSCache address"
+        )),
+        "{:?}",
+        h.notes
+    );
+    assert!(r.cluster_dns.node_local.detected);
+}
+
+/// Item 2a (kubernetes/dns#592): node-local-dns's `.:53` forwards to a literal IP owned by the
+/// kube-dns-upstream Service, which fronts CoreDNS: no "hosts rule bypassed" note. The same IP
+/// owned by nothing CoreDNS-like is a bypass.
+#[test]
+fn nodelocal_literal_ip_of_kube_dns_upstream_is_not_a_bypass() {
+    use podresolve::corefile::DnsService;
+    let nl = "cluster.local:53 {\n    forward . 10.96.200.1 {\n        force_tcp\n    }\n}\n.:53 {\n    forward . 10.96.200.1\n}\n";
+    let svc = |name: &str, ip: &str, fronts: bool| DnsService {
+        name: format!("kube-system/{name}"),
+        cluster_ips: vec![ip.into()],
+        fronts_coredns: fronts,
+    };
+    let r = build_from(
+        "probe-glibc-bind.log",
+        COREFILE,
+        &["gitea.example.dev"],
+        vec![ws(&[])],
+        |c| {
+            c.nodelocal_corefile = Some(nl.into());
+            c.kube_system_services = Some(vec![
+                svc("kube-dns", "127.0.0.77", true),
+                svc("kube-dns-upstream", "10.96.200.1", true),
+            ]);
+        },
+        Some("twin-node"),
+    );
+    let h = &r.hosts[0];
+    assert!(h.coredns.iter().all(|s| !s.bypassed_by_node_local));
+    assert!(
+        !h.notes.iter().any(|n| n.contains("bypassed")),
+        "{:?}",
+        h.notes
+    );
+    assert!(
+        r.cluster_dns
+            .node_local
+            .evidence
+            .iter()
+            .any(|e| e.contains("is Service kube-system/kube-dns-upstream, which fronts CoreDNS")),
+        "{:?}",
+        r.cluster_dns.node_local.evidence
+    );
+    let r = build_from(
+        "probe-glibc-bind.log",
+        COREFILE,
+        &["gitea.example.dev"],
+        vec![ws(&[])],
+        |c| {
+            c.nodelocal_corefile = Some(nl.into());
+            c.kube_system_services = Some(vec![svc("kube-dns", "127.0.0.77", true)]);
+        },
+        Some("twin-node"),
+    );
+    assert!(
+        r.hosts[0].notes.iter().any(|n| n.contains(
+            "NodeLocal DNSCache forwards gitea.example.dev. to 10.96.200.1 without CoreDNS"
+        )),
+        "{:?}",
+        r.hosts[0].notes
+    );
+}
+
+/// Item 3 (kubestellar/kubestellar#1192): the workstation answered from /etc/hosts.
+#[test]
+fn workstation_answer_from_etc_hosts_says_so_and_suggests_the_cluster_fix() {
+    let mut w = ws(&["10.0.0.42"]);
+    w.from_hosts_file = Some("/etc/hosts".into());
+    let r = build_from(
+        "probe-glibc-bind.log",
+        COREFILE,
+        &["nosuch.example.dev"],
+        vec![w],
+        |_| {},
+        Some("twin-node"),
+    );
+    let h = &r.hosts[0];
+    assert!(
+        h.notes.iter().any(|n| n
+            == "the workstation's answer came from its /etc/hosts, which pods never see: make the cluster answer nosuch.example.dev instead, with a CoreDNS hosts (or template) entry in ConfigMap kube-system/coredns, or a Service (ExternalName, or a Service without selector plus an EndpointSlice) and its cluster DNS name"),
+        "{:?}",
+        h.notes
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["hosts"][0]["workstation"]["fromHostsFile"], "/etc/hosts");
+}
+
+/// Item 4 (fluxcd/flux2#2754): `localhost` means the pod itself, said first.
+#[test]
+fn localhost_is_the_pod_itself_and_said_first() {
+    let r = build_from(
+        "probe-glibc-busybox-nodelocal-unreachable.log",
+        WILD_COREFILE,
+        &["localhost"],
+        vec![ws(&["127.0.0.1", "::1"])],
+        |_| {},
+        Some("twin-node"),
+    );
+    let h = &r.hosts[0];
+    let l = h.loopback.as_deref().expect("loopback sentence");
+    assert!(
+        l.starts_with("localhost resolves to the loopback (::1, 127.0.0.1): inside a pod that is the pod itself"),
+        "{l}"
+    );
+    let text = render_text(&r);
+    let block = text.split("\n\n").nth(1).unwrap();
+    assert!(
+        block.starts_with("localhost: localhost resolves to the loopback"),
+        "{text}"
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    assert!(
+        v["hosts"][0]["loopback"]
+            .as_str()
+            .unwrap()
+            .contains("the pod itself")
+    );
+    // A loopback literal too; an ordinary name not.
+    let r = build_from(
+        "probe-glibc-bind.log",
+        COREFILE,
+        &["127.0.0.1", "gitea.example.dev"],
+        vec![ws(&["127.0.0.1"]), ws(&[])],
+        |_| {},
+        None,
+    );
+    assert!(r.hosts[0].loopback.is_some());
+    assert!(r.hosts[1].loopback.is_none());
+}
+
+/// Item 5: a probe without a node never prints `node ?`: "not scheduled" when it printed
+/// nothing (never ran), nothing when it ran (its resolv.conf is in the log).
+#[test]
+fn unscheduled_probe_says_not_scheduled() {
+    let ran = build_from(
+        "probe-glibc-bind.log",
+        COREFILE,
+        &["gitea.example.dev"],
+        vec![ws(&[])],
+        |_| {},
+        None,
+    );
+    let text = render_text(&ran);
+    assert_eq!(
+        text.lines().next().unwrap(),
+        "probe: job team/podresolve-test (image alpine:3.22)"
+    );
+    assert!(!text.contains("node ?"), "{text}");
+    let log = ProbeLog::parse("");
+    let hosts = vec![parse_host("gitea.example.dev").unwrap()];
+    let never = build(Inputs {
+        log: &log,
+        hosts: &hosts,
+        cluster: &ClusterDns::default(),
+        workstation: vec![ws(&[])],
+        expect: None,
+        probe: ProbeInfo {
+            carrier: "job".into(),
+            namespace: "team".into(),
+            name: "podresolve-test".into(),
+            image: "alpine:3.22".into(),
+            ..Default::default()
+        },
+    });
+    assert_eq!(
+        render_text(&never).lines().next().unwrap(),
+        "probe: job team/podresolve-test (not scheduled) (image alpine:3.22)"
+    );
+    let r = build_from(
+        "probe-glibc-bind.log",
+        COREFILE,
+        &["gitea.example.dev"],
+        vec![ws(&[])],
+        |_| {},
+        Some("twin-node"),
+    );
+    assert!(
+        render_text(&r)
+            .starts_with("probe: job team/podresolve-test on node twin-node (image alpine:3.22)")
     );
 }

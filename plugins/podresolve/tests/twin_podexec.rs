@@ -498,3 +498,140 @@ async fn git_from_the_pod_reaches_the_pinned_vip_or_says_why_not() {
     assert_eq!(r.json()["git"]["rc"], 127, "{}", r.dump());
     assert_eq!(leftovers(&sc.twin.store()), Vec::<String>::new());
 }
+
+/// Issue 19 item 1 (kubernetes/kubernetes#49113): a pod whose dnsConfig adds the search domain
+/// `wild.example`, where CoreDNS pins `podinfo.dev.example.local.wild.example`. With ndots:5
+/// the pod's libc tries the search domains before the name itself, so the search-expanded name
+/// answers (192.168.2.99), while BusyBox nslookup queries the dotted name as is (the upstream's
+/// 172.18.255.200). The report must say which query answered and why, from the libc result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_domain_answer_is_derived_from_libc_and_explained() {
+    if skip() {
+        return;
+    }
+    let sc = start().await;
+    let store = sc.twin.store();
+    let cms = store.gvr("", "v1", "configmaps").unwrap();
+    let cm = store.get(&cms, Some("kube-system"), "coredns").unwrap();
+    let corefile = cm["data"]["Corefile"].as_str().unwrap().replace(
+        "192.168.2.20 gitea.prod.example.dev\n",
+        "192.168.2.20 gitea.prod.example.dev\n           192.168.2.99 podinfo.dev.example.local.wild.example\n",
+    );
+    store
+        .patch(
+            &cms,
+            Some("kube-system"),
+            "coredns",
+            twin::PatchKind::Merge,
+            &json!({"data": {"Corefile": corefile}}),
+            "test",
+        )
+        .unwrap();
+    let pe = sc.podexec.as_ref().expect("podexec runs");
+    let records = pe.sync_dns().await.unwrap();
+    assert!(
+        records.contains("podinfo.dev.example.local.wild.example"),
+        "{records}"
+    );
+    pe.set_upstream("podinfo.dev.example.local", &["172.18.255.200".to_string()])
+        .await
+        .unwrap();
+    let pods = store.gvr("", "v1", "pods").unwrap();
+    store
+        .create(
+            &pods,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "web", "namespace": "flux-system"},
+                   "spec": {"dnsPolicy": "ClusterFirst",
+                            "dnsConfig": {"searches": ["wild.example"]},
+                            "containers": [{"name": "web", "image": "busybox:1.36",
+                                            "command": ["sleep", "3600"]}]}}),
+        )
+        .unwrap();
+    let mut w = store.watch(&pods, Some("flux-system"), Some("0")).unwrap();
+    tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(ev) = w.next().await {
+            if ev.object["metadata"]["name"] == "web" && ev.object["status"]["phase"] == "Running" {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("pod web Running");
+
+    let args = [
+        "podinfo.dev.example.local",
+        "--from",
+        "pod/web",
+        "-n",
+        "flux-system",
+    ];
+    let mut json_args = args.to_vec();
+    json_args.extend(["-o", "json"]);
+    let r = run_bin(sc.twin.kubeconfig_path(), &json_args).await;
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let v = r.json();
+    let h = &v["hosts"][0];
+    assert_eq!(
+        h["pod"]["addresses"],
+        json!(["192.168.2.99"]),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(
+        h["pod"]["dns"]["addresses"],
+        json!(["172.18.255.200"]),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(
+        h["answer"]["query"],
+        "podinfo.dev.example.local.wild.example.",
+        "{}",
+        r.dump()
+    );
+    assert_eq!(h["answer"]["rule"], "search-before-name", "{}", r.dump());
+    assert_eq!(h["answer"]["evidence"], "libc-canonical-name");
+    assert_eq!(h["answer"]["searchDomain"], "wild.example");
+    let steps = h["coredns"].as_array().unwrap();
+    let last = steps.last().unwrap();
+    assert_eq!(last["query"], "podinfo.dev.example.local.wild.example.");
+    assert_eq!(last["answered"], true);
+    assert_eq!(last["answeredBy"], "hosts");
+    assert_eq!(
+        steps.iter().filter(|s| s["answered"] == true).count(),
+        1,
+        "{}",
+        r.dump()
+    );
+    assert!(
+        !steps
+            .iter()
+            .any(|s| s["query"] == "podinfo.dev.example.local."),
+        "the name as is was never asked by libc: {}",
+        r.dump()
+    );
+    let notes = h["notes"].to_string();
+    assert!(notes.contains("getent and nslookup disagree"), "{notes}");
+    assert!(notes.contains("BusyBox >= 1.29 nslookup"), "{notes}");
+
+    let r = run_bin(sc.twin.kubeconfig_path(), &args).await;
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    if std::env::var_os("PODRESOLVE_SHOW").is_some() {
+        eprintln!("{}", r.dump());
+    }
+    assert!(
+        r.stdout.contains(
+            "answered by the search domain wild.example (podinfo.dev.example.local.wild.example.) because podinfo.dev.example.local has fewer than ndots:5 dots (3)"
+        ),
+        "{}",
+        r.dump()
+    );
+    assert!(
+        r.stdout
+            .contains("=> podinfo.dev.example.local.wild.example.: hosts (pinned to 192.168.2.99)"),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(leftovers(&store), Vec::<String>::new());
+}

@@ -351,6 +351,13 @@ fn classify_error(line: &str) -> Option<(String, LookupStatus)> {
     if l.starts_with(";; ") && (l.contains("refused") || l.contains("unreachable")) {
         return Some((String::new(), LookupStatus::Error));
     }
+    // Every other diagnostic the tool printed is kept, never dropped: BusyBox's libbb
+    // xconnect() dies with `nslookup: can't connect to remote host (IP): <strerror>` (captured:
+    // `Network is unreachable` for a NodeLocal address with nothing listening and no route),
+    // and any other `nslookup: ...` / `;; ...` line.
+    if l.starts_with("nslookup: ") || l.starts_with(";; ") {
+        return Some((String::new(), LookupStatus::Error));
+    }
     None
 }
 
