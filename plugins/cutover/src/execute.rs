@@ -183,6 +183,58 @@ pub fn judge(obj: &GitRepository, to: &str, expected_revision: &str) -> Verdict 
     }
 }
 
+/// The rollback reason when the deadline passed without proof: what was missing, never a
+/// bare copy of the Ready condition (which, still describing the old URL's fetch, reads like
+/// success). Missing is one of: source-controller never handled the new spec
+/// (`status.observedGeneration` < `metadata.generation`), so the new URL was never fetched
+/// and the artifact is still the old URL's; or it handled it but reported neither success at
+/// the expected revision nor a failure (Ready Unknown/False without FetchFailed or Stalled,
+/// source-controller api/v1 conditions).
+pub fn no_proof_message(
+    obj: Option<&GitRepository>,
+    pre: &Preflight,
+    timeout: std::time::Duration,
+) -> String {
+    let within = cluster_loop::duration::format_go_duration(timeout);
+    let Some(o) = obj else {
+        return format!("no proof within {within}: the GitRepository could not be read");
+    };
+    let ready = o
+        .ready()
+        .map(|c| format!("Ready={} {}: {}", c.status, c.reason(), c.message()))
+        .unwrap_or_else(|| "no Ready condition".into());
+    let artifact = o
+        .status
+        .artifact
+        .as_ref()
+        .map(|a| a.revision.clone())
+        .unwrap_or_else(|| "none".into());
+    if !o.generation_observed() {
+        format!(
+            "no proof within {within}: the new URL never answered: source-controller did not \
+             handle the new spec (status.observedGeneration {} < generation {}), so {} was never \
+             fetched and the artifact ({artifact}) is still from the old URL's fetch ({}); the \
+             last condition, {ready}, describes that old fetch",
+            o.status
+                .observed_generation
+                .map(|g| g.to_string())
+                .unwrap_or_else(|| "unset".into()),
+            o.metadata
+                .generation
+                .map(|g| g.to_string())
+                .unwrap_or_else(|| "?".into()),
+            pre.to,
+            pre.current.url
+        )
+    } else {
+        format!(
+            "no proof within {within}: source-controller handled the new spec but reported \
+             neither Ready=True at {} from {} nor a fetch failure (artifact {artifact}; {ready})",
+            pre.current.revision, pre.to
+        )
+    }
+}
+
 /// Patches the GitRepository to the new URL and proves it, or restores it.
 ///
 /// Deadline: `opts.timeout` from the patch. Ctrl-C and SIGTERM during the wait roll back.
@@ -281,19 +333,7 @@ pub async fn execute(
                 ),
                 (Verdict::Waiting, _) => (
                     Ending::RolledBack,
-                    format!(
-                        "no proof within {}: {}",
-                        cluster_loop::duration::format_go_duration(opts.timeout),
-                        out.object
-                            .as_ref()
-                            .and_then(|o| o.ready().map(|c| format!(
-                                "Ready={} {}: {}",
-                                c.status,
-                                c.reason(),
-                                c.message()
-                            )))
-                            .unwrap_or_else(|| "no Ready condition".into())
-                    ),
+                    no_proof_message(out.object.as_ref(), pre, opts.timeout),
                     rev,
                 ),
             }
@@ -405,6 +445,14 @@ pub async fn finish(conn: &Connection, ns: &str, name: &str) -> Result<FinishRep
             .namespace(Some(root_ns.clone()))
             .name(root_name.clone())
     })?;
+    if root.suspended() {
+        report
+            .notes
+            .push(crate::preflight::suspended_root_message(&format!(
+                "{root_ns}/{root_name}"
+            )));
+        return Ok(report);
+    }
     let source_rev = repo
         .status
         .artifact
@@ -451,7 +499,12 @@ pub async fn finish(conn: &Connection, ns: &str, name: &str) -> Result<FinishRep
         .and_then(|r| r.branch.clone())
         .unwrap_or_else(|| "main".into());
     if let Err(f) = runner.fetch_branch(scratch.path(), &live_url, &branch, "live") {
-        report.notes.push(f.explain(&live_url, None));
+        let label = repo
+            .spec
+            .secret_ref
+            .as_ref()
+            .map(|s| format!("{ns}/{}", s.name));
+        report.notes.push(f.explain(&live_url, label.as_deref()));
         return Ok(report);
     }
     let tree = tempfile::tempdir().map_err(|e| Error::Other(e.to_string()))?;

@@ -170,9 +170,35 @@ impl RemoteFailure {
         }
     }
 
-    /// An operator-facing explanation with the next step.
+    /// An operator-facing explanation with the next step. `secret` is the Secret whose
+    /// credentials were sent (`ns/name`); `None` means none was sent (no `--secret` and no
+    /// `spec.secretRef`), which turns a 401/403 into "pass --secret".
     pub fn explain(&self, url: &str, secret: Option<&str>) -> String {
-        let secret = secret.unwrap_or("<none>");
+        let Some(secret) = secret else {
+            match self {
+                RemoteFailure::Authentication => {
+                    return format!(
+                        "{url}: the server requires credentials and the GitRepository has no \
+                         secretRef; pass --secret with a Secret holding username/password (or \
+                         bearerToken) that may read this repository"
+                    );
+                }
+                RemoteFailure::Forbidden => {
+                    return format!(
+                        "{url}: 403 forbidden without credentials: the server does not allow \
+                         anonymous reads and the GitRepository has no secretRef; pass --secret"
+                    );
+                }
+                RemoteFailure::Tls(detail) => {
+                    return format!(
+                        "{url}: TLS verification failed ({detail}). If the server uses a private \
+                         CA, put the CA certificate (PEM) in a Secret under the key `ca.crt` and \
+                         pass it with --secret"
+                    );
+                }
+                _ => return RemoteFailure::explain(self, url, Some("<none>")),
+            }
+        };
         match self {
             RemoteFailure::Authentication => format!(
                 "{url}: authentication required: the credential in secret {secret} was rejected \

@@ -352,6 +352,13 @@ fn judge(
             ic.host,
             ips(&ic.addresses)
         );
+        // A loopback target is the pod itself: say that, never "check firewalls".
+        if let Some(lo) = crate::preflight::loopback_reason(&ic.host, &ic.addresses) {
+            return Err(format!(
+                "{from}, but git could not fetch from it: {}",
+                lo.replace("on this workstation", "in the pod")
+            ));
+        }
         if matches!(git.rc, Some(124 | 143)) {
             return Err(format!(
                 "{from}, but git ls-remote did not finish within the probe's step timeout \
@@ -397,6 +404,10 @@ fn judge(
                     _ => ": the secret has no ca.crt, so only public CAs are trusted",
                 }
             ),
+            RemoteFailure::Authentication if v.secret.is_none() => "the server requires \
+                 credentials and the GitRepository has no secretRef; pass --secret with a \
+                 Secret holding username/password (or bearerToken) that may read this repository"
+                .to_string(),
             RemoteFailure::Authentication => format!(
                 "authentication required: the credential in secret {secret} was rejected \
                  (wrong, expired or revoked). If a token was rotated, mint a new uniquely named \

@@ -88,6 +88,12 @@ struct Cli {
     #[arg(long)]
     allow_insecure_http: bool,
 
+    /// Allow a --to URL on the loopback (localhost, 127.0.0.0/8, ::1, or a name resolving to
+    /// them here). Only right when source-controller shares this machine's network (hostNetwork
+    /// on a cluster running on this machine): in an ordinary pod, localhost is the pod itself
+    #[arg(long)]
+    allow_loopback: bool,
+
     /// Also contact the new URL from a pod in the source's namespace (a probe Job, deleted when
     /// done): DNS answer, TLS, credential and branch head as source-controller will see them
     #[arg(long)]
@@ -280,6 +286,7 @@ async fn run(cli: Cli) -> Result<i32> {
         repo: cli.repo.clone(),
         allow_forward: cli.allow_forward,
         allow_insecure_http: cli.allow_insecure_http,
+        allow_loopback: cli.allow_loopback,
         verify_in_cluster: cli.verify_in_cluster.then(|| preflight::InClusterOptions {
             image: cli.probe_image.clone(),
             timeout: cli.probe_timeout,

@@ -46,6 +46,8 @@ pub struct Request {
     pub allow_forward: bool,
     /// `--allow-insecure-http`.
     pub allow_insecure_http: bool,
+    /// `--allow-loopback`: a loopback `--to` is a warning, not a refusal.
+    pub allow_loopback: bool,
     /// `--verify-in-cluster`: the probe image and deadline.
     pub verify_in_cluster: Option<InClusterOptions>,
 }
@@ -93,6 +95,9 @@ pub struct Consumer {
     pub last_applied_revision: Option<String>,
     /// True when it renders from this same GitRepository.
     pub same_source: bool,
+    /// `spec.suspend`: kustomize-controller applies nothing while it is set (and so reverts
+    /// nothing).
+    pub suspended: bool,
 }
 
 /// A check of the preflight, shown in order.
@@ -285,6 +290,7 @@ pub async fn read_current(
         path: k.spec.path.clone().unwrap_or_else(|| "./".into()),
         last_applied_revision: k.status.last_applied_revision.clone(),
         same_source: is_ours(k),
+        suspended: k.suspended(),
     };
     let consumers = all
         .items
@@ -365,6 +371,14 @@ pub async fn preflight(
         ),
     });
 
+    if let Some(root) = current.root.as_ref().filter(|r| r.suspended) {
+        checks.push(Check {
+            id: "root-suspended",
+            result: CheckResult::Warn,
+            message: suspended_root_message(&root.name),
+        });
+    }
+
     let creds = match &secret_name {
         Some(s) => read_credentials(conn, &req.namespace, s).await?,
         None => GitCredentials::default(),
@@ -375,8 +389,30 @@ pub async fn preflight(
 
     // Transport.
     let transport = transport_check(&req.to, &creds, req.allow_insecure_http);
-    let transport_failed = transport.result == CheckResult::Fail;
+    let mut transport_failed = transport.result == CheckResult::Fail;
     checks.push(transport);
+    // Loopback: refused before contacting anything (a server on this workstation's loopback
+    // would answer and prove nothing about the cluster).
+    if !transport_failed {
+        let to = req.to.clone();
+        let loopback = tokio::task::spawn_blocking(move || loopback_check(&to))
+            .await
+            .ok()
+            .flatten();
+        if let Some(mut c) = loopback {
+            if req.allow_loopback {
+                c.result = CheckResult::Warn;
+                c.message = format!(
+                    "{} (allowed by --allow-loopback: right only when source-controller shares \
+                     this machine's network)",
+                    c.message.split(". Refused:").next().unwrap_or(&c.message)
+                );
+            } else {
+                transport_failed = true;
+            }
+            checks.push(c);
+        }
+    }
 
     let mut pre = Preflight {
         source: format!("{}/{}", req.namespace, req.name),
@@ -551,9 +587,96 @@ pub async fn preflight(
     Ok((repo, finish(pre)))
 }
 
+/// What a suspended root Kustomization means for a cutover (kustomize-controller skips a
+/// suspended Kustomization entirely: no apply, no prune, no revert).
+pub fn suspended_root_message(root: &str) -> String {
+    let (ns, name) = root.split_once('/').unwrap_or(("flux-system", root));
+    format!(
+        "root Kustomization {root} is suspended: nothing reverts a live patch of spec.url and \
+         nothing applies the committed one, so --finish cannot succeed until it is resumed \
+         (flux resume kustomization -n {ns} {name})"
+    )
+}
+
+/// The drift found before the move: the committed spec.url (at `at`) differs from the live
+/// one, i.e. the cluster already runs a hand-patched URL.
+pub fn drift_message(at: &str, committed: &str, live: &str, root: &Consumer) -> String {
+    format!(
+        "before this move, the committed spec.url ({at}) is {committed} but the live one is \
+         {live}: the cluster already runs a hand-patched URL{}",
+        if root.suspended {
+            " (kept because the root Kustomization is suspended)"
+        } else {
+            "; the root Kustomization will put the committed value back at its next apply"
+        }
+    )
+}
+
 fn finish(mut pre: Preflight) -> Preflight {
     pre.go = pre.checks.iter().all(|c| c.result != CheckResult::Fail);
     pre
+}
+
+/// Why `host` with the addresses it resolves to is the pod itself inside the cluster:
+/// `localhost`/`*.localhost` (RFC 6761 6.3), a loopback literal (127.0.0.0/8, ::1), or a name
+/// whose every address is loopback. `None` otherwise (or when `addrs` is empty and the name
+/// is not a loopback name).
+pub fn loopback_reason(host: &str, addrs: &[std::net::IpAddr]) -> Option<String> {
+    let h = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    let what = if h == "localhost" || h.ends_with(".localhost") {
+        format!("{host} is the loopback name")
+    } else if h
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback())
+    {
+        format!("{host} is a loopback address")
+    } else if !addrs.is_empty() && addrs.iter().all(|a| a.is_loopback()) {
+        format!(
+            "{host} resolves on this workstation to the loopback ({})",
+            addrs
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        return None;
+    };
+    Some(format!(
+        "{what}: in a pod, localhost is the pod itself, so source-controller would connect to \
+         its own pod, not to this workstation or the Git server. Refused: use a URL the cluster \
+         can reach (the server's real name, or a Service's cluster DNS name)"
+    ))
+}
+
+/// The `loopback` check of the default preflight (see [`loopback_reason`]); resolves the
+/// URL's host with this workstation's resolver (blocking). `None` when the URL has no host
+/// or the host is not the loopback.
+pub fn loopback_check(url: &str) -> Option<Check> {
+    let parsed = url::Url::parse(url).ok()?;
+    let host = parsed.host_str()?.to_string();
+    let bare = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let addrs: Vec<std::net::IpAddr> = if bare.parse::<std::net::IpAddr>().is_ok() {
+        Vec::new()
+    } else {
+        use std::net::ToSocketAddrs;
+        (bare.as_str(), 0u16)
+            .to_socket_addrs()
+            .map(|it| it.map(|sa| sa.ip()).collect())
+            .unwrap_or_default()
+    };
+    loopback_reason(&host, &addrs).map(|message| Check {
+        id: "loopback",
+        result: CheckResult::Fail,
+        message,
+    })
 }
 
 /// The transport rule: `http://` with credentials is refused unless explicitly allowed (flux
@@ -678,6 +801,17 @@ fn authored_check(
                 .first()
                 .map(|l| format!("{}:{}", l.file, l.line))
                 .unwrap_or_default();
+            if a.url != pre.current.url {
+                // Said first: everything else is read against a live URL Git does not hold.
+                pre.checks.insert(
+                    0,
+                    Check {
+                        id: "drift",
+                        result: CheckResult::Warn,
+                        message: drift_message(&where_, &a.url, &pre.current.url, &root),
+                    },
+                );
+            }
             let check = if agrees {
                 Check {
                     id: "authored",

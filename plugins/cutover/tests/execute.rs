@@ -65,7 +65,10 @@ async fn leveled() -> (RunningScenario, String) {
     (sc, to)
 }
 
-/// `gitrepo/flux-system --to TO --secret prod-creds --yes` followed by `extra`.
+/// `gitrepo/flux-system --to TO --secret prod-creds --yes --allow-loopback` followed by
+/// `extra`. The twin's Git servers listen on 127.0.0.1 and its source-controller model runs
+/// on this machine, so the loopback URL is reachable from "the cluster" here: the case
+/// --allow-loopback exists for (hostNetwork on a cluster running on this machine).
 fn args<'a>(to: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut v = vec![
         "gitrepo/flux-system",
@@ -74,6 +77,7 @@ fn args<'a>(to: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
         "--secret",
         "prod-creds",
         "--yes",
+        "--allow-loopback",
     ];
     v.extend_from_slice(extra);
     v
@@ -342,7 +346,20 @@ async fn no_proof_before_the_deadline_is_rolled_back() {
     stop_source(&sc);
     let r = cutover(&sc, &args(&to, &["--hold-root", "--timeout", "2s"])).await;
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
-    assert!(r.stdout.contains("no proof within 2s"), "{}", r.stdout);
+    // Issue 19: the rollback says what was missing, never reads like success.
+    assert!(
+        r.stdout.contains(
+            "no proof within 2s: the new URL never answered: source-controller did not handle \
+             the new spec (status.observedGeneration "
+        ) && r.stdout.contains(&format!("), so {to} was never fetched")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("is still from the old URL's fetch"),
+        "{}",
+        r.stdout
+    );
     assert_eq!(
         live(&sc).await["spec"]["url"],
         json!(sc.git["laptop"].url_https("org/fleet"))

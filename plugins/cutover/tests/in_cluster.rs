@@ -584,3 +584,30 @@ async fn a_server_too_slow_for_the_probe_is_refused_not_hung() {
     assert_eq!(v["preflight"]["inCluster"]["stepTimeoutSecs"], 5);
     ic.assert_clean(&r).await;
 }
+
+/// Issue 19 item 6: the cluster resolves the new host to the loopback (a pin to 127.0.0.1)
+/// while this workstation reaches the real server: the in-cluster failure says the pod
+/// connected to itself, never "check firewalls".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_the_pod_resolves_to_loopback_is_the_pod_itself() {
+    let Some(ic) = Ic::start_unless_skipped(2).await else {
+        return;
+    };
+    ic.pe
+        .set_upstream(HOST, &["127.0.0.1".to_string()])
+        .await
+        .unwrap();
+    let r = ic.run(&["--verify-in-cluster"]).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(r.stdout.contains("ok   remote"), "{}", r.stdout);
+    assert!(r.stdout.contains("FAIL in-cluster"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!(
+            "but git could not fetch from it: {HOST} resolves in the pod to the loopback (127.0.0.1): in a pod, localhost is the pod itself"
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("firewalls"), "{}", r.stdout);
+    ic.assert_clean(&r).await;
+}

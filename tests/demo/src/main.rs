@@ -814,6 +814,8 @@ async fn step_cutover(ctx: &Ctx) -> Step {
                         "ca.crt": b64(prod.ca_pem())}}),
     );
     let to = prod.url_https("org/fleet");
+    // The twin's Git servers listen on 127.0.0.1 and its source-controller runs on this
+    // machine: the one setup where a loopback URL reaches the source (--allow-loopback).
     let base = [
         "cutover",
         "gitrepository/flux-system",
@@ -821,6 +823,7 @@ async fn step_cutover(ctx: &Ctx) -> Step {
         to.as_str(),
         "--secret",
         "prod-creds",
+        "--allow-loopback",
     ];
     let mut args = base.to_vec();
     args.push("--dry-run");

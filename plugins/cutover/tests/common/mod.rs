@@ -255,14 +255,16 @@ impl World {
         store.get(&gr, Some("flux-system"), "flux-system").unwrap()
     }
 
-    /// Runs the real binary with the twin's kubeconfig.
+    /// Runs the real binary with the twin's kubeconfig (see [`loopback_allowed`]).
     pub async fn cutover(&self, args: &[&str]) -> PluginRun {
-        twin::testkit::run_plugin(BIN, self.twin.kubeconfig_path(), args, RUN_TIMEOUT).await
+        let args = loopback_allowed(args);
+        twin::testkit::run_plugin(BIN, self.twin.kubeconfig_path(), &args, RUN_TIMEOUT).await
     }
 
     /// [`World::cutover`] with extra environment variables (e.g. `SSL_CERT_FILE`).
     pub async fn cutover_env(&self, env: &[(&str, &OsStr)], args: &[&str]) -> PluginRun {
-        let mut cmd = twin::testkit::plugin_command(BIN, self.twin.kubeconfig_path(), args);
+        let args = loopback_allowed(args);
+        let mut cmd = twin::testkit::plugin_command(BIN, self.twin.kubeconfig_path(), &args);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -272,6 +274,21 @@ impl World {
     pub fn work(&self) -> PathBuf {
         self.work.path().to_path_buf()
     }
+}
+
+/// `args` plus `--allow-loopback` when `--to` is one of the servers' `https://127.0.0.1:PORT`
+/// / `http://127.0.0.1:PORT` URLs: the World's Git servers listen on 127.0.0.1 and "the
+/// cluster" (the twin's models) runs on this machine, the case the flag exists for. A test of
+/// the loopback refusal itself runs the binary directly.
+pub fn loopback_allowed<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut v = args.to_vec();
+    let to_loopback = args.windows(2).any(|w| {
+        w[0] == "--to" && (w[1].starts_with("https://127.") || w[1].starts_with("http://127."))
+    });
+    if to_loopback {
+        v.push("--allow-loopback");
+    }
+    v
 }
 
 /// A stand-in for a system CA bundle (what `SSL_CERT_FILE` names): the host's
