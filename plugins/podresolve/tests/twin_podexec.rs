@@ -635,3 +635,60 @@ async fn search_domain_answer_is_derived_from_libc_and_explained() {
     );
     assert_eq!(leftovers(&store), Vec::<String>::new());
 }
+
+/// Issue 19 item 3 (kubestellar/kubestellar#1192): the workstation answers from its /etc/hosts
+/// (the binary runs in a private mount namespace whose /etc/hosts has the entry), the pod cannot
+/// resolve the name: the report says where the workstation's answer came from and the
+/// cluster-side fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workstation_answer_from_etc_hosts_is_named_with_the_cluster_fix() {
+    if skip() {
+        return;
+    }
+    let sc = start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = dir.path().join("hosts");
+    let mut text = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    text.push_str("10.0.0.42\tgitea.lab.example\n");
+    std::fs::write(&hosts, text).unwrap();
+    let out = tokio::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "--", "sh", "-c"])
+        .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
+        .arg(&hosts)
+        .arg(env!("CARGO_BIN_EXE_kubectl-podresolve"))
+        .arg("--kubeconfig")
+        .arg(sc.twin.kubeconfig_path())
+        .args(["gitea.lab.example", "-n", "flux-system", "-o", "json"])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(180), out)
+        .await
+        .expect("binary finishes")
+        .unwrap();
+    let r = RunOut {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+    };
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    let v = r.json();
+    let h = &v["hosts"][0];
+    assert_eq!(h["verdict"], "pod-cannot-resolve", "{}", r.dump());
+    assert_eq!(h["workstation"]["addresses"], json!(["10.0.0.42"]));
+    assert_eq!(
+        h["workstation"]["fromHostsFile"],
+        "/etc/hosts",
+        "{}",
+        r.dump()
+    );
+    assert!(
+        h["notes"].to_string().contains(
+            "the workstation's answer came from its /etc/hosts, which pods never see: make the cluster answer gitea.lab.example instead, with a CoreDNS hosts (or template) entry"
+        ),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(leftovers(&sc.twin.store()), Vec::<String>::new());
+}
