@@ -3,7 +3,8 @@
 
 use crate::marker::{Field, NotMarker, Parsed, SetterRef};
 use crate::objects::{
-    ImagePolicy, ImageUpdateAutomation, Objects, Origin, merge_policies, path_covers,
+    FluxKustomization, ImagePolicy, ImageUpdateAutomation, Objects, Origin, merge_policies,
+    path_covers,
 };
 use crate::scan::{self, FileScan, Placement, Problem, ScanResult, Site};
 use crate::simulate::{self, Replacement};
@@ -147,6 +148,12 @@ pub const RULES: &[(&str, &str, Severity, &str)] = &[
         "marker-in-value",
         Severity::Warning,
         "marker text inside a quoted or plain value",
+    ),
+    (
+        "MC026",
+        "not-yaml",
+        Severity::Info,
+        "a .yaml/.yml file that is empty or binary: not YAML, nothing to check",
     ),
     (
         "MC030",
@@ -348,6 +355,14 @@ pub struct Report {
     /// Paths naming a file Flux never reads (not `.yaml`/`.yml`/`Kustomization`).
     #[serde(skip)]
     pub not_selected: Vec<PathBuf>,
+    /// Entries skipped unopened because they are not regular files: (display path, what it
+    /// is, e.g. "a FIFO (named pipe)"). Git cannot store them, so Flux never sees one.
+    #[serde(skip)]
+    pub skipped_special: Vec<(String, &'static str)>,
+    /// Notes about how the run read the tree (printed on stderr), e.g. the repository root used
+    /// for `spec.update.path` when there is no `.git`.
+    #[serde(skip)]
+    pub notes: Vec<String>,
 }
 
 /// Counters.
@@ -386,25 +401,49 @@ fn display(p: &Path) -> String {
     s.to_string()
 }
 
-fn repo_root_of(p: &Path) -> PathBuf {
-    let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let start = if abs.is_file() {
-        abs.parent().map(Path::to_path_buf).unwrap_or(abs.clone())
-    } else {
-        abs.clone()
-    };
-    let mut cur = Some(start.as_path());
+/// The nearest directory at or above `dir` holding `.git`.
+fn git_root_of(dir: &Path) -> Option<PathBuf> {
+    let mut cur = Some(dir);
     while let Some(c) = cur {
         if c.join(".git").exists() {
-            return c.to_path_buf();
+            return Some(c.to_path_buf());
         }
         cur = c.parent();
     }
-    start
+    None
+}
+
+/// The longest common ancestor of canonical directories.
+fn common_ancestor(dirs: &[PathBuf]) -> Option<PathBuf> {
+    let mut it = dirs.iter();
+    let mut acc = it.next()?.clone();
+    for d in it {
+        while !d.starts_with(&acc) {
+            acc = acc.parent()?.to_path_buf();
+        }
+    }
+    Some(acc)
+}
+
+/// The Flux version pinned in the tree (`gotk-components.yaml`), as `(major, minor, patch)`.
+fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
+    let mut it = v.trim_start_matches('v').split(['.', '-', '+']);
+    Some((
+        it.next()?.parse().ok()?,
+        it.next()?.parse().ok()?,
+        it.next().and_then(|p| p.parse().ok()).unwrap_or(0),
+    ))
+}
+
+fn display_dir(p: &Path) -> String {
+    let d = display(p);
+    if d.is_empty() { ".".into() } else { d }
 }
 
 struct Scanned {
+    tree: crate::kustomize::Tree,
     res: ScanResult,
+    #[allow(dead_code)]
     root: PathBuf,
     /// Canonical directory the scan's relative paths start from.
     base: PathBuf,
@@ -414,6 +453,35 @@ struct Scanned {
 /// The policy table for one file: setter name -> value, and whether automations are known.
 struct Setters {
     table: BTreeMap<String, (String, usize)>,
+}
+
+/// The policies the automations covering a file apply, with their setter table.
+struct Applicable {
+    keys: std::collections::HashSet<(String, String)>,
+    setters: Setters,
+}
+
+/// ImagePolicies by (namespace, name), and by name alone (for namespaces kustomize sets).
+struct PolicyIndex {
+    by_key: std::collections::HashMap<(String, String), usize>,
+}
+
+impl PolicyIndex {
+    fn new(policies: &[ImagePolicy]) -> PolicyIndex {
+        let mut by_key = std::collections::HashMap::new();
+        for (i, p) in policies.iter().enumerate() {
+            by_key
+                .entry((p.namespace.clone(), p.name.clone()))
+                .or_insert(i);
+        }
+        PolicyIndex { by_key }
+    }
+
+    fn get<'a>(&self, all: &'a [ImagePolicy], ns: &str, name: &str) -> Option<&'a ImagePolicy> {
+        self.by_key
+            .get(&(ns.to_string(), name.to_string()))
+            .map(|&i| &all[i])
+    }
 }
 
 fn setters_for(policies: &[ImagePolicy]) -> Setters {
@@ -552,41 +620,90 @@ pub fn run(cfg: &Config) -> Report {
         if res.root_not_selected {
             report.not_selected.push(p.clone());
         }
-        let repo_root = match &cfg.repo_root {
-            Some(r) => std::fs::canonicalize(r).unwrap_or(r.clone()),
-            None => repo_root_of(p),
-        };
         let root = std::fs::canonicalize(p).unwrap_or(p.clone());
         // the directory `rel` paths are relative to (a named file's parent)
-        let base = if root.is_file() {
+        let base = if !root.is_dir() {
             root.parent().map(Path::to_path_buf).unwrap_or(root.clone())
         } else {
             root.clone()
         };
+        let repo_root = match &cfg.repo_root {
+            Some(r) => std::fs::canonicalize(r).unwrap_or(r.clone()),
+            None => git_root_of(&base).unwrap_or_default(),
+        };
+        let tree = crate::kustomize::Tree::from_files(&res.files);
         scans.push(Scanned {
             res,
             root,
             base,
             repo_root,
+            tree,
         });
+    }
+    // Outside a git checkout, spec.update.path is taken from the tree root: the common
+    // ancestor of the paths given (and of the current directory when they are all below it),
+    // so `markercheck apps clusters` in a copy of a fleet still resolves `./apps`.
+    if scans.iter().any(|s| s.repo_root.as_os_str().is_empty()) {
+        let mut dirs: Vec<PathBuf> = scans
+            .iter()
+            .filter(|s| s.repo_root.as_os_str().is_empty())
+            .map(|s| s.base.clone())
+            .collect();
+        if let Ok(cwd) = std::env::current_dir().and_then(std::fs::canonicalize)
+            && dirs.iter().all(|d| d.starts_with(&cwd))
+        {
+            dirs.push(cwd);
+        }
+        let top = common_ancestor(&dirs).unwrap_or_default();
+        for s in scans
+            .iter_mut()
+            .filter(|s| s.repo_root.as_os_str().is_empty())
+        {
+            s.repo_root = top.clone();
+        }
+        report.notes.push(format!(
+            "no .git above {}: spec.update.path and Kustomization spec.path are taken relative to {} (set the repository root with --repo-root)",
+            cfg.paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            display_dir(&top)
+        ));
     }
     // objects
     let mut objects = Objects::default();
+    let mut facts = crate::objects::TreeFacts::default();
     if !cfg.ignore_tree_objects {
         for s in &scans {
-            let o = Objects::from_files(&s.res.files, &cfg.default_namespace);
+            let (o, f) = Objects::from_files_with_facts(&s.res.files, &cfg.default_namespace);
+            facts.kustomizations.extend(f.kustomizations);
+            facts.unknown_namespaces.extend(f.unknown_namespaces);
             merge_policies(&mut objects.policies, o.policies);
             objects.repositories.extend(o.repositories);
             objects.automations.extend(o.automations);
             objects.removed_api.extend(o.removed_api);
         }
     }
+    // Flux versions pinned in the trees (gotk-components.yaml headers)
+    let mut flux_versions: Vec<((u32, u32, u32), String, String)> = Vec::new();
+    for s in &scans {
+        for (rel, v) in &s.res.flux_versions {
+            if let Some(pv) = parse_version(v) {
+                flux_versions.push((pv, v.clone(), display(&s.base.join(rel))));
+            }
+        }
+    }
+    flux_versions.sort();
     merge_policies(&mut objects.policies, cfg.extra.policies.clone());
     objects.repositories.extend(cfg.extra.repositories.clone());
     objects.automations.extend(cfg.extra.automations.clone());
     merge_policies(&mut objects.policies, cfg.sets.clone());
 
     let mut findings = Vec::new();
+    // a severity other than the rule's default for the next finding pushed (MC040, MC050,
+    // MC051 depend on the tree: spec.force, the pinned Flux version)
+    let sev_next: std::cell::Cell<Option<Severity>> = std::cell::Cell::new(None);
     let mut push = |id: &'static str,
                     file: String,
                     line: usize,
@@ -594,6 +711,7 @@ pub fn run(cfg: &Config) -> Report {
                     message: String,
                     fix: String| {
         let (rule, name, severity) = rule(id);
+        let severity = sev_next.take().unwrap_or(severity);
         findings.push(Finding {
             rule,
             name,
@@ -632,13 +750,48 @@ pub fn run(cfg: &Config) -> Report {
                     t.contains(field)
                 };
                 if hit {
+                    // image-automation-controller v1.0.0 (Flux v2.7.0) removed the field; the
+                    // v1 API exists only from that version on, so an automation written as v1
+                    // runs on a Flux that rejects the template
+                    let stall = format!(
+                        "the automation stalls with reason RemovedTemplateField (\"template uses removed '{field}' field\") as soon as there is something to commit"
+                    );
+                    let v1 = a.api_version.ends_with("/v1");
+                    let (sev, msg) = match pinned(&flux_versions, (2, 7, 0)) {
+                        Pinned::AllBefore(v) if !v1 => (
+                            Severity::Info,
+                            format!(
+                                "works on the Flux {v} pinned in this repository, but image-automation-controller v1.0.0 (Flux v2.7.0) removed '{field}': after upgrading to Flux v2.7.0 or later {stall}"
+                            ),
+                        ),
+                        Pinned::AllFrom(v) | Pinned::Mixed(_, v) => (
+                            Severity::Error,
+                            format!(
+                                "uses '{field}', removed in image-automation-controller v1.0.0 (Flux v2.7.0); on the Flux {v} pinned in this repository {stall}"
+                            ),
+                        ),
+                        _ if v1 => (
+                            Severity::Error,
+                            format!(
+                                "uses '{field}', removed in image-automation-controller v1.0.0 (Flux v2.7.0), which is the first to serve apiVersion {}: {stall}",
+                                a.api_version
+                            ),
+                        ),
+                        _ => (
+                            Severity::Warning,
+                            format!(
+                                "uses '{field}': from Flux v2.7.0 (image-automation-controller v1.0.0) {stall}; no pinned Flux version found in the tree (gotk-components.yaml)"
+                            ),
+                        ),
+                    };
+                    sev_next.set(Some(sev));
                     push(
                         "MC050",
                         file.clone(),
                         *tl,
                         1,
                         format!(
-                            "ImageUpdateAutomation {}/{}: messageTemplate uses removed '{field}': the automation stalls with reason RemovedTemplateField (\"template uses removed '{field}' field\") as soon as there is something to commit",
+                            "ImageUpdateAutomation {}/{}: messageTemplate {msg}",
                             a.namespace, a.name
                         ),
                         format!("use {repl} (image-automation-controller v1.0.0 removed {field})"),
@@ -666,15 +819,55 @@ pub fn run(cfg: &Config) -> Report {
             .find_map(|s| s.res.files.iter().find(|f| &f.rel == path))
             .map(|f| display(&f.abs))
             .unwrap_or(path.to_string_lossy().into_owned());
+        // image-reflector-controller (ImagePolicy, ImageRepository) and
+        // image-automation-controller (ImageUpdateAutomation) stopped serving v1beta1 in v1.0.0
+        // (Flux v2.7.0) and v1beta2 in v1.2.0 (Flux v2.9.0): their CRDs (config/crd/bases) at
+        // those tags, and flux2 manifests/crds/kustomization.yaml at v2.7.0 / v2.9.0
+        let controller = if kind == "ImageUpdateAutomation" {
+            "image-automation-controller"
+        } else {
+            "image-reflector-controller"
+        };
+        let (ctl_v, flux_v, from) = if api.ends_with("/v1beta2") {
+            ("v1.2.0", "v2.9.0", (2, 9, 0))
+        } else {
+            ("v1.0.0", "v2.7.0", (2, 7, 0))
+        };
+        let removed = format!("{controller} {ctl_v} (Flux {flux_v}) no longer serves {api}");
+        let (sev, msg) = match pinned(&flux_versions, from) {
+            Pinned::AllBefore(v) => (
+                Severity::Info,
+                format!(
+                    "{kind} uses {api}, which the Flux {v} pinned in this repository serves; {removed}, so the apply fails after upgrading to Flux {flux_v} or later"
+                ),
+            ),
+            Pinned::AllFrom(v) => (
+                Severity::Error,
+                format!(
+                    "{kind} uses {api}: {removed}, and this repository pins Flux {v}: the apply fails"
+                ),
+            ),
+            Pinned::Mixed(old, new) => (
+                Severity::Error,
+                format!(
+                    "{kind} uses {api}: {removed}; this repository pins Flux {old} and {new}: the apply fails on the clusters running Flux {flux_v} or later"
+                ),
+            ),
+            Pinned::Unknown => (
+                Severity::Warning,
+                format!(
+                    "{kind} uses {api}: the apply fails from Flux {flux_v} ({removed}); no pinned Flux version found in the tree (gotk-components.yaml)"
+                ),
+            ),
+        };
+        sev_next.set(Some(sev));
         push(
             "MC051",
             file,
             *line,
             1,
-            format!(
-                "{kind} uses {api}, removed from Flux (v1beta1 in image-automation-controller v1.0.0, v1beta2 in v1.2.0): the apply fails"
-            ),
-            "use apiVersion image.toolkit.fluxcd.io/v1".into(),
+            msg,
+            "use apiVersion image.toolkit.fluxcd.io/v1 (served from Flux v2.7.0)".into(),
         );
     }
     for r in &objects.repositories {
@@ -730,6 +923,9 @@ pub fn run(cfg: &Config) -> Report {
 
     // per-file rules
     let all_policies = objects.policies.clone();
+    let policy_index = PolicyIndex::new(&objects.policies);
+    let mut applicable_cache: std::collections::HashMap<Vec<usize>, std::rc::Rc<Applicable>> =
+        std::collections::HashMap::new();
     for s in &scans {
         report.stats.files_selected += s.res.selected_files;
         report.stats.files_scanned += s.res.files_read;
@@ -740,7 +936,7 @@ pub fn run(cfg: &Config) -> Report {
             }
             push(
                 id,
-                display(&s.root.join(&e.rel)),
+                display(&s.base.join(&e.rel)),
                 0,
                 0,
                 format!(
@@ -750,10 +946,25 @@ pub fn run(cfg: &Config) -> Report {
                 "fix the permissions or remove the file".into(),
             );
         }
+        for (rel, kind) in &s.res.special {
+            report
+                .skipped_special
+                .push((display(&s.base.join(rel)), kind));
+        }
+        for (rel, why) in &s.res.not_yaml {
+            push(
+                "MC026",
+                display(&s.base.join(rel)),
+                0,
+                0,
+                format!("not YAML: the file is {why}; nothing in it to check"),
+                "remove the file or give it YAML content".into(),
+            );
+        }
         for (rel, size) in &s.res.too_large {
             push(
                 "MC062",
-                display(&s.root.join(rel)),
+                display(&s.base.join(rel)),
                 0,
                 0,
                 format!("{size} bytes, above the scan limit: not checked"),
@@ -773,28 +984,67 @@ pub fn run(cfg: &Config) -> Report {
                 .strip_prefix(&s.repo_root)
                 .map(Path::to_path_buf)
                 .unwrap_or(f.rel.clone());
-            let covering: Vec<&ImageUpdateAutomation> = objects
+            let covering_ix: Vec<usize> = objects
                 .automations
                 .iter()
-                .filter(|a| path_covers(&a.update_path, &rel_repo))
+                .enumerate()
+                .filter(|(_, a)| path_covers(&a.update_path, &rel_repo))
+                .map(|(i, _)| i)
                 .collect();
-            let applicable: Vec<ImagePolicy> = if objects.automations.is_empty() {
-                all_policies.clone()
-            } else {
-                let mut v: Vec<ImagePolicy> = Vec::new();
-                for a in &covering {
-                    for p in automation_policies(a, &all_policies) {
-                        if !v
-                            .iter()
-                            .any(|q| q.namespace == p.namespace && q.name == p.name)
-                        {
-                            v.push(p.clone());
+            let covering: Vec<&ImageUpdateAutomation> = covering_ix
+                .iter()
+                .map(|&i| &objects.automations[i])
+                .collect();
+            // The policies (and setter table) of a set of covering automations, built once per
+            // distinct set: linear in files + policies, not files x policies.
+            let app = applicable_cache
+                .entry(covering_ix)
+                .or_insert_with(|| {
+                    let list: Vec<ImagePolicy> = if objects.automations.is_empty() {
+                        all_policies.clone()
+                    } else {
+                        let mut seen = std::collections::HashSet::new();
+                        let mut v: Vec<ImagePolicy> = Vec::new();
+                        for a in &covering {
+                            for p in automation_policies(a, &all_policies) {
+                                if seen.insert((p.namespace.clone(), p.name.clone())) {
+                                    v.push(p.clone());
+                                }
+                            }
                         }
-                    }
-                }
-                v
-            };
-            let setters = setters_for(&applicable);
+                        v
+                    };
+                    let setters = setters_for(&list);
+                    let keys = list
+                        .iter()
+                        .map(|p| (p.namespace.clone(), p.name.clone()))
+                        .collect();
+                    std::rc::Rc::new(Applicable { keys, setters })
+                })
+                .clone();
+            let setters = &app.setters;
+            // Flux Kustomizations of the tree whose build includes this file (only for files
+            // with a Job: MC040)
+            let appliers: Vec<&FluxKustomization> =
+                if f.sites.iter().any(|x| x.object.kind == "Job") {
+                    facts
+                        .kustomizations
+                        .iter()
+                        .filter(|k| {
+                            let Some(dir) = crate::kustomize::normalize(Path::new(
+                                k.path.trim_start_matches("./"),
+                            )) else {
+                                return false;
+                            };
+                            match s.repo_root.join(&dir).strip_prefix(&s.base) {
+                                Ok(d) => s.tree.builds(d, &f.rel),
+                                Err(_) => rel_repo.starts_with(&dir),
+                            }
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
             let mut reps = Vec::new();
             let mut changes = Vec::new();
             let mut outside_reported = false;
@@ -823,9 +1073,12 @@ pub fn run(cfg: &Config) -> Report {
                     f,
                     &file,
                     &objects,
+                    &facts,
+                    &policy_index,
                     &covering,
-                    &applicable,
-                    &setters,
+                    &app,
+                    &appliers,
+                    &sev_next,
                     &mut outside_reported,
                     &mut push,
                 );
@@ -943,6 +1196,31 @@ pub fn run(cfg: &Config) -> Report {
     report
 }
 
+/// Where the Flux versions pinned in the tree stand against the version that changed a rule.
+enum Pinned {
+    /// No `gotk-components.yaml` with a version.
+    Unknown,
+    /// Every pinned version is older (the highest shown).
+    AllBefore(String),
+    /// Every pinned version is at or after it (the lowest shown).
+    AllFrom(String),
+    /// Some before (first), some from (second).
+    Mixed(String, String),
+}
+
+fn pinned(versions: &[((u32, u32, u32), String, String)], from: (u32, u32, u32)) -> Pinned {
+    let (Some(lo), Some(hi)) = (versions.first(), versions.last()) else {
+        return Pinned::Unknown;
+    };
+    if hi.0 < from {
+        Pinned::AllBefore(hi.1.clone())
+    } else if lo.0 >= from {
+        Pinned::AllFrom(lo.1.clone())
+    } else {
+        Pinned::Mixed(lo.1.clone(), hi.1.clone())
+    }
+}
+
 /// kyaml `kioutil.CreatePathAnnotationValue("", meta)`: `namespace/kind_name.yaml` (Go
 /// `path.Join`, so no leading `/` when the namespace is empty), kind lower-cased.
 pub fn list_item_path(o: &crate::scan::ObjectId) -> String {
@@ -960,9 +1238,12 @@ fn check_site(
     f: &FileScan,
     file: &str,
     objects: &Objects,
+    facts: &crate::objects::TreeFacts,
+    index: &PolicyIndex,
     covering: &[&ImageUpdateAutomation],
-    applicable: &[ImagePolicy],
-    setters: &Setters,
+    app: &Applicable,
+    appliers: &[&FluxKustomization],
+    sev_next: &std::cell::Cell<Option<Severity>>,
     outside_reported: &mut bool,
     push: &mut impl FnMut(&'static str, String, usize, usize, String, String),
 ) {
@@ -1113,10 +1394,7 @@ fn check_site(
         );
     }
     let key = t.key.clone().unwrap_or_default();
-    let policy = objects
-        .policies
-        .iter()
-        .find(|p| p.namespace == sr.namespace && p.name == sr.name);
+    let policy = index.get(&objects.policies, &sr.namespace, &sr.name);
     let latest = policy.and_then(|p| p.latest.as_ref());
     let would_write = |v: &str| -> String {
         let val = simulate::render_scalar(v, t.style);
@@ -1229,23 +1507,77 @@ fn check_site(
             }
         }
     }
-    // Job pod template
+    // Job pod template: immutable, so the apply of the change fails, unless the Flux
+    // Kustomization applying it has spec.force: true (kustomize-controller then deletes and
+    // recreates the Job: api/v1 KustomizationSpec.Force, "recreate resources on immutable field
+    // changes")
     if site.object.kind == "Job" && t.pod_template {
+        let name = |k: &&FluxKustomization| format!("{}/{}", k.namespace, k.name);
+        let unforced: Vec<String> = appliers.iter().filter(|k| !k.force).map(name).collect();
+        let (sev, msg) = if appliers.is_empty() {
+            (
+                Severity::Warning,
+                format!(
+                    "marker on the pod template of Job {}, which is immutable; no Flux Kustomization in this tree applies this file, so the outcome depends on the one that does: with spec.force: true Flux recreates the Job with the new image, otherwise applying the automation's commit fails with \"field is immutable\"",
+                    site.object.name
+                ),
+            )
+        } else if unforced.is_empty() {
+            (
+                Severity::Info,
+                format!(
+                    "marker on the pod template of Job {}: the template is immutable, but Kustomization {} applies it with spec.force: true, so Flux deletes and recreates the Job, which runs again with the new image",
+                    site.object.name,
+                    appliers.iter().map(name).collect::<Vec<_>>().join(", ")
+                ),
+            )
+        } else {
+            (
+                Severity::Error,
+                format!(
+                    "marker on the pod template of Job {}: a Job's template is immutable, and Kustomization {} applies it without spec.force, so applying the automation's commit fails with \"field is immutable\"",
+                    site.object.name,
+                    unforced.join(", ")
+                ),
+            )
+        };
+        sev_next.set(Some(sev));
         push(
             "MC040",
             file.clone(),
             line,
             col,
-            format!(
-                "marker on the pod template of Job {}: a Job's template is immutable, so applying the automation's commit fails with \"field is immutable\"",
-                site.object.name
-            ),
-            "run the migration as an initContainer of the Deployment, or use a CronJob".into(),
+            msg,
+            "run the migration as an initContainer of the Deployment, use a CronJob, or set spec.force: true on the Flux Kustomization that applies it".into(),
         );
     }
     // policy existence / namespace / selector / path
     if objects.policies.is_empty() {
         return;
+    }
+    {
+        if let Some(((_, n), nss)) = facts.unknown_namespaces.iter().find(|((ans, n), nss)| {
+            *n == sr.name && (*ans == sr.namespace || nss.contains(&sr.namespace))
+        }) {
+            sev_next.set(Some(Severity::Info));
+            push(
+                "MC010",
+                file.clone(),
+                line,
+                col,
+                format!(
+                    "ImagePolicy {n} gets its namespace from kustomize, and the kustomizations that include it give different ones ({}): whether {}/{n} exists depends on the build, not checked",
+                    nss.iter()
+                        .map(|x| if x.is_empty() { "none" } else { x.as_str() })
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    sr.namespace
+                ),
+                "include the ImagePolicy from one kustomization, or set its namespace in one place"
+                    .into(),
+            );
+            return;
+        }
     }
     let Some(p) = policy else {
         push(
@@ -1305,10 +1637,7 @@ fn check_site(
                 "create the ImagePolicy in the automation's namespace, or an automation in the policy's namespace".into());
             return;
         }
-        if !applicable
-            .iter()
-            .any(|q| q.namespace == p.namespace && q.name == p.name)
-        {
+        if !app.keys.contains(&(p.namespace.clone(), p.name.clone())) {
             push(
                 "MC012",
                 file.clone(),
@@ -1351,7 +1680,6 @@ fn check_site(
             }
         }
     }
-    let _ = setters;
 }
 
 trait LatestRefExt {
@@ -1386,11 +1714,22 @@ pub fn unified_diff(c: &FileChange) -> String {
         // show the real CRLF -> LF change as a note; the diff itself is on LF text
         out.push_str(&format!("# {}: CRLF line endings become LF\n", c.file));
     }
+    let (a, b) = diff_header_paths(&c.file);
     out.push_str(
         &d.unified_diff()
             .context_radius(3)
-            .header(&format!("a/{}", c.file), &format!("b/{}", c.file))
+            .header(&a, &b)
             .to_string(),
     );
     out
+}
+
+/// The `--- a/PATH` / `+++ b/PATH` names of a diff, so that `git apply` and `patch -p1` both
+/// apply it: an absolute path is written relative to `/` (`a/tmp/x.yaml`, apply from `/`),
+/// not `a//tmp/x.yaml`; a name with a blank ends in a TAB, as git's own diff writes it
+/// (diff.c, "for GNU patch"), so that GNU patch reads the whole name.
+pub fn diff_header_paths(file: &str) -> (String, String) {
+    let rel = file.trim_start_matches('/');
+    let tab = if rel.contains([' ', '\t']) { "\t" } else { "" };
+    (format!("a/{rel}{tab}"), format!("b/{rel}{tab}"))
 }

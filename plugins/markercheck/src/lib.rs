@@ -5,6 +5,7 @@
 pub mod check;
 pub mod cluster;
 pub mod fuzzing;
+pub mod kustomize;
 pub mod marker;
 pub mod objects;
 pub mod render;

@@ -180,9 +180,17 @@ fn main() {
         std::process::exit(code);
     }
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(code) => std::process::exit(code),
-        Err(e) => exit_with(&e),
+    // a large reserved stack: the YAML tree walks recurse once per nesting level and go-yaml
+    // reads up to 10,000 levels (only the pages used become resident)
+    let res = std::thread::Builder::new()
+        .stack_size(markercheck::scan::DEEP_STACK)
+        .spawn(move || run(cli))
+        .map(|h| h.join());
+    match res {
+        Ok(Ok(Ok(code))) => std::process::exit(code),
+        Ok(Ok(Err(e))) => exit_with(&e),
+        Ok(Err(_)) => std::process::exit(101),
+        Err(_) => std::process::exit(101),
     }
 }
 
@@ -251,6 +259,14 @@ fn run(cli: Cli) -> Result<i32> {
     };
     let mut report: Report = check::run(&cfg);
     // bad-input notes on stderr (stdout keeps its machine shape)
+    for (p, kind) in &report.skipped_special {
+        eprintln!(
+            "note: {p}: skipped, {kind} is not a regular file (git stores only files and symlinks, so Flux never sees it)"
+        );
+    }
+    for n in &report.notes {
+        eprintln!("note: {n}");
+    }
     for p in &report.not_selected {
         eprintln!(
             "note: {}: Flux never reads this file (image-automation-controller reads only *.yaml, *.yml and files named Kustomization); checked anyway, a marker in it is an MC022 error",

@@ -201,6 +201,22 @@ pub struct ImageUpdateAutomation {
     pub origin: Origin,
 }
 
+/// A Flux Kustomization (`kustomize.toolkit.fluxcd.io`): what it applies and how.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FluxKustomization {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `spec.path`, relative to the source's root ("" = the root).
+    pub path: String,
+    /// `spec.force`: kustomize-controller deletes and recreates an object whose update fails
+    /// on an immutable field (e.g. a Job's pod template) instead of failing the apply.
+    pub force: bool,
+    /// Where it was read.
+    pub origin: Origin,
+}
+
 /// All objects known to a run.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Objects {
@@ -212,6 +228,17 @@ pub struct Objects {
     pub automations: Vec<ImageUpdateAutomation>,
     /// Documents using a removed API version: (file, line, apiVersion, kind).
     pub removed_api: Vec<(PathBuf, usize, String, String)>,
+}
+
+/// What a tree says beyond the image objects (kept out of [`Objects`] so that its shape
+/// stays as it was for library users).
+#[derive(Debug, Clone, Default)]
+pub struct TreeFacts {
+    /// Flux Kustomizations (`kustomize.toolkit.fluxcd.io`) found in the tree.
+    pub kustomizations: Vec<FluxKustomization>,
+    /// ImagePolicies whose namespace kustomize sets differently depending on the build that
+    /// includes them: (namespace as assigned, name) -> the namespaces the builds give.
+    pub unknown_namespaces: BTreeMap<(String, String), Vec<String>>,
 }
 
 fn s(n: Option<&Node>) -> String {
@@ -236,12 +263,27 @@ fn line_at(text: &str, off: usize) -> usize {
 
 impl Objects {
     /// Collect objects from the scanned files; empty namespaces become `default_ns`.
+    ///
+    /// The namespace of an object is the one kustomize gives it when a kustomization file of
+    /// the tree with `namespace:` includes its file (the outermost wins, overriding
+    /// `metadata.namespace`; [`crate::kustomize::Tree::namespace_of`]), else its own
+    /// `metadata.namespace`, else `default_ns`. An ImagePolicy whose including builds disagree
+    /// is listed in `unknown_namespaces`.
     pub fn from_files(files: &[FileScan], default_ns: &str) -> Objects {
+        Objects::from_files_with_facts(files, default_ns).0
+    }
+
+    /// [`Objects::from_files`], plus the Flux Kustomizations and the ImagePolicies whose
+    /// namespace is unknown.
+    pub fn from_files_with_facts(files: &[FileScan], default_ns: &str) -> (Objects, TreeFacts) {
+        let tree = crate::kustomize::Tree::from_files(files);
         let mut o = Objects::default();
+        let mut facts = TreeFacts::default();
         for f in files {
             if !f.selected {
                 continue;
             }
+            let ns_override = tree.namespace_of(&f.rel);
             for d in &f.docs {
                 let Some(root) = &d.tree.root else { continue };
                 let docs: Vec<&Node> = match root.get("items") {
@@ -249,18 +291,65 @@ impl Objects {
                     _ => vec![root],
                 };
                 for r in docs {
-                    o.add(r, &f.text, d.offset, &f.rel, default_ns);
+                    o.add(
+                        r,
+                        &f.text,
+                        d.offset,
+                        &f.rel,
+                        default_ns,
+                        &ns_override,
+                        &mut facts,
+                    );
                 }
             }
         }
-        o
+        (o, facts)
     }
 
-    fn add(&mut self, r: &Node, text: &str, off: usize, path: &std::path::Path, default_ns: &str) {
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        r: &Node,
+        text: &str,
+        off: usize,
+        path: &std::path::Path,
+        default_ns: &str,
+        ns_override: &crate::kustomize::Namespace,
+        facts: &mut TreeFacts,
+    ) {
+        use crate::kustomize::Namespace;
         let api = s(r.get("apiVersion"));
         let Some((group, version)) = api.split_once('/') else {
             return;
         };
+        let own_ns = || {
+            let ns = s(r.path(&["metadata", "namespace"]));
+            if ns.is_empty() {
+                default_ns.to_string()
+            } else {
+                ns
+            }
+        };
+        let ns_of = || match ns_override {
+            Namespace::Set(ns) => ns.clone(),
+            _ => own_ns(),
+        };
+        if group == "kustomize.toolkit.fluxcd.io" {
+            if s(r.get("kind")) == "Kustomization" {
+                let force = matches!(r.path(&["spec", "force"]).and_then(Node::str), Some("true"));
+                facts.kustomizations.push(FluxKustomization {
+                    namespace: ns_of(),
+                    name: s(r.path(&["metadata", "name"])),
+                    path: s(r.path(&["spec", "path"])),
+                    force,
+                    origin: Origin::File {
+                        path: path.to_path_buf(),
+                        line: line_at(text, off + r.start()),
+                    },
+                });
+            }
+            return;
+        }
         if group != GROUP {
             return;
         }
@@ -281,11 +370,13 @@ impl Objects {
             self.removed_api
                 .push((path.to_path_buf(), line, api.clone(), kind.clone()));
         }
-        let mut ns = s(r.path(&["metadata", "namespace"]));
-        if ns.is_empty() {
-            ns = default_ns.to_string();
-        }
+        let ns = ns_of();
         let name = s(r.path(&["metadata", "name"]));
+        if let (Namespace::Unknown(c), "ImagePolicy") = (ns_override, kind.as_str()) {
+            facts
+                .unknown_namespaces
+                .insert((ns.clone(), name.clone()), c.clone());
+        }
         match kind.as_str() {
             "ImagePolicy" => {
                 let latest = r.path(&["status", "latestRef"]).map(|l| LatestRef {
@@ -365,11 +456,15 @@ impl Objects {
 /// `latestRef` keeps the earlier latestRef (a manifest rarely carries status; the cluster or
 /// `--set` supply it).
 pub fn merge_policies(base: &mut Vec<ImagePolicy>, overlay: Vec<ImagePolicy>) {
+    // an index by (namespace, name): linear in policies, not base x overlay
+    let mut at: std::collections::HashMap<(String, String), usize> = base
+        .iter()
+        .enumerate()
+        .map(|(i, e)| ((e.namespace.clone(), e.name.clone()), i))
+        .collect();
     for p in overlay {
-        if let Some(e) = base
-            .iter_mut()
-            .find(|e| e.namespace == p.namespace && e.name == p.name)
-        {
+        let key = (p.namespace.clone(), p.name.clone());
+        if let Some(e) = at.get(&key).map(|&i| &mut base[i]) {
             let keep = e.latest.clone();
             let labels = if p.labels.is_empty() {
                 e.labels.clone()
@@ -384,6 +479,7 @@ pub fn merge_policies(base: &mut Vec<ImagePolicy>, overlay: Vec<ImagePolicy>) {
                 e.latest = keep;
             }
         } else {
+            at.entry(key).or_insert(base.len());
             base.push(p);
         }
     }

@@ -271,6 +271,68 @@ pub struct ScanResult {
     /// The root is a file named explicitly that Flux never selects by name (wrong extension):
     /// it is read anyway, so a marker in it is reported (MC022).
     pub root_not_selected: bool,
+    /// Entries that are not regular files (FIFO, socket, device, a symlink to one), never
+    /// opened: (relative path, what it is). Git stores only files and symlinks, so Flux's
+    /// clone never holds one; opening a FIFO would block forever.
+    pub special: Vec<(PathBuf, &'static str)>,
+    /// Files Flux selects by name whose content is not YAML text: (relative path, why), e.g.
+    /// "empty" (only for a file named explicitly) or "binary (NUL byte at 12)".
+    pub not_yaml: Vec<(PathBuf, String)>,
+    /// Flux versions pinned in the tree: (relative path of `gotk-components.yaml`, version as
+    /// written by `flux bootstrap` in its `# Flux Version: vX.Y.Z` header).
+    pub flux_versions: Vec<(PathBuf, String)>,
+}
+
+/// What a non-directory walk entry is, from its `lstat` type (and `stat` for a symlink): a
+/// regular file to read, or a special file (FIFO, socket, device) never opened.
+fn special_kind(ft: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if ft.is_socket() {
+        Some("a socket")
+    } else if ft.is_block_device() {
+        Some("a block device")
+    } else if ft.is_char_device() {
+        Some("a character device")
+    } else if ft.is_file() || ft.is_dir() || ft.is_symlink() {
+        None
+    } else {
+        Some("not a regular file")
+    }
+}
+
+/// The version in `flux bootstrap`'s `gotk-components.yaml` header (`# Flux Version: v2.3.0`),
+/// else the first `app.kubernetes.io/version: v...` label of the file.
+pub fn flux_version_of(bytes: &[u8]) -> Option<String> {
+    let take = |from: usize| -> Option<String> {
+        let rest = &bytes[from..];
+        let end = rest
+            .iter()
+            .position(|&b| b == b'\n' || b == b'\r' || b == b' ' || b == b'"')
+            .unwrap_or(rest.len());
+        let v = std::str::from_utf8(&rest[..end]).ok()?.trim().to_string();
+        (v.starts_with('v') && v.len() > 1).then_some(v)
+    };
+    for pat in [
+        &b"# Flux Version: "[..],
+        &b"app.kubernetes.io/version: "[..],
+    ] {
+        if let Some(i) = memchr::memmem::find(bytes, pat)
+            && let Some(v) = take(i + pat.len())
+        {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// A kustomize kustomization file name (`konfig.RecognizedKustomizationFileNames`).
+pub fn is_kustomization_file(name: &str) -> bool {
+    matches!(
+        name,
+        "kustomization.yaml" | "kustomization.yml" | "Kustomization"
+    )
 }
 
 /// Walk `root` like `filepath.Walk` (symlinks not followed into directories), reading every
@@ -288,7 +350,7 @@ pub struct ScanResult {
 pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    let root_is_file = root.is_file();
+    let root_is_file = !root.is_dir();
     let base = if root_is_file {
         root.parent().unwrap_or(Path::new(".")).to_path_buf()
     } else {
@@ -349,12 +411,29 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
             if entry.file_type().is_some_and(|t| t.is_dir()) {
                 return ignore::WalkState::Continue;
             }
+            // never open a FIFO, socket or device (a FIFO blocks the open forever), also when
+            // named on the command line or reached through a symlink
+            let kind = match entry.file_type() {
+                Some(t) if t.is_symlink() => std::fs::metadata(entry.path())
+                    .ok()
+                    .and_then(|m| special_kind(m.file_type())),
+                Some(t) => special_kind(t),
+                None => None,
+            };
+            if let Some(kind) = kind {
+                batch.out.push((
+                    rel_of(entry.path()),
+                    Outcome::Special(rel_of(entry.path()), kind),
+                ));
+                return ignore::WalkState::Continue;
+            }
             let name = entry.file_name().to_string_lossy();
             let selected = flux_selects(&name);
             if entry.depth() == 0 && !selected {
                 // a file named on the command line: always read it
                 root_not_selected.store(true, Ordering::Relaxed);
-            } else if !selected && !lint_candidate(&name) {
+            } else if !selected {
+                // Flux never reads it, and only a file named explicitly is a finding (MC022)
                 return ignore::WalkState::Continue;
             }
             if selected {
@@ -368,8 +447,9 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
                 entry.path_is_symlink(),
                 selected,
             );
-            match read_one(&job, max_file_size) {
+            match read_one(&job, max_file_size, entry.depth() == 0) {
                 Outcome::Skip => {}
+                Outcome::Many(v) => batch.out.extend(v.into_iter().map(|o| (rel.clone(), o))),
                 o => batch.out.push((rel, o)),
             }
             ignore::WalkState::Continue
@@ -389,6 +469,19 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
             Outcome::File(f) => res.files.push(*f),
             Outcome::TooLarge(rel, size) => res.too_large.push((rel, size)),
             Outcome::Error(e) => res.read_errors.push(e),
+            Outcome::Special(rel, kind) => res.special.push((rel, kind)),
+            Outcome::NotYaml(rel, why) => res.not_yaml.push((rel, why)),
+            Outcome::FluxVersion(rel, v) => res.flux_versions.push((rel, v)),
+            Outcome::Many(v) => {
+                for o in v {
+                    match o {
+                        Outcome::File(f) => res.files.push(*f),
+                        Outcome::FluxVersion(rel, v) => res.flux_versions.push((rel, v)),
+                        Outcome::NotYaml(rel, why) => res.not_yaml.push((rel, why)),
+                        _ => {}
+                    }
+                }
+            }
         }
     }
     res
@@ -412,9 +505,13 @@ enum Outcome {
     File(Box<FileScan>),
     TooLarge(PathBuf, u64),
     Error(ReadError),
+    Special(PathBuf, &'static str),
+    NotYaml(PathBuf, String),
+    FluxVersion(PathBuf, String),
+    Many(Vec<Outcome>),
 }
 
-fn read_one(job: &(PathBuf, PathBuf, bool, bool), max_file_size: u64) -> Outcome {
+fn read_one(job: &(PathBuf, PathBuf, bool, bool), max_file_size: u64, named: bool) -> Outcome {
     let (rel, abs, symlink, selected) = job;
     // open + fstat + read: one path lookup, one fstat per file (std's read_to_end would fstat
     // and lseek again for its size hint)
@@ -429,10 +526,39 @@ fn read_one(job: &(PathBuf, PathBuf, bool, bool), max_file_size: u64) -> Outcome
         Ok(Some(Ok(read_sized(&mut fh, m.len() as usize)?)))
     });
     match read {
-        Ok(Some(Ok(b))) => match scan_bytes(rel.clone(), abs.clone(), *selected, b) {
-            Some(f) => Outcome::File(Box::new(f)),
-            None => Outcome::Skip,
-        },
+        Ok(Some(Ok(b))) => {
+            let mut extra = Vec::new();
+            let name = rel
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if *selected {
+                if b.is_empty() || b.iter().all(u8::is_ascii_whitespace) {
+                    if named {
+                        extra.push(Outcome::NotYaml(rel.clone(), "empty".into()));
+                    }
+                } else if let Some(i) = memchr::memchr(0, &b) {
+                    extra.push(Outcome::NotYaml(
+                        rel.clone(),
+                        format!("binary (NUL byte at offset {i})"),
+                    ));
+                }
+                if name == "gotk-components.yaml"
+                    && let Some(v) = flux_version_of(&b)
+                {
+                    extra.push(Outcome::FluxVersion(rel.clone(), v));
+                }
+            }
+            let keep = *selected && is_kustomization_file(&name);
+            if let Some(f) = scan_bytes_keep(rel.clone(), abs.clone(), *selected, b, keep) {
+                extra.push(Outcome::File(Box::new(f)));
+            }
+            match extra.len() {
+                0 => Outcome::Skip,
+                1 => extra.pop().unwrap_or(Outcome::Skip),
+                _ => Outcome::Many(extra),
+            }
+        }
         Ok(Some(Err(size))) => Outcome::TooLarge(rel.clone(), size),
         Ok(None) => Outcome::Skip,
         Err(e) => Outcome::Error(ReadError {
@@ -483,11 +609,29 @@ fn mentions_marker_bytes(bytes: &[u8]) -> bool {
 /// Analyse one file's bytes. Returns `None` when the file neither mentions `imagepolicy` nor
 /// holds `image.toolkit.fluxcd.io` objects (nothing to report).
 pub fn scan_bytes(rel: PathBuf, abs: PathBuf, selected: bool, bytes: Vec<u8>) -> Option<FileScan> {
+    scan_bytes_keep(rel, abs, selected, bytes, false)
+}
+
+/// Whether a selected file holds `image.toolkit.fluxcd.io` or `kustomize.toolkit.fluxcd.io`
+/// objects (one pass over the bytes for both groups).
+fn has_flux_objects(bytes: &[u8]) -> bool {
+    memchr::memmem::find_iter(bytes, b".toolkit.fluxcd.io")
+        .any(|i| bytes[..i].ends_with(b"image") || bytes[..i].ends_with(b"kustomize"))
+}
+
+/// [`scan_bytes`], and with `keep` the file is analysed even when it mentions no marker and
+/// holds no Flux objects (kustomization files, read for their `namespace:` and `resources:`).
+pub fn scan_bytes_keep(
+    rel: PathBuf,
+    abs: PathBuf,
+    selected: bool,
+    bytes: Vec<u8>,
+    keep: bool,
+) -> Option<FileScan> {
     let has_token = memchr::memmem::find(&bytes, TOKEN).is_some();
-    let has_objects =
-        selected && memchr::memmem::find(&bytes, b"image.toolkit.fluxcd.io").is_some();
+    let has_objects = selected && has_flux_objects(&bytes);
     let mentions = has_token || mentions_marker_bytes(&bytes);
-    if !has_token && !has_objects && !mentions {
+    if !has_token && !has_objects && !mentions && !keep {
         return None;
     }
     let mut f = FileScan {
@@ -516,8 +660,45 @@ pub fn scan_bytes(rel: PathBuf, abs: PathBuf, selected: bool, bytes: Vec<u8>) ->
     };
     f.crlf = text.contains("\r\n");
     f.text = text.replace("\r\n", "\n");
+    if maybe_deep(&f.text) {
+        // go-yaml reads up to 10,000 levels; the tree walks recurse once per level, so a
+        // deeply nested file is analysed on a thread with a large (reserved, not resident)
+        // stack
+        let done = std::thread::scope(|sc| {
+            std::thread::Builder::new()
+                .stack_size(DEEP_STACK)
+                .spawn_scoped(sc, || {
+                    analyse(&mut f);
+                    f
+                })
+                .ok()
+                .and_then(|h| h.join().ok())
+        });
+        return done;
+    }
     analyse(&mut f);
     Some(f)
+}
+
+/// Stack for analysing (and, in the binary, for the whole run over) deeply nested YAML.
+pub const DEEP_STACK: usize = 512 << 20;
+
+/// More than 200 flow openers or a line indented more than 400 columns: possibly deeper than
+/// the default 2 MiB thread stack allows the recursive tree walks to go.
+fn maybe_deep(text: &str) -> bool {
+    let b = text.as_bytes();
+    if memchr::memchr2_iter(b'[', b'{', b).nth(200).is_some() {
+        return true;
+    }
+    let mut ls = 0;
+    for nl in memchr::memchr_iter(b'\n', b).chain(std::iter::once(b.len())) {
+        let line = &b[ls..nl];
+        if line.len() > 400 && line.iter().take(401).all(|&c| c == b' ' || c == b'-') {
+            return true;
+        }
+        ls = nl + 1;
+    }
+    false
 }
 
 /// `kio.splitDocuments`: split on the regexp `\n---.*\n`; a separator line whose rest is not
@@ -822,14 +1003,12 @@ fn walk(ctx: &mut Ctx<'_>, n: &Node, path: &str, in_pod_template: bool, key: Opt
             // kyaml RNode.VisitFields: for each key name (duplicates included), the FIRST field
             // with that name. A duplicate key visits the first value again, where the setter
             // finds the value it just wrote (no change, no callback): visit each name once.
-            for (i, (k, _)) in entries.iter().enumerate() {
+            // A set of the names seen so far keeps this linear in the mapping's size.
+            let mut seen: std::collections::HashSet<&str> =
+                std::collections::HashSet::with_capacity(entries.len());
+            for (k, v) in entries {
                 let kname = k.str().unwrap_or("");
-                let first = entries
-                    .iter()
-                    .position(|(k2, _)| k2.str().unwrap_or("") == kname)
-                    .filter(|&j| j == i)
-                    .map(|j| &entries[j].1);
-                if let Some(v) = first {
+                if seen.insert(kname) {
                     let p = format!("{path}.{kname}");
                     let pt = in_pod_template || kname == "template";
                     walk(ctx, v, &p, pt, Some(kname));

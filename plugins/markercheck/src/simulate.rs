@@ -400,9 +400,44 @@ struct Layout<'a> {
     replaced_blocks: Vec<usize>,
     /// For each replaced block scalar: (start offset, content indentation go-yaml writes).
     block_indent: Vec<(usize, usize)>,
+    /// Text go-yaml writes before a node that the source does not have: (offset, text).
+    inserts: Vec<(usize, String)>,
+    /// Plain scalars go-yaml writes quoted: (start, end, quoted text).
+    quoted: Vec<(usize, usize, String)>,
 }
 
 impl Layout<'_> {
+    /// A plain scalar (key or value) go-yaml writes differently from the source:
+    /// - `<<` untagged: go-yaml v3 decode.go gives a plain `<<` the tag `!!merge`, and
+    ///   encode.go drops a tag only when `resolve("", value)` gives it back, which it does not
+    ///   for `<<` (resolve.go: `resolveTable['<']` is 0, so the value resolves to `!!str`):
+    ///   the key is written `!!merge <<`.
+    /// - a value starting with `---` or `...`: `yaml_emitter_analyze_scalar` forbids plain,
+    ///   so it is written single-quoted (double-quoted if single quotes are not allowed).
+    /// - anything else our plain analysis would not write plain: flagged, not modelled.
+    fn plain_scalar(&mut self, s: &crate::yamltree::Scalar) {
+        if s.style != Style::Plain || s.tagged || s.value.is_empty() {
+            return;
+        }
+        if s.value == "<<" {
+            self.inserts.push((s.start, "!!merge ".to_string()));
+        } else if s.value.contains('\n') {
+            // multi-line plain scalars are flagged elsewhere
+        } else if s.value.starts_with("---") || s.value.starts_with("...") {
+            let q = if single_quote_allowed(&s.value) {
+                format!("'{}'", s.value.replace('\'', "''"))
+            } else {
+                double_quote(&s.value)
+            };
+            self.quoted.push((s.start, s.end, q));
+        } else if !plain_allowed(&s.value) {
+            self.caveat(
+                s.start,
+                "plain scalar go-yaml may write quoted (not modelled)",
+            );
+        }
+    }
+
     fn caveat(&mut self, off: usize, why: &str) {
         let l = self.lines.line(off) + 1 + self.line_base;
         if self.caveats.len() < 20 {
@@ -425,7 +460,18 @@ impl Layout<'_> {
                     return;
                 }
                 for (k, v) in entries {
-                    let kc = col_at(self.text, k.start());
+                    if let Node::Scalar(ks) = k {
+                        self.plain_scalar(ks);
+                    }
+                    // a tagged key (`!!merge <<`) starts at its tag
+                    let kstart = match k {
+                        Node::Scalar(ks) if ks.tagged => {
+                            let pre = self.text[..ks.start].trim_end_matches(' ');
+                            pre.rfind([' ', '\n']).map_or(0, |i| i + 1)
+                        }
+                        _ => k.start(),
+                    };
+                    let kc = col_at(self.text, kstart);
                     if let Some(e) = expect
                         && kc != e
                     {
@@ -516,7 +562,18 @@ impl Layout<'_> {
                             );
                         }
                         let first = self.lines.line(s.start) + 1;
-                        let last = self.lines.line(s.end.saturating_sub(1).max(s.start));
+                        let mut last = self.lines.line(s.end.saturating_sub(1).max(s.start));
+                        // go-yaml writes the value, so with clip or strip chomping the blank
+                        // lines after the content are not part of it and are not written
+                        // (emitterc.go yaml_emitter_write_literal_scalar writes the value's
+                        // lines only); with keep (`|+`) they are the value's final newlines
+                        if chomp != "+" {
+                            while last >= first
+                                && self.split.get(last).is_some_and(|l| l.trim().is_empty())
+                            {
+                                last -= 1;
+                            }
+                        }
                         let want = parent_key_col + 2;
                         // the first non-empty line fixes the block indentation
                         if let Some(l) = self
@@ -543,12 +600,86 @@ impl Layout<'_> {
                     _ => {}
                 }
                 if s.tagged {
-                    self.caveat(s.start, "explicit tag");
+                    let raw_tag_merge =
+                        s.value == "<<" && self.text[..s.start].trim_end().ends_with("!!merge");
+                    if !raw_tag_merge {
+                        self.caveat(s.start, "explicit tag");
+                    }
                 }
+                self.plain_scalar(s);
             }
             Node::Alias { .. } => {}
         }
     }
+}
+
+/// Blank lines after a comment block that go-yaml v3 keeps, by their line index: `true` =
+/// written as one blank line, `false` = go-yaml may keep it but this layout is not modelled.
+///
+/// go-yaml v3 `yaml_parser_scan_comments` (scannerc.go) makes comment lines that start on the
+/// line right after content and are followed by a blank line a *foot* comment of that content
+/// (`first_empty && start_mark.line == foot_line && token.typ != yaml_VALUE_TOKEN`); the
+/// encoder moves a key's foot to the next key as a tail comment (encode.go), and the emitter,
+/// after writing a foot or tail comment, sets `foot_indent` so that the next
+/// `yaml_emitter_write_indent` at that indentation writes one extra line break (emitterc.go
+/// `yaml_emitter_process_foot_comment`, `yaml_emitter_write_indent`). So
+/// `a: 1\n# c\n\nb: 2` keeps its blank line, while `a: 1\n\n# c\nb: 2` (a head comment of
+/// `b`) and a comment after `key:` lose it. Modelled exactly only for a mapping key followed
+/// by comments at the next key's column; other shapes are flagged.
+fn foot_blanks(
+    lines: &[&str],
+    nlines: usize,
+    first_content_line: usize,
+    in_block: &[bool],
+    comment_starts: &std::collections::HashMap<usize, usize>,
+) -> std::collections::HashMap<usize, bool> {
+    let blank = |i: usize| lines[i].trim().is_empty();
+    let comment = |i: usize| !in_block[i] && lines[i].trim_start().starts_with('#');
+    let indent = |i: usize| lines[i].len() - lines[i].trim_start().len();
+    let mut out = std::collections::HashMap::new();
+    for li in 1..nlines {
+        if in_block[li] || !blank(li) || blank(li - 1) || !comment(li - 1) {
+            continue;
+        }
+        let mut top = li - 1;
+        while top > 0 && comment(top - 1) {
+            top -= 1;
+        }
+        if top == 0 || top <= first_content_line || blank(top - 1) {
+            continue; // document head comment, or a comment after a blank line (head)
+        }
+        let prev = top - 1;
+        let mut nx = li;
+        while nx < nlines && blank(nx) {
+            nx += 1;
+        }
+        if nx >= nlines {
+            continue; // end of the document: no blank line is written
+        }
+        let c = indent(top);
+        let same_col = (top..li).all(|i| indent(i) == c);
+        let code = match comment_starts.get(&prev) {
+            Some(&cs) if cs <= lines[prev].len() => &lines[prev][..cs],
+            _ => lines[prev],
+        };
+        let code = code.trim_end();
+        let after_key = code.ends_with(':');
+        if after_key && c > indent(prev) {
+            continue; // a head comment of the nested content: not kept
+        }
+        let sure = same_col
+            && !after_key
+            && !in_block[prev]
+            && !code.ends_with(['|', '>', '-', '+'])
+            && indent(prev) >= c
+            && !lines[prev].trim_start().starts_with("- ")
+            && !lines[nx].trim_start().starts_with('-')
+            && indent(nx) == c
+            && !comment(nx)
+            && indent(prev) == c;
+        out.insert(li, sure);
+    }
+    out
 }
 
 /// Re-serialize `f` with `reps` applied, the way kyaml writes a changed file.
@@ -559,8 +690,13 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
     let n = chunks.len();
     let mut out_docs: Vec<String> = Vec::new();
     let file_lines = Lines::new(text);
+    // linear in documents and replacements: docs by offset, replacements sorted by start
+    let docs_at: std::collections::HashMap<usize, &crate::scan::Doc> =
+        f.docs.iter().map(|d| (d.offset, d)).collect();
+    let mut sorted: Vec<&Replacement> = reps.iter().collect();
+    sorted.sort_by_key(|r| (r.start, r.end));
     for (i, (cs, ce)) in chunks.iter().enumerate() {
-        let Some(doc) = f.docs.iter().find(|d| d.offset == *cs) else {
+        let Some(doc) = docs_at.get(cs).copied() else {
             continue;
         };
         let Some(root) = &doc.tree.root else { continue };
@@ -580,11 +716,17 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
         let wide = derive_seq_indent(&chunk) == "wide";
         let cl = Lines::new(&chunk);
         let lines: Vec<&str> = chunk.split('\n').collect();
-        let mut mine: Vec<&Replacement> = reps
+        // the chunk was parsed with a `\n` appended when a separator follows it, so a block
+        // scalar's span can end one byte past `ce` (dropping such a replacement made a
+        // rewrite that changed nothing: fuzz regression block-scalar-then-second-document)
+        let chunk_end = if i != n - 1 { *ce + 1 } else { *ce };
+        let from = sorted.partition_point(|r| r.start < *cs);
+        let to = sorted.partition_point(|r| r.start <= chunk_end);
+        let mine: Vec<&Replacement> = sorted[from..to.max(from)]
             .iter()
-            .filter(|r| r.start >= *cs && r.end <= *ce)
+            .copied()
+            .filter(|r| r.end <= chunk_end)
             .collect();
-        mine.sort_by_key(|r| (r.start, r.end));
         let mut lay = Layout {
             text: &chunk,
             lines: &cl,
@@ -599,9 +741,13 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
                 .map(|r| r.start - cs)
                 .collect(),
             block_indent: Vec::new(),
+            inserts: Vec::new(),
+            quoted: Vec::new(),
         };
         lay.check(root, Some(0), 0);
         caveats.append(&mut lay.caveats);
+        let layout_inserts = std::mem::take(&mut lay.inserts);
+        let layout_quoted = std::mem::take(&mut lay.quoted);
         let mut block_lines = lay.block_lines;
         let block_indent = lay.block_indent;
         // replacements in this chunk, by line
@@ -685,6 +831,26 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
             }
             by_line.entry(l).or_default().push((s - ls, e - ls, v));
         }
+        for (at, t) in layout_inserts {
+            let ls = cl.start_of(at);
+            by_line
+                .entry(cl.line(at))
+                .or_default()
+                .push((at - ls, at - ls, t));
+        }
+        for (a, b, q) in layout_quoted {
+            if by_line
+                .get(&cl.line(a))
+                .is_some_and(|v| v.iter().any(|r| r.0 == a - cl.start_of(a)))
+            {
+                continue; // the value is replaced anyway
+            }
+            let ls = cl.start_of(a);
+            by_line
+                .entry(cl.line(a))
+                .or_default()
+                .push((a - ls, b - ls, q));
+        }
         let comment_starts: std::collections::HashMap<usize, usize> = doc
             .tree
             .comments
@@ -720,6 +886,20 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
         block_lines.dedup();
         // first content lines of replaced block scalars (their old content is dropped)
         let replaced_content = dropped_blocks;
+        let mut in_block = vec![false; nlines + 1];
+        for &(a, b) in &block_lines {
+            for x in in_block.iter_mut().take((b + 1).min(nlines)).skip(a) {
+                *x = true;
+            }
+        }
+        let foot = foot_blanks(
+            &lines,
+            nlines,
+            first_content_line,
+            &in_block,
+            &comment_starts,
+        );
+        let mut blank_run_done = false;
         let mut bi = 0;
         let mut saw_blank_after_comment = false;
         for (li, line) in lines.iter().take(nlines).enumerate() {
@@ -778,6 +958,26 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
                 continue;
             }
             if t.is_empty() {
+                match foot.get(&li) {
+                    Some(true) => {
+                        out.push('\n');
+                        blank_run_done = true;
+                        continue;
+                    }
+                    Some(false) => {
+                        caveats.push(format!(
+                            "line {}: blank line after a comment block in a layout where go-yaml may keep it (foot comment; not modelled)",
+                            line_base + li + 1
+                        ));
+                        blank_run_done = true;
+                        continue;
+                    }
+                    None => {}
+                }
+                if blank_run_done && li > 0 && lines[li - 1].trim().is_empty() {
+                    continue;
+                }
+                blank_run_done = false;
                 if next_is_comment[li + 1] {
                     caveats.push(format!(
                         "line {}: blank line before a comment (go-yaml may keep it)",
@@ -997,6 +1197,84 @@ mod tests {
         // YAML 1.2 int that is no YAML 1.1 int: the !!str node forces quotes
         assert_eq!(render_scalar("0o17", Style::Plain), "\"0o17\"");
         assert_eq!(render_scalar("caf\u{e9}", Style::Plain), "caf\u{e9}");
+    }
+
+    #[test]
+    fn blank_line_after_a_foot_comment_is_kept() {
+        // go-yaml: `# about a` is a foot comment of `a` (comment right after content, then a
+        // blank line); the emitter writes one blank line after a foot comment
+        let m = r#"# {"$imagepolicy": "ns:p"}"#;
+        let r = set_all(
+            &format!("a: 1\n# about a\n\n\nb: old {m}\nc: 2\n\nd: 3\n"),
+            "v2",
+        );
+        assert!(r.exact, "{:?}", r.caveats);
+        assert_eq!(
+            r.text,
+            format!("a: 1\n# about a\n\nb: v2 {m}\nc: 2\nd: 3\n")
+        );
+        // a head comment (blank line before it) loses the blank lines around it
+        let r = set_all(&format!("a: 1\n\n# about b\nb: old {m}\n"), "v2");
+        assert_eq!(r.text, format!("a: 1\n# about b\nb: v2 {m}\n"));
+        // after `key:` the comment heads the nested content: its blank line goes
+        let r = set_all(&format!("a:\n  # c\n\n  b: old {m}\n"), "v2");
+        assert!(r.exact, "{:?}", r.caveats);
+        assert_eq!(r.text, format!("a:\n  # c\n  b: v2 {m}\n"));
+        // a shape not modelled is flagged, never claimed exact
+        let r = set_all(&format!("a:\n  x: 1\n  # c\n\nb: old {m}\n"), "v2");
+        assert!(!r.exact);
+    }
+
+    #[test]
+    fn blank_line_after_a_block_scalar_is_removed() {
+        let m = r#"# {"$imagepolicy": "ns:p"}"#;
+        let r = set_all(
+            &format!("s: |\n  echo hi\n\nb: old {m}\nk: |+\n  kept\n\nz: 1\n"),
+            "v2",
+        );
+        assert!(r.exact, "{:?}", r.caveats);
+        assert_eq!(
+            r.text,
+            format!("s: |\n  echo hi\nb: v2 {m}\nk: |+\n  kept\n\nz: 1\n")
+        );
+    }
+
+    #[test]
+    fn merge_key_is_written_with_its_tag() {
+        let m = r#"# {"$imagepolicy": "ns:p"}"#;
+        let r = set_all(
+            &format!("base: &b\n  x: 1\nc:\n  <<: *b\n  image: old {m}\nd:\n  !!merge <<: *b\n"),
+            "v2",
+        );
+        assert!(r.exact, "{:?}", r.caveats);
+        assert_eq!(
+            r.text,
+            format!(
+                "base: &b\n  x: 1\nc:\n  !!merge <<: *b\n  image: v2 {m}\nd:\n  !!merge <<: *b\n"
+            )
+        );
+    }
+
+    #[test]
+    fn block_scalar_marker_then_a_second_document() {
+        // fuzz: the block's span ends one byte past the chunk, and the replacement was dropped
+        let m = r#"# {"$imagepolicy": "ns:p"}"#;
+        let r = set_all(&format!("a: | {m}\n  old\n---\nb: 1\n"), "v2");
+        assert!(r.exact, "{:?}", r.caveats);
+        assert_eq!(r.text, format!("a: |- {m}\n  v2\n---\nb: 1\n"));
+    }
+
+    #[test]
+    fn dash_key_after_a_block_scalar_without_final_newline() {
+        // no final newline: `---:` is no separator for kyaml (`\n---.*\n`), it is the key
+        // `---`, which go-yaml writes quoted; with the newline it is an invalid separator
+        let m = r#"# {"$imagepolicy": "ns:p"}"#;
+        let r = set_all(&format!("a: | {m}\n  old\n---:"), "v2");
+        assert!(r.exact, "{:?}", r.caveats);
+        assert_eq!(r.text, format!("a: |- {m}\n  v2\n'---':\n"));
+        let again = scan(&r.text);
+        assert!(again.problem.is_none(), "{:?}", again.problem);
+        assert!(scan(&format!("a: | {m}\n  old\n---:\n")).problem.is_some());
     }
 
     #[test]

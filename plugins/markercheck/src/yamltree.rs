@@ -227,6 +227,118 @@ fn style(s: ScalarStyle) -> Style {
 /// fails on a broken document, which makes image-automation-controller's
 /// `ScreeningLocalReader.Read` record the file as a "problem file").
 pub fn parse(text: &str) -> Result<Document, SyntaxError> {
+    match parse_exact(text) {
+        Ok(d) => Ok(d),
+        Err(e) => {
+            // go-yaml v3 ends an alias/anchor name at the first character outside
+            // [0-9A-Za-z_-] (scannerc.go yaml_parser_scan_anchor + is_alpha), so `*app:` is the
+            // alias `app` then `:`; YAML 1.2 (granit) reads the name `app:`. Split such names
+            // on the failing line with a blank and parse again (at most 64 times), then map
+            // every position back to the original text.
+            let mut patched = text.to_string();
+            let mut inserts: Vec<usize> = Vec::new();
+            let mut err = e;
+            for _ in 0..64 {
+                let Some(at) = alias_colon_on_line(&patched, err.line) else {
+                    return Err(err);
+                };
+                patched.insert(at, ' ');
+                for i in inserts.iter_mut() {
+                    if *i >= at {
+                        *i += 1;
+                    }
+                }
+                inserts.push(at);
+                match parse_exact(&patched) {
+                    Ok(mut d) => {
+                        inserts.sort_unstable();
+                        unshift(&mut d, &inserts, text);
+                        return Ok(d);
+                    }
+                    Err(e2) => err = e2,
+                }
+            }
+            Err(err)
+        }
+    }
+}
+
+/// The byte offset just after a go-yaml anchor/alias name directly followed by `:` on 1-based
+/// `line` (`*app:` -> offset of `:`), outside a comment; `None` if there is none.
+fn alias_colon_on_line(text: &str, line: usize) -> Option<usize> {
+    let lines = Lines::new(text);
+    let ls = *lines.0.get(line.checked_sub(1)?)?;
+    let le = text[ls..].find('\n').map_or(text.len(), |i| ls + i);
+    let b = text.as_bytes();
+    let mut i = ls;
+    while i < le {
+        let c = b[i];
+        if c == b'#' && (i == ls || b[i - 1] == b' ' || b[i - 1] == b'\t') {
+            return None;
+        }
+        let token_start = i == ls || matches!(b[i - 1], b' ' | b'\t' | b'[' | b'{' | b',');
+        if (c == b'*' || c == b'&') && token_start {
+            let mut j = i + 1;
+            while j < le && (b[j].is_ascii_alphanumeric() || b[j] == b'_' || b[j] == b'-') {
+                j += 1;
+            }
+            if j > i + 1 && j < le && b[j] == b':' {
+                return Some(j);
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Map positions of a parse of `text` with blanks inserted at `inserts` (sorted offsets in
+/// the patched text) back to `text`.
+fn unshift(d: &mut Document, inserts: &[usize], text: &str) {
+    let lines = Lines::new(text);
+    let back = |p: usize| p - inserts.partition_point(|&i| i < p);
+    fn node(n: &mut Node, back: &dyn Fn(usize) -> usize, text: &str, lines: &Lines) {
+        match n {
+            Node::Scalar(s) => {
+                s.start = back(s.start);
+                s.end = back(s.end);
+                s.line = lines.line(s.start) + 1;
+                s.col = text[lines.start_of(s.start)..s.start].chars().count();
+            }
+            Node::Map { entries, start, .. } => {
+                *start = back(*start);
+                for (k, v) in entries {
+                    node(k, back, text, lines);
+                    node(v, back, text, lines);
+                }
+            }
+            Node::Seq { items, start, .. } => {
+                *start = back(*start);
+                for it in items {
+                    node(it, back, text, lines);
+                }
+            }
+            Node::Alias { start } => *start = back(*start),
+        }
+    }
+    if let Some(r) = d.root.as_mut() {
+        node(r, &back, text, &lines);
+    }
+    for c in &mut d.comments {
+        c.start = back(c.start);
+        c.end = back(c.end);
+    }
+}
+
+/// go-yaml v3's nesting limits (scannerc.go: `max_flow_level = 10000`, `max_indents =
+/// 10000`); granit's default is 255, which would make a file go-yaml reads a problem file.
+fn parser_options() -> granit_parser::Options {
+    let mut o = granit_parser::Options::default();
+    o.flow_nesting_limit = 10_000;
+    o.block_nesting_limit = 10_000;
+    o
+}
+
+fn parse_exact(text: &str) -> Result<Document, SyntaxError> {
     let mut stack: Vec<Frame> = Vec::new();
     let mut root: Option<Node> = None;
     let mut comments = Vec::new();
@@ -237,7 +349,7 @@ pub fn parse(text: &str) -> Result<Document, SyntaxError> {
         Some(Frame::Map(v, _, _)) | Some(Frame::Seq(v, _, _)) => v.push(n),
         None => *root = Some(n),
     };
-    for ev in Parser::new_from_str(text) {
+    for ev in Parser::new_from_str_with_options(text, parser_options()) {
         let (ev, span) = ev.map_err(|e| SyntaxError {
             line: e.marker().line(),
             col: e.marker().col() + 1,

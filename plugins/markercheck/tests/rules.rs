@@ -341,7 +341,13 @@ fn mc021_marker_in_block_scalar() {
 #[test]
 fn mc022_wrong_file_type() {
     for name in ["apps/web.yaml.tmpl", "apps/web.YAML", "apps/values.json"] {
+        // in a tree: Flux never reads it, and neither do we (no finding)
         let o = lint(&[(name, &img(M))], &[]);
+        assert!(!o.has("MC022"), "{name}: {:?}", o.findings());
+        // named explicitly: the marker in it is an error
+        let d = tempfile::tempdir().unwrap();
+        write_tree(d.path(), &[(name, &img(M))]);
+        let o = run_in(d.path(), &[name, "-o", "json", "--set", SET]);
         assert!(o.at("MC022", name, 11), "{name}: {:?}", o.findings());
     }
     assert!(
