@@ -750,6 +750,31 @@ fn git_objects_dir(repo: &Path) -> Result<PathBuf, String> {
 mod tests {
     use super::*;
 
+    /// Issue 19 item 8: with no secret sent, a 401 is "pass --secret", never "the credential in
+    /// secret <none> was rejected"; with a secret it names it.
+    #[test]
+    fn auth_failure_without_a_secret_says_pass_secret() {
+        let u = "https://git.example.test/org/fleet.git";
+        let m = RemoteFailure::Authentication.explain(u, None);
+        assert_eq!(
+            m,
+            "https://git.example.test/org/fleet.git: the server requires credentials and the \
+             GitRepository has no secretRef; pass --secret with a Secret holding \
+             username/password (or bearerToken) that may read this repository"
+        );
+        assert!(!m.contains("<none>"));
+        assert!(
+            RemoteFailure::Forbidden
+                .explain(u, None)
+                .contains("the GitRepository has no secretRef; pass --secret")
+        );
+        assert!(
+            RemoteFailure::Authentication
+                .explain(u, Some("flux-system/creds"))
+                .contains("the credential in secret flux-system/creds was rejected")
+        );
+    }
+
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = Command::new("git")
             .current_dir(dir)

@@ -154,9 +154,27 @@ pub fn derive(
         return None;
     };
     let index = query_order.iter().position(|q| *q == query)?;
+    let Some(resolv) = resolv else {
+        // Without the pod's resolv.conf there is no search list or ndots to explain with.
+        return Some(Answer {
+            query: Some(query.clone()),
+            index: Some(index),
+            search_domain: None,
+            rule: if name.ends_with('.') {
+                AnswerRule::Absolute
+            } else {
+                AnswerRule::NameFirst
+            },
+            evidence,
+            headline: format!(
+                "answered by {query} (the pod's resolv.conf was not read: its search list and \
+                 ndots are unknown)"
+            ),
+        });
+    };
     let bare = name.trim_end_matches('.');
     let as_is = format!("{bare}.");
-    let ndots = resolv.map(|r| r.ndots).unwrap_or(1);
+    let ndots = resolv.ndots;
     let dots = bare.matches('.').count() as u32;
     let search_domain = (query != as_is)
         .then(|| {
@@ -432,6 +450,23 @@ mod tests {
         .unwrap();
         assert_eq!(a.rule, AnswerRule::EtcHosts);
         assert_eq!(a.query, None);
+    }
+
+    #[test]
+    fn without_resolv_conf_no_search_rule_is_claimed() {
+        let g = parse_getent("10.0.0.1 STREAM gitea.example.dev\n", Some(0));
+        let a = derive(
+            "gitea.example.dev",
+            &["gitea.example.dev.".to_string()],
+            None,
+            Libc::Unknown,
+            Some(&g),
+            None,
+            "",
+        )
+        .unwrap();
+        assert!(!a.headline.contains("ndots:"), "{}", a.headline);
+        assert!(a.headline.contains("resolv.conf was not read"));
     }
 
     #[test]

@@ -713,7 +713,13 @@ pub fn render_text(r: &Report) -> String {
                 addrs(&l.addresses),
                 format!(
                     "{}{}",
-                    status_word(l.status),
+                    // getent exits 2 for NXDOMAIN and for "no server reachable" alike (glibc
+                    // and musl-utils): never call that NXDOMAIN.
+                    if l.status == LookupStatus::NotFound {
+                        "not found (getent exit 2: NXDOMAIN or no server answered)"
+                    } else {
+                        status_word(l.status)
+                    },
                     l.canonical_name
                         .as_deref()
                         .map(|c| format!(", canonical {c}"))

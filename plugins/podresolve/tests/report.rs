@@ -514,6 +514,13 @@ fn nodelocal_unreachable_error_reaches_json_errors() {
         h.notes
     );
     assert!(r.cluster_dns.node_local.detected);
+    // getent's exit 2 is not called NXDOMAIN: no server answered here.
+    let text = render_text(&r);
+    assert!(
+        text.contains("not found (getent exit 2: NXDOMAIN or no server answered)"),
+        "{text}"
+    );
+    assert!(!text.contains("NXDOMAIN / not found"), "{text}");
 }
 
 /// Item 2a (kubernetes/dns#592): node-local-dns's `.:53` forwards to a literal IP owned by the
