@@ -506,6 +506,26 @@ pub async fn preflight(
         }
     }
     let Ok(head) = remote else {
+        // The new server cannot be read, but drift is about the cluster and the old server:
+        // still say it first when the tree at C can be read (from --repo or the live URL).
+        let old_creds = match &current.secret_ref {
+            Some(s) if Some(s) != secret_name.as_ref() => {
+                read_credentials(conn, &req.namespace, s).await?
+            }
+            _ => runner.credentials().clone(),
+        };
+        if let (Ok(old_runner), Some(root)) = (GitRunner::new(old_creds), current.root.clone())
+            && root.same_source
+            && let Ok(scratch) = Scratch::new(&old_runner, req.repo.as_deref())
+        {
+            if !scratch.has_commit(&old_runner, &current.commit) {
+                let _ =
+                    old_runner.fetch_branch(scratch.path(), &current.url, &current.branch, "old");
+            }
+            if let Some(c) = drift_only(&pre, &scratch, &old_runner, &root) {
+                pre.checks.insert(0, c);
+            }
+        }
         return Ok((repo, finish(pre)));
     };
 
@@ -610,6 +630,40 @@ pub fn drift_message(at: &str, committed: &str, live: &str, root: &Consumer) -> 
             "; the root Kustomization will put the committed value back at its next apply"
         }
     )
+}
+
+/// The `drift` check alone (the committed spec.url at C vs the live one), for a preflight
+/// that stops before the authored check. `None` when they agree or the tree cannot be read.
+fn drift_only(
+    pre: &Preflight,
+    scratch: &Scratch,
+    runner: &GitRunner,
+    root: &Consumer,
+) -> Option<Check> {
+    if !scratch.has_commit(runner, &pre.current.commit) {
+        return None;
+    }
+    let tree = tempfile::Builder::new()
+        .prefix("kubectl-cutover-tree-")
+        .tempdir()
+        .ok()?;
+    scratch
+        .export_tree(runner, &pre.current.commit, tree.path())
+        .ok()?;
+    let (ns, name) = pre.source.split_once('/').unwrap_or(("", &pre.source));
+    let a = authored::find_authored_url(tree.path(), &root.path, ns, name).ok()?;
+    (a.url != pre.current.url).then(|| {
+        let at = a
+            .locations
+            .first()
+            .map(|l| format!("{}:{}", l.file, l.line))
+            .unwrap_or_default();
+        Check {
+            id: "drift",
+            result: CheckResult::Warn,
+            message: drift_message(&at, &a.url, &pre.current.url, root),
+        }
+    })
 }
 
 fn finish(mut pre: Preflight) -> Preflight {

@@ -190,6 +190,30 @@ async fn drift_before_the_move_is_said_first() {
         .find(|l| l.starts_with("ok ") || l.starts_with("warn ") || l.starts_with("FAIL "))
         .unwrap_or_default();
     assert!(first_check.starts_with("warn drift"), "{}", r.stdout);
+    // Said first even when the new server cannot be read at all (the tree at C comes from the
+    // live URL).
+    let r = w
+        .cutover(&[
+            "gitrepo/flux-system",
+            "--to",
+            "https://git.example.test/org/fleet.git",
+            "--dry-run",
+            "-o",
+            "json",
+        ])
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["preflight"]["checks"][0]["id"], "drift", "{}", r.stdout);
+    assert!(
+        v["preflight"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["id"] == "remote" && c["result"] == "fail"),
+        "{}",
+        r.stdout
+    );
 }
 
 /// Item 7: a suspended root Kustomization is named in the preflight, and `--finish` says it

@@ -611,3 +611,61 @@ async fn a_host_the_pod_resolves_to_loopback_is_the_pod_itself() {
     assert!(!r.stdout.contains("firewalls"), "{}", r.stdout);
     ic.assert_clean(&r).await;
 }
+
+/// Issue 19 item 8, from inside the cluster: the GitRepository has no secretRef and no
+/// --secret is given; the server requires credentials. Both the workstation check and the
+/// in-cluster check say "pass --secret", never "the credential in secret <none> was rejected".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_ref_in_the_cluster_says_pass_secret() {
+    let Some(ic) = Ic::start_unless_skipped(2).await else {
+        return;
+    };
+    let store = ic.w.twin.store();
+    let gr = store
+        .gvr("source.toolkit.fluxcd.io", "v1", "gitrepositories")
+        .unwrap();
+    store
+        .patch(
+            &gr,
+            Some("flux-system"),
+            "flux-system",
+            twin::PatchKind::Merge,
+            &json!({"spec": {"secretRef": null}}),
+            "test",
+        )
+        .unwrap();
+    ic.pe
+        .set_image_ca_bundle(Some(&format!(
+            "{}{}",
+            std::fs::read_to_string(twin::podexec::IMAGE_CA_BUNDLE).unwrap_or_default(),
+            ic.w.new.ca_pem()
+        )))
+        .unwrap();
+    let (_d, system) = system_bundle_with(ic.w.new.ca_pem());
+    let (mut cmd, hosts, _) = ic.command(
+        ic.w.twin.kubeconfig_path(),
+        &["--verify-in-cluster", "-o", "json"],
+    );
+    cmd.env("SSL_CERT_FILE", &system);
+    let r = run_command(cmd, RUN_TIMEOUT).await;
+    drop(hosts);
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let remote = check(&v, "remote")["message"].as_str().unwrap();
+    assert!(
+        remote.contains(
+            "the server requires credentials and the GitRepository has no secretRef; pass --secret"
+        ),
+        "{remote}"
+    );
+    let m = check(&v, "in-cluster")["message"].as_str().unwrap();
+    assert!(
+        m.contains(
+            "the server requires credentials and the GitRepository has no secretRef; pass --secret"
+        ),
+        "{m}"
+    );
+    assert!(!r.stdout.contains("<none>"), "{}", r.stdout);
+    assert_eq!(v["preflight"]["inCluster"]["auth"], "failed");
+    ic.assert_clean(&r).await;
+}
