@@ -387,23 +387,241 @@ pub struct FinishReport {
     pub authored_at: Option<String>,
     /// True when this run removed the `kustomize.toolkit.fluxcd.io/reconcile: disabled` hold.
     pub hold_removed: bool,
+    /// Set when the GitRepository or the root Kustomization was still mid-reconcile when
+    /// `--timeout` passed: nothing was judged (`verified` is false, the hold stays). `null`
+    /// otherwise.
+    pub in_progress_at_deadline: Option<StillInProgress>,
     /// What was found, one line per fact.
     pub notes: Vec<String>,
+}
+
+/// An object `--finish` waited for that was still mid-reconcile at the deadline.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct StillInProgress {
+    /// `Kind namespace/name`, e.g. `Kustomization flux-system/flux-system`.
+    pub object: String,
+    /// Why it was still in progress: its last condition, e.g. `Ready=Unknown Progressing:
+    /// Reconciliation in progress`, or the generation it has not observed yet.
+    pub condition: String,
+    /// The deadline (`--timeout`), as a Go duration (`2m0s`).
+    pub timeout: String,
+}
+
+/// `Type=Status Reason: message` of one condition (the shape of
+/// [`cluster_loop::wait::status_line`]).
+fn condition_line(c: &cluster_loop::conditions::Condition) -> String {
+    let mut s = format!("{}={}", c.type_, c.status);
+    if !c.reason().is_empty() {
+        s.push(' ');
+        s.push_str(c.reason());
+    }
+    if !c.message().is_empty() {
+        s.push_str(": ");
+        s.push_str(c.message());
+    }
+    s
+}
+
+/// Why a Flux object is mid-reconcile (its controller is running it, or has not handled its
+/// current spec yet), or `None` when it has settled and can be judged.
+///
+/// Mid-reconcile, after fluxcd/pkg runtime conditions as source-controller and
+/// kustomize-controller v1 write them (the kstatus InProgress rules, minus the settled
+/// failures):
+/// - `Reconciling=True`, unless `Ready=False` (a failed run leaves `Reconciling=True` with
+///   reason `ProgressingWithRetry` next to `Ready=False`: finished, the retry comes later);
+/// - `Ready=Unknown` (`Progressing: Reconciliation in progress` at the start of a run), or no
+///   `Ready` condition yet;
+/// - `status.observedGeneration != metadata.generation`, unless `Ready=False` was written for
+///   the current generation (controllers record observedGeneration only on success, so a
+///   failure of this generation leaves it behind) or carries no observedGeneration.
+///
+/// A suspended object is never mid-reconcile: no run will come.
+pub fn mid_reconcile<K: FluxObject>(obj: &K) -> Option<String> {
+    if obj.suspended() {
+        return None;
+    }
+    let ready = obj.ready();
+    let ready_false = ready.is_some_and(|c| c.is_false());
+    if let Some(r) = obj.condition(cluster_loop::conditions::RECONCILING)
+        && r.is_true()
+        && !ready_false
+    {
+        return Some(match ready {
+            Some(c) => format!("{}; {}", condition_line(c), condition_line(r)),
+            None => condition_line(r),
+        });
+    }
+    match ready {
+        None => return Some("no Ready condition yet".into()),
+        Some(c) if !c.is_true() && !c.is_false() => return Some(condition_line(c)),
+        _ => {}
+    }
+    if !obj.generation_observed() {
+        let generation = obj.meta().generation;
+        let failed_for_this_generation = ready.is_some_and(|c| {
+            c.is_false() && c.observed_generation.is_none_or(|g| Some(g) == generation)
+        });
+        if !failed_for_this_generation {
+            return Some(format!(
+                "generation {} not observed yet (observedGeneration {})",
+                generation.unwrap_or_default(),
+                obj.observed_generation()
+                    .map(|g| g.to_string())
+                    .unwrap_or_else(|| "unset".into())
+            ));
+        }
+    }
+    None
+}
+
+/// Why the root Kustomization is not ready to be judged against the source revision
+/// `source_rev`: [`mid_reconcile`], or `Ready=True` at another `lastAppliedRevision` (the
+/// source's new revision re-queues it: kustomize-controller `requestsForRevisionChangeOf`).
+/// `None` when it can be judged.
+pub fn root_unsettled(
+    root: &cluster_loop::flux::Kustomization,
+    source_rev: &str,
+) -> Option<String> {
+    if let Some(m) = mid_reconcile(root) {
+        return Some(m);
+    }
+    let applied = root.status.last_applied_revision.as_deref().unwrap_or("");
+    if !root.spec.suspend
+        && root.ready().is_some_and(|c| c.is_true())
+        && !source_rev.is_empty()
+        && applied != source_rev
+    {
+        return Some(format!(
+            "Ready at {}; the source is at {source_rev}, not applied yet",
+            if applied.is_empty() {
+                "no revision"
+            } else {
+                applied
+            }
+        ));
+    }
+    None
+}
+
+/// What every settle wait of one `--finish` shares.
+struct SettleCtx<'a> {
+    conn: &'a Connection,
+    /// The deadline of the whole `--finish` wait.
+    deadline: tokio::time::Instant,
+    /// `--timeout`, for messages.
+    timeout: Duration,
+    progress: &'a Progress,
+}
+
+/// How one settle wait ended.
+enum Settle<K> {
+    /// The object settled (or was settled already): judge this version.
+    Settled(K),
+    /// Still mid-reconcile at the deadline: why.
+    Deadline(String),
+}
+
+/// Waits (watch, [`wait_for`]) until `unsettled(object)` is `None` or `deadline` passes.
+/// Prints one line on `progress` when it has to wait (and one when it settled). Errors: API
+/// errors; [`Error::Cluster`] when the object is deleted meanwhile.
+async fn settle<K>(
+    cx: &SettleCtx<'_>,
+    api: &Api<K>,
+    what: &str,
+    obj: K,
+    mut unsettled: impl FnMut(&K) -> Option<String>,
+) -> Result<Settle<K>>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + Serialize
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let Some(why) = unsettled(&obj) else {
+        return Ok(Settle::Settled(obj));
+    };
+    let SettleCtx {
+        conn,
+        deadline,
+        timeout,
+        progress,
+    } = *cx;
+    let name = obj.meta().name.clone().unwrap_or_default();
+    progress.println(format!(
+        "{what} is mid-reconcile ({why}): waiting up to {} (--timeout) for it to settle",
+        cluster_loop::duration::format_go_duration(timeout)
+    ));
+    let mut last_why = why;
+    let out = wait_for(
+        api,
+        &name,
+        |o: Option<&K>| match o {
+            Some(o) => match unsettled(o) {
+                Some(w) => {
+                    last_why = w;
+                    false
+                }
+                None => true,
+            },
+            // Deleted meanwhile: stop waiting, the caller reports it.
+            None => true,
+        },
+        deadline,
+        progress,
+        conn.ctx()
+            .resource_of::<K>()
+            .namespace(obj.meta().namespace.clone()),
+    )
+    .await?;
+    if out.timed_out {
+        return Ok(Settle::Deadline(last_why));
+    }
+    match out.object {
+        Some(o) => {
+            progress.println(format!("{what} settled"));
+            Ok(Settle::Settled(o))
+        }
+        None => Err(Error::Cluster(format!(
+            "{what} was deleted while --finish waited for it"
+        ))),
+    }
 }
 
 /// `--finish`: verifies that the root Kustomization applied a revision whose rendered URL is
 /// the live one, then removes the hold.
 ///
+/// A GitRepository or root Kustomization that is mid-reconcile ([`mid_reconcile`],
+/// [`root_unsettled`]) is watched until it settles, at most `timeout` in all, with progress
+/// on `progress` (stderr); only settled objects are judged. When the source fetched a new
+/// revision meanwhile the wait starts over (same deadline). At the deadline nothing is judged:
+/// `verified: false`, `in_progress_at_deadline` names the object and its last condition, and
+/// the hold stays.
+///
 /// Errors: API errors; a failed verification is `verified: false` with notes (exit 1).
-pub async fn finish(conn: &Connection, ns: &str, name: &str) -> Result<FinishReport> {
+pub async fn finish(
+    conn: &Connection,
+    ns: &str,
+    name: &str,
+    timeout: Duration,
+    progress: &Progress,
+) -> Result<FinishReport> {
+    let deadline = tokio::time::Instant::now() + timeout;
     let api: Api<GitRepository> = Api::namespaced(conn.client.clone(), ns);
-    let repo = api.get(name).await.api_context(|| {
-        conn.ctx()
-            .verb("get")
-            .resource_of::<GitRepository>()
-            .namespace(Some(ns))
-            .name(name)
-    })?;
+    let get_repo = || async {
+        api.get(name).await.api_context(|| {
+            conn.ctx()
+                .verb("get")
+                .resource_of::<GitRepository>()
+                .namespace(Some(ns))
+                .name(name)
+        })
+    };
+    let repo = get_repo().await?;
     let live_url = repo.spec.url.clone();
     let mut report = FinishReport {
         verified: false,
@@ -412,6 +630,7 @@ pub async fn finish(conn: &Connection, ns: &str, name: &str) -> Result<FinishRep
         authored_url: None,
         authored_at: None,
         hold_removed: false,
+        in_progress_at_deadline: None,
         notes: vec![],
     };
     let labels = repo.metadata.labels.clone().unwrap_or_default();
@@ -438,27 +657,81 @@ pub async fn finish(conn: &Connection, ns: &str, name: &str) -> Result<FinishRep
     };
     let ks_api: Api<cluster_loop::flux::Kustomization> =
         Api::namespaced(conn.client.clone(), root_ns);
-    let root = ks_api.get(root_name).await.api_context(|| {
-        conn.ctx()
-            .verb("get")
-            .resource_of::<cluster_loop::flux::Kustomization>()
-            .namespace(Some(root_ns.clone()))
-            .name(root_name.clone())
-    })?;
-    if root.suspended() {
+    let repo_what = format!("GitRepository {ns}/{name}");
+    let root_what = format!("root Kustomization {root_ns}/{root_name}");
+    let at_deadline = |mut report: FinishReport, what: &str, object: String, why: String| {
+        let t = cluster_loop::duration::format_go_duration(timeout);
+        report.notes.push(format!(
+            "{what} was still mid-reconcile at the {t} deadline (--timeout): {why}; nothing \
+             was judged and the hold stays: run --finish again once it is Ready (or with a \
+             longer --timeout)"
+        ));
+        report.in_progress_at_deadline = Some(StillInProgress {
+            object,
+            condition: why,
+            timeout: t,
+        });
         report
-            .notes
-            .push(crate::preflight::suspended_root_message(&format!(
-                "{root_ns}/{root_name}"
-            )));
-        return Ok(report);
-    }
-    let source_rev = repo
-        .status
-        .artifact
-        .as_ref()
-        .map(|a| a.revision.clone())
-        .unwrap_or_default();
+    };
+    let cx = SettleCtx {
+        conn,
+        deadline,
+        timeout,
+        progress,
+    };
+    let mut repo = repo;
+    let (repo, root) = loop {
+        let settled = settle(&cx, &api, &repo_what, repo, mid_reconcile).await?;
+        let repo_now = match settled {
+            Settle::Settled(r) => r,
+            Settle::Deadline(why) => {
+                return Ok(at_deadline(report, &repo_what, repo_what.clone(), why));
+            }
+        };
+        let source_rev = artifact_revision(&repo_now);
+        let root = ks_api.get(root_name).await.api_context(|| {
+            conn.ctx()
+                .verb("get")
+                .resource_of::<cluster_loop::flux::Kustomization>()
+                .namespace(Some(root_ns.clone()))
+                .name(root_name.clone())
+        })?;
+        if root.suspended() {
+            report
+                .notes
+                .push(crate::preflight::suspended_root_message(&format!(
+                    "{root_ns}/{root_name}"
+                )));
+            return Ok(report);
+        }
+        let root = match settle(&cx, &ks_api, &root_what, root, |k| {
+            root_unsettled(k, &source_rev)
+        })
+        .await?
+        {
+            Settle::Settled(k) => k,
+            Settle::Deadline(why) => {
+                let object = format!("Kustomization {root_ns}/{root_name}");
+                return Ok(at_deadline(report, &root_what, object, why));
+            }
+        };
+        // Judge a consistent pair: if the source fetched another revision (or its spec
+        // changed) while the root settled, settle again against that one.
+        let again = get_repo().await?;
+        if artifact_revision(&again) == source_rev
+            && again.metadata.generation == repo_now.metadata.generation
+        {
+            break (again, root);
+        }
+        progress.println(format!(
+            "{repo_what} moved to {} while waiting: checking again",
+            artifact_revision(&again)
+        ));
+        repo = again;
+    };
+    let live_url = repo.spec.url.clone();
+    report.live_url = live_url.clone();
+    let source_rev = artifact_revision(&repo);
     let applied = root.status.last_applied_revision.clone();
     report.root_revision = applied.clone();
     if applied.as_deref() != Some(source_rev.as_str()) || source_rev.is_empty() {
@@ -545,6 +818,15 @@ pub async fn finish(conn: &Connection, ns: &str, name: &str) -> Result<FinishRep
     report.hold_removed = remove_hold(conn, &api, &repo).await?;
     report.verified = true;
     Ok(report)
+}
+
+/// `status.artifact.revision` (`branch@sha1:...`), or `""` when there is no artifact.
+fn artifact_revision(repo: &GitRepository) -> String {
+    repo.status
+        .artifact
+        .as_ref()
+        .map(|a| a.revision.clone())
+        .unwrap_or_default()
 }
 
 async fn remove_hold(
@@ -697,5 +979,180 @@ mod tests {
             ),
             Verdict::Waiting
         );
+    }
+
+    fn ks(v: Value) -> cluster_loop::flux::Kustomization {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn cond(t: &str, status: &str, reason: &str, message: &str, og: Option<i64>) -> Value {
+        let mut c = json!({"type": t, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        if let Some(g) = og {
+            c["observedGeneration"] = json!(g);
+        }
+        c
+    }
+
+    fn root(generation: i64, observed: i64, applied: &str, conds: Vec<Value>) -> Value {
+        json!({"metadata": {"name": "flux-system", "namespace": "flux-system",
+                "generation": generation},
+            "spec": {"interval": "10m", "path": "./clusters/prod",
+                "sourceRef": {"kind": "GitRepository", "name": "flux-system"}},
+            "status": {"observedGeneration": observed, "lastAppliedRevision": applied,
+                "conditions": conds}})
+    }
+
+    #[test]
+    fn a_run_in_progress_is_mid_reconcile() {
+        // kustomize-controller v1 at the start of a run: Ready=Unknown Progressing and
+        // Reconciling=True, observedGeneration unchanged.
+        let k = ks(root(
+            1,
+            1,
+            "main@sha1:abc",
+            vec![
+                cond(
+                    "Ready",
+                    "Unknown",
+                    "Progressing",
+                    "Reconciliation in progress",
+                    Some(1),
+                ),
+                cond(
+                    "Reconciling",
+                    "True",
+                    "Progressing",
+                    "Fetching manifests",
+                    Some(1),
+                ),
+            ],
+        ));
+        assert_eq!(
+            mid_reconcile(&k).as_deref(),
+            Some(
+                "Ready=Unknown Progressing: Reconciliation in progress; Reconciling=True \
+                 Progressing: Fetching manifests"
+            )
+        );
+        assert!(root_unsettled(&k, "main@sha1:abc").is_some());
+        // Ready=Unknown alone (no Reconciling) is still a run in progress.
+        let k = ks(root(
+            1,
+            1,
+            "main@sha1:abc",
+            vec![cond(
+                "Ready",
+                "Unknown",
+                "Progressing",
+                "Reconciliation in progress",
+                None,
+            )],
+        ));
+        assert_eq!(
+            mid_reconcile(&k).as_deref(),
+            Some("Ready=Unknown Progressing: Reconciliation in progress")
+        );
+        // No Ready condition: the controller has not run it yet.
+        let k = ks(root(1, 0, "", vec![]));
+        assert_eq!(mid_reconcile(&k).as_deref(), Some("no Ready condition yet"));
+    }
+
+    #[test]
+    fn settled_objects_are_not_mid_reconcile() {
+        let ready = cond(
+            "Ready",
+            "True",
+            "ReconciliationSucceeded",
+            "Applied revision",
+            Some(2),
+        );
+        let k = ks(root(2, 2, "main@sha1:abc", vec![ready.clone()]));
+        assert_eq!(mid_reconcile(&k), None);
+        assert_eq!(root_unsettled(&k, "main@sha1:abc"), None);
+        // A failed run: Ready=False for this generation, Reconciling=True ProgressingWithRetry,
+        // observedGeneration left behind (finalizeStatus records it only on success).
+        let k = ks(root(
+            3,
+            2,
+            "main@sha1:abc",
+            vec![
+                cond("Ready", "False", "HealthCheckFailed", "timeout", Some(3)),
+                cond(
+                    "Reconciling",
+                    "True",
+                    "ProgressingWithRetry",
+                    "retrying",
+                    Some(3),
+                ),
+            ],
+        ));
+        assert_eq!(mid_reconcile(&k), None);
+        assert_eq!(root_unsettled(&k, "main@sha1:abc"), None);
+        // Suspended: no run will come, judge it as it is.
+        let mut v = root(
+            1,
+            1,
+            "main@sha1:abc",
+            vec![cond("Reconciling", "True", "Progressing", "x", Some(1))],
+        );
+        v["spec"]["suspend"] = json!(true);
+        assert_eq!(mid_reconcile(&ks(v)), None);
+    }
+
+    #[test]
+    fn an_unobserved_generation_is_mid_reconcile() {
+        let k = ks(root(
+            3,
+            2,
+            "main@sha1:abc",
+            vec![cond(
+                "Ready",
+                "True",
+                "ReconciliationSucceeded",
+                "m",
+                Some(2),
+            )],
+        ));
+        assert_eq!(
+            mid_reconcile(&k).as_deref(),
+            Some("generation 3 not observed yet (observedGeneration 2)")
+        );
+        // A failure written for an older generation says nothing about the current spec.
+        let k = ks(root(
+            3,
+            2,
+            "main@sha1:abc",
+            vec![cond("Ready", "False", "BuildFailed", "m", Some(2))],
+        ));
+        assert!(mid_reconcile(&k).is_some());
+        // GitRepository: same rules through FluxObject.
+        let o = repo(json!({"metadata": {"name": "a", "generation": 2},
+            "spec": {"url": "https://new/x.git"},
+            "status": {"observedGeneration": 1, "conditions": [
+                cond("Ready", "True", "Succeeded", "stored artifact", Some(1))]}}));
+        assert_eq!(
+            mid_reconcile(&o).as_deref(),
+            Some("generation 2 not observed yet (observedGeneration 1)")
+        );
+    }
+
+    #[test]
+    fn a_root_behind_the_source_is_unsettled_until_it_applies_it() {
+        let ready = cond("Ready", "True", "ReconciliationSucceeded", "m", Some(1));
+        let k = ks(root(1, 1, "main@sha1:abc", vec![ready]));
+        assert_eq!(
+            root_unsettled(&k, "main@sha1:def").as_deref(),
+            Some("Ready at main@sha1:abc; the source is at main@sha1:def, not applied yet")
+        );
+        assert_eq!(root_unsettled(&k, "main@sha1:abc"), None);
+        // A failed root is judged as it is (not verified), not waited for.
+        let k = ks(root(
+            1,
+            1,
+            "main@sha1:abc",
+            vec![cond("Ready", "False", "BuildFailed", "m", Some(1))],
+        ));
+        assert_eq!(root_unsettled(&k, "main@sha1:def"), None);
     }
 }

@@ -25,7 +25,8 @@ Examples:
       --repo ~/src/fleet --write-patch --hold-root --yes
 
   # After the authored change has landed through the window: verify and remove the hold
-  kubectl cutover gitrepo/flux-system --finish
+  # (waits up to --timeout for a root Kustomization that is mid-run to settle first)
+  kubectl cutover gitrepo/flux-system --finish --timeout 5m
 
   # Also contact the new URL from a pod in flux-system, as source-controller will: its DNS
   # answer, TLS with the secret's ca.crt, the credential, and the branch head it sees
@@ -41,7 +42,8 @@ Exit codes:
   1  refused by preflight (also: --verify-in-cluster found split DNS, TLS, auth or a different
      head from inside the cluster), rolled back (failure or deadline), or --finish
      not verified (also when no root Kustomization applies the GitRepository: there is no
-     committed spec.url to compare with)
+     committed spec.url to compare with) or not judged because the GitRepository or root
+     Kustomization was still mid-reconcile at the --timeout deadline (the hold stays)
   2  usage error (bad reference, bad flag, --repo not a git repository)
   3  cluster or API error (kubeconfig, connection, RBAC, e.g. cannot create jobs for the
      in-cluster probe), the in-cluster probe did not finish before --probe-timeout, or the
@@ -129,7 +131,8 @@ struct Cli {
     #[arg(long, conflicts_with_all = ["to", "dry_run", "write_patch", "hold_root", "verify_in_cluster"])]
     finish: bool,
 
-    /// How long to wait for proof after the patch (Go duration)
+    /// How long to wait for proof after the patch; with --finish, how long to wait for a
+    /// mid-reconcile GitRepository or root Kustomization to settle before judging (Go duration)
     #[arg(long, default_value = "2m", value_parser = parse_duration, value_name = "DURATION")]
     timeout: Duration,
 
@@ -241,9 +244,12 @@ async fn run(cli: Cli) -> Result<i32> {
     if cli.finish {
         // Interruptible as a whole: its only write (removing the hold) is one merge patch that
         // either landed or did not, and a second --finish completes it.
+        let progress = Progress::for_output(format!("gitrepository/{}", source.name), &cli.output);
         let report = exit_on_signal(
             "--finish stopped; the hold removal (one patch) may or may not have landed: run --finish again",
-            execute::finish(&conn, &ns, &source.name)).await?;
+            execute::finish(&conn, &ns, &source.name, cli.timeout, &progress)).await;
+        progress.finish();
+        let report = report?;
         if cli.output.output.is_machine() {
             print_machine(
                 cli.output.output,
@@ -264,6 +270,10 @@ async fn run(cli: Cli) -> Result<i32> {
                 "{}",
                 if report.verified {
                     out.ok("verified: the committed and live spec.url agree")
+                } else if report.in_progress_at_deadline.is_some() {
+                    out.warn(
+                        "not judged: still mid-reconcile at the --timeout deadline (see above)",
+                    )
                 } else {
                     out.err("not verified: see above")
                 }

@@ -3,11 +3,12 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use twin::flux::cluster::ObjKey;
 use twin::flux::cluster::s;
 use twin::scenario::RunningScenario;
 use twin::testkit::{
     FLUX_SYSTEM, PluginRun, basic_auth_secret, commit, cond_status, get, gitrepo, interrupt, ks,
-    plugin_command, run_plugin, start_shipped, wait,
+    plugin_command, run_command, run_plugin, start_shipped, wait,
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-cutover");
@@ -364,4 +365,211 @@ async fn no_proof_before_the_deadline_is_rolled_back() {
         live(&sc).await["spec"]["url"],
         json!(sc.git["laptop"].url_https("org/fleet"))
     );
+}
+
+/// The HelmRelease `flux-system/gate` the root Kustomization health-checks in
+/// [`root_blocked_in_health_checks`]. No helm-controller runs in the twin, so its status is
+/// what the test writes.
+fn gate() -> ObjKey {
+    ObjKey::new(
+        "helm.toolkit.fluxcd.io/v2",
+        "HelmRelease",
+        FLUX_SYSTEM,
+        "gate",
+    )
+}
+
+/// Sets the gate's Ready condition (`Unknown`: kstatus InProgress; `True`: Current).
+fn set_gate(sc: &RunningScenario, status: &str) {
+    let c = json!({"status": {"conditions": [{"type": "Ready", "status": status,
+        "reason": if status == "True" { "InstallSucceeded" } else { "Progressing" },
+        "message": "gate", "lastTransitionTime": "2026-12-01T00:00:00Z"}]}});
+    sc.cluster()
+        .merge_patch_status(&gate(), c, "helm-controller")
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Puts the root Kustomization mid-run, deterministically, with the real kustomize-controller
+/// model: it gets a health check on the HelmRelease `gate` (kept InProgress) and a 100h
+/// timeout, so its run stays at `Ready=Unknown Progressing: Reconciliation in progress`,
+/// `Reconciling=True Running health checks for revision R ...` until [`set_gate`] `True`.
+/// Returns the root as seen mid-run.
+async fn root_blocked_in_health_checks(sc: &RunningScenario) -> Value {
+    sc.cluster()
+        .create(
+            json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "gate", "namespace": FLUX_SYSTEM},
+            "spec": {"interval": "10m", "chart": {"spec": {"chart": "gate",
+                "sourceRef": {"kind": "HelmRepository", "name": "gate"}}}}}),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    set_gate(sc, "Unknown");
+    sc.cluster()
+        .merge_patch(
+            &ks(FLUX_SYSTEM),
+            json!({"spec": {"timeout": "100h", "healthChecks": [{"apiVersion":
+                "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "name": "gate",
+                "namespace": FLUX_SYSTEM}]}}),
+            "kubectl",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait(sc, &ks(FLUX_SYSTEM), T, |o| {
+        cond_status(o, "Reconciling", "True")
+            && twin::testkit::cond(o, "Reconciling")
+                .is_some_and(|c| s(c, "/message").starts_with("Running health checks"))
+    })
+    .await
+}
+
+/// The annotation --hold-root sets (kustomize.toolkit.fluxcd.io/reconcile: disabled).
+fn hold(sc: &RunningScenario) {
+    sc.cluster()
+        .merge_patch(
+            &gitrepo(FLUX_SYSTEM),
+            json!({"metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/reconcile": "disabled"}}}),
+            "kubectl-cutover",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn held(o: &Value) -> bool {
+    o["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/reconcile"] == "disabled"
+}
+
+/// `--finish` while the root Kustomization is mid-run: with a short --timeout it says the run
+/// was still in progress at the deadline (with the last condition), judges nothing and keeps
+/// the hold; started again, it waits (progress on stderr) and ends verified once the run
+/// completes, at the same revision. No timing: the run ends only when the test lets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finish_waits_for_a_root_run_in_progress_then_verifies() {
+    let (sc, head) = start().await;
+    let want = format!("main@sha1:{head}");
+    hold(&sc);
+    let mid = root_blocked_in_health_checks(&sc).await;
+    assert_eq!(s(&mid, "/status/lastAppliedRevision"), want);
+
+    // Deadline first: the run cannot finish, so this is exactly "still in progress".
+    let f = cutover(
+        &sc,
+        &[
+            "gitrepo/flux-system",
+            "--finish",
+            "--timeout",
+            "2s",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(f.code, 1, "{}\n{}", f.stdout, f.stderr);
+    let v = f.json();
+    assert_eq!(v["verified"], false);
+    assert_eq!(v["holdRemoved"], false);
+    let p = &v["inProgressAtDeadline"];
+    assert_eq!(p["object"], "Kustomization flux-system/flux-system", "{v}");
+    assert_eq!(p["timeout"], "2s");
+    let condition = p["condition"].as_str().unwrap();
+    assert!(
+        condition.starts_with("Ready=Unknown Progressing: Reconciliation in progress; Reconciling=True Progressing: Running health checks for revision"),
+        "{condition}"
+    );
+    assert!(
+        v["notes"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("root Kustomization flux-system/flux-system was still mid-reconcile at the 2s deadline (--timeout): Ready=Unknown Progressing"),
+        "{v}"
+    );
+    assert!(
+        !f.stdout.contains("not verified") && !f.stdout.contains("is not Ready"),
+        "a deadline is not a failed check: {}",
+        f.stdout
+    );
+    assert!(
+        f.stderr.contains(
+            "root Kustomization flux-system/flux-system is mid-reconcile (Ready=Unknown Progressing"
+        ),
+        "progress on stderr: {}",
+        f.stderr
+    );
+    assert!(
+        held(&live(&sc).await),
+        "the hold stays when nothing was judged"
+    );
+    // The table says the same in words.
+    let f = cutover(&sc, &["gitrepo/flux-system", "--finish", "--timeout", "1s"]).await;
+    assert_eq!(f.code, 1, "{}\n{}", f.stdout, f.stderr);
+    assert!(
+        f.stdout
+            .contains("not judged: still mid-reconcile at the --timeout deadline (see above)"),
+        "{}",
+        f.stdout
+    );
+
+    // Now --finish starts while the run is in progress and must wait for it.
+    let watches = |sc: &RunningScenario| {
+        sc.twin
+            .requests()
+            .iter()
+            .filter(|r| r.verb == "watch" && r.resource == "kustomizations")
+            .count()
+    };
+    let before = watches(&sc);
+    let child = tokio::spawn(run_command(
+        plugin_command(
+            BIN,
+            sc.twin.kubeconfig_path(),
+            &[
+                "gitrepo/flux-system",
+                "--finish",
+                "--timeout",
+                "5m",
+                "-o",
+                "json",
+            ],
+        ),
+        RUN_TIMEOUT,
+    ));
+    // It is watching the root (the run still blocked): only then let the run complete.
+    let since = std::time::Instant::now();
+    while watches(&sc) == before {
+        assert!(
+            since.elapsed() < T,
+            "--finish never watched the root Kustomization"
+        );
+        assert!(
+            !child.is_finished(),
+            "--finish ended before the run completed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(cond_status(
+        &get(&sc, &ks(FLUX_SYSTEM)).await,
+        "Reconciling",
+        "True"
+    ));
+    set_gate(&sc, "True");
+    let f = child.await.unwrap();
+    assert_eq!(f.code, 0, "{}\n{}", f.stdout, f.stderr);
+    let v = f.json();
+    assert_eq!(v["verified"], true, "{v}");
+    assert_eq!(v["rootRevision"], json!(want));
+    assert_eq!(v["holdRemoved"], true);
+    assert!(v["inProgressAtDeadline"].is_null());
+    assert!(
+        f.stderr
+            .contains("root Kustomization flux-system/flux-system is mid-reconcile (Ready=Unknown Progressing: Reconciliation in progress; Reconciling=True Progressing: Running health checks"),
+        "{}",
+        f.stderr
+    );
+    assert!(
+        f.stderr
+            .contains("root Kustomization flux-system/flux-system settled"),
+        "{}",
+        f.stderr
+    );
+    // The run really completed before the verdict.
+    let root = get(&sc, &ks(FLUX_SYSTEM)).await;
+    assert!(cond_status(&root, "Ready", "True"), "{root}");
+    assert!(!held(&live(&sc).await));
 }
