@@ -476,19 +476,30 @@ pub fn mid_reconcile<K: FluxObject>(obj: &K) -> Option<String> {
     None
 }
 
-/// Why the root Kustomization is not ready to be judged against the source revision
-/// `source_rev`: [`mid_reconcile`], or `Ready=True` at another `lastAppliedRevision` (the
-/// source's new revision re-queues it: kustomize-controller `requestsForRevisionChangeOf`).
-/// `None` when it can be judged.
+/// Why the root Kustomization is not ready to be judged against revision `source_rev` of the
+/// GitRepository `source_ns/source_name`: [`mid_reconcile`], or, when its sourceRef is that
+/// GitRepository, `Ready=True` at another `lastAppliedRevision` (the source's new revision
+/// re-queues it: kustomize-controller `requestsForRevisionChangeOf`). `None` when it can be
+/// judged.
 pub fn root_unsettled(
     root: &cluster_loop::flux::Kustomization,
+    source_ns: &str,
+    source_name: &str,
     source_rev: &str,
 ) -> Option<String> {
     if let Some(m) = mid_reconcile(root) {
         return Some(m);
     }
+    let r = &root.spec.source_ref;
+    let from_this_source = r.kind == "GitRepository"
+        && r.name == source_name
+        && r.namespace
+            .as_deref()
+            .or(root.metadata.namespace.as_deref())
+            == Some(source_ns);
     let applied = root.status.last_applied_revision.as_deref().unwrap_or("");
-    if !root.spec.suspend
+    if from_this_source
+        && !root.spec.suspend
         && root.ready().is_some_and(|c| c.is_true())
         && !source_rev.is_empty()
         && applied != source_rev
@@ -705,7 +716,7 @@ pub async fn finish(
             return Ok(report);
         }
         let root = match settle(&cx, &ks_api, &root_what, root, |k| {
-            root_unsettled(k, &source_rev)
+            root_unsettled(k, ns, name, &source_rev)
         })
         .await?
         {
@@ -1035,7 +1046,7 @@ mod tests {
                  Progressing: Fetching manifests"
             )
         );
-        assert!(root_unsettled(&k, "main@sha1:abc").is_some());
+        assert!(root_unsettled(&k, "flux-system", "flux-system", "main@sha1:abc").is_some());
         // Ready=Unknown alone (no Reconciling) is still a run in progress.
         let k = ks(root(
             1,
@@ -1069,7 +1080,10 @@ mod tests {
         );
         let k = ks(root(2, 2, "main@sha1:abc", vec![ready.clone()]));
         assert_eq!(mid_reconcile(&k), None);
-        assert_eq!(root_unsettled(&k, "main@sha1:abc"), None);
+        assert_eq!(
+            root_unsettled(&k, "flux-system", "flux-system", "main@sha1:abc"),
+            None
+        );
         // A failed run: Ready=False for this generation, Reconciling=True ProgressingWithRetry,
         // observedGeneration left behind (finalizeStatus records it only on success).
         let k = ks(root(
@@ -1088,7 +1102,10 @@ mod tests {
             ],
         ));
         assert_eq!(mid_reconcile(&k), None);
-        assert_eq!(root_unsettled(&k, "main@sha1:abc"), None);
+        assert_eq!(
+            root_unsettled(&k, "flux-system", "flux-system", "main@sha1:abc"),
+            None
+        );
         // Suspended: no run will come, judge it as it is.
         let mut v = root(
             1,
@@ -1142,10 +1159,19 @@ mod tests {
         let ready = cond("Ready", "True", "ReconciliationSucceeded", "m", Some(1));
         let k = ks(root(1, 1, "main@sha1:abc", vec![ready]));
         assert_eq!(
-            root_unsettled(&k, "main@sha1:def").as_deref(),
+            root_unsettled(&k, "flux-system", "flux-system", "main@sha1:def").as_deref(),
             Some("Ready at main@sha1:abc; the source is at main@sha1:def, not applied yet")
         );
-        assert_eq!(root_unsettled(&k, "main@sha1:abc"), None);
+        assert_eq!(
+            root_unsettled(&k, "flux-system", "flux-system", "main@sha1:abc"),
+            None
+        );
+        // A root that applies this GitRepository from another source: its revision is not
+        // this source's, nothing to wait for.
+        assert_eq!(
+            root_unsettled(&k, "flux-system", "fleet", "main@sha1:def"),
+            None
+        );
         // A failed root is judged as it is (not verified), not waited for.
         let k = ks(root(
             1,
@@ -1153,6 +1179,9 @@ mod tests {
             "main@sha1:abc",
             vec![cond("Ready", "False", "BuildFailed", "m", Some(1))],
         ));
-        assert_eq!(root_unsettled(&k, "main@sha1:def"), None);
+        assert_eq!(
+            root_unsettled(&k, "flux-system", "flux-system", "main@sha1:def"),
+            None
+        );
     }
 }
