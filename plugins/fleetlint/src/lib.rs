@@ -287,10 +287,9 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
         report.overlays.push(OverlayReport {
             dir: dir.clone(),
             root: ov.root.map(|r| ov.ks[r].id()),
-            kustomizations: ov
-                .ks
-                .iter()
-                .enumerate()
+            kustomizations: graph_order(&ov)
+                .into_iter()
+                .map(|i| (i, &ov.ks[i]))
                 .map(|(i, k)| GraphNode {
                     id: k.id(),
                     file: k.file.clone(),
@@ -364,6 +363,26 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
     report.stats.renders_run = renderer.runs.load(std::sync::atomic::Ordering::Relaxed);
     report.changed_files = changed.map(|c| c.into_iter().collect());
     Ok(report)
+}
+
+/// Kustomization indices in dependency order: the root first, then each Kustomization after
+/// everything it dependsOn (ties by name; members of a cycle at the end, by name).
+fn graph_order(ov: &fleet::Overlay) -> Vec<usize> {
+    let mut done: Vec<usize> = ov.root.into_iter().collect();
+    let mut left: Vec<usize> = (0..ov.ks.len()).filter(|i| Some(*i) != ov.root).collect();
+    left.sort_by(|a, b| ov.ks[*a].id().cmp(&ov.ks[*b].id()));
+    while !left.is_empty() {
+        let ready = left.iter().position(|&i| {
+            ov.ks[i].depends_on.iter().all(|d| {
+                !left
+                    .iter()
+                    .any(|&j| ov.ks[j].namespace == d.0 && ov.ks[j].name == d.1)
+            })
+        });
+        let i = left.remove(ready.unwrap_or(0));
+        done.push(i);
+    }
+    done
 }
 
 fn affected_ks(

@@ -124,7 +124,7 @@ fn owner_ids(ov: &Overlay, o: &Applied) -> Vec<String> {
 pub fn lint_overlay(repo: &Repo, ov: &Overlay, opts: &Options) -> Vec<Finding> {
     let mut out = Vec::new();
     render_rules(repo, ov, &mut out);
-    depends_rules(ov, &mut out);
+    depends_rules(repo, ov, &mut out);
     subst_rules(repo, ov, &mut out);
     placeholder_rule(repo, ov, opts, &mut out);
     inherit_rule(repo, ov, &mut out);
@@ -300,7 +300,7 @@ fn fmt_dur(d: Duration) -> String {
     cluster_loop::duration::format_go_duration(d)
 }
 
-fn depends_rules(ov: &Overlay, out: &mut Vec<Finding>) {
+fn depends_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
     let idx: BTreeMap<(String, String), usize> = ov
         .ks
         .iter()
@@ -311,14 +311,12 @@ fn depends_rules(ov: &Overlay, out: &mut Vec<Finding>) {
     let mut dependents: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (i, k) in ov.ks.iter().enumerate() {
         for (n, d) in k.depends_on.iter().enumerate() {
-            let line = k.line; // refined below from the raw document when possible
-            let _ = line;
             match idx.get(d) {
                 None => out.push(finding(
                     "FL010",
                     ov,
                     &k.file,
-                    dep_line(k, n),
+                    dep_line(repo, k, n),
                     format!(
                         "Kustomization {} dependsOn {}/{}, which overlay {} does not apply: \"dependency '{}/{}' not found\"",
                         k.id(), d.0, d.1, ov.dir, d.0, d.1
@@ -336,7 +334,7 @@ fn depends_rules(ov: &Overlay, out: &mut Vec<Finding>) {
                             "FL012",
                             ov,
                             &k.file,
-                            dep_line(k, n),
+                            dep_line(repo, k, n),
                             format!(
                                 "Kustomization {} dependsOn {}/{} in another namespace: refused by a controller run with --no-cross-namespace-refs",
                                 k.id(), d.0, d.1
@@ -352,7 +350,7 @@ fn depends_rules(ov: &Overlay, out: &mut Vec<Finding>) {
                             "FL013",
                             ov,
                             &k.file,
-                            dep_line(k, n),
+                            dep_line(repo, k, n),
                             format!(
                                 "Kustomization {} (wave {wk}) dependsOn {} (wave {wd}), a later wave",
                                 k.id(),
@@ -439,8 +437,9 @@ fn depends_rules(ov: &Overlay, out: &mut Vec<Finding>) {
     }
 }
 
-fn dep_line(k: &FluxKs, _n: usize) -> usize {
-    k.line
+/// Line of the `n`th dependsOn entry's name in the file defining `k`.
+fn dep_line(repo: &Repo, k: &FluxKs, n: usize) -> usize {
+    raw_line(repo, k, &["spec", "dependsOn", &n.to_string(), "name"])
 }
 
 fn subst_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {

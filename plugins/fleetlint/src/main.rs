@@ -127,6 +127,37 @@ fn main() {
     }
 }
 
+/// Runs the lint on a blocking thread while the main thread watches SIGINT/SIGTERM: on a signal
+/// the temporary files of this run are removed and the process exits 130 (nothing outside the
+/// render cache is ever written, and the cache only receives complete renders).
+fn run_interruptible(cfg: &Config) -> Result<fleetlint::Report> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Other(format!("cannot start the async runtime: {e}")))?;
+    let cfg2 = cfg.clone();
+    rt.block_on(async move {
+        let mut signals = cluster_loop::signals::Signals::install();
+        let task = tokio::task::spawn_blocking(move || fleetlint::run(&cfg2));
+        tokio::select! {
+            r = task => match r {
+                Ok(Ok(report)) => Ok(report),
+                Ok(Err(RunError::Usage(m))) => Err(Error::Usage(m)),
+                Ok(Err(RunError::Other(m))) => Err(Error::Usage(m)),
+                Err(e) => Err(Error::Other(format!("the lint failed: {e}"))),
+            },
+            s = signals.recv() => {
+                fleetlint::render::cleanup_interrupted(cfg.cache_dir.as_deref());
+                let _ = {
+                    use std::io::Write as _;
+                    writeln!(std::io::stderr(), "interrupted by {s}: nothing changed (the render cache keeps only complete renders)")
+                };
+                std::process::exit(cluster_loop::signals::EXIT_INTERRUPTED)
+            }
+        }
+    })
+}
+
 fn kubectl_found(cmd: &str) -> bool {
     if cmd.contains('/') {
         return std::path::Path::new(cmd).is_file();
@@ -198,10 +229,7 @@ fn run(cli: Cli) -> Result<i32> {
         markers: !cli.no_markers,
     };
     let started = std::time::Instant::now();
-    let report = fleetlint::run(&cfg).map_err(|e| match e {
-        RunError::Usage(m) => Error::Usage(m),
-        RunError::Other(m) => Error::Other(m),
-    })?;
+    let report = run_interruptible(&cfg)?;
     let elapsed = started.elapsed();
     match cli.format {
         Format::Github => write_stdout(&report::github(&report.findings))?,

@@ -135,9 +135,14 @@ impl Renderer {
             h.update(b"\0");
             h.update(f.as_bytes());
             h.update(b"\0");
-            match std::fs::read(repo.root.join(&f)) {
-                Ok(b) => h.update(&b),
-                Err(_) => h.update(b"\x01missing"),
+            // the text already read (CRLF normalised, as kustomize's YAML reader sees it);
+            // other inputs (a generator's env file, a file outside PATH) from disk
+            match repo.texts.get(&f) {
+                Some(t) => h.update(t.as_bytes()),
+                None => match std::fs::read(repo.root.join(&f)) {
+                    Ok(b) => h.update(&b),
+                    Err(_) => h.update(b"\x01missing"),
+                },
             }
         }
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
@@ -257,6 +262,31 @@ pub fn display_dir(d: &str) -> String {
         ".".into()
     } else {
         d.to_string()
+    }
+}
+
+/// Removes what an interrupted run of this process leaves: its temporary kustomization
+/// directories and half-written cache files (renders already in the cache are complete: each is
+/// written to a temporary name and renamed).
+pub fn cleanup_interrupted(cache_dir: Option<&Path>) {
+    let pid = std::process::id();
+    let tmp_prefix = format!("fleetlint-{pid}-");
+    if let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&tmp_prefix) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    if let Some(d) = cache_dir
+        && let Ok(rd) = std::fs::read_dir(d)
+    {
+        let suffix = format!(".tmp{pid}");
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().ends_with(&suffix) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
     }
 }
 

@@ -105,7 +105,7 @@ pub fn graph(overlays: &[OverlayReport], p: &Painter) -> String {
             "dependsOn",
             "wait",
             "timeout",
-            "ready within",
+            "worst case",
         ]);
         for k in &o.kustomizations {
             t.add_row(vec![

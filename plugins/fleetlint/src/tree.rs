@@ -102,6 +102,8 @@ pub struct Repo {
     pub texts: BTreeMap<String, String>,
     /// Files that did not parse.
     pub bad: Vec<BadFile>,
+    /// The directory that was read (repository-relative; "" for the whole repository).
+    pub scope: String,
 }
 
 /// Repository-relative, `/`-separated form of `p` (below `root`).
@@ -156,6 +158,7 @@ impl Repo {
         let scope = std::fs::canonicalize(scope)?;
         let mut repo = Repo {
             root: root.clone(),
+            scope: rel(&root, &scope),
             ..Default::default()
         };
         let walker = walkdir::WalkDir::new(&scope)
@@ -380,6 +383,22 @@ impl Repo {
 
     fn closure_into(&self, dir: &str, out: &mut BTreeSet<String>, seen: &mut BTreeSet<String>) {
         if !seen.insert(dir.to_string()) {
+            return;
+        }
+        let in_scope = self.scope.is_empty()
+            || dir == self.scope
+            || dir.starts_with(&format!("{}/", self.scope));
+        if !in_scope {
+            // a directory outside PATH (e.g. a base above it): every file below it, read from
+            // disk by whoever needs the content
+            for e in walkdir::WalkDir::new(self.root.join(dir))
+                .into_iter()
+                .filter_entry(|e| e.file_name() != ".git")
+                .flatten()
+                .filter(|e| e.file_type().is_file())
+            {
+                out.insert(rel(&self.root, e.path()));
+            }
             return;
         }
         let prefix = if dir.is_empty() {

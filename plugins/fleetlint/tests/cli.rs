@@ -186,3 +186,79 @@ fn changed_since_limits_to_what_changed() {
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("no-such-rev"), "{}", r.stderr);
 }
+
+/// Completion like the other plugins (cluster_loop::completion): flag names, directories for
+/// PATH and --overlay, and the kubectl_complete-fleetlint helper script.
+#[test]
+fn completion() {
+    let r = run(bin().args(["__complete", "--over"]));
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.starts_with("--overlay"), "{}", r.stdout);
+    let r = run(bin().args(["__complete", "--overlay", ""]));
+    assert!(
+        r.stdout.trim_end().ends_with(":16"),
+        "directories only: {}",
+        r.stdout
+    );
+    let r = run(bin().args(["completion", "script"]));
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("kubectl-fleetlint"), "{}", r.stdout);
+}
+
+/// SIGINT during the renders: exit 130, one line on stderr, no temporary kustomization
+/// directory left. The kubectl is a stand-in that says it started and then hangs, so the signal
+/// always arrives mid-render (no timing luck).
+#[cfg(unix)]
+#[test]
+fn interrupted_run_exits_130_and_cleans_up() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = common::clean_fleet();
+    // the overlay without a kustomization file: its render goes through a generated one in a
+    // temporary directory
+    f.remove("clusters/test/kustomization.yaml");
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("started");
+    let fake = tmp.path().join("kubectl");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\ntouch {}\nexec sleep 30\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // a private TMPDIR: the run's temporary directories are checked there
+    let run_tmp = tmp.path().join("tmp");
+    std::fs::create_dir_all(&run_tmp).unwrap();
+    let child = bin()
+        .arg(f.root())
+        .args(["--no-cache", "--kubectl"])
+        .arg(&fake)
+        .env("TMPDIR", &run_tmp)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !marker.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the render never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted by SIGINT"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    let left: Vec<_> = std::fs::read_dir(&run_tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
