@@ -108,6 +108,11 @@ impl StatusResult {
     pub fn not_found() -> Self {
         StatusResult::new(Status::NotFound, "Resource not found")
     }
+    /// An Unknown result with `message`, for callers that cannot read the object at all (its
+    /// kind is not served: a missing CRD).
+    pub fn unknown(message: impl Into<String>) -> Self {
+        StatusResult::new(Status::Unknown, message)
+    }
 }
 
 /// Compute the kstatus of an object at the current time. See the module docs for the rules.
@@ -158,6 +163,110 @@ pub fn compute_at(obj: &Value, now: jiff::Timestamp) -> StatusResult {
         return r;
     }
     StatusResult::new(Status::Current, "Resource is current")
+}
+
+/// Which kustomize-controller reads the health check: what changes the reading of a kind
+/// from plain kstatus ([`compute_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HealthReader {
+    /// kustomize-controller v1.8.0+ (fluxcd/pkg runtime v0.93.0+, Flux 2.8): a Job with
+    /// `spec.suspend: true` is Current (`Job is suspended`). Older versions read a suspended
+    /// Job by its conditions and start time like any other.
+    pub suspended_job_is_current: bool,
+}
+
+impl HealthReader {
+    /// The reader of kustomize-controller `major.minor` (`None`: version unknown, read as the
+    /// newest).
+    pub fn for_version(version: Option<(u64, u64)>) -> Self {
+        HealthReader {
+            suspended_job_is_current: version.is_none_or(|v| v >= (1, 8)),
+        }
+    }
+}
+
+/// The health of an object as kustomize-controller's health check reads it (`spec.wait` /
+/// `spec.healthChecks`). Where it differs from plain kstatus ([`compute_at`]), each kind cites
+/// its source:
+///
+/// - **batch/Job**: kustomize-controller registers fluxcd/pkg `runtime/statusreaders`
+///   `NewCustomJobStatusReader` ahead of the default readers (internal/controller/
+///   kustomization_controller.go `getClientAndPoller`; in main.go since v0.23.0, "add custom
+///   statusreader for jobs"). Its `jobConditions`: `spec.suspend: true` -> Current `Job is
+///   suspended` (runtime v0.93.0+, kustomize-controller v1.8.0+, see [`HealthReader`]);
+///   `Complete=True` -> Current `Job Completed. succeeded: S/C`; `Failed=True` -> Failed
+///   `Job Failed. failed: F/C`; no `status.startTime` -> InProgress `Job not started. active:
+///   0/P`; otherwise InProgress `Job in progress. success:S, active: A, failed: F`. A started
+///   Job is therefore InProgress until it completes (plain kstatus calls it Current), and
+///   the reader runs without the generic checks (cli-utils polling/statusreaders
+///   `genericStatusReader` calls only the status function), so a Job's deletionTimestamp or
+///   Reconciling condition does not change its reading.
+/// - **Custom resources with a `Ready` condition** (HelmRelease, Kustomization, ...): the
+///   fluxcd/cli-utils fork's `status.Compute` ends with `checkReadyCondition`
+///   (pkg/kstatus/status/status.go): Ready=False/Unknown -> InProgress, where upstream
+///   kubernetes-sigs/cli-utils says Current. [`compute_at`] already follows the fork.
+/// - **A kind the cluster does not serve** (missing CRD): the status poller cannot map it and
+///   reports Unknown (cli-utils polling/statusreaders common.go `errIdentifierToResourceStatus`);
+///   an absent object is NotFound. Callers produce both ([`StatusResult::not_found`],
+///   [`StatusResult::unknown`]): they are never Current, so the check holds until its timeout.
+/// - `spec.healthCheckExprs` (CEL, kustomize-controller v1.5+) replaces the reading of the
+///   kinds it names; it is not evaluated here (callers say so).
+///
+/// Everything else is [`compute_at`].
+pub fn compute_health_at(obj: &Value, now: jiff::Timestamp, reader: HealthReader) -> StatusResult {
+    let kind = str_field(obj, "/kind").unwrap_or("");
+    let group = str_field(obj, "/apiVersion")
+        .and_then(|av| av.split_once('/').map(|(g, _)| g))
+        .unwrap_or("");
+    if (group, kind) == ("batch", "Job") {
+        return flux_job(obj, reader);
+    }
+    compute_at(obj, now)
+}
+
+/// fluxcd/pkg runtime/statusreaders/job.go `jobConditions` (see [`compute_health_at`]).
+fn flux_job(obj: &Value, reader: HealthReader) -> StatusResult {
+    if reader.suspended_job_is_current
+        && obj.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)
+    {
+        return StatusResult::new(Status::Current, "Job is suspended");
+    }
+    let conds = match conditions(obj) {
+        Ok(c) => c,
+        Err(e) => return StatusResult::new(Status::Unknown, e),
+    };
+    let parallelism = int_field(obj, "/spec/parallelism", 1);
+    let completions = int_field(obj, "/spec/completions", parallelism);
+    let active = int_field(obj, "/status/active", 0);
+    let succeeded = int_field(obj, "/status/succeeded", 0);
+    let failed = int_field(obj, "/status/failed", 0);
+    for c in &conds {
+        match c.type_.as_str() {
+            "Complete" if c.status == "True" => {
+                return StatusResult::new(
+                    Status::Current,
+                    format!("Job Completed. succeeded: {succeeded}/{completions}"),
+                );
+            }
+            "Failed" if c.status == "True" => {
+                return StatusResult::failed(
+                    "JobFailed",
+                    format!("Job Failed. failed: {failed}/{completions}"),
+                );
+            }
+            _ => {}
+        }
+    }
+    if str_field(obj, "/status/startTime").unwrap_or("").is_empty() {
+        return StatusResult::in_progress(
+            "JobNotStarted",
+            format!("Job not started. active: 0/{parallelism}"),
+        );
+    }
+    StatusResult::in_progress(
+        "JobInProgress",
+        format!("Job in progress. success:{succeeded}, active: {active}, failed: {failed}"),
+    )
 }
 
 fn str_field<'a>(obj: &'a Value, ptr: &str) -> Option<&'a str> {
@@ -935,6 +1044,68 @@ mod tests {
             at(pod(old, json!({"phase": "Weird"}))),
             s(Status::Unknown, "unknown phase Weird")
         );
+    }
+
+    #[test]
+    fn job_as_kustomize_controller_reads_it() {
+        let now = jiff::Timestamp::now();
+        let job = |spec: Value, status: Value| json!({"apiVersion": "batch/v1", "kind": "Job", "spec": spec, "status": status});
+        let h = |o: &Value, r: HealthReader| {
+            let x = compute_health_at(o, now, r);
+            (x.status, x.message)
+        };
+        let v18 = HealthReader::for_version(Some((1, 9)));
+        let v17 = HealthReader::for_version(Some((1, 7)));
+        // Started, pod not running (e.g. ImagePullBackOff): plain kstatus says Current, the
+        // controller's custom reader InProgress until Complete.
+        let started = job(
+            json!({}),
+            json!({"startTime": "2026-01-01T00:00:00Z", "active": 1}),
+        );
+        assert_eq!(compute_at(&started, now).status, Status::Current);
+        assert_eq!(
+            h(&started, v18),
+            s(
+                Status::InProgress,
+                "Job in progress. success:0, active: 1, failed: 0"
+            )
+        );
+        let done = job(
+            json!({"completions": 1}),
+            json!({"startTime": "x", "succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}),
+        );
+        assert_eq!(
+            h(&done, v18),
+            s(Status::Current, "Job Completed. succeeded: 1/1")
+        );
+        let failed = job(
+            json!({}),
+            json!({"startTime": "x", "failed": 1, "conditions": [{"type": "Failed", "status": "True"}]}),
+        );
+        assert_eq!(
+            h(&failed, v18),
+            s(Status::Failed, "Job Failed. failed: 1/1")
+        );
+        let not_started = job(json!({"parallelism": 2}), json!({}));
+        assert_eq!(
+            h(&not_started, v18),
+            s(Status::InProgress, "Job not started. active: 0/2")
+        );
+        // Suspended: Current on v1.8+ (fluxcd/pkg runtime v0.93.0), read by its state before.
+        let suspended = job(json!({"suspend": true}), json!({}));
+        assert_eq!(h(&suspended, v18), s(Status::Current, "Job is suspended"));
+        assert_eq!(
+            h(&suspended, v17),
+            s(Status::InProgress, "Job not started. active: 0/1")
+        );
+        // No generic checks on the custom reader: a deletionTimestamp does not make it
+        // Terminating.
+        let mut deleting = started.clone();
+        deleting["metadata"] = json!({"deletionTimestamp": "2026-01-01T00:00:00Z"});
+        assert_eq!(h(&deleting, v18).0, Status::InProgress);
+        // Other kinds are plain kstatus.
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        assert_eq!(h(&cm, v18), s(Status::Current, "Resource is always ready"));
     }
 
     #[test]

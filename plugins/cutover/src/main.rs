@@ -237,6 +237,10 @@ async fn run(cli: Cli) -> Result<i32> {
             repo.display()
         )));
     }
+    // --to is a usage question: decided before any kubeconfig is read (exit 2).
+    if !cli.finish {
+        validate_to(cli.to.as_deref().unwrap_or_default())?;
+    }
     let conn = exit_on_signal("nothing changed", cli.cluster.connect()).await?;
     let ns = conn.flux_namespace();
     let out = cli.output.stdout_painter();

@@ -351,20 +351,30 @@ impl<'a> Engine<'a> {
                             .unwrap_or(rc.kind.as_str())
                     );
                 }
-                if d.class == Class::Healthy {
-                    // Ready=True at the source's current revision: nothing here is stuck,
-                    // so a dependency's state is a note, never a root cause.
-                    d.hints.push(format!(
-                        "dependency {} is {} (informational: {} is Ready at the source's current revision; its next run waits on it)",
-                        rc.kustomization,
-                        rc.diagnosis
-                            .as_ref()
-                            .map(|r| r.class.as_str())
-                            .unwrap_or(rc.kind.as_str()),
-                        d.kustomization
-                    ));
-                } else {
+                if d.class == Class::WaitingOnDependencies {
                     d.root_cause = Some(rc);
+                } else {
+                    // Only a Kustomization the controller holds at its dependsOn check
+                    // (Ready=False DependencyNotReady) has a dependency as its root cause.
+                    // Any other state is its own (a health check in flight names its own
+                    // blocking objects), so a dependency's state is a note for its next run.
+                    // One rule for `--all` and for `ks/NAME`: both read this field.
+                    let what = rc
+                        .diagnosis
+                        .as_ref()
+                        .map(|r| r.class.as_str())
+                        .unwrap_or(rc.kind.as_str());
+                    d.hints.push(if d.class == Class::Healthy {
+                        format!(
+                            "dependency {} is {what} (informational: {} is Ready at the source's current revision; its next run waits on it)",
+                            rc.kustomization, d.kustomization
+                        )
+                    } else {
+                        format!(
+                            "dependency {} is {what} (informational: the state above is {}'s own; its next run waits on that dependency)",
+                            rc.kustomization, d.kustomization
+                        )
+                    });
                 }
             }
         }
@@ -1322,6 +1332,13 @@ pub fn heading(d: &Diagnosis) -> Heading {
         Class::Healthy | Class::Reconciling | Class::RequestPending | Class::HealthCheckInFlight => {
             Heading::Moving(d.summary.clone())
         }
+        // kustomize-controller v1.8+ (CancelHealthCheckOnNewRevision): a canceled check is
+        // requeued at once for the reconciliation that canceled it (kustomization_controller.go,
+        // HealthCheckCanceled branch: `ctrl.Result{Requeue: true}`), so it never ends here.
+        Class::HealthCheckCanceled => Heading::Moving(format!(
+            "{}; the run that canceled it starts right away",
+            d.summary
+        )),
         Class::WaitingOnDependencies => match &d.root_cause {
             None => Heading::Moving(
                 "DependencyNotReady, but its dependencies are ready now; the controller re-checks them every --requeue-dependency (30s by default)".into(),

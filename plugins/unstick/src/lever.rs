@@ -264,6 +264,25 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
     let mut wait_for_token = true;
 
     let (lever, effect) = match d.class {
+        Class::Healthy | Class::Reconciling if opts.with_source => {
+            // Nothing is stuck, but the user pushed to Git and asks for proof at the newest
+            // revision: refetch the source and request a run we can prove.
+            why.push(format!(
+                "{}: nothing is stuck; --with-source: the source fetches now and a requested run proves the Kustomization reaches its newest revision",
+                d.summary
+            ));
+            if let Some(s) = source_step("--with-source: fetch the latest revision".into()) {
+                steps.push(s);
+            }
+            steps.push(ks_patch(
+                request_patch(token),
+                "reconcile.fluxcd.io/requestedAt = now: a run against the refetched source".into(),
+            ));
+            (
+                Lever::ReconcileSource,
+                "the source is fetched again; any run in progress finishes, then the Kustomization runs at the source's newest revision".to_string(),
+            )
+        }
         Class::Healthy | Class::Reconciling => {
             why.push(format!("{}: nothing is stuck", d.summary));
             (Lever::None, "nothing to do".to_string())
@@ -544,6 +563,14 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                             "--restart-controller: cancels now, and also the in-flight runs of {} other Kustomization(s)",
                             others.len()
                         ));
+                        if opts.with_source
+                            && let Some(s) = source_step(
+                                "--with-source: fetch the latest revision, so the fresh run has it"
+                                    .into(),
+                            )
+                        {
+                            steps.push(s);
+                        }
                         suspend_resume(&mut steps, &ks_patch, rv, token);
                         fresh_run_at = Some(fresh_after);
                         wait_for_token = false;
@@ -576,7 +603,15 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
         }),
         _ => 0.0,
     };
+    // A refetch of the source (--with-source) may bring the fix only after the run we
+    // trigger has started at the old revision: that run can hold its worker for a full
+    // timeout before the new revision's run (gate off), so one more timeout is allowed.
+    let source_refetch = steps.iter().any(|s| {
+        matches!(s, Step::Patch { kind, patch, .. } if kind != "Kustomization"
+            && patch.pointer("/metadata/annotations/reconcile.fluxcd.io~1requestedAt").is_some())
+    });
     let wait_secs = dependency_wait
+        + if source_refetch { timeout } else { 0.0 }
         + if lever == Lever::SuspendResume {
             left.max(start_delay) + timeout + margin
         } else {
@@ -598,6 +633,19 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
         steps,
         wait_secs,
         wait_for_request_token: wait_for_token,
+    }
+}
+
+impl Plan {
+    /// The requestedAt value the plan writes on the Kustomization's source (`--with-source`,
+    /// or the v1.7 source lever), if it writes one.
+    pub fn source_request(&self) -> Option<&str> {
+        self.steps.iter().find_map(|s| match s {
+            Step::Patch { kind, patch, .. } if kind != "Kustomization" => patch
+                .pointer("/metadata/annotations/reconcile.fluxcd.io~1requestedAt")
+                .and_then(Value::as_str),
+            _ => None,
+        })
     }
 }
 

@@ -7,5 +7,6 @@ pub mod diagnose;
 pub mod lever;
 pub mod live;
 pub mod obj;
+pub mod proof;
 pub mod report;
 pub mod snapshot;

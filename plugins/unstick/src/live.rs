@@ -10,7 +10,7 @@ use std::time::Duration;
 use cluster_loop::cli::Connection;
 use cluster_loop::error::{Error, Result};
 use cluster_loop::refs::Kind;
-use cluster_loop::wait::{Progress, wait_for};
+use cluster_loop::wait::Progress;
 use jiff::Timestamp;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
@@ -666,125 +666,98 @@ pub struct Waited {
 }
 
 /// Longest pause between two judgements while the Kustomization waits on something that
-/// the namespace's Kustomization watch does not show (a dependency in another namespace, a
-/// source fetching a new revision).
+/// neither watch shows (a dependency in another namespace).
 const RECHECK: Duration = Duration::from_secs(10);
 
-/// Watch the Kustomization until our trigger was handled, then judge it, again at every
-/// change of a Kustomization in its namespace (and at least every 10s), until the deadline:
-/// Ready=True at the source's current artifact revision is [`Proof::Recovered`]; a state
-/// that ends by itself ([`diagnose::Heading::Moving`]: a run in progress, `DependencyNotReady`
-/// while the dependency is reconciling or has not run the new revision yet, ...) keeps the
-/// wait going; a terminal state ([`diagnose::Heading::Terminal`]: the target or a blocking
-/// dependency failed at the current revision, stalled, suspended, missing, a cycle) is
-/// [`Proof::FailedAgain`]. Each judgement reads a fresh [`Snapshot`] of `scope` (the
-/// Kustomization's namespace) with [`gather`].
+/// Watch until [`crate::proof::judge`] gives a verdict or the deadline passes. Each judgement
+/// reads a fresh [`Snapshot`] of the Kustomization's namespace with [`gather`]; judgements
+/// run at every change of a Kustomization in that namespace, of the Kustomization's source
+/// object, and at least every 10s. [`crate::proof::Verdict::Recovered`] is
+/// [`Proof::Recovered`]; [`crate::proof::Verdict::Terminal`] (only when nothing upstream is
+/// still moving: our request handled, the source idle and done with our request, the source's
+/// revision attempted, dependencies settled) is [`Proof::FailedAgain`];
+/// [`crate::proof::Verdict::Moving`] keeps waiting, and at the deadline is
+/// [`Proof::TimedOut`] with what it was still waiting on.
 #[allow(clippy::too_many_arguments)]
 pub async fn wait_proof(
     conn: &Connection,
     scope: &Scope,
     ns: &str,
     name: &str,
-    token: Option<&str>,
-    generation: Option<i64>,
+    expect: &crate::proof::Expect<'_>,
     deadline: Duration,
     progress: &Progress,
     intr: &Interrupt,
 ) -> Result<Waited> {
+    use crate::proof::{Verdict, judge};
     use futures::{FutureExt, StreamExt};
     use kube::runtime::{WatchStreamExt, watcher};
 
     let ar = ks_ar();
     let api: Api<DynamicObject> = Api::namespaced_with(conn.client.clone(), ns, &ar);
     let until = tokio::time::Instant::now() + deadline;
-    let ctx = conn.ctx().api_resource(&ar).namespace(Some(ns));
-    let fut = wait_for(
-        &api,
-        name,
-        |o: Option<&DynamicObject>| {
-            o.map(|o| {
-                let v = serde_json::to_value(o).unwrap_or(Value::Null);
-                handled(&v, token, generation)
-            })
-            .unwrap_or(false)
-        },
-        until,
-        progress,
-        ctx,
-    );
-    let outcome = tokio::select! {
-        r = fut => r?,
-        _ = intr.wait() => return Ok(Waited { proof: Proof::Interrupted, last: None, last_seen: None }),
-    };
-    let mut last = outcome.object.map(|o| to_value(o, &ar));
-    if !outcome.satisfied {
-        let what = match token {
-            Some(t) => format!("the controller had not handled requestedAt {t} yet"),
-            None => format!(
-                "the controller had not observed generation {} yet",
-                generation.unwrap_or(0)
-            ),
-        };
-        return Ok(Waited {
-            proof: Proof::TimedOut,
-            last,
-            last_seen: Some(what),
-        });
-    }
-    // Handled. From here, judge on every change in the namespace until the deadline.
     let scope = Scope {
         namespace: Some(ns.to_string()),
         controller: scope.controller.clone(),
     };
     let changes = watcher(api.clone(), watcher::Config::default()).default_backoff();
     let mut changes = std::pin::pin!(changes);
-    let mut last_seen = None;
     let mut watching = true;
+    // The source's watch starts once the first snapshot named it.
+    let mut source_changes: Option<std::pin::Pin<Box<dyn futures::Stream<Item = ()> + Send>>> =
+        None;
+    let mut last = None;
     loop {
         let (snap, _) = gather(conn, &scope, &Reader::default()).await?;
         let engine = diagnose::Engine::new(&snap);
-        let Some(ks) = snap
+        let ks = snap
             .kustomizations
             .iter()
-            .find(|k| obj::namespace(k) == ns && obj::name(k) == name)
-        else {
-            return Ok(Waited {
-                proof: Proof::FailedAgain,
-                last: None,
-                last_seen: Some(format!("Kustomization {ns}/{name} was deleted")),
-            });
-        };
-        last = Some(ks.clone());
-        let rev = engine
-            .source_obj(ks)
-            .and_then(|s| obj::s(s, &["status", "artifact", "revision"]));
-        if ready_at(ks, rev) {
-            return Ok(Waited {
-                proof: Proof::Recovered,
-                last,
-                last_seen: None,
-            });
+            .find(|k| obj::namespace(k) == ns && obj::name(k) == name);
+        last = ks.cloned().or(last);
+        if source_changes.is_none()
+            && let Some(src) = ks.and_then(|k| engine.source_obj(k))
+            && let Some(sar) = api_resource(obj::group(src), obj::kind(src))
+        {
+            let sapi: Api<DynamicObject> =
+                Api::namespaced_with(conn.client.clone(), obj::namespace(src), &sar);
+            let cfg =
+                watcher::Config::default().fields(&format!("metadata.name={}", obj::name(src)));
+            source_changes = Some(Box::pin(watcher(sapi, cfg).default_backoff().map(|_| ())));
         }
-        match engine.diagnose(ns, name).map(|d| diagnose::heading(&d)) {
-            Some(diagnose::Heading::Terminal(m)) => {
+        let last_seen = match judge(&engine, ns, name, expect) {
+            Verdict::Recovered => {
+                return Ok(Waited {
+                    proof: Proof::Recovered,
+                    last,
+                    last_seen: None,
+                });
+            }
+            Verdict::Terminal(m) => {
                 return Ok(Waited {
                     proof: Proof::FailedAgain,
                     last,
                     last_seen: Some(m),
                 });
             }
-            Some(diagnose::Heading::Moving(m)) => {
+            Verdict::Moving(m) => {
                 progress.set_status(m.clone());
-                last_seen = Some(m);
+                Some(m)
             }
-            None => {}
-        }
+        };
+        let source_next = async {
+            match source_changes.as_mut() {
+                Some(s) => {
+                    s.next().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
         tokio::select! {
             ev = changes.next(), if watching => {
                 watching = ev.is_some();
-                // Coalesce a burst of events into one judgement.
-                while let Some(Some(_)) = changes.next().now_or_never() {}
             }
+            _ = source_next => {}
             _ = tokio::time::sleep(RECHECK) => {}
             _ = tokio::time::sleep_until(until) => {
                 return Ok(Waited { proof: Proof::TimedOut, last, last_seen });
@@ -792,6 +765,11 @@ pub async fn wait_proof(
             _ = intr.wait() => {
                 return Ok(Waited { proof: Proof::Interrupted, last, last_seen });
             }
+        }
+        // Coalesce a burst of events into one judgement.
+        while let Some(Some(_)) = changes.next().now_or_never() {}
+        if let Some(s) = source_changes.as_mut() {
+            while let Some(Some(_)) = s.next().now_or_never() {}
         }
     }
 }

@@ -38,11 +38,20 @@ Examples:
   # After pushing a fix to Git: refetch the source first (v1.7 gate, token rotation)
   kubectl unstick ks/apps --with-source --yes
 
-  # Every Kustomization that is not healthy, in all namespaces, as JSON
-  kubectl unstick --all -A -o json
+  # The whole fleet in one table (healthy rows too); only the problems, as JSON
+  kubectl unstick --all -A
+  kubectl unstick --all -A --problems -o json
 
   # Check later whether a request was handled and the Kustomization recovered
   kubectl unstick ks/apps-wave-1 --check --token 2026-11-30T07:30:00.5Z
+
+Proof (what \"recovered\" means): Ready=True, observedGeneration == generation,
+  lastAttemptedRevision == lastAppliedRevision == the source's artifact revision, and
+  lastHandledReconcileAt == our requestedAt (after a resume: the new generation observed).
+  \"Not recovered\" only for a state that does not end by itself at the revision the source
+  serves now, once nothing upstream moves (the source handled our request and is not
+  fetching, the Kustomization attempted the source's revision, dependencies settled);
+  otherwise it keeps waiting, and at the deadline says timed-out and what it waited on.
 
 -o json|yaml (kind UnstickReport): every key is always present (null or [] when empty):
   apiVersion kind diagnosis controller holdingWorkers plan action done proof after
@@ -57,7 +66,8 @@ Exit codes:
   1  not recovered / not healthy: the new diagnosis is printed; --all: something is not
      healthy, or there are no Kustomizations in the namespace (nothing was checked;
      it says \"no Kustomizations in namespace X\")
-  2  usage error (bad flags or arguments; decided before asking the cluster)
+  2  usage error (bad flags or arguments, e.g. ks/ or ks/Bad_Name; decided before any
+     kubeconfig is read)
   3  cluster or API error: unreachable, 403 (names the missing permission), or the
      Kustomization does not exist in that namespace on that context (names both);
      --all -n NS: namespace NS does not exist (list them with kubectl get ns)
@@ -83,12 +93,16 @@ struct Cli {
     #[arg(value_name = "KS")]
     target: Option<String>,
 
-    /// Fleet view: every Kustomization that is not healthy (namespace from -n, or -A)
+    /// Fleet view: every Kustomization in one table, healthy ones included (namespace from
+    /// -n, or -A; --problems for only the ones that are not healthy)
     #[arg(long, conflicts_with = "target")]
     all: bool,
     /// With --all: all namespaces
     #[arg(short = 'A', long, requires = "all")]
     all_namespaces: bool,
+    /// With --all: list only the Kustomizations that are not healthy (default: every one)
+    #[arg(long, requires = "all")]
+    problems: bool,
 
     /// Print the diagnosis, the plan and the exact patches; change nothing
     #[arg(long)]
@@ -185,6 +199,15 @@ async fn run(cli: Cli) -> Result<i32> {
             "--token {t:?} is not a reconcile.fluxcd.io/requestedAt value: expected an RFC 3339 time as kubectl unstick and flux reconcile write it (e.g. 2026-11-30T07:30:00.5Z) or Unix seconds; copy it from the --no-wait output or the annotation"
         )));
     }
+    // Usage is decided before any kubeconfig is read (exit 2 even without a cluster).
+    let target = match &cli.target {
+        Some(t) if !cli.all => Some(ResourceRef::parse_with_default(
+            t,
+            &[Kind::Kustomization],
+            Some(Kind::Kustomization),
+        )?),
+        _ => None,
+    };
     // Handlers first: from here on a Ctrl-C never kills us between a suspend and its resume.
     let intr = Interrupt::install()?;
     let conn = cli.cluster.connect().await?;
@@ -195,7 +218,12 @@ async fn run(cli: Cli) -> Result<i32> {
     if cli.all {
         return fleet(&cli, &conn, ctrl).await;
     }
-    single(&cli, &conn, ctrl, &intr).await
+    let Some(r) = target else {
+        return Err(Error::usage(
+            "name a Kustomization (ks/NAME) or use --all; see --help",
+        ));
+    };
+    single(&cli, &conn, ctrl, &intr, &r.name).await
 }
 
 fn opts(cli: &Cli) -> Options {
@@ -222,14 +250,10 @@ async fn single(
     conn: &Connection,
     ctrl: ControllerRef,
     intr: &Interrupt,
+    name: &str,
 ) -> Result<i32> {
-    let r = ResourceRef::parse_with_default(
-        cli.target.as_deref().unwrap_or(""),
-        &[Kind::Kustomization],
-        Some(Kind::Kustomization),
-    )?;
     let ns = conn.flux_namespace();
-    let name = r.name.clone();
+    let name = name.to_string();
     let scope = Scope {
         namespace: Some(ns.clone()),
         controller: ctrl,
@@ -264,7 +288,7 @@ async fn single(
             .as_deref()
             .map(|t| unstick::diagnose::token_state(ks, t));
         let handled = token_state.as_ref().is_none_or(|t| t.covered());
-        let ok = handled && live::ready_at(ks, src_rev);
+        let ok = handled && unstick::proof::recovered_contract(ks, src_rev).is_ok();
         let mut rep = Report::new(&d, engine.controller.as_ref(), &holding, None, notes);
         rep.action = "check".into();
         rep.proof = if ok {
@@ -502,6 +526,19 @@ fn check_command(ns: &str, name: &str, plan: &Plan, ex: &Executed) -> String {
     }
 }
 
+/// What the proof wait judges against: our requestedAt on the Kustomization (or, after a
+/// resume, the generation), and our requestedAt on its source when the plan wrote one.
+fn expect<'a>(plan: &'a Plan, ex: &Executed) -> unstick::proof::Expect<'a> {
+    unstick::proof::Expect {
+        token: plan
+            .request_token
+            .as_deref()
+            .filter(|_| plan.wait_for_request_token),
+        generation: ex.generation_after.filter(|_| !plan.wait_for_request_token),
+        source_token: plan.source_request(),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn prove(
     conn: &Connection,
@@ -513,17 +550,12 @@ async fn prove(
     progress: &Progress,
     intr: &Interrupt,
 ) -> Result<(Proof, i32, Option<String>)> {
-    let token = plan
-        .wait_for_request_token
-        .then(|| plan.request_token.clone())
-        .flatten();
     let w = live::wait_proof(
         conn,
         scope,
         ns,
         name,
-        token.as_deref(),
-        ex.generation_after,
+        &expect(plan, ex),
         Duration::from_secs_f64(plan.wait_secs.max(1.0)),
         progress,
         intr,
@@ -672,17 +704,12 @@ async fn cascade(
                 return Ok::<_, Error>((key.clone(), Proof::Recovered, None));
             };
             let (kns, kname) = key.split_once('/').unwrap();
-            let token = plan
-                .wait_for_request_token
-                .then(|| plan.request_token.clone())
-                .flatten();
             let w = live::wait_proof(
                 conn,
                 scope,
                 kns,
                 kname,
-                token.as_deref(),
-                ex.generation_after,
+                &expect(plan, ex),
                 Duration::from_secs_f64(plan.wait_secs.max(1.0)),
                 &Progress::for_output(format!("ks/{kname}"), &cli.output),
                 intr,
@@ -739,6 +766,9 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
     )
     .await?;
     let (mut report, findings) = report::fleet_report(&snap, notes, &opts(cli));
+    if cli.problems {
+        report.items.retain(|i| i.class != Class::Healthy);
+    }
     let mut code = if findings { EXIT_FINDING } else { EXIT_OK };
     // No Kustomizations: a namespace that does not exist is the cluster's answer (exit 3);
     // an existing one without Kustomizations is said as such (exit 1: nothing was checked).
@@ -790,18 +820,21 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
         ))?;
         if let Some(e) = &empty {
             out(&format!("{e}\n"))?;
-        } else if report.items.is_empty() {
-            out(&format!(
-                "all {} Kustomizations are healthy\n",
-                report.total
-            ))?;
         } else {
-            out(&report::fleet_table(&p, &report.items))?;
-            out(&format!(
-                "{} of {} Kustomizations not healthy\n",
-                report.items.len(),
-                report.total
-            ))?;
+            if !report.items.is_empty() {
+                out(&report::fleet_table(&p, &report.items))?;
+            }
+            if report.not_healthy == 0 {
+                out(&format!(
+                    "all {} Kustomizations are healthy\n",
+                    report.total
+                ))?;
+            } else {
+                out(&format!(
+                    "{} of {} Kustomizations not healthy\n",
+                    report.not_healthy, report.total
+                ))?;
+            }
         }
         for h in &report.healed {
             out(&format!(

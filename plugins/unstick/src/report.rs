@@ -162,7 +162,10 @@ pub struct FleetReport {
     pub kind: &'static str,
     /// Kustomizations read.
     pub total: usize,
-    /// Items not healthy, sorted by namespace/name.
+    /// How many of them are not healthy.
+    pub not_healthy: usize,
+    /// One item per Kustomization, sorted by namespace/name (with `--problems`, only those
+    /// that are not healthy).
     pub items: Vec<FleetItem>,
     /// Controller facts.
     pub controller: Option<ControllerFacts>,
@@ -261,6 +264,13 @@ pub fn diagnosis_text(p: &Painter, d: &Diagnosis, indent: &str) -> String {
         p.paint(style, d.class.as_str())
     ));
     o.push_str(&format!("{indent}  {}\n", d.summary));
+    if indent.is_empty() {
+        // The same cell as the `--all` table's root-cause column, from the same rule.
+        let rc = root_cause_cell(d);
+        if rc != "-" {
+            o.push_str(&format!("  root cause: {rc}\n"));
+        }
+    }
     if let Some(hc) = &d.health_check {
         o.push_str(&format!(
             "{indent}  health check: revision {}, started {}, timeout {}, deadline {}\n",
@@ -467,9 +477,11 @@ pub fn plan_text(p: &Painter, plan: &Plan) -> String {
     o
 }
 
-/// The fleet report from a snapshot (pure): every Kustomization that is not healthy, with
-/// its class, root cause and the lever [`crate::lever::plan`] recommends. The second value
-/// is true when any item is worse than `reconciling` (exit 1).
+/// The fleet report from a snapshot (pure): every Kustomization, healthy ones included,
+/// sorted by namespace/name, with its class, root cause ([`root_cause_cell`], the same rule
+/// as `kubectl unstick ks/NAME`) and the lever [`crate::lever::plan`] recommends
+/// (`--problems` keeps only the rows that are not healthy). The second value is true when
+/// any item is worse than `reconciling` (exit 1).
 pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetReport, bool) {
     let engine = Engine::new(snap);
     let holding = engine.holding_workers();
@@ -479,7 +491,7 @@ pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetR
     let by_key: HashMap<String, &Value> =
         snap.kustomizations.iter().map(|k| (key_of(k), k)).collect();
     let mut items = Vec::new();
-    for d in all.into_iter().filter(|d| d.class != Class::Healthy) {
+    for d in all {
         let ks = by_key[&d.kustomization];
         let inputs = Inputs {
             ks,
@@ -500,12 +512,16 @@ pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetR
             diagnosis: d,
         });
     }
-    let findings = items.iter().any(|i| i.class != Class::Reconciling);
+    let findings = items
+        .iter()
+        .any(|i| !matches!(i.class, Class::Reconciling | Class::Healthy));
+    let not_healthy = items.iter().filter(|i| i.class != Class::Healthy).count();
     (
         FleetReport {
             api_version: SCHEMA,
             kind: "FleetReport",
             total,
+            not_healthy,
             items,
             controller: engine.controller.clone(),
             holding_workers: holding,

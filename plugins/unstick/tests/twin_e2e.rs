@@ -591,10 +591,11 @@ async fn fleet_view_on_300_kustomizations_uses_at_most_15_requests() {
     // One failed health check naming a Deployment, so the workload/pod/event lists run too.
     fail_health_check(&run, "wave-3-007", "Deployment/fleet-3/web");
     run.twin.reset_requests();
-    let o = unstick(&run, &["--all", "-A", "-o", "json"]).await;
+    let o = unstick(&run, &["--all", "-A", "--problems", "-o", "json"]).await;
     let v = o.json();
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert_eq!(v["total"], 300);
+    assert_eq!(v["notHealthy"], 1);
     assert_eq!(v["items"].as_array().unwrap().len(), 1, "{:#}", v["items"]);
     assert_eq!(v["items"][0]["class"], "health-check-failed");
     assert_eq!(
@@ -612,6 +613,28 @@ async fn fleet_view_on_300_kustomizations_uses_at_most_15_requests() {
     eprintln!(
         "--all on 300 Kustomizations: {} API requests: {reqs:?}",
         reqs.len()
+    );
+    // Without --problems: the whole fleet in one table (README), healthy rows included, and
+    // the same count line.
+    let o = unstick(&run, &["--all", "-A"]).await;
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let rows = o
+        .stdout
+        .lines()
+        .filter(|l| l.contains("healthy") && l.contains("wave-"))
+        .count();
+    assert!(rows >= 299, "{rows} healthy rows:\n{}", o.stdout);
+    assert!(
+        o.stdout.contains("1 of 300 Kustomizations not healthy"),
+        "{}",
+        o.stdout
+    );
+    let o = unstick(&run, &["--all", "-A", "--problems"]).await;
+    assert_eq!(
+        o.stdout.lines().filter(|l| l.contains("wave-")).count(),
+        1,
+        "{}",
+        o.stdout
     );
 }
 
