@@ -119,10 +119,20 @@ pub struct HealthCheck {
 pub struct BlockingObject {
     /// `Kind/namespace/name`.
     pub object: String,
-    /// kstatus now (`NotFound` when its kind was listed and it is absent).
+    /// Where the wait set got it: `inventory` (`spec.wait`), `healthChecks`, or `message`
+    /// (only named by the controller's message).
+    pub origin: String,
+    /// kstatus now as kustomize-controller reads it ([`kstatus::compute_health_at`]):
+    /// `NotFound` when its kind was listed and it is absent, `Unknown` when the cluster does
+    /// not serve its kind (missing CRD).
     pub kstatus: String,
-    /// kstatus message, or the status quoted by the controller when the object was not read.
+    /// kstatus message and why it holds the check, or the status quoted by the controller
+    /// when the object was not read.
     pub message: String,
+    /// What frees it, for its kind and state (resume a suspended Flux object, let a
+    /// Terminating object go, fix a healthChecks namespace, install a missing CRD).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
     /// Pod-level reasons below a workload.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pods: Vec<PodReason>,
@@ -269,6 +279,10 @@ pub struct Diagnosis {
     /// (the [`SUSPEND_MARKER`] annotation).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suspended_by_unstick_at: Option<String>,
+    /// Kinds the apply failed on because the cluster does not serve them (`no matches for
+    /// kind "K" in version "G/V"`: the CRD is missing), as `K (G/V)`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_crds: Vec<String>,
     /// Further facts and advice, one sentence each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hints: Vec<String>,
@@ -282,6 +296,11 @@ static RUNNING_HC: LazyLock<Regex> = LazyLock::new(|| {
 static HC_ENTRY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"([A-Za-z0-9]+)/(?:([a-z0-9.-]+)/)?([a-z0-9.:-]+) status: '(\w+)'").unwrap()
 });
+/// The RESTMapper's error for a kind the cluster does not serve, as kustomize-controller's
+/// server-side apply reports it (k8s.io/apimachinery meta `NoKindMatchError`: `no matches for
+/// kind "ExternalSecret" in version "external-secrets.io/v1beta1"`).
+static NO_KIND_MATCH: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r#"no matches for kind "([^"]+)" in version "([^"]+)""#).unwrap());
 static VERSION_TAG: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^v?\d+(\.\d+)+([-+][0-9A-Za-z.-]+)?$").unwrap());
 
@@ -291,6 +310,8 @@ pub struct Engine<'a> {
     pub idx: Index<'a>,
     /// Controller facts when its Deployment was read.
     pub controller: Option<ControllerFacts>,
+    /// Registry hosts of the snapshot's workload templates, computed on first use.
+    hosts: std::sync::OnceLock<BTreeMap<String, usize>>,
 }
 
 impl<'a> Engine<'a> {
@@ -302,6 +323,7 @@ impl<'a> Engine<'a> {
                 .controller
                 .as_ref()
                 .map(ControllerFacts::from_deployment),
+            hosts: std::sync::OnceLock::new(),
         }
     }
 
@@ -397,6 +419,7 @@ impl<'a> Engine<'a> {
         let mut eta = None;
         let mut blocking = Vec::new();
         let mut signatures = Vec::new();
+        let mut missing_crds = Vec::new();
 
         let suspended = obj::b(ks, &["spec", "suspend"]);
         let marker = obj::annotation(ks, SUSPEND_MARKER).map(String::from);
@@ -514,6 +537,18 @@ impl<'a> Engine<'a> {
             if class == Class::BuildFailed && r.message.contains("substitut") {
                 hints.push("post-build variable substitution failed: check spec.postBuild.substitute/substituteFrom and that every referenced ConfigMap/Secret exists".into());
             }
+            for c in NO_KIND_MATCH.captures_iter(&r.message) {
+                let k = format!("{} ({})", &c[1], &c[2]);
+                if !missing_crds.contains(&k) {
+                    missing_crds.push(k);
+                }
+            }
+            if !missing_crds.is_empty() {
+                hints.push(format!(
+                    "the cluster does not serve {}: the CustomResourceDefinition is missing (not installed yet, or removed by an upgrade). Every run fails the same way until it exists: install the CRD, or make this Kustomization dependsOn the one that installs it",
+                    missing_crds.join(", ")
+                ));
+            }
             if class == Class::HealthCheckCanceled {
                 hints.push("the controller canceled the health check because a new reconciliation was triggered; the next run starts right away".into());
             }
@@ -600,15 +635,28 @@ impl<'a> Engine<'a> {
         if let Some(s) = &source {
             if let Some(c) = &s.ready {
                 let m = c.message.to_ascii_lowercase();
-                if m.contains("authentication required") || c.reason == "AuthenticationFailed" {
-                    let secret = self
-                        .source_obj(ks)
-                        .and_then(|o| obj::s(o, &["spec", "secretRef", "name"]))
-                        .map(|n| format!("secret {}/{n}", s.source.split('/').nth(1).unwrap_or("")))
-                        .unwrap_or_else(|| "its secret".into());
+                let secret = self
+                    .source_obj(ks)
+                    .and_then(|o| obj::s(o, &["spec", "secretRef", "name"]))
+                    .map(|n| format!("secret {}/{n}", s.source.split('/').nth(1).unwrap_or("")))
+                    .unwrap_or_else(|| "its secret".into());
+                // Quote only what the object says: its reason and message, verbatim.
+                if m.contains("secret") && m.contains("not found") {
                     hints.push(format!(
-                        "{} reports \"authentication required\": a token rotation probably revoked the credential Flux holds. Mint a new, uniquely named token, put it in {secret}, then run `kubectl unstick ks/{} --with-source`; never revoke the token in use before the secret has the new one",
+                        "{} reports {}: \"{}\": the referenced {secret} does not exist; create it (in the source's namespace), then run `kubectl unstick ks/{} --with-source`",
                         s.source,
+                        c.reason,
+                        c.message,
+                        obj::name(ks)
+                    ));
+                } else if m.contains("authentication required")
+                    || c.reason == "AuthenticationFailed"
+                {
+                    hints.push(format!(
+                        "{} reports {}: \"{}\": the Git server refused the credential in {secret} (a token rotation that revoked the token Flux holds does this). Mint a new, uniquely named token, put it in {secret}, then run `kubectl unstick ks/{} --with-source`; never revoke the token in use before the secret has the new one",
+                        s.source,
+                        c.reason,
+                        c.message,
                         obj::name(ks)
                     ));
                 }
@@ -674,6 +722,7 @@ impl<'a> Engine<'a> {
             signatures,
             source,
             suspended_by_unstick_at: if suspended { marker } else { None },
+            missing_crds,
             hints,
         }
     }
@@ -836,22 +885,18 @@ impl<'a> Engine<'a> {
         })
     }
 
-    /// Objects the in-flight health check waits for (`spec.wait`: the inventory; else
-    /// `spec.healthChecks`) that are not Current now.
+    /// Members of the wait set ([`wait_set`]) that are not Current now, in wait-set order.
     fn blocking_in_flight(&self, ks: &Value) -> Vec<BlockingObject> {
-        let mut out = Vec::new();
-        for (group, kind, ns, name) in health_checked(ks) {
-            if let Some(b) = self.blocking_object(&group, &kind, &ns, &name, None) {
-                out.push(b);
-            }
-        }
-        out
+        wait_set(ks)
+            .iter()
+            .filter_map(|m| self.blocking_object(m, None))
+            .collect()
     }
 
-    /// Objects named by a HealthCheckFailed/Canceled message, plus health-checked objects
-    /// that are not Current now.
+    /// Objects named by a HealthCheckFailed/Canceled message (with the status the controller
+    /// quoted), plus the other members of the wait set that are not Current now.
     fn blocking_after_check(&self, ks: &Value, message: &str) -> Vec<BlockingObject> {
-        let checked = health_checked(ks);
+        let set = wait_set(ks);
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         for c in HC_ENTRY.captures_iter(message) {
@@ -859,35 +904,54 @@ impl<'a> Engine<'a> {
             let ns = c.get(2).map(|m| m.as_str()).unwrap_or("").to_string();
             let name = c[3].to_string();
             let quoted = c[4].to_string();
-            let group = checked
+            let m = set
                 .iter()
-                .find(|(_, k, n, nm)| *k == kind && *n == ns && *nm == name)
-                .map(|(g, ..)| g.clone())
-                .unwrap_or_else(|| default_group(&kind).to_string());
-            seen.insert((kind.clone(), ns.clone(), name.clone()));
-            if let Some(b) = self.blocking_object(&group, &kind, &ns, &name, Some(&quoted)) {
+                .find(|m| m.kind == kind && m.namespace == ns && m.name == name)
+                .cloned()
+                .unwrap_or_else(|| WaitMember {
+                    group: default_group(&kind).to_string(),
+                    version: String::new(),
+                    kind: kind.clone(),
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                    origin: Origin::Message,
+                });
+            seen.insert((kind, ns, name));
+            if let Some(b) = self.blocking_object(&m, Some(&quoted)) {
                 out.push(b);
             }
         }
-        for (group, kind, ns, name) in checked {
-            if seen.contains(&(kind.clone(), ns.clone(), name.clone())) {
+        for m in set {
+            if seen.contains(&(m.kind.clone(), m.namespace.clone(), m.name.clone())) {
                 continue;
             }
-            if let Some(b) = self.blocking_object(&group, &kind, &ns, &name, None) {
+            if let Some(b) = self.blocking_object(&m, None) {
                 out.push(b);
             }
         }
         out
     }
 
-    fn blocking_object(
-        &self,
-        group: &str,
-        kind: &str,
-        ns: &str,
-        name: &str,
-        quoted: Option<&str>,
-    ) -> Option<BlockingObject> {
+    /// How kustomize-controller on this version reads health ([`kstatus::HealthReader`]).
+    fn health_reader(&self) -> kstatus::HealthReader {
+        kstatus::HealthReader::for_version(
+            self.controller
+                .as_ref()
+                .and_then(|c| c.version)
+                .map(|v| (v.major, v.minor)),
+        )
+    }
+
+    /// One member of the wait set, when it is not Current: its kstatus as kustomize-controller
+    /// reads it ([`kstatus::compute_health_at`]), why, and the fix for its kind. `quoted`: the
+    /// status the controller's message gave it.
+    fn blocking_object(&self, m: &WaitMember, quoted: Option<&str>) -> Option<BlockingObject> {
+        let (group, kind, ns, name) = (
+            m.group.as_str(),
+            m.kind.as_str(),
+            m.namespace.as_str(),
+            m.name.as_str(),
+        );
         let id = if ns.is_empty() {
             format!("{kind}/{name}")
         } else {
@@ -899,54 +963,180 @@ impl<'a> Engine<'a> {
             ns.to_string(),
             name.to_string(),
         );
-        match self.idx.objects.get(&key) {
-            Some(o) => {
-                let r = kstatus::compute_at(o, self.now());
-                if r.status == KStatus::Current {
-                    return None;
-                }
-                Some(BlockingObject {
-                    object: id,
-                    kstatus: r.status.to_string(),
-                    message: r.message,
-                    pods: self.pod_reasons(o),
-                })
+        let mk = |kstatus: String, message: String, fix: Option<String>, pods: Vec<PodReason>| {
+            BlockingObject {
+                object: id.clone(),
+                origin: m.origin.as_str().to_string(),
+                kstatus,
+                message,
+                fix,
+                pods,
             }
-            None if self.idx.listed(group, kind) => Some(BlockingObject {
-                object: id,
-                kstatus: KStatus::NotFound.to_string(),
-                message: format!(
-                    "{kind} {ns}/{name} is in the inventory but does not exist (deleted out of band?); the health check never ends for a missing object"
-                ),
-                pods: Vec::new(),
-            }),
-            None => quoted.map(|q| BlockingObject {
-                object: id,
-                kstatus: q.to_string(),
-                message: "status as quoted by the controller (object not read)".into(),
-                pods: Vec::new(),
-            }),
+        };
+        let found = self.idx.objects.get(&key).copied().or_else(|| {
+            (group == "kustomize.toolkit.fluxcd.io" && kind == "Kustomization")
+                .then(|| self.idx.kustomization(ns, name))
+                .flatten()
+        });
+        if let Some(o) = found {
+            // ssa shouldSkipApply: objects marked reconcile: disabled are skipped by the
+            // apply and left out of the health check (kustomization_controller.go checkHealth,
+            // changeSetWithoutSkipped).
+            if m.origin == Origin::Inventory && reconcile_disabled(o) {
+                return None;
+            }
+            let r = kstatus::compute_health_at(o, self.now(), self.health_reader());
+            if r.status == KStatus::Current {
+                return None;
+            }
+            let mut message = r.message;
+            let mut fix = None;
+            if r.status == KStatus::Terminating {
+                let fins: Vec<&str> = obj::arr(o, &["metadata", "finalizers"])
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect();
+                let since = obj::s(o, &["metadata", "deletionTimestamp"]).unwrap_or("?");
+                message = format!(
+                    "{message} at {since}; deletion waits on finalizers [{}]: the health check holds until its timeout while it is Terminating",
+                    fins.join(", ")
+                );
+                fix = Some(if fins.contains(&"kubernetes.io/pvc-protection") {
+                    let users: Vec<String> = self
+                        .idx
+                        .pods_by_claim
+                        .get(&(ns.to_string(), name.to_string()))
+                        .map(|v| {
+                            v.iter()
+                                .map(|p| format!("pod {ns}/{}", obj::name(p)))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    format!(
+                        "kubernetes.io/pvc-protection keeps a PVC while a pod mounts it{}: stop those pods (scale their workload down) so the deletion completes; the next run then recreates the PVC",
+                        if users.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", users.join(", "))
+                        }
+                    )
+                } else if fins.is_empty() {
+                    "the deletion should complete shortly (no finalizers left); the next run recreates the object".to_string()
+                } else {
+                    format!(
+                        "the controller that owns {} must finish and remove it (check its logs); the next run recreates the object once it is gone",
+                        fins.join(", ")
+                    )
+                });
+            } else if group.ends_with(".toolkit.fluxcd.io") && obj::b(o, &["spec", "suspend"]) {
+                message = format!(
+                    "suspended (spec.suspend: true): its controller does not reconcile it, so it stays {} ({message})",
+                    r.status
+                );
+                fix = Some(format!(
+                    "resume it: flux resume {} {name} -n {ns} (or remove spec.suspend in Git); kustomize-controller waits on it until its timeout otherwise (fluxcd/kustomize-controller#1100, #709)",
+                    flux_cli_kind(kind)
+                ));
+            }
+            return Some(mk(r.status.to_string(), message, fix, self.pod_reasons(o)));
         }
+        if self.idx.unserved(group, kind) {
+            return Some(mk(
+                KStatus::Unknown.to_string(),
+                format!(
+                    "the cluster does not serve {kind} ({group}): its CustomResourceDefinition is missing, so kustomize-controller reads it as status: 'Unknown' and the check holds until its timeout"
+                ),
+                Some(format!(
+                    "install the CRD for {kind}.{group} (the operator that owns it), or order this Kustomization after the one that installs it (spec.dependsOn)"
+                )),
+                Vec::new(),
+            ));
+        }
+        if self.idx.listed(group, kind) {
+            let elsewhere: Vec<&str> = self
+                .idx
+                .namespaces_of
+                .get(&(group.to_string(), kind.to_string(), name.to_string()))
+                .cloned()
+                .unwrap_or_default();
+            let (message, fix) = match m.origin {
+                Origin::HealthChecks => (
+                    format!(
+                        "spec.healthChecks names {kind} {}/{name}, which does not exist{}; kustomize-controller reads it as NotFound and the check holds until its timeout",
+                        if ns.is_empty() { "(no namespace)" } else { ns },
+                        if elsewhere.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (a {kind} {name} exists in namespace {})", elsewhere.join(", "))
+                        }
+                    ),
+                    Some(if elsewhere.is_empty() {
+                        "fix the entry in spec.healthChecks (Git), or create the object".to_string()
+                    } else {
+                        format!(
+                            "set namespace: {} on this spec.healthChecks entry (Git)",
+                            elsewhere[0]
+                        )
+                    }),
+                ),
+                _ => (
+                    format!(
+                        "{kind} {ns}/{name} is in the inventory but does not exist (deleted out of band?); the health check never ends for a missing object"
+                    ),
+                    Some("the next run applies it again: request a reconcile once the in-flight check has ended".to_string()),
+                ),
+            };
+            return Some(mk(KStatus::NotFound.to_string(), message, fix, Vec::new()));
+        }
+        quoted.map(|q| {
+            mk(
+                q.to_string(),
+                "status as quoted by the controller (object not read)".into(),
+                None,
+                Vec::new(),
+            )
+        })
     }
 
-    /// Pod-level reasons for a workload, matched by `spec.selector.matchLabels`.
+    /// Pod-level reasons for a workload: its pods by owner (a Job's pods carry an
+    /// ownerReference to it) or by `spec.selector.matchLabels` (Deployments, StatefulSets,
+    /// DaemonSets, ReplicaSets).
     fn pod_reasons(&self, w: &Value) -> Vec<PodReason> {
+        let ns = obj::namespace(w);
+        let mut out = Vec::new();
+        if let Some(pods) = self.idx.pods_by_owner.get(&(
+            ns.to_string(),
+            obj::kind(w).to_string(),
+            obj::name(w).to_string(),
+        )) {
+            for p in pods {
+                out.extend(self.reasons_of_pod(p));
+            }
+            return out;
+        }
         let Some(sel) = obj::at(w, &["spec", "selector", "matchLabels"]).and_then(Value::as_object)
         else {
             return Vec::new();
         };
-        if sel.is_empty() {
+        let Some((k0, v0)) = sel.iter().next() else {
             return Vec::new();
-        }
-        let ns = obj::namespace(w);
-        let mut out = Vec::new();
-        for p in self.idx.pods.get(ns).map(Vec::as_slice).unwrap_or(&[]) {
+        };
+        let candidates = self
+            .idx
+            .pods_by_label
+            .get(&(
+                ns.to_string(),
+                k0.clone(),
+                v0.as_str().unwrap_or("").to_string(),
+            ))
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        for p in candidates {
             let labels = obj::at(p, &["metadata", "labels"]).and_then(Value::as_object);
             let matches = labels.is_some_and(|l| sel.iter().all(|(k, v)| l.get(k) == Some(v)));
-            if !matches {
-                continue;
+            if matches {
+                out.extend(self.reasons_of_pod(p));
             }
-            out.extend(self.reasons_of_pod(p));
         }
         out
     }
@@ -1049,12 +1239,11 @@ impl<'a> Engine<'a> {
         // ReplicaSet cannot create pods yet).
         let parts: Vec<&str> = b.object.split('/').collect();
         if parts.len() == 3
-            && let Some(o) = self
-                .idx
-                .objects
-                .iter()
-                .find(|((_, k, n, nm), _)| k == parts[0] && n == parts[1] && nm == parts[2])
-                .map(|(_, o)| *o)
+            && let Some(o) = self.idx.objects_by_id.get(&(
+                parts[0].to_string(),
+                parts[1].to_string(),
+                parts[2].to_string(),
+            ))
         {
             for c in template_containers(o) {
                 if let Some(i) = obj::s(c, &["image"]) {
@@ -1064,7 +1253,9 @@ impl<'a> Engine<'a> {
         }
         images.sort();
         images.dedup();
-        let hosts = self.registry_hosts();
+        let hosts = self
+            .hosts
+            .get_or_init(|| registry_hosts(&self.idx.snap.objects));
         let mut out = Vec::new();
         for img in images {
             let id;
@@ -1093,18 +1284,45 @@ impl<'a> Engine<'a> {
         }
         out
     }
+}
 
-    /// Registry hosts used by workload templates in the snapshot, with counts.
-    fn registry_hosts(&self) -> BTreeMap<String, usize> {
-        let mut m = BTreeMap::new();
-        for o in &self.idx.snap.objects {
-            for c in template_containers(o) {
-                if let Some(h) = obj::s(c, &["image"]).and_then(registry_host) {
-                    *m.entry(h.to_string()).or_insert(0) += 1;
-                }
+/// Registry hosts used by workload templates in `objects`, with counts (computed once per
+/// [`Engine`]).
+fn registry_hosts(objects: &[Value]) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for o in objects {
+        for c in template_containers(o) {
+            if let Some(h) = obj::s(c, &["image"]).and_then(registry_host) {
+                *m.entry(h.to_string()).or_insert(0) += 1;
             }
         }
-        m
+    }
+    m
+}
+
+/// `kustomize.toolkit.fluxcd.io/reconcile: disabled` as a label or annotation (fluxcd/pkg ssa
+/// `shouldSkipApply`): kustomize-controller skips the object and its health.
+fn reconcile_disabled(o: &Value) -> bool {
+    const K: &str = "kustomize.toolkit.fluxcd.io/reconcile";
+    obj::annotation(o, K) == Some("disabled")
+        || obj::s(o, &["metadata", "labels", K]) == Some("disabled")
+}
+
+/// The `flux resume` word for a Flux kind (flux2 cmd/flux resume_*.go).
+fn flux_cli_kind(kind: &str) -> &'static str {
+    match kind {
+        "HelmRelease" => "helmrelease",
+        "Kustomization" => "kustomization",
+        "GitRepository" => "source git",
+        "OCIRepository" => "source oci",
+        "HelmRepository" => "source helm",
+        "HelmChart" => "source chart",
+        "Bucket" => "source bucket",
+        "ImageRepository" => "image repository",
+        "ImageUpdateAutomation" => "image update",
+        "Receiver" => "receiver",
+        "Alert" => "alert",
+        _ => "<kind>",
     }
 }
 
@@ -1137,32 +1355,104 @@ pub fn source_ref(ks: &Value) -> (String, String, String) {
     (kind, ns, name)
 }
 
-/// Health-checked objects `(group, Kind, namespace, name)`: with `spec.wait` every inventory
-/// entry (`<ns>_<name>_<group>_<Kind>`, kustomize-controller / fluxcd/pkg ssa
-/// `ObjMetadata` string form), plus `spec.healthChecks`.
-pub fn health_checked(ks: &Value) -> Vec<(String, String, String, String)> {
-    let mut out = Vec::new();
-    if obj::b(ks, &["spec", "wait"]) {
-        for e in obj::arr(ks, &["status", "inventory", "entries"]) {
-            if let Some(t) = obj::s(e, &["id"]).and_then(parse_inventory_id) {
-                out.push(t);
-            }
+/// Where a member of the wait set comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// `status.inventory` (with `spec.wait: true`).
+    Inventory,
+    /// `spec.healthChecks` (without `spec.wait`).
+    HealthChecks,
+    /// Only named by the controller's health-check message.
+    Message,
+}
+
+impl Origin {
+    /// `inventory`, `healthChecks`, `message` (JSON `blocking[].origin`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Inventory => "inventory",
+            Origin::HealthChecks => "healthChecks",
+            Origin::Message => "message",
         }
     }
+}
+
+/// One object kustomize-controller's health check waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitMember {
+    /// API group (`apps`, `` for core).
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace as given (empty: cluster-scoped, or a healthChecks entry without one).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// API version (inventory entry `v`, or the healthChecks entry's apiVersion); may be
+    /// empty for old inventories.
+    pub version: String,
+    /// Where it comes from.
+    pub origin: Origin,
+}
+
+/// The wait set exactly as kustomize-controller builds it (internal/controller/
+/// kustomization_controller.go `checkHealth`): with `spec.wait: true`, the objects applied by
+/// the run (its change set, which `status.inventory` holds while the check runs:
+/// `<ns>_<name>_<group>_<Kind>` ids, fluxcd/pkg ssa `ObjMetadata` string form), and
+/// `spec.healthChecks` is then not used; without `spec.wait`, `spec.healthChecks`
+/// (`inventory.ReferenceToObjMetadataSet`: apiVersion defaults to `apps/v1`, the namespace is
+/// taken as given, an empty one stays empty). The Kustomization itself is left out (the
+/// controller's guard against waiting on itself); objects marked
+/// `kustomize.toolkit.fluxcd.io/reconcile: disabled` are skipped by the caller once read.
+pub fn wait_set(ks: &Value) -> Vec<WaitMember> {
+    let mut out = Vec::new();
+    let is_self = |kind: &str, ns: &str, name: &str| {
+        kind == "Kustomization" && ns == obj::namespace(ks) && name == obj::name(ks)
+    };
+    if obj::b(ks, &["spec", "wait"]) {
+        for e in obj::arr(ks, &["status", "inventory", "entries"]) {
+            if let Some((group, kind, namespace, name)) =
+                obj::s(e, &["id"]).and_then(parse_inventory_id)
+                && !is_self(&kind, &namespace, &name)
+            {
+                out.push(WaitMember {
+                    group,
+                    kind,
+                    namespace,
+                    name,
+                    version: obj::s(e, &["v"]).unwrap_or("").to_string(),
+                    origin: Origin::Inventory,
+                });
+            }
+        }
+        return out;
+    }
     for h in obj::arr(ks, &["spec", "healthChecks"]) {
-        let av = obj::s(h, &["apiVersion"]).unwrap_or("");
-        let group = av.split_once('/').map(|(g, _)| g).unwrap_or("").to_string();
-        let t = (
-            group,
-            obj::s(h, &["kind"]).unwrap_or("").to_string(),
-            obj::s(h, &["namespace"]).unwrap_or("").to_string(),
-            obj::s(h, &["name"]).unwrap_or("").to_string(),
-        );
-        if !out.contains(&t) {
-            out.push(t);
+        let av = obj::s(h, &["apiVersion"])
+            .filter(|a| !a.is_empty())
+            .unwrap_or("apps/v1");
+        let (group, version) = av.split_once('/').unwrap_or(("", av));
+        let m = WaitMember {
+            group: group.to_string(),
+            version: version.to_string(),
+            kind: obj::s(h, &["kind"]).unwrap_or("").to_string(),
+            namespace: obj::s(h, &["namespace"]).unwrap_or("").to_string(),
+            name: obj::s(h, &["name"]).unwrap_or("").to_string(),
+            origin: Origin::HealthChecks,
+        };
+        if !is_self(&m.kind, &m.namespace, &m.name) && !out.contains(&m) {
+            out.push(m);
         }
     }
     out
+}
+
+/// [`wait_set`] as `(group, Kind, namespace, name)` tuples.
+pub fn health_checked(ks: &Value) -> Vec<(String, String, String, String)> {
+    wait_set(ks)
+        .into_iter()
+        .map(|m| (m.group, m.kind, m.namespace, m.name))
+        .collect()
 }
 
 /// Parse an inventory id `<namespace>_<name>_<group>_<Kind>` into (group, Kind, ns, name).

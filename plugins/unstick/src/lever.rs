@@ -314,6 +314,24 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                 (Lever::None, "left suspended".to_string())
             }
         }
+        Class::WaitingOnDependencies
+            if d.root_cause
+                .as_ref()
+                .is_some_and(|r| matches!(r.kind.as_str(), "cycle" | "missing")) =>
+        {
+            // A cycle or a missing dependency never ends by itself, and no request, cascade
+            // or restart changes it: only Git does.
+            let rc = d.root_cause.as_ref().unwrap();
+            why.push(rc.message.clone());
+            (
+                Lever::FixInGit,
+                if rc.kind == "cycle" {
+                    "break the cycle in Git".to_string()
+                } else {
+                    format!("create {} or fix spec.dependsOn in Git", rc.kustomization)
+                },
+            )
+        }
         Class::WaitingOnDependencies if crate::diagnose::dependency_progressing(d) => {
             // Nothing is stuck: the blocking dependency is reconciling (or already ready).
             // Request a run so the wait has a token to prove, and wait for the dependency's
@@ -349,6 +367,16 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             (
                 Lever::FixDependency,
                 format!("unstick {root} first; with --cascade its dependents follow"),
+            )
+        }
+        Class::ReconcileFailed if !d.missing_crds.is_empty() => {
+            why.push(format!(
+                "the apply failed: the cluster does not serve {} (the CRD is missing); a new run fails the same way, so no request is sent",
+                d.missing_crds.join(", ")
+            ));
+            (
+                Lever::FixInGit,
+                "install the CRD (or order this Kustomization after the one that installs it with spec.dependsOn), then the next run applies".to_string(),
             )
         }
         Class::SourceNotReady | Class::BuildFailed | Class::Stalled => {

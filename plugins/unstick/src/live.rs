@@ -18,7 +18,7 @@ use kube::api::{
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::diagnose::{self, SUSPEND_MARKER, health_checked, source_ref};
+use crate::diagnose::{self, SUSPEND_MARKER, source_ref, wait_set};
 use crate::lever::{FIELD_MANAGER, Plan, Step, resume_patch};
 use crate::obj;
 use crate::snapshot::Snapshot;
@@ -66,6 +66,37 @@ const STATUS_KINDS: &[(&str, &str)] = &[
     ("", "PersistentVolumeClaim"),
     ("helm.toolkit.fluxcd.io", "HelmRelease"),
 ];
+
+/// Whether objects of API group `g` may be of a CustomResourceDefinition that is missing:
+/// not a built-in Kubernetes group, not a Flux group this tool reads anyway.
+fn custom_group(g: &str) -> bool {
+    const BUILT_IN: &[&str] = &[
+        "rbac.authorization.k8s.io",
+        "networking.k8s.io",
+        "storage.k8s.io",
+        "apiextensions.k8s.io",
+        "admissionregistration.k8s.io",
+        "scheduling.k8s.io",
+        "coordination.k8s.io",
+        "node.k8s.io",
+        "discovery.k8s.io",
+        "certificates.k8s.io",
+        "events.k8s.io",
+        "flowcontrol.apiserver.k8s.io",
+        "apiregistration.k8s.io",
+        "resource.k8s.io",
+    ];
+    !(g.is_empty()
+        || !g.contains('.')
+        || BUILT_IN.contains(&g)
+        || matches!(
+            g,
+            "kustomize.toolkit.fluxcd.io"
+                | "source.toolkit.fluxcd.io"
+                | "helm.toolkit.fluxcd.io"
+                | "notification.toolkit.fluxcd.io"
+        ))
+}
 
 /// Reads objects and counts the API requests it made (the twin's request log checks the
 /// same number from the server side in tests and the bench).
@@ -247,6 +278,9 @@ pub async fn gather(
     // Which health-checked objects matter: those of Kustomizations whose check is in flight
     // or ended badly (cheap shallow pass over the conditions).
     let mut wanted: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    // Kinds of other API groups (CRDs): (group, version) -> Kind -> namespaces.
+    let mut custom: BTreeMap<(String, String), BTreeMap<String, BTreeSet<String>>> =
+        BTreeMap::new();
     for k in &snap.kustomizations {
         let ready = obj::condition(k, "Ready");
         let rec = obj::condition(k, "Reconciling");
@@ -261,9 +295,19 @@ pub async fn gather(
         if !interesting {
             continue;
         }
-        for (g, kind, ns, _) in health_checked(k) {
-            if STATUS_KINDS.contains(&(g.as_str(), kind.as_str())) {
-                wanted.entry((g, kind)).or_default().insert(ns);
+        for m in wait_set(k) {
+            if STATUS_KINDS.contains(&(m.group.as_str(), m.kind.as_str())) {
+                wanted
+                    .entry((m.group, m.kind))
+                    .or_default()
+                    .insert(m.namespace);
+            } else if custom_group(&m.group) {
+                custom
+                    .entry((m.group, m.version))
+                    .or_default()
+                    .entry(m.kind)
+                    .or_default()
+                    .insert(m.namespace);
             }
         }
         // Kinds quoted by the controller's message.
@@ -277,6 +321,44 @@ pub async fn gather(
                         .insert(String::new());
                 }
             }
+        }
+    }
+    // One discovery request per (group, version): a 404, or a kind it does not list, is a
+    // missing CRD (kustomize-controller reads such objects as `Unknown`); a served kind is
+    // listed like the status kinds (its generic kstatus: Ready condition, Reconciling, ...).
+    for ((g, v), kinds) in &custom {
+        r.count();
+        let gv = kube::core::GroupVersion::gv(g, if v.is_empty() { "v1" } else { v });
+        match kube::discovery::oneshot::pinned_group(&conn.client, &gv).await {
+            Ok(api_group) => {
+                for (kind, nss) in kinds {
+                    match api_group.recommended_kind(kind) {
+                        Some((ar, _)) => {
+                            let nss: Vec<&String> = nss.iter().filter(|n| !n.is_empty()).collect();
+                            let ns = (nss.len() == 1).then(|| nss[0].as_str());
+                            match r.list(conn, &ar, ns, &ListParams::default()).await {
+                                Ok(v) => {
+                                    snap.objects.extend(v);
+                                    snap.listed_kinds.insert(format!("{g}/{kind}"));
+                                }
+                                Err(e) if matches!(e.status_code(), Some(403) | Some(404)) => {
+                                    notes.push(format!("{kind} not read: {e}"))
+                                }
+                                Err(e) => return Err(e),
+                            }
+                        }
+                        None => {
+                            snap.unserved_kinds.insert(format!("{g}/{kind}"));
+                        }
+                    }
+                }
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                for kind in kinds.keys() {
+                    snap.unserved_kinds.insert(format!("{g}/{kind}"));
+                }
+            }
+            Err(e) => notes.push(format!("API group {g}/{v} not read: {e}")),
         }
     }
     let mut workload_ns: BTreeSet<String> = BTreeSet::new();

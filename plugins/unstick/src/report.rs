@@ -287,11 +287,19 @@ pub fn diagnosis_text(p: &Painter, d: &Diagnosis, indent: &str) -> String {
         o.push_str(&format!("{indent}  Blocking objects:\n"));
         for b in d.blocking.iter().take(20) {
             o.push_str(&format!(
-                "{indent}    {}  {}  {}\n",
+                "{indent}    {}  {}  {}{}\n",
                 b.object,
                 p.paint(Style::Warn, &b.kstatus),
+                if b.origin == "healthChecks" {
+                    "(spec.healthChecks) "
+                } else {
+                    ""
+                },
                 b.message
             ));
+            if let Some(f) = &b.fix {
+                o.push_str(&format!("{indent}      fix: {f}\n"));
+            }
             for r in b.pods.iter().take(5) {
                 let mut line = format!(
                     "{indent}      pod {} {}: {}",

@@ -43,6 +43,11 @@ pub struct Snapshot {
     /// kind not listed is reported as "not read", never as missing.
     #[serde(default)]
     pub listed_kinds: BTreeSet<String>,
+    /// `group/Kind` pairs named by a health check that this cluster does not serve (their
+    /// CustomResourceDefinition is missing): kustomize-controller's status poller reads such
+    /// an object as `Unknown`.
+    #[serde(default)]
+    pub unserved_kinds: BTreeSet<String>,
 }
 
 /// `namespace/name`.
@@ -62,6 +67,17 @@ pub struct Index<'a> {
     pub pods: HashMap<String, Vec<&'a Value>>,
     /// Events by (involved Kind, namespace, name), newest last.
     pub events: HashMap<(String, String, String), Vec<&'a Value>>,
+    /// Objects by (Kind, namespace, name).
+    pub objects_by_id: HashMap<(String, String, String), &'a Value>,
+    /// Namespaces holding an object of (group, Kind, name): for a health check that names
+    /// the wrong namespace.
+    pub namespaces_of: HashMap<(String, String, String), Vec<&'a str>>,
+    /// Pods by (namespace, owner Kind, owner name) from `metadata.ownerReferences`.
+    pub pods_by_owner: HashMap<(String, String, String), Vec<&'a Value>>,
+    /// Pods by (namespace, label key, label value).
+    pub pods_by_label: HashMap<(String, String, String), Vec<&'a Value>>,
+    /// Pods by (namespace, PersistentVolumeClaim name) they mount.
+    pub pods_by_claim: HashMap<(String, String), Vec<&'a Value>>,
 }
 
 impl<'a> Index<'a> {
@@ -101,9 +117,59 @@ impl<'a> Index<'a> {
                 )
             })
             .collect();
+        let mut objects_by_id = HashMap::new();
+        let mut namespaces_of: HashMap<(String, String, String), Vec<&str>> = HashMap::new();
+        for o in &snap.objects {
+            objects_by_id.insert(
+                (
+                    obj::kind(o).to_string(),
+                    obj::namespace(o).to_string(),
+                    obj::name(o).to_string(),
+                ),
+                o,
+            );
+            namespaces_of
+                .entry((
+                    obj::group(o).to_string(),
+                    obj::kind(o).to_string(),
+                    obj::name(o).to_string(),
+                ))
+                .or_default()
+                .push(obj::namespace(o));
+        }
         let mut pods: HashMap<String, Vec<&Value>> = HashMap::new();
+        let mut pods_by_owner: HashMap<(String, String, String), Vec<&Value>> = HashMap::new();
+        let mut pods_by_label: HashMap<(String, String, String), Vec<&Value>> = HashMap::new();
+        let mut pods_by_claim: HashMap<(String, String), Vec<&Value>> = HashMap::new();
         for p in &snap.pods {
-            pods.entry(obj::namespace(p).into()).or_default().push(p);
+            let ns = obj::namespace(p);
+            pods.entry(ns.into()).or_default().push(p);
+            for r in obj::arr(p, &["metadata", "ownerReferences"]) {
+                pods_by_owner
+                    .entry((
+                        ns.into(),
+                        obj::s(r, &["kind"]).unwrap_or("").into(),
+                        obj::s(r, &["name"]).unwrap_or("").into(),
+                    ))
+                    .or_default()
+                    .push(p);
+            }
+            if let Some(l) = obj::at(p, &["metadata", "labels"]).and_then(Value::as_object) {
+                for (k, v) in l {
+                    pods_by_label
+                        .entry((ns.into(), k.clone(), v.as_str().unwrap_or("").into()))
+                        .or_default()
+                        .push(p);
+                }
+            }
+            for v in obj::arr(p, &["spec", "volumes"]) {
+                if let Some(c) = obj::s(v, &["persistentVolumeClaim", "claimName"]) {
+                    pods_by_claim
+                        .entry((ns.into(), c.into()))
+                        .or_default()
+                        .push(p);
+                }
+            }
         }
         let mut events: HashMap<(String, String, String), Vec<&Value>> = HashMap::new();
         for e in &snap.events {
@@ -126,6 +192,11 @@ impl<'a> Index<'a> {
             objects,
             pods,
             events,
+            objects_by_id,
+            namespaces_of,
+            pods_by_owner,
+            pods_by_label,
+            pods_by_claim,
         }
     }
 
@@ -137,6 +208,13 @@ impl<'a> Index<'a> {
     /// Whether objects of `group/kind` were listed.
     pub fn listed(&self, group: &str, kind: &str) -> bool {
         self.snap.listed_kinds.contains(&format!("{group}/{kind}"))
+    }
+
+    /// Whether the cluster does not serve `group/kind` (its CRD is missing).
+    pub fn unserved(&self, group: &str, kind: &str) -> bool {
+        self.snap
+            .unserved_kinds
+            .contains(&format!("{group}/{kind}"))
     }
 }
 

@@ -440,6 +440,63 @@ fn daemonset(obj: &Value) -> KStatus {
     )
 }
 
+/// The health of an object as kustomize-controller `major.minor` reads it in a health check:
+/// Jobs through fluxcd/pkg runtime/statusreaders `NewCustomJobStatusReader` (registered by
+/// kustomize-controller `getClientAndPoller`, in main.go since v0.23.0): InProgress until
+/// `Complete=True`, Failed on `Failed=True`, and from v1.8.0 (fluxcd/pkg runtime v0.93.0)
+/// Current when `spec.suspend: true`; no generic checks on Jobs (the custom reader calls only
+/// its own status function). Every other kind is [`compute`].
+pub fn health(obj: &Value, version: (u32, u32)) -> KStatus {
+    if group(obj) == "batch" && string(obj, "/kind") == "Job" {
+        return flux_job(obj, version >= (1, 8));
+    }
+    compute(obj)
+}
+
+/// fluxcd/pkg runtime/statusreaders/job.go `jobConditions`.
+fn flux_job(obj: &Value, suspend_is_current: bool) -> KStatus {
+    if suspend_is_current && obj.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true) {
+        return ks(Status::Current, "", "Job is suspended");
+    }
+    let parallelism = int(obj, "/spec/parallelism", 1);
+    let completions = int(obj, "/spec/completions", parallelism);
+    let succeeded = int(obj, "/status/succeeded", 0);
+    let active = int(obj, "/status/active", 0);
+    let failed = int(obj, "/status/failed", 0);
+    for c in conditions(obj) {
+        let is_true = c["status"].as_str() == Some("True");
+        match c["type"].as_str() {
+            Some("Complete") if is_true => {
+                return ks(
+                    Status::Current,
+                    "",
+                    format!("Job Completed. succeeded: {succeeded}/{completions}"),
+                );
+            }
+            Some("Failed") if is_true => {
+                return ks(
+                    Status::Failed,
+                    "JobFailed",
+                    format!("Job Failed. failed: {failed}/{completions}"),
+                );
+            }
+            _ => {}
+        }
+    }
+    if string(obj, "/status/startTime").is_empty() {
+        return ks(
+            Status::InProgress,
+            "JobNotStarted",
+            format!("Job not started. active: 0/{parallelism}"),
+        );
+    }
+    ks(
+        Status::InProgress,
+        "JobInProgress",
+        format!("Job in progress. success:{succeeded}, active: {active}, failed: {failed}"),
+    )
+}
+
 /// core.go `jobConditions`.
 fn job(obj: &Value) -> KStatus {
     let parallelism = int(obj, "/spec/parallelism", 1);

@@ -1244,7 +1244,7 @@ impl KustomizeController {
             }
             for (i, k) in set.iter().enumerate() {
                 last[i] = match self.cluster.get(k) {
-                    Ok(Some(o)) => kstatus::compute(&o).status,
+                    Ok(Some(o)) => kstatus::health(&o, cfg.version).status,
                     Ok(None) => Status::NotFound,
                     Err(_) => Status::Unknown,
                 };

@@ -1,0 +1,558 @@
+//! The wait set and the blocking list, as kustomize-controller reads health (issue 15 items
+//! 3, 7, 8) on snapshots written from upstream shapes:
+//! - the wait set (kustomization_controller.go `checkHealth`): `spec.wait` -> the applied
+//!   objects (the inventory); else `spec.healthChecks` with namespaces as given;
+//! - a Job reads as fluxcd/pkg runtime/statusreaders `jobConditions`: InProgress until
+//!   Complete (with its pod's pull error), Current when suspended (v1.8+);
+//! - a missing CRD is `Unknown`, a Terminating object names its finalizers and the pods that
+//!   hold a PVC, a wrong-namespace healthChecks entry is never "in the inventory", a
+//!   suspended HelmRelease says so with the fix; `no matches for kind` on apply says the CRD is
+//!   missing and sends no request; a dependsOn cycle is "break the cycle in Git" only; a
+//!   source's failure is quoted verbatim.
+
+use serde_json::{Value, json};
+use unstick::diagnose::{Class, Diagnosis, Engine, wait_set};
+use unstick::lever::{self, Lever, Options};
+use unstick::proof::{Expect, Verdict, judge};
+use unstick::report::root_cause_cell;
+use unstick::snapshot::Snapshot;
+
+const REV: &str = "main@sha1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const OLD: &str = "main@sha1:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+fn controller(tag: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "kustomize-controller", "namespace": "flux-system"},
+        "spec": {"selector": {"matchLabels": {"app": "kustomize-controller"}},
+            "template": {"spec": {"containers": [{"name": "manager",
+                "image": format!("ghcr.io/fluxcd/kustomize-controller:{tag}"),
+                "args": ["--concurrent=4"]}]}}},
+        "status": {"readyReplicas": 1}})
+}
+
+fn gitrepo(rev: &str) -> Value {
+    json!({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+        "metadata": {"name": "flux-system", "namespace": "flux-system", "generation": 1},
+        "spec": {"interval": "1m"},
+        "status": {"observedGeneration": 1, "artifact": {"revision": rev},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Succeeded",
+                "message": format!("stored artifact for revision '{rev}'")}]}})
+}
+
+/// A Kustomization with its health check in flight at REV.
+fn in_flight(name: &str, spec: Value, inventory: &[&str]) -> Value {
+    let mut k = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": name, "namespace": "flux-system", "generation": 1},
+        "spec": {"interval": "10m", "timeout": "5m", "path": "./apps",
+            "sourceRef": {"kind": "GitRepository", "name": "flux-system"}},
+        "status": {"observedGeneration": 1, "lastAttemptedRevision": REV,
+            "lastAppliedRevision": OLD,
+            "inventory": {"entries": inventory.iter().map(|i| json!({"id": i, "v": "v1"})).collect::<Vec<_>>()},
+            "conditions": [
+                {"type": "Reconciling", "status": "True", "reason": "Progressing",
+                 "lastTransitionTime": "2026-11-30T07:20:00Z",
+                 "message": format!("Running health checks for revision {REV} with a timeout of 5m0s")},
+                {"type": "Ready", "status": "Unknown", "reason": "Progressing",
+                 "message": "Reconciliation in progress"}]}});
+    for (key, v) in spec.as_object().unwrap() {
+        k["spec"][key] = v.clone();
+    }
+    k
+}
+
+fn snap(
+    tag: &str,
+    ks: Vec<Value>,
+    objects: Vec<Value>,
+    pods: Vec<Value>,
+    listed: &[&str],
+) -> Snapshot {
+    Snapshot {
+        now: "2026-11-30T07:21:00Z".parse().unwrap(),
+        kustomizations: ks,
+        sources: vec![gitrepo(REV)],
+        controller: Some(controller(tag)),
+        objects,
+        pods,
+        events: vec![],
+        listed_kinds: listed.iter().map(|s| s.to_string()).collect(),
+        unserved_kinds: Default::default(),
+    }
+}
+
+fn diag(s: &Snapshot, name: &str) -> Diagnosis {
+    Engine::new(s).diagnose("flux-system", name).unwrap()
+}
+
+fn plan(s: &Snapshot, name: &str) -> lever::Plan {
+    let e = Engine::new(s);
+    let d = e.diagnose("flux-system", name).unwrap();
+    let k = e.idx.kustomization("flux-system", name).unwrap();
+    let holding = e.holding_workers();
+    lever::plan(
+        &d,
+        &lever::Inputs {
+            ks: k,
+            source: e.source_obj(k),
+            controller: e.controller.as_ref(),
+            holding: &holding,
+            now: s.now,
+            token: "2026-11-30T07:21:00.5Z",
+        },
+        &Options::default(),
+    )
+}
+
+fn job(suspend: bool, started: bool) -> Value {
+    let mut j = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "migrate", "namespace": "apps", "uid": "u-1"},
+        "spec": {"backoffLimit": 6, "template": {"spec": {"containers": [{"name": "migrate", "image": "registry.example.local/db-migrate:1.2"}]}}},
+        "status": {}});
+    if suspend {
+        j["spec"]["suspend"] = json!(true);
+    }
+    if started {
+        j["status"] = json!({"startTime": "2026-11-30T07:20:05Z", "active": 1, "ready": 0});
+    }
+    j
+}
+
+fn job_pod() -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "migrate-x7k2p", "namespace": "apps",
+            "labels": {"batch.kubernetes.io/job-name": "migrate"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "migrate", "uid": "u-1", "controller": true}]},
+        "spec": {"containers": [{"name": "migrate", "image": "registry.example.local/db-migrate:1.2"}]},
+        "status": {"phase": "Pending", "containerStatuses": [{"name": "migrate", "ready": false, "restartCount": 0,
+            "image": "registry.example.local/db-migrate:1.2",
+            "state": {"waiting": {"reason": "ImagePullBackOff",
+                "message": "Back-off pulling image \"registry.example.local/db-migrate:1.2\""}}}]}})
+}
+
+/// fluxcd/pkg runtime/statusreaders `jobConditions`: a started Job whose pod cannot pull is
+/// InProgress (plain kstatus would call it Current and list nothing), with the pod's reason.
+#[test]
+fn job_in_progress_until_complete_names_its_pods_pull_error() {
+    let s = snap(
+        "v1.9.4",
+        vec![in_flight(
+            "db",
+            json!({"wait": true}),
+            &["apps_migrate_batch_Job"],
+        )],
+        vec![job(false, true)],
+        vec![job_pod()],
+        &["batch/Job"],
+    );
+    let d = diag(&s, "db");
+    assert_eq!(d.class, Class::HealthCheckInFlight);
+    assert_eq!(d.blocking.len(), 1, "{:#?}", d.blocking);
+    let b = &d.blocking[0];
+    assert_eq!(b.object, "Job/apps/migrate");
+    assert_eq!(b.kstatus, "InProgress");
+    assert_eq!(b.origin, "inventory");
+    assert_eq!(
+        b.message,
+        "Job in progress. success:0, active: 1, failed: 0"
+    );
+    assert_eq!(b.pods.len(), 1);
+    assert_eq!(b.pods[0].reason, "ImagePullBackOff");
+    assert_eq!(
+        b.pods[0].image.as_deref(),
+        Some("registry.example.local/db-migrate:1.2")
+    );
+    assert!(root_cause_cell(&d).contains("Job/apps/migrate ImagePullBackOff"));
+}
+
+#[test]
+fn suspended_job_is_current_from_v1_8_and_in_progress_before() {
+    for (tag, blocking) in [("v1.9.4", false), ("v1.8.0", false), ("v1.7.3", true)] {
+        let s = snap(
+            tag,
+            vec![in_flight(
+                "db",
+                json!({"wait": true}),
+                &["apps_migrate_batch_Job"],
+            )],
+            vec![job(true, false)],
+            vec![],
+            &["batch/Job"],
+        );
+        let d = diag(&s, "db");
+        assert_eq!(!d.blocking.is_empty(), blocking, "{tag}: {:#?}", d.blocking);
+    }
+}
+
+/// A CRD missing after an upgrade: the status poller reads the object as Unknown
+/// (`timeout waiting for: [ExternalSecret/apps/db-creds status: 'Unknown']`).
+#[test]
+fn missing_crd_is_unknown_with_the_fix() {
+    let mut s = snap(
+        "v1.9.4",
+        vec![in_flight(
+            "db",
+            json!({"wait": true}),
+            &["apps_db-creds_external-secrets.io_ExternalSecret"],
+        )],
+        vec![],
+        vec![],
+        &[],
+    );
+    s.unserved_kinds
+        .insert("external-secrets.io/ExternalSecret".into());
+    let d = diag(&s, "db");
+    assert_eq!(d.blocking.len(), 1, "{:#?}", d.blocking);
+    let b = &d.blocking[0];
+    assert_eq!(b.object, "ExternalSecret/apps/db-creds");
+    assert_eq!(b.kstatus, "Unknown");
+    assert!(
+        b.message.contains("CustomResourceDefinition is missing"),
+        "{}",
+        b.message
+    );
+    assert!(b.fix.as_deref().unwrap().contains("install the CRD"));
+}
+
+#[test]
+fn terminating_pvc_names_its_finalizer_and_the_pod_that_holds_it() {
+    let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "namespace": "apps",
+            "deletionTimestamp": "2026-11-30T07:10:00Z",
+            "finalizers": ["kubernetes.io/pvc-protection"]},
+        "status": {"phase": "Bound"}});
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "db-0", "namespace": "apps"},
+        "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]},
+        "status": {"phase": "Running"}});
+    let s = snap(
+        "v1.9.4",
+        vec![in_flight(
+            "db",
+            json!({"wait": true}),
+            &["apps_data__PersistentVolumeClaim"],
+        )],
+        vec![pvc],
+        vec![pod],
+        &["/PersistentVolumeClaim"],
+    );
+    let d = diag(&s, "db");
+    let b = &d.blocking[0];
+    assert_eq!(b.kstatus, "Terminating");
+    assert!(
+        b.message.contains("kubernetes.io/pvc-protection"),
+        "{}",
+        b.message
+    );
+    assert!(
+        b.fix.as_deref().unwrap().contains("pod apps/db-0"),
+        "{:?}",
+        b.fix
+    );
+}
+
+/// A healthChecks entry naming the wrong namespace is a healthChecks entry, never "in the
+/// inventory"; the right namespace is named.
+#[test]
+fn wrong_namespace_health_check_is_named_as_such() {
+    let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "apps", "generation": 1},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}},
+        "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+            "readyReplicas": 1, "availableReplicas": 1,
+            "conditions": [{"type": "Available", "status": "True"}]}});
+    let s = snap(
+        "v1.9.4",
+        vec![in_flight(
+            "web",
+            json!({"healthChecks": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": "default"}]}),
+            &["apps_web_apps_Deployment"],
+        )],
+        vec![dep],
+        vec![],
+        &["apps/Deployment"],
+    );
+    let ws = wait_set(&s.kustomizations[0]);
+    assert_eq!(ws.len(), 1, "without wait the inventory is not waited on");
+    let d = diag(&s, "web");
+    assert_eq!(d.blocking.len(), 1, "{:#?}", d.blocking);
+    let b = &d.blocking[0];
+    assert_eq!(b.object, "Deployment/default/web");
+    assert_eq!(b.origin, "healthChecks");
+    assert_eq!(b.kstatus, "NotFound");
+    assert!(!b.message.contains("inventory"), "{}", b.message);
+    assert!(b.message.contains("spec.healthChecks"), "{}", b.message);
+    assert!(
+        b.message.contains("exists in namespace apps"),
+        "{}",
+        b.message
+    );
+    assert!(b.fix.as_deref().unwrap().contains("namespace: apps"));
+}
+
+/// With `spec.wait: true` the controller waits on the applied objects and ignores
+/// spec.healthChecks (checkHealth: `if !obj.Spec.Wait { objects = healthChecks }`).
+#[test]
+fn wait_true_waits_on_the_inventory_only() {
+    let k = in_flight(
+        "web",
+        json!({"wait": true, "healthChecks": [{"kind": "Deployment", "name": "other", "namespace": "x"}]}),
+        &[
+            "apps_web_apps_Deployment",
+            "flux-system_web_kustomize.toolkit.fluxcd.io_Kustomization",
+        ],
+    );
+    let ws = wait_set(&k);
+    assert_eq!(ws.len(), 1, "{ws:?}");
+    assert_eq!(ws[0].name, "web");
+    assert_eq!(ws[0].kind, "Deployment");
+}
+
+/// A HelmRelease under wait that is itself suspended: InProgress, and the fix is to resume
+/// it (kustomize-controller#1100, #709).
+#[test]
+fn suspended_helmrelease_says_suspended_and_resume() {
+    let hr = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": "redis", "namespace": "apps", "generation": 2},
+        "spec": {"suspend": true},
+        "status": {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "False",
+            "reason": "InstallFailed", "message": "install retries exhausted"}]}});
+    let s = snap(
+        "v1.9.4",
+        vec![in_flight(
+            "redis",
+            json!({"wait": true}),
+            &["apps_redis_helm.toolkit.fluxcd.io_HelmRelease"],
+        )],
+        vec![hr],
+        vec![],
+        &["helm.toolkit.fluxcd.io/HelmRelease"],
+    );
+    let d = diag(&s, "redis");
+    let b = &d.blocking[0];
+    assert_eq!(b.kstatus, "InProgress");
+    assert!(
+        b.message.starts_with("suspended (spec.suspend: true)"),
+        "{}",
+        b.message
+    );
+    assert!(
+        b.fix
+            .as_deref()
+            .unwrap()
+            .contains("flux resume helmrelease redis -n apps"),
+        "{:?}",
+        b.fix
+    );
+}
+
+/// `no matches for kind` on apply: the CRD is missing; no request (a rerun fails the same way).
+#[test]
+fn no_matches_for_kind_on_apply_says_crd_missing_and_sends_nothing() {
+    let k = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": "secrets", "namespace": "flux-system", "generation": 1},
+        "spec": {"interval": "10m", "path": "./s", "sourceRef": {"kind": "GitRepository", "name": "flux-system"}},
+        "status": {"lastAttemptedRevision": REV, "conditions": [
+            {"type": "Ready", "status": "False", "reason": "ReconciliationFailed",
+             "message": "ExternalSecret/apps/db-creds dry-run failed: no matches for kind \"ExternalSecret\" in version \"external-secrets.io/v1beta1\""}]}});
+    let s = snap("v1.9.4", vec![k], vec![], vec![], &[]);
+    let d = diag(&s, "secrets");
+    assert_eq!(d.class, Class::ReconcileFailed);
+    assert_eq!(
+        d.missing_crds,
+        vec!["ExternalSecret (external-secrets.io/v1beta1)".to_string()]
+    );
+    assert!(
+        d.hints
+            .iter()
+            .any(|h| h.contains("CustomResourceDefinition is missing"))
+    );
+    let p = plan(&s, "secrets");
+    assert_eq!(p.lever, Lever::FixInGit);
+    assert!(p.steps.is_empty());
+}
+
+/// A dependsOn cycle never ends by itself: the only lever is "break the cycle in Git".
+#[test]
+fn dependson_cycle_is_break_the_cycle_in_git_only() {
+    let mk = |name: &str, dep: &str| {
+        json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": name, "namespace": "flux-system", "generation": 1},
+            "spec": {"interval": "10m", "path": "./x", "dependsOn": [{"name": dep}],
+                "sourceRef": {"kind": "GitRepository", "name": "flux-system"}},
+            "status": {"conditions": [{"type": "Ready", "status": "False",
+                "reason": "DependencyNotReady",
+                "message": format!("dependency 'flux-system/{dep}' is not ready")}]}})
+    };
+    let s = snap(
+        "v1.9.4",
+        vec![mk("a", "b"), mk("b", "a")],
+        vec![],
+        vec![],
+        &[],
+    );
+    let p = plan(&s, "a");
+    assert_eq!(p.lever, Lever::FixInGit);
+    assert_eq!(p.effect, "break the cycle in Git");
+    assert!(p.alternatives.is_empty(), "{:?}", p.alternatives);
+    assert!(
+        p.why.iter().all(|w| !w.contains("ends by itself")),
+        "{:?}",
+        p.why
+    );
+}
+
+/// Quote only what the object says: a missing secret is not "authentication required".
+#[test]
+fn source_failure_is_quoted_verbatim() {
+    let mut s = snap(
+        "v1.9.4",
+        vec![in_flight("db", json!({}), &[])],
+        vec![],
+        vec![],
+        &[],
+    );
+    s.sources[0]["spec"]["secretRef"] = json!({"name": "git-creds"});
+    s.sources[0]["status"]["conditions"] = json!([{"type": "Ready", "status": "False",
+        "reason": "AuthenticationFailed",
+        "message": "failed to get secret 'flux-system/git-creds': secrets \"git-creds\" not found"}]);
+    let d = diag(&s, "db");
+    let all = d.hints.join("\n");
+    assert!(!all.contains("authentication required"), "{all}");
+    assert!(
+        all.contains(
+            "failed to get secret 'flux-system/git-creds': secrets \"git-creds\" not found"
+        ),
+        "{all}"
+    );
+    assert!(all.contains("does not exist"), "{all}");
+}
+
+/// One diagnosis for `--all` and for one object: a Kustomization whose own health check is in
+/// flight names its own blocker as root cause, even while its dependency is reconciling; the
+/// dependency is a hint.
+#[test]
+fn own_health_check_is_the_root_cause_not_a_reconciling_dependency() {
+    let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "apps", "generation": 2},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"spec": {"containers": [{"name": "web", "image": "0.1.1"}]}}},
+        "status": {"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1,
+            "readyReplicas": 0, "unavailableReplicas": 1}});
+    let mut w0 = in_flight("wave-0", json!({}), &[]);
+    w0["status"]["conditions"] = json!([{"type": "Reconciling", "status": "True",
+        "reason": "Progressing", "message": "Building manifests for revision x",
+        "lastTransitionTime": "2026-11-30T07:20:50Z"},
+        {"type": "Ready", "status": "Unknown", "reason": "Progressing", "message": "Reconciliation in progress"}]);
+    let w1 = in_flight(
+        "wave-1",
+        json!({"wait": true, "dependsOn": [{"name": "wave-0"}]}),
+        &["apps_web_apps_Deployment"],
+    );
+    let s = snap(
+        "v1.9.4",
+        vec![w0, w1],
+        vec![dep],
+        vec![],
+        &["apps/Deployment"],
+    );
+    let d = diag(&s, "wave-1");
+    assert_eq!(d.class, Class::HealthCheckInFlight);
+    assert!(d.root_cause.is_none(), "{:#?}", d.root_cause);
+    assert!(
+        root_cause_cell(&d).starts_with("Deployment/apps/web"),
+        "{}",
+        root_cause_cell(&d)
+    );
+    assert!(
+        d.hints
+            .iter()
+            .any(|h| h.contains("dependency flux-system/wave-0 is reconciling"))
+    );
+    let (fleet, _) = unstick::report::fleet_report(&s, vec![], &Options::default());
+    let row = fleet
+        .items
+        .iter()
+        .find(|i| i.kustomization == "flux-system/wave-1")
+        .unwrap();
+    assert_eq!(row.root_cause, root_cause_cell(&d));
+    assert_eq!(row.class, d.class);
+}
+
+/// The proof judge: a failed check at the revision the source still serves, while the source
+/// is fetching (our --with-source request not handled), is Moving, never Terminal; once the
+/// source handled it at the same revision, Terminal; a canceled check is Moving.
+#[test]
+fn proof_judge_waits_while_the_source_moves() {
+    let mut k = in_flight("w", json!({}), &[]);
+    k["metadata"]["annotations"] = json!({"reconcile.fluxcd.io/requestedAt": "T1"});
+    k["status"]["lastHandledReconcileAt"] = json!("T1");
+    k["status"]["conditions"] = json!([
+        {"type": "Reconciling", "status": "True", "reason": "ProgressingWithRetry", "message": "x"},
+        {"type": "Ready", "status": "False", "reason": "HealthCheckFailed",
+         "message": "health check failed after 1s: failed early due to stalled resources: [Deployment/apps/web status: 'Failed']"}]);
+    let mut s = snap("v1.9.4", vec![k], vec![], vec![], &[]);
+    s.sources[0]["metadata"]["annotations"] = json!({"reconcile.fluxcd.io/requestedAt": "T1"});
+    s.sources[0]["status"]["lastHandledReconcileAt"] = json!("T0");
+    s.sources[0]["status"]["conditions"] = json!([
+        {"type": "Reconciling", "status": "True", "reason": "Progressing", "message": "building artifact: new upstream revision 'main@sha1:cc'"},
+        {"type": "Ready", "status": "Unknown", "reason": "Progressing", "message": "building artifact"}]);
+    let e = Expect {
+        token: Some("T1"),
+        generation: None,
+        source_token: Some("T1"),
+    };
+    let v = judge(&Engine::new(&s), "flux-system", "w", &e);
+    assert!(
+        matches!(&v, Verdict::Moving(m) if m.contains("has not handled our request")),
+        "{v:?}"
+    );
+    // The source handled it and serves the same revision: the failure is terminal.
+    s.sources[0]["status"]["lastHandledReconcileAt"] = json!("T1");
+    s.sources[0]["status"]["conditions"] = gitrepo(REV)["status"]["conditions"].clone();
+    let v = judge(&Engine::new(&s), "flux-system", "w", &e);
+    assert!(
+        matches!(&v, Verdict::Terminal(m) if m.contains(REV)),
+        "{v:?}"
+    );
+    // A newer revision arrived that the Kustomization has not attempted: moving again.
+    s.sources[0]["status"]["artifact"]["revision"] =
+        json!("main@sha1:cccccccccccccccccccccccccccccccccccccccc");
+    let v = judge(&Engine::new(&s), "flux-system", "w", &e);
+    assert!(
+        matches!(&v, Verdict::Moving(m) if m.contains("has not attempted")),
+        "{v:?}"
+    );
+    // Recovered: the contract at the source's revision.
+    let k = &mut s.kustomizations[0];
+    k["status"]["lastAttemptedRevision"] =
+        json!("main@sha1:cccccccccccccccccccccccccccccccccccccccc");
+    k["status"]["lastAppliedRevision"] =
+        json!("main@sha1:cccccccccccccccccccccccccccccccccccccccc");
+    k["status"]["conditions"] = json!([{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded", "message": "Applied revision"}]);
+    assert_eq!(
+        judge(&Engine::new(&s), "flux-system", "w", &e),
+        Verdict::Recovered
+    );
+    // ... but not before our request was handled.
+    s.kustomizations[0]["status"]["lastHandledReconcileAt"] = json!("T0");
+    assert!(matches!(
+        judge(&Engine::new(&s), "flux-system", "w", &e),
+        Verdict::Moving(_)
+    ));
+}
+
+#[test]
+fn health_check_canceled_is_moving() {
+    let mut k = in_flight("w", json!({}), &[]);
+    k["status"]["lastAttemptedRevision"] = json!(REV);
+    k["status"]["conditions"] = json!([
+        {"type": "Reconciling", "status": "True", "reason": "ProgressingWithRetry", "message": "x"},
+        {"type": "Ready", "status": "False", "reason": "HealthCheckCanceled",
+         "message": "New reconciliation triggered by Kustomization/flux-system/w"}]);
+    let s = snap("v1.9.4", vec![k], vec![], vec![], &[]);
+    let v = judge(&Engine::new(&s), "flux-system", "w", &Expect::default());
+    assert!(
+        matches!(&v, Verdict::Moving(m) if m.contains("starts right away")),
+        "{v:?}"
+    );
+}
