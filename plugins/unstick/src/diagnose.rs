@@ -312,6 +312,9 @@ pub struct Engine<'a> {
     pub controller: Option<ControllerFacts>,
     /// Registry hosts of the snapshot's workload templates, computed on first use.
     hosts: std::sync::OnceLock<BTreeMap<String, usize>>,
+    /// [`Engine::holding_workers`], computed on first use (once per snapshot, not once per
+    /// Kustomization with a pending request).
+    holding: std::sync::OnceLock<Vec<String>>,
 }
 
 impl<'a> Engine<'a> {
@@ -324,6 +327,7 @@ impl<'a> Engine<'a> {
                 .as_ref()
                 .map(ControllerFacts::from_deployment),
             hosts: std::sync::OnceLock::new(),
+            holding: std::sync::OnceLock::new(),
         }
     }
 
@@ -335,16 +339,20 @@ impl<'a> Engine<'a> {
     /// ([`run_in_progress`]) and not suspended.
     /// `namespace/name`, sorted.
     pub fn holding_workers(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .idx
-            .snap
-            .kustomizations
-            .iter()
-            .filter(|k| !obj::b(k, &["spec", "suspend"]) && run_in_progress(k).is_some())
-            .map(key_of)
-            .collect();
-        v.sort();
-        v
+        self.holding
+            .get_or_init(|| {
+                let mut v: Vec<String> = self
+                    .idx
+                    .snap
+                    .kustomizations
+                    .iter()
+                    .filter(|k| !obj::b(k, &["spec", "suspend"]) && run_in_progress(k).is_some())
+                    .map(key_of)
+                    .collect();
+                v.sort();
+                v
+            })
+            .clone()
     }
 
     /// Diagnose every Kustomization of the snapshot, sorted by namespace/name.

@@ -181,7 +181,10 @@ pub struct Scope {
 }
 
 /// Read everything the engine needs, with list calls only:
-/// Kustomizations (1), each referenced source kind (1 each), the controller Deployment (1),
+/// Kustomizations (1; plus 1 for the dependencies named in other namespaces, whatever their
+/// number), each referenced source kind (1 each), the controller Deployment (1), one
+/// discovery request per API group of a custom kind named by a health check (plus 1 list per
+/// kind it serves),
 /// each status-bearing kind named by a health check of a non-healthy Kustomization (1 each,
 /// across namespaces when several are involved), Pods (1) and Warning Events (1).
 /// Permission errors on the optional reads (controller, pods, events, workloads) degrade to
@@ -207,9 +210,37 @@ pub async fn gather(
                 }
             }
         }
-        for (dns, dn) in extra {
-            if let Ok(Some(v)) = r.get(conn, &ks_ar(), &dns, &dn).await {
-                kustomizations.push(v);
+        // One list whatever the number of such dependencies: the namespace's when they all
+        // live in one, else all namespaces (filtered to the ones named). Without list
+        // permission there, one list per namespace; a namespace we may not read leaves its
+        // dependencies out (they read as missing, with a note).
+        if !extra.is_empty() {
+            let nss: BTreeSet<&str> = extra.iter().map(|(n, _)| n.as_str()).collect();
+            let keep = |v: &Value| {
+                extra.contains(&(obj::namespace(v).to_string(), obj::name(v).to_string()))
+            };
+            let one = (nss.len() == 1).then(|| *nss.iter().next().unwrap());
+            match r.list(conn, &ks_ar(), one, &ListParams::default()).await {
+                Ok(v) => kustomizations.extend(v.into_iter().filter(keep)),
+                Err(e) if e.status_code() == Some(403) && one.is_none() => {
+                    for dns in nss {
+                        match r
+                            .list(conn, &ks_ar(), Some(dns), &ListParams::default())
+                            .await
+                        {
+                            Ok(v) => kustomizations.extend(v.into_iter().filter(keep)),
+                            Err(e) if e.status_code() == Some(403) => {
+                                notes.push(format!("dependencies in namespace {dns} not read: {e}"))
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                }
+                Err(e) if e.status_code() == Some(403) => notes.push(format!(
+                    "dependencies in namespace {} not read: {e}",
+                    one.unwrap_or("")
+                )),
+                Err(e) => return Err(e),
             }
         }
     }
@@ -270,6 +301,7 @@ pub async fn gather(
     };
     let mut snap = Snapshot {
         now,
+        namespace: ks_ns.map(String::from),
         kustomizations,
         sources,
         controller,
@@ -525,13 +557,29 @@ pub struct Executed {
 /// Resume a Kustomization we suspended (its marker equals `marker`, or any marker when
 /// `marker` is `None`, i.e. healing an interrupted run). Never touches one without our
 /// marker unless `force`. Returns the object after the write, or `None` when nothing was
-/// done (already resumed, or suspended by someone else).
+/// done (already resumed, or suspended by someone else). The patch carries the
+/// resourceVersion it decided on, so a change in between is a 409 that re-reads and decides
+/// again.
 pub async fn resume_ours(
     conn: &Connection,
     ns: &str,
     name: &str,
     marker: Option<&str>,
     force: bool,
+) -> Result<Option<Value>> {
+    resume_ours_from(conn, ns, name, marker, force, None).await
+}
+
+/// [`resume_ours`] deciding on `known` (the object as just listed) instead of a fresh GET:
+/// one request per resume (the PATCH) when nothing changed since the list, which keeps
+/// `--all`'s healing at one write per Kustomization.
+pub async fn resume_ours_from(
+    conn: &Connection,
+    ns: &str,
+    name: &str,
+    marker: Option<&str>,
+    force: bool,
+    known: Option<&Value>,
 ) -> Result<Option<Value>> {
     let ar = ks_ar();
     let r = Reader::default();
@@ -547,8 +595,12 @@ pub async fn resume_ours(
         }
         Some(resume_patch(obj::s(cur, &["metadata", "resourceVersion"])))
     };
-    let Some(cur) = r.get(conn, &ar, ns, name).await? else {
-        return Ok(None);
+    let cur = match known {
+        Some(k) => k.clone(),
+        None => match r.get(conn, &ar, ns, name).await? {
+            Some(c) => c,
+            None => return Ok(None),
+        },
     };
     let Some(patch) = decide(&cur) else {
         return Ok(None);

@@ -802,7 +802,7 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
             .collect();
         for k in targets {
             let (kns, kname) = k.split_once('/').unwrap();
-            if live::resume_ours(conn, kns, kname, None, false)
+            if live::resume_ours_from(conn, kns, kname, None, false, find(&snap, kns, kname))
                 .await?
                 .is_some()
             {

@@ -494,7 +494,15 @@ pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetR
     let engine = Engine::new(snap);
     let holding = engine.holding_workers();
     let token = obj::rfc3339_nano(snap.now);
-    let all = engine.diagnose_all();
+    let mut all = engine.diagnose_all();
+    if let Some(ns) = &snap.namespace {
+        // Dependencies read from other namespaces are context, not rows.
+        all.retain(|d| {
+            d.kustomization
+                .split_once('/')
+                .is_some_and(|(n, _)| n == ns)
+        });
+    }
     let total = all.len();
     let by_key: HashMap<String, &Value> =
         snap.kustomizations.iter().map(|k| (key_of(k), k)).collect();

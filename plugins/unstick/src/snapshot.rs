@@ -18,6 +18,10 @@ use crate::obj;
 pub struct Snapshot {
     /// The time of the snapshot; every "time left" is computed against it.
     pub now: Timestamp,
+    /// The namespace read (`None`: all namespaces). Kustomizations from other namespaces are
+    /// there only as dependencies: the fleet view does not list them.
+    #[serde(default)]
+    pub namespace: Option<String>,
     /// All Kustomizations in scope (the target's namespace, or all namespaces with `-A`, and
     /// the namespaces of the dependencies they name).
     #[serde(default)]

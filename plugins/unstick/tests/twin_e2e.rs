@@ -948,3 +948,145 @@ async fn check_token_superseded_by_a_later_request() {
         run.twin.requests()
     );
 }
+
+/// The request bound, whatever the fleet's shape (issue 15 item 6): dependencies in other
+/// namespaces are read with one list (not one GET each), and healing Kustomizations left
+/// suspended by an interrupted run costs one request per write (the PATCH, guarded by the
+/// listed resourceVersion). Bound: reads <= 15, plus 1 per write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fleet_view_request_bound_with_cross_namespace_dependencies_and_healing() {
+    let run = start_shipped("healthy-fleet-300").await;
+    let store = run.twin.store();
+    let ks_gvr = store
+        .gvr("kustomize.toolkit.fluxcd.io", "v1", "kustomizations")
+        .unwrap();
+    let ns_gvr = store.gvr("", "v1", "namespaces").unwrap();
+    for ns in ["team-a", "team-b", "team-c"] {
+        store
+            .create(
+                &ns_gvr,
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            )
+            .unwrap();
+    }
+    // team-a: 12 Kustomizations, each dependsOn a distinct one in flux-system; two of them
+    // carry our suspend marker (an interrupted run). team-b depends on team-a and team-c.
+    for i in 0..12 {
+        let mut meta = json!({"name": format!("app-{i:02}"), "namespace": "team-a"});
+        let mut spec = json!({"interval": "10m", "path": "./x",
+            "sourceRef": {"kind": "GitRepository", "name": "flux-system", "namespace": "flux-system"},
+            "dependsOn": [{"name": format!("wave-{}-{:03}", i % 10, i), "namespace": "flux-system"}]});
+        if i < 2 {
+            meta["annotations"] = json!({MARKER: "2026-11-30T07:00:00Z"});
+            spec["suspend"] = json!(true);
+        }
+        store
+            .create(
+                &ks_gvr,
+                json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                    "metadata": meta, "spec": spec}),
+            )
+            .unwrap();
+    }
+    for (i, (dns, dn)) in [
+        ("team-a", "app-05"),
+        ("team-c", "nope"),
+        ("flux-system", "wave-1-001"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        store
+            .create(
+                &ks_gvr,
+                json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                    "metadata": {"name": format!("b-{i}"), "namespace": "team-b"},
+                    "spec": {"interval": "10m", "path": "./x",
+                        "sourceRef": {"kind": "GitRepository", "name": "flux-system", "namespace": "flux-system"},
+                        "dependsOn": [{"name": dn, "namespace": dns}]}}),
+            )
+            .unwrap();
+    }
+    let count = |run: &RunningScenario| -> (usize, usize, Vec<String>) {
+        let reqs = run.twin.requests();
+        let rs: Vec<&twin::RequestRecord> =
+            reqs.iter().filter(|r| !r.resource.is_empty()).collect();
+        let writes = rs.iter().filter(|r| r.verb == "patch").count();
+        (
+            rs.len() - writes,
+            writes,
+            rs.iter()
+                .map(|r| format!("{} {} {}", r.verb, r.resource, r.namespace))
+                .collect(),
+        )
+    };
+    // --dry-run: no healing, reads only; 12 cross-namespace dependencies, one list.
+    run.twin.reset_requests();
+    let o = unstick(&run, &["--all", "-n", "team-a", "--dry-run", "-o", "json"]).await;
+    let (reads, writes, all) = count(&run);
+    assert_eq!(writes, 0, "{all:#?}");
+    assert!(reads <= 15, "{reads} reads: {all:#?}");
+    assert_eq!(
+        all.iter()
+            .filter(|r| r.starts_with("get kustomizations"))
+            .count(),
+        0,
+        "one list, not a GET per dependency: {all:#?}"
+    );
+    let v = o.json();
+    assert_eq!(v["total"], 12, "{v:#}");
+    // Dependencies in three namespaces: still one list (all namespaces).
+    run.twin.reset_requests();
+    let o = unstick(&run, &["--all", "-n", "team-b", "-o", "json"]).await;
+    let (reads, writes, all) = count(&run);
+    assert_eq!(writes, 0, "{all:#?}");
+    assert!(reads <= 15, "{reads} reads: {all:#?}");
+    assert_eq!(
+        all.iter().filter(|r| r.contains("kustomizations")).count(),
+        2,
+        "{all:#?}"
+    );
+    let v = o.json();
+    let b1 = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["kustomization"] == "team-b/b-1")
+        .unwrap();
+    // Never reconciled (no models here): its own state; the missing dependency is named.
+    assert!(
+        b1["diagnosis"]["hints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h
+                .as_str()
+                .unwrap()
+                .contains("dependency team-c/nope is missing")),
+        "{b1:#}"
+    );
+    // Healing: one PATCH per Kustomization left suspended by us.
+    run.twin.reset_requests();
+    let o = unstick(&run, &["--all", "-n", "team-a", "-o", "json"]).await;
+    let (reads, writes, all) = count(&run);
+    let v = o.json();
+    assert_eq!(v["healed"].as_array().unwrap().len(), 2, "{v:#}");
+    assert_eq!(writes, 2, "{all:#?}");
+    assert!(reads <= 15, "{reads} reads + {writes} writes: {all:#?}");
+    eprintln!(
+        "--all -n team-a with 12 cross-namespace dependencies and 2 heals: {reads} reads + {writes} writes: {all:?}"
+    );
+    for i in 0..2 {
+        let k = get(
+            &run,
+            &ObjKey::new(
+                "kustomize.toolkit.fluxcd.io/v1",
+                "Kustomization",
+                "team-a",
+                &format!("app-{i:02}"),
+            ),
+        )
+        .await;
+        assert!(not_suspended_by_us(&k), "{k:#}");
+    }
+}

@@ -76,7 +76,7 @@ fn snap(
         pods,
         events: vec![],
         listed_kinds: listed.iter().map(|s| s.to_string()).collect(),
-        unserved_kinds: Default::default(),
+        ..Default::default()
     }
 }
 
