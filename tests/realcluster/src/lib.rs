@@ -1,0 +1,577 @@
+//! realcluster: a real Kubernetes control plane and the real Flux controllers, for
+//! cluster-loop's tests and demo.
+//!
+//! Real (built from Go modules by `build.sh`, versions in [`bins`]): etcd (embedded, our small
+//! main), kube-apiserver and kube-controller-manager from `k8s.io/kubernetes`, source-controller
+//! and kustomize-controller (the current release and v1.7.3), the Flux CRDs as released in the
+//! controllers' modules. Ours (nothing real can run here): the node agent ([`node`]: kubelet
+//! and scheduler half), the Git server (`twin::git`, git-http-backend behind our HTTP front),
+//! the registry (a list of pullable references).
+//!
+//! ```no_run
+//! let cluster = realcluster::Cluster::shared().unwrap();   // once per test binary
+//! // kubectl --kubeconfig <cluster.kubeconfig()> get ks -n flux-system
+//! ```
+//!
+//! Every process dies with the test process (see [`proc`]); the working directory
+//! (`$TMPDIR/realcluster-<pid>-*`) is removed on drop, and stale ones of dead test processes are
+//! removed at the next start.
+
+pub mod bins;
+pub mod node;
+pub mod pki;
+pub mod proc;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use proc::{Proc, Spec, free_port, listening};
+
+/// Errors of the harness.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Building, writing or starting something failed.
+    #[error("realcluster: {0}")]
+    Setup(String),
+    /// A control-plane process exited during start.
+    #[error("realcluster: {name} exited ({status}); log tail:\n{log_tail}")]
+    ProcessExited {
+        /// Process name.
+        name: String,
+        /// Exit status.
+        status: String,
+        /// Last lines of its log.
+        log_tail: String,
+    },
+    /// An API call failed.
+    #[error("realcluster: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// kustomize-controller release to deploy ([`bins::KC_CURRENT`] or [`bins::KC_V17`]).
+    pub kustomize_controller: String,
+    /// Extra kustomize-controller args (e.g. `--feature-gates=CancelHealthCheckOnNewRevision=true`).
+    pub kustomize_controller_args: Vec<String>,
+    /// Images the node can pull (see [`node::Registry`]).
+    pub images: Vec<String>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            kustomize_controller: bins::KC_CURRENT.to_owned(),
+            kustomize_controller_args: Vec::new(),
+            images: Vec::new(),
+        }
+    }
+}
+
+/// A running cluster. Dropping it stops every process and removes its directory.
+pub struct Cluster {
+    // Field order is drop order: the agent (and its host processes) first, then the control
+    // plane, then the runtime, then the directory.
+    agent: Mutex<Option<node::NodeAgent>>,
+    procs: Mutex<Vec<Proc>>,
+    git: twin::git::GitServer,
+    registry: node::Registry,
+    rt: tokio::runtime::Runtime,
+    kubeconfig: PathBuf,
+    server: String,
+    dir: tempfile::TempDir,
+}
+
+/// Flux's namespace.
+pub const FLUX_NS: &str = "flux-system";
+
+impl Cluster {
+    /// The cluster of this test binary, started on first use with default options.
+    /// Errors: the start error (each later call returns it again).
+    pub fn shared() -> Result<&'static Cluster, Error> {
+        static SHARED: OnceLock<Result<Cluster, String>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| Cluster::start(ClusterOptions::default()).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| Error::Setup(e.clone()))
+    }
+
+    /// Starts etcd, kube-apiserver, kube-controller-manager, the node agent, the Git server,
+    /// the Flux CRDs and the source- and kustomize-controller Deployments, and waits until
+    /// `/readyz` passes, the CRDs are Established and both controllers run.
+    /// Errors: [`Error`] naming the step and, for a process, its log tail.
+    pub fn start(opts: ClusterOptions) -> Result<Cluster, Error> {
+        remove_stale_dirs();
+        let mut dir = tempfile::Builder::new()
+            .prefix(&format!("realcluster-{}-", std::process::id()))
+            .tempdir()
+            .map_err(|e| Error::Setup(format!("temp dir: {e}")))?;
+        // REALCLUSTER_KEEP=1 keeps the directory (logs, kubeconfig) for a post-mortem.
+        if std::env::var_os("REALCLUSTER_KEEP").is_some() {
+            dir.disable_cleanup(true);
+        }
+        let d = dir.path();
+        let logs = d.join("logs");
+        std::fs::create_dir_all(&logs).map_err(|e| Error::Setup(e.to_string()))?;
+        let pki = pki::generate(d)?;
+        let mut procs = Vec::new();
+
+        // etcd (retry on a port taken between free_port() and bind).
+        let mut etcd_url = String::new();
+        for attempt in 0..5 {
+            let (cp, pp) = (free_port()?, free_port()?);
+            let spec = Spec {
+                name: format!("etcd-{attempt}"),
+                program: bins::bin("etcd")?,
+                args: vec![
+                    "--data-dir".into(),
+                    d.join("etcd").into(),
+                    "--listen-client-url".into(),
+                    format!("http://127.0.0.1:{cp}").into(),
+                    "--listen-peer-url".into(),
+                    format!("http://127.0.0.1:{pp}").into(),
+                ],
+                env: vec![],
+            };
+            let mut p = Proc::start(&spec, &logs)?;
+            match p.wait_until(Duration::from_secs(30), |_| listening(cp)) {
+                Ok(()) => {
+                    etcd_url = format!("http://127.0.0.1:{cp}");
+                    procs.push(p);
+                    break;
+                }
+                Err(e) if attempt < 4 && p.log_tail(20).contains("address already in use") => {
+                    let _ = e;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+
+        // kube-apiserver.
+        let mut server = String::new();
+        for attempt in 0..5 {
+            let port = free_port()?;
+            let p = |x: &Path| x.as_os_str().to_owned();
+            let spec = Spec {
+                name: format!("kube-apiserver-{attempt}"),
+                program: bins::bin("kube-apiserver")?,
+                args: vec![
+                    format!("--etcd-servers={etcd_url}").into(),
+                    "--bind-address=127.0.0.1".into(),
+                    "--advertise-address=127.0.0.1".into(),
+                    format!("--secure-port={port}").into(),
+                    "--endpoint-reconciler-type=none".into(),
+                    "--authorization-mode=RBAC".into(),
+                    "--allow-privileged=true".into(),
+                    "--service-cluster-ip-range=10.96.0.0/16".into(),
+                    "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                    concat("--service-account-key-file=", &p(&pki.sa_pub)),
+                    concat("--service-account-signing-key-file=", &p(&pki.sa_key)),
+                    concat("--client-ca-file=", &p(&pki.ca_cert)),
+                    concat("--tls-cert-file=", &p(&pki.serving_cert)),
+                    concat("--tls-private-key-file=", &p(&pki.serving_key)),
+                    concat("--cert-dir=", &p(&d.join("apiserver-certs"))),
+                    "--profiling=false".into(),
+                    "--v=1".into(),
+                ],
+                env: vec![],
+            };
+            let mut proc = Proc::start(&spec, &logs)?;
+            match proc.wait_until(Duration::from_secs(90), |_| listening(port)) {
+                Ok(()) => {
+                    server = format!("https://127.0.0.1:{port}");
+                    procs.push(proc);
+                    break;
+                }
+                Err(e) if attempt < 4 && proc.log_tail(40).contains("address already in use") => {
+                    let _ = e;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let kubeconfig = d.join("admin.kubeconfig");
+        write(
+            &kubeconfig,
+            &pki::kubeconfig(&server, &pki.ca_cert, &pki.admin.0, &pki.admin.1, FLUX_NS),
+        )?;
+        let kcm_kubeconfig = d.join("kcm.kubeconfig");
+        write(
+            &kcm_kubeconfig,
+            &pki::kubeconfig(
+                &server,
+                &pki.ca_cert,
+                &pki.controller_manager.0,
+                &pki.controller_manager.1,
+                "kube-system",
+            ),
+        )?;
+        let mut last = String::new();
+        wait_for(
+            Duration::from_secs(90),
+            "kube-apiserver /readyz",
+            || match kubectl(&kubeconfig, &["get", "--raw", "/readyz?verbose"]) {
+                Ok(_) => true,
+                Err(e) => {
+                    last = e.to_string();
+                    false
+                }
+            },
+        )
+        .map_err(|e| {
+            let log = procs.last().map(|p| p.log_tail(20)).unwrap_or_default();
+            Error::Setup(format!("{e}: {last}\nkube-apiserver log tail:\n{log}"))
+        })?;
+
+        // kube-controller-manager, kubeadm style: its own identity, one service account per
+        // controller.
+        let p = |x: &Path| x.as_os_str().to_owned();
+        let kcm = Spec {
+            name: "kube-controller-manager".into(),
+            program: bins::bin("kube-controller-manager")?,
+            args: vec![
+                concat("--kubeconfig=", &p(&kcm_kubeconfig)),
+                "--secure-port=0".into(),
+                "--leader-elect=false".into(),
+                "--use-service-account-credentials=true".into(),
+                concat("--service-account-private-key-file=", &p(&pki.sa_key)),
+                concat("--root-ca-file=", &p(&pki.ca_cert)),
+                concat("--cluster-signing-cert-file=", &p(&pki.ca_cert)),
+                concat("--cluster-signing-key-file=", &p(&pki.ca_key)),
+                "--controllers=*".into(),
+                "--concurrent-deployment-syncs=5".into(),
+                "--v=1".into(),
+            ],
+            env: vec![],
+        };
+        let mut kcm = Proc::start(&kcm, &logs)?;
+        kcm.wait_until(Duration::from_secs(5), |_| false).ok();
+        if let Some(st) = kcm.exited() {
+            return Err(Error::ProcessExited {
+                name: "kube-controller-manager".into(),
+                status: st.to_string(),
+                log_tail: kcm.log_tail(30),
+            });
+        }
+        procs.push(kcm);
+
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("realcluster-rt")
+            .build()
+            .map_err(|e| Error::Setup(format!("tokio runtime: {e}")))?;
+
+        // Git server (ours: git-http-backend behind our HTTP front).
+        let git = twin::git::GitServer::start(twin::git::GitServerOptions::default())
+            .map_err(|e| Error::Setup(format!("git server: {e}")))?;
+
+        // Flux: CRDs released with the controllers, then their Deployments.
+        kubectl(&kubeconfig, &["create", "namespace", FLUX_NS])?;
+        for dir in [
+            bins::crd_dir("source-controller", bins::SC_CURRENT)?,
+            bins::crd_dir("kustomize-controller", &opts.kustomize_controller)?,
+        ] {
+            kubectl(
+                &kubeconfig,
+                &["apply", "--server-side", "-f", &dir.to_string_lossy()],
+            )?;
+        }
+        kubectl(
+            &kubeconfig,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "crd",
+                "--all",
+                "--timeout=60s",
+            ],
+        )?;
+
+        let registry = node::Registry::new(&opts.images);
+        let mut hosts = node::HostImages::new();
+        let env = vec![
+            (
+                "KUBECONFIG".to_owned(),
+                kubeconfig.to_string_lossy().into_owned(),
+            ),
+            ("RUNTIME_NAMESPACE".to_owned(), FLUX_NS.to_owned()),
+        ];
+        let storage = d.join("source-controller-storage");
+        std::fs::create_dir_all(&storage).map_err(|e| Error::Setup(format!("storage dir: {e}")))?;
+        for (name, version) in [
+            ("source-controller", bins::SC_CURRENT),
+            ("kustomize-controller", bins::KC_CURRENT),
+            ("kustomize-controller", bins::KC_V17),
+        ] {
+            let Ok(program) = bins::bin(&format!("{name}-{version}")) else {
+                continue;
+            };
+            let storage = storage.clone();
+            let is_source = name == "source-controller";
+            hosts.insert(
+                format!("ghcr.io/fluxcd/{name}:{version}"),
+                node::HostImage {
+                    program,
+                    env: env.clone(),
+                    rewrite: Arc::new(move |args: &[String]| host_args(args, is_source, &storage)),
+                },
+            );
+        }
+        let agent = rt.block_on(async {
+            let client = client_for(&kubeconfig).await?;
+            node::NodeAgent::start(client, registry.clone(), hosts, logs.clone())
+                .await
+                .map_err(Error::from)
+        })?;
+
+        let cluster = Cluster {
+            agent: Mutex::new(Some(agent)),
+            procs: Mutex::new(procs),
+            git,
+            registry,
+            rt,
+            kubeconfig,
+            server,
+            dir,
+        };
+        cluster.apply_yaml(&flux_deployments(
+            &opts.kustomize_controller,
+            &opts.kustomize_controller_args,
+        ))?;
+        for name in ["source-controller", "kustomize-controller"] {
+            kubectl(
+                &cluster.kubeconfig,
+                &[
+                    "-n",
+                    FLUX_NS,
+                    "rollout",
+                    "status",
+                    &format!("deployment/{name}"),
+                    "--timeout=120s",
+                ],
+            )?;
+        }
+        Ok(cluster)
+    }
+
+    /// The admin kubeconfig (context `realcluster`, namespace flux-system).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The Git server.
+    pub fn git(&self) -> &twin::git::GitServer {
+        &self.git
+    }
+
+    /// The registry the node pulls from.
+    pub fn registry(&self) -> &node::Registry {
+        &self.registry
+    }
+
+    /// The working directory (logs under `logs/`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs real kubectl against the cluster; stdout on success.
+    /// Errors: [`Error::Setup`] with kubectl's stderr.
+    pub fn kubectl(&self, args: &[&str]) -> Result<String, Error> {
+        kubectl(&self.kubeconfig, args)
+    }
+
+    /// `kubectl apply --server-side -f -` of `yaml`.
+    pub fn apply_yaml(&self, yaml: &str) -> Result<String, Error> {
+        kubectl_stdin(
+            &self.kubeconfig,
+            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+            yaml,
+        )
+    }
+
+    /// Host processes the node agent runs, by `namespace/pod`.
+    pub fn host_processes(&self) -> Vec<(String, u32)> {
+        self.agent
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(node::NodeAgent::host_processes)
+            .unwrap_or_default()
+    }
+
+    /// A kube client on the caller's runtime.
+    pub async fn client(&self) -> Result<kube::Client, Error> {
+        client_for(&self.kubeconfig).await
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let agent = self.agent.lock().unwrap().take();
+        let _guard = self.rt.enter();
+        drop(agent);
+        for p in self.procs.lock().unwrap().iter_mut().rev() {
+            p.kill();
+        }
+    }
+}
+
+/// Rewrites a controller's in-cluster args for a host process: no leader election, metrics and
+/// health listeners off (several controllers share the host), and for source-controller its
+/// storage on a loopback port (in a cluster `--storage-adv-addr` names its Service).
+fn host_args(args: &[String], is_source: bool, storage: &Path) -> Vec<String> {
+    let mut out: Vec<String> = args
+        .iter()
+        .filter(|a| {
+            !a.starts_with("--enable-leader-election")
+                && !a.starts_with("--metrics-addr")
+                && !a.starts_with("--health-addr")
+                && !a.starts_with("--storage-")
+        })
+        .map(|a| a.replace("$(RUNTIME_NAMESPACE)", FLUX_NS))
+        .collect();
+    out.push("--enable-leader-election=false".into());
+    out.push("--metrics-addr=0".into());
+    out.push("--health-addr=0".into());
+    if is_source {
+        let port = free_port().unwrap_or(0);
+        out.push(format!("--storage-path={}", storage.display()));
+        out.push(format!("--storage-addr=127.0.0.1:{port}"));
+        out.push(format!("--storage-adv-addr=127.0.0.1:{port}"));
+    }
+    out
+}
+
+/// The Deployments `flux install` makes for source- and kustomize-controller (flux2
+/// manifests/bases: image, args), at the versions this harness builds.
+pub fn flux_deployments(kc_version: &str, kc_args: &[String]) -> String {
+    let mut kc = vec![
+        "--events-addr=".to_owned(),
+        "--watch-all-namespaces=true".to_owned(),
+        "--log-level=info".to_owned(),
+        "--log-encoding=json".to_owned(),
+        "--enable-leader-election".to_owned(),
+    ];
+    kc.extend(kc_args.iter().cloned());
+    let sc = [
+        "--events-addr=",
+        "--watch-all-namespaces=true",
+        "--log-level=info",
+        "--log-encoding=json",
+        "--enable-leader-election",
+        "--storage-path=/data",
+        "--storage-adv-addr=source-controller.$(RUNTIME_NAMESPACE).svc.cluster.local.",
+    ];
+    let deploy = |name: &str, version: &str, args: Vec<String>| {
+        serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": FLUX_NS, "labels": {"app": name, "app.kubernetes.io/part-of": "flux"}},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"terminationGracePeriodSeconds": 10, "containers": [{
+                        "name": "manager", "image": format!("ghcr.io/fluxcd/{name}:{version}"),
+                        "args": args,
+                        "env": [{"name": "RUNTIME_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+                    }]}}}
+        })
+    };
+    serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        deploy(
+            "source-controller",
+            bins::SC_CURRENT,
+            sc.iter().map(|s| (*s).to_owned()).collect()
+        ),
+        deploy("kustomize-controller", kc_version, kc),
+    ]})
+    .to_string()
+}
+
+fn concat(flag: &str, path: &std::ffi::OsStr) -> std::ffi::OsString {
+    let mut s = std::ffi::OsString::from(flag);
+    s.push(path);
+    s
+}
+
+fn write(path: &Path, text: &str) -> Result<(), Error> {
+    std::fs::write(path, text).map_err(|e| Error::Setup(format!("write {}: {e}", path.display())))
+}
+
+fn wait_for(timeout: Duration, what: &str, mut ok: impl FnMut() -> bool) -> Result<(), Error> {
+    let until = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < until {
+        if ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Err(Error::Setup(format!("{what}: not ready after {timeout:?}")))
+}
+
+/// Runs real kubectl with `kubeconfig`; stdout on success.
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String, Error> {
+    kubectl_stdin(kubeconfig, args, "")
+}
+
+fn kubectl_stdin(kubeconfig: &Path, args: &[&str], stdin: &str) -> Result<String, Error> {
+    use std::io::Write;
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Setup(format!("kubectl: {e}")))?;
+    if let Some(mut i) = child.stdin.take() {
+        let _ = i.write_all(stdin.as_bytes());
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| Error::Setup(format!("kubectl: {e}")))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(Error::Setup(format!(
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+async fn client_for(kubeconfig: &Path) -> Result<kube::Client, Error> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)
+        .map_err(|e| Error::Setup(format!("kubeconfig: {e}")))?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| Error::Setup(format!("kubeconfig: {e}")))?;
+    Ok(kube::Client::try_from(cfg)?)
+}
+
+/// Removes `$TMPDIR/realcluster-<pid>-*` directories whose test process is gone.
+fn remove_stale_dirs() {
+    let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("realcluster-") else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! The real control plane and the real Flux controllers, end to end: what the harness promises
+//! (real release, etcd, controllers as processes, released CRDs) and the upstream behaviour the
+//! plugins rely on, observed rather than modelled.
+
+use std::time::{Duration, Instant};
+
+use realcluster::{Cluster, FLUX_NS, bins};
+use serde_json::Value;
+
+fn cluster() -> &'static Cluster {
+    Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn get_json(c: &Cluster, args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.extend(["-o", "json"]);
+    serde_json::from_str(&c.kubectl(&a).unwrap()).unwrap()
+}
+
+/// Polls `f` every 500 ms until it returns Some, or panics after `timeout` with `what`.
+fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let until = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < until,
+            "timed out after {timeout:?}: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+#[test]
+fn the_control_plane_is_the_real_release_on_etcd() {
+    let c = cluster();
+    let v: Value =
+        serde_json::from_str(&c.kubectl(&["get", "--raw", "/version"]).unwrap()).unwrap();
+    assert_eq!(v["gitVersion"], bins::KUBE_VERSION, "{v}");
+    let ready = c.kubectl(&["get", "--raw", "/readyz?verbose"]).unwrap();
+    assert!(ready.contains("[+]etcd ok"), "{ready}");
+    assert!(ready.contains("readyz check passed"), "{ready}");
+}
+
+#[test]
+fn flux_controllers_run_as_real_processes_with_released_crds() {
+    let c = cluster();
+    let procs = c.host_processes();
+    for name in ["source-controller", "kustomize-controller"] {
+        let (pod, pid) = procs
+            .iter()
+            .find(|(k, _)| k.starts_with(&format!("{FLUX_NS}/{name}-")))
+            .unwrap_or_else(|| panic!("no {name} process: {procs:?}"));
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+        assert!(
+            exe.to_string_lossy().contains(name),
+            "{pod}: pid {pid} runs {}",
+            exe.display()
+        );
+    }
+    let crd = get_json(
+        c,
+        &["get", "crd", "kustomizations.kustomize.toolkit.fluxcd.io"],
+    );
+    assert!(
+        crd["metadata"]["annotations"]["controller-gen.kubebuilder.io/version"].is_string(),
+        "generated CRD: {}",
+        crd["metadata"]
+    );
+    let est = condition(&crd, "Established").unwrap();
+    assert_eq!(est["status"], "True");
+}
+
+/// A fleet repository on the Git server with `files`, a GitRepository and a Kustomization
+/// `name` (path ./, wait: true, timeout `timeout`) in flux-system. Returns the commit SHA.
+fn fleet(c: &Cluster, name: &str, files: &[(&str, &str)], timeout: &str) -> String {
+    let repo = format!("org/{name}");
+    c.git().create_repo(&repo, "main").unwrap();
+    let changes: Vec<twin::git::Change> = files
+        .iter()
+        .map(|(p, t)| twin::git::Change::write(*p, t.as_bytes().to_vec()))
+        .collect();
+    let sha = c.git().commit(&repo, &changes, "fleet").unwrap();
+    let url = c.git().url_http(&repo);
+    c.apply_yaml(&format!(
+        r#"apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {{name: {name}, namespace: {FLUX_NS}}}
+spec: {{interval: 1m, url: "{url}", ref: {{branch: main}}}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: {name}, namespace: {FLUX_NS}}}
+spec:
+  interval: 10m
+  path: ./
+  prune: true
+  wait: true
+  timeout: {timeout}
+  sourceRef: {{kind: GitRepository, name: {name}}}
+"#
+    ))
+    .unwrap();
+    sha
+}
+
+/// kustomize-controller (since v1.2.0) reads Jobs with fluxcd/pkg runtime/statusreaders' Job
+/// reader: InProgress until Complete. A Job whose pod cannot pull its image holds `wait: true`
+/// for the whole timeout and then fails the health check naming the Job; plain kstatus would
+/// call the started Job Current and the check would pass at once.
+#[test]
+fn a_job_that_cannot_pull_holds_the_health_check_until_the_timeout() {
+    let c = cluster();
+    let ns = "job-pull";
+    let sha = fleet(
+        c,
+        "job-pull",
+        &[
+            (
+                "ns.yaml",
+                &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n"),
+            ),
+            (
+                "job.yaml",
+                &format!(
+                    "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  namespace: {ns}\nspec:\n  backoffLimit: 2\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: migrate\n        image: registry.example.local:5000/db-migrate:0.1.1\n"
+                ),
+            ),
+        ],
+        "40s",
+    );
+    let started = Instant::now();
+    // The controller applies, then holds: Reconciling with the health-check message.
+    let msg = eventually(Duration::from_secs(60), "health check running", || {
+        let ks = get_json(c, &["-n", FLUX_NS, "get", "kustomization", "job-pull"]);
+        let r = condition(&ks, "Reconciling")?;
+        let m = r["message"].as_str()?.to_owned();
+        m.starts_with("Running health checks").then_some(m)
+    });
+    assert!(msg.contains(&sha), "{msg}");
+    assert!(msg.contains("with a timeout of 40s"), "{msg}");
+    // The pod really fails to pull (node agent, kubelet messages).
+    let reason = eventually(
+        Duration::from_secs(30),
+        "the Job's pod fails to pull",
+        || {
+            let pods = get_json(c, &["-n", ns, "get", "pods", "-l", "job-name=migrate"]);
+            let waiting = &pods["items"][0]["status"]["containerStatuses"][0]["state"]["waiting"];
+            waiting["reason"].as_str().map(str::to_owned)
+        },
+    );
+    assert!(
+        matches!(reason.as_str(), "ErrImagePull" | "ImagePullBackOff"),
+        "{reason}"
+    );
+    // Still held well after the pod failed: not Ready=True.
+    std::thread::sleep(Duration::from_secs(15));
+    let ks = get_json(c, &["-n", FLUX_NS, "get", "kustomization", "job-pull"]);
+    assert_ne!(
+        condition(&ks, "Ready").unwrap()["status"],
+        "True",
+        "{}",
+        ks["status"]
+    );
+    // At the timeout: HealthCheckFailed naming the Job as InProgress.
+    let ready = eventually(Duration::from_secs(60), "health check failed", || {
+        let ks = get_json(c, &["-n", FLUX_NS, "get", "kustomization", "job-pull"]);
+        let r = condition(&ks, "Ready")?.clone();
+        (r["status"] == "False").then_some(r)
+    });
+    let elapsed = started.elapsed();
+    assert_eq!(ready["reason"], "HealthCheckFailed", "{ready}");
+    let m = ready["message"].as_str().unwrap();
+    assert!(
+        m.contains(&format!("Job/{ns}/migrate status: 'InProgress'")),
+        "{m}"
+    );
+    assert!(
+        elapsed >= Duration::from_secs(35),
+        "ended after {elapsed:?}: {m}"
+    );
+}
