@@ -397,6 +397,38 @@ impl Cluster {
         )
     }
 
+    /// A fleet repository `org/<name>` on the Git server holding `files` (path, text) on
+    /// `main`, a GitRepository `<name>` (interval 1m) and a Kustomization `<name>` in
+    /// flux-system whose spec is `sourceRef` plus `spec` (YAML lines at two-space indent, e.g.
+    /// `"  path: ./\n  wait: true\n  timeout: 40s\n"`). Returns the commit SHA (40 hex).
+    /// Errors: the Git server's or kubectl's.
+    pub fn fleet(&self, name: &str, files: &[(&str, &str)], spec: &str) -> Result<String, Error> {
+        let repo = format!("org/{name}");
+        let git = |e: twin::git::GitError| Error::Setup(format!("git server: {e}"));
+        self.git.create_repo(&repo, "main").map_err(git)?;
+        let changes: Vec<twin::git::Change> = files
+            .iter()
+            .map(|(p, t)| twin::git::Change::write(*p, t.as_bytes().to_vec()))
+            .collect();
+        let sha = self.git.commit(&repo, &changes, "fleet").map_err(git)?;
+        let url = self.git.url_http(&repo);
+        self.apply_yaml(&format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nspec: {{interval: 1m, url: \"{url}\", ref: {{branch: main}}}}\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nspec:\n  sourceRef: {{kind: GitRepository, name: {name}}}\n{spec}"
+        ))?;
+        Ok(sha)
+    }
+
+    /// Commits `files` on top of `org/<name>`'s main. Returns the new SHA.
+    pub fn push(&self, name: &str, files: &[(&str, &str)], message: &str) -> Result<String, Error> {
+        let changes: Vec<twin::git::Change> = files
+            .iter()
+            .map(|(p, t)| twin::git::Change::write(*p, t.as_bytes().to_vec()))
+            .collect();
+        self.git
+            .commit(&format!("org/{name}"), &changes, message)
+            .map_err(|e| Error::Setup(format!("git server: {e}")))
+    }
+
     /// Host processes the node agent runs, by `namespace/pod`.
     pub fn host_processes(&self) -> Vec<(String, u32)> {
         self.agent

@@ -79,37 +79,15 @@ fn flux_controllers_run_as_real_processes_with_released_crds() {
     assert_eq!(est["status"], "True");
 }
 
-/// A fleet repository on the Git server with `files`, a GitRepository and a Kustomization
-/// `name` (path ./, wait: true, timeout `timeout`) in flux-system. Returns the commit SHA.
 fn fleet(c: &Cluster, name: &str, files: &[(&str, &str)], timeout: &str) -> String {
-    let repo = format!("org/{name}");
-    c.git().create_repo(&repo, "main").unwrap();
-    let changes: Vec<twin::git::Change> = files
-        .iter()
-        .map(|(p, t)| twin::git::Change::write(*p, t.as_bytes().to_vec()))
-        .collect();
-    let sha = c.git().commit(&repo, &changes, "fleet").unwrap();
-    let url = c.git().url_http(&repo);
-    c.apply_yaml(&format!(
-        r#"apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata: {{name: {name}, namespace: {FLUX_NS}}}
-spec: {{interval: 1m, url: "{url}", ref: {{branch: main}}}}
----
-apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata: {{name: {name}, namespace: {FLUX_NS}}}
-spec:
-  interval: 10m
-  path: ./
-  prune: true
-  wait: true
-  timeout: {timeout}
-  sourceRef: {{kind: GitRepository, name: {name}}}
-"#
-    ))
-    .unwrap();
-    sha
+    c.fleet(
+        name,
+        files,
+        &format!(
+            "  interval: 10m\n  path: ./\n  prune: true\n  wait: true\n  timeout: {timeout}\n"
+        ),
+    )
+    .unwrap()
 }
 
 /// kustomize-controller (since v1.2.0) reads Jobs with fluxcd/pkg runtime/statusreaders' Job

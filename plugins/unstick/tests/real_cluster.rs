@@ -1,0 +1,161 @@
+//! kubectl unstick against the real control plane and the real kustomize-controller
+//! (tests/realcluster): the diagnosis names what the real controller waits on, and the
+//! predicted deadline matches when the real controller ends the check.
+
+use std::time::{Duration, Instant};
+
+use realcluster::{Cluster, FLUX_NS};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
+
+fn cluster() -> &'static Cluster {
+    Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let until = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < until,
+            "timed out after {timeout:?}: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn ks(c: &Cluster, name: &str) -> Value {
+    serde_json::from_str(
+        &c.kubectl(&["-n", FLUX_NS, "get", "kustomization", name, "-o", "json"])
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+fn condition(obj: &Value, type_: &str) -> Value {
+    obj["status"]["conditions"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["type"] == type_).cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// Runs the plugin with the cluster's kubeconfig; (exit code, stdout, stderr).
+fn unstick(c: &Cluster, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The catalogue's Job case on the real controller: `wait: true` over a Job whose pod cannot
+/// pull its image. kustomize-controller holds the check (its Job status reader: InProgress
+/// until Complete); unstick must name the Job as the blocker, with the pod's pull error, and
+/// predict the end of the check within 10 % of when the real controller ends it.
+#[test]
+fn a_job_that_cannot_pull_is_named_and_the_deadline_matches_the_real_controller() {
+    let c = cluster();
+    let ns = "unstick-job";
+    c.fleet(
+        "unstick-job",
+        &[
+            ("ns.yaml", &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n")),
+            (
+                "job.yaml",
+                &format!(
+                    "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  namespace: {ns}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: migrate\n        image: 0.1.1\n"
+                ),
+            ),
+        ],
+        "  interval: 10m\n  path: ./\n  prune: true\n  wait: true\n  timeout: 45s\n",
+    )
+    .unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "the real health check is running",
+        || {
+            let k = ks(c, "unstick-job");
+            condition(&k, "Reconciling")["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Running health checks"))
+                .then_some(())
+        },
+    );
+    // Wait until the pod has failed its pull, as an operator would see it.
+    eventually(Duration::from_secs(30), "pod pull error", || {
+        let pods = c
+            .kubectl(&[
+                "-n",
+                ns,
+                "get",
+                "pods",
+                "-l",
+                "job-name=migrate",
+                "-o",
+                "json",
+            ])
+            .ok()?;
+        pods.contains("ErrImagePull").then_some(())
+    });
+    let (code, out, err) = unstick(c, &["ks/unstick-job", "--dry-run", "-o", "json"]);
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    let text = v.to_string();
+    assert!(
+        text.contains("health-check-in-flight"),
+        "class: {out}\n{err}"
+    );
+    assert!(
+        text.contains(&format!("Job/{ns}/migrate")),
+        "the Job is named as blocking: {out}"
+    );
+    assert!(
+        text.contains("ErrImagePull") || text.contains("ImagePullBackOff"),
+        "pod reason: {out}"
+    );
+    assert!(text.contains("0.1.1"), "the image: {out}");
+    assert_ne!(code, 0, "a held check is a finding: {out}");
+    // The predicted end of the check, against when the real controller ends it.
+    let predicted = find_deadline(&v).unwrap_or_else(|| panic!("no deadline in {out}"));
+    let ready = eventually(Duration::from_secs(90), "the real check ends", || {
+        let r = condition(&ks(c, "unstick-job"), "Ready");
+        (r["status"] == "False").then_some(r)
+    });
+    assert_eq!(ready["reason"], "HealthCheckFailed", "{ready}");
+    let ended: jiff::Timestamp = ready["lastTransitionTime"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let predicted: jiff::Timestamp = predicted.parse().unwrap();
+    let off = (ended.as_second() - predicted.as_second()).abs();
+    assert!(
+        off as f64 <= 45.0 * 0.10,
+        "predicted {predicted}, the real controller ended the check at {ended} ({off}s off; timeout 45s)"
+    );
+}
+
+/// The first deadline-like timestamp in unstick's JSON (healthCheck.deadline or eta).
+fn find_deadline(v: &Value) -> Option<String> {
+    match v {
+        Value::Object(m) => {
+            for key in ["deadline", "earliestEnd", "eta"] {
+                if let Some(s) = m.get(key).and_then(Value::as_str) {
+                    return Some(s.to_owned());
+                }
+            }
+            m.values().find_map(find_deadline)
+        }
+        Value::Array(a) => a.iter().find_map(find_deadline),
+        _ => None,
+    }
+}
