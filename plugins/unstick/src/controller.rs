@@ -191,6 +191,18 @@ impl ControllerFacts {
         }
     }
 
+    /// Whether the health check fails fast when a member turns Failed: kustomize-controller
+    /// v1.1.0+ (Flux 2.1) unless `--feature-gates=DisableFailFastBehavior=true`
+    /// (internal/features/features.go, main.go `failFast`). Unknown version: assumed on.
+    pub fn fail_fast(&self) -> bool {
+        self.version.is_none_or(|v| (v.major, v.minor) >= (1, 1))
+            && !self
+                .feature_gates
+                .get("DisableFailFastBehavior")
+                .copied()
+                .unwrap_or(false)
+    }
+
     /// Real seconds per nominal second of this controller's clock: 1 on a real cluster.
     pub fn clock(&self) -> f64 {
         self.time_scale.unwrap_or(1.0)

@@ -111,6 +111,21 @@ pub struct HealthCheck {
     pub time_scale: Option<f64>,
     /// Seconds from the snapshot to the deadline (negative: overdue).
     pub time_left_secs: Option<i64>,
+    /// When the controller fails the check early (fail-fast, kustomize-controller v1.1+ unless
+    /// `DisableFailFastBehavior`: ssa WaitForSet stops as soon as a member is Failed), when
+    /// that comes before the deadline: a member already Failed (its next 5s poll), or a
+    /// Deployment that turns Failed (`ProgressDeadlineExceeded`) at its Progressing
+    /// condition's lastUpdateTime + `spec.progressDeadlineSeconds` (default 600s; kubernetes
+    /// pkg/controller/deployment/util `DeploymentTimedOut`) while it is still not Current.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fail_fast_at: Option<Timestamp>,
+    /// Why it fails fast then (`Deployment/ns/name passes its progressDeadlineSeconds (600s)`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fail_fast_because: Option<String>,
+    /// The earliest predicted end of the check: `fail_fast_at`, else `deadline`.
+    pub ends_at: Option<Timestamp>,
+    /// Seconds from the snapshot to `ends_at` (negative: overdue).
+    pub ends_in_secs: Option<i64>,
 }
 
 /// A health-checked object that is not Current.
@@ -283,6 +298,10 @@ pub struct Diagnosis {
     /// kind "K" in version "G/V"`: the CRD is missing), as `K (G/V)`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing_crds: Vec<String>,
+    /// When all `--concurrent` workers are held by other runs while work waits here: the
+    /// earliest predicted end of those runs (a worker frees then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_free_at: Option<Timestamp>,
     /// Further facts and advice, one sentence each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hints: Vec<String>,
@@ -315,6 +334,8 @@ pub struct Engine<'a> {
     /// [`Engine::holding_workers`], computed on first use (once per snapshot, not once per
     /// Kustomization with a pending request).
     holding: std::sync::OnceLock<Vec<String>>,
+    /// [`Engine::worker_holders`], computed on first use.
+    holders: std::sync::OnceLock<Vec<(String, Option<Timestamp>)>>,
 }
 
 impl<'a> Engine<'a> {
@@ -328,6 +349,7 @@ impl<'a> Engine<'a> {
                 .map(ControllerFacts::from_deployment),
             hosts: std::sync::OnceLock::new(),
             holding: std::sync::OnceLock::new(),
+            holders: std::sync::OnceLock::new(),
         }
     }
 
@@ -351,6 +373,26 @@ impl<'a> Engine<'a> {
                     .collect();
                 v.sort();
                 v
+            })
+            .clone()
+    }
+
+    /// The Kustomizations holding a worker with the predicted end of their run: a health
+    /// check's earliest end (fail-fast or deadline), a normal run's ETA, else unknown.
+    pub fn worker_holders(&self) -> Vec<(String, Option<Timestamp>)> {
+        self.holders
+            .get_or_init(|| {
+                self.holding_workers()
+                    .into_iter()
+                    .map(|k| {
+                        let end = k.split_once('/').and_then(|(ns, n)| {
+                            let ks = self.idx.kustomization(ns, n)?;
+                            let d = self.shallow(ks);
+                            d.health_check.as_ref().and_then(|h| h.ends_at).or(d.eta)
+                        });
+                        (k, end)
+                    })
+                    .collect()
             })
             .clone()
     }
@@ -465,6 +507,15 @@ impl<'a> Engine<'a> {
             let clock = time_scale.unwrap_or(1.0);
             let deadline = started.and_then(|s| s.checked_add(secs(t * clock)).ok());
             let left = deadline.map(|d| d.duration_since(now).as_secs());
+            blocking = self.blocking_in_flight(ks);
+            let fail_fast = self
+                .controller
+                .as_ref()
+                .is_none_or(ControllerFacts::fail_fast)
+                .then(|| self.fail_fast_at(&blocking, clock))
+                .flatten()
+                .filter(|(at, _)| deadline.is_none_or(|d| *at < d));
+            let ends_at = fail_fast.as_ref().map(|(at, _)| *at).or(deadline);
             let hc = HealthCheck {
                 revision: revision.clone(),
                 started_at: started,
@@ -472,8 +523,11 @@ impl<'a> Engine<'a> {
                 deadline,
                 time_left_secs: left,
                 time_scale,
+                fail_fast_at: fail_fast.as_ref().map(|(at, _)| *at),
+                fail_fast_because: fail_fast.as_ref().map(|(_, w)| w.clone()),
+                ends_at,
+                ends_in_secs: ends_at.map(|e| e.duration_since(now).as_secs()),
             };
-            blocking = self.blocking_in_flight(ks);
             let when = match (deadline, left) {
                 (Some(d), Some(l)) if l >= 0 => {
                     format!("deadline {} ({} left)", short_time(d), obj::human_secs(l))
@@ -490,6 +544,14 @@ impl<'a> Engine<'a> {
                     )
                 }
                 _ => "start time unknown".to_string(),
+            };
+            let when = match &hc.fail_fast_because {
+                Some(w) => format!(
+                    "{when}; ends earlier, at {} ({} from now): {w}",
+                    hc.fail_fast_at.map(short_time).unwrap_or_default(),
+                    obj::human_secs(hc.ends_in_secs.unwrap_or(0).max(0))
+                ),
+                None => when,
             };
             let when = match time_scale {
                 Some(f) => format!("{when}; {}", scaled_clock_note(f, t)),
@@ -689,16 +751,42 @@ impl<'a> Engine<'a> {
                 r.requested_at
             ));
         }
-        if class == Class::RequestPending
-            && let Some(c) = &self.controller
-        {
-            let holding = self.holding_workers();
-            if holding.len() as u32 >= c.concurrent {
+        // Worker starvation (fluxcd/flux2#5622): work is pending here, no run of it is in
+        // progress, and every --concurrent worker is held by other Kustomizations' runs.
+        let pending_work = !suspended
+            && reconciling.is_none()
+            && (class == Class::RequestPending
+                || ready.is_none()
+                || generation != observed
+                || request.as_ref().is_some_and(|r| r.pending)
+                || source.as_ref().is_some_and(|s| s.newer_revision_available));
+        let mut worker_free_at = None;
+        let mut summary = summary;
+        if pending_work && let Some(c) = &self.controller {
+            let holders = self.worker_holders();
+            if holders.len() as u32 >= c.concurrent && !holders.iter().any(|(k, _)| *k == key) {
+                worker_free_at = holders.iter().filter_map(|(_, t)| *t).min();
+                let list: Vec<String> = holders
+                    .iter()
+                    .map(|(k, t)| match t {
+                        Some(t) => format!("{k} (until {})", short_time(*t)),
+                        None => format!("{k} (end unknown)"),
+                    })
+                    .collect();
+                let frees = match worker_free_at {
+                    Some(t) => format!(
+                        "the first frees at {} ({} from now)",
+                        short_time(t),
+                        obj::human_secs(t.duration_since(now).as_secs().max(0))
+                    ),
+                    None => "when one frees cannot be estimated".to_string(),
+                };
                 hints.push(format!(
-                    "all {} kustomize-controller workers are held by: {}; the request waits for a free worker",
+                    "waiting for a free kustomize-controller worker: all {} (--concurrent) are held by: {}; {frees}. Nothing here is stuck, but nothing runs before then; --restart-controller frees them all at once (and cancels those runs)",
                     c.concurrent,
-                    holding.join(", ")
+                    list.join(", ")
                 ));
+                summary = format!("{summary}; waiting for a free worker ({frees})");
             }
         }
         if let Some(c) = &self.controller
@@ -731,6 +819,7 @@ impl<'a> Engine<'a> {
             source,
             suspended_by_unstick_at: if suspended { marker } else { None },
             missing_crds,
+            worker_free_at,
             hints,
         }
     }
@@ -891,6 +980,66 @@ impl<'a> Engine<'a> {
             message,
             diagnosis: Some(Box::new(d)),
         })
+    }
+
+    /// The earliest time the health check fails fast, with why: a blocking member already
+    /// Failed ends it at the next 5s poll; a blocking Deployment turns Failed at its
+    /// Progressing condition's lastUpdateTime + `progressDeadlineSeconds` (× `clock` on a
+    /// scaled twin clock). `None` when nothing will fail.
+    fn fail_fast_at(&self, blocking: &[BlockingObject], clock: f64) -> Option<(Timestamp, String)> {
+        let now = self.now();
+        let mut best: Option<(Timestamp, String)> = None;
+        let mut consider = |at: Timestamp, why: String| {
+            if best.as_ref().is_none_or(|(b, _)| at < *b) {
+                best = Some((at, why));
+            }
+        };
+        for b in blocking {
+            if b.kstatus == "Failed" {
+                consider(
+                    now.checked_add(secs(5.0 * clock)).unwrap_or(now),
+                    format!(
+                        "{} is Failed: the controller's next 5s poll ends the check with \"failed early due to stalled resources\"",
+                        b.object
+                    ),
+                );
+                continue;
+            }
+            let parts: Vec<&str> = b.object.split('/').collect();
+            if parts.len() != 3 || parts[0] != "Deployment" {
+                continue;
+            }
+            let Some(d) = self.idx.objects_by_id.get(&(
+                parts[0].to_string(),
+                parts[1].to_string(),
+                parts[2].to_string(),
+            )) else {
+                continue;
+            };
+            let pds = obj::i(d, &["spec", "progressDeadlineSeconds"]).unwrap_or(600);
+            let Some(p) = obj::arr(d, &["status", "conditions"])
+                .iter()
+                .find(|c| obj::s(c, &["type"]) == Some("Progressing"))
+            else {
+                continue;
+            };
+            if obj::s(p, &["reason"]) == Some("NewReplicaSetAvailable") {
+                continue;
+            }
+            let Some(from) = obj::s(p, &["lastUpdateTime"]).and_then(obj::parse_time) else {
+                continue;
+            };
+            if let Ok(at) = from.checked_add(secs(pds as f64 * clock)) {
+                consider(
+                    at.max(now),
+                    format!(
+                        "{} passes its progressDeadlineSeconds ({pds}s) then, turns Failed (ProgressDeadlineExceeded) and the check fails fast (\"failed early due to stalled resources\", kustomize-controller v1.1+)",
+                        b.object
+                    ),
+                );
+            }
+        }
+        best
     }
 
     /// Members of the wait set ([`wait_set`]) that are not Current now, in wait-set order.

@@ -37,6 +37,10 @@ pub enum Lever {
     FixDependency,
     /// Nothing at the API helps; the fix is in Git or in the source's credentials.
     FixInGit,
+    /// No write makes it sooner: the controller already queued the run that helps (e.g. a
+    /// new source revision arrived during an in-flight check with the cancel gate off). The
+    /// plan says when it starts; the proof wait watches it without writing.
+    Wait,
     /// Nothing to do: it is healthy or progressing normally.
     None,
 }
@@ -52,6 +56,7 @@ impl Lever {
             Lever::Resume => "resume",
             Lever::FixDependency => "fix-dependency",
             Lever::FixInGit => "fix-in-git",
+            Lever::Wait => "wait",
             Lever::None => "none",
         }
     }
@@ -255,10 +260,12 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             why,
         })
     };
+    // Time until the in-flight check ends: its predicted earliest end (fail-fast), else
+    // its deadline.
     let left = d
         .health_check
         .as_ref()
-        .and_then(|h| h.time_left_secs)
+        .and_then(|h| h.ends_in_secs.or(h.time_left_secs))
         .unwrap_or(0)
         .max(0) as f64;
     let mut wait_for_token = true;
@@ -463,7 +470,7 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                 .cloned()
                 .collect();
             let fresh_after = hc
-                .and_then(|h| h.deadline)
+                .and_then(|h| h.ends_at.or(h.deadline))
                 .filter(|t| *t > now)
                 .unwrap_or(now);
             if let Some(c) = controller
@@ -578,18 +585,52 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                             )
                         }
                     }
+                    Some(CancelMode::Never) | None if newer && !opts.with_source => {
+                        // The new revision's event already marked the Kustomization dirty: its
+                        // fresh run starts right after the in-flight check ends, whatever we
+                        // write. A suspend+resume or a request would change nothing sooner.
+                        why.push(format!(
+                            "CancelHealthCheckOnNewRevision is off on this controller: nothing at the API cancels the running health check of {rev_in_flight}"
+                        ));
+                        why.push(format!(
+                            "the source already has {}: its arrival queued a fresh run, which starts right after the in-flight check ends at {} ({} from now); no write (suspend+resume, requestedAt) makes it sooner",
+                            d.source.as_ref().and_then(|s| s.artifact_revision.clone()).unwrap_or_default(),
+                            short_time(fresh_after),
+                            obj::human_secs(fresh_after.duration_since(now).as_secs())
+                        ));
+                        alternatives.push(format!(
+                            "--restart-controller: the fresh run starts now (tens of seconds for the new pod), at the cost of canceling the in-flight runs of {} other Kustomization(s), which start again from scratch",
+                            others.len()
+                        ));
+                        fresh_run_at = Some(fresh_after);
+                        wait_for_token = false;
+                        (
+                            Lever::Wait,
+                            format!(
+                                "no write: the queued run at the new revision starts at {} ({} from now); waiting costs that time, then one run",
+                                short_time(fresh_after),
+                                obj::human_secs(fresh_after.duration_since(now).as_secs())
+                            ),
+                        )
+                    }
                     Some(CancelMode::Never) | None => {
                         if controller.is_none() {
                             why.push("the kustomize-controller Deployment could not be read (use --controller-namespace/--controller-name); assuming the gate is off".into());
                         } else {
                             why.push("CancelHealthCheckOnNewRevision is off on this controller: nothing at the API cancels a running health check; the work queue never runs one Kustomization twice at once".into());
                         }
-                        why.push(
-                            "suspend + resume queues a fresh run with the latest spec right after the in-flight one ends".into(),
-                        );
+                        why.push(format!(
+                            "suspend + resume queues a fresh run with the latest spec right after the in-flight one ends at {} (without it, the next run comes spec.retryInterval after the failure); that run fails the same way unless Git or the cluster changed: push the fix first, then run with --with-source",
+                            short_time(fresh_after)
+                        ));
                         alternatives.push(format!(
-                            "--restart-controller: cancels now, and also the in-flight runs of {} other Kustomization(s)",
+                            "--restart-controller: cancels now (tens of seconds for the new pod), at the cost of canceling the in-flight runs of {} other Kustomization(s), which start again from scratch",
                             others.len()
+                        ));
+                        alternatives.push(format!(
+                            "wait: the check ends by itself at {} ({} from now)",
+                            short_time(fresh_after),
+                            obj::human_secs(fresh_after.duration_since(now).as_secs())
                         ));
                         if opts.with_source
                             && let Some(s) = source_step(
@@ -638,9 +679,15 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
         matches!(s, Step::Patch { kind, patch, .. } if kind != "Kustomization"
             && patch.pointer("/metadata/annotations/reconcile.fluxcd.io~1requestedAt").is_some())
     });
+    // All workers held by other runs: nothing starts before one frees.
+    let queue_wait = d
+        .worker_free_at
+        .map(|t| t.duration_since(now).as_secs_f64().max(0.0))
+        .unwrap_or(0.0);
     let wait_secs = dependency_wait
+        + queue_wait
         + if source_refetch { timeout } else { 0.0 }
-        + if lever == Lever::SuspendResume {
+        + if matches!(lever, Lever::SuspendResume | Lever::Wait) {
             left.max(start_delay) + timeout + margin
         } else {
             start_delay + timeout + margin

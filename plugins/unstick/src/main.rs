@@ -369,7 +369,8 @@ async fn single(
     } else {
         EXIT_FINDING
     };
-    if cli.dry_run || !plan.lever.mutates() || plan.steps.is_empty() {
+    let waits = plan.lever == Lever::Wait;
+    if cli.dry_run || (!waits && (!plan.lever.mutates() || plan.steps.is_empty())) {
         rep.action = if cli.dry_run { "dry-run" } else { "not-needed" }.into();
         if machine {
             print_machine(cli.output.output, &rep)?;
@@ -378,7 +379,7 @@ async fn single(
         }
         return Ok(read_only_code);
     }
-    if !cli.yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+    if !waits && !cli.yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
         eprint!("Pull lever {} on {}? [y/N] ", plan.lever, d.kustomization);
         let _ = std::io::stderr().flush();
         let answer = tokio::select! {
@@ -399,8 +400,13 @@ async fn single(
         }
     }
 
-    let ex = live::execute(conn, &plan, intr, cli.force_resume).await?;
-    rep.action = "executed".into();
+    // The wait lever writes nothing: it only watches the run the controller already queued.
+    let ex = if waits {
+        Executed::default()
+    } else {
+        live::execute(conn, &plan, intr, cli.force_resume).await?
+    };
+    rep.action = if waits { "waited" } else { "executed" }.into();
     rep.done = ex.done.clone();
     // What was done is part of the report (stdout, before the proof and the verdict; in
     // -o json|yaml it is `done`), so it reads in order even when stdout and stderr are

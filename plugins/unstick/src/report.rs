@@ -66,7 +66,8 @@ pub struct Report<'a> {
     pub holding_workers: &'a [String],
     /// The plan (`null` for `--check`).
     pub plan: Option<&'a Plan>,
-    /// `check`, `dry-run`, `not-needed`, `declined`, `executed`.
+    /// `check`, `dry-run`, `not-needed`, `declined`, `executed`, `waited` (the `wait` lever:
+    /// no write, the proof wait watched the run the controller had queued).
     pub action: String,
     /// Writes done (`[]` when none).
     pub done: Vec<String>,
@@ -279,6 +280,12 @@ pub fn diagnosis_text(p: &Painter, d: &Diagnosis, indent: &str) -> String {
             obj::human_secs(hc.timeout_secs.round() as i64),
             hc.deadline.map(short_time).unwrap_or("?".into()),
         ));
+        if let (Some(at), Some(w)) = (hc.fail_fast_at, &hc.fail_fast_because) {
+            o.push_str(&format!(
+                "{indent}  predicted end: {} (fail-fast): {w}\n",
+                short_time(at)
+            ));
+        }
     }
     if let Some(eta) = d.eta {
         o.push_str(&format!("{indent}  ETA {}\n", short_time(eta)));

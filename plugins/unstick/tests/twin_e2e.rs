@@ -211,7 +211,18 @@ async fn gate_off_diagnosis_then_suspend_resume_recovers_with_cascade() {
     .await;
     let v = o.json();
     assert_eq!(o.code, 0, "{v:#}\n{}", o.stderr);
-    assert_eq!(v["plan"]["lever"], "suspend-resume");
+    // The fix's arrival already queued the fresh run behind the in-flight check: no write
+    // makes it sooner, so none is made (the `wait` lever), and the wait proves it.
+    assert_eq!(v["plan"]["lever"], "wait", "{v:#}");
+    assert_eq!(v["action"], "waited");
+    assert_eq!(v["done"], json!([]));
+    assert!(
+        v["plan"]["alternatives"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("--restart-controller"),
+        "{v:#}"
+    );
     assert_eq!(v["proof"], "recovered");
     assert_eq!(
         v["cascade"],

@@ -556,3 +556,160 @@ fn health_check_canceled_is_moving() {
         "{v:?}"
     );
 }
+
+/// The deadline predicts fail-fast (kustomize-controller v1.1+): with a 1h timeout, a
+/// Deployment that stopped progressing turns Failed at lastUpdateTime + progressDeadlineSeconds
+/// and the controller ends the check then ("failed early due to stalled resources"), not at
+/// the 1h deadline; the plan's fresh run is at that time. With DisableFailFastBehavior, the
+/// deadline.
+#[test]
+fn deadline_predicts_fail_fast_at_progress_deadline() {
+    let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "apps", "generation": 2},
+        "spec": {"replicas": 1, "progressDeadlineSeconds": 600,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"spec": {"containers": [{"name": "web", "image": "registry.example.local/web:2"}]}}},
+        "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1,
+            "readyReplicas": 1, "availableReplicas": 1, "unavailableReplicas": 1,
+            "conditions": [{"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated",
+                "lastUpdateTime": "2026-11-30T07:19:30Z", "lastTransitionTime": "2026-11-30T07:19:30Z"}]}});
+    let k = in_flight(
+        "web",
+        json!({"wait": true, "timeout": "1h"}),
+        &["apps_web_apps_Deployment"],
+    );
+    let mut k1h = k.clone();
+    k1h["status"]["conditions"][0]["message"] = json!(format!(
+        "Running health checks for revision {REV} with a timeout of 1h0m0s"
+    ));
+    let s = snap(
+        "v1.9.4",
+        vec![k1h.clone()],
+        vec![dep.clone()],
+        vec![],
+        &["apps/Deployment"],
+    );
+    let d = diag(&s, "web");
+    let hc = d.health_check.as_ref().unwrap();
+    assert_eq!(hc.deadline.unwrap().to_string(), "2026-11-30T08:20:00Z");
+    assert_eq!(hc.fail_fast_at.unwrap().to_string(), "2026-11-30T07:29:30Z");
+    assert_eq!(hc.ends_at, hc.fail_fast_at);
+    assert_eq!(hc.ends_in_secs, Some(510));
+    assert!(
+        hc.fail_fast_because
+            .as_deref()
+            .unwrap()
+            .contains("Deployment/apps/web passes its progressDeadlineSeconds (600s)"),
+        "{:?}",
+        hc.fail_fast_because
+    );
+    assert!(
+        d.summary.contains("ends earlier, at 07:29:30Z"),
+        "{}",
+        d.summary
+    );
+    let p = plan(&s, "web");
+    assert_eq!(
+        p.fresh_run_at.map(|t| t.to_string()).as_deref(),
+        Some("2026-11-30T07:29:30Z"),
+        "{p:#?}"
+    );
+    // Fail-fast off: the deadline.
+    let mut s2 = snap("v1.9.4", vec![k1h], vec![dep], vec![], &["apps/Deployment"]);
+    s2.controller.as_mut().unwrap()["spec"]["template"]["spec"]["containers"][0]["args"] =
+        json!(["--feature-gates=DisableFailFastBehavior=true"]);
+    let d = diag(&s2, "web");
+    let hc = d.health_check.as_ref().unwrap();
+    assert!(hc.fail_fast_at.is_none());
+    assert_eq!(hc.ends_at, hc.deadline);
+    let _ = k;
+}
+
+/// Worker starvation (fluxcd/flux2#5622): a new Kustomization waits for a worker while all
+/// `--concurrent` workers are held by health checks: the holders are named with their ends,
+/// the first free worker is estimated, and the proof wait is sized from it.
+#[test]
+fn worker_starvation_names_holders_and_sizes_the_wait() {
+    let mut a = in_flight("hold-a", json!({}), &[]);
+    a["status"]["conditions"][0]["lastTransitionTime"] = json!("2026-11-30T07:18:00Z");
+    let b = in_flight("hold-b", json!({}), &[]);
+    let new = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": "new", "namespace": "flux-system", "generation": 1,
+            "annotations": {"reconcile.fluxcd.io/requestedAt": "2026-11-30T07:20:30Z"}},
+        "spec": {"interval": "10m", "timeout": "2m", "path": "./new",
+            "sourceRef": {"kind": "GitRepository", "name": "flux-system"}},
+        "status": {}});
+    let mut s = snap("v1.9.4", vec![a, b, new], vec![], vec![], &[]);
+    s.controller.as_mut().unwrap()["spec"]["template"]["spec"]["containers"][0]["args"] =
+        json!(["--concurrent=2"]);
+    let d = diag(&s, "new");
+    assert_eq!(
+        d.worker_free_at.map(|t| t.to_string()).as_deref(),
+        Some("2026-11-30T07:23:00Z")
+    );
+    let h = d
+        .hints
+        .iter()
+        .find(|h| h.contains("waiting for a free kustomize-controller worker"))
+        .unwrap_or_else(|| panic!("{:#?}", d.hints));
+    assert!(h.contains("flux-system/hold-a (until 07:23:00Z)"), "{h}");
+    assert!(h.contains("flux-system/hold-b (until 07:25:00Z)"), "{h}");
+    assert!(
+        d.summary.contains("the first frees at 07:23:00Z"),
+        "{}",
+        d.summary
+    );
+    let p = plan(&s, "new");
+    // 2m of queue (07:21 -> 07:23) + the 2m timeout (+ 0 margin).
+    assert!(p.wait_secs >= 240.0, "{}", p.wait_secs);
+}
+
+/// Levers say what they change on this controller: with the gate off, a fix the source
+/// already has queued the fresh run behind the in-flight check, so no write is offered (the
+/// `wait` lever, with restart-controller and its cost as the alternative); without a newer
+/// revision, suspend+resume says its run fails the same way unless Git or the cluster changed.
+#[test]
+fn gate_off_levers_never_offer_nothing_sooner() {
+    let mut k = in_flight("web", json!({"wait": true}), &[]);
+    k["status"]["lastAttemptedRevision"] = json!(OLD);
+    k["status"]["conditions"][0]["message"] = json!(format!(
+        "Running health checks for revision {OLD} with a timeout of 5m0s"
+    ));
+    let s = snap("v1.9.4", vec![k.clone()], vec![], vec![], &[]);
+    let p = plan(&s, "web");
+    assert_eq!(p.lever, Lever::Wait, "{p:#?}");
+    assert!(p.steps.is_empty());
+    assert_eq!(
+        p.fresh_run_at.map(|t| t.to_string()).as_deref(),
+        Some("2026-11-30T07:25:00Z")
+    );
+    assert!(p.why.iter().any(|w| w.contains("no write")), "{:?}", p.why);
+    assert!(
+        p.alternatives[0].starts_with("--restart-controller"),
+        "{:?}",
+        p.alternatives
+    );
+    assert!(p.alternatives[0].contains("cost"), "{:?}", p.alternatives);
+    // No newer revision: suspend+resume, with what its run can and cannot do.
+    let s = snap(
+        "v1.9.4",
+        vec![in_flight("web", json!({"wait": true}), &[])],
+        vec![],
+        vec![],
+        &[],
+    );
+    let p = plan(&s, "web");
+    assert_eq!(p.lever, Lever::SuspendResume);
+    assert!(
+        p.why
+            .iter()
+            .any(|w| w.contains("fails the same way unless Git or the cluster changed")),
+        "{:?}",
+        p.why
+    );
+    assert!(
+        p.alternatives
+            .iter()
+            .any(|a| a.starts_with("wait: the check ends by itself"))
+    );
+}

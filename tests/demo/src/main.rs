@@ -594,11 +594,11 @@ async fn step_unstick(ctx: &Ctx, keep: &mut Option<RunningScenario>) -> Step {
         &["unstick", "ks/apps-wave-1", "--yes", "--cascade"],
     );
     st.check(
-        u.stdout.contains("Lever: suspend-resume")
+        u.stdout.contains("Lever: wait")
             && u.stdout
                 .contains("--feature-gates=CancelHealthCheckOnNewRevision=true"),
-        "on v1.9 without the gate nothing at the API cancels the run: unstick says so, uses \
-         suspend + resume and recommends the gate",
+        "on v1.9 without the gate nothing at the API cancels the run: unstick says so, waits \
+         for the run the fix already queued (no write makes it sooner) and recommends the gate",
     );
     st.check(
         u.code == 0,
