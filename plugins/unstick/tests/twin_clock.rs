@@ -93,9 +93,11 @@ async fn deadlines_are_wall_clock_on_the_twin_clock_and_done_lines_precede_the_v
     );
     assert!(text.contains("clock: twin ×0.05"), "{text}");
 
-    // Pull the lever after the fix: the ✓ lines come before the verdict.
+    // Pull the lever after the fix: the ✓ lines come before the verdict. (Without
+    // --with-source the fix's arrival already queued the run and the lever is `wait`, which
+    // writes nothing; --with-source refetches, then suspends and resumes.)
     bare_tag_fix_fetched(&run, &bad, T).await;
-    let (code, text, stderr) = unstick(&kc, &["ks/apps-wave-1", "--yes"]).await;
+    let (code, text, stderr) = unstick(&kc, &["ks/apps-wave-1", "--yes", "--with-source"]).await;
     assert_eq!(code, 0, "{text}\n{stderr}");
     let done = text
         .find("✓ patched Kustomization flux-system/apps-wave-1")
