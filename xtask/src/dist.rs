@@ -35,7 +35,7 @@ pub struct DistOptions {
     pub manifests_dir: Option<PathBuf>,
     /// Extra `sha256sum`-format files with sums of other platforms' archives.
     pub sha_files: Vec<PathBuf>,
-    /// Plugins to build (default: all four).
+    /// Plugins to build (default: all of them).
     pub plugins: Vec<Plugin>,
 }
 

@@ -14,8 +14,8 @@ pub struct Plugin {
     pub description: &'static str,
 }
 
-/// The four plugins, in README order.
-pub const PLUGINS: [Plugin; 4] = [
+/// The five plugins, in README order.
+pub const PLUGINS: [Plugin; 5] = [
     Plugin {
         name: "unstick",
         package: "kubectl-unstick",
@@ -41,6 +41,15 @@ pub const PLUGINS: [Plugin; 4] = [
                       (# {\"$imagepolicy\": \"ns:name[:tag|:name|:digest]\"}) in a Git checkout:\n\
                       shows what image-automation-controller would commit before it breaks a\n\
                       rollout.",
+    },
+    Plugin {
+        name: "fleetlint",
+        package: "kubectl-fleetlint",
+        short_description: "Lint a Flux fleet repository offline",
+        description: "Proves a Flux fleet repository offline, reading it the way Flux would: renders\n\
+                      every directory a Kustomization reaches with kubectl kustomize, walks the\n\
+                      dependsOn graph, checks post-build substitution, placeholders, load-balancer\n\
+                      addresses, service links, image pins and setter markers.",
     },
     Plugin {
         name: "cutover",

@@ -95,6 +95,8 @@ pub struct Repo {
     pub docs: Vec<RawDoc>,
     /// Index: (kind, name) -> positions in `docs`.
     pub by_kind_name: BTreeMap<(String, String), Vec<usize>>,
+    /// Index: file -> position of its first document in `docs`.
+    pub first_doc: BTreeMap<String, usize>,
     /// Directories holding a kustomization file (repository-relative, `/`-separated, "" for
     /// the root).
     pub kustomize_dirs: BTreeSet<String>,
@@ -244,6 +246,7 @@ impl Repo {
                 root,
             };
             let i = self.docs.len();
+            self.first_doc.entry(d.file.clone()).or_insert(i);
             self.by_kind_name
                 .entry((d.kind.clone(), d.name.clone()))
                 .or_default()
@@ -305,7 +308,7 @@ impl Repo {
         let Some(kf) = self.kustomization_file(dir) else {
             return (dirs, files);
         };
-        let Some(doc) = self.docs.iter().find(|d| d.file == kf) else {
+        let Some(doc) = self.first_doc.get(&kf).map(|&i| &self.docs[i]) else {
             return (dirs, files);
         };
         let mut push = |r: &str| {

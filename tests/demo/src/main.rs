@@ -13,6 +13,9 @@
 //! 4. cutover: a new Git server whose branch is behind is refused with the commit count; once
 //!    level, the cutover happens at the same revision, the authored-value change is shown and
 //!    landed, and `--finish` verifies it.
+//! 5. fleetlint: clusters/dev lints clean and prod reports exactly its placeholders; a review
+//!    drops apps-wave-2's `postBuild.substituteFrom`, fleetlint names every `${VAR}` that would
+//!    ship literally, and the fix (restoring it) lints clean again. Offline.
 //!
 //! Exit code 0 only when every step's outcome is the expected one.
 use std::io::{BufRead, BufReader, Read};
@@ -36,7 +39,7 @@ struct Cli {
     /// Repository root holding clusters/ (default: the source tree this demo was built from)
     #[arg(long, value_name = "DIR")]
     repo_root: Option<PathBuf>,
-    /// Run only these steps (markercheck, unstick, podresolve, cutover); default all. An
+    /// Run only these steps (markercheck, unstick, podresolve, cutover, fleetlint); default all. An
     /// unknown step is a usage error (exit 2) listing the valid ones.
     #[arg(long, value_delimiter = ',', value_name = "STEP", value_parser = STEPS)]
     step: Vec<String>,
@@ -49,13 +52,19 @@ struct Cli {
 }
 
 /// The demo's steps, in the order they run (`--step` accepts only these).
-const STEPS: [&str; 4] = ["markercheck", "unstick", "podresolve", "cutover"];
+const STEPS: [&str; 5] = [
+    "markercheck",
+    "unstick",
+    "podresolve",
+    "cutover",
+    "fleetlint",
+];
 
 /// Nominal time budget for waits inside the demo (real time).
 const T: Duration = Duration::from_secs(120);
 
 struct Ctx {
-    /// A directory holding only links to the four `kubectl-<name>` plugins (on PATH for
+    /// A directory holding only links to the `kubectl-<name>` plugins (on PATH for
     /// kubectl's plugin dispatch, and printed by --keep).
     bin_dir: PathBuf,
     repo_root: PathBuf,
@@ -906,10 +915,98 @@ async fn step_cutover(ctx: &Ctx) -> Step {
     st
 }
 
+// ------------------------------------------------------------------ step 5
+
+/// apps-wave-2's postBuild in clusters/base/apps.yaml (the last Kustomization of the file).
+const WAVE2_POSTBUILD: &str =
+    "  postBuild:\n    substituteFrom:\n      - kind: ConfigMap\n        name: cluster-vars\n";
+
+fn step_fleetlint(ctx: &Ctx) -> Step {
+    let mut st =
+        Step::new("5. fleetlint: a ${VAR} in a path without substituteFrom, caught offline");
+    let fleet = ctx.fleet_copy("fleetlint");
+    let clusters = fleet.join("clusters");
+    let c = clusters.display().to_string();
+    let dev = clusters.join("dev").display().to_string();
+    let prod = clusters.join("prod").display().to_string();
+    let clean = ctx.kubectl(None, &["fleetlint", &c, "--overlay", &dev, "--no-cache"]);
+    st.check(
+        clean.code == 0 && clean.stdout.is_empty(),
+        "clusters/dev as committed lints clean (exit 0, no findings)",
+    );
+    let p = ctx.kubectl(
+        None,
+        &[
+            "fleetlint",
+            &c,
+            "--overlay",
+            &prod,
+            "--no-cache",
+            "--format",
+            "github",
+        ],
+    );
+    let annotations: Vec<&str> = p.stdout.lines().collect();
+    st.check(
+        p.code == 1
+            && annotations.len() == 1
+            && annotations[0].starts_with(
+                "::error file=clusters/prod/cluster-vars.yaml,line=13,title=FL040 placeholder::placeholder TBD-PROD-GATEWAY-VIP ",
+            ),
+        "clusters/prod reports exactly its TBD-PROD-GATEWAY-VIP placeholder (FL040, one annotation)",
+    );
+    let apps = fleet.join("clusters/base/apps.yaml");
+    let text = std::fs::read_to_string(&apps).unwrap();
+    let Some(at) = text.rfind(WAVE2_POSTBUILD) else {
+        st.check(false, "clusters/base/apps.yaml has apps-wave-2's postBuild");
+        return st;
+    };
+    let seeded = format!("{}{}", &text[..at], &text[at + WAVE2_POSTBUILD.len()..]);
+    std::fs::write(&apps, &seeded).unwrap();
+    println!(
+        "\n  (the change under review: apps-wave-2 in clusters/base/apps.yaml loses its postBuild.substituteFrom)"
+    );
+    let r = ctx.kubectl(None, &["fleetlint", &c, "--overlay", &dev, "--no-cache"]);
+    st.check(r.code == 1, "the change is an error finding (exit 1)");
+    st.check(
+        r.stdout.contains("FL030")
+            && r.stdout
+                .contains("clusters/apps/wave-2/podinfo-frontend.yaml")
+            && [
+                "${PODINFO_REPLICAS}",
+                "${LOG_LEVEL}",
+                "${CLUSTER_NAME}",
+                "${CLUSTER_DOMAIN}",
+            ]
+            .iter()
+            .all(|v| r.stdout.contains(v)),
+        "FL030 names each ${VAR} of podinfo-frontend.yaml that would ship literally",
+    );
+    let e = ctx.kubectl(None, &["fleetlint", "--explain", "FL030"]);
+    st.check(
+        e.code == 0 && e.stdout.contains("Fix: add postBuild.substituteFrom"),
+        "--explain FL030 gives the story and the fix",
+    );
+    std::fs::write(&apps, &text).unwrap();
+    println!("\n  (the fix: postBuild.substituteFrom restored)");
+    let fixed = ctx.kubectl(None, &["fleetlint", &c, "--overlay", &dev, "--no-cache"]);
+    st.check(
+        fixed.code == 0 && fixed.stdout.is_empty(),
+        "with the fix clusters/dev lints clean again (exit 0)",
+    );
+    st
+}
+
 // ------------------------------------------------------------------ main
 
 /// The suite's plugins (`kubectl-<name>`).
-const PLUGINS: [&str; 4] = ["unstick", "podresolve", "markercheck", "cutover"];
+const PLUGINS: [&str; 5] = [
+    "unstick",
+    "podresolve",
+    "markercheck",
+    "cutover",
+    "fleetlint",
+];
 
 fn default_bin_dir() -> PathBuf {
     std::env::current_exe()
@@ -960,7 +1057,7 @@ async fn main() {
             std::process::exit(3);
         }
     };
-    // kubectl sees exactly the four plugins: a directory of links, not the build directory
+    // kubectl sees exactly the suite's plugins: a directory of links, not the build directory
     // (whose cargo `kubectl-<name>.d` dep-info files `kubectl plugin list` warns about).
     let plugin_dir = work.path().join("plugins");
     let linked = std::fs::create_dir_all(&plugin_dir).and_then(|()| {
@@ -998,6 +1095,9 @@ async fn main() {
     if want("cutover") {
         steps.push(step_cutover(&ctx).await);
     }
+    if want("fleetlint") {
+        steps.push(step_fleetlint(&ctx));
+    }
     println!("\n=== summary ===");
     let mut passed = 0;
     for s in &steps {
@@ -1025,9 +1125,10 @@ async fn main() {
                 )
             };
             println!(
-                "\nThe fleet twin is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get ks -n flux-system\n  kubectl unstick --all\n  kubectl unstick ks/apps-wave-1 --dry-run\n{podresolve}  kubectl markercheck {}/clusters\nCtrl-C stops it.",
+                "\nThe fleet twin is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get ks -n flux-system\n  kubectl unstick --all\n  kubectl unstick ks/apps-wave-1 --dry-run\n{podresolve}  kubectl markercheck {}/clusters\n  kubectl fleetlint {}/clusters --graph\nCtrl-C stops it.",
                 run.twin.kubeconfig_path().display(),
                 ctx.bin_dir.display(),
+                ctx.repo_root.display(),
                 ctx.repo_root.display()
             );
             let _ = tokio::signal::ctrl_c().await;

@@ -12,7 +12,13 @@ fn bin_dir() -> PathBuf {
 #[test]
 fn every_step_of_the_demo_proves_its_outcome() {
     let dir = bin_dir();
-    for p in ["unstick", "podresolve", "markercheck", "cutover"] {
+    for p in [
+        "unstick",
+        "podresolve",
+        "markercheck",
+        "cutover",
+        "fleetlint",
+    ] {
         assert!(
             dir.join(format!("kubectl-{p}")).is_file(),
             "kubectl-{p} is not built in {}: run `cargo test --workspace` (or `cargo build --workspace --bins` first)",
@@ -32,6 +38,7 @@ fn every_step_of_the_demo_proves_its_outcome() {
         "2. unstick",
         "3. podresolve",
         "4. cutover",
+        "5. fleetlint",
     ] {
         assert!(
             stdout
@@ -40,7 +47,7 @@ fn every_step_of_the_demo_proves_its_outcome() {
             "step {step} did not pass:\n{stdout}"
         );
     }
-    assert!(stdout.contains("demo: 4 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("demo: 5 passed, 0 failed"), "{stdout}");
     // The fleet twin that --keep leaves runs podresolve by hand whenever the host can run
     // probe pods (the same condition the demo checks).
     if twin::podexec::missing_prerequisites().is_empty() {
@@ -70,7 +77,7 @@ fn an_unknown_step_is_a_usage_error_listing_the_valid_ones() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("[possible values: markercheck, unstick, podresolve, cutover]"),
+        stderr.contains("[possible values: markercheck, unstick, podresolve, cutover, fleetlint]"),
         "{stderr}"
     );
     assert!(out.stdout.is_empty(), "no step ran");
