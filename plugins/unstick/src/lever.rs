@@ -488,6 +488,18 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                     ));
                 }
                 also_cancels = others.clone();
+                // The restarted controller starts a fresh run at once, from the artifact the
+                // source has then: with --with-source, fetch first (the executor waits until
+                // the source handled the request before deleting the pod), or the fresh run
+                // re-applies the old revision and holds the check again (seen on the real
+                // kustomize-controller v1.9.6 with the gate off).
+                if opts.with_source
+                    && let Some(s) = source_step(
+                        "--with-source: fetch the latest revision before the restart, so the fresh run applies it".into(),
+                    )
+                {
+                    steps.push(s);
+                }
                 if let Some(c) = c {
                     let sel: Vec<String> =
                         c.selector.iter().map(|(k, v)| format!("{k}={v}")).collect();

@@ -628,6 +628,9 @@ pub async fn execute(
     let r = Reader::default();
     // The marker value of the suspend we did, until its resume is done.
     let mut suspended: Option<String> = None;
+    // A source we asked to reconcile (api resource, namespace, name, requestedAt), until a
+    // controller restart has waited for it.
+    let mut source_requested: Option<(ApiResource, String, String, String)> = None;
     for step in &plan.steps {
         match step {
             Step::Patch {
@@ -686,6 +689,18 @@ pub async fn execute(
                     Ok(Some(p))
                 })
                 .await?;
+                if kind != "Kustomization"
+                    && let Some(token) = patch
+                        .pointer("/metadata/annotations/reconcile.fluxcd.io~1requestedAt")
+                        .and_then(Value::as_str)
+                {
+                    source_requested = Some((
+                        ar.clone(),
+                        namespace.clone(),
+                        name.clone(),
+                        token.to_owned(),
+                    ));
+                }
                 match res {
                     Some(o) => {
                         ex.generation_after = obj::i(&o, &["metadata", "generation"]);
@@ -707,6 +722,21 @@ pub async fn execute(
                 selector,
                 why,
             } => {
+                if let Some((sar, sns, sname, token)) = source_requested.take() {
+                    // source-controller records the request in lastHandledReconcileAt when
+                    // the fetch is done (fluxcd/pkg runtime reconcile.ReturnWithSummary);
+                    // bounded by its default timeout (60s) plus a margin.
+                    let handled =
+                        wait_source_handled(conn, &r, &sar, &sns, &sname, &token, intr).await?;
+                    ex.done.push(if handled {
+                        format!("{} {sns}/{sname} fetched the latest revision", sar.kind)
+                    } else {
+                        format!(
+                            "{} {sns}/{sname} did not handle the request within 90s; restarting anyway (the fresh run may use its previous artifact)",
+                            sar.kind
+                        )
+                    });
+                }
                 let ar = Kind::Pod.api_resource("v1");
                 let pods = r
                     .list(
@@ -736,6 +766,29 @@ pub async fn execute(
     }
     ex.interrupted = intr.fired();
     Ok(ex)
+}
+
+/// Polls the source every 500 ms until `status.lastHandledReconcileAt == token` (true), 90 s
+/// pass or a signal arrives (false).
+async fn wait_source_handled(
+    conn: &Connection,
+    r: &Reader,
+    ar: &ApiResource,
+    ns: &str,
+    name: &str,
+    token: &str,
+    intr: &Interrupt,
+) -> Result<bool> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while std::time::Instant::now() < until && !intr.fired() {
+        if let Some(o) = r.get(conn, ar, ns, name).await?
+            && obj::s(&o, &["status", "lastHandledReconcileAt"]) == Some(token)
+        {
+            return Ok(true);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    Ok(false)
 }
 
 /// How a wait ended.
