@@ -15,7 +15,11 @@ here="$(cd "$(dirname "$0")" && pwd)"
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 command -v go >/dev/null || { echo "build.sh: go is not on PATH (Go 1.26 is needed)" >&2; exit 1; }
 cache="${CLUSTER_LOOP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cluster-loop}/realcluster"
-key=$( (cd "$here" && find . -name '*.go' -o -name go.mod -o -name go.sum -o -name build.sh | LC_ALL=C sort | xargs sha256sum; go version) | sha256sum | cut -c1-16)
+# The cache key: what decides the binaries (go.mod pins every version; our Go sources; the Go
+# version; the recipe below, by its version number). go.sum is left out: it only verifies, and
+# `go build -mod=mod` / `go vet` add lines to it without changing any input.
+recipe=1
+key=$( (cd "$here" && find . -name '*.go' -o -name go.mod | LC_ALL=C sort | xargs sha256sum; go version; echo "recipe $recipe") | sha256sum | cut -c1-16)
 out="$cache/$key"
 if [ -f "$out/.complete" ]; then echo "$out/bin"; exit 0; fi
 mkdir -p "$out/bin"
