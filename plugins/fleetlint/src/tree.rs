@@ -106,6 +106,8 @@ pub struct Repo {
     pub bad: Vec<BadFile>,
     /// The directory that was read (repository-relative; "" for the whole repository).
     pub scope: String,
+    /// Memoised [`Repo::closure`] results.
+    closures: std::sync::Mutex<BTreeMap<String, BTreeSet<String>>>,
 }
 
 /// Repository-relative, `/`-separated form of `p` (below `root`).
@@ -378,10 +380,27 @@ impl Repo {
     /// below it (kustomize-controller's generated kustomization, fluxcd/pkg/kustomize
     /// `scanManifests`), descending into sub-directories that hold a kustomization.
     pub fn closure(&self, dir: &str) -> BTreeSet<String> {
+        if let Some(c) = self.closures.lock().ok().and_then(|m| m.get(dir).cloned()) {
+            return c;
+        }
         let mut out = BTreeSet::new();
         let mut seen = BTreeSet::new();
         self.closure_into(dir, &mut out, &mut seen);
+        if let Ok(mut m) = self.closures.lock() {
+            m.insert(dir.to_string(), out.clone());
+        }
         out
+    }
+
+    /// Files whose repository-relative path starts with `prefix` (a range of the sorted map).
+    fn files_under<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a String> + 'a {
+        self.texts
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .map(|(k, _)| k)
+            .take_while(move |k| k.starts_with(prefix))
     }
 
     fn closure_into(&self, dir: &str, out: &mut BTreeSet<String>, seen: &mut BTreeSet<String>) {
@@ -412,9 +431,8 @@ impl Repo {
         if self.kustomization_file(dir).is_some() {
             // the directory's own files (the kustomization and what sits next to it)
             for f in self
-                .texts
-                .keys()
-                .filter(|f| f.starts_with(&prefix) && !f[prefix.len()..].contains('/'))
+                .files_under(&prefix)
+                .filter(|f| !f[prefix.len()..].contains('/'))
             {
                 out.insert(f.clone());
             }
@@ -444,7 +462,7 @@ impl Repo {
                 })
                 .cloned()
                 .collect();
-            for f in self.texts.keys().filter(|f| f.starts_with(&prefix)) {
+            for f in self.files_under(&prefix) {
                 if tops.iter().any(|t| f.starts_with(&format!("{t}/"))) {
                     continue;
                 }
