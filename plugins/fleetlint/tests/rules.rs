@@ -386,3 +386,127 @@ fn substitution_skipped_without_variables() {
     assert!(rules(&r).iter().all(|x| x == "FL036"), "{}", show(&r));
     assert!(!r.findings.is_empty());
 }
+
+/// FL012: dependsOn into another namespace.
+#[test]
+fn depends_on_cross_namespace() {
+    let f = clean_fleet();
+    configmap_dir(&f, "a", "  x: \"1\"\n");
+    configmap_dir(&f, "b", "  x: \"1\"\n");
+    add_to_root(
+        &f,
+        "a.yaml",
+        &ks("a", "").replace("namespace: flux-system", "namespace: team-a"),
+    );
+    add_to_root(
+        &f,
+        "b.yaml",
+        &ks(
+            "b",
+            "  dependsOn:\n    - name: a\n      namespace: team-a\n",
+        ),
+    );
+    // team-a's Kustomization needs its source in team-a too
+    let sync = common::GOTK_SYNC
+        .split("---")
+        .next()
+        .unwrap()
+        .replace("namespace: flux-system", "namespace: team-a");
+    add_to_root(&f, "team-a-source.yaml", &sync);
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL012"], "{}", show(&r));
+    assert_eq!(
+        (r.findings[0].file.as_str(), r.findings[0].line),
+        ("clusters/test/b.yaml", 15)
+    );
+}
+
+/// FL034 and FL035: text envsubst cannot parse; a variable name outside varsubRegex.
+#[test]
+fn substitution_syntax_and_bad_name() {
+    let f = clean_fleet();
+    let d = std::fs::read_to_string(f.root().join("apps/app/deploy.yaml")).unwrap();
+    f.write(
+        "apps/app/deploy.yaml",
+        &d.replace("${LOG_LEVEL:=info}", "${LOG_LEVEL-info}"),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL034"], "{}", show(&r));
+    assert!(
+        r.findings[0].message.contains("missing closing brace"),
+        "{}",
+        r.findings[0].message
+    );
+
+    let f = clean_fleet();
+    let v = std::fs::read_to_string(f.root().join("clusters/test/vars.yaml")).unwrap();
+    f.write(
+        "clusters/test/vars.yaml",
+        &format!("{v}  log-level: debug\n"),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL035"], "{}", show(&r));
+    assert_eq!(
+        (r.findings[0].file.as_str(), r.findings[0].line),
+        ("clusters/test/vars.yaml", 9)
+    );
+}
+
+/// FL041: a base value that looks environment-specific (a LAN address) that an overlay does
+/// not set; the overlay that sets it is clean.
+#[test]
+fn overlay_inherits_base_lan_address() {
+    let f = common::Fleet {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let k = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n";
+    f.write(
+        "clusters/base/kustomization.yaml",
+        &format!("{k}resources:\n  - vars.yaml\n  - app.yaml\n"),
+    );
+    f.write(
+        "clusters/base/vars.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cluster-vars\n  namespace: flux-system\ndata:\n  DB_HOST: 192.168.10.5\n  REPLICAS: \"1\"\n",
+    );
+    let app = std::fs::read_to_string(clean_fleet().root().join("clusters/test/app.yaml")).unwrap();
+    f.write("clusters/base/app.yaml", &app);
+    f.write(
+        "apps/app/kustomization.yaml",
+        &format!("{k}resources:\n  - cm.yaml\n"),
+    );
+    f.write(
+        "apps/app/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: default\ndata:\n  db: ${DB_HOST}\n  replicas: ${REPLICAS}\n",
+    );
+    for (env, sets_db) in [("dev", true), ("prod", false)] {
+        f.write(
+            &format!("clusters/{env}/flux-system/gotk-sync.yaml"),
+            &common::GOTK_SYNC.replace("./clusters/test", &format!("./clusters/{env}")),
+        );
+        f.write(
+            &format!("clusters/{env}/flux-system/kustomization.yaml"),
+            &format!("{k}resources:\n  - gotk-sync.yaml\n"),
+        );
+        f.write(
+            &format!("clusters/{env}/kustomization.yaml"),
+            &format!(
+                "{k}resources:\n  - ../base\n  - flux-system\npatches:\n  - path: vars.yaml\n"
+            ),
+        );
+        let db = if sets_db {
+            "  DB_HOST: 192.168.10.5\n"
+        } else {
+            ""
+        };
+        f.write(
+            &format!("clusters/{env}/vars.yaml"),
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cluster-vars\n  namespace: flux-system\ndata:\n{db}  REPLICAS: \"2\"\n"),
+        );
+    }
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL041"], "{}", show(&r));
+    let x = &r.findings[0];
+    assert_eq!(x.overlay.as_deref(), Some("clusters/prod"));
+    assert_eq!((x.file.as_str(), x.line), ("clusters/base/vars.yaml", 7));
+    assert!(x.message.contains("192.168.10.5"), "{}", x.message);
+}
