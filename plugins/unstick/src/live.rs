@@ -67,6 +67,19 @@ const STATUS_KINDS: &[(&str, &str)] = &[
     ("helm.toolkit.fluxcd.io", "HelmRelease"),
 ];
 
+/// Marker in a kind's namespace set: list it in all namespaces.
+const ALL_NS: &str = "*";
+
+/// The one namespace to list a kind in, or `None` for all namespaces: several namespaces, a
+/// cluster-scoped/empty one only, or [`ALL_NS`].
+fn one_namespace(nss: &BTreeSet<String>) -> Option<&str> {
+    if nss.contains(ALL_NS) {
+        return None;
+    }
+    let v: Vec<&String> = nss.iter().filter(|n| !n.is_empty()).collect();
+    (v.len() == 1).then(|| v[0].as_str())
+}
+
 /// Whether objects of API group `g` may be of a CustomResourceDefinition that is missing:
 /// not a built-in Kubernetes group, not a Flux group this tool reads anyway.
 fn custom_group(g: &str) -> bool {
@@ -328,18 +341,25 @@ pub async fn gather(
             continue;
         }
         for m in wait_set(k) {
+            // A healthChecks entry may name the wrong namespace: its kind is listed in all
+            // namespaces (ALL_NS), so the diagnosis can say where an object of that name is.
+            let hc = m.origin == diagnose::Origin::HealthChecks;
             if STATUS_KINDS.contains(&(m.group.as_str(), m.kind.as_str())) {
-                wanted
-                    .entry((m.group, m.kind))
-                    .or_default()
-                    .insert(m.namespace);
+                let e = wanted.entry((m.group, m.kind)).or_default();
+                e.insert(m.namespace);
+                if hc {
+                    e.insert(ALL_NS.into());
+                }
             } else if custom_group(&m.group) {
-                custom
+                let e = custom
                     .entry((m.group, m.version))
                     .or_default()
                     .entry(m.kind)
-                    .or_default()
-                    .insert(m.namespace);
+                    .or_default();
+                e.insert(m.namespace);
+                if hc {
+                    e.insert(ALL_NS.into());
+                }
             }
         }
         // Kinds quoted by the controller's message.
@@ -366,8 +386,7 @@ pub async fn gather(
                 for (kind, nss) in kinds {
                     match api_group.recommended_kind(kind) {
                         Some((ar, _)) => {
-                            let nss: Vec<&String> = nss.iter().filter(|n| !n.is_empty()).collect();
-                            let ns = (nss.len() == 1).then(|| nss[0].as_str());
+                            let ns = one_namespace(nss);
                             match r.list(conn, &ar, ns, &ListParams::default()).await {
                                 Ok(v) => {
                                     snap.objects.extend(v);
@@ -398,12 +417,11 @@ pub async fn gather(
         let Some(ar) = api_resource(g, kind) else {
             continue;
         };
-        let nss: Vec<&String> = nss.iter().filter(|n| !n.is_empty()).collect();
-        let ns = if nss.len() == 1 {
-            Some(nss[0].as_str())
-        } else {
-            None
-        };
+        let ns = one_namespace(nss);
+        let nss: Vec<&String> = nss
+            .iter()
+            .filter(|n| !n.is_empty() && n.as_str() != ALL_NS)
+            .collect();
         match r.list(conn, &ar, ns, &ListParams::default()).await {
             Ok(v) => {
                 snap.objects.extend(v);

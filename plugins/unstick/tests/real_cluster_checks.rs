@@ -94,8 +94,8 @@ fn wrong_namespace_health_check_is_named_and_its_end_predicted() {
     c.fleet(
         name,
         &[(
-            "cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hc-ns\n  namespace: default\ndata: {a: b}\n",
+            "web.yaml",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: default\nspec:\n  replicas: 0\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: registry.example.local/web:1\n",
         )],
         "  interval: 10m\n  path: ./\n  prune: true\n  timeout: 40s\n  healthChecks:\n  - apiVersion: apps/v1\n    kind: Deployment\n    name: web\n    namespace: nowhere\n",
     )
@@ -112,6 +112,14 @@ fn wrong_namespace_health_check_is_named_and_its_end_predicted() {
     let m = b["message"].as_str().unwrap();
     assert!(!m.contains("inventory"), "{m}");
     assert!(m.contains("spec.healthChecks"), "{m}");
+    assert!(
+        m.contains("(a Deployment web exists in namespace default)"),
+        "{m}"
+    );
+    assert!(
+        b["fix"].as_str().unwrap().contains("namespace: default"),
+        "{b:#}"
+    );
     let predicted: jiff::Timestamp = d["healthCheck"]["endsAt"]
         .as_str()
         .unwrap()
