@@ -39,7 +39,8 @@ struct Cli {
     /// Repository root holding clusters/ (default: the source tree this demo was built from)
     #[arg(long, value_name = "DIR")]
     repo_root: Option<PathBuf>,
-    /// Run only these steps (markercheck, unstick, podresolve, cutover, fleetlint); default all. An
+    /// Run only these steps (markercheck, unstick, podresolve, cutover, fleetlint, realcluster);
+    /// default all. An
     /// unknown step is a usage error (exit 2) listing the valid ones.
     #[arg(long, value_delimiter = ',', value_name = "STEP", value_parser = STEPS)]
     step: Vec<String>,
@@ -52,12 +53,13 @@ struct Cli {
 }
 
 /// The demo's steps, in the order they run (`--step` accepts only these).
-const STEPS: [&str; 5] = [
+const STEPS: [&str; 6] = [
     "markercheck",
     "unstick",
     "podresolve",
     "cutover",
     "fleetlint",
+    "realcluster",
 ];
 
 /// Nominal time budget for waits inside the demo (real time).
@@ -1000,6 +1002,159 @@ fn step_fleetlint(ctx: &Ctx) -> Step {
 // ------------------------------------------------------------------ main
 
 /// The suite's plugins (`kubectl-<name>`).
+/// The real-cluster step's Kustomization (flux-system) and namespace.
+const REAL_KS: &str = "payments";
+/// The migration image the fleet pins first: the registry has no such tag.
+const REAL_BAD: &str = "registry.example.local:5000/payments-migrate:1.4.0";
+/// The tag that exists.
+const REAL_GOOD: &str = "registry.example.local:5000/payments-migrate:1.4.1";
+
+fn real_job(image: &str) -> String {
+    format!(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  namespace: {REAL_KS}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: migrate\n        image: {image}\n"
+    )
+}
+
+/// Step 6: the catalogue's Job case on a real cluster (tests/realcluster: real kube-apiserver,
+/// kube-controller-manager, source- and kustomize-controller; our node agent). A Job whose
+/// image tag does not exist holds kustomize-controller's health check (its Job reader:
+/// InProgress until Complete); unstick names the Job and the pull error; after the fix is
+/// pushed, the lever that works on this controller (gate off: restart it, source fetched
+/// first) proves Ready at the fix revision. With --keep the cluster stays up.
+fn step_realcluster(ctx: &Ctx, keep: &mut Option<realcluster::Cluster>) -> Step {
+    let mut st = Step::new(
+        "6. realcluster: a Job that cannot pull, held by the real kustomize-controller, freed with proof",
+    );
+    println!(
+        "  starting etcd, kube-apiserver, kube-controller-manager, source- and kustomize-controller (first run builds them: tests/realcluster/build.sh)"
+    );
+    let started = std::time::Instant::now();
+    let c = std::thread::spawn(|| {
+        realcluster::Cluster::start(realcluster::ClusterOptions {
+            images: vec![REAL_GOOD.to_owned()],
+            ..realcluster::ClusterOptions::default()
+        })
+    })
+    .join();
+    let c = match c {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            st.check(false, format!("start the real cluster: {e}"));
+            return st;
+        }
+        Err(_) => {
+            st.check(false, "start the real cluster: the start thread panicked");
+            return st;
+        }
+    };
+    println!("  up in {:.1}s", started.elapsed().as_secs_f64());
+    let kc = c.kubeconfig().to_path_buf();
+    let v = ctx.kubectl(Some(&kc), &["get", "--raw", "/version"]);
+    st.check(
+        v.stdout.contains(&format!(
+            "\"gitVersion\": \"{}\"",
+            realcluster::bins::KUBE_VERSION
+        )),
+        format!(
+            "/version is the real release {}",
+            realcluster::bins::KUBE_VERSION
+        ),
+    );
+    let r = ctx.kubectl(Some(&kc), &["get", "--raw", "/readyz?verbose"]);
+    st.check(r.stdout.contains("[+]etcd ok"), "/readyz checks etcd");
+    let procs = c.host_processes();
+    st.check(
+        ["source-controller", "kustomize-controller"]
+            .iter()
+            .all(|n| procs.iter().any(|(k, _)| k.contains(n))),
+        format!("the Flux controllers run as real processes: {procs:?}"),
+    );
+    let ns = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {REAL_KS}\n");
+    if let Err(e) = c.fleet(
+        REAL_KS,
+        &[("ns.yaml", &ns), ("job.yaml", &real_job(REAL_BAD))],
+        "  interval: 10m\n  path: ./\n  prune: true\n  force: true\n  wait: true\n  timeout: 5m\n",
+    ) {
+        st.check(false, format!("push the fleet: {e}"));
+        *keep = Some(c);
+        return st;
+    }
+    let held = poll(T, || {
+        let o = quiet_kubectl(
+            &kc,
+            &["get", "ks", REAL_KS, "-n", "flux-system", "-o", "json"],
+        );
+        o.contains("Running health checks") && {
+            let p = quiet_kubectl(&kc, &["get", "pods", "-n", REAL_KS, "-o", "json"]);
+            p.contains("ErrImagePull") || p.contains("ImagePullBackOff")
+        }
+    });
+    st.check(
+        held,
+        "kustomize-controller holds its health check on the Job whose pod cannot pull",
+    );
+    let d = ctx.kubectl(
+        Some(&kc),
+        &["unstick", &format!("ks/{REAL_KS}"), "--dry-run"],
+    );
+    st.check(
+        d.stdout.contains(&format!("Job/{REAL_KS}/migrate"))
+            && (d.stdout.contains("ErrImagePull") || d.stdout.contains("ImagePullBackOff")),
+        "unstick names the Job and its pod's pull error",
+    );
+    match c.push(
+        REAL_KS,
+        &[("job.yaml", &real_job(REAL_GOOD))],
+        "payments: migrate 1.4.1",
+    ) {
+        Ok(sha) => {
+            let u = ctx.kubectl(
+                Some(&kc),
+                &[
+                    "unstick",
+                    &format!("ks/{REAL_KS}"),
+                    "--yes",
+                    "--with-source",
+                    "--restart-controller",
+                ],
+            );
+            st.check(
+                u.code == 0 && u.stdout.contains("recovered"),
+                format!("after the fix (main@sha1:{}), restart-controller frees the held check and proves Ready at the fix", &sha[..12]),
+            );
+        }
+        Err(e) => {
+            st.check(false, format!("push the fix: {e}"));
+        }
+    }
+    *keep = Some(c);
+    st
+}
+
+/// `kubectl --kubeconfig KC ARGS`, stdout only, nothing printed (for polling).
+fn quiet_kubectl(kc: &Path, args: &[&str]) -> String {
+    Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kc)
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+/// Polls `f` every 500 ms until true or `timeout` passes.
+fn poll(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let until = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < until {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    false
+}
+
 const PLUGINS: [&str; 5] = [
     "unstick",
     "podresolve",
@@ -1098,6 +1253,10 @@ async fn main() {
     if want("fleetlint") {
         steps.push(step_fleetlint(&ctx));
     }
+    let mut real: Option<realcluster::Cluster> = None;
+    if want("realcluster") {
+        steps.push(step_realcluster(&ctx, &mut real));
+    }
     println!("\n=== summary ===");
     let mut passed = 0;
     for s in &steps {
@@ -1112,6 +1271,21 @@ async fn main() {
     }
     let failed = steps.len() - passed;
     println!("demo: {passed} passed, {failed} failed");
+    if cli.keep
+        && let Some(c) = &real
+    {
+        println!(
+            "\nThe real cluster (kube-apiserver {}, kustomize-controller {}) is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get --raw /version\n  kubectl get --raw '/readyz?verbose'\n  kubectl get deploy,pods -n flux-system\n  kubectl unstick --all\n  kubectl unstick ks/{REAL_KS} --dry-run",
+            realcluster::bins::KUBE_VERSION,
+            realcluster::bins::KC_CURRENT,
+            c.kubeconfig().display(),
+            ctx.bin_dir.display(),
+        );
+        if fleet.is_none() {
+            println!("Ctrl-C stops it.");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
     if cli.keep {
         if let Some(run) = &fleet {
             let podresolve = if run.podexec.is_some() {
@@ -1137,6 +1311,10 @@ async fn main() {
         }
     }
     // process::exit runs no destructors: stop the twin (Git servers, models, temp dirs) first.
+    // The real cluster owns a tokio runtime: drop it off this runtime's threads.
+    if let Some(c) = real {
+        let _ = std::thread::spawn(move || drop(c)).join();
+    }
     drop(fleet);
     drop(ctx);
     std::process::exit(if failed == 0 { 0 } else { 1 });

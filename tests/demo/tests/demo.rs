@@ -39,6 +39,7 @@ fn every_step_of_the_demo_proves_its_outcome() {
         "3. podresolve",
         "4. cutover",
         "5. fleetlint",
+        "6. realcluster",
     ] {
         assert!(
             stdout
@@ -47,7 +48,7 @@ fn every_step_of_the_demo_proves_its_outcome() {
             "step {step} did not pass:\n{stdout}"
         );
     }
-    assert!(stdout.contains("demo: 5 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("demo: 6 passed, 0 failed"), "{stdout}");
     // The fleet twin that --keep leaves runs podresolve by hand whenever the host can run
     // probe pods (the same condition the demo checks).
     if twin::podexec::missing_prerequisites().is_empty() {
@@ -77,7 +78,9 @@ fn an_unknown_step_is_a_usage_error_listing_the_valid_ones() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("[possible values: markercheck, unstick, podresolve, cutover, fleetlint]"),
+        stderr.contains(
+            "[possible values: markercheck, unstick, podresolve, cutover, fleetlint, realcluster]"
+        ),
         "{stderr}"
     );
     assert!(out.stdout.is_empty(), "no step ran");
