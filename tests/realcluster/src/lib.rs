@@ -104,6 +104,7 @@ impl Cluster {
     /// `/readyz` passes, the CRDs are Established and both controllers run.
     /// Errors: [`Error`] naming the step and, for a process, its log tail.
     pub fn start(opts: ClusterOptions) -> Result<Cluster, Error> {
+        let started = std::time::Instant::now();
         remove_stale_dirs();
         let mut dir = tempfile::Builder::new()
             .prefix(&format!("realcluster-{}-", std::process::id()))
@@ -354,6 +355,12 @@ impl Cluster {
                 ],
             )?;
         }
+        eprintln!(
+            "realcluster: kube-apiserver {} and Flux up in {:.1}s ({})",
+            bins::KUBE_VERSION,
+            started.elapsed().as_secs_f64(),
+            cluster.dir().display()
+        );
         Ok(cluster)
     }
 
