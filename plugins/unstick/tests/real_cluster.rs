@@ -159,3 +159,70 @@ fn find_deadline(v: &Value) -> Option<String> {
         _ => None,
     }
 }
+
+/// API faults on the real apiserver (the realcluster fault proxy): a 500 on the
+/// Kustomization read is a cluster/API error (exit 3) that names what was asked, and nothing is
+/// written; and `unstick --all` stays within its documented read bound (<= 15 requests) against
+/// the real apiserver, counted by the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_faults_exit_3_and_all_stays_within_its_request_bound() {
+    use realcluster::proxy::{Fault, FaultAction, FaultProxy};
+    let c = cluster();
+    c.fleet(
+        "unstick-fault",
+        &[("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fault\n  namespace: default\ndata: {a: b}\n")],
+        "  interval: 10m\n  path: ./\n  prune: true\n",
+    )
+    .unwrap();
+    let proxy = FaultProxy::start(c).await.unwrap();
+    let run = |args: Vec<String>| {
+        let kc = proxy.kubeconfig().to_path_buf();
+        async move {
+            let out = tokio::process::Command::new(BIN)
+                .arg("--kubeconfig")
+                .arg(kc)
+                .args(args)
+                .env("NO_COLOR", "1")
+                .output()
+                .await
+                .unwrap();
+            (
+                out.status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+    };
+    proxy.add(Fault {
+        method: Some("GET".into()),
+        path_contains: "/kustomizations".into(),
+        nth: 0,
+        action: FaultAction::Status(500),
+    });
+    let (code, out, err) = run(vec!["ks/unstick-fault".into(), "--yes".into()]).await;
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(
+        err.contains("kustomizations") && err.contains("500"),
+        "names what was asked and the answer: {err}"
+    );
+    let writes: Vec<_> = proxy
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET")
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "nothing written after a failed read: {writes:?}"
+    );
+    proxy.clear();
+    proxy.reset_requests();
+    let (code, out, err) = run(vec!["--all".into(), "-o".into(), "json".into()]).await;
+    assert!(code == 0 || code == 1, "{out}\n{err}");
+    let reqs = proxy.requests();
+    assert!(
+        reqs.len() <= 15,
+        "--all made {} requests on the real apiserver: {reqs:#?}",
+        reqs.len()
+    );
+    assert!(out.contains("unstick-fault"), "{out}");
+}

@@ -21,6 +21,7 @@ pub mod bins;
 pub mod node;
 pub mod pki;
 pub mod proc;
+pub mod proxy;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -94,7 +95,14 @@ impl Cluster {
     pub fn shared() -> Result<&'static Cluster, Error> {
         static SHARED: OnceLock<Result<Cluster, String>> = OnceLock::new();
         SHARED
-            .get_or_init(|| Cluster::start(ClusterOptions::default()).map_err(|e| e.to_string()))
+            .get_or_init(|| {
+                // On a thread of its own: start() runs a runtime of its own, which tokio
+                // refuses inside a caller's runtime (a #[tokio::test]).
+                std::thread::spawn(|| Cluster::start(ClusterOptions::default()))
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::Setup("cluster start panicked".into())))
+                    .map_err(|e| e.to_string())
+            })
             .as_ref()
             .map_err(|e| Error::Setup(e.clone()))
     }
