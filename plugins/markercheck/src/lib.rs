@@ -3,12 +3,14 @@
 #![forbid(unsafe_code)]
 
 pub mod check;
+#[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod fuzzing;
 pub mod kustomize;
 pub mod marker;
 pub mod objects;
 pub mod render;
+#[cfg(feature = "cluster")]
 pub mod report;
 pub mod scan;
 pub mod simulate;

@@ -421,8 +421,9 @@ impl Layout<'_> {
         }
         if s.value == "<<" {
             self.inserts.push((s.start, "!!merge ".to_string()));
-        } else if s.value.contains('\n') {
-            // multi-line plain scalars are flagged elsewhere
+        } else if s.value.contains('\n') || self.text[s.start..s.end].contains('\n') {
+            // multi-line plain scalars are flagged elsewhere (fuzz regression
+            // multi-line-plain-dots-key-quoted-across-lines: a replacement across lines)
         } else if s.value.starts_with("---") || s.value.starts_with("...") {
             let q = if single_quote_allowed(&s.value) {
                 format!("'{}'", s.value.replace('\'', "''"))
@@ -994,7 +995,15 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
             if let Some(rs) = by_line.get_mut(&li) {
                 rs.sort_by_key(|r| std::cmp::Reverse(r.0));
                 for (a, b, v) in rs.iter() {
-                    l.replace_range(*a..*b, v);
+                    if *a <= *b && *b <= l.len() && l.is_char_boundary(*a) && l.is_char_boundary(*b)
+                    {
+                        l.replace_range(*a..*b, v);
+                    } else {
+                        caveats.push(format!(
+                            "line {}: a change spanning lines (not modelled)",
+                            line_base + li + 1
+                        ));
+                    }
                 }
             }
             // one space before a line comment

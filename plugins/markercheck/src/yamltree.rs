@@ -344,6 +344,8 @@ fn parse_exact(text: &str) -> Result<Document, SyntaxError> {
     let mut comments = Vec::new();
     let mut docs = 0usize;
     let mut done_first = false;
+    // end of the last scalar: a block scalar's header comes after it
+    let mut prev_end = 0usize;
     let lines = Lines::new(text);
     let push = |stack: &mut Vec<Frame>, root: &mut Option<Node>, n: Node| match stack.last_mut() {
         Some(Frame::Map(v, _, _)) | Some(Frame::Seq(v, _, _)) => v.push(n),
@@ -374,7 +376,20 @@ fn parse_exact(text: &str) -> Result<Document, SyntaxError> {
                 let (mut start, mut end) = (range.start, range.end);
                 if matches!(st, ScalarStyle::Literal | ScalarStyle::Folded) {
                     (start, end) = block_bounds(text, start, end);
+                    // granit can place an empty block scalar at the end of the text (no final
+                    // newline) before the previous token: its header is the first `|`/`>`
+                    // after that token (fuzz regression
+                    // empty-block-scalar-at-eof-takes-previous-header)
+                    if start < prev_end {
+                        let rest = &text[prev_end..];
+                        let code = rest.split('#').next().unwrap_or(rest);
+                        if let Some(i) = code.find(['|', '>']) {
+                            start = prev_end + i;
+                            end = end.max(start);
+                        }
+                    }
                 }
+                prev_end = end.max(prev_end);
                 let n = Node::Scalar(Scalar {
                     value: value.into_owned(),
                     style: style(st),
@@ -453,6 +468,19 @@ mod tests {
         let Node::Scalar(z) = &items[1] else { panic!() };
         assert_eq!(z.style, Style::Literal);
         assert_eq!(z.value, "z\n");
+    }
+
+    #[test]
+    fn empty_block_scalar_at_eof_is_on_its_own_line() {
+        let t = "a: | # one\nb: | # two";
+        let d = parse(t).unwrap();
+        let root = d.root.unwrap();
+        for (k, want) in [("a", 3), ("b", t.len() - 7)] {
+            let Some(Node::Scalar(s)) = root.get(k) else {
+                panic!()
+            };
+            assert_eq!(s.start, want, "{k}");
+        }
     }
 
     #[test]
