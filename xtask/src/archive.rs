@@ -88,9 +88,21 @@ pub fn source_date_epoch() -> u64 {
 /// Only regular-file entries are written: krew's tar extractor accepts regular files and
 /// directories only (krew internal/download/downloader.go `extractTARGZ`).
 pub fn write_tar_gz(path: &Path, entries: &[Entry], mtime: u64) -> Result<(), ArchiveError> {
+    write_tar_gz_level(path, entries, mtime, Compression::best())
+}
+
+/// [`write_tar_gz`] at another gzip level: as reproducible (the bytes depend on the level, which
+/// is fixed per build kind), much faster at [`Compression::fast`] for the ~190 MB debug
+/// binaries the tests pack.
+pub fn write_tar_gz_level(
+    path: &Path,
+    entries: &[Entry],
+    mtime: u64,
+    level: Compression,
+) -> Result<(), ArchiveError> {
     let file = fs::File::create(path).map_err(io_err(path))?;
     // GzBuilder defaults: mtime 0, no name/comment, OS byte 255 ("unknown"): all fixed.
-    let gz = flate2::GzBuilder::new().write(file, Compression::best());
+    let gz = flate2::GzBuilder::new().write(file, level);
     let mut tar = tar::Builder::new(gz);
     tar.mode(tar::HeaderMode::Deterministic);
     for e in entries {
@@ -114,6 +126,16 @@ pub fn write_tar_gz(path: &Path, entries: &[Entry], mtime: u64) -> Result<(), Ar
 /// Writes a deflate-compressed zip archive of `entries`, reproducible: entry order as given,
 /// DOS timestamp from `mtime` (UTC), Unix mode from the entry, no extra fields.
 pub fn write_zip(path: &Path, entries: &[Entry], mtime: u64) -> Result<(), ArchiveError> {
+    write_zip_level(path, entries, mtime, 9)
+}
+
+/// [`write_zip`] at another deflate level (0-9).
+pub fn write_zip_level(
+    path: &Path,
+    entries: &[Entry],
+    mtime: u64,
+    level: i64,
+) -> Result<(), ArchiveError> {
     let zerr = |source| ArchiveError::Zip {
         path: path.to_owned(),
         source,
@@ -129,7 +151,7 @@ pub fn write_zip(path: &Path, entries: &[Entry], mtime: u64) -> Result<(), Archi
     for e in entries {
         let opts = zip::write::SimpleFileOptions::default()
             .compression_method(zip::CompressionMethod::Deflated)
-            .compression_level(Some(9))
+            .compression_level(Some(level))
             .last_modified_time(when)
             .unix_permissions(e.mode);
         zip.start_file(e.name.as_str(), opts).map_err(zerr)?;

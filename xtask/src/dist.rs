@@ -31,12 +31,18 @@ pub struct DistOptions {
     pub profile: String,
     /// Where archives and `.sha256` files go (default `<root>/dist`).
     pub out_dir: PathBuf,
-    /// Where manifests go; `None` writes none (matrix jobs of the release workflow).
+    /// Where krew manifests go; `None` writes none (matrix jobs of the release workflow).
     pub manifests_dir: Option<PathBuf>,
+    /// Where Flux CLI plugin manifests go ([`crate::flux`]); written only with
+    /// `manifests_dir`, from the same sums.
+    pub flux_manifests_dir: Option<PathBuf>,
     /// Extra `sha256sum`-format files with sums of other platforms' archives.
     pub sha_files: Vec<PathBuf>,
     /// Plugins to build (default: all of them).
     pub plugins: Vec<Plugin>,
+    /// A cargo output directory that already holds the plugin binaries for `target`/`profile`:
+    /// pack those instead of running `cargo build` (the tests pack what `cargo test` built).
+    pub prebuilt_bin_dir: Option<PathBuf>,
 }
 
 /// What [`dist`] produced.
@@ -50,8 +56,19 @@ pub struct DistReport {
     pub bin_dir: PathBuf,
     /// `(plugin, archive path, sha256, binary size in bytes)` per plugin.
     pub archives: Vec<(Plugin, PathBuf, String, u64)>,
-    /// Manifests written, with the platforms each lists.
+    /// krew manifests written, with the platforms each lists.
     pub manifests: Vec<(PathBuf, Vec<Platform>)>,
+    /// Flux CLI plugin manifests written, with the platforms each lists.
+    pub flux_manifests: Vec<(PathBuf, Vec<Platform>)>,
+}
+
+/// Manifests written by [`write_manifests`], with the platforms each lists.
+#[derive(Debug, Clone, Default)]
+pub struct Written {
+    /// krew manifests.
+    pub krew: Vec<(PathBuf, Vec<Platform>)>,
+    /// Flux CLI plugin manifests.
+    pub flux: Vec<(PathBuf, Vec<Platform>)>,
 }
 
 /// Cargo to run: `$CARGO` (set by `cargo run`/`cargo test`) or `cargo` from PATH.
@@ -134,28 +151,34 @@ pub fn dist(opts: &DistOptions) -> Result<DistReport, String> {
         opts.plugins.clone()
     };
 
-    let mut build = cargo();
-    build
-        .current_dir(&opts.root)
-        .args(["build", "--profile", &opts.profile]);
-    for p in &plugins {
-        build.args(["-p", p.package]);
-    }
-    if let Some(t) = &opts.target {
-        build.args(["--target", t]);
-    }
-    eprintln!("xtask: {:?}", build);
-    let status = build
-        .status()
-        .map_err(|e| format!("cannot run cargo build: {e}"))?;
-    if !status.success() {
-        return Err(format!("cargo build failed ({status})"));
-    }
-    let mut bin_dir = target_dir;
-    if let Some(t) = &opts.target {
-        bin_dir.push(t);
-    }
-    bin_dir.push(profile_dir(&opts.profile));
+    let bin_dir = match &opts.prebuilt_bin_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            let mut build = cargo();
+            build
+                .current_dir(&opts.root)
+                .args(["build", "--profile", &opts.profile]);
+            for p in &plugins {
+                build.args(["-p", p.package]);
+            }
+            if let Some(t) = &opts.target {
+                build.args(["--target", t]);
+            }
+            eprintln!("xtask: {:?}", build);
+            let status = build
+                .status()
+                .map_err(|e| format!("cannot run cargo build: {e}"))?;
+            if !status.success() {
+                return Err(format!("cargo build failed ({status})"));
+            }
+            let mut bin_dir = target_dir;
+            if let Some(t) = &opts.target {
+                bin_dir.push(t);
+            }
+            bin_dir.push(profile_dir(&opts.profile));
+            bin_dir
+        }
+    };
 
     let archives = pack(
         &opts.root,
@@ -164,25 +187,28 @@ pub fn dist(opts: &DistOptions) -> Result<DistReport, String> {
         &version,
         &platform,
         &opts.out_dir,
+        &opts.profile,
     )?;
 
-    let manifests = match &opts.manifests_dir {
+    let written = match &opts.manifests_dir {
         Some(dir) => write_manifests(
             &plugins,
             &version,
             &opts.out_dir,
             &opts.sha_files,
             dir,
+            opts.flux_manifests_dir.as_deref(),
             false,
         )?,
-        None => Vec::new(),
+        None => Written::default(),
     };
     Ok(DistReport {
         version,
         platform,
         bin_dir,
         archives,
-        manifests,
+        manifests: written.krew,
+        flux_manifests: written.flux,
     })
 }
 
@@ -190,6 +216,9 @@ pub fn dist(opts: &DistOptions) -> Result<DistReport, String> {
 /// directory) plus `<root>/LICENSE` and `<root>/README.md`, and writes `<archive>.sha256`
 /// next to each. Entry order: binary (0755), LICENSE (0644), README.md (0644); mtime from
 /// [`archive::source_date_epoch`].
+///
+/// Compression: best for the `release` profile, fastest for others (test builds pack ~190 MB
+/// debug binaries; the bytes still depend only on the inputs).
 ///
 /// Returns `(plugin, archive path, sha256, binary size in bytes)` per plugin. Errors: a missing
 /// binary, LICENSE or README.md, or an I/O error, naming the file.
@@ -200,7 +229,9 @@ pub fn pack(
     version: &str,
     platform: &Platform,
     out_dir: &Path,
+    profile: &str,
 ) -> Result<Vec<(Plugin, PathBuf, String, u64)>, String> {
+    let best = profile == "release";
     let license = read(&root.join("LICENSE"))?;
     let readme = read(&root.join("README.md"))?;
     fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
@@ -230,9 +261,14 @@ pub fn pack(
         let name = manifest::archive_name(p, version, platform);
         let path = out_dir.join(&name);
         if platform.is_windows() {
-            archive::write_zip(&path, &entries, mtime)
+            archive::write_zip_level(&path, &entries, mtime, if best { 9 } else { 1 })
         } else {
-            archive::write_tar_gz(&path, &entries, mtime)
+            let level = if best {
+                flate2::Compression::best()
+            } else {
+                flate2::Compression::fast()
+            };
+            archive::write_tar_gz_level(&path, &entries, mtime, level)
         }
         .map_err(|e| e.to_string())?;
         let sha = sha256_file(&path)?;
@@ -252,18 +288,21 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
 
 /// Gathers archive sums from `<dist_dir>/*.sha256` and `sha_files`, re-hashes every archive of
 /// `version` present in `dist_dir` (a sum that disagrees with its archive is an error), then
-/// writes `<manifests_dir>/<name>.yaml` for each plugin and validates it by krew's rules.
+/// writes `<manifests_dir>/<name>.yaml` for each plugin and validates it by krew's rules, and,
+/// with `flux_dir`, `<flux_dir>/<name>.yaml` from the same sums, validated by
+/// [`crate::flux::validate_file`].
 ///
 /// With `require_all`, a plugin missing any of the five release platforms is an error (the
-/// release workflow); otherwise such platforms are left out of its manifest.
+/// release workflow); otherwise such platforms are left out of its manifests.
 pub fn write_manifests(
     plugins: &[Plugin],
     version: &str,
     dist_dir: &Path,
     sha_files: &[PathBuf],
     manifests_dir: &Path,
+    flux_dir: Option<&Path>,
     require_all: bool,
-) -> Result<Vec<(PathBuf, Vec<Platform>)>, String> {
+) -> Result<Written, String> {
     let mut sums = Sums::new();
     for f in sha_files {
         manifest::read_sums(f, &mut sums)?;
@@ -317,5 +356,20 @@ pub fn write_manifests(
         );
         written.push((path, listed));
     }
-    Ok(written)
+    let mut flux = Vec::new();
+    if let Some(dir) = flux_dir {
+        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for p in plugins {
+            let (text, listed) = crate::flux::render(p, version, &sums)?;
+            let path = crate::flux::manifest_path(dir, p);
+            fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+            crate::flux::validate_file(&path).map_err(|e| e.join("\n"))?;
+            eprintln!("xtask: wrote {}", path.display());
+            flux.push((path, listed));
+        }
+    }
+    Ok(Written {
+        krew: written,
+        flux,
+    })
 }

@@ -19,7 +19,8 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Build the plugins, pack dist/<plugin>_<version>_<os>_<arch>.tar.gz|zip with their
-    /// .sha256, and write krew-manifests/<name>.yaml listing every platform with a known sum.
+    /// .sha256, and write krew-manifests/<name>.yaml and flux-plugins/<name>.yaml listing every
+    /// platform with a known sum.
     ///
     /// Example: cargo run -p xtask -- dist --target x86_64-unknown-linux-gnu --version v0.1.0
     Dist {
@@ -38,6 +39,9 @@ enum Cmd {
         /// Directory of the krew manifests.
         #[arg(long, default_value = "krew-manifests")]
         manifests_dir: PathBuf,
+        /// Directory of the Flux CLI plugin manifests (same archives, same sums).
+        #[arg(long, default_value = xtask::flux::DEFAULT_DIR)]
+        flux_manifests_dir: PathBuf,
         /// Do not write manifests (release matrix jobs; the assemble job writes them).
         #[arg(long)]
         no_manifests: bool,
@@ -48,7 +52,7 @@ enum Cmd {
         #[arg(long = "plugin", value_parser = parse_plugin)]
         plugins: Vec<Plugin>,
     },
-    /// Write krew-manifests/<name>.yaml from archive sums (dist/*.sha256 and --sha-file),
+    /// Write krew-manifests/<name>.yaml and flux-plugins/<name>.yaml from archive sums (dist/*.sha256 and --sha-file),
     /// re-hashing every archive present in --dist-dir.
     Manifests {
         /// Release version, v-prefixed semver.
@@ -63,12 +67,16 @@ enum Cmd {
         /// Directory of the krew manifests.
         #[arg(long, default_value = "krew-manifests")]
         manifests_dir: PathBuf,
+        /// Directory of the Flux CLI plugin manifests (same archives, same sums).
+        #[arg(long, default_value = xtask::flux::DEFAULT_DIR)]
+        flux_manifests_dir: PathBuf,
         /// Fail unless every plugin has all five release platforms.
         #[arg(long)]
         require_all: bool,
     },
-    /// Validate manifests by krew's rules; with --dist-dir, also install each platform whose
-    /// archive is there (files globs, bin, license file).
+    /// Validate manifests by krew's rules (and, without FILES, every flux-plugins/<name>.yaml
+    /// by flux's); with --dist-dir, also install each platform whose archive is there (files
+    /// globs, bin, license file; flux: checksum and extractPath).
     Validate {
         /// Manifest files (default: krew-manifests/*.yaml).
         files: Vec<PathBuf>,
@@ -105,6 +113,7 @@ fn run(cli: Cli) -> Result<(), String> {
             profile,
             out_dir,
             manifests_dir,
+            flux_manifests_dir,
             no_manifests,
             sha_files,
             plugins,
@@ -116,8 +125,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 profile,
                 out_dir: abs(out_dir),
                 manifests_dir: (!no_manifests).then(|| abs(manifests_dir)),
+                flux_manifests_dir: (!no_manifests).then(|| abs(flux_manifests_dir)),
                 sha_files: sha_files.into_iter().map(abs).collect(),
                 plugins,
+                prebuilt_bin_dir: None,
             })?;
             for (p, path, sha, size) in &report.archives {
                 println!("{}\t{}\t{sha}\tbinary {size} bytes", p.name, path.display());
@@ -129,6 +140,7 @@ fn run(cli: Cli) -> Result<(), String> {
             dist_dir,
             sha_files,
             manifests_dir,
+            flux_manifests_dir,
             require_all,
         } => {
             validate::parse_semver(&version).map_err(|e| format!("--version: {e}"))?;
@@ -138,15 +150,17 @@ fn run(cli: Cli) -> Result<(), String> {
                 &abs(dist_dir),
                 &sha_files.into_iter().map(abs).collect::<Vec<_>>(),
                 &abs(manifests_dir),
+                Some(&abs(flux_manifests_dir)),
                 require_all,
             )?;
-            for (path, listed) in written {
+            for (path, listed) in written.krew.iter().chain(&written.flux) {
                 println!("{}\t{} platforms", path.display(), listed.len());
             }
             Ok(())
         }
         Cmd::Validate { files, dist_dir } => {
-            let files = if files.is_empty() {
+            let all = files.is_empty();
+            let files = if all {
                 let dir = root.join("krew-manifests");
                 let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
                     .map_err(|e| format!("{}: {e}", dir.display()))?
@@ -174,6 +188,12 @@ fn run(cli: Cli) -> Result<(), String> {
                     Err(e) => errors.extend(e),
                 }
             }
+            if all {
+                errors.extend(validate_flux_dir(
+                    &root.join(xtask::flux::DEFAULT_DIR),
+                    dist_dir.map(abs).as_deref(),
+                ));
+            }
             if errors.is_empty() {
                 Ok(())
             } else {
@@ -181,6 +201,56 @@ fn run(cli: Cli) -> Result<(), String> {
             }
         }
     }
+}
+
+/// Validates every Flux plugin manifest in `dir` (one per plugin); with `dist`, installs each
+/// platform whose archive is there as `flux plugin install` would (checksum, extractPath).
+fn validate_flux_dir(dir: &Path, dist: Option<&Path>) -> Vec<String> {
+    let mut errors = Vec::new();
+    for p in PLUGINS {
+        let path = xtask::flux::manifest_path(dir, &p);
+        let m = match xtask::flux::validate_file(&path) {
+            Ok(m) => m,
+            Err(e) => {
+                errors.extend(e);
+                continue;
+            }
+        };
+        println!("{}: valid Flux plugin manifest", path.display());
+        let Some(dist) = dist else { continue };
+        for v in m.versions.iter().take(1) {
+            for pl in &v.platforms {
+                let Some(file) = pl.url.rsplit('/').next() else {
+                    continue;
+                };
+                let archive = dist.join(file);
+                if !archive.is_file() {
+                    continue;
+                }
+                let scratch = std::env::temp_dir().join(format!(
+                    "xtask-validate-flux-{}-{}-{}-{}",
+                    std::process::id(),
+                    m.name,
+                    pl.os,
+                    pl.arch
+                ));
+                match xtask::flux::install(&scratch, &path, &archive, None, &pl.os, &pl.arch) {
+                    Ok(bin) => println!(
+                        "{}: {}/{} installs {}",
+                        path.display(),
+                        pl.os,
+                        pl.arch,
+                        bin.display()
+                    ),
+                    Err(e) => {
+                        errors.push(format!("{}: {}/{}: {e}", path.display(), pl.os, pl.arch))
+                    }
+                }
+                let _ = std::fs::remove_dir_all(&scratch);
+            }
+        }
+    }
+    errors
 }
 
 /// Installs every platform of `m` whose archive is in `dir` into a scratch KREW_ROOT.

@@ -756,20 +756,63 @@ fn injected_faults_and_bad_requests_leave_the_server_serving() {
     ));
 }
 
+/// The inode of the socket LISTENing on 127.0.0.1/[::]:`port` in this network namespace
+/// (/proc/net/tcp and tcp6: state 0A), if any.
+fn listening_inode(port: u16) -> Option<u64> {
+    sockets()
+        .into_iter()
+        .find_map(|(local_port, state, inode)| {
+            (local_port == port && state == 0x0A).then_some(inode)
+        })
+}
+
+/// `(local port, state, inode)` of every TCP socket in /proc/net/tcp and /proc/net/tcp6.
+fn sockets() -> Vec<(u16, u8, u64)> {
+    let mut out = Vec::new();
+    for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(f) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) = (w.get(1), w.get(3), w.get(9)) else {
+                continue;
+            };
+            let port = local
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            let state = u8::from_str_radix(state, 16).ok();
+            let inode = inode.parse::<u64>().ok();
+            if let (Some(p), Some(s), Some(i)) = (port, state, inode) {
+                out.push((p, s, i));
+            }
+        }
+    }
+    out
+}
+
+/// Dropping the server closes its listening sockets. Checked by the sockets' identities (their
+/// inodes in /proc/net/tcp), never by connecting to the freed ports: another test in this
+/// process may bind a freed ephemeral port at once, and a connect would then succeed (the
+/// flake "HTTP port closed after drop").
 #[test]
 fn dropping_the_server_closes_its_ports_and_missing_backend_is_an_error() {
     let s = server();
     let (http, https) = (s.http_addr(), s.https_addr());
     assert!(TcpStream::connect(http).is_ok());
+    let http_inode = listening_inode(http.port()).expect("HTTP listener in /proc/net/tcp");
+    let https_inode = listening_inode(https.port()).expect("HTTPS listener in /proc/net/tcp");
     let root = s.repo_path("x");
     drop(s);
+    let alive: Vec<u64> = sockets().into_iter().map(|(_, _, i)| i).collect();
     assert!(
-        TcpStream::connect(http).is_err(),
-        "HTTP port closed after drop"
+        !alive.contains(&http_inode),
+        "HTTP listening socket (inode {http_inode}) still open after drop"
     );
     assert!(
-        TcpStream::connect(https).is_err(),
-        "HTTPS port closed after drop"
+        !alive.contains(&https_inode),
+        "HTTPS listening socket (inode {https_inode}) still open after drop"
     );
     assert!(!root.parent().unwrap().exists(), "repositories removed");
 

@@ -4,7 +4,7 @@
 //! each through kubectl's plugin dispatch.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -40,7 +40,7 @@ fn user_cmd(krew_root: &Path, home: &Path) -> Command {
 }
 
 fn archive_of(name: &str) -> PathBuf {
-    let built = common::built("install");
+    let built = common::built();
     let plugin = PLUGINS.iter().find(|p| p.name == name).unwrap();
     built.dist_dir.join(manifest::archive_name(
         plugin,
@@ -51,7 +51,7 @@ fn archive_of(name: &str) -> PathBuf {
 
 #[test]
 fn krew_install_then_kubectl_finds_and_runs_all_four() {
-    let built = common::built("install");
+    let built = common::built();
     let tmp = tempfile::tempdir().unwrap();
     let krew_root = tmp.path().join("krew");
     let home = tmp.path().join("home");
@@ -161,7 +161,7 @@ fn krew_install_then_kubectl_finds_and_runs_all_four() {
 
 #[test]
 fn krew_install_refuses_an_archive_whose_sha256_differs() {
-    let built = common::built("install");
+    let built = common::built();
     let tmp = tempfile::tempdir().unwrap();
     let (manifest_path, _) = &built.report.manifests[0];
     let m = manifest::parse(manifest_path).unwrap();
@@ -187,7 +187,7 @@ fn krew_install_refuses_an_archive_whose_sha256_differs() {
 
 #[test]
 fn krew_install_refuses_a_platform_the_manifest_lacks() {
-    let built = common::built("install");
+    let built = common::built();
     let tmp = tempfile::tempdir().unwrap();
     let (manifest_path, listed) = &built.report.manifests[0];
     assert_eq!(
@@ -216,7 +216,7 @@ fn krew_install_refuses_a_platform_the_manifest_lacks() {
 /// the plugin's flag names.
 #[test]
 fn krew_installed_plugins_complete_through_kubectl() {
-    let built = common::built("install");
+    let built = common::built();
     let tmp = tempfile::tempdir().unwrap();
     let krew_root = tmp.path().join("krew");
     let home = tmp.path().join("home");

@@ -1,0 +1,232 @@
+//! Flux CLI plugin manifests (flux2 pkg/plugin/types.go, `cli.fluxcd.io/v1beta1` `Plugin`):
+//! the committed ones in flux-plugins/ name the same archives and checksums as
+//! krew-manifests/, the generated ones carry the real archive sums, and what `flux plugin
+//! install` does with them ([`xtask::flux::install`]) yields a `flux-<name>` in a
+//! `FLUXCD_PLUGINS` directory that runs as `flux <name>` (the flux binary is not on this
+//! machine: flux runs it as `exec(<dir>/flux-<name>, [<dir>/flux-<name>, args...])`, which is
+//! what these tests do).
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+use crate::common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use xtask::flux;
+use xtask::manifest;
+use xtask::plugins::PLUGINS;
+
+fn archive_of(name: &str) -> PathBuf {
+    let built = common::built();
+    let plugin = PLUGINS.iter().find(|p| p.name == name).unwrap();
+    built.dist_dir.join(manifest::archive_name(
+        plugin,
+        &built.report.version,
+        &built.report.platform,
+    ))
+}
+
+#[test]
+fn committed_flux_manifests_name_the_krew_archives_and_checksums() {
+    let root = common::root();
+    let dir = root.join(flux::DEFAULT_DIR);
+    let mut names: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = PLUGINS.iter().map(|p| format!("{}.yaml", p.name)).collect();
+    want.sort();
+    assert_eq!(
+        names, want,
+        "flux-plugins/ must hold one manifest per plugin"
+    );
+    for p in PLUGINS {
+        let path = flux::manifest_path(&dir, &p);
+        let m = flux::validate_file(&path).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+        let krew = xtask::validate::validate_file(&manifest::manifest_path(
+            &root.join("krew-manifests"),
+            &p,
+        ))
+        .unwrap_or_else(|e| panic!("{}", e.join("\n")));
+        assert_eq!(m.name, p.name);
+        assert_eq!(m.bin, format!("flux-{}", p.name));
+        assert_eq!(format!("v{}", m.versions[0].version), krew.spec.version);
+        let flux_set: Vec<(String, String, String)> = m.versions[0]
+            .platforms
+            .iter()
+            .map(|x| {
+                (
+                    x.url.clone(),
+                    x.checksum.clone(),
+                    format!("{}/{}", x.os, x.arch),
+                )
+            })
+            .collect();
+        let krew_set: Vec<(String, String, String)> = krew
+            .spec
+            .platforms
+            .iter()
+            .map(|x| {
+                let labels = x.selector.as_ref().unwrap().match_labels.clone().unwrap();
+                (
+                    x.uri.clone(),
+                    format!("sha256:{}", x.sha256),
+                    format!("{}/{}", labels["os"], labels["arch"]),
+                )
+            })
+            .collect();
+        assert_eq!(
+            flux_set, krew_set,
+            "{}: same archives and sums as krew's",
+            p.name
+        );
+        for x in &m.versions[0].platforms {
+            assert_eq!(x.extract_path, krew.spec.platforms[0].bin.clone());
+        }
+    }
+}
+
+#[test]
+fn generated_flux_manifests_carry_the_archive_sums() {
+    let built = common::built();
+    assert_eq!(built.report.flux_manifests.len(), PLUGINS.len());
+    for (path, listed) in &built.report.flux_manifests {
+        assert_eq!(
+            listed,
+            &vec![built.report.platform],
+            "a local build lists the host only"
+        );
+        let m = flux::validate_file(path).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+        let archive = archive_of(&m.name);
+        let sha = xtask::install::sha256_file(&archive).unwrap();
+        let pl = &m.versions[0].platforms[0];
+        assert_eq!(pl.checksum, format!("sha256:{sha}"), "{}", m.name);
+        assert!(pl.url.ends_with(&format!(
+            "/{}",
+            archive.file_name().unwrap().to_string_lossy()
+        )));
+        assert!(
+            xtask::archive::list(&archive)
+                .unwrap()
+                .contains(&pl.extract_path),
+            "{}: extractPath {} not in the archive",
+            m.name,
+            pl.extract_path
+        );
+    }
+}
+
+fn run(bin: &Path, args: &[&str], home: &Path, plugins_dir: &Path) -> Output {
+    Command::new(bin)
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", home)
+        .env("FLUXCD_PLUGINS", plugins_dir)
+        .env("KUBECONFIG", home.join("no-such-kubeconfig"))
+        .output()
+        .unwrap()
+}
+
+/// Asserts a plugin started as `flux-<name>` speaks as `flux <name>`: usage line, examples,
+/// and a usage error (exit 2) naming `flux <name>`.
+fn assert_speaks_flux(bin: &Path, name: &str, home: &Path, dir: &Path) {
+    let out = run(bin, &["--help"], home, dir);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "flux {name} --help: {out:?}");
+    assert!(
+        help.contains(&format!("Usage: flux {name}")),
+        "flux {name} --help:\n{help}"
+    );
+    assert!(
+        !help.contains(&format!("kubectl {name}")),
+        "flux {name} --help still says kubectl {name}:\n{help}"
+    );
+    let out = run(bin, &["--no-such-flag"], home, dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("Usage: flux {name}")), "{err}");
+}
+
+#[test]
+fn flux_plugin_install_then_flux_name_runs_as_flux() {
+    let built = common::built();
+    let tmp = tempfile::tempdir().unwrap();
+    let plugins_dir = tmp.path().join("fluxcd-plugins");
+    let home = tmp.path().join("home");
+    fs::create_dir_all(&home).unwrap();
+    for (manifest_path, _) in &built.report.flux_manifests {
+        let m = flux::parse(manifest_path).unwrap();
+        let bin = flux::install(
+            &plugins_dir,
+            manifest_path,
+            &archive_of(&m.name),
+            None,
+            "linux",
+            "amd64",
+        )
+        .unwrap();
+        // What flux's discovery accepts: an executable regular file flux-<name> in the dir.
+        assert_eq!(bin, plugins_dir.join(format!("flux-{}", m.name)));
+        let meta = fs::metadata(&bin).unwrap();
+        assert!(meta.is_file() && meta.permissions().mode() & 0o111 != 0);
+        let receipt =
+            fs::read_to_string(plugins_dir.join(format!("flux-{}.yaml", m.name))).unwrap();
+        assert!(receipt.contains("version: 0.1.0"), "{receipt}");
+        assert_speaks_flux(&bin, &m.name, &home, &plugins_dir);
+        // The same binary under its kubectl name still says kubectl.
+        let link = tmp.path().join(format!("kubectl-{}", m.name));
+        std::os::unix::fs::symlink(&bin, &link).unwrap();
+        let out = run(&link, &["--help"], &home, &plugins_dir);
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&format!("Usage: kubectl {}", m.name)),
+            "{out:?}"
+        );
+    }
+}
+
+/// A `flux-<name>` symlink to the built plugin in a temporary FLUXCD_PLUGINS directory, as a
+/// user who links instead of installing would have it.
+#[test]
+fn flux_name_link_in_fluxcd_plugins_runs_as_flux() {
+    let built = common::built();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("plugins");
+    fs::create_dir_all(&dir).unwrap();
+    for p in PLUGINS {
+        let link = dir.join(format!("flux-{}", p.name));
+        std::os::unix::fs::symlink(built.report.bin_dir.join(p.package), &link).unwrap();
+        assert_speaks_flux(&link, p.name, tmp.path(), &dir);
+    }
+}
+
+#[test]
+fn flux_plugin_install_refuses_a_tampered_archive() {
+    let built = common::built();
+    let tmp = tempfile::tempdir().unwrap();
+    let (manifest_path, _) = &built.report.flux_manifests[0];
+    let m = flux::parse(manifest_path).unwrap();
+    let mut bytes = fs::read(archive_of(&m.name)).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    let tampered = tmp.path().join("tampered.tar.gz");
+    fs::write(&tampered, bytes).unwrap();
+    let dir = tmp.path().join("plugins");
+    let err = flux::install(&dir, manifest_path, &tampered, None, "linux", "amd64").unwrap_err();
+    assert!(err.contains("checksum verification failed"), "{err}");
+    assert!(!dir.join(format!("flux-{}", m.name)).exists());
+    let err = flux::install(
+        &dir,
+        manifest_path,
+        &archive_of(&m.name),
+        None,
+        "darwin",
+        "arm64",
+    )
+    .unwrap_err();
+    assert!(err.contains("has no binary for darwin/arm64"), "{err}");
+}

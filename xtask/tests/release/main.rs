@@ -1,0 +1,7 @@
+//! Release tests in ONE test binary, so the archives are packed once per `cargo test` run
+//! ([`common::built`]): krew manifests and install, Flux CLI plugin manifests and install.
+
+mod common;
+mod flux_plugins;
+mod krew_install;
+mod krew_manifests;
