@@ -47,6 +47,86 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The CLI a plugin was started from, read from its executable name (argv\[0\]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    /// `kubectl <name>`: kubectl's plugin dispatch runs `kubectl-<name>` (also the default
+    /// for any other file name, e.g. `cargo run`).
+    Kubectl,
+    /// `flux <name>`: Flux 2.9+ runs `flux-<name>` from `$FLUXCD_PLUGINS` or
+    /// `~/.fluxcd/plugins` with argv\[0\] = its full path (flux2 internal/plugin/discovery.go
+    /// `pluginPrefix = "flux-"`, exec_unix.go `syscall.Exec(path, append([]string{path}, ...))`).
+    Flux,
+}
+
+impl Host {
+    /// The host of an executable path: [`Host::Flux`] when its file name (without `.exe`)
+    /// starts with `flux-`, else [`Host::Kubectl`].
+    pub fn of_argv0(argv0: &std::ffi::OsStr) -> Host {
+        let base = Path::new(argv0)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if base.starts_with("flux-") {
+            Host::Flux
+        } else {
+            Host::Kubectl
+        }
+    }
+
+    /// The host of this process (argv\[0\]).
+    pub fn current() -> Host {
+        std::env::args_os()
+            .next()
+            .map(|a| Host::of_argv0(&a))
+            .unwrap_or(Host::Kubectl)
+    }
+
+    /// `kubectl` or `flux`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Host::Kubectl => "kubectl",
+            Host::Flux => "flux",
+        }
+    }
+}
+
+/// The plugin's clap command as the user invoked it: name `<host>-<plugin>`, bin name
+/// `<host> <plugin>` (usage lines, errors), and, under flux, every `kubectl <plugin>` in the
+/// about, long about and after-help texts (the examples) reading `flux <plugin>`.
+pub fn command_for(cmd: clap::Command, plugin: &str, host: Host) -> clap::Command {
+    // clap's `name` wants a `&'static str` (no "string" feature): one small leak per process.
+    let name: &'static str = Box::leak(format!("{}-{plugin}", host.word()).into_boxed_str());
+    let mut cmd = cmd.name(name).bin_name(format!("{} {plugin}", host.word()));
+    if host == Host::Flux {
+        let from = format!("kubectl {plugin}");
+        let to = format!("flux {plugin}");
+        let fix = |s: &clap::builder::StyledStr| s.to_string().replace(&from, &to);
+        if let Some(t) = cmd.get_about().map(fix) {
+            cmd = cmd.about(t);
+        }
+        if let Some(t) = cmd.get_long_about().map(fix) {
+            cmd = cmd.long_about(t);
+        }
+        if let Some(t) = cmd.get_after_help().map(fix) {
+            cmd = cmd.after_help(t);
+        }
+        if let Some(t) = cmd.get_after_long_help().map(fix) {
+            cmd = cmd.after_long_help(t);
+        }
+    }
+    cmd
+}
+
+/// Parses the process arguments into `C` with [`command_for`] the current [`Host`]: what
+/// every plugin's `main` calls instead of `C::parse()`. Usage errors, `--help` and
+/// `--version` exit as clap does (2 / 0).
+pub fn parse<C: clap::Parser>(plugin: &str) -> C {
+    let cmd = command_for(C::command(), plugin, Host::current());
+    let matches = cmd.clone().get_matches();
+    C::from_arg_matches(&matches).unwrap_or_else(|e| e.with_cmd(&cmd).exit())
+}
+
 /// The namespace Flux is installed in by default (flux CLI `--namespace` default).
 pub const FLUX_DEFAULT_NAMESPACE: &str = "flux-system";
 
@@ -202,7 +282,9 @@ fn files_text(paths: &[PathBuf]) -> String {
         .join(", ")
 }
 
-/// Load one kubeconfig file; errors name the file (kubectl: `error loading config file "F"`).
+/// Load one kubeconfig file; errors name the file: `cannot load kubeconfig file "F": WHY: fix
+/// the file or ...`. The parser's own `error: ` words are dropped from WHY, so the printed line
+/// (`error: cannot load ...`) says "error" once.
 fn load_file(path: &Path, from_flags: bool) -> Result<Kubeconfig> {
     Kubeconfig::read_from(path).map_err(|e| {
         let why = match &e {
@@ -211,12 +293,24 @@ fn load_file(path: &Path, from_flags: bool) -> Result<Kubeconfig> {
         };
         config_err(
             format!(
-                "error loading config file \"{}\": {why}: fix the file or point --kubeconfig / KUBECONFIG elsewhere",
-                path.display()
+                "cannot load kubeconfig file \"{}\": {}: fix the file or point --kubeconfig / KUBECONFIG elsewhere",
+                path.display(),
+                without_error_words(&why)
             ),
             from_flags,
         )
     })
+}
+
+/// `why` without the words "error:"/"Error:" that nested parser messages repeat
+/// (`failed to parse kubeconfig YAML: error: line 1 ...` -> `failed to parse kubeconfig YAML:
+/// line 1 ...`).
+fn without_error_words(why: &str) -> String {
+    let mut out = why.to_string();
+    for w in ["error: ", "Error: ", "ERROR: "] {
+        out = out.replace(w, "");
+    }
+    out.trim().to_string()
 }
 
 /// Which files to load and the merged kubeconfig; `None` when nothing was found.
@@ -692,10 +786,16 @@ users:
             .unwrap_err();
         assert_eq!(e.exit_code(), 3);
         assert!(
-            e.to_string()
-                .contains(&format!("error loading config file \"{}\"", bad.display())),
+            e.to_string().contains(&format!(
+                "cannot load kubeconfig file \"{}\"",
+                bad.display()
+            )),
             "{e}"
         );
+        // Printed as `error: {e}`: the word "error" once (was `error: error loading config
+        // file "F": failed to parse kubeconfig YAML: error: line 1 ...`).
+        let printed = format!("error: {e}").to_lowercase();
+        assert_eq!(printed.matches("error").count(), 1, "{printed}");
         let e = args(&["--kubeconfig", bad.to_str().unwrap()])
             .resolve_with(&env)
             .await

@@ -99,6 +99,11 @@ pub struct ObjectKind {
     pub plural: &'static str,
     /// Type prefixes a user may type before `/`, the first one offered (`ks`, `kustomization`).
     pub prefixes: &'static [&'static str],
+    /// The namespace listed when the command line has no `-n`: the one the completed command
+    /// itself defaults to. Flux objects: [`crate::cli::FLUX_DEFAULT_NAMESPACE`] (the plugins
+    /// default them to `flux-system` like the flux CLI, [`crate::cli::Connection::flux_namespace`],
+    /// whatever the context's namespace); `None`: the context's namespace.
+    pub default_namespace: Option<&'static str>,
 }
 
 impl ObjectKind {
@@ -110,6 +115,7 @@ impl ObjectKind {
         version: "v1",
         plural: "kustomizations",
         prefixes: &["ks", "kustomization", "kustomizations"],
+        default_namespace: Some(crate::cli::FLUX_DEFAULT_NAMESPACE),
     };
     /// source.toolkit.fluxcd.io/v1 GitRepository, offered as `gitrepository/NAME` (short name
     /// `gitrepo` accepted).
@@ -119,6 +125,7 @@ impl ObjectKind {
         version: "v1",
         plural: "gitrepositories",
         prefixes: &["gitrepository", "gitrepo", "gitrepositories"],
+        default_namespace: Some(crate::cli::FLUX_DEFAULT_NAMESPACE),
     };
 }
 
@@ -312,7 +319,8 @@ pub trait Lister {
     ///
     /// Errors: a one-line message (printed on stderr; the shell gets directive [`ERROR`]).
     fn namespaces(&self, req: &CompletionRequest) -> Result<Vec<String>, String>;
-    /// Names of objects of `kind` in the request's namespace (`-n`, else the context's).
+    /// Names of objects of `kind` in the request's namespace: `-n`, else
+    /// [`ObjectKind::default_namespace`], else the context's.
     ///
     /// Errors: a one-line message.
     fn names(&self, req: &CompletionRequest, kind: &ObjectKind) -> Result<Vec<String>, String>;
@@ -340,8 +348,9 @@ impl KubeLister {
         KubeLister { client: None }
     }
 
-    /// A lister using an existing client; `default_namespace` applies when the request has no
-    /// `-n`.
+    /// A lister using an existing client; `default_namespace` stands for the context's
+    /// namespace: it applies when the request has no `-n` and the kind has no
+    /// [`ObjectKind::default_namespace`].
     pub fn with_client(client: kube::Client, default_namespace: impl Into<String>) -> Self {
         KubeLister {
             client: Some((client, default_namespace.into())),
@@ -387,8 +396,12 @@ impl KubeLister {
         kind: &ObjectKind,
     ) -> Result<Vec<String>, String> {
         use kube::api::{ApiResource, DynamicObject};
-        let (client, default_ns) = self.connect(req).await?;
-        let ns = req.namespace.clone().unwrap_or(default_ns);
+        let (client, context_ns) = self.connect(req).await?;
+        let ns = req
+            .namespace
+            .clone()
+            .or_else(|| kind.default_namespace.map(str::to_owned))
+            .unwrap_or(context_ns);
         let ar = ApiResource {
             group: kind.group.to_owned(),
             version: kind.version.to_owned(),

@@ -38,12 +38,26 @@ pub struct Outcome<K> {
 
 const TEMPLATE: &str = "{spinner} {prefix} {wide_msg} {left}";
 
-/// A spinner on stderr: `⠋ <label>  <status>  (4m12s left)`. Hidden (all methods no-ops)
-/// when stderr is not a terminal or the output is json/yaml.
+/// Progress on stderr, for a terminal only (hidden, all methods no-ops, when stderr is not a
+/// terminal or the output is json/yaml):
+/// - with colour: a spinner redrawn in place, `⠋ <label>  <status>  (4m12s left)`;
+/// - without colour (`--color never`, `NO_COLOR`, `TERM=dumb`): no escape code at all, not even
+///   the spinner's erase-line: each new status is printed once as a plain line,
+///   `<label>: <status> (4m12s left)`.
 #[derive(Debug, Clone)]
 pub struct Progress {
     bar: Option<ProgressBar>,
+    /// Plain mode: the label and the last status printed.
+    plain: Option<Arc<Mutex<(String, String)>>>,
     deadline: Arc<Mutex<Option<std::time::Instant>>>,
+}
+
+fn time_left(deadline: Option<std::time::Instant>) -> Option<String> {
+    deadline.map(|dl| {
+        let rem = dl.saturating_duration_since(std::time::Instant::now());
+        let secs = Duration::from_secs(rem.as_secs());
+        format!("({} left)", crate::duration::format_go_duration(secs))
+    })
 }
 
 impl Progress {
@@ -57,10 +71,8 @@ impl Progress {
         let bar = target.map(|target| {
             let d = deadline.clone();
             let left = move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
-                if let Some(dl) = *d.lock().unwrap_or_else(|e| e.into_inner()) {
-                    let rem = dl.saturating_duration_since(std::time::Instant::now());
-                    let secs = Duration::from_secs(rem.as_secs());
-                    let _ = write!(w, "({} left)", crate::duration::format_go_duration(secs));
+                if let Some(t) = time_left(*d.lock().unwrap_or_else(|e| e.into_inner())) {
+                    let _ = w.write_str(&t);
                 }
             };
             let style = ProgressStyle::with_template(TEMPLATE)
@@ -74,15 +86,31 @@ impl Progress {
             pb.enable_steady_tick(Duration::from_millis(120));
             pb
         });
-        Progress { bar, deadline }
+        Progress {
+            bar,
+            plain: None,
+            deadline,
+        }
     }
 
-    /// A spinner shown iff stderr is a terminal and `output` is the table format.
+    /// Plain-line progress (no escape codes), see the type docs.
+    pub fn plain(label: impl Into<String>) -> Self {
+        Progress {
+            bar: None,
+            plain: Some(Arc::new(Mutex::new((label.into(), String::new())))),
+            deadline: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Progress iff stderr is a terminal and `output` is the table format: the spinner when
+    /// stderr gets colour ([`OutputArgs::stderr_painter`]: `--color`, `NO_COLOR`, `TERM`),
+    /// else plain lines without escape codes.
     pub fn for_output(label: impl Into<String>, output: &OutputArgs) -> Self {
-        Self::new(
-            label,
-            std::io::stderr().is_terminal() && !output.output.is_machine(),
-        )
+        let shown = std::io::stderr().is_terminal() && !output.output.is_machine();
+        if shown && !output.stderr_painter().enabled() {
+            return Self::plain(label);
+        }
+        Self::new(label, shown)
     }
 
     /// A spinner that never draws.
@@ -90,9 +118,9 @@ impl Progress {
         Self::new("", false)
     }
 
-    /// True when the spinner draws.
+    /// True when progress is shown (spinner or plain lines).
     pub fn is_visible(&self) -> bool {
-        self.bar.is_some()
+        self.bar.is_some() || self.plain.is_some()
     }
 
     /// Show the time left until `deadline`.
@@ -104,6 +132,17 @@ impl Progress {
     pub fn set_status(&self, status: impl Into<String>) {
         if let Some(b) = &self.bar {
             b.set_message(status.into());
+        } else if let Some(p) = &self.plain {
+            let status = status.into();
+            let mut last = p.lock().unwrap_or_else(|e| e.into_inner());
+            if last.1 != status {
+                let left = time_left(*self.deadline.lock().unwrap_or_else(|e| e.into_inner()))
+                    .map(|t| format!(" {t}"))
+                    .unwrap_or_default();
+                use std::io::Write as _;
+                let _ = writeln!(std::io::stderr(), "{}: {status}{left}", last.0);
+                last.1 = status;
+            }
         }
     }
 
@@ -111,7 +150,10 @@ impl Progress {
     pub fn println(&self, line: impl AsRef<str>) {
         match &self.bar {
             Some(b) => b.println(line),
-            None => eprintln!("{}", line.as_ref()),
+            None => {
+                use std::io::Write as _;
+                let _ = writeln!(std::io::stderr(), "{}", line.as_ref());
+            }
         }
     }
 

@@ -45,11 +45,12 @@ fn kubeconfig_errors_exit_3() {
     assert_eq!(code, Some(3), "{err}");
     assert!(
         err.contains(&format!(
-            "error loading config file \"{}\"",
+            "error: cannot load kubeconfig file \"{}\"",
             garbage.display()
         )),
         "{err}"
     );
+    assert_eq!(err.to_lowercase().matches("error").count(), 1, "{err}");
 
     // The same garbage file through KUBECONFIG: the same exit code.
     let (code, err) = run(&[], Some(&garbage));

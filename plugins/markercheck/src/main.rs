@@ -179,7 +179,7 @@ fn main() {
     }) {
         std::process::exit(code);
     }
-    let cli = Cli::parse();
+    let cli: Cli = cluster_loop::cli::parse("markercheck");
     // a large reserved stack: the YAML tree walks recurse once per nesting level and go-yaml
     // reads up to 10,000 levels (only the pages used become resident)
     let res = std::thread::Builder::new()

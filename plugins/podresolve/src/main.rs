@@ -1,6 +1,6 @@
 //! kubectl-podresolve: resolve a name from inside the pod network and explain the answer.
 //! The engine lives in the `podresolve` library (src/lib.rs).
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
 
 #[tokio::main]
 async fn main() {
@@ -20,7 +20,7 @@ async fn main() {
     {
         std::process::exit(code);
     }
-    let cli = podresolve::run::Cli::parse();
+    let cli: podresolve::run::Cli = cluster_loop::cli::parse("podresolve");
     match podresolve::run::run(cli).await {
         Ok(code) => std::process::exit(code),
         Err(e) => cluster_loop::error::exit_with(&e),

@@ -168,7 +168,7 @@ fn main() {
     }) {
         std::process::exit(code);
     }
-    let cli = Cli::parse();
+    let cli: Cli = cluster_loop::cli::parse("unstick");
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -142,3 +142,68 @@ fn kustomization_and_namespace_names_come_from_the_cluster() {
     drop(twin);
     drop(rt);
 }
+
+/// The plugins default Flux objects to flux-system whatever the context's namespace is (as the
+/// flux CLI does), so completion lists flux-system too: with the context's namespace
+/// `default`, `kubectl unstick ks/<TAB>` used to offer nothing while `kubectl unstick ks/apps`
+/// worked.
+#[test]
+fn flux_objects_complete_from_flux_system_whatever_the_context_namespace() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let twin = rt
+        .block_on(twin::Twin::start(twin::TwinOptions {
+            default_namespace: "default".into(),
+            ..Default::default()
+        }))
+        .unwrap();
+    twin.load_yaml(STATE).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(PLUGIN, bin.join("kubectl-cltest")).unwrap();
+    let run = |program: PathBuf, args: &[&str]| {
+        let out = Command::new(program)
+            .env_clear()
+            .env(
+                "PATH",
+                format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+            )
+            .env("HOME", tmp.path())
+            .env("KUBECONFIG", twin.kubeconfig_path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    run(bin.join("kubectl-cltest"), &["completion", "install"]);
+    let complete = |args: &[&str]| {
+        let mut all = vec!["__complete", "cltest"];
+        all.extend_from_slice(args);
+        run(kubectl(), &all)
+    };
+    let contexts = run(
+        kubectl(),
+        &["config", "view", "--minify", "-o", "jsonpath={..namespace}"],
+    );
+    assert_eq!(contexts, "default", "the context's namespace is default");
+    assert_eq!(
+        complete(&["ks/"]),
+        "ks/apps\tKustomization\nks/infra-controllers\tKustomization\n:4\n"
+    );
+    // -n still wins, also -n default (nothing there).
+    assert_eq!(
+        complete(&["-n", "team-a", "ks/"]),
+        "ks/team-a-apps\tKustomization\n:4\n"
+    );
+    assert_eq!(complete(&["-n", "default", "ks/"]), ":4\n");
+    let lists: Vec<String> = twin
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "list" && r.resource == "kustomizations")
+        .map(|r| r.namespace.clone())
+        .collect();
+    assert_eq!(lists, ["flux-system", "team-a", "default"]);
+    drop(twin);
+    drop(rt);
+}
