@@ -2,7 +2,7 @@
 //! Job/Pod/ephemeral-container spec) with podresolve's names.
 
 pub use cluster_loop::probe::{
-    Carrier, DEFAULT_IMAGE, GIT_IMAGE, ProbeOptions, ProbeOwner, SCRIPT, SourcePod,
+    Carrier, DEFAULT_IMAGE, GIT_IMAGE, ProbeOptions, ProbeOwner, SCRIPT, SourcePod, TOOLS_IMAGE,
     TTL_AFTER_FINISHED_SECS, new_run_id,
 };
 

@@ -120,6 +120,9 @@ pub struct DnsView {
     pub addresses: Vec<IpAddr>,
     /// CNAME chain.
     pub cnames: Vec<(String, String)>,
+    /// PTR names, for an IP literal (nslookup of an address is a reverse lookup).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ptr_names: Vec<String>,
     /// Error lines.
     pub errors: Vec<String>,
     /// Exit status.
@@ -158,6 +161,9 @@ pub struct CorednsStep {
 pub struct HostReport {
     /// The host as typed.
     pub host: String,
+    /// True for an IP address: no lookup is needed to reach it (getent returns it as given);
+    /// nslookup of it is a reverse (PTR) lookup.
+    pub ip_literal: bool,
     /// FQDNs the pod's libc asks, in order.
     pub query_order: Vec<String>,
     /// Set when the name means the pod itself (`localhost`, `*.localhost`, a loopback
@@ -246,6 +252,7 @@ fn dns_view(n: &NslookupResult) -> DnsView {
         server: n.server.clone(),
         addresses: n.addresses(),
         cnames: n.cnames.clone(),
+        ptr_names: n.ptr_names.clone(),
         errors: n.errors.iter().map(|e| e.text.clone()).collect(),
         rc: n.rc,
     }
@@ -307,21 +314,14 @@ pub fn build(inp: Inputs<'_>) -> Report {
         .unwrap_or_default();
     let ns_real = log.tool("nslookup").and_then(|t| t.real_path.clone());
 
-    // Which libc: from getent's line shapes (the pod's own binary: RAW lines are glibc,
-    // canonname on every STREAM/DGRAM line musl), first host that printed any; else from the
-    // probe image ([`Libc::of_image`]); else unknown. Never a default guess.
-    let libc = log
-        .sections
-        .iter()
-        .filter(|s| s.kind == "getent")
-        .map(|s| parse_getent(&s.body, s.rc).flavour)
-        .find_map(|f| match f {
-            crate::parse::GetentFlavour::Musl => Some(Libc::Musl),
-            crate::parse::GetentFlavour::Glibc => Some(Libc::Glibc),
-            crate::parse::GetentFlavour::Unknown => None,
-        })
-        .or_else(|| Libc::of_image(&inp.probe.image))
-        .unwrap_or(Libc::Unknown);
+    // Which libc: what the probe read from the image's own getent (or sh) binary, else the
+    // probe image's reference ([`Libc::of_image`]), else unknown. Never from the answers: a
+    // name that fails prints no getent lines, and the label must not change with the answer.
+    let libc = match log.libc.as_deref() {
+        Some("musl") => Libc::Musl,
+        Some("glibc") => Libc::Glibc,
+        _ => Libc::of_image(&inp.probe.image).unwrap_or(Libc::Unknown),
+    };
 
     let mut summary = ClusterDnsSummary {
         kube_dns_ips: inp.cluster.kube_dns_ips.clone(),
@@ -560,6 +560,7 @@ pub fn build(inp: Inputs<'_>) -> Report {
             exit_code = 1;
         }
         hosts.push(HostReport {
+            ip_literal: matches!(host, Host::Ip(_)),
             host: arg,
             query_order,
             loopback,
@@ -707,7 +708,15 @@ pub fn render_text(r: &Report) -> String {
         let mut t = comfy_table::Table::new();
         t.load_style(comfy_table::presets::NOTHING);
         t.set_header(vec![h.host.as_str(), "answer", "detail"]);
-        if let Some(l) = &h.pod.libc {
+        if let Some(l) = &h.pod.libc
+            && h.ip_literal
+        {
+            t.add_row(vec![
+                "pod libc (getent ahosts)".to_string(),
+                addrs(&l.addresses),
+                "IP literal: used as given, no DNS lookup".to_string(),
+            ]);
+        } else if let Some(l) = &h.pod.libc {
             t.add_row(vec![
                 "pod libc (getent ahosts)".to_string(),
                 addrs(&l.addresses),
@@ -727,7 +736,35 @@ pub fn render_text(r: &Report) -> String {
                 ),
             ]);
         }
-        if let Some(d) = &h.pod.dns {
+        if let Some(d) = &h.pod.dns
+            && h.ip_literal
+        {
+            let via = d
+                .server
+                .as_deref()
+                .map(|s| format!(" (asked {s})"))
+                .unwrap_or_default();
+            t.add_row(vec![
+                format!(
+                    "pod reverse DNS (nslookup PTR, {})",
+                    serde_json::to_value(d.flavour)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default()
+                ),
+                if d.ptr_names.is_empty() {
+                    "-".to_string()
+                } else {
+                    d.ptr_names.join(", ")
+                },
+                match (d.status, d.ptr_names.is_empty()) {
+                    (LookupStatus::ToolMissing, _) => status_word(d.status).to_string(),
+                    (_, false) => format!("PTR record found{via}"),
+                    (LookupStatus::Timeout, _) => format!("no answer{via}"),
+                    _ => format!("no PTR record{via}"),
+                },
+            ]);
+        } else if let Some(d) = &h.pod.dns {
             t.add_row(vec![
                 format!(
                     "pod DNS (nslookup, {})",
@@ -758,6 +795,14 @@ pub fn render_text(r: &Report) -> String {
         let _ = writeln!(out, "{t}");
         if let Some(a) = &h.answer {
             let _ = writeln!(out, "  {}", a.headline);
+        }
+        if h.ip_literal {
+            let _ = writeln!(
+                out,
+                "  {} is an IP literal: reaching it needs no DNS (the PTR row is the reverse \
+                 lookup, for information only)",
+                h.host
+            );
         }
         if !h.query_order.is_empty() {
             let _ = writeln!(out, "  queried in order: {}", h.query_order.join(" -> "));

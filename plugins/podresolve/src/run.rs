@@ -2,7 +2,7 @@
 
 use crate::cluster::{self, Ephemeral, RequestCounter, WatchTarget};
 use crate::parse::ProbeLog;
-use crate::probe::{Carrier, DEFAULT_IMAGE, ProbeOptions, SourcePod};
+use crate::probe::{Carrier, DEFAULT_IMAGE, ProbeOptions, SourcePod, TOOLS_IMAGE};
 use crate::report::{self, Inputs};
 use crate::validate::{Host, parse_git_url, parse_host, parse_port};
 use crate::workstation;
@@ -30,9 +30,10 @@ Examples:
   # Several names, absolute (trailing dot: no search list), machine output
   kubectl podresolve registry gitea.example.local. -o json
 
-  # TLS handshake and git ls-remote from the pod (image with openssl, git)
+  # TLS handshake and git ls-remote from the pod (default image for these:
+  # nicolaka/netshoot, which has openssl and git)
   kubectl podresolve gitea.prod.example.dev --tls \\
-      --git https://gitea.prod.example.dev/flux/fleet.git --image IMAGE
+      --git https://gitea.prod.example.dev/flux/fleet.git
 
   # A Service named completion: only `completion install|script` is the
   # shell-completion command (`-- completion install` resolves both names)
@@ -83,10 +84,14 @@ pub struct Cli {
     /// Run the probe on this node (spec.nodeName)
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
-    /// Probe image; needs getent and nslookup (and openssl/git for --tls/--git)
-    #[arg(long, value_name = "IMAGE", default_value = DEFAULT_IMAGE)]
-    pub image: String,
-    /// Deadline for the probe (Go duration: 30s, 2m); also its activeDeadlineSeconds
+    /// Probe image; needs sh, getent and nslookup, and openssl/git for --tls/--git [default:
+    /// alpine:3.22 (DNS only); nicolaka/netshoot:v0.14 with --tls or --git]
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Deadline of the probe (Go duration: 30s, 2m): its activeDeadlineSeconds, and what the
+    /// countdown shows. Then the command waits up to 15s more for the API server to report
+    /// the probe's end and serve its log (a pod killed at its deadline still has output), and
+    /// gives up (exit 3)
     #[arg(long, value_name = "DURATION", default_value = "60s")]
     pub timeout: String,
     /// Probe carrier: job (TTL-cleaned) or pod
@@ -111,6 +116,20 @@ pub struct Cli {
     #[allow(missing_docs)]
     pub output: OutputArgs,
 }
+
+/// The probe image of a run: `--image`, else [`DEFAULT_IMAGE`] for DNS only, else
+/// [`TOOLS_IMAGE`] when `--tls` or `--git` asks for openssl or git (alpine has neither).
+pub fn probe_image(cli: &Cli) -> String {
+    match &cli.image {
+        Some(i) => i.clone(),
+        None if cli.tls.is_some() || cli.git.is_some() => TOOLS_IMAGE.to_string(),
+        None => DEFAULT_IMAGE.to_string(),
+    }
+}
+
+/// Extra time after `--timeout` for the API server to report the probe's end and serve its
+/// log before the command gives up.
+pub const COLLECT_GRACE: Duration = Duration::from_secs(15);
 
 /// Validated arguments.
 #[derive(Debug)]
@@ -173,16 +192,10 @@ pub fn validate(cli: &Cli) -> Result<Validated> {
         cluster_loop::refs::validate_name(node)
             .map_err(|e| Error::usage(format!("--node {node:?}: {e}")))?;
     }
-    if cli.image.is_empty()
-        || cli
-            .image
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control())
-    {
-        return Err(Error::usage(format!(
-            "--image {:?} is not an image reference",
-            cli.image
-        )));
+    if let Some(image) = &cli.image {
+        cluster_loop::probe::validate_image(image).map_err(|e| {
+            Error::usage(format!("--image {image:?} is not an image reference: {e}"))
+        })?;
     }
     Ok(Validated {
         hosts,
@@ -192,6 +205,22 @@ pub fn validate(cli: &Cli) -> Result<Validated> {
         timeout,
         from,
     })
+}
+
+/// The note about probes earlier runs left in `namespace`, with the command that removes them.
+pub fn leftover_note(left: &[cluster_loop::probe::lifecycle::Leftover], namespace: &str) -> String {
+    let list = left
+        .iter()
+        .map(|l| format!("{} ({}, created {})", l.object, l.phase, l.created))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "note: {} probe object{} left by an earlier run (killed before it could delete {}): {list}; \
+         remove with: kubectl podresolve --cleanup -n {namespace}",
+        left.len(),
+        if left.len() == 1 { "" } else { "s" },
+        if left.len() == 1 { "it" } else { "them" },
+    )
 }
 
 /// Whether `argv` (program name first) is for the shared completion handler
@@ -263,7 +292,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
     let mut opts = ProbeOptions {
         owner: crate::probe::OWNER,
         namespace: conn.namespace.clone(),
-        image: cli.image.clone(),
+        image: probe_image(&cli),
         hosts: v.hosts.iter().map(Host::arg).collect(),
         tls_port: v.tls_port,
         git_url: v.git_url.clone(),
@@ -274,7 +303,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         run_id: crate::probe::new_run_id(),
         source: None,
     };
-    if (v.tls_port.is_some() || v.git_url.is_some()) && cli.image == DEFAULT_IMAGE {
+    if (v.tls_port.is_some() || v.git_url.is_some()) && opts.image == DEFAULT_IMAGE {
         progress.println(format!(
             "note: {DEFAULT_IMAGE} has no openssl/git; --tls/--git report 'not found in image' unless --image has them"
         ));
@@ -288,7 +317,9 @@ pub async fn run(cli: Cli) -> Result<i32> {
             .map(|h| workstation::resolve(h))
             .collect::<Vec<_>>()
     });
-    let local_deadline = tokio::time::Instant::now() + v.timeout + Duration::from_secs(15);
+    let started = tokio::time::Instant::now();
+    let probe_deadline = started + v.timeout;
+    let local_deadline = probe_deadline + COLLECT_GRACE;
     // Set once one of the kube-system GETs has completed: the create waits for it, so no probe
     // is POSTed to a server that has answered nothing (then nothing can have been created).
     let (answered_tx, mut answered_rx) = tokio::sync::watch::channel(false);
@@ -316,9 +347,19 @@ pub async fn run(cli: Cli) -> Result<i32> {
     };
     let mut fallback_reason: Option<String> = None;
     let mut source: Option<SourcePod> = None;
-    progress.set_deadline(local_deadline);
+    // The countdown is --timeout; past it, the last 15s to collect the result count down.
+    progress.set_deadline(probe_deadline);
+    let grace_progress = progress.clone();
+    let grace = tokio::spawn(async move {
+        tokio::time::sleep_until(probe_deadline).await;
+        grace_progress.set_deadline(local_deadline);
+        grace_progress.set_status(format!(
+            "--timeout passed: waiting up to {}s more for the probe's end and its log",
+            COLLECT_GRACE.as_secs()
+        ));
+    });
     let server = conn.server.trim_end_matches('/').to_string();
-    let wait_secs = (v.timeout + Duration::from_secs(15)).as_secs();
+    let wait_secs = (v.timeout + COLLECT_GRACE).as_secs();
 
     let work = async {
         let mut ephemeral_pod: Option<(String, String)> = None;
@@ -353,6 +394,18 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 progress.set_status(format!("waiting for the API server {server}"));
                 // Err: the sender is gone, i.e. the GETs finished: go on.
                 let _ = answered_rx.wait_for(|a| *a).await;
+                // Probes an earlier run could not delete (killed with SIGKILL): say so, once.
+                n.hit();
+                if let Ok(left) = cluster_loop::probe::lifecycle::leftovers(
+                    &conn,
+                    crate::probe::OWNER,
+                    opts.target_namespace(),
+                )
+                .await
+                    && !left.is_empty()
+                {
+                    progress.println(leftover_note(&left, opts.target_namespace()));
+                }
                 let _ = created_ref.set(format!(
                     "{carrier_name} {}/{}",
                     opts.target_namespace(),
@@ -465,6 +518,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         }
         _ => None,
     };
+    grace.abort();
     progress.finish();
 
     let (finished, log) = match outcome {

@@ -36,6 +36,22 @@ fn hostile_hosts_are_refused_with_exit_2() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// An image reference the runtime cannot parse is a usage error decided here (exit 2), not a
+/// probe Job stuck in ErrImagePull (exit 1): `--image 'x;id'` used to create the Job.
+#[test]
+fn a_malformed_image_is_a_usage_error() {
+    let out = bin()
+        .args(["gitea.example.dev", "--image", "x;id"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error: --image \"x;id\" is not an image reference: "),
+        "{err}"
+    );
+}
+
 #[test]
 fn bad_flags_exit_2() {
     for args in [
@@ -47,6 +63,9 @@ fn bad_flags_exit_2() {
         vec!["gitea.example.dev", "--timeout", "soon"],
         vec!["gitea.example.dev", "--from", "svc/x"],
         vec!["gitea.example.dev", "--image", "alpine 3"],
+        vec!["gitea.example.dev", "--image", "x;id"],
+        vec!["gitea.example.dev", "--image", "Alpine:3.22"],
+        vec!["gitea.example.dev", "--image", "alpine:"],
         vec![],
     ] {
         let out = bin().args(&args).output().unwrap();
@@ -117,7 +136,7 @@ fn help_examples_never_wrap_mid_command() {
         }
         assert_eq!(commands, 7, "{ex}");
         assert!(
-            ex.contains("  kubectl podresolve gitea.prod.example.dev --tls \\\n      --git https://gitea.prod.example.dev/flux/fleet.git --image IMAGE\n"),
+            ex.contains("  kubectl podresolve gitea.prod.example.dev --tls \\\n      --git https://gitea.prod.example.dev/flux/fleet.git\n"),
             "{ex}"
         );
         assert!(

@@ -71,4 +71,9 @@ fn real_tools_produce_parseable_sections() {
     let l = parsed.section("getent", "localhost").unwrap();
     assert_eq!(l.rc, Some(0), "{log}");
     assert!(parsed.section("resolv.conf", "").is_some());
+    // The libc line reads this machine's getent binary (Debian/Ubuntu: glibc).
+    let ldd = Command::new("ldd").arg("--version").output();
+    if ldd.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("GLIBC")) {
+        assert_eq!(parsed.libc.as_deref(), Some("glibc"), "{log}");
+    }
 }

@@ -278,11 +278,24 @@ fn ip_literal_is_not_flagged_as_a_dns_disagreement() {
     assert!(h.query_order.is_empty());
     assert!(h.coredns.is_empty());
     assert!(h.notes.is_empty(), "{:?}", h.notes);
+    // An IP literal is not "resolved via" a DNS server: it needs no DNS, and nslookup of it is
+    // a reverse (PTR) lookup, shown as such.
+    assert!(h.ip_literal);
+    let text = render_text(&r);
+    assert!(!text.contains("resolved via"), "{text}");
+    assert!(
+        text.contains("IP literal: used as given, no DNS lookup"),
+        "{text}"
+    );
+    assert!(text.contains("needs no DNS"), "{text}");
+    if r.hosts[0].pod.dns.is_some() {
+        assert!(text.contains("pod reverse DNS (nslookup PTR"), "{text}");
+    }
 }
 
-/// The resolver rules follow the pod's libc: getent's line shapes when it printed any, else
-/// the probe image, else "unknown" (never a glibc default). The log is a real musl capture in
-/// which getent printed nothing (DNS timeout).
+/// The resolver rules follow the pod's libc: the probe's `libc` line (read from the image's
+/// own getent binary), else the probe image, else "unknown" (never a glibc default), and never
+/// the answers. The log is a real musl capture in which getent printed nothing (DNS timeout).
 #[test]
 fn libc_label_comes_from_the_pod_or_the_image_never_a_default() {
     let log = ProbeLog::parse(&fixture("probe-musl-busybox-timeout.log"));
@@ -329,14 +342,29 @@ fn libc_label_comes_from_the_pod_or_the_image_never_a_default() {
             serde_json::to_value(libc).unwrap()
         );
     }
-    // getent evidence wins over the image name: the glibc capture stays glibc whatever the image.
-    let glibc = ProbeLog::parse(&fixture("probe-glibc-bind.log"));
-    assert_eq!(build_with(&glibc, "alpine:3.22").libc, Libc::Glibc);
-    let musl = ProbeLog::parse(&fixture("probe-musl-busybox.log"));
-    assert_eq!(
-        build_with(&musl, "registry.example.com/tools/dns:1").libc,
-        Libc::Musl
-    );
+    // One image, one label, whatever the answer: a name that resolves (glibc-shaped getent
+    // lines) and one that fails (no getent lines) get the same label. alpine:3.22 used to read
+    // "glibc" for the first (the getent output shape) and "musl" for the second (the image).
+    for name in ["probe-glibc-bind.log", "probe-musl-busybox-timeout.log"] {
+        let text = fixture(name);
+        assert_eq!(
+            build_with(&ProbeLog::parse(&text), "alpine:3.22").libc,
+            Libc::Musl,
+            "{name}: no libc line: the image decides"
+        );
+        for (line, want) in [("glibc", Libc::Glibc), ("musl", Libc::Musl)] {
+            let with = text.replacen(
+                "#podresolve begin v1\n",
+                &format!("#podresolve begin v1\n#podresolve libc {line}\n"),
+                1,
+            );
+            assert_eq!(
+                build_with(&ProbeLog::parse(&with), "alpine:3.22").libc,
+                want,
+                "{name} with libc {line}: the probe's reading of the image wins"
+            );
+        }
+    }
 }
 
 // ---- issue 19: an explanation is never wrong -------------------------------------------

@@ -427,6 +427,81 @@ pub async fn delete_probe(
     }
 }
 
+/// A probe object an earlier run left behind (a run killed with SIGKILL cannot delete its
+/// probe): found by [`leftovers`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    /// `job NS/NAME` (a Job's pod) or `pod NS/NAME` (a bare probe pod).
+    pub object: String,
+    /// The pod's phase (`Pending`, `Running`, `Succeeded`, `Failed`).
+    pub phase: String,
+    /// RFC 3339 creation time of the pod.
+    pub created: String,
+}
+
+/// Probe objects of `owner` in `namespace` left by earlier runs: one LIST of pods labelled
+/// `app.kubernetes.io/managed-by=kubectl-<tool>,<tool>.cluster-loop.dev/run` (a probe Job's
+/// pod carries the labels too, so a leftover Job shows through its pod). A Job's pod is named
+/// by its Job (`controller` ownerReference). Call it before creating this run's probe.
+///
+/// Errors: the LIST failing (the caller may treat it as "unknown" and go on).
+pub async fn leftovers(
+    conn: &Connection,
+    owner: ProbeOwner,
+    namespace: &str,
+) -> Result<Vec<Leftover>> {
+    let sel = format!(
+        "app.kubernetes.io/managed-by={},{}",
+        owner.managed_by(),
+        owner.run_label()
+    );
+    let pods: Api<Pod> = Api::namespaced(conn.client.clone(), namespace);
+    let list = pods
+        .list(&ListParams::default().labels(&sel))
+        .await
+        .map_err(|e| {
+            Error::from_kube(
+                e,
+                conn.ctx()
+                    .verb("list")
+                    .with_resource_url(pods.resource_url()),
+            )
+        })?;
+    let mut out: Vec<Leftover> = Vec::new();
+    for p in list.items {
+        let ns = p.metadata.namespace.clone().unwrap_or_default();
+        let job = p
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.kind == "Job" && o.controller == Some(true))
+            .map(|o| o.name.clone());
+        let object = match job {
+            Some(j) => format!("job {ns}/{j}"),
+            None => format!("pod {ns}/{}", p.metadata.name.clone().unwrap_or_default()),
+        };
+        if out.iter().any(|l| l.object == object) {
+            continue;
+        }
+        out.push(Leftover {
+            object,
+            phase: p
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_else(|| "Unknown".into()),
+            created: p
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+                .unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}
+
 /// One object removed by `--cleanup`.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Swept {

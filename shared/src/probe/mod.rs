@@ -28,7 +28,8 @@
 //!   `spec.ephemeralContainers`, as `kubectl debug` sends it: kubernetes/kubectl
 //!   pkg/cmd/debug/debug.go debugByEphemeralContainer).
 //!
-//! Default images: [`DEFAULT_IMAGE`] (DNS tools only), [`GIT_IMAGE`] (with git).
+//! Default images: [`DEFAULT_IMAGE`] (DNS tools only), [`TOOLS_IMAGE`] (DNS tools, openssl,
+//! git: podresolve `--tls`/`--git`), [`GIT_IMAGE`] (with git: cutover `--verify-in-cluster`).
 
 pub mod lifecycle;
 pub mod parse;
@@ -53,11 +54,168 @@ pub const SCRIPT: &str = include_str!("probe.sh");
 /// `not found in image`, exit 127, otherwise).
 pub const DEFAULT_IMAGE: &str = "alpine:3.22";
 
+/// The probe image for the checks alpine cannot run, `kubectl podresolve --tls/--git`:
+/// nicolaka/netshoot (built FROM alpine: musl `getent`, BusyBox `sh`) with `openssl`, `git`,
+/// BIND's `nslookup`/`dig` and `curl`. One image that runs every check podresolve offers; it is
+/// large (hundreds of MB), so DNS-only runs keep [`DEFAULT_IMAGE`]. Its `nslookup` is BIND's
+/// (honours search and ndots), which the report recognises and explains.
+pub const TOOLS_IMAGE: &str = "nicolaka/netshoot:v0.14";
+
 /// A probe image with `git` (and BusyBox `sh`, `getent`, `nslookup`, `base64`, `mktemp`):
 /// the Alpine-based image of the alpine/git project (its entrypoint `git` is replaced by the
 /// probe's command). It has no `openssl` CLI: TLS is judged from git's own handshake, which is
 /// what source-controller's fetch does too.
 pub const GIT_IMAGE: &str = "alpine/git:v2.49.1";
+
+/// Checks an image reference against the grammar the container runtime parses it with
+/// (distribution/reference `reference.go`/`regexp.go`, which containerd and the kubelet use):
+///
+/// ```text
+/// reference   := name [ ":" tag ] [ "@" digest ]
+/// name        := [ domain "/" ] path-component { "/" path-component }   (at most 255 chars)
+/// domain      := host [ ":" port ]       host: DNS labels joined by ".", or "[IPv6]"
+/// path-comp.  := [a-z0-9]+ { ( "." | "_" | "__" | "-"+ ) [a-z0-9]+ }
+/// tag         := [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
+/// digest      := algorithm ":" hex    algorithm: [A-Za-z][A-Za-z0-9]* { [+._-] ... }, hex >= 32
+/// ```
+///
+/// The first `/`-separated part is a domain when it contains `.` or `:` or is `localhost`
+/// (docker `splitDockerDomain`). Checked before any cluster is asked, so `--image 'x;id'` is a
+/// usage error, not a pod stuck in ErrImagePull.
+///
+/// Errors: a message naming the part that is wrong.
+pub fn validate_image(image: &str) -> Result<(), String> {
+    if image.is_empty() {
+        return Err("an image reference cannot be empty".into());
+    }
+    let (rest, digest) = match image.split_once('@') {
+        Some((r, d)) => (r, Some(d)),
+        None => (image, None),
+    };
+    if let Some(d) = digest {
+        let ok = d.split_once(':').is_some_and(|(alg, hex)| {
+            let alg_ok = alg.split(['+', '.', '_', '-']).all(|c| {
+                c.starts_with(|ch: char| ch.is_ascii_alphabetic())
+                    && c.chars().all(|ch| ch.is_ascii_alphanumeric())
+            });
+            alg_ok && hex.len() >= 32 && hex.chars().all(|c| c.is_ascii_hexdigit())
+        });
+        if !ok {
+            return Err(format!(
+                "digest {d:?} is not ALGORITHM:HEX (e.g. sha256:<64 hex>)"
+            ));
+        }
+    }
+    // The tag follows the last ':' that comes after the last '/'.
+    let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
+    let (name, tag) = match rest[last_slash..].rfind(':') {
+        Some(i) => (&rest[..last_slash + i], Some(&rest[last_slash + i + 1..])),
+        None => (rest, None),
+    };
+    if let Some(t) = tag {
+        let ok = !t.is_empty()
+            && t.len() <= 128
+            && t.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+        if !ok {
+            return Err(format!(
+                "tag {t:?} is not a valid tag ([A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})"
+            ));
+        }
+    }
+    if name.is_empty() {
+        return Err("the reference has no repository name".into());
+    }
+    if name.len() > 255 {
+        return Err(format!(
+            "repository name is {} characters (at most 255)",
+            name.len()
+        ));
+    }
+    let mut parts: Vec<&str> = name.split('/').collect();
+    if parts.len() > 1 && (parts[0].contains(['.', ':']) || parts[0] == "localhost") {
+        let domain = parts.remove(0);
+        let (host, port) = if let Some(h) = domain.strip_prefix('[') {
+            match h.split_once(']') {
+                Some((v6, "")) if v6.parse::<std::net::Ipv6Addr>().is_ok() => (None, None),
+                Some((v6, p)) if v6.parse::<std::net::Ipv6Addr>().is_ok() && p.starts_with(':') => {
+                    (None, Some(&p[1..]))
+                }
+                _ => return Err(format!("registry {domain:?} is not a valid [IPv6]:port")),
+            }
+        } else {
+            match domain.split_once(':') {
+                Some((h, p)) => (Some(h), Some(p)),
+                None => (Some(domain), None),
+            }
+        };
+        if let Some(host) = host {
+            let label_ok = |l: &str| {
+                !l.is_empty()
+                    && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            };
+            if !host.split('.').all(label_ok) {
+                return Err(format!("registry {domain:?} is not a valid host[:port]"));
+            }
+        }
+        if let Some(p) = port
+            && (p.is_empty() || !p.chars().all(|c| c.is_ascii_digit()))
+        {
+            return Err(format!("registry {domain:?} has an invalid port"));
+        }
+    }
+    for comp in &parts {
+        if !path_component_ok(comp) {
+            return Err(format!(
+                "repository path component {comp:?} must be lowercase letters and digits, \
+                 separated by '.', '_', '__' or dashes"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn path_component_ok(c: &str) -> bool {
+    let b = c.as_bytes();
+    if b.is_empty() {
+        return false;
+    }
+    let alnum = |x: u8| x.is_ascii_lowercase() || x.is_ascii_digit();
+    if !alnum(b[0]) || !alnum(b[b.len() - 1]) {
+        return false;
+    }
+    let mut i = 0;
+    while i < b.len() {
+        if alnum(b[i]) {
+            i += 1;
+            continue;
+        }
+        // A separator: ".", "_", "__" or one or more "-".
+        let start = i;
+        match b[i] {
+            b'.' => i += 1,
+            b'_' => {
+                i += 1;
+                if i < b.len() && b[i] == b'_' {
+                    i += 1;
+                }
+            }
+            b'-' => {
+                while i < b.len() && b[i] == b'-' {
+                    i += 1;
+                }
+            }
+            _ => return false,
+        }
+        if i == start || i >= b.len() || !alnum(b[i]) {
+            return false;
+        }
+    }
+    true
+}
 
 /// Which plugin owns a probe: names, labels and the field manager derive from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -518,6 +676,43 @@ impl ProbeOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_references_follow_the_distribution_grammar() {
+        for ok in [
+            "alpine:3.22",
+            "alpine",
+            "alpine/git:v2.49.1",
+            "nicolaka/netshoot:v0.14",
+            "docker.io/library/busybox:1.36-musl",
+            "registry.example.com:5000/tools/git:2.49",
+            "localhost/x",
+            "localhost:5000/a/b__c/d-e.f:tag_1",
+            "[::1]:5000/x:1",
+            "x@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "x:1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ] {
+            assert_eq!(validate_image(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "x;id",
+            "",
+            "Alpine:3",
+            "alpine:",
+            "alpine:-x",
+            "a//b",
+            "a/b/",
+            "a--",
+            "a..b",
+            "x y",
+            "$(id)",
+            "x@sha256:zz",
+            "reg.example.com:port/x",
+            "-x",
+        ] {
+            assert!(validate_image(bad).is_err(), "{bad:?} accepted");
+        }
+    }
 
     fn opts() -> ProbeOptions {
         ProbeOptions {

@@ -72,6 +72,12 @@ pub struct ProbeLog {
     /// image's bundle, no `ca.crt`; `unwritable`: no writable /tmp). Not serialized.
     #[serde(skip)]
     pub git_ca: Option<String>,
+    /// `#podresolve libc NAME`: the C library the image's `getent` (else its `/bin/sh`) is
+    /// linked against, read from the binary itself (`musl`: it names the `ld-musl-*` loader;
+    /// `glibc`: it needs `GLIBC_2.*` symbol versions; `unknown`: static or neither). Depends on
+    /// the image only, never on an answer. Not serialized.
+    #[serde(skip)]
+    pub libc: Option<String>,
 }
 
 impl ProbeLog {
@@ -121,6 +127,9 @@ impl ProbeLog {
                 }
                 Some(rest) if rest.starts_with("git-ca ") => {
                     out.git_ca = Some(rest["git-ca ".len()..].trim().to_string());
+                }
+                Some(rest) if current.is_none() && rest.starts_with("libc ") => {
+                    out.libc = Some(rest["libc ".len()..].trim().to_string());
                 }
                 Some("done") => out.complete = true,
                 _ => {

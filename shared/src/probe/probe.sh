@@ -38,6 +38,16 @@ for tool in getent nslookup openssl git; do
   [ -n "$p" ] && r=$(readlink -f "$p" 2>/dev/null)
   printf '%s tool %s %s %s\n' "$m" "$tool" "${p:--}" "${r:--}"
 done
+# The image's C library, from its getent (else its sh) binary, never from an answer: musl
+# binaries name the ld-musl-* loader, glibc ones need GLIBC_2.* symbol versions.
+libc=unknown
+for b in "$(command -v getent 2>/dev/null)" /bin/sh; do
+  [ -n "$b" ] || continue
+  f=$(readlink -f "$b" 2>/dev/null) || f="$b"
+  if grep -q 'ld-musl-' "$f" 2>/dev/null; then libc=musl; break; fi
+  if grep -q 'GLIBC_2[.]' "$f" 2>/dev/null; then libc=glibc; break; fi
+done
+printf '%s libc %s\n' "$m" "$libc"
 printf '%s section resolv.conf\n' "$m"
 cat /etc/resolv.conf 2>&1
 printf '%s end rc=%s\n' "$m" "$?"
