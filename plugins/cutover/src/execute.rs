@@ -4,7 +4,9 @@
 //! Every exit path leaves the GitRepository either at its old spec or verified at the new one:
 //! the only patches are JSON merge patches with field manager `kubectl-cutover` that touch
 //! `spec.url`, `spec.secretRef` (when `--secret` is given), the
-//! `reconcile.fluxcd.io/requestedAt` annotation and, with `--hold-root`, the
+//! `reconcile.fluxcd.io/requestedAt` annotation, the in-flight mark
+//! ([`IN_FLIGHT_ANNOTATION`], in the same patch as the URL, removed when the run ends, so a
+//! run killed with SIGKILL leaves a record of what it changed) and, with `--hold-root`, the
 //! `kustomize.toolkit.fluxcd.io/reconcile` annotation.
 
 use std::time::Duration;
@@ -21,8 +23,8 @@ use serde_json::{Value, json};
 use crate::authored;
 use crate::git::{GitRunner, Scratch};
 use crate::preflight::{
-    OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL, Preflight, RECONCILE_ANNOTATION, read_credentials,
-    split_revision,
+    IN_FLIGHT_ANNOTATION, InFlight, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL, Preflight,
+    RECONCILE_ANNOTATION, read_credentials, split_revision,
 };
 
 /// Field manager of every write (the brief: a field manager of the plugin's own name, so
@@ -69,7 +71,33 @@ pub struct ExecOptions {
     pub timeout: Duration,
 }
 
-/// The forward merge patch: new URL (+ secretRef), a reconcile request, the optional hold.
+/// The in-flight mark of a run: from the live URL (and secretRef, when this run changes it) to
+/// `pre.to`; finishing an interrupted run (`--to` its target) keeps that run's `from`.
+pub fn in_flight(pre: &Preflight, started_at: &str) -> InFlight {
+    let changes_secret = pre
+        .secret
+        .as_ref()
+        .is_some_and(|s| pre.current.secret_ref.as_ref() != Some(s));
+    match &pre.interrupted_run {
+        Some(m) if m.to == pre.to && !m.from.is_empty() => InFlight {
+            started_at: started_at.to_string(),
+            from_secret_ref: m
+                .from_secret_ref
+                .clone()
+                .or_else(|| changes_secret.then(|| pre.current.secret_ref.clone())),
+            ..m.clone()
+        },
+        _ => InFlight {
+            from: pre.current.url.clone(),
+            to: pre.to.clone(),
+            from_secret_ref: changes_secret.then(|| pre.current.secret_ref.clone()),
+            started_at: started_at.to_string(),
+        },
+    }
+}
+
+/// The forward merge patch: new URL (+ secretRef), a reconcile request, the in-flight mark,
+/// the optional hold.
 pub fn forward_patch(pre: &Preflight, hold_root: bool, requested_at: &str) -> Value {
     let mut spec = json!({ "url": pre.to });
     if let Some(s) = &pre.secret
@@ -77,7 +105,9 @@ pub fn forward_patch(pre: &Preflight, hold_root: bool, requested_at: &str) -> Va
     {
         spec["secretRef"] = json!({ "name": s });
     }
-    let mut annotations = json!({ RECONCILE_REQUESTED_AT: requested_at });
+    let mark = serde_json::to_string(&in_flight(pre, requested_at)).unwrap_or_default();
+    let mut annotations =
+        json!({ RECONCILE_REQUESTED_AT: requested_at, IN_FLIGHT_ANNOTATION: mark });
     if hold_root {
         annotations[RECONCILE_ANNOTATION] = json!("disabled");
     }
@@ -85,7 +115,7 @@ pub fn forward_patch(pre: &Preflight, hold_root: bool, requested_at: &str) -> Va
 }
 
 /// The merge patch restoring `before`'s spec.url / spec.secretRef (and removing a hold this run
-/// added). `null` deletes a field in a JSON merge patch (RFC 7386).
+/// added, and the in-flight mark). `null` deletes a field in a JSON merge patch (RFC 7386).
 pub fn rollback_patch(before: &GitRepository, forward: &Value) -> Value {
     let mut spec = json!({ "url": before.spec.url });
     if forward.pointer("/spec/secretRef").is_some() {
@@ -94,7 +124,8 @@ pub fn rollback_patch(before: &GitRepository, forward: &Value) -> Value {
             None => Value::Null,
         };
     }
-    let mut patch = json!({ "spec": spec });
+    let mut patch =
+        json!({ "spec": spec, "metadata": { "annotations": { IN_FLIGHT_ANNOTATION: null } } });
     let had_hold = before
         .metadata
         .annotations
@@ -108,9 +139,14 @@ pub fn rollback_patch(before: &GitRepository, forward: &Value) -> Value {
         .is_some()
         && !had_hold
     {
-        patch["metadata"] = json!({ "annotations": { RECONCILE_ANNOTATION: null } });
+        patch["metadata"]["annotations"][RECONCILE_ANNOTATION] = Value::Null;
     }
     patch
+}
+
+/// The merge patch that ends a proven run: removes the in-flight mark.
+pub fn done_patch() -> Value {
+    json!({ "metadata": { "annotations": { IN_FLIGHT_ANNOTATION: null } } })
 }
 
 /// What the watch decided about one version of the object.
@@ -340,6 +376,12 @@ pub async fn execute(
         }
     };
     if ending == Ending::CutOver {
+        if let Err(e) = api.patch(&name, &pp, &Patch::Merge(&done_patch())).await {
+            return Err(Error::Cluster(format!(
+                "{message}; but removing the in-flight mark failed ({e}): remove it with kubectl \
+                 annotate gitrepository -n {ns} {name} {IN_FLIGHT_ANNOTATION}-"
+            )));
+        }
         return Ok(ExecReport {
             ending,
             revision,
@@ -644,6 +686,12 @@ pub async fn finish(
         in_progress_at_deadline: None,
         notes: vec![],
     };
+    if let Some(m) = InFlight::of(&repo) {
+        // A killed run's patch was never proven: nothing to verify until it is finished or
+        // rolled back (the hold, if any, stays).
+        report.notes.push(m.message(ns, name, &live_url));
+        return Ok(report);
+    }
     let labels = repo.metadata.labels.clone().unwrap_or_default();
     let (Some(root_name), Some(root_ns)) = (
         labels.get(OWNER_NAME_LABEL),
@@ -890,6 +938,7 @@ mod tests {
                 commit: "abc".into(),
                 consumers: vec![],
                 root: None,
+                root_found_by: None,
             },
             new_head: None,
             in_cluster: None,
@@ -898,6 +947,8 @@ mod tests {
             authored_patch: vec![],
             checks: vec![],
             go: true,
+            nothing_to_do: false,
+            interrupted_run: None,
             interrupted: false,
         }
     }
@@ -913,6 +964,7 @@ mod tests {
             f,
             json!({"metadata": {"annotations": {
                 "reconcile.fluxcd.io/requestedAt": "2026-01-01T00:00:00Z",
+                "cutover.cluster-loop.dev/in-flight": "{\"from\":\"https://old/x.git\",\"to\":\"https://new/x.git\",\"fromSecretRef\":\"flux-system\",\"startedAt\":\"2026-01-01T00:00:00Z\"}",
                 "kustomize.toolkit.fluxcd.io/reconcile": "disabled"}},
                 "spec": {"url": "https://new/x.git", "secretRef": {"name": "new-creds"}}})
         );
@@ -923,13 +975,15 @@ mod tests {
         assert_eq!(
             rollback_patch(&before, &f),
             json!({"spec": {"url": "https://old/x.git", "secretRef": {"name": "flux-system"}},
-                   "metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/reconcile": null}}})
+                   "metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/reconcile": null,
+                       "cutover.cluster-loop.dev/in-flight": null}}})
         );
         let f2 = forward_patch(&pre(Some("flux-system")), false, "t");
         assert!(f2.pointer("/spec/secretRef").is_none());
         assert_eq!(
             rollback_patch(&before, &f2),
-            json!({"spec": {"url": "https://old/x.git"}})
+            json!({"spec": {"url": "https://old/x.git"},
+                   "metadata": {"annotations": {"cutover.cluster-loop.dev/in-flight": null}}})
         );
     }
 

@@ -63,7 +63,7 @@ Exit codes:
 /// artifact revision is the same branch@sha1 as before. On failure, deadline or Ctrl-C the
 /// previous spec is restored.
 #[derive(Parser, Debug)]
-#[command(name = "kubectl-cutover", version, after_help = EXAMPLES)]
+#[command(name = "kubectl-cutover", bin_name = "kubectl cutover", version, after_help = EXAMPLES)]
 struct Cli {
     /// The source: gitrepository/NAME, gitrepo/NAME or NAME (namespace from -n, default flux-system)
     source: String,
@@ -208,7 +208,7 @@ fn main() {
     }) {
         std::process::exit(code);
     }
-    let cli = Cli::parse();
+    let cli: Cli = cluster_loop::cli::parse("cutover");
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -237,9 +237,15 @@ async fn run(cli: Cli) -> Result<i32> {
             repo.display()
         )));
     }
-    // --to is a usage question: decided before any kubeconfig is read (exit 2).
+    // Usage errors are decided before any kubeconfig is read (exit 2 on any machine).
     if !cli.finish {
         validate_to(cli.to.as_deref().unwrap_or_default())?;
+        cluster_loop::probe::validate_image(&cli.probe_image).map_err(|e| {
+            Error::usage(format!(
+                "--probe-image {:?} is not an image reference: {e}",
+                cli.probe_image
+            ))
+        })?;
     }
     let conn = exit_on_signal("nothing changed", cli.cluster.connect()).await?;
     let ns = conn.flux_namespace();
@@ -291,7 +297,6 @@ async fn run(cli: Cli) -> Result<i32> {
     }
 
     let to = cli.to.clone().unwrap_or_default();
-    validate_to(&to)?;
     let req = Request {
         namespace: ns.clone(),
         name: source.name.clone(),
@@ -340,6 +345,35 @@ async fn run(cli: Cli) -> Result<i32> {
     if pre.interrupted {
         return Ok(EXIT_INTERRUPTED);
     }
+    if pre.nothing_to_do {
+        if cli.output.output.is_machine() {
+            print_machine(
+                cli.output.output,
+                &report_json("nothing-to-do", &pre, None, None),
+            )?;
+        } else {
+            println!(
+                "gitrepository {ns}/{} already points there ({to}); nothing to do",
+                source.name
+            );
+        }
+        return Ok(EXIT_OK);
+    }
+    // Finishing a run a SIGKILL interrupted (--to the URL it patched in): a failure rolls back
+    // to the URL before that run, not to the half-done state.
+    let before = match &pre.interrupted_run {
+        Some(m) if m.to == pre.to && !m.from.is_empty() => {
+            let mut b = before;
+            b.spec.url = m.from.clone();
+            if let Some(old) = &m.from_secret_ref {
+                b.spec.secret_ref = old
+                    .clone()
+                    .map(|name| cluster_loop::flux::LocalRef { name });
+            }
+            b
+        }
+        _ => before,
+    };
 
     let forward = execute::forward_patch(&pre, cli.hold_root, "<now>");
     let machine = cli.output.output.is_machine();
@@ -444,8 +478,13 @@ async fn run(cli: Cli) -> Result<i32> {
         match report.ending {
             Ending::CutOver => {
                 println!("\n{} {}", out.ok("cut over:"), report.message);
-                if pre.authored_patch.is_empty() {
+                if pre.authored_patch.is_empty() && pre.authored.is_some() {
                     println!("the committed spec.url already agrees; nothing more to do");
+                } else if pre.authored_patch.is_empty() {
+                    println!(
+                        "no committed spec.url was compared (see the authored check above): if \
+                         this GitRepository is defined in Git, change its spec.url there too"
+                    );
                 } else {
                     println!(
                         "next: commit the authored change{} and push it through the new URL; \

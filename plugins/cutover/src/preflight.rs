@@ -29,6 +29,77 @@ pub const OWNER_NAMESPACE_LABEL: &str = "kustomize.toolkit.fluxcd.io/namespace";
 /// `kustomize.toolkit.fluxcd.io/reconcile: disabled`.
 pub const RECONCILE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/reconcile";
 
+/// Annotation a cutover puts on the GitRepository in the same merge patch as the new
+/// `spec.url`, and removes when the run ends (proven, or rolled back): while it is there a run
+/// is in flight, and a run killed with SIGKILL (which cannot roll back) leaves it behind as the
+/// record of what it changed. Value: JSON [`InFlight`].
+pub const IN_FLIGHT_ANNOTATION: &str = "cutover.cluster-loop.dev/in-flight";
+
+/// The value of [`IN_FLIGHT_ANNOTATION`]: the URL before and after, when it started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InFlight {
+    /// `spec.url` before the run.
+    pub from: String,
+    /// `spec.url` the run patched in.
+    pub to: String,
+    /// `spec.secretRef.name` before the run, when the run changed it (`null`: there was none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_secret_ref: Option<Option<String>>,
+    /// RFC 3339 time of the patch.
+    pub started_at: String,
+}
+
+impl InFlight {
+    /// The mark on `repo`, if any. An unparsable value is reported as a mark with empty URLs
+    /// (never ignored: something interrupted a cutover).
+    pub fn of(repo: &GitRepository) -> Option<InFlight> {
+        let v = repo
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(IN_FLIGHT_ANNOTATION)?;
+        Some(serde_json::from_str(v).unwrap_or(InFlight {
+            from: String::new(),
+            to: String::new(),
+            from_secret_ref: None,
+            started_at: String::new(),
+        }))
+    }
+
+    /// "an interrupted cutover left spec.url at X (was Y): finish or roll back", with the
+    /// command for each.
+    pub fn message(&self, namespace: &str, name: &str, live_url: &str) -> String {
+        let obj = format!("gitrepository/{name} -n {namespace}");
+        format!(
+            "an interrupted cutover (started {}) left spec.url at {live_url} (was {}): finish \
+             or roll back. Finish: kubectl cutover {obj} --to {} (proves Ready at the new URL, \
+             rolls back to the old one on failure). Roll back: kubectl cutover {obj} --to {}. \
+             Either removes the {IN_FLIGHT_ANNOTATION} annotation when done",
+            if self.started_at.is_empty() {
+                "at an unknown time"
+            } else {
+                &self.started_at
+            },
+            if self.from.is_empty() {
+                "unknown"
+            } else {
+                &self.from
+            },
+            if self.to.is_empty() {
+                live_url
+            } else {
+                &self.to
+            },
+            if self.from.is_empty() {
+                "OLD-URL"
+            } else {
+                &self.from
+            },
+        )
+    }
+}
+
 /// What the user asked for.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -78,9 +149,14 @@ pub struct Current {
     pub commit: String,
     /// Kustomizations whose sourceRef is this GitRepository: `ns/name` and lastAppliedRevision.
     pub consumers: Vec<Consumer>,
-    /// The Kustomization that applies this GitRepository object (its kustomize.toolkit.fluxcd.io
-    /// labels): the self-reference.
+    /// The Kustomization that applies this GitRepository object: the self-reference. Found by
+    /// the object's kustomize.toolkit.fluxcd.io/name and /namespace labels, else by a
+    /// Kustomization whose `status.inventory` lists it (kustomize-controller records every
+    /// applied object there, `<ns>_<name>_source.toolkit.fluxcd.io_GitRepository`).
     pub root: Option<Consumer>,
+    /// How [`Current::root`] was found: `label` or `inventory`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root_found_by: Option<String>,
 }
 
 /// A Kustomization that reads from the source.
@@ -151,6 +227,12 @@ pub struct Preflight {
     pub checks: Vec<Check>,
     /// True when every check passed (no `fail`).
     pub go: bool,
+    /// True when the GitRepository already has `spec.url` == `--to` (and the `--secret`, if
+    /// given): there is nothing to do (exit 0), and no patch is planned.
+    pub nothing_to_do: bool,
+    /// The mark an interrupted earlier cutover left ([`IN_FLIGHT_ANNOTATION`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_run: Option<InFlight>,
     /// The in-cluster probe was interrupted by SIGINT/SIGTERM (it was deleted; nothing
     /// changed): the command exits 130.
     #[serde(skip)]
@@ -299,7 +381,7 @@ pub async fn read_current(
         .map(as_consumer)
         .collect();
     let labels = repo.metadata.labels.clone().unwrap_or_default();
-    let root = match (
+    let by_label = match (
         labels.get(OWNER_NAME_LABEL),
         labels.get(OWNER_NAMESPACE_LABEL),
     ) {
@@ -313,6 +395,26 @@ pub async fn read_current(
             .map(as_consumer),
         _ => None,
     };
+    let by_inventory = || {
+        all.items
+            .iter()
+            .find(|k| {
+                k.inventory().into_iter().flatten().any(|o| {
+                    o.kind == "GitRepository"
+                        && o.group == "source.toolkit.fluxcd.io"
+                        && o.name == name
+                        && o.namespace == namespace
+                })
+            })
+            .map(as_consumer)
+    };
+    let (root, root_found_by) = match by_label {
+        Some(r) => (Some(r), Some("label".to_string())),
+        None => match by_inventory() {
+            Some(r) => (Some(r), Some("inventory".to_string())),
+            None => (None, None),
+        },
+    };
     let current = Current {
         url: repo.spec.url.clone(),
         branch,
@@ -321,6 +423,7 @@ pub async fn read_current(
         commit,
         consumers,
         root,
+        root_found_by,
     };
     Ok((repo, current))
 }
@@ -378,6 +481,71 @@ pub async fn preflight(
             message: suspended_root_message(&root.name),
         });
     }
+    let in_flight = InFlight::of(&repo);
+    if let Some(m) = &in_flight {
+        // Finishing (--to the URL it patched in) or rolling back (--to the URL it replaced) is
+        // what the message offers; anything else is refused until one of them is done.
+        let offered = req.to == m.to || (!m.from.is_empty() && req.to == m.from);
+        checks.push(Check {
+            id: "interrupted",
+            result: if offered {
+                CheckResult::Warn
+            } else {
+                CheckResult::Fail
+            },
+            message: m.message(&req.namespace, &req.name, &current.url),
+        });
+        if !offered {
+            let pre = Preflight {
+                source: format!("{}/{}", req.namespace, req.name),
+                to: req.to.clone(),
+                secret: secret_name.clone(),
+                current: current.clone(),
+                new_head: None,
+                in_cluster: None,
+                relation: None,
+                authored: None,
+                authored_patch: vec![],
+                checks,
+                go: false,
+                nothing_to_do: false,
+                interrupted_run: in_flight,
+                interrupted: false,
+            };
+            return Ok((repo, finish(pre)));
+        }
+    } else if current.url == req.to
+        && req
+            .secret
+            .as_ref()
+            .is_none_or(|s| current.secret_ref.as_ref() == Some(s))
+    {
+        checks.push(Check {
+            id: "target",
+            result: CheckResult::Ok,
+            message: format!(
+                "spec.url of {}/{} is already {}: it already points there; nothing to do",
+                req.namespace, req.name, req.to
+            ),
+        });
+        let pre = Preflight {
+            source: format!("{}/{}", req.namespace, req.name),
+            to: req.to.clone(),
+            secret: secret_name.clone(),
+            current: current.clone(),
+            new_head: None,
+            in_cluster: None,
+            relation: None,
+            authored: None,
+            authored_patch: vec![],
+            checks,
+            go: true,
+            nothing_to_do: true,
+            interrupted_run: None,
+            interrupted: false,
+        };
+        return Ok((repo, pre));
+    }
 
     let creds = match &secret_name {
         Some(s) => read_credentials(conn, &req.namespace, s).await?,
@@ -388,7 +556,12 @@ pub async fn preflight(
         .map(|s| format!("{}/{}", req.namespace, s));
 
     // Transport.
-    let transport = transport_check(&req.to, &creds, req.allow_insecure_http);
+    let transport = transport_check(
+        &req.to,
+        &creds,
+        secret_label.as_deref(),
+        req.allow_insecure_http,
+    );
     let mut transport_failed = transport.result == CheckResult::Fail;
     checks.push(transport);
     // Loopback: refused before contacting anything (a server on this workstation's loopback
@@ -426,6 +599,8 @@ pub async fn preflight(
         authored_patch: vec![],
         checks,
         go: false,
+        nothing_to_do: false,
+        interrupted_run: in_flight,
         interrupted: false,
     };
     if transport_failed {
@@ -666,6 +841,76 @@ fn drift_only(
     })
 }
 
+/// The authored check when no Kustomization applies the GitRepository (no owner labels, in no
+/// inventory): nothing reverts a live patch, but a file in the tree at C may still define the
+/// object (applied by hand, by `flux bootstrap` before a root existed, or by a tool outside
+/// Flux). Such a file is shown with the change that keeps it true; without one, the check says
+/// plainly that nothing was compared.
+fn unapplied_authored_check(
+    pre: &mut Preflight,
+    tree: &std::path::Path,
+    req: &Request,
+    ns: &str,
+    name: &str,
+) -> Check {
+    let nobody = format!(
+        "no Kustomization applies GitRepository {} (no {OWNER_NAME_LABEL} label, and no \
+         Kustomization lists it in status.inventory), so nothing reverts a live patch",
+        pre.source
+    );
+    match authored::find_authored_url(tree, "./", ns, name) {
+        Ok(a) => {
+            let where_ = a
+                .locations
+                .first()
+                .map(|l| format!("{}:{}", l.file, l.line))
+                .unwrap_or_default();
+            let agrees = a.url == req.to;
+            if !agrees {
+                let base = req.repo.clone().unwrap_or_else(|| tree.to_path_buf());
+                if let Ok(changes) = authored::authored_change(&base, &a, &req.to) {
+                    pre.authored_patch = changes
+                        .into_iter()
+                        .map(|(file, old, new)| FilePatch {
+                            diff: authored::unified_diff(&file, &old, &new),
+                            file,
+                            new_text: new,
+                        })
+                        .collect();
+                }
+            }
+            let message = if agrees {
+                format!(
+                    "{nobody}; the repository defines it at {where_} with spec.url already {}",
+                    req.to
+                )
+            } else {
+                format!(
+                    "{nobody}; but the repository defines it at {where_} with spec.url {}: \
+                     change that file too (below), or the next `kubectl apply` of it moves the \
+                     source back",
+                    a.url
+                )
+            };
+            pre.authored = Some(a);
+            Check {
+                id: "authored",
+                result: CheckResult::Warn,
+                message,
+            }
+        }
+        Err(_) => Check {
+            id: "authored",
+            result: CheckResult::Warn,
+            message: format!(
+                "{nobody}; no file in the repository at {} defines it either: no committed \
+                 spec.url was compared (if it is authored elsewhere, change it there)",
+                &pre.current.commit[..pre.current.commit.len().min(12)]
+            ),
+        },
+    }
+}
+
 fn finish(mut pre: Preflight) -> Preflight {
     pre.go = pre.checks.iter().all(|c| c.result != CheckResult::Fail);
     pre
@@ -737,7 +982,14 @@ pub fn loopback_check(url: &str) -> Option<Check> {
 /// bootstrap refuses it: flux2 pkg/bootstrap "scheme http is insecure"; fluxcd/pkg gogit "basic
 /// auth cannot be sent over HTTP"), `ssh://` is out of scope, anything else is not a Git URL
 /// source-controller accepts (api/v1 GitRepositorySpec.URL pattern `^(http|https|ssh)://.*$`).
-pub fn transport_check(url: &str, creds: &GitCredentials, allow_insecure_http: bool) -> Check {
+/// `secret` names the Secret the credentials came from (`NS/NAME`), `None` when the source has
+/// no `secretRef` (then there is no `ca.crt` to speak of).
+pub fn transport_check(
+    url: &str,
+    creds: &GitCredentials,
+    secret: Option<&str>,
+    allow_insecure_http: bool,
+) -> Check {
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     match scheme.as_deref() {
         Some("https") => Check {
@@ -745,11 +997,15 @@ pub fn transport_check(url: &str, creds: &GitCredentials, allow_insecure_http: b
             result: CheckResult::Ok,
             message: format!(
                 "HTTPS: the server certificate will be verified against {}",
-                if creds.ca_pem.is_some() {
-                    "the system CA bundle plus the secret's ca.crt (source-controller's go-git \
-                     adds ca.crt to the system pool)"
-                } else {
-                    "the system CA bundle (the secret has no ca.crt)"
+                match (creds.ca_pem.is_some(), secret) {
+                    (true, _) =>
+                        "the system CA bundle plus the secret's ca.crt (source-controller's \
+                                  go-git adds ca.crt to the system pool)"
+                            .to_string(),
+                    (false, Some(s)) => format!("the system CA bundle (secret {s} has no ca.crt)"),
+                    (false, None) => {
+                        "the system CA bundle (no secretRef, so no private CA)".to_string()
+                    }
                 }
             ),
         },
@@ -793,24 +1049,20 @@ fn authored_check(
     runner: &GitRunner,
     req: &Request,
 ) -> Check {
-    let Some(root) = pre.current.root.clone() else {
-        return Check {
-            id: "authored",
-            result: CheckResult::Warn,
-            message: format!(
-                "GitRepository {} carries no {OWNER_NAME_LABEL} label: no Kustomization applies \
-                 it, so a live patch will not be reverted",
-                pre.source
-            ),
-        };
-    };
-    if !root.same_source {
+    // Where to look: the root Kustomization's path when one applies this object from this
+    // source; with no root at all, the whole tree at C (a file may still author the object,
+    // applied by hand or by something outside Flux).
+    let root = pre.current.root.clone();
+    if let Some(root) = &root
+        && !root.same_source
+    {
         return Check {
             id: "authored",
             result: CheckResult::Warn,
             message: format!(
                 "Kustomization {} applies this GitRepository from another source: change spec.url \
-                 there ({}), or the live patch will be reverted within its interval",
+                 there ({}), or the live patch will be reverted within its interval; nothing in \
+                 this repository was compared",
                 root.name, root.path
             ),
         };
@@ -846,7 +1098,11 @@ fn authored_check(
             message: format!("cannot read the tree at {}: {e}", pre.current.commit),
         };
     }
-    let (ns, name) = pre.source.split_once('/').unwrap_or(("", &pre.source));
+    let source = pre.source.clone();
+    let (ns, name) = source.split_once('/').unwrap_or(("", &source));
+    let Some(root) = root else {
+        return unapplied_authored_check(pre, tree.path(), req, ns, name);
+    };
     match authored::find_authored_url(tree.path(), &root.path, ns, name) {
         Ok(a) => {
             let agrees = a.url == req.to;
@@ -959,24 +1215,38 @@ mod tests {
     fn transport_rules() {
         let mut creds = GitCredentials::default();
         assert_eq!(
-            transport_check("https://h/x.git", &creds, false).result,
+            transport_check("https://h/x.git", &creds, None, false).result,
             CheckResult::Ok
         );
         assert_eq!(
-            transport_check("http://h/x.git", &creds, false).result,
+            transport_check("http://h/x.git", &creds, None, false).result,
             CheckResult::Warn
         );
         creds.password = Some("p".into());
-        let c = transport_check("http://h/x.git", &creds, false);
+        let c = transport_check("http://h/x.git", &creds, Some("ns/s"), false);
         assert_eq!(c.result, CheckResult::Fail);
         assert!(c.message.contains("scheme http is insecure"));
         assert_eq!(
-            transport_check("http://h/x.git", &creds, true).result,
+            transport_check("http://h/x.git", &creds, Some("ns/s"), true).result,
             CheckResult::Warn
         );
         assert_eq!(
-            transport_check("git@h:x.git", &creds, true).result,
+            transport_check("git@h:x.git", &creds, Some("ns/s"), true).result,
             CheckResult::Fail
+        );
+    }
+
+    #[test]
+    fn no_secret_ref_is_not_a_secret_without_ca_crt() {
+        let none = GitCredentials::default();
+        let c = transport_check("https://h/x.git", &none, None, false);
+        assert!(!c.message.contains("has no ca.crt"), "{}", c.message);
+        assert!(c.message.contains("no secretRef"), "{}", c.message);
+        let c = transport_check("https://h/x.git", &none, Some("flux-system/creds"), false);
+        assert!(
+            c.message.contains("secret flux-system/creds has no ca.crt"),
+            "{}",
+            c.message
         );
     }
 }
