@@ -350,6 +350,10 @@ fn fleet_scenario(ctx: &Ctx, podexec: bool) -> Result<Scenario, String> {
         }
         objects.push(d);
     }
+    // The source-controller Deployment of a real flux-system (the twin's scenario has only
+    // kustomize-controller's): `kubectl podresolve HOST --from deploy/source-controller -n
+    // flux-system`, the README's example, resolves from its pod.
+    objects.push(source_controller_deployment());
     let dns = if podexec {
         fleet_dns(&mut objects)
     } else {
@@ -374,6 +378,120 @@ fn fleet_scenario(ctx: &Ctx, podexec: bool) -> Result<Scenario, String> {
     }
     Scenario::from_yaml(&sc.to_string(), ctx.work.path(), "demo-fleet.yaml")
         .map_err(|e| e.to_string())
+}
+
+/// flux-system's source-controller Deployment (as `flux install` v2.6 renders it, trimmed to
+/// what the twin's workload model runs): one replica of ghcr.io/fluxcd/source-controller.
+fn source_controller_deployment() -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "source-controller", "namespace": "flux-system",
+            "labels": {"app.kubernetes.io/component": "source-controller",
+                "app.kubernetes.io/instance": "flux-system", "app.kubernetes.io/part-of": "flux"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "source-controller"}},
+            "template": {
+                "metadata": {"labels": {"app": "source-controller"}},
+                "spec": {"serviceAccountName": "source-controller", "containers": [{
+                    "name": "manager",
+                    "image": "ghcr.io/fluxcd/source-controller:v1.6.2",
+                    "args": ["--watch-all-namespaces=true", "--storage-path=/data"],
+                }]},
+            },
+        },
+    })
+}
+
+/// The commands `./demo --keep` prints for trying the plugins by hand, each proved by the demo
+/// before it is printed.
+struct KeepCommands {
+    /// Breaks apps-wave-1: the image-automation bare-tag commit, pushed to the demo's Git server.
+    break_wave: String,
+    /// Fixes it: the full image reference back, pushed the same way.
+    fix_wave: String,
+    /// `kubectl cutover ... --dry-run` to the same server under another name (the preflight end
+    /// to end: remote, history, where the URL is authored).
+    cutover: String,
+}
+
+fn keep_commands(run: &RunningScenario) -> KeepCommands {
+    let url = run.git["gitea"].url_http("org/fleet");
+    let push = |from: &str, to: &str, message: &str| {
+        format!(
+            "d=$(mktemp -d) && git clone -q {url} \"$d\" && sed -i 's|{from}|{to}|' \"$d/{BACKEND}\" \
+             && git -C \"$d\" -c user.name=demo -c user.email=demo@example.invalid commit -qam '{message}' \
+             && git -C \"$d\" push -q"
+        )
+    };
+    let other_name = url.replacen("127.0.0.1", "localhost", 1);
+    KeepCommands {
+        break_wave: push(
+            GOOD_LINE,
+            AUTOMATION_LINE,
+            "Update from image update automation",
+        ),
+        fix_wave: push(
+            AUTOMATION_LINE,
+            GOOD_LINE,
+            "fix: full image reference for podinfo-backend",
+        ),
+        cutover: format!("kubectl cutover gitrepository/flux-system --to {other_name} --dry-run"),
+    }
+}
+
+/// Runs the --keep commands once, so what is printed is known to work: break (the source gets
+/// the bare-tag commit), fix (the source gets the fix), the cutover dry-run (exit 0).
+async fn prove_keep_commands(ctx: &Ctx, run: &RunningScenario, kc: &Path, st: &mut Step) {
+    let cmds = keep_commands(run);
+    let src = ObjKey::new(
+        "source.toolkit.fluxcd.io/v1",
+        "GitRepository",
+        "flux-system",
+        "flux-system",
+    );
+    for (what, cmd, line) in [
+        ("break", &cmds.break_wave, "image: 0.1.1"),
+        (
+            "fix",
+            &cmds.fix_wave,
+            "image: registry.example.local:5000/podinfo:6.7.0",
+        ),
+    ] {
+        println!("\n  $ {cmd}");
+        let ok = Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .status()
+            .is_ok_and(|s| s.success());
+        let head = run.git["gitea"]
+            .head("org/fleet", "main")
+            .unwrap_or_default();
+        let pushed = String::from_utf8(
+            run.git["gitea"]
+                .read_file("org/fleet", "main", BACKEND)
+                .unwrap_or_default(),
+        )
+        .unwrap_or_default()
+        .contains(line);
+        let want = format!("main@sha1:{head}");
+        let fetched = ok
+            && pushed
+            && run
+                .wait_for(&src, T, move |o| s(o, "/status/artifact/revision") == want)
+                .await
+                .is_ok();
+        st.check(
+            fetched,
+            format!("the printed {what} command pushes to the demo's Git server and the source fetches it"),
+        );
+    }
+    let args: Vec<&str> = cmds.cutover.split(' ').skip(1).collect();
+    let c = ctx.kubectl(Some(kc), &args);
+    st.check(
+        c.code == 0,
+        "the printed cutover dry-run runs the whole preflight (exit 0)",
+    );
 }
 
 /// A load-balancer controller stand-in (MetalLB's behaviour for `spec.loadBalancerIP`): every
@@ -640,6 +758,7 @@ async fn step_unstick(ctx: &Ctx, keep: &mut Option<RunningScenario>) -> Step {
         !first.is_empty() && first != fix_rev,
         "the fleet moved forward, not back",
     );
+    prove_keep_commands(ctx, &run, &kc, &mut st).await;
     if run.podexec.is_some() {
         fleet_podresolve(ctx, &run, &kc, &mut st).await;
     } else {
@@ -687,6 +806,21 @@ async fn fleet_podresolve(ctx: &Ctx, run: &RunningScenario, kc: &Path, st: &mut 
     st.check(
         r.code == 0,
         format!("and {FRONTEND_HOST} (the Ingress host) is the gateway VIP {GATEWAY_VIP}"),
+    );
+    let r = ctx.kubectl(
+        Some(kc),
+        &[
+            "podresolve",
+            FRONTEND_HOST,
+            "--from",
+            "deploy/source-controller",
+            "-n",
+            "flux-system",
+        ],
+    );
+    st.check(
+        r.code == 0,
+        format!("and from inside source-controller's pod (--from deploy/source-controller): {FRONTEND_HOST}"),
     );
 }
 
@@ -1290,7 +1424,7 @@ async fn main() {
         if let Some(run) = &fleet {
             let podresolve = if run.podexec.is_some() {
                 format!(
-                    "  kubectl podresolve podinfo-frontend -n apps      # a fleet Service, from a pod\n  kubectl podresolve {FRONTEND_HOST} --expect {GATEWAY_VIP}\n"
+                    "  kubectl podresolve podinfo-frontend -n apps      # a fleet Service, from a pod\n  kubectl podresolve {FRONTEND_HOST} --expect {GATEWAY_VIP}\n  kubectl podresolve {FRONTEND_HOST} --from deploy/source-controller -n flux-system\n"
                 )
             } else {
                 format!(
@@ -1298,12 +1432,16 @@ async fn main() {
                     twin::podexec::missing_prerequisites().join(", ")
                 )
             };
+            let cmds = keep_commands(run);
             println!(
-                "\nThe fleet twin is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get ks -n flux-system\n  kubectl unstick --all\n  kubectl unstick ks/apps-wave-1 --dry-run\n{podresolve}  kubectl markercheck {}/clusters\n  kubectl fleetlint {}/clusters --graph\nCtrl-C stops it.",
+                "\nThe fleet twin is still running (healthy, at the fix revision). In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get ks -n flux-system\n  kubectl unstick --all\n\n  # break apps-wave-1: the image-automation bare-tag commit (image: 0.1.1), pushed to the demo's Git server\n  {}\n  kubectl unstick ks/apps-wave-2 --dry-run        # walks dependsOn to apps-wave-1, names 0.1.1\n  kubectl unstick ks/apps-wave-1 --dry-run\n  # fix it (the full image reference back), then free the wave\n  {}\n  kubectl unstick ks/apps-wave-1 --yes --cascade\n\n{podresolve}  kubectl markercheck {}/clusters\n  kubectl fleetlint {}/clusters --graph\n  {}   # the cutover preflight, same server under another name\nCtrl-C stops it.",
                 run.twin.kubeconfig_path().display(),
                 ctx.bin_dir.display(),
+                cmds.break_wave,
+                cmds.fix_wave,
                 ctx.repo_root.display(),
-                ctx.repo_root.display()
+                ctx.repo_root.display(),
+                cmds.cutover,
             );
             let _ = tokio::signal::ctrl_c().await;
         } else {
