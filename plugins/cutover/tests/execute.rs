@@ -160,11 +160,21 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
         .into_iter()
         .filter(|r| r.verb == "patch" && r.resource == "gitrepositories")
         .collect();
-    assert_eq!(patches.len(), 1, "exactly one patch: {patches:?}");
+    // The cutover patch (with the in-flight mark), then the one that removes the mark once
+    // the new URL is proven.
+    assert_eq!(
+        patches.len(),
+        2,
+        "the patch and the mark's removal: {patches:?}"
+    );
+    for p in &patches {
+        assert!(p.query.contains("fieldManager=kubectl-cutover"), "{p:?}");
+    }
     assert!(
-        patches[0].query.contains("fieldManager=kubectl-cutover"),
-        "{:?}",
-        patches[0]
+        o["metadata"]["annotations"]
+            .get("cutover.cluster-loop.dev/in-flight")
+            .is_none(),
+        "a proven cutover leaves no in-flight mark: {o}"
     );
     assert_eq!(
         o["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/reconcile"], "disabled",

@@ -153,6 +153,7 @@ async fn sigkill_after_the_patch_leaves_a_mark_the_next_run_reads() {
             "--yes",
             "--timeout",
             "5m",
+            "--allow-loopback",
         ],
     )
     .spawn()
@@ -176,7 +177,7 @@ async fn sigkill_after_the_patch_leaves_a_mark_the_next_run_reads() {
     assert_eq!(mark["to"], json!(to));
     assert_eq!(mark["fromSecretRef"], "flux-system");
 
-    let want = format!("an interrupted cutover");
+    let want = "an interrupted cutover".to_string();
     let left = format!("left spec.url at {to} (was {old}): finish or roll back");
     let finish = format!("kubectl cutover gitrepository/flux-system -n flux-system --to {to}");
     let back = format!("kubectl cutover gitrepository/flux-system -n flux-system --to {old}");

@@ -120,7 +120,7 @@ fn main() {
     }) {
         std::process::exit(code);
     }
-    let cli = Cli::parse();
+    let cli: Cli = cluster_loop::cli::parse("fleetlint");
     match run(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => exit_with(&e),

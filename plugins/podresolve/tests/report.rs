@@ -394,7 +394,19 @@ fn build_from(
     cluster: impl FnOnce(&mut ClusterDns),
     node: Option<&str>,
 ) -> podresolve::report::Report {
-    let log = ProbeLog::parse(&fixture(fixture_name));
+    // These captures predate the probe's `#podresolve libc` line; their file names record the
+    // libc of the getent they were captured with (the twin's alpine runs the host's glibc
+    // getent), which is what the probe reads from the binary and prints today.
+    let text = fixture(fixture_name);
+    let text = match fixture_name.split('-').nth(1) {
+        Some(libc @ ("glibc" | "musl")) if !text.contains("#podresolve libc ") => text.replacen(
+            "#podresolve begin v1\n",
+            &format!("#podresolve begin v1\n#podresolve libc {libc}\n"),
+            1,
+        ),
+        _ => text,
+    };
+    let log = ProbeLog::parse(&text);
     let hosts: Vec<_> = hosts.iter().map(|h| parse_host(h).unwrap()).collect();
     let mut c = ClusterDns {
         corefile: Some(Corefile::parse(corefile).map_err(|e| e.to_string())),

@@ -480,13 +480,45 @@ async fn git_from_the_pod_reaches_the_pinned_vip_or_says_why_not() {
         "{}",
         r.dump()
     );
-    // The default image (alpine) has no git: the probe says so (exit 127), as on the real image.
+    // Without --image, --git (and --tls) pick the tools image, which has git and openssl: the
+    // same real git answer, no "not found in image" (issue 17: the default image could not run
+    // every check offered).
     let r = run_bin(
         sc.twin.kubeconfig_path(),
         &[
             "gitea.prod.example.dev",
             "-n",
             "flux-system",
+            "--git",
+            "https://gitea.prod.example.dev/flux/fleet.git",
+            "--tls",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    let v = r.json();
+    assert_eq!(
+        v["probe"]["image"],
+        "nicolaka/netshoot:v0.14",
+        "{}",
+        r.dump()
+    );
+    assert_eq!(v["git"]["rc"], 128, "{}", r.dump());
+    let tls = &v["hosts"][0]["tls"];
+    assert_ne!(tls["rc"], 127, "openssl ran: {}", r.dump());
+    assert!(!r.stdout.contains("not found in image"), "{}", r.dump());
+    // alpine, asked for explicitly, has no git: the probe says so (exit 127), as on the real
+    // image.
+    let r = run_bin(
+        sc.twin.kubeconfig_path(),
+        &[
+            "gitea.prod.example.dev",
+            "-n",
+            "flux-system",
+            "--image",
+            "alpine:3.22",
             "--git",
             "https://gitea.prod.example.dev/flux/fleet.git",
             "-o",
