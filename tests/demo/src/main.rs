@@ -436,7 +436,9 @@ fn keep_commands(run: &RunningScenario) -> KeepCommands {
             GOOD_LINE,
             "fix: full image reference for podinfo-backend",
         ),
-        cutover: format!("kubectl cutover gitrepository/flux-system --to {other_name} --dry-run"),
+        cutover: format!(
+            "kubectl cutover gitrepository/flux-system --to {other_name} --dry-run --allow-loopback"
+        ),
     }
 }
 
