@@ -83,6 +83,7 @@ pub struct Cluster {
     rt: tokio::runtime::Runtime,
     kubeconfig: PathBuf,
     server: String,
+    _lock: std::fs::File,
     dir: tempfile::TempDir,
 }
 
@@ -123,6 +124,12 @@ impl Cluster {
             dir.disable_cleanup(true);
         }
         let d = dir.path();
+        // Held (flock) for the cluster's life: remove_stale_dirs only removes directories
+        // whose lock it can take, whatever PID namespace their owner runs in.
+        let lock = std::fs::File::create(d.join(".lock"))
+            .map_err(|e| Error::Setup(format!("lock file: {e}")))?;
+        lock.lock()
+            .map_err(|e| Error::Setup(format!("lock file: {e}")))?;
         let logs = d.join("logs");
         std::fs::create_dir_all(&logs).map_err(|e| Error::Setup(e.to_string()))?;
         let pki = pki::generate(d)?;
@@ -337,6 +344,7 @@ impl Cluster {
         })?;
 
         let cluster = Cluster {
+            _lock: lock,
             agent: Mutex::new(Some(agent)),
             procs: Mutex::new(procs),
             git,
@@ -604,7 +612,9 @@ async fn client_for(kubeconfig: &Path) -> Result<kube::Client, Error> {
     Ok(kube::Client::try_from(cfg)?)
 }
 
-/// Removes `$TMPDIR/realcluster-<pid>-*` directories whose test process is gone.
+/// Removes `$TMPDIR/realcluster-<pid>-*` directories no running cluster holds: their `.lock`
+/// can be locked (the owner died: the kernel dropped its flock) or is absent (a start that
+/// died before taking it, and the directory is older than a minute).
 fn remove_stale_dirs() {
     let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) else {
         return;
@@ -614,11 +624,49 @@ fn remove_stale_dirs() {
         let Some(rest) = name.strip_prefix("realcluster-") else {
             continue;
         };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+        if rest
+            .split('-')
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+            .is_none()
+        {
             continue;
+        }
+        let stale = match std::fs::File::open(e.path().join(".lock")) {
+            Ok(f) => f.try_lock().is_ok(),
+            Err(_) => e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > Duration::from_secs(60)),
         };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
+        if stale {
             let _ = std::fs::remove_dir_all(e.path());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stale_dirs_go_and_held_ones_stay() {
+        let tmp = std::env::temp_dir();
+        let held = tempfile::Builder::new()
+            .prefix("realcluster-1-held")
+            .tempdir_in(&tmp)
+            .unwrap();
+        let lock = std::fs::File::create(held.path().join(".lock")).unwrap();
+        lock.lock().unwrap();
+        let stale = tempfile::Builder::new()
+            .prefix("realcluster-1-stale")
+            .tempdir_in(&tmp)
+            .unwrap()
+            .keep();
+        std::fs::File::create(stale.join(".lock")).unwrap();
+        super::remove_stale_dirs();
+        assert!(held.path().exists(), "a directory whose lock is held stays");
+        assert!(!stale.exists(), "a directory whose lock is free goes");
+        drop(lock);
     }
 }
