@@ -2,44 +2,17 @@
 //! (tests/realcluster): the diagnosis names what the real controller waits on, and the
 //! predicted deadline matches when the real controller ends the check.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use realcluster::{Cluster, FLUX_NS};
+use realcluster::testkit::{condition, eventually};
+
+use realcluster::Cluster;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
 
 fn cluster() -> &'static Cluster {
     Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let until = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < until,
-            "timed out after {timeout:?}: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-fn ks(c: &Cluster, name: &str) -> Value {
-    serde_json::from_str(
-        &c.kubectl(&["-n", FLUX_NS, "get", "kustomization", name, "-o", "json"])
-            .unwrap(),
-    )
-    .unwrap()
-}
-
-fn condition(obj: &Value, type_: &str) -> Value {
-    obj["status"]["conditions"]
-        .as_array()
-        .and_then(|a| a.iter().find(|c| c["type"] == type_).cloned())
-        .unwrap_or(Value::Null)
 }
 
 /// Runs the plugin with the cluster's kubeconfig; (exit code, stdout, stderr).
@@ -84,7 +57,7 @@ fn a_job_that_cannot_pull_is_named_and_the_deadline_matches_the_real_controller(
         Duration::from_secs(60),
         "the real health check is running",
         || {
-            let k = ks(c, "unstick-job");
+            let k = c.kustomization("unstick-job");
             condition(&k, "Reconciling")["message"]
                 .as_str()
                 .is_some_and(|m| m.starts_with("Running health checks"))
@@ -127,7 +100,7 @@ fn a_job_that_cannot_pull_is_named_and_the_deadline_matches_the_real_controller(
     // The predicted end of the check, against when the real controller ends it.
     let predicted = find_deadline(&v).unwrap_or_else(|| panic!("no deadline in {out}"));
     let ready = eventually(Duration::from_secs(90), "the real check ends", || {
-        let r = condition(&ks(c, "unstick-job"), "Ready");
+        let r = condition(&c.kustomization("unstick-job"), "Ready");
         (r["status"] == "False").then_some(r)
     });
     assert_eq!(ready["reason"], "HealthCheckFailed", "{ready}");

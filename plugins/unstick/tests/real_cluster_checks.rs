@@ -4,43 +4,17 @@
 //! class, the named blocker, the lever, and (for held checks) a predicted end within 10 % of
 //! when the real controller ended the check.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use realcluster::{Cluster, FLUX_NS};
+use realcluster::testkit::{condition, eventually};
+
+use realcluster::Cluster;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
 
 fn cluster() -> &'static Cluster {
     Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let until = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < until,
-            "timed out after {timeout:?}: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-fn ks(c: &Cluster, name: &str) -> Value {
-    c.kubectl(&["-n", FLUX_NS, "get", "kustomization", name, "-o", "json"])
-        .ok()
-        .and_then(|s| serde_json::from_str(&s).ok())
-        .unwrap_or(Value::Null)
-}
-
-fn condition(obj: &Value, type_: &str) -> Value {
-    obj["status"]["conditions"]
-        .as_array()
-        .and_then(|a| a.iter().find(|c| c["type"] == type_).cloned())
-        .unwrap_or(Value::Null)
 }
 
 fn unstick(c: &Cluster, args: &[&str]) -> (i32, Value, String) {
@@ -66,7 +40,7 @@ fn running_checks(c: &Cluster, name: &str) {
         Duration::from_secs(90),
         "the real health check is running",
         || {
-            condition(&ks(c, name), "Reconciling")["message"]
+            condition(&c.kustomization(name), "Reconciling")["message"]
                 .as_str()
                 .is_some_and(|m| m.starts_with("Running health checks"))
                 .then_some(())
@@ -77,7 +51,7 @@ fn running_checks(c: &Cluster, name: &str) {
 /// Waits for the real controller to end the check; returns (Ready condition, its time).
 fn check_ended(c: &Cluster, name: &str, within: Duration) -> (Value, jiff::Timestamp) {
     let r = eventually(within, "the real check ends", || {
-        let r = condition(&ks(c, name), "Ready");
+        let r = condition(&c.kustomization(name), "Ready");
         (r["status"] == "False").then_some(r)
     });
     let at = r["lastTransitionTime"].as_str().unwrap().parse().unwrap();
@@ -153,7 +127,7 @@ fn missing_crd_on_apply_is_said_and_no_request_is_sent() {
     )
     .unwrap();
     let ready = eventually(Duration::from_secs(90), "the apply fails", || {
-        let r = condition(&ks(c, name), "Ready");
+        let r = condition(&c.kustomization(name), "Ready");
         (r["status"] == "False").then_some(r)
     });
     let (code, v, err) = unstick(c, &[&format!("ks/{name}"), "--dry-run", "-o", "json"]);

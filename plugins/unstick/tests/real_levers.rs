@@ -7,35 +7,14 @@
 
 use std::time::{Duration, Instant};
 
-use realcluster::{Cluster, ClusterOptions, FLUX_NS, bins};
+use realcluster::testkit::eventually;
+use realcluster::{Cluster, ClusterOptions, bins};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
 const GOOD: &str = "registry.example.local:5000/podinfo:6.7.0";
 /// The held check's timeout: long enough that "waiting it out" is clearly distinguishable.
 const TIMEOUT_SECS: u64 = 240;
-
-fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let until = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < until,
-            "timed out after {timeout:?}: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-fn ks(c: &Cluster, name: &str) -> Value {
-    serde_json::from_str(
-        &c.kubectl(&["-n", FLUX_NS, "get", "kustomization", name, "-o", "json"])
-            .unwrap(),
-    )
-    .unwrap()
-}
 
 fn deployment(image: &str) -> String {
     format!(
@@ -65,7 +44,7 @@ fn hold_fix_and_unstick(opts: ClusterOptions, extra: &[&str]) -> (String, Value,
     )
     .unwrap();
     let held_since = eventually(Duration::from_secs(90), "the real check is held", || {
-        let k = ks(&c, "levers");
+        let k = c.kustomization("levers");
         let r = k["status"]["conditions"]
             .as_array()?
             .iter()
@@ -103,7 +82,7 @@ fn hold_fix_and_unstick(opts: ClusterOptions, extra: &[&str]) -> (String, Value,
         "not recovered: {stdout}\n{stderr}"
     );
     // Proof on the cluster itself, not only the plugin's word.
-    let k = ks(&c, "levers");
+    let k = c.kustomization("levers");
     let ready = k["status"]["conditions"]
         .as_array()
         .and_then(|a| a.iter().find(|x| x["type"] == "Ready").cloned())

@@ -22,6 +22,7 @@ pub mod node;
 pub mod pki;
 pub mod proc;
 pub mod proxy;
+pub mod testkit;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

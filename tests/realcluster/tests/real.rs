@@ -4,41 +4,14 @@
 
 use std::time::{Duration, Instant};
 
+use realcluster::testkit::{condition, eventually};
+
 use realcluster::{Cluster, FLUX_NS, bins};
 use serde_json::Value;
 
 fn cluster() -> &'static Cluster {
     Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
 }
-
-fn get_json(c: &Cluster, args: &[&str]) -> Value {
-    let mut a = args.to_vec();
-    a.extend(["-o", "json"]);
-    serde_json::from_str(&c.kubectl(&a).unwrap()).unwrap()
-}
-
-/// Polls `f` every 500 ms until it returns Some, or panics after `timeout` with `what`.
-fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let until = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < until,
-            "timed out after {timeout:?}: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
-    obj["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-}
-
 #[test]
 fn the_control_plane_is_the_real_release_on_etcd() {
     let c = cluster();
@@ -66,16 +39,13 @@ fn flux_controllers_run_as_real_processes_with_released_crds() {
             exe.display()
         );
     }
-    let crd = get_json(
-        c,
-        &["get", "crd", "kustomizations.kustomize.toolkit.fluxcd.io"],
-    );
+    let crd = c.get_json(&["get", "crd", "kustomizations.kustomize.toolkit.fluxcd.io"]);
     assert!(
         crd["metadata"]["annotations"]["controller-gen.kubebuilder.io/version"].is_string(),
         "generated CRD: {}",
         crd["metadata"]
     );
-    let est = condition(&crd, "Established").unwrap();
+    let est = condition(&crd, "Established");
     assert_eq!(est["status"], "True");
 }
 
@@ -118,8 +88,8 @@ fn a_job_that_cannot_pull_holds_the_health_check_until_the_timeout() {
     let started = Instant::now();
     // The controller applies, then holds: Reconciling with the health-check message.
     let msg = eventually(Duration::from_secs(60), "health check running", || {
-        let ks = get_json(c, &["-n", FLUX_NS, "get", "kustomization", "job-pull"]);
-        let r = condition(&ks, "Reconciling")?;
+        let ks = c.get_json(&["-n", FLUX_NS, "get", "kustomization", "job-pull"]);
+        let r = condition(&ks, "Reconciling");
         let m = r["message"].as_str()?.to_owned();
         m.starts_with("Running health checks").then_some(m)
     });
@@ -130,7 +100,7 @@ fn a_job_that_cannot_pull_holds_the_health_check_until_the_timeout() {
         Duration::from_secs(30),
         "the Job's pod fails to pull",
         || {
-            let pods = get_json(c, &["-n", ns, "get", "pods", "-l", "job-name=migrate"]);
+            let pods = c.get_json(&["-n", ns, "get", "pods", "-l", "job-name=migrate"]);
             let waiting = &pods["items"][0]["status"]["containerStatuses"][0]["state"]["waiting"];
             waiting["reason"].as_str().map(str::to_owned)
         },
@@ -141,17 +111,17 @@ fn a_job_that_cannot_pull_holds_the_health_check_until_the_timeout() {
     );
     // Still held well after the pod failed: not Ready=True.
     std::thread::sleep(Duration::from_secs(15));
-    let ks = get_json(c, &["-n", FLUX_NS, "get", "kustomization", "job-pull"]);
+    let ks = c.get_json(&["-n", FLUX_NS, "get", "kustomization", "job-pull"]);
     assert_ne!(
-        condition(&ks, "Ready").unwrap()["status"],
+        condition(&ks, "Ready")["status"],
         "True",
         "{}",
         ks["status"]
     );
     // At the timeout: HealthCheckFailed naming the Job as InProgress.
     let ready = eventually(Duration::from_secs(60), "health check failed", || {
-        let ks = get_json(c, &["-n", FLUX_NS, "get", "kustomization", "job-pull"]);
-        let r = condition(&ks, "Ready")?.clone();
+        let ks = c.get_json(&["-n", FLUX_NS, "get", "kustomization", "job-pull"]);
+        let r = condition(&ks, "Ready");
         (r["status"] == "False").then_some(r)
     });
     let elapsed = started.elapsed();
