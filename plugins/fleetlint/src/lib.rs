@@ -150,6 +150,8 @@ pub struct Report {
     pub stats: Stats,
     /// With `--changed-since`: the changed files (repository-relative).
     pub changed_files: Option<Vec<String>>,
+    /// Notes for the reader (e.g. which directory was taken as the repository root).
+    pub notes: Vec<String>,
 }
 
 impl Report {
@@ -222,9 +224,29 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
             cfg.path.display()
         )));
     }
+    let mut notes = Vec::new();
     let root = match &cfg.repo_root {
         Some(r) => r.clone(),
-        None => repo_root_of(&cfg.path).unwrap_or_else(|| cfg.path.clone()),
+        None => match repo_root_of(&cfg.path) {
+            Some(r) => r,
+            None => {
+                // Outside a Git checkout (a CI export, a tarball): the current directory when
+                // PATH is below it (`fleetlint clusters/` in a copy of the repository), else
+                // PATH itself, as markercheck does; and say so, since every spec.path is
+                // resolved from it.
+                let abs = std::fs::canonicalize(&cfg.path).unwrap_or_else(|_| cfg.path.clone());
+                let r = match std::env::current_dir().and_then(std::fs::canonicalize) {
+                    Ok(cwd) if abs.starts_with(&cwd) => cwd,
+                    _ => cfg.path.clone(),
+                };
+                notes.push(format!(
+                    "no .git above {}: Kustomization spec.path and spec.update.path are taken relative to {} (set the repository root with --repo-root)",
+                    cfg.path.display(),
+                    r.display()
+                ));
+                r
+            }
+        },
     };
     let root = std::fs::canonicalize(&root)
         .map_err(|e| RunError::Usage(format!("{}: {e}", root.display())))?;
@@ -266,6 +288,7 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
     }
     let mut report = Report {
         root: root.clone(),
+        notes,
         ..Default::default()
     };
     for dir in &overlay_dirs {

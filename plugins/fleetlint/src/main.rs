@@ -273,6 +273,10 @@ fn run(cli: Cli) -> Result<i32> {
         },
         elapsed.as_secs_f64()
     );
+    for n in &report.notes {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "note: {n}");
+    }
     let _ = {
         use std::io::Write as _;
         writeln!(

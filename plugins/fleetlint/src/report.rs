@@ -32,6 +32,9 @@ pub struct MachineReport<'a> {
     pub overlays: &'a [OverlayReport],
     /// Findings.
     pub findings: &'a [Finding],
+    /// Notes (e.g. the repository root taken outside a Git checkout).
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub notes: &'a [String],
 }
 
 impl<'a> MachineReport<'a> {
@@ -45,6 +48,7 @@ impl<'a> MachineReport<'a> {
             stats: &r.stats,
             overlays: &r.overlays,
             findings: &r.findings,
+            notes: &r.notes,
         }
     }
 }

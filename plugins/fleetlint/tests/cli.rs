@@ -262,3 +262,39 @@ fn interrupted_run_exits_130_and_cleans_up() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// A copy of the fleet outside any Git checkout (a CI export, a tarball), linted from its top
+/// as `kubectl fleetlint clusters/`: the current directory is the repository root (as
+/// markercheck takes it), said in a note, so the overlays are found and prod reports exactly
+/// what it reports in the checkout; no false MC013 from a root taken too low.
+#[test]
+fn outside_a_git_checkout_the_current_directory_is_the_root() {
+    let ws = common::workspace();
+    let tmp = tempfile::tempdir().unwrap();
+    let cp = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(ws.join("clusters"))
+        .arg(tmp.path())
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    assert!(!tmp.path().join(".git").exists());
+    let out = run(bin()
+        .current_dir(tmp.path())
+        .args(["clusters/", "--no-cache", "-o", "json"]));
+    assert!(
+        out.stderr.contains("note: no .git above clusters/"),
+        "{}",
+        out.stderr
+    );
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let rules: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(rules, ["FL040"], "{}", out.stdout);
+    assert_eq!(v["overlays"].as_array().unwrap().len(), 2, "{}", out.stdout);
+    assert!(v["notes"][0].as_str().unwrap().contains("no .git above"));
+}

@@ -234,6 +234,25 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
     let rv = obj::s(ks, &["metadata", "resourceVersion"]);
     let mut why = Vec::new();
     let mut alternatives = Vec::new();
+    // --with-source on a Kustomization whose source object does not exist: there is nothing to
+    // refetch, so plan as without it and say why (never a "reconcile-source" lever that
+    // patches no source).
+    let opts_eff;
+    let opts = if opts.with_source && source.is_none() {
+        let kind = obj::s(ks, &["spec", "sourceRef", "kind"]).unwrap_or("GitRepository");
+        let sname = obj::s(ks, &["spec", "sourceRef", "name"]).unwrap_or("?");
+        let sns = obj::s(ks, &["spec", "sourceRef", "namespace"]).unwrap_or(&ns);
+        why.push(format!(
+            "--with-source: {kind} {sns}/{sname} (spec.sourceRef) does not exist, so there is nothing to refetch: fix spec.sourceRef or create the source"
+        ));
+        opts_eff = Options {
+            with_source: false,
+            ..opts.clone()
+        };
+        &opts_eff
+    } else {
+        opts
+    };
     let mut steps = Vec::new();
     let mut also_cancels = Vec::new();
     let mut recommend_gate_arg = None;
@@ -407,8 +426,11 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                     "the source is fetched again, then the Kustomization runs".to_string(),
                 )
             } else {
-                alternatives
-                    .push("--with-source: refetch the source after fixing credentials/Git".into());
+                if source.is_some() {
+                    alternatives.push(
+                        "--with-source: refetch the source after fixing credentials/Git".into(),
+                    );
+                }
                 (
                     Lever::FixInGit,
                     "fix the cause (Git content, credentials), then rerun with --with-source"

@@ -770,3 +770,42 @@ fn report_json_key_set_is_the_same_for_every_variant() {
     assert_eq!(v["cascade"], json!([]));
     assert_eq!(v["after"], Value::Null);
 }
+
+/// `--with-source` on a Kustomization whose source object does not exist: no
+/// "reconcile-source" lever that patches no source; the plan says the source is missing and
+/// touches no source (found by a new user on the real cluster: `sourceRef` to a missing
+/// GitRepository gave "the source is fetched again").
+#[test]
+fn with_source_and_a_missing_source_object_says_so_and_patches_no_source() {
+    let mut s = fleet();
+    s.sources.clear();
+    for k in s
+        .kustomizations
+        .iter()
+        .map(|k| k["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect::<Vec<_>>()
+    {
+        let p = plan_for(
+            &s,
+            &k,
+            &Options {
+                with_source: true,
+                ..Options::default()
+            },
+        );
+        assert_ne!(p.lever, Lever::ReconcileSource, "{k}: {p:?}");
+        assert!(
+            !p.steps
+                .iter()
+                .any(|st| matches!(st, Step::Patch { kind, .. } if kind != "Kustomization")),
+            "{k}: no source is patched: {p:?}"
+        );
+        assert!(
+            p.why
+                .iter()
+                .any(|w| w.contains("does not exist, so there is nothing to refetch")),
+            "{k}: {:?}",
+            p.why
+        );
+    }
+}

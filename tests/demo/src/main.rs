@@ -1446,7 +1446,7 @@ async fn main() {
                 cmds.cutover,
             );
             let _ = tokio::signal::ctrl_c().await;
-        } else {
+        } else if real.is_none() {
             println!("\n--keep: the fleet twin was not started (run the unstick step)");
         }
     }
