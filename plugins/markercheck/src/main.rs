@@ -13,6 +13,15 @@ use markercheck::objects::{
 use markercheck::render;
 use std::path::PathBuf;
 
+/// Progress and notes on stderr that never panic: a closed stderr (`2>&1 | head -1`) must not
+/// turn a finished check into exit 101 (`eprintln!` panics on EPIPE).
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// `--help` examples: every line at most 72 columns and long commands continued with `\`, so
 /// clap never wraps them (at 80 columns or wider) and each example pastes into a shell as is.
 const EXAMPLES: &str = r#"Examples:
@@ -240,7 +249,7 @@ fn run(cli: Cli) -> Result<i32> {
         let o = rt.block_on(async {
             let conn = cli.cluster.connect().await?;
             let ns = cli.cluster.namespace.clone();
-            eprintln!("reading image automation objects from {}", conn.server);
+            note!("reading image automation objects from {}", conn.server);
             markercheck::cluster::read(&conn, ns.as_deref()).await
         })?;
         merge_policies(&mut extra.policies, o.policies);
@@ -260,22 +269,22 @@ fn run(cli: Cli) -> Result<i32> {
     let mut report: Report = check::run(&cfg);
     // bad-input notes on stderr (stdout keeps its machine shape)
     for (p, kind) in &report.skipped_special {
-        eprintln!(
+        note!(
             "note: {p}: skipped, {kind} is not a regular file (git stores only files and symlinks, so Flux never sees it)"
         );
     }
     for n in &report.notes {
-        eprintln!("note: {n}");
+        note!("note: {n}");
     }
     for p in &report.not_selected {
-        eprintln!(
+        note!(
             "note: {}: Flux never reads this file (image-automation-controller reads only *.yaml, *.yml and files named Kustomization); checked anyway, a marker in it is an MC022 error",
             p.display()
         );
     }
     for (p, read, _) in &report.scanned {
         if *read == 0 {
-            eprintln!(
+            note!(
                 "note: scanned 0 files under {}: no *.yaml, *.yml or Kustomization files, nothing to check",
                 p.display()
             );
@@ -365,7 +374,7 @@ fn run(cli: Cli) -> Result<i32> {
             .collect();
         if !blockers.is_empty() {
             let ep = cli.output.stderr_painter();
-            eprintln!(
+            note!(
                 "{}",
                 ep.err(&format!(
                     "--write refused, nothing written: {} error finding(s) concern what the write would change: {}; fix them and run again",
@@ -384,7 +393,7 @@ fn run(cli: Cli) -> Result<i32> {
         }
         for c in report.changes.iter().filter(|_| blockers.is_empty()) {
             write_atomic(&c.abs, c.new.as_bytes()).map_err(|e| Error::io(&c.abs, e))?;
-            eprintln!("wrote {}", c.file);
+            note!("wrote {}", c.file);
         }
     }
     let errors = report
@@ -449,7 +458,7 @@ fn run(cli: Cli) -> Result<i32> {
                         "the automation would rewrite"
                     }
                 );
-                eprintln!(
+                note!(
                     "{}",
                     if n_err > 0 {
                         ep.err(&summary)

@@ -486,3 +486,25 @@ fn diff_headers_apply_with_git_apply_and_patch() {
         abs.to_str().unwrap(),
     );
 }
+
+/// A closed stderr (`kubectl markercheck 2>&1 | head -0`) is not a crash: the verdict's exit
+/// code stays 0/1, never Rust's panic code 101 (notes go to stderr and ignore EPIPE).
+#[test]
+fn a_closed_stderr_is_not_a_panic() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clusters");
+    let (r, w) = std::io::pipe().unwrap();
+    drop(r);
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-markercheck"))
+        .arg(&repo)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(w)
+        .status()
+        .unwrap();
+    assert!(
+        matches!(out.code(), Some(0 | 1)),
+        "exit {:?} with a closed stderr",
+        out.code()
+    );
+}
