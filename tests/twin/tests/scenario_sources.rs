@@ -33,14 +33,18 @@ async fn revoked_token_fails_with_authentication_required_and_keeps_the_artifact
     assert!(s(&ready, "/status/artifact/digest").starts_with("sha256:"));
 
     run.wait_fired("new-commit", T).await.unwrap();
-    let failed = wait(&run, &gitrepo("flux-system"), T, |o| {
-        cond_is(o, "Ready", "False", "GitOperationFailed")
-    })
-    .await;
     let url = gitea.url_https("org/fleet");
     let want = format!(
         "failed to checkout and determine revision: unable to clone '{url}': authentication required"
     );
+    // Wait for the authentication failure itself: a fetch in flight when the token is revoked
+    // can fail on the transport first (CI saw git's `curl 92 Stream error in the HTTP/2
+    // framing layer` once); the model retries with back-off, as source-controller does.
+    let failed = wait(&run, &gitrepo("flux-system"), T, |o| {
+        cond_is(o, "Ready", "False", "GitOperationFailed")
+            && cond(o, "Ready").is_some_and(|c| c["message"] == want.as_str())
+    })
+    .await;
     assert_eq!(cond(&failed, "Ready").unwrap()["message"], want.as_str());
     assert!(cond_is(
         &failed,
