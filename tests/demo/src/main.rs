@@ -1216,12 +1216,14 @@ fn step_realcluster(ctx: &Ctx, keep: &mut Option<realcluster::Cluster>) -> Step 
         return st;
     }
     let held = poll(T, || {
-        let o = quiet_kubectl(
+        let o = realcluster::kubectl(
             &kc,
             &["get", "ks", REAL_KS, "-n", "flux-system", "-o", "json"],
-        );
+        )
+        .unwrap_or_default();
         o.contains("Running health checks") && {
-            let p = quiet_kubectl(&kc, &["get", "pods", "-n", REAL_KS, "-o", "json"]);
+            let p = realcluster::kubectl(&kc, &["get", "pods", "-n", REAL_KS, "-o", "json"])
+                .unwrap_or_default();
             p.contains("ErrImagePull") || p.contains("ImagePullBackOff")
         }
     });
@@ -1265,18 +1267,6 @@ fn step_realcluster(ctx: &Ctx, keep: &mut Option<realcluster::Cluster>) -> Step 
     }
     *keep = Some(c);
     st
-}
-
-/// `kubectl --kubeconfig KC ARGS`, stdout only, nothing printed (for polling).
-fn quiet_kubectl(kc: &Path, args: &[&str]) -> String {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kc)
-        .args(args)
-        .stderr(Stdio::null())
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default()
 }
 
 /// Polls `f` every 500 ms until true or `timeout` passes.
