@@ -4,7 +4,9 @@
 //! Real (built from Go modules by `build.sh`, versions in [`bins`]): etcd (embedded, our small
 //! main), kube-apiserver and kube-controller-manager from `k8s.io/kubernetes`, source-controller
 //! and kustomize-controller (the current release and v1.7.3), the Flux CRDs as released in the
-//! controllers' modules. Ours (nothing real can run here): the node agent ([`node`]: kubelet
+//! controllers' modules, and the HelmRelease and image automation CRDs generated with
+//! controller-gen from their api modules ([`bins::generated_crd_dir`]; those controllers do not
+//! run: the Go module proxy refuses them). Ours (nothing real can run here): the node agent ([`node`]: kubelet
 //! and scheduler half), the Git server (`twin::git`, git-http-backend behind our HTTP front),
 //! the registry (a list of pullable references).
 //!
@@ -290,6 +292,10 @@ impl Cluster {
         for dir in [
             bins::crd_dir("source-controller", bins::SC_CURRENT)?,
             bins::crd_dir("kustomize-controller", &opts.kustomize_controller)?,
+            // Generated with controller-gen (HelmRelease, ImageRepository, ImagePolicy,
+            // ImageUpdateAutomation): installed so health checks and plugins meet the real
+            // schema; their controllers do not run (the Go module proxy refuses them).
+            bins::generated_crd_dir()?,
         ] {
             kubectl(
                 &kubeconfig,

@@ -49,6 +49,71 @@ fn flux_controllers_run_as_real_processes_with_released_crds() {
     assert_eq!(est["status"], "True");
 }
 
+/// The CRDs of the controllers the Go module proxy refuses are generated with controller-gen
+/// from their api modules (build.sh, crds/ module) and Established; their controllers do not run,
+/// so an object of theirs is stored as written and no controller writes its status.
+#[test]
+fn generated_crds_are_established_and_their_objects_are_stored_with_the_real_schema() {
+    let c = cluster();
+    let dir = bins::generated_crd_dir().unwrap();
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "helm.toolkit.fluxcd.io_helmreleases.yaml",
+            "image.toolkit.fluxcd.io_imagepolicies.yaml",
+            "image.toolkit.fluxcd.io_imagerepositories.yaml",
+            "image.toolkit.fluxcd.io_imageupdateautomations.yaml",
+        ]
+    );
+    for (crd, storage) in [
+        ("helmreleases.helm.toolkit.fluxcd.io", "v2"),
+        ("imagerepositories.image.toolkit.fluxcd.io", "v1"),
+        ("imagepolicies.image.toolkit.fluxcd.io", "v1"),
+        ("imageupdateautomations.image.toolkit.fluxcd.io", "v1"),
+    ] {
+        let crd = c.get_json(&["get", "crd", crd]);
+        assert_eq!(
+            crd["metadata"]["annotations"]["controller-gen.kubebuilder.io/version"], "v0.21.0",
+            "{}",
+            crd["metadata"]
+        );
+        assert_eq!(condition(&crd, "Established")["status"], "True", "{crd}");
+        let stored: Vec<&str> = crd["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["storage"] == true)
+            .map(|v| v["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(stored, [storage], "{}", crd["metadata"]["name"]);
+    }
+    // The real schema validates: a HelmRelease without spec.chart or spec.chartRef is refused by
+    // the CEL rule of helm-controller api/v2 (HelmReleaseSpec: "either chart or chartRef must be set").
+    let bad = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: no-chart\n  namespace: default\nspec:\n  interval: 1m\n";
+    let err = c.apply_yaml(bad).unwrap_err().to_string();
+    assert!(
+        err.contains("either chart or chartRef must be set"),
+        "{err}"
+    );
+    let procs = c.host_processes();
+    for name in [
+        "helm-controller",
+        "image-reflector-controller",
+        "image-automation-controller",
+    ] {
+        assert!(
+            !procs.iter().any(|(k, _)| k.contains(name)),
+            "{name} does not run here: {procs:?}"
+        );
+    }
+}
+
 fn fleet(c: &Cluster, name: &str, files: &[(&str, &str)], timeout: &str) -> String {
     c.fleet(
         name,
