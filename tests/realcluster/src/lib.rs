@@ -6,8 +6,10 @@
 //! and kustomize-controller (the current release and v1.7.3), the Flux CRDs as released in the
 //! controllers' modules, and the HelmRelease and image automation CRDs generated with
 //! controller-gen from their api modules ([`bins::generated_crd_dir`]; those controllers do not
-//! run: the Go module proxy refuses them). Ours (nothing real can run here): the node agent ([`node`]: kubelet
-//! and scheduler half), the Git server (`twin::git`, git-http-backend behind our HTTP front),
+//! run: the Go module proxy refuses them). Ours (nothing real can run here): the node agent
+//! ([`node`]: kubelet and scheduler half; with [`kubelet`] it runs probe-image pods for real
+//! through the twin's pod runtime and serves their logs), the Git server (`twin::git`,
+//! git-http-backend behind our HTTP front),
 //! the registry (a list of pullable references).
 //!
 //! ```no_run
@@ -20,6 +22,7 @@
 //! removed at the next start.
 
 pub mod bins;
+pub mod kubelet;
 pub mod node;
 pub mod pki;
 pub mod proc;
@@ -77,9 +80,12 @@ impl Default for ClusterOptions {
 
 /// A running cluster. Dropping it stops every process and removes its directory.
 pub struct Cluster {
-    // Field order is drop order: the agent (and its host processes) first, then the control
-    // plane, then the runtime, then the directory.
+    // Field order is drop order: the agent (and its host processes) first, then the probe
+    // pod runtime and the log server, then the control plane, then the runtime, then the
+    // directory.
     agent: Mutex<Option<node::NodeAgent>>,
+    podexec: Mutex<Option<Arc<twin::podexec::PodExec>>>,
+    log_server: Mutex<Option<kubelet::LogServer>>,
     procs: Mutex<Vec<Proc>>,
     git: twin::git::GitServer,
     registry: node::Registry,
@@ -183,6 +189,12 @@ impl Cluster {
                     "--advertise-address=127.0.0.1".into(),
                     format!("--secure-port={port}").into(),
                     "--endpoint-reconciler-type=none".into(),
+                    // The node agent's Hostname address does not resolve here; reach the
+                    // kubelet endpoint at its InternalIP (default order: Hostname,
+                    // InternalDNS, InternalIP, ExternalDNS, ExternalIP, cmd/kube-apiserver
+                    // app/options/options.go). No --kubelet-certificate-authority: the
+                    // apiserver does not verify the kubelet's serving certificate.
+                    "--kubelet-preferred-address-types=InternalIP".into(),
                     "--authorization-mode=RBAC".into(),
                     "--allow-privileged=true".into(),
                     "--service-cluster-ip-range=10.96.0.0/16".into(),
@@ -343,16 +355,58 @@ impl Cluster {
                 },
             );
         }
-        let agent = rt.block_on(async {
+        // Cluster DNS as a kubeadm cluster has it (the pod runtime's dnsmasq serves it).
+        kubectl_stdin(
+            &kubeconfig,
+            &["apply", "--server-side", "-f", "-"],
+            &format!("{COREDNS_SERVICE}---\n{}", coredns_configmap("")),
+        )?;
+        let (agent, podexec, log_server) = rt.block_on(async {
             let client = client_for(&kubeconfig).await?;
-            node::NodeAgent::start(client, registry.clone(), hosts, logs.clone())
-                .await
-                .map_err(Error::from)
+            let log_store = kubelet::LogStore::default();
+            let log_server =
+                kubelet::LogServer::start(log_store.clone(), &pki.serving_cert, &pki.serving_key)
+                    .await?;
+            // Probe-image pods run for real when this host can (root, unshare, dnsmasq, ...);
+            // otherwise the agent treats them as any other image.
+            let missing = twin::podexec::missing_prerequisites();
+            let podexec = if missing.is_empty() {
+                let api = Arc::new(kubelet::KubeApi::new(client.clone(), log_store));
+                let opts = twin::podexec::PodExecOptions {
+                    node_name: node::NODE_NAME.into(),
+                    host_ip: "127.0.0.1".into(),
+                    ..Default::default()
+                };
+                Some(Arc::new(
+                    twin::podexec::PodExec::start_with(api, opts)
+                        .await
+                        .map_err(|e| Error::Setup(format!("pod runtime: {e}")))?,
+                ))
+            } else {
+                eprintln!(
+                    "realcluster: probe-image pods will not run (the pod runtime needs {})",
+                    missing.join(", ")
+                );
+                None
+            };
+            let agent = node::NodeAgent::start(
+                client,
+                registry.clone(),
+                hosts,
+                logs.clone(),
+                log_server.port(),
+                podexec.is_some(),
+            )
+            .await
+            .map_err(Error::from)?;
+            Ok::<_, Error>((agent, podexec, log_server))
         })?;
 
         let cluster = Cluster {
             _lock: lock,
             agent: Mutex::new(Some(agent)),
+            podexec: Mutex::new(podexec),
+            log_server: Mutex::new(Some(log_server)),
             procs: Mutex::new(procs),
             git,
             registry,
@@ -469,6 +523,48 @@ impl Cluster {
             .unwrap_or_default()
     }
 
+    /// The probe-image pod runtime (the twin's PodExec on this apiserver), when this host can
+    /// run it ([`twin::podexec::missing_prerequisites`] empty).
+    pub fn podexec(&self) -> Option<Arc<twin::podexec::PodExec>> {
+        self.podexec.lock().unwrap().clone()
+    }
+
+    /// Sets what the node's upstream resolver answers for `name` (empty `ips`: NXDOMAIN), as
+    /// [`twin::podexec::PodExec::set_upstream`], and waits until dnsmasq serves it. Callable
+    /// from inside or outside a tokio runtime.
+    /// Errors: no pod runtime here, or dnsmasq did not reload.
+    pub fn set_upstream(&self, name: &str, ips: &[&str]) -> Result<(), Error> {
+        let pe = self
+            .podexec()
+            .ok_or_else(|| Error::Setup("no pod runtime on this host".into()))?;
+        let ips: Vec<String> = ips.iter().map(|s| s.to_string()).collect();
+        std::thread::scope(|s| {
+            s.spawn(|| self.rt.block_on(pe.set_upstream(name, &ips)))
+                .join()
+                .map_err(|_| Error::Setup("set_upstream panicked".into()))?
+                .map(|_| ())
+                .map_err(|e| Error::Setup(e.to_string()))
+        })
+    }
+
+    /// Replaces the `kube-system/coredns` Corefile with kubeadm's plus `hosts_block` (lines
+    /// of a CoreDNS `hosts` plugin block, e.g. `"192.168.2.20 gitea.prod.example.dev"`; empty:
+    /// kubeadm's Corefile as is) and waits until the pod runtime's cluster DNS serves it.
+    /// Errors: kubectl's, or the DNS reload's.
+    pub fn set_corefile_hosts(&self, hosts_block: &str) -> Result<(), Error> {
+        self.apply_yaml(&coredns_configmap(hosts_block))?;
+        if let Some(pe) = self.podexec() {
+            std::thread::scope(|s| {
+                s.spawn(|| self.rt.block_on(pe.sync_dns()))
+                    .join()
+                    .map_err(|_| Error::Setup("sync_dns panicked".into()))?
+                    .map(|_| ())
+                    .map_err(|e| Error::Setup(e.to_string()))
+            })?;
+        }
+        Ok(())
+    }
+
     /// A kube client on the caller's runtime.
     pub async fn client(&self) -> Result<kube::Client, Error> {
         client_for(&self.kubeconfig).await
@@ -480,6 +576,8 @@ impl Drop for Cluster {
         let agent = self.agent.lock().unwrap().take();
         let _guard = self.rt.enter();
         drop(agent);
+        drop(self.podexec.lock().unwrap().take());
+        drop(self.log_server.lock().unwrap().take());
         for p in self.procs.lock().unwrap().iter_mut().rev() {
             p.kill();
         }
@@ -554,6 +652,73 @@ pub fn flux_deployments(kc_version: &str, kc_args: &[String]) -> String {
         deploy("kustomize-controller", kc_version, kc),
     ]})
     .to_string()
+}
+
+/// kubeadm's kube-dns Service (cmd/kubeadm/app/phases/addons/dns/manifests.go
+/// `CoreDNSService`, v1.36), with the ClusterIP kubeadm picks: the 10th address of the
+/// service range 10.96.0.0/16.
+pub const COREDNS_SERVICE: &str = "apiVersion: v1
+kind: Service
+metadata:
+  name: kube-dns
+  namespace: kube-system
+  labels: {k8s-app: kube-dns, kubernetes.io/cluster-service: \"true\", kubernetes.io/name: CoreDNS}
+spec:
+  clusterIP: 10.96.0.10
+  selector: {k8s-app: kube-dns}
+  ports:
+  - {name: dns, port: 53, protocol: UDP, targetPort: 53}
+  - {name: dns-tcp, port: 53, protocol: TCP, targetPort: 53}
+  - {name: metrics, port: 9153, protocol: TCP, targetPort: 9153}
+";
+
+/// kubeadm's `kube-system/coredns` ConfigMap (same file, `CoreDNSConfigMap`, cluster domain
+/// cluster.local), with a `hosts` block of `hosts_block` lines before `prometheus` when
+/// non-empty (where operators pin split-horizon names).
+pub fn coredns_configmap(hosts_block: &str) -> String {
+    let hosts = if hosts_block.trim().is_empty() {
+        String::new()
+    } else {
+        let lines: String = hosts_block
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| format!("           {}\n", l.trim()))
+            .collect();
+        format!("        hosts {{\n{lines}           fallthrough\n        }}\n")
+    };
+    format!(
+        "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: coredns
+  namespace: kube-system
+data:
+  Corefile: |
+    .:53 {{
+        errors
+        health {{
+           lameduck 5s
+        }}
+        ready
+        kubernetes cluster.local in-addr.arpa ip6.arpa {{
+           pods insecure
+           fallthrough in-addr.arpa ip6.arpa
+           ttl 30
+        }}
+{hosts}        prometheus :9153
+        forward . /etc/resolv.conf {{
+           max_concurrent 1000
+        }}
+        cache 30 {{
+           disable success cluster.local
+           disable denial cluster.local
+        }}
+        loop
+        reload
+        loadbalance
+    }}
+"
+    )
 }
 
 fn concat(flag: &str, path: &std::ffi::OsStr) -> std::ffi::OsString {

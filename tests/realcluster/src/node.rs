@@ -16,11 +16,18 @@
 //! - Runs pods of the Flux controllers' images as real host processes (the Go binaries built
 //!   by build.sh), with the pod's own args, so a controller's version and feature gates are the
 //!   ones in its Deployment, and deleting the pod restarts the controller (see [`HostImages`]).
+//! - Hands pods whose containers all use a probe image (alpine, busybox, alpine/git,
+//!   nicolaka/netshoot) to the pod runtime when one runs ([`crate::kubelet`]: the twin's
+//!   PodExec as a client of this apiserver), which runs them for real in network and mount
+//!   namespaces and writes their status, Events and logs; ephemeral containers too. The agent
+//!   still binds them and confirms their deletion.
+//! - Reports the kubelet endpoint in `status.daemonEndpoints.kubeletEndpoint.Port` (the
+//!   container-log server of [`crate::kubelet::LogServer`]) and InternalIP 127.0.0.1.
 //! - Confirms graceful deletion: a pod with `deletionTimestamp` is stopped and deleted with
 //!   grace period 0, as the kubelet does once its containers have stopped.
 //!
-//! Where it differs from a kubelet: containers other than the controllers never run (no
-//! processes, no logs, no probes; ready at once); no restarts or CrashLoopBackOff; no resource
+//! Where it differs from a kubelet: containers other than the controllers and probe images
+//! never run (no processes, no logs, no probes; ready at once); no restarts or CrashLoopBackOff; no resource
 //! accounting or scheduling constraints; pod IPs are 10.244.0.N from a counter.
 
 use std::collections::HashMap;
@@ -95,14 +102,18 @@ impl Drop for NodeAgent {
 impl NodeAgent {
     /// Registers the node and starts the agent on the current tokio runtime.
     /// Errors: the API errors of the Node create.
+    /// `kubelet_port`: the container-log server's port (0: none). `probe_runtime`: a pod
+    /// runtime serves probe-image pods, so the agent leaves their status to it.
     pub async fn start(
         client: kube::Client,
         registry: Registry,
         host_images: HostImages,
         log_dir: PathBuf,
+        kubelet_port: u16,
+        probe_runtime: bool,
     ) -> Result<NodeAgent, kube::Error> {
-        register_node(&client).await?;
-        let lease = tokio::spawn(renew_lease(client.clone()));
+        register_node(&client, kubelet_port).await?;
+        let lease = tokio::spawn(renew_lease(client.clone(), kubelet_port));
         let pods: Arc<Mutex<HashMap<String, PodState>>> = Arc::default();
         let agent = Agent {
             client,
@@ -111,6 +122,7 @@ impl NodeAgent {
             log_dir,
             pods: pods.clone(),
             next_ip: Arc::new(Mutex::new(2)),
+            probe_runtime,
         };
         let task = tokio::spawn(agent.run());
         Ok(NodeAgent { pods, task, lease })
@@ -128,7 +140,7 @@ impl NodeAgent {
     }
 }
 
-async fn register_node(client: &kube::Client) -> Result<(), kube::Error> {
+async fn register_node(client: &kube::Client, kubelet_port: u16) -> Result<(), kube::Error> {
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
     let node = json!({
         "apiVersion": "v1", "kind": "Node",
@@ -142,15 +154,19 @@ async fn register_node(client: &kube::Client) -> Result<(), kube::Error> {
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => return Err(e),
     }
-    set_node_status(&nodes).await
+    set_node_status(&nodes, kubelet_port).await
 }
 
-async fn set_node_status(nodes: &Api<k8s_openapi::api::core::v1::Node>) -> Result<(), kube::Error> {
+async fn set_node_status(
+    nodes: &Api<k8s_openapi::api::core::v1::Node>,
+    kubelet_port: u16,
+) -> Result<(), kube::Error> {
     let now = now();
     let cap = json!({"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"});
     let status = json!({"status": {
         "capacity": cap, "allocatable": cap,
         "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": NODE_NAME}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
         "conditions": [
             {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now},
             {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory", "message": "kubelet has sufficient memory available", "lastHeartbeatTime": now, "lastTransitionTime": now},
@@ -166,7 +182,7 @@ async fn set_node_status(nodes: &Api<k8s_openapi::api::core::v1::Node>) -> Resul
     Ok(())
 }
 
-async fn renew_lease(client: kube::Client) {
+async fn renew_lease(client: kube::Client, kubelet_port: u16) {
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(client.clone(), "kube-node-lease");
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
@@ -181,7 +197,7 @@ async fn renew_lease(client: kube::Client) {
                 &Patch::Apply(&lease),
             )
             .await;
-        let _ = set_node_status(&nodes).await;
+        let _ = set_node_status(&nodes, kubelet_port).await;
         tokio::time::sleep(Duration::from_secs(10)).await;
     }
 }
@@ -194,6 +210,7 @@ struct Agent {
     log_dir: PathBuf,
     pods: Arc<Mutex<HashMap<String, PodState>>>,
     next_ip: Arc<Mutex<u32>>,
+    probe_runtime: bool,
 }
 
 fn key(pod: &Value) -> String {
@@ -276,6 +293,9 @@ impl Agent {
             return;
         }
         if node != NODE_NAME {
+            return;
+        }
+        if self.probe_runtime && twin::podexec::is_probe_pod(pod) {
             return;
         }
         let phase = pod["status"]["phase"].as_str().unwrap_or_default();

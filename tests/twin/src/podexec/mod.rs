@@ -45,7 +45,8 @@
 //! Pod spec support beyond argv: `env[].value`, `env[].valueFrom.secretKeyRef` (read from the
 //! Secret at container start, with the kubelet's errors for a missing Secret or key and
 //! `optional`), `securityContext` run-as user/group and `runAsNonRoot`, `emptyDir` volumes
-//! (a private tmpfs per container, mode 1777, `sizeLimit`), `activeDeadlineSeconds`,
+//! (a private tmpfs per container, mode 1777, `sizeLimit`; the projected service-account
+//! token volume a real apiserver adds is left unmounted), `activeDeadlineSeconds`,
 //! `terminationMessagePolicy: FallbackToLogsOnError`, dnsPolicy/dnsConfig/hostAliases/hostname.
 //! An image's own CA bundle ([`PodExec::set_image_ca_bundle`]): a file bind-mounted over
 //! `/etc/ssl/certs/ca-certificates.crt` in the container's mount namespace.
@@ -64,6 +65,7 @@
 //! Images ([`ImageKind`]): `alpine:*`, `busybox:*`, `alpine/git:*`, `nicolaka/netshoot:*`
 //! (docker.io). Other images are not run here; the workload model still fails to pull them.
 
+pub mod api;
 pub mod dns;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -79,9 +81,10 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::sync::Notify;
 
-use crate::flux::cluster::{Cluster, ObjKey, now_rfc3339, record_event, s};
-use crate::store::{Store, WatchEventType};
+use crate::flux::cluster::{Cluster, ObjKey, now_rfc3339, s};
+use crate::store::Store;
 
+pub use api::{ApiEvent, PodApi, StoreApi};
 pub use dns::NodeDns;
 
 /// Annotation on Node `twin-node` while a [`PodExec`] serves the cluster; the workload
@@ -160,6 +163,12 @@ fn all_probe_images(pod: &Value) -> bool {
         })
 }
 
+/// True when every container of `pod` uses a probe image ([`image_kind`]): the pods this
+/// runtime runs (a node agent hands them over; ephemeral containers are run on any pod).
+pub fn is_probe_pod(pod: &Value) -> bool {
+    all_probe_images(pod)
+}
+
 /// Hook for the workload model: true when `pod`'s containers all use probe images and a
 /// [`PodExec`] serves this cluster (Node `twin-node` carries [`NODE_ANNOTATION`]).
 pub fn claims(cluster: &dyn Cluster, pod: &Value) -> bool {
@@ -222,6 +231,10 @@ pub struct PodExecOptions {
     /// kubelet `clusterDNS`; default: the `kube-system/kube-dns` Service ClusterIP at start,
     /// else [`DEFAULT_CLUSTER_DNS`].
     pub cluster_dns: Option<String>,
+    /// The node's name (the hostNetwork pods' `/etc/hosts`); default [`NODE_NAME`].
+    pub node_name: String,
+    /// The node's InternalIP, written as the pods' `status.hostIP`; default `172.18.0.2`.
+    pub host_ip: String,
 }
 
 impl Default for PodExecOptions {
@@ -230,6 +243,8 @@ impl Default for PodExecOptions {
             upstream: BTreeMap::new(),
             cluster_domain: "cluster.local".into(),
             cluster_dns: None,
+            node_name: NODE_NAME.into(),
+            host_ip: "172.18.0.2".into(),
         }
     }
 }
@@ -254,7 +269,7 @@ impl DnsSpec {
                 .cluster_domain
                 .clone()
                 .unwrap_or_else(|| "cluster.local".into()),
-            cluster_dns: None,
+            ..PodExecOptions::default()
         }
     }
 }
@@ -449,8 +464,8 @@ struct Running {
 }
 
 struct Inner {
-    store: Store,
-    cluster: Arc<Store>,
+    api: Arc<dyn PodApi>,
+    host_ip: String,
     dir: PathBuf,
     netns: String,
     node: NodeDns,
@@ -656,10 +671,21 @@ fn build_bins(root: &Path) -> Result<HashMap<ImageKind, PathBuf>, PodExecError> 
 }
 
 impl PodExec {
-    /// Starts the model on `store`: checks prerequisites, creates the network namespace,
-    /// starts both dnsmasq processes (waiting until they serve), marks Node `twin-node`, then
-    /// watches pods, ConfigMaps and Services. Must run inside a multi-thread Tokio runtime.
+    /// Starts the model on the twin's `store` ([`StoreApi`]); see [`PodExec::start_with`].
     pub async fn start(store: Store, opts: PodExecOptions) -> Result<PodExec, PodExecError> {
+        PodExec::start_with(Arc::new(StoreApi::new(store)), opts).await
+    }
+
+    /// Starts the runtime as a client of `api` (the twin's store or a real apiserver): checks
+    /// prerequisites, creates the network namespace, starts both dnsmasq processes (waiting
+    /// until they serve), marks the node ([`PodApi::mark_node`]), then follows
+    /// [`PodApi::watch`]: pods (run, kill) and the DNS sources (reload). Must run inside a
+    /// multi-thread Tokio runtime.
+    /// Errors: [`PodExecError`] for a missing prerequisite or a failed setup step.
+    pub async fn start_with(
+        api: Arc<dyn PodApi>,
+        opts: PodExecOptions,
+    ) -> Result<PodExec, PodExecError> {
         let missing = missing_prerequisites();
         if !missing.is_empty() {
             return Err(PodExecError::Prerequisites(missing.join(", ")));
@@ -678,18 +704,15 @@ impl PodExec {
         let dir = tmp.path().to_path_buf();
         chmod(&dir, 0o755);
         let bins = build_bins(&dir)?;
-        let cluster = Arc::new(store.clone());
-        let cluster_dns = opts.cluster_dns.clone().unwrap_or_else(|| {
-            Cluster::get(
-                &*cluster,
-                &ObjKey::new("v1", "Service", "kube-system", "kube-dns"),
-            )
-            .ok()
-            .flatten()
-            .and_then(|s| s["spec"]["clusterIP"].as_str().map(str::to_string))
-            .filter(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok())
-            .unwrap_or_else(|| DEFAULT_CLUSTER_DNS.to_string())
-        });
+        let cluster_dns = match opts.cluster_dns.clone() {
+            Some(ip) => ip,
+            None => api
+                .get(ObjKey::new("v1", "Service", "kube-system", "kube-dns"))
+                .await
+                .and_then(|s| s["spec"]["clusterIP"].as_str().map(str::to_string))
+                .filter(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok())
+                .unwrap_or_else(|| DEFAULT_CLUSTER_DNS.to_string()),
+        };
         let holder = Holder::start(&["-n"], &["net"]).await?;
         let netns = holder.ns("net");
         for args in [
@@ -718,10 +741,10 @@ impl PodExec {
             host_nameservers: vec![NODE_RESOLVER.into()],
             host_searches: vec![],
             host_options: vec![],
-            node_name: NODE_NAME.into(),
+            node_name: opts.node_name.clone(),
         };
         let cl_file = dir.join("cluster.hosts");
-        let content = cluster_records(&store, &node.cluster_domain);
+        let content = cluster_records(&*api, &node.cluster_domain).await;
         write_file(&cl_file, &content)?;
         let cluster_dnsmasq = Dnsmasq::start(
             &netns,
@@ -735,8 +758,8 @@ impl PodExec {
         .await?;
         let pids = vec![upstream.pid, cluster_dnsmasq.pid, holder.pid];
         let inner = Arc::new(Inner {
-            store: store.clone(),
-            cluster,
+            api: api.clone(),
+            host_ip: opts.host_ip.clone(),
             dir,
             netns,
             node,
@@ -756,48 +779,24 @@ impl PodExec {
             image_ca: Mutex::new(None),
         });
         guard.0 = None;
-        mark_node(&*inner.cluster, true);
+        let mut rx = api.watch().await.map_err(PodExecError::Setup)?;
+        api.mark_node(true);
         let mut tasks = Vec::new();
-        // pods: watch first, then list (events for already-seen pods are idempotent)
-        let pods = store
-            .gvr("", "v1", "pods")
-            .map_err(|e| PodExecError::Setup(e.message))?;
-        let mut w = store
-            .watch(&pods, None, None)
-            .map_err(|e| PodExecError::Setup(e.message))?;
-        for p in store.list(&pods, None, None).unwrap_or_default() {
-            inner.consider(&p);
-        }
         let i = inner.clone();
         tasks.push(tokio::spawn(async move {
-            while let Some(ev) = w.next().await {
-                match ev.type_ {
-                    WatchEventType::Added | WatchEventType::Modified => i.consider(&ev.object),
-                    WatchEventType::Deleted => i.kill_pod(s(&ev.object, "/metadata/uid")),
-                    _ => {}
+            while let Some(ev) = rx.recv().await {
+                match ev {
+                    ApiEvent::Pod(p) => i.consider(&p),
+                    ApiEvent::PodDeleted(p) => i.kill_pod(s(&p, "/metadata/uid")),
+                    ApiEvent::DnsSourceChanged => {
+                        let i = i.clone();
+                        tokio::spawn(async move {
+                            let _ = i.sync_dns().await;
+                        });
+                    }
                 }
             }
         }));
-        for res in ["configmaps", "services"] {
-            let g = store
-                .gvr("", "v1", res)
-                .map_err(|e| PodExecError::Setup(e.message))?;
-            let mut w = store
-                .watch(&g, None, None)
-                .map_err(|e| PodExecError::Setup(e.message))?;
-            let i = inner.clone();
-            tasks.push(tokio::spawn(async move {
-                while let Some(ev) = w.next().await {
-                    if res == "configmaps"
-                        && (s(&ev.object, "/metadata/namespace") != "kube-system"
-                            || s(&ev.object, "/metadata/name") != "coredns")
-                    {
-                        continue;
-                    }
-                    let _ = i.sync_dns().await;
-                }
-            }));
-        }
         Ok(PodExec {
             inner,
             tasks,
@@ -916,7 +915,7 @@ impl Drop for PodExec {
         for t in &self.tasks {
             t.abort();
         }
-        mark_node(&*self.inner.cluster, false);
+        self.inner.api.mark_node(false);
         for (_, r) in self.inner.running.lock().unwrap().drain() {
             if let Some(g) = r.pgid {
                 kill_pid("-KILL", &format!("-{g}"));
@@ -941,7 +940,7 @@ impl Drop for LinkGuard {
     }
 }
 
-fn mark_node(cluster: &dyn Cluster, on: bool) {
+pub(crate) fn mark_node(cluster: &dyn Cluster, on: bool) {
     let key = ObjKey::new("v1", "Node", "", NODE_NAME);
     let value = if on { json!("host-tools") } else { Value::Null };
     match cluster.get(&key) {
@@ -973,15 +972,12 @@ fn mark_node(cluster: &dyn Cluster, on: bool) {
     }
 }
 
-fn cluster_records(store: &Store, domain: &str) -> String {
-    let corefile = Cluster::get(
-        store,
-        &ObjKey::new("v1", "ConfigMap", "kube-system", "coredns"),
-    )
-    .ok()
-    .flatten()
-    .and_then(|c| c["data"]["Corefile"].as_str().map(str::to_string));
-    let services = Cluster::list(store, "v1", "Service", None).unwrap_or_default();
+async fn cluster_records(api: &dyn PodApi, domain: &str) -> String {
+    let corefile = api
+        .get(ObjKey::new("v1", "ConfigMap", "kube-system", "coredns"))
+        .await
+        .and_then(|c| c["data"]["Corefile"].as_str().map(str::to_string));
+    let services = api.services().await;
     dns::cluster_hosts(corefile.as_deref(), &services, domain)
 }
 
@@ -1086,7 +1082,7 @@ impl Inner {
     /// NS/NAME`), unless `optional: true` (then the variable is left out). Other `valueFrom`
     /// sources (configMapKeyRef, fieldRef, resourceFieldRef) and `$(VAR)` expansion are not
     /// modelled (the variable is left out).
-    fn container_env(&self, pod: &Value, c: &Value) -> Result<Vec<(String, String)>, String> {
+    async fn container_env(&self, pod: &Value, c: &Value) -> Result<Vec<(String, String)>, String> {
         use base64::Engine as _;
         let ns = s(pod, "/metadata/namespace");
         let mut out = Vec::new();
@@ -1103,9 +1099,7 @@ impl Inner {
             };
             let (name, key) = (s(r, "/name"), s(r, "/key"));
             let optional = r["optional"].as_bool().unwrap_or(false);
-            let secret = Cluster::get(&*self.cluster, &ObjKey::new("v1", "Secret", ns, name))
-                .ok()
-                .flatten();
+            let secret = self.api.get(ObjKey::new("v1", "Secret", ns, name)).await;
             let Some(secret) = secret else {
                 if optional {
                     continue;
@@ -1151,6 +1145,17 @@ impl Inner {
         for m in c["volumeMounts"].as_array().into_iter().flatten() {
             let (name, path) = (s(m, "/name"), s(m, "/mountPath"));
             let vol = volumes.iter().find(|v| v["name"] == json!(name));
+            // The service-account token volume a real apiserver's ServiceAccount admission
+            // adds (`kube-api-access-*`: projected serviceAccountToken + kube-root-ca.crt +
+            // namespace) is not mounted: the probes never call the API, and a container that
+            // reads it finds no file (never a made-up token).
+            if vol
+                .and_then(|v| v.pointer("/projected/sources"))
+                .and_then(Value::as_array)
+                .is_some_and(|s| s.iter().any(|x| x.get("serviceAccountToken").is_some()))
+            {
+                continue;
+            }
             let Some(ed) = vol.and_then(|v| v.get("emptyDir")) else {
                 return Err(PodExecError::Setup(format!(
                     "twin podexec: volume {name:?} is not an emptyDir; only emptyDir volumes are modelled"
@@ -1172,7 +1177,7 @@ impl Inner {
 
     async fn sync_dns(&self) -> Result<String, PodExecError> {
         let mut st = self.dns.lock().await;
-        let content = cluster_records(&self.store, &self.node.cluster_domain);
+        let content = cluster_records(&*self.api, &self.node.cluster_domain).await;
         if content != st.content {
             write_file(&self.dir.join("cluster.hosts"), &content)?;
             st.cluster.reload().await?;
@@ -1252,31 +1257,34 @@ impl Inner {
         )
     }
 
-    fn event(&self, pod: &Value, t: &str, reason: &str, msg: &str) {
-        record_event(&*self.cluster, pod, t, reason, msg, "kubelet", None);
+    async fn event(&self, pod: &Value, t: &'static str, reason: &'static str, msg: &str) {
+        let mut involved = pod.clone();
+        if involved.get("apiVersion").is_none() {
+            involved["apiVersion"] = json!("v1");
+            involved["kind"] = json!("Pod");
+        }
+        self.api.event(involved, t, reason, msg.to_string()).await;
     }
 
-    fn owner_job(&self, pod: &Value) -> Option<Value> {
+    async fn owner_job(&self, pod: &Value) -> Option<Value> {
         let r = pod
             .pointer("/metadata/ownerReferences")
             .and_then(Value::as_array)?
             .iter()
             .find(|r| r["kind"] == "Job" && r["controller"] == true)?
             .clone();
-        Cluster::get(
-            &*self.cluster,
-            &ObjKey::new(
+        self.api
+            .get(ObjKey::new(
                 "batch/v1",
                 "Job",
                 s(pod, "/metadata/namespace"),
                 s(&r, "/name"),
-            ),
-        )
-        .ok()
-        .flatten()
+            ))
+            .await
     }
 
     fn pod_status(
+        &self,
         pod: &Value,
         phase: &str,
         statuses: Vec<Value>,
@@ -1317,7 +1325,7 @@ impl Inner {
         let ip = pod_ip(s(pod, "/metadata/uid"));
         json!({
             "phase": phase, "conditions": conds, "containerStatuses": statuses,
-            "hostIP": "172.18.0.2", "hostIPs": [{"ip": "172.18.0.2"}],
+            "hostIP": self.host_ip, "hostIPs": [{"ip": self.host_ip}],
             "podIP": ip, "podIPs": [{"ip": ip}],
             "qosClass": if resources { "Burstable" } else { "BestEffort" }, "startTime": start,
         })
@@ -1326,36 +1334,42 @@ impl Inner {
     async fn run_pod(self: Arc<Self>, pod: Value) {
         let key = Self::key(&pod);
         let start = now_rfc3339();
-        let refused: Vec<(Value, String)> = pod
+        let mut refused: Vec<(Value, String)> = Vec::new();
+        for c in pod
             .pointer("/spec/containers")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter_map(|c| {
-                non_root_violation(&pod, c)
-                    .or_else(|| self.container_env(&pod, c).err())
-                    .map(|m| (c.clone(), m))
-            })
-            .collect();
+        {
+            let m = match non_root_violation(&pod, c) {
+                Some(m) => Some(m),
+                None => self.container_env(&pod, c).await.err(),
+            };
+            if let Some(m) = m {
+                refused.push((c.clone(), m));
+            }
+        }
         if !refused.is_empty() {
-            let statuses: Vec<Value> = refused
-                .iter()
-                .map(|(c, m)| {
-                    self.event(&pod, "Warning", "Failed", &format!("Error: {m}"));
+            let mut statuses: Vec<Value> = Vec::new();
+            for (c, m) in &refused {
+                self.event(&pod, "Warning", "Failed", &format!("Error: {m}"))
+                    .await;
+                statuses.push(
                     json!({"name": c["name"], "image": c["image"], "imageID": "", "ready": false,
-                        "started": false, "restartCount": 0,
-                        "state": {"waiting": {"reason": "CreateContainerConfigError", "message": m}}})
-                })
-                .collect();
-            let _ = self.cluster.merge_patch_status(
-                &key,
-                json!({"status": Self::pod_status(&pod, "Pending", statuses, false, &start)}),
-                "kubelet",
-            );
+                    "started": false, "restartCount": 0,
+                    "state": {"waiting": {"reason": "CreateContainerConfigError", "message": m}}}),
+                );
+            }
+            self.api
+                .patch_status(
+                    key,
+                    json!({"status": self.pod_status(&pod, "Pending", statuses, false, &start)}),
+                )
+                .await;
             return;
         }
         let t0 = Instant::now();
-        let job = self.owner_job(&pod);
+        let job = self.owner_job(&pod).await;
         let deadline = [
             pod.pointer("/spec/activeDeadlineSeconds")
                 .and_then(Value::as_i64),
@@ -1399,25 +1413,29 @@ impl Inner {
                 "Normal",
                 "Pulled",
                 &format!("Container image \"{image}\" already present on machine"),
-            );
+            )
+            .await;
             self.event(
                 &pod,
                 "Normal",
                 "Created",
                 &format!("Created container {}", s(c, "/name")),
-            );
+            )
+            .await;
             self.event(
                 &pod,
                 "Normal",
                 "Started",
                 &format!("Started container {}", s(c, "/name")),
-            );
+            )
+            .await;
         }
-        let _ = self.cluster.merge_patch_status(
-            &key,
-            json!({"status": Self::pod_status(&pod, "Running", running, true, &start)}),
-            "kubelet",
-        );
+        self.api
+            .patch_status(
+                key.clone(),
+                json!({"status": self.pod_status(&pod, "Running", running, true, &start)}),
+            )
+            .await;
         let kill = Arc::new(Notify::new());
         let mut futs = Vec::new();
         for (c, id) in containers.iter().zip(&ids) {
@@ -1436,8 +1454,7 @@ impl Inner {
         }
         let deadline_hit = outcomes.iter().any(|o| o.end == End::Deadline);
         let ok = outcomes.iter().all(|o| o.exit == 0) && !deadline_hit;
-        let now = now_rfc3339();
-        if let Some(j) = &job
+        if let Some(j) = job
             && !ok
         {
             let (reason, msg) = if deadline_hit {
@@ -1451,27 +1468,10 @@ impl Inner {
                     "Job has reached the specified backoff limit",
                 )
             };
-            let _ = self.cluster.merge_patch_status(
-                &ObjKey::of(j),
-                json!({"status": {"active": 0, "ready": 0, "failed": 1, "terminating": 0,
-                    "startTime": j.pointer("/status/startTime").cloned().unwrap_or(json!(start)),
-                    "conditions": [
-                        {"type": "FailureTarget", "status": "True", "reason": reason, "message": msg, "lastProbeTime": now, "lastTransitionTime": now},
-                        {"type": "Failed", "status": "True", "reason": reason, "message": msg, "lastProbeTime": now, "lastTransitionTime": now}]}}),
-                "job-controller",
-            );
-            record_event(
-                &*self.cluster,
-                j,
-                "Warning",
-                reason,
-                msg,
-                "job-controller",
-                None,
-            );
+            self.api.job_failed(j, reason, msg).await;
         }
         let statuses: Vec<Value> = outcomes.iter().map(|o| o.status(false)).collect();
-        let mut st = Self::pod_status(
+        let mut st = self.pod_status(
             &pod,
             if ok { "Succeeded" } else { "Failed" },
             statuses,
@@ -1486,35 +1486,35 @@ impl Inner {
                 "Normal",
                 "DeadlineExceeded",
                 "Pod was active on the node longer than the specified deadline",
-            );
+            )
+            .await;
         }
-        let _ = self
-            .cluster
-            .merge_patch_status(&key, json!({"status": st}), "kubelet");
+        self.api.patch_status(key, json!({"status": st})).await;
+    }
+
+    /// Writes one ephemeral container's status into the pod's current list (read first: a
+    /// merge patch replaces the whole list).
+    async fn set_ephemeral_status(&self, key: &ObjKey, pod: &Value, name: &str, st: Value) {
+        let cur = self.api.get(key.clone()).await.unwrap_or(pod.clone());
+        let mut list: Vec<Value> = cur
+            .pointer("/status/ephemeralContainerStatuses")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        list.retain(|x| x["name"] != json!(name));
+        list.push(st);
+        self.api
+            .patch_status(
+                key.clone(),
+                json!({"status": {"ephemeralContainerStatuses": list}}),
+            )
+            .await;
     }
 
     async fn run_ephemeral(self: Arc<Self>, pod: Value, ec: Value) {
         let key = Self::key(&pod);
         let name = s(&ec, "/name").to_string();
         let image = s(&ec, "/image").to_string();
-        let set = |st: Value| {
-            let cur = Cluster::get(&*self.cluster, &key)
-                .ok()
-                .flatten()
-                .unwrap_or(pod.clone());
-            let mut list: Vec<Value> = cur
-                .pointer("/status/ephemeralContainerStatuses")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            list.retain(|x| x["name"] != json!(name));
-            list.push(st);
-            let _ = self.cluster.merge_patch_status(
-                &key,
-                json!({"status": {"ephemeralContainerStatuses": list}}),
-                "kubelet",
-            );
-        };
         if image_kind(&image).is_none() {
             let full = crate::workload::normalize_image(&image);
             let msg = format!(
@@ -1525,19 +1525,21 @@ impl Inner {
                 "Warning",
                 "Failed",
                 &format!("Failed to pull image \"{image}\": {msg}"),
-            );
-            set(
+            )
+            .await;
+            self.set_ephemeral_status(&key, &pod, &name,
                 json!({"name": name, "image": image, "imageID": "", "ready": false, "restartCount": 0,
                 "state": {"waiting": {"reason": "ErrImagePull", "message": msg}}}),
-            );
+            ).await;
             return;
         }
         if let Some(m) = non_root_violation(&pod, &ec) {
-            self.event(&pod, "Warning", "Failed", &format!("Error: {m}"));
-            set(
+            self.event(&pod, "Warning", "Failed", &format!("Error: {m}"))
+                .await;
+            self.set_ephemeral_status(&key, &pod, &name,
                 json!({"name": name, "image": image, "imageID": "", "ready": false, "restartCount": 0,
                 "state": {"waiting": {"reason": "CreateContainerConfigError", "message": m}}}),
-            );
+            ).await;
             return;
         }
         let id = format!(
@@ -1550,18 +1552,24 @@ impl Inner {
             "Normal",
             "Started",
             &format!("Started container {name}"),
-        );
-        set(
+        )
+        .await;
+        self.set_ephemeral_status(
+            &key,
+            &pod,
+            &name,
             json!({"name": name, "image": image, "imageID": image_id(&image), "containerID": id,
             "ready": false, "restartCount": 0, "state": {"running": {"startedAt": start}}}),
-        );
+        )
+        .await;
         let kill = Arc::new(Notify::new());
         let o = self
             .clone()
             .run_container(pod.clone(), ec.clone(), id, None, kill, true)
             .await;
         if o.end != End::Deleted {
-            set(o.status(true));
+            self.set_ephemeral_status(&key, &pod, &name, o.status(true))
+                .await;
         }
     }
 
@@ -1606,7 +1614,7 @@ impl Inner {
                 "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: \"{}\": executable file not found in $PATH: unknown",
                 argv[0]
             ));
-            self.store.close_pod_log(&ns, &pname, &cname);
+            self.api.close_log(&ns, &pname, &cname);
             return out;
         }
         let key = format!("{uid}/{cname}");
@@ -1616,7 +1624,7 @@ impl Inner {
             Err(e) => {
                 out.message = Some(e.to_string());
                 self.untrack(&key);
-                self.store.close_pod_log(&ns, &pname, &cname);
+                self.api.close_log(&ns, &pname, &cname);
                 return out;
             }
         };
@@ -1636,7 +1644,7 @@ impl Inner {
         .into_iter()
         .flatten()
         {
-            let store = self.store.clone();
+            let api = self.api.clone();
             let (ns, pname, cname, tail) = (ns.clone(), pname.clone(), cname.clone(), tail.clone());
             readers.push(tokio::spawn(async move {
                 let mut p = pipe;
@@ -1645,7 +1653,7 @@ impl Inner {
                     if n == 0 {
                         break;
                     }
-                    store.append_pod_log(&ns, &pname, &cname, &buf[..n]);
+                    api.append_log(&ns, &pname, &cname, &buf[..n]);
                     let mut t = tail.lock().unwrap();
                     t.extend_from_slice(&buf[..n]);
                     let len = t.len();
@@ -1683,7 +1691,7 @@ impl Inner {
         for r in readers {
             let _ = tokio::time::timeout(Duration::from_secs(10), r).await;
         }
-        self.store.close_pod_log(&ns, &pname, &cname);
+        self.api.close_log(&ns, &pname, &cname);
         self.untrack(&key);
         drop(holder);
         let _ = std::fs::remove_dir_all(&cdir);
@@ -1785,7 +1793,11 @@ impl Inner {
                 if uid == 0 { "/root".into() } else { "/".into() },
             ),
         ];
-        for (k, v) in self.container_env(pod, c).map_err(PodExecError::Setup)? {
+        for (k, v) in self
+            .container_env(pod, c)
+            .await
+            .map_err(PodExecError::Setup)?
+        {
             env.retain(|(n, _)| *n != k);
             env.push((k, v));
         }
