@@ -37,6 +37,12 @@ pub enum Lever {
     FixDependency,
     /// Nothing at the API helps; the fix is in Git or in the source's credentials.
     FixInGit,
+    /// No write to the Kustomization helps: every object the in-flight health check waits on
+    /// needs a fix of its own (each [`crate::diagnose::BlockingObject::fix`]: resume a
+    /// suspended Flux object, let a Terminating object go, install a missing CRD, correct a
+    /// healthChecks namespace in Git). A fresh run (request, suspend+resume, restart) would
+    /// wait on the same objects the same way.
+    FixBlockers,
     /// No write makes it sooner: the controller already queued the run that helps (e.g. a
     /// new source revision arrived during an in-flight check with the cancel gate off). The
     /// plan says when it starts; the proof wait watches it without writing.
@@ -56,6 +62,7 @@ impl Lever {
             Lever::Resume => "resume",
             Lever::FixDependency => "fix-dependency",
             Lever::FixInGit => "fix-in-git",
+            Lever::FixBlockers => "fix-blockers",
             Lever::Wait => "wait",
             Lever::None => "none",
         }
@@ -500,7 +507,40 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             {
                 recommend_gate_arg = Some(c.gate_arg());
             }
-            if opts.restart_controller {
+            // Every blocker needs its own fix (a suspended HelmRelease, a PVC held by
+            // pvc-protection, a missing CRD, a healthChecks entry in the wrong namespace), and
+            // no newer revision may carry one: any fresh run waits on the same objects, so no
+            // lever on the Kustomization is offered (kustomize-controller#1100: resuming the
+            // Kustomization does not help a suspended HelmRelease).
+            let all_need_own_fix =
+                !d.blocking.is_empty() && d.blocking.iter().all(|b| b.fix.is_some());
+            if all_need_own_fix && !newer && !opts.restart_controller && !opts.with_source {
+                for b in &d.blocking {
+                    why.push(format!(
+                        "{} is {}: {}",
+                        b.object,
+                        b.kstatus,
+                        b.fix.as_deref().unwrap_or_default()
+                    ));
+                }
+                why.push("no write to the Kustomization frees this check: a fresh run (requestedAt, suspend+resume, --restart-controller) waits on the same objects the same way until they are fixed".into());
+                alternatives.push(format!(
+                    "wait: the check ends by itself at {} ({} from now), failing; the next run holds the same way until the objects are fixed",
+                    short_time(fresh_after),
+                    obj::human_secs(fresh_after.duration_since(now).as_secs())
+                ));
+                alternatives.push(format!(
+                    "after the fix, if the check has ended by then: kubectl unstick ks/{name} -n {ns} (a fresh run now instead of spec.retryInterval after the failure)"
+                ));
+                wait_for_token = false;
+                (
+                    Lever::FixBlockers,
+                    format!(
+                        "fix the blocking objects as each one says; the in-flight check passes if they are Current before it ends at {}, otherwise the next run after the fix does",
+                        short_time(fresh_after)
+                    ),
+                )
+            } else if opts.restart_controller {
                 let c = controller;
                 why.push("--restart-controller: deleting the controller pod cancels every in-flight run at once".into());
                 if !others.is_empty() {

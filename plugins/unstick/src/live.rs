@@ -745,7 +745,7 @@ pub async fn execute(
                     // the fetch is done (fluxcd/pkg runtime reconcile.ReturnWithSummary);
                     // bounded by its default timeout (60s) plus a margin.
                     let handled =
-                        wait_source_handled(conn, &r, &sar, &sns, &sname, &token, intr).await?;
+                        wait_source_handled(conn, &sar, &sns, &sname, &token, intr).await?;
                     ex.done.push(if handled {
                         format!("{} {sns}/{sname} fetched the latest revision", sar.kind)
                     } else {
@@ -786,27 +786,37 @@ pub async fn execute(
     Ok(ex)
 }
 
-/// Polls the source every 500 ms until `status.lastHandledReconcileAt == token` (true), 90 s
-/// pass or a signal arrives (false).
+/// Waits until the source's `status.lastHandledReconcileAt == token` (true), 90 s pass or a
+/// signal arrives (false): one shared watch + deadline wait ([`cluster_loop::wait::wait_for`]:
+/// a list then a watch from its resourceVersion, re-listing on 410 Gone), never polling.
+/// Errors: the API errors `wait_for` returns (401/403/404, the first list failing).
 async fn wait_source_handled(
     conn: &Connection,
-    r: &Reader,
     ar: &ApiResource,
     ns: &str,
     name: &str,
     token: &str,
     intr: &Interrupt,
 ) -> Result<bool> {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(90);
-    while std::time::Instant::now() < until && !intr.fired() {
-        if let Some(o) = r.get(conn, ar, ns, name).await?
-            && obj::s(&o, &["status", "lastHandledReconcileAt"]) == Some(token)
-        {
-            return Ok(true);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(conn.client.clone(), ns, ar);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let progress = Progress::hidden();
+    let wait = cluster_loop::wait::wait_for(
+        &api,
+        name,
+        |o: Option<&DynamicObject>| {
+            o.and_then(|o| o.data.pointer("/status/lastHandledReconcileAt"))
+                .and_then(Value::as_str)
+                == Some(token)
+        },
+        deadline,
+        &progress,
+        conn.ctx().api_resource(ar).namespace(Some(ns.to_string())),
+    );
+    tokio::select! {
+        out = wait => Ok(out?.satisfied),
+        _ = intr.wait() => Ok(false),
     }
-    Ok(false)
 }
 
 /// How a wait ended.

@@ -43,7 +43,9 @@ Examples:
   kubectl unstick --all -A --problems -o json
 
   # Check later whether a request was handled and the Kustomization recovered
+  # (a run in progress is waited for, up to --timeout, never judged mid-run)
   kubectl unstick ks/apps-wave-1 --check --token 2026-11-30T07:30:00.5Z
+  kubectl unstick ks/apps-wave-1 --check --timeout 2m
 
 Proof (what \"recovered\" means): Ready=True, observedGeneration == generation,
   lastAttemptedRevision == lastAppliedRevision == the source's artifact revision, and
@@ -114,6 +116,11 @@ struct Cli {
     /// With --check: the requestedAt value to expect in status.lastHandledReconcileAt
     #[arg(long, requires = "check", value_name = "REQUESTED_AT")]
     token: Option<String>,
+    /// With --check: how long to wait for a run in progress (or a source still fetching) to
+    /// end before judging; at the deadline: timed-out, never a verdict on a running run
+    /// (default: the Kustomization's spec.timeout plus --margin)
+    #[arg(long, requires = "check", value_parser = parse_duration, value_name = "DURATION")]
+    timeout: Option<Duration>,
     /// Do not ask for confirmation on a terminal
     #[arg(short = 'y', long)]
     yes: bool,
@@ -279,58 +286,7 @@ async fn single(
     let machine = cli.output.output.is_machine();
 
     if cli.check {
-        let ks = find(&snap, &ns, &name).unwrap();
-        let src_rev = engine
-            .source_obj(ks)
-            .and_then(|s| obj::s(s, &["status", "artifact", "revision"]));
-        let token_state = cli
-            .token
-            .as_deref()
-            .map(|t| unstick::diagnose::token_state(ks, t));
-        let handled = token_state.as_ref().is_none_or(|t| t.covered());
-        let ok = handled && unstick::proof::recovered_contract(ks, src_rev).is_ok();
-        let mut rep = Report::new(&d, engine.controller.as_ref(), &holding, None, notes);
-        rep.action = "check".into();
-        rep.proof = if ok {
-            "recovered"
-        } else if handled {
-            "failed-again"
-        } else {
-            "not-handled"
-        }
-        .into();
-        rep.token = token_state.clone();
-        if machine {
-            print_machine(cli.output.output, &rep)?;
-        } else {
-            out(&report::diagnosis_text(&painter, &d, ""))?;
-            out(&format!(
-                "check: {}\n",
-                if ok {
-                    format!(
-                        "{}recovered: Ready=True at the source's revision",
-                        token_state
-                            .as_ref()
-                            .map(|t| format!("{}; ", t.describe()))
-                            .unwrap_or_default()
-                    )
-                } else if !handled {
-                    token_state
-                        .as_ref()
-                        .map(|t| t.describe())
-                        .unwrap_or_default()
-                } else {
-                    format!(
-                        "{}not Ready at the source's revision",
-                        token_state
-                            .as_ref()
-                            .map(|t| format!("{}, but ", t.describe()))
-                            .unwrap_or_default()
-                    )
-                }
-            ))?;
-        }
-        return Ok(if ok { EXIT_OK } else { EXIT_FINDING });
+        return check(cli, conn, &scope, &ns, &name, &snap, notes, intr).await;
     }
 
     let ks = find(&snap, &ns, &name).unwrap();
@@ -489,6 +445,123 @@ async fn single(
         print_machine(cli.output.output, &rep)?;
     }
     Ok(EXIT_OK)
+}
+
+/// `--check`: read-only. A token not handled yet is `not-handled` at once (a true statement,
+/// not a verdict on recovery). Otherwise the proof judge ([`unstick::proof::judge`]) decides:
+/// recovered, or failed-again only for a state that does not end by itself; while a run is in
+/// progress (or the source is still fetching, a revision not attempted yet, a dependency
+/// moving) it waits, watching, up to `--timeout` (default: the Kustomization's timeout plus
+/// `--margin`, the longest a run in progress can take), and at that deadline says timed-out
+/// with what it waited on: never a verdict on a run that has not ended.
+#[allow(clippy::too_many_arguments)]
+async fn check(
+    cli: &Cli,
+    conn: &Connection,
+    scope: &Scope,
+    ns: &str,
+    name: &str,
+    snap: &Snapshot,
+    notes: Vec<String>,
+    intr: &Interrupt,
+) -> Result<i32> {
+    use unstick::proof::{Expect, Verdict, judge};
+    let painter = cli.output.stdout_painter();
+    let machine = cli.output.output.is_machine();
+    let engine = Engine::new(snap);
+    let Some(first) = engine.diagnose(ns, name) else {
+        return Err(Error::Other(format!("Kustomization {ns}/{name} vanished")));
+    };
+    let ks = find(snap, ns, name).unwrap();
+    let token_state = cli
+        .token
+        .as_deref()
+        .map(|t| unstick::diagnose::token_state(ks, t));
+    let handled = token_state.as_ref().is_none_or(|t| t.covered());
+    let expect = Expect {
+        token: cli.token.as_deref(),
+        ..Expect::default()
+    };
+    let timeout = cli.timeout.unwrap_or_else(|| {
+        Duration::from_secs_f64(
+            first.timeout_secs * engine.controller.as_ref().map_or(1.0, |c| c.clock())
+                + cli.margin.as_secs_f64(),
+        )
+    });
+    // (proof, what was seen last, the diagnosis to print, the token state at the end)
+    let (proof, last_seen, d, token_state) = if !handled {
+        ("not-handled", None, first, token_state)
+    } else {
+        match judge(&engine, ns, name, &expect) {
+            Verdict::Recovered => ("recovered", None, first, token_state),
+            Verdict::Terminal(m) => ("failed-again", Some(m), first, token_state),
+            Verdict::Moving(m) => {
+                // Said on stderr (also without a terminal): the verdict waits for the run.
+                eprintln!(
+                    "ks/{name}: {m}: waiting up to {} (--timeout) for it to end before judging",
+                    cluster_loop::duration::format_go_duration(timeout)
+                );
+                let progress = Progress::for_output(format!("ks/{name}"), &cli.output);
+                let w = live::wait_proof(conn, scope, ns, name, &expect, timeout, &progress, intr)
+                    .await?;
+                progress.finish();
+                let after = rediagnose(conn, scope, ns, name).await?.unwrap_or(first);
+                let ts = w.last.as_ref().and_then(|k| {
+                    cli.token
+                        .as_deref()
+                        .map(|t| unstick::diagnose::token_state(k, t))
+                });
+                (proof_str(w.proof), w.last_seen, after, ts.or(token_state))
+            }
+        }
+    };
+    let holding = engine.holding_workers();
+    let mut rep = Report::new(&d, engine.controller.as_ref(), &holding, None, notes);
+    rep.action = "check".into();
+    rep.proof = proof.into();
+    rep.last_seen = last_seen.clone();
+    rep.token = token_state.clone();
+    if machine {
+        print_machine(cli.output.output, &rep)?;
+    } else {
+        out(&report::diagnosis_text(&painter, &d, ""))?;
+        let tok = |sep: &str| {
+            token_state
+                .as_ref()
+                .map(|t| format!("{}{sep}", t.describe()))
+                .unwrap_or_default()
+        };
+        let seen = last_seen
+            .as_deref()
+            .map(|s| format!(" ({s})"))
+            .unwrap_or_default();
+        out(&format!(
+            "check: {}\n",
+            match proof {
+                "recovered" => format!(
+                    "{}recovered: Ready=True at the source's revision",
+                    tok("; ")
+                ),
+                "not-handled" => token_state
+                    .as_ref()
+                    .map(|t| t.describe())
+                    .unwrap_or_default(),
+                "timed-out" => format!(
+                    "{}no verdict within {} (--timeout): still waiting on: {}",
+                    tok("; "),
+                    cluster_loop::duration::format_go_duration(timeout),
+                    last_seen.as_deref().unwrap_or("the run in progress")
+                ),
+                "interrupted" => "interrupted while waiting for the run in progress".into(),
+                _ => format!("{}not Ready at the source's revision{seen}", tok(", but ")),
+            }
+        ))?;
+    }
+    Ok(match proof {
+        "recovered" => EXIT_OK,
+        "interrupted" => EXIT_INTERRUPTED,
+        _ => EXIT_FINDING,
+    })
 }
 
 fn proof_str(p: Proof) -> &'static str {

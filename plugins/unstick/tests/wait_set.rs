@@ -345,6 +345,59 @@ fn suspended_helmrelease_says_suspended_and_resume() {
     );
 }
 
+/// Every blocker needs its own fix (here a suspended HelmRelease): no write to the
+/// Kustomization is planned (a fresh run would wait on it the same way), the fix is in `why`;
+/// `--restart-controller` still plans its lever when asked.
+#[test]
+fn blockers_that_need_their_own_fix_get_no_kustomization_lever() {
+    let hr = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": "redis", "namespace": "apps", "generation": 2},
+        "spec": {"suspend": true},
+        "status": {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "Unknown",
+            "reason": "Progressing", "message": "Running 'install' action with timeout of 5m0s"}]}});
+    let s = snap(
+        "v1.9.4",
+        vec![in_flight(
+            "redis",
+            json!({"wait": true}),
+            &["apps_redis_helm.toolkit.fluxcd.io_HelmRelease"],
+        )],
+        vec![hr],
+        vec![],
+        &["helm.toolkit.fluxcd.io/HelmRelease"],
+    );
+    let p = plan(&s, "redis");
+    assert_eq!(p.lever, Lever::FixBlockers);
+    assert!(p.steps.is_empty(), "{:?}", p.steps);
+    assert!(
+        p.why
+            .iter()
+            .any(|w| w.contains("flux resume helmrelease redis -n apps")),
+        "{:?}",
+        p.why
+    );
+    let e = Engine::new(&s);
+    let d = e.diagnose("flux-system", "redis").unwrap();
+    let k = e.idx.kustomization("flux-system", "redis").unwrap();
+    let holding = e.holding_workers();
+    let restart = lever::plan(
+        &d,
+        &lever::Inputs {
+            ks: k,
+            source: e.source_obj(k),
+            controller: e.controller.as_ref(),
+            holding: &holding,
+            now: s.now,
+            token: "2026-11-30T07:21:00.5Z",
+        },
+        &Options {
+            restart_controller: true,
+            ..Options::default()
+        },
+    );
+    assert_eq!(restart.lever, Lever::RestartController);
+}
+
 /// `no matches for kind` on apply: the CRD is missing; no request (a rerun fails the same way).
 #[test]
 fn no_matches_for_kind_on_apply_says_crd_missing_and_sends_nothing() {

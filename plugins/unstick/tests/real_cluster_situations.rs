@@ -1,0 +1,613 @@
+//! Issue 15 situations on the real control plane and the real kustomize-controller v1.9.6
+//! (tests/realcluster), each of which had fixture tests only: `--check` during a run in
+//! progress, a suspended HelmRelease under `wait: true` (generated CRD; helm-controller does not
+//! run here), a Terminating PVC held by the real pvc-protection controller, a missing CRD in
+//! the wait set, a dependsOn cycle, a source failing on a missing secret (quoted verbatim), and
+//! worker starvation (`--concurrent=1`). Each asserts the class, the named blockers, the lever
+//! and, where the controller ends a check, a predicted end within 10 % of the real end.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use realcluster::testkit::{condition, eventually};
+use realcluster::{Cluster, ClusterOptions, FLUX_NS};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
+
+fn cluster() -> &'static Cluster {
+    Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs the plugin with `-o json` added; (exit code, parsed stdout, stderr).
+fn unstick(c: &Cluster, args: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(args)
+        .args(["-o", "json"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    (out.status.code().unwrap_or(-1), v, stderr)
+}
+
+fn ns_yaml(ns: &str) -> String {
+    format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n")
+}
+
+/// Until the real controller runs the Kustomization's health checks.
+fn running_checks(c: &Cluster, name: &str) -> Value {
+    eventually(
+        Duration::from_secs(120),
+        "the real health check is running",
+        || {
+            let k = c.kustomization(name);
+            condition(&k, "Reconciling")["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Running health checks"))
+                .then_some(k)
+        },
+    )
+}
+
+/// Waits for the real controller to end the check; returns (Ready condition, its time).
+fn check_ended(c: &Cluster, name: &str, within: Duration) -> (Value, jiff::Timestamp) {
+    let r = eventually(within, "the real check ends", || {
+        let r = condition(&c.kustomization(name), "Ready");
+        (r["status"] == "False").then_some(r)
+    });
+    let at = r["lastTransitionTime"].as_str().unwrap().parse().unwrap();
+    (r, at)
+}
+
+/// Asserts |ended - predicted| <= 10 % of `timeout_secs`.
+fn within_ten_percent(predicted: jiff::Timestamp, ended: jiff::Timestamp, timeout_secs: f64) {
+    let off = (ended.as_second() - predicted.as_second()).abs();
+    assert!(
+        off as f64 <= timeout_secs * 0.10,
+        "predicted {predicted}, the real controller ended at {ended} ({off}s off, limit {}s)",
+        timeout_secs * 0.10
+    );
+}
+
+fn deployment(ns: &str, name: &str, image: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: {name}\n        image: {image}\n"
+    )
+}
+
+/// The lever when every blocker needs a fix of its own: `fix-blockers`, no write (a fresh run
+/// of the Kustomization would wait on the same objects), the blocker's fix in `why`.
+fn fix_blockers_only(v: &Value) {
+    let p = &v["plan"];
+    assert_eq!(p["lever"], "fix-blockers", "{p:#}");
+    assert_eq!(p["steps"], serde_json::json!([]), "{p:#}");
+    let fix = v["diagnosis"]["blocking"][0]["fix"].as_str().unwrap();
+    let why: Vec<&str> = p["why"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(why.iter().any(|w| w.contains(fix)), "{p:#}");
+}
+
+/// `--check` while the real controller's run is in progress (health checks on a Deployment
+/// whose image the node cannot pull yet): it must not judge the run (the old code read the
+/// Kustomization once and said failed-again, exit 1, within a second). It says it waits, and
+/// once the image becomes pullable the real run ends Ready and the check says recovered.
+/// Deterministic: the image is made pullable only after the plugin said it is waiting.
+#[test]
+fn check_waits_for_the_run_in_progress_and_says_recovered() {
+    let c = cluster();
+    let (name, ns) = ("unstick-chk", "unstick-chk");
+    let image = "registry.example.local/unstick-chk:1";
+    c.fleet(
+        name,
+        &[
+            ("ns.yaml", &ns_yaml(ns)),
+            ("web.yaml", &deployment(ns, "web", image)),
+        ],
+        "  interval: 10m\n  path: ./\n  prune: true\n  wait: true\n  timeout: 3m\n",
+    )
+    .unwrap();
+    running_checks(c, name);
+    let mut child = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args([
+            &format!("ks/{name}"),
+            "--check",
+            "--timeout",
+            "4m",
+            "-o",
+            "json",
+        ])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines() {
+            let line = line.unwrap_or_default();
+            if line.contains("waiting up to 4m0s (--timeout) for it to end before judging") {
+                let _ = tx.send(line.clone());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    // Either the plugin says it waits, or it exits (stderr closes) without saying so.
+    let said = rx.recv_timeout(Duration::from_secs(60));
+    if said.is_err() {
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "--check did not wait for the run in progress: exit {:?}\n{}\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            reader.join().unwrap()
+        );
+    }
+    let said = said.unwrap();
+    assert!(said.contains("a run is in progress"), "{said}");
+    c.registry().add(image);
+    let out = child.wait_with_output().unwrap();
+    let stderr = reader.join().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    assert_eq!(out.status.code(), Some(0), "{v:#}\n{stderr}");
+    assert_eq!(v["action"], "check");
+    assert_eq!(v["proof"], "recovered", "{v:#}");
+    // What the real controller says now: Ready at the revision, the run ended.
+    let k = c.kustomization(name);
+    assert_eq!(condition(&k, "Ready")["status"], "True", "{k:#}");
+    assert_eq!(v["diagnosis"]["class"], "healthy", "{v:#}");
+}
+
+/// A HelmRelease under `wait: true` that is itself suspended (kustomize-controller#1100,
+/// #709), on the real generated HelmRelease CRD (helm-controller/api v1.6.5). helm-controller
+/// does not run here, so the test leaves the status its run would have left: helm-controller
+/// internal/reconcile/atomic_release.go marks `Reconciling=True` and `Ready=Unknown` (reason
+/// `Progressing`, "Running 'install' action with timeout of 5m0s") when an install starts, at
+/// observedGeneration 1; `flux suspend hr` then sets spec.suspend (generation 2), and
+/// helm-controller's Reconcile returns early on spec.suspend without touching the status. The
+/// real kustomize-controller reads it InProgress (observedGeneration behind) and holds the
+/// check to its timeout; unstick names it suspended, with `flux resume` as the fix.
+#[test]
+fn suspended_helmrelease_is_named_with_resume_and_the_end_predicted() {
+    let c = cluster();
+    let (name, ns) = ("unstick-hr", "unstick-hr");
+    c.apply_yaml(&ns_yaml(ns)).unwrap();
+    let hr = format!(
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: redis\n  namespace: {ns}\nspec:\n  interval: 5m\n  chart:\n    spec:\n      chart: redis\n      version: 20.0.0\n      sourceRef:\n        kind: HelmRepository\n        name: bitnami\n        namespace: {FLUX_NS}\n"
+    );
+    c.apply_yaml(&hr).unwrap();
+    let status = serde_json::json!({"status": {
+    "observedGeneration": 1,
+    "conditions": [
+        {"type": "Reconciling", "status": "True", "reason": "Progressing",
+         "message": "Running 'install' action with timeout of 5m0s",
+         "observedGeneration": 1, "lastTransitionTime": "2026-12-01T00:00:00Z"},
+        {"type": "Ready", "status": "Unknown", "reason": "Progressing",
+         "message": "Running 'install' action with timeout of 5m0s",
+         "observedGeneration": 1, "lastTransitionTime": "2026-12-01T00:00:00Z"}
+    ]}});
+    c.kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "helmrelease",
+        "redis",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status.to_string(),
+    ])
+    .unwrap();
+    // What `flux suspend hr redis` writes (field manager flux).
+    c.kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "helmrelease",
+        "redis",
+        "--type=merge",
+        "--field-manager=flux",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ])
+    .unwrap();
+    c.fleet(
+        name,
+        &[("hr.yaml", &hr)],
+        "  interval: 10m\n  path: ./\n  prune: false\n  wait: true\n  timeout: 45s\n",
+    )
+    .unwrap();
+    running_checks(c, name);
+    let (code, v, err) = unstick(c, &[&format!("ks/{name}"), "--dry-run"]);
+    assert_eq!(code, 1, "{v:#}\n{err}");
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "health-check-in-flight", "{v:#}");
+    let b = &d["blocking"][0];
+    assert_eq!(b["object"], format!("HelmRelease/{ns}/redis"), "{v:#}");
+    assert_eq!(b["origin"], "inventory", "{b:#}");
+    assert_eq!(b["kstatus"], "InProgress", "{b:#}");
+    assert!(
+        b["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("suspended (spec.suspend: true)"),
+        "{b:#}"
+    );
+    assert!(
+        b["fix"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("flux resume helmrelease redis -n {ns}")),
+        "{b:#}"
+    );
+    fix_blockers_only(&v);
+    let predicted: jiff::Timestamp = d["healthCheck"]["endsAt"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (ready, ended) = check_ended(c, name, Duration::from_secs(120));
+    assert_eq!(ready["reason"], "HealthCheckFailed", "{ready}");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("HelmRelease/{ns}/redis status: 'InProgress'")),
+        "{ready}"
+    );
+    within_ten_percent(predicted, ended, 45.0);
+}
+
+/// A PVC under `wait: true` deleted while a pod mounts it: the real pvc-protection controller
+/// (kube-controller-manager) keeps it Terminating on `kubernetes.io/pvc-protection`; the real
+/// kustomize-controller's next run holds the check on it (`status: 'Terminating'`). unstick
+/// names the finalizer and the pod that holds it, and predicts the end.
+#[test]
+fn terminating_pvc_names_the_finalizer_and_the_pod_and_the_end_is_predicted() {
+    let c = cluster();
+    let (name, ns) = ("unstick-pvc", "unstick-pvc");
+    let image = "registry.example.local/unstick-pvc-db:1";
+    c.registry().add(image);
+    let pv = "apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: unstick-pvc-pv\nspec:\n  capacity: {storage: 1Gi}\n  accessModes: [ReadWriteOnce]\n  storageClassName: manual\n  hostPath: {path: /tmp/unstick-pvc-pv}\n".to_string();
+    let pvc = format!(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n  namespace: {ns}\nspec:\n  accessModes: [ReadWriteOnce]\n  storageClassName: manual\n  volumeName: unstick-pvc-pv\n  resources:\n    requests: {{storage: 1Gi}}\n"
+    );
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: db-0\n  namespace: {ns}\nspec:\n  containers:\n  - name: db\n    image: {image}\n    volumeMounts:\n    - {{name: data, mountPath: /data}}\n  volumes:\n  - name: data\n    persistentVolumeClaim: {{claimName: data}}\n"
+    );
+    c.fleet(
+        name,
+        &[
+            ("ns.yaml", &ns_yaml(ns)),
+            ("pv.yaml", &pv),
+            ("pvc.yaml", &pvc),
+            ("pod.yaml", &pod),
+        ],
+        "  interval: 10m\n  path: ./\n  prune: true\n  wait: true\n  timeout: 40s\n",
+    )
+    .unwrap();
+    eventually(Duration::from_secs(120), "the fleet is Ready", || {
+        (condition(&c.kustomization(name), "Ready")["status"] == "True").then_some(())
+    });
+    c.kubectl(&["-n", ns, "delete", "pvc", "data", "--wait=false"])
+        .unwrap();
+    let held = c.get_json(&["-n", ns, "get", "pvc", "data"]);
+    assert!(
+        held["metadata"]["deletionTimestamp"].is_string(),
+        "{held:#}"
+    );
+    assert_eq!(
+        held["metadata"]["finalizers"],
+        serde_json::json!(["kubernetes.io/pvc-protection"]),
+        "{held:#}"
+    );
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "annotate",
+        "--overwrite",
+        "kustomization",
+        name,
+        "reconcile.fluxcd.io/requestedAt=pvc-1",
+    ])
+    .unwrap();
+    running_checks(c, name);
+    let (code, v, err) = unstick(c, &[&format!("ks/{name}"), "--dry-run"]);
+    assert_eq!(code, 1, "{v:#}\n{err}");
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "health-check-in-flight", "{v:#}");
+    let b = d["blocking"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["object"] == format!("PersistentVolumeClaim/{ns}/data"))
+        .unwrap_or_else(|| panic!("{v:#}"));
+    assert_eq!(b["kstatus"], "Terminating", "{b:#}");
+    assert!(
+        b["message"]
+            .as_str()
+            .unwrap()
+            .contains("kubernetes.io/pvc-protection"),
+        "{b:#}"
+    );
+    assert!(
+        b["fix"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("pod {ns}/db-0")),
+        "{b:#}"
+    );
+    fix_blockers_only(&v);
+    let predicted: jiff::Timestamp = d["healthCheck"]["endsAt"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (ready, ended) = check_ended(c, name, Duration::from_secs(120));
+    assert!(
+        ready["message"].as_str().unwrap().contains(&format!(
+            "PersistentVolumeClaim/{ns}/data status: 'Terminating'"
+        )),
+        "{ready}"
+    );
+    within_ten_percent(predicted, ended, 40.0);
+}
+
+/// A `spec.healthChecks` entry of a kind whose CRD is missing (an ExternalSecret after an
+/// upgrade): the real controller holds the check to its timeout (`status: 'Unknown'`);
+/// unstick names it Unknown with "install the CRD", and predicts the end.
+#[test]
+fn missing_crd_in_the_wait_set_is_unknown_with_the_fix_and_the_end_predicted() {
+    let c = cluster();
+    let (name, ns) = ("unstick-hc-crd", "unstick-hc-crd");
+    c.fleet(
+        name,
+        &[
+            ("ns.yaml", &ns_yaml(ns)),
+            (
+                "cm.yaml",
+                &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: {ns}\ndata: {{a: b}}\n"),
+            ),
+        ],
+        &format!("  interval: 10m\n  path: ./\n  prune: true\n  timeout: 40s\n  healthChecks:\n  - apiVersion: external-secrets.io/v1beta1\n    kind: ExternalSecret\n    name: db-creds\n    namespace: {ns}\n"),
+    )
+    .unwrap();
+    running_checks(c, name);
+    let (code, v, err) = unstick(c, &[&format!("ks/{name}"), "--dry-run"]);
+    assert_eq!(code, 1, "{v:#}\n{err}");
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "health-check-in-flight", "{v:#}");
+    let b = &d["blocking"][0];
+    assert_eq!(
+        b["object"],
+        format!("ExternalSecret/{ns}/db-creds"),
+        "{v:#}"
+    );
+    assert_eq!(b["origin"], "healthChecks", "{b:#}");
+    assert_eq!(b["kstatus"], "Unknown", "{b:#}");
+    assert!(
+        b["message"]
+            .as_str()
+            .unwrap()
+            .contains("CustomResourceDefinition is missing"),
+        "{b:#}"
+    );
+    assert!(
+        b["fix"].as_str().unwrap().contains("install the CRD"),
+        "{b:#}"
+    );
+    fix_blockers_only(&v);
+    let predicted: jiff::Timestamp = d["healthCheck"]["endsAt"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (ready, ended) = check_ended(c, name, Duration::from_secs(120));
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("ExternalSecret/{ns}/db-creds status: 'Unknown'")),
+        "{ready}"
+    );
+    within_ten_percent(predicted, ended, 40.0);
+}
+
+/// A dependsOn cycle on the real controller (each says `dependency '...' is not ready` and
+/// retries forever): unstick names the cycle and the only lever is "break the cycle in Git".
+#[test]
+fn dependson_cycle_is_break_the_cycle_in_git_only() {
+    let c = cluster();
+    c.fleet(
+        "unstick-cyc-a",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cyc\n  namespace: default\ndata: {a: b}\n",
+        )],
+        "  interval: 10m\n  path: ./\n  prune: true\n  dependsOn:\n  - name: unstick-cyc-b\n",
+    )
+    .unwrap();
+    c.apply_yaml(&format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: unstick-cyc-b, namespace: {FLUX_NS}}}\nspec:\n  interval: 10m\n  path: ./\n  prune: true\n  sourceRef: {{kind: GitRepository, name: unstick-cyc-a}}\n  dependsOn:\n  - name: unstick-cyc-a\n"
+    ))
+    .unwrap();
+    for (me, dep) in [
+        ("unstick-cyc-a", "unstick-cyc-b"),
+        ("unstick-cyc-b", "unstick-cyc-a"),
+    ] {
+        eventually(
+            Duration::from_secs(90),
+            "the real controller holds both",
+            || {
+                let r = condition(&c.kustomization(me), "Ready");
+                (r["reason"] == "DependencyNotReady"
+                    && r["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains(&format!("'{FLUX_NS}/{dep}'"))))
+                .then_some(())
+            },
+        );
+    }
+    let (code, v, err) = unstick(c, &["ks/unstick-cyc-a", "--dry-run"]);
+    assert_eq!(code, 1, "{v:#}\n{err}");
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "waiting-on-dependencies", "{v:#}");
+    assert_eq!(d["rootCause"]["kind"], "cycle", "{v:#}");
+    let p = &v["plan"];
+    assert_eq!(p["lever"], "fix-in-git", "{p:#}");
+    assert_eq!(p["effect"], "break the cycle in Git", "{p:#}");
+    assert!(
+        p["alternatives"].is_null() || p["alternatives"] == serde_json::json!([]),
+        "{p:#}"
+    );
+    assert_eq!(p["steps"], serde_json::json!([]), "{p:#}");
+    let why = p["why"].to_string();
+    assert!(!why.contains("ends by itself"), "{why}");
+}
+
+/// A GitRepository failing on a missing secret (the real source-controller's message):
+/// unstick quotes only what the object says, never "authentication required".
+#[test]
+fn source_failing_on_a_missing_secret_is_quoted_verbatim() {
+    let c = cluster();
+    let name = "unstick-nosecret";
+    c.fleet(
+        name,
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nosecret\n  namespace: default\ndata: {a: b}\n",
+        )],
+        "  interval: 10m\n  path: ./\n  prune: true\n",
+    )
+    .unwrap();
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "patch",
+        "gitrepository",
+        name,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"secretRef":{"name":"unstick-git-creds"}}}"#,
+    ])
+    .unwrap();
+    let src_ready = eventually(Duration::from_secs(90), "the real source fails", || {
+        let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", name]);
+        let r = condition(&g, "Ready");
+        (r["status"] == "False"
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("unstick-git-creds")))
+        .then_some(r)
+    });
+    let quoted = src_ready["message"].as_str().unwrap().to_owned();
+    let (_, v, err) = unstick(c, &[&format!("ks/{name}"), "--dry-run"]);
+    let all = serde_json::to_string(&v).unwrap();
+    assert!(
+        all.contains(
+            &serde_json::to_string(&quoted)
+                .unwrap()
+                .trim_matches('"')
+                .to_owned()
+        ),
+        "the source's own message {quoted:?} is not quoted:\n{v:#}\n{err}"
+    );
+    assert!(!all.contains("authentication required"), "{v:#}");
+    assert_eq!(v["diagnosis"]["class"], "source-not-ready", "{v:#}");
+    assert_eq!(v["plan"]["lever"], "fix-in-git", "{v:#}");
+}
+
+/// Worker starvation (fluxcd/flux2#5622) on a real kustomize-controller run with
+/// `--concurrent=1`: a Kustomization holds the only worker with a health check; a new one
+/// waits. unstick names the holder with its end, estimates when the worker frees, and the new
+/// Kustomization's real run starts within 10 % (of the holder's timeout) of that estimate.
+#[test]
+fn worker_starvation_names_the_holder_and_predicts_when_the_worker_frees() {
+    let c = Cluster::start(ClusterOptions {
+        kustomize_controller_args: vec!["--concurrent=1".into()],
+        ..ClusterOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let ns = "starve";
+    c.fleet(
+        "hold",
+        &[
+            ("ns.yaml", &ns_yaml(ns)),
+            (
+                "web.yaml",
+                &deployment(ns, "web", "registry.example.local/starve-web:1"),
+            ),
+        ],
+        "  interval: 10m\n  path: ./\n  prune: true\n  wait: true\n  timeout: 60s\n",
+    )
+    .unwrap();
+    running_checks(&c, "hold");
+    c.fleet(
+        "new",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: starve-new\n  namespace: default\ndata: {a: b}\n",
+        )],
+        "  interval: 10m\n  path: ./\n  prune: true\n  timeout: 30s\n",
+    )
+    .unwrap();
+    // The new Kustomization's source is ready, and the Kustomization has not started.
+    eventually(Duration::from_secs(60), "the new source is ready", || {
+        let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", "new"]);
+        (condition(&g, "Ready")["status"] == "True").then_some(())
+    });
+    let k = c.kustomization("new");
+    assert!(
+        k["status"]["conditions"].is_null() || condition(&k, "Reconciling").is_null(),
+        "{k:#}"
+    );
+    let (_, v, err) = unstick(&c, &["ks/new", "--dry-run"]);
+    let d = &v["diagnosis"];
+    let hints = d["hints"].to_string();
+    assert!(
+        hints.contains("waiting for a free kustomize-controller worker"),
+        "{v:#}\n{err}"
+    );
+    assert!(hints.contains("flux-system/hold (until "), "{hints}");
+    assert!(
+        v["holdingWorkers"].to_string().contains("flux-system/hold"),
+        "{v:#}"
+    );
+    assert!(
+        d["summary"]
+            .as_str()
+            .unwrap()
+            .contains("the first frees at "),
+        "{v:#}"
+    );
+    let predicted: jiff::Timestamp = d["workerFreeAt"].as_str().unwrap().parse().unwrap();
+    // When the real worker picked up the new Kustomization: its first condition.
+    let started: jiff::Timestamp =
+        eventually(Duration::from_secs(150), "the new run starts", || {
+            let k = c.kustomization("new");
+            let conds = k["status"]["conditions"].as_array()?;
+            conds
+                .iter()
+                .filter_map(|c| c["lastTransitionTime"].as_str())
+                .filter_map(|t| t.parse::<jiff::Timestamp>().ok())
+                .min()
+        });
+    within_ten_percent(predicted, started, 60.0);
+}
