@@ -304,13 +304,17 @@ impl Agent {
         }
         let (status, events) = self.kubelet_status(pod);
         let Some(status) = status else { return };
-        let _ = api
+        if let Err(e) = api
             .patch_status(
                 name,
                 &PatchParams::default(),
                 &Patch::Merge(&json!({"status": status})),
             )
-            .await;
+            .await
+            && std::env::var_os("REALCLUSTER_DEBUG").is_some()
+        {
+            eprintln!("realcluster node agent: status of {ns}/{name}: {e}");
+        }
         for (type_, reason, message) in events {
             self.event(pod, type_, reason, &message).await;
         }
@@ -474,7 +478,8 @@ impl Agent {
             "hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}],
             "podIP": st.ip, "podIPs": [{"ip": st.ip}],
             "startTime": start,
-            "qosClass": "BestEffort",
+            // Set by the apiserver at create and immutable since (v1.36 validation).
+            "qosClass": pod["status"]["qosClass"].as_str().unwrap_or("BestEffort"),
             "conditions": [
                 {"type": "PodReadyToStartContainers", "status": "True", "lastTransitionTime": start},
                 {"type": "Initialized", "status": "True", "lastTransitionTime": start},

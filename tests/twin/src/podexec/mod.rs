@@ -1327,7 +1327,10 @@ impl Inner {
             "phase": phase, "conditions": conds, "containerStatuses": statuses,
             "hostIP": self.host_ip, "hostIPs": [{"ip": self.host_ip}],
             "podIP": ip, "podIPs": [{"ip": ip}],
-            "qosClass": if resources { "Burstable" } else { "BestEffort" }, "startTime": start,
+            // A real apiserver sets it at create and refuses a change; the twin may not.
+            "qosClass": pod.pointer("/status/qosClass").and_then(Value::as_str)
+                .unwrap_or(if resources { "Burstable" } else { "BestEffort" }),
+            "startTime": start,
         })
     }
 
