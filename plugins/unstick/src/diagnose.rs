@@ -587,6 +587,14 @@ impl<'a> Engine<'a> {
                 "ArtifactFailed" if r.message.contains("kustomization path not found") => {
                     Class::BuildFailed
                 }
+                // "Source artifact not found, retrying in 30s" / "Source is not ready,
+                // artifact not found": the run found no artifact. If the source has one now
+                // (or is still fetching its first), nothing is stuck: kustomize-controller
+                // requeues after spec.retryInterval and is also enqueued at once when the
+                // source's artifact revision changes (kustomize-controller v1.x
+                // kustomization_controller.go `requestsForRevisionChangeOf`). Only a source
+                // that failed, is missing or is suspended keeps it failing.
+                "ArtifactFailed" if source_moving_or_ready(source.as_ref()) => Class::Reconciling,
                 "ArtifactFailed" => Class::SourceNotReady,
                 "BuildFailed" => Class::BuildFailed,
                 "HealthCheckFailed" => Class::HealthCheckFailed,
@@ -618,6 +626,21 @@ impl<'a> Engine<'a> {
                     "the cluster does not serve {}: the CustomResourceDefinition is missing (not installed yet, or removed by an upgrade). Every run fails the same way until it exists: install the CRD, or make this Kustomization dependsOn the one that installs it",
                     missing_crds.join(", ")
                 ));
+            }
+            if class == Class::Reconciling
+                && r.reason == "ArtifactFailed"
+                && let Some(sf) = source.as_ref()
+            {
+                hints.push(match sf.artifact_revision.as_deref() {
+                    Some(rev) => format!(
+                        "the last run found no source artifact; {} has one now ({rev}): the controller runs again by itself (on the artifact change, at the latest after spec.retryInterval)",
+                        sf.source
+                    ),
+                    None => format!(
+                        "the last run found no source artifact; {} is still fetching its first: the Kustomization runs when it has one",
+                        sf.source
+                    ),
+                });
             }
             if class == Class::HealthCheckCanceled {
                 hints.push("the controller canceled the health check because a new reconciliation was triggered; the next run starts right away".into());
@@ -1917,4 +1940,19 @@ pub fn token_state(ks: &Value, token: &str) -> TokenState {
         }
     }
     st
+}
+
+/// Whether a Kustomization's source has an artifact now (Ready=True with
+/// `status.artifact`), or is still working towards its first one (Ready Unknown, not
+/// suspended): either way a run that found no artifact is not stuck on the source.
+fn source_moving_or_ready(source: Option<&SourceFacts>) -> bool {
+    let Some(s) = source else { return false };
+    if !s.found || s.suspended {
+        return false;
+    }
+    match s.ready.as_ref() {
+        Some(c) if c.is_true() => s.artifact_revision.is_some(),
+        Some(c) if c.is_false() => false,
+        _ => true,
+    }
 }

@@ -809,3 +809,76 @@ fn with_source_and_a_missing_source_object_says_so_and_patches_no_source() {
         );
     }
 }
+
+/// kustomize-controller: a run that finds no artifact is Ready=False reason ArtifactFailed
+/// "Source artifact not found, retrying in 30s" and requeues after spec.retryInterval (it is
+/// also enqueued when the source's artifact revision changes). Seen on the real controller: a
+/// Kustomization created with its GitRepository reads so for a few seconds. The verdict
+/// follows the source as it is NOW: Ready with an artifact, or still fetching its first, is not
+/// stuck (no "fix in Git"); a failed source is.
+#[test]
+fn artifact_not_found_follows_the_source_as_it_is_now() {
+    let set = |s: &mut Snapshot, src_ready: Option<(&str, &str)>, artifact: bool| {
+        let k = s
+            .kustomizations
+            .iter_mut()
+            .find(|k| k["metadata"]["name"] == "build-broken")
+            .unwrap();
+        for c in k["status"]["conditions"].as_array_mut().unwrap() {
+            if c["type"] == "Ready" {
+                c["reason"] = json!("ArtifactFailed");
+                c["message"] = json!("Source artifact not found, retrying in 30s");
+            }
+        }
+        let g = s
+            .sources
+            .iter_mut()
+            .find(|g| g["metadata"]["name"] == "flux-system")
+            .unwrap();
+        if !artifact {
+            g["status"].as_object_mut().unwrap().remove("artifact");
+        }
+        let conds = g["status"]["conditions"].as_array_mut().unwrap();
+        conds.retain(|c| c["type"] != "Ready");
+        if let Some((status, msg)) = src_ready {
+            conds.push(json!({"type": "Ready", "status": status, "reason": "x", "message": msg}));
+        }
+    };
+    // The source has an artifact now.
+    let mut s = fleet();
+    set(
+        &mut s,
+        Some(("True", "stored artifact for revision 'main@sha1:bbbb'")),
+        true,
+    );
+    let d = diag(&s, "build-broken");
+    assert_eq!(d.class, Class::Reconciling, "{}", d.summary);
+    assert!(
+        d.hints.iter().any(|h| h.contains("has one now")),
+        "{:?}",
+        d.hints
+    );
+    let p = plan_for(&s, "build-broken", &Options::default());
+    assert_eq!(p.lever, Lever::None);
+    // The source is still fetching its first artifact.
+    let mut s = fleet();
+    set(&mut s, Some(("Unknown", "building artifact")), false);
+    let d = diag(&s, "build-broken");
+    assert_eq!(d.class, Class::Reconciling, "{}", d.summary);
+    assert!(
+        d.hints.iter().any(|h| h.contains("still fetching")),
+        "{:?}",
+        d.hints
+    );
+    // The source failed: that is what keeps it failing.
+    let mut s = fleet();
+    set(
+        &mut s,
+        Some(("False", "failed to checkout: authentication required")),
+        false,
+    );
+    let d = diag(&s, "build-broken");
+    assert_eq!(d.class, Class::SourceNotReady, "{}", d.summary);
+    let p = plan_for(&s, "build-broken", &Options::default());
+    assert_eq!(p.lever, Lever::FixInGit);
+}

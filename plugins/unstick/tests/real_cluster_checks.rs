@@ -126,9 +126,12 @@ fn missing_crd_on_apply_is_said_and_no_request_is_sent() {
         "  interval: 10m\n  path: ./\n  prune: true\n  timeout: 40s\n",
     )
     .unwrap();
-    let ready = eventually(Duration::from_secs(90), "the apply fails", || {
+    // The first Ready=False can be "Source artifact not found, retrying in 30s" (the
+    // Kustomization ran before source-controller stored the first artifact): wait for the
+    // apply's own failure.
+    let ready = eventually(Duration::from_secs(120), "the apply fails", || {
         let r = condition(&c.kustomization(name), "Ready");
-        (r["status"] == "False").then_some(r)
+        (r["status"] == "False" && r["reason"] == "ReconciliationFailed").then_some(r)
     });
     let (code, v, err) = unstick(c, &[&format!("ks/{name}"), "--dry-run", "-o", "json"]);
     assert_eq!(code, 1, "{v:#}\n{err}");
