@@ -1,11 +1,15 @@
-//! Completion of cluster names against the twin cluster (an HTTPS API server on 127.0.0.1):
-//! real kubectl runs the installed `kubectl_complete-cltest` helper, which lists namespaces and
-//! Kustomizations with kube through the twin's kubeconfig.
+//! Completion of cluster names against the real control plane (tests/realcluster: real
+//! kube-apiserver v1.36, the Kustomization CRD as released with kustomize-controller): real
+//! kubectl runs the installed `kubectl_complete-cltest` helper, which lists namespaces and
+//! Kustomizations with kube, through the fault proxy whose request log shows each LIST.
 #![cfg(unix)]
 
 use std::fs;
 use std::path::PathBuf;
 use std::process::Command;
+
+use realcluster::Cluster;
+use realcluster::proxy::FaultProxy;
 
 const PLUGIN: &str = env!("CARGO_BIN_EXE_cltest-plugin");
 
@@ -64,23 +68,50 @@ fn kubectl() -> PathBuf {
         .expect("kubectl must be on PATH")
 }
 
-#[test]
-fn kustomization_and_namespace_names_come_from_the_cluster() {
-    // The twin serves from this runtime's worker threads while the test blocks on kubectl.
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let twin = rt
-        .block_on(twin::Twin::start(twin::TwinOptions {
-            default_namespace: "flux-system".into(),
-            ..Default::default()
-        }))
-        .unwrap();
-    twin.load_yaml(STATE).unwrap();
-
+/// The shared real cluster with [`STATE`] applied (idempotent: server-side apply), and a fault
+/// proxy with a kubeconfig of its own whose context namespace is `namespace`.
+fn setup(rt: &tokio::runtime::Runtime, namespace: &str) -> (FaultProxy, tempfile::TempDir) {
+    let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
+    c.apply_yaml(STATE).unwrap();
+    let proxy = rt.block_on(FaultProxy::start(c)).unwrap();
     let tmp = tempfile::tempdir().unwrap();
+    let kc = tmp.path().join("kubeconfig");
+    fs::copy(proxy.kubeconfig(), &kc).unwrap();
+    let out = Command::new(kubectl())
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .args([
+            "config",
+            "set-context",
+            "--current",
+            &format!("--namespace={namespace}"),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    (proxy, tmp)
+}
+
+/// Namespaces of the Kustomization LISTs the proxy forwarded, in order.
+fn kustomization_lists(proxy: &FaultProxy) -> Vec<String> {
+    proxy
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET")
+        .filter_map(|r| {
+            let path = r.path.split('?').next().unwrap_or_default();
+            let rest = path.strip_prefix("/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/")?;
+            let (ns, res) = rest.split_once('/')?;
+            (res == "kustomizations").then(|| ns.to_owned())
+        })
+        .collect()
+}
+
+fn completer(tmp: &tempfile::TempDir) -> impl Fn(PathBuf, &[&str]) -> String + '_ {
     let bin = tmp.path().join("bin");
     fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(PLUGIN, bin.join("kubectl-cltest")).unwrap();
-    let run = |program: PathBuf, args: &[&str]| {
+    move |program: PathBuf, args: &[&str]| {
         let out = Command::new(program)
             .env_clear()
             .env(
@@ -88,19 +119,31 @@ fn kustomization_and_namespace_names_come_from_the_cluster() {
                 format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
             )
             .env("HOME", tmp.path())
-            .env("KUBECONFIG", twin.kubeconfig_path())
+            .env("KUBECONFIG", tmp.path().join("kubeconfig"))
             .args(args)
             .output()
             .unwrap();
         assert!(out.status.success(), "{out:?}");
         String::from_utf8(out.stdout).unwrap()
-    };
-    run(bin.join("kubectl-cltest"), &["completion", "install"]);
+    }
+}
+
+#[test]
+fn kustomization_and_namespace_names_come_from_the_cluster() {
+    // The proxy serves from this runtime's worker threads while the test blocks on kubectl.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (proxy, tmp) = setup(&rt, "flux-system");
+    let run = completer(&tmp);
+    run(
+        tmp.path().join("bin/kubectl-cltest"),
+        &["completion", "install"],
+    );
     let complete = |args: &[&str]| {
         let mut all = vec!["__complete", "cltest"];
         all.extend_from_slice(args);
         run(kubectl(), &all)
     };
+    proxy.reset_requests();
 
     // The context's namespace (flux-system): every Kustomization there, as ks/NAME.
     assert_eq!(
@@ -120,26 +163,27 @@ fn kustomization_and_namespace_names_come_from_the_cluster() {
         complete(&["-n", "team-a", ""]),
         "ks/team-a-apps\tKustomization\n:4\n"
     );
-    // Namespaces from the cluster.
+    // Namespaces from the cluster (the real apiserver's own: default, kube-system, ...).
     let ns = complete(&["-n", ""]);
-    for want in ["default\n", "flux-system\n", "team-a\n", "kube-system\n"] {
+    for want in [
+        "default\n",
+        "flux-system\n",
+        "team-a\n",
+        "kube-system\n",
+        "kube-public\n",
+        "kube-node-lease\n",
+    ] {
         assert!(ns.contains(want), "{want:?} missing:\n{ns}");
     }
     assert!(ns.ends_with(":4\n"), "{ns}");
     assert_eq!(complete(&["--namespace=te"]), "team-a\n:4\n");
 
-    // Each answer came from a LIST on the twin, in the namespace asked for.
-    let lists: Vec<String> = twin
-        .requests()
-        .iter()
-        .filter(|r| r.verb == "list" && r.resource == "kustomizations")
-        .map(|r| r.namespace.clone())
-        .collect();
+    // Each answer came from a LIST on the real apiserver, in the namespace asked for.
     assert_eq!(
-        lists,
+        kustomization_lists(&proxy),
         ["flux-system", "flux-system", "flux-system", "team-a"]
     );
-    drop(twin);
+    drop(proxy);
     drop(rt);
 }
 
@@ -150,33 +194,12 @@ fn kustomization_and_namespace_names_come_from_the_cluster() {
 #[test]
 fn flux_objects_complete_from_flux_system_whatever_the_context_namespace() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let twin = rt
-        .block_on(twin::Twin::start(twin::TwinOptions {
-            default_namespace: "default".into(),
-            ..Default::default()
-        }))
-        .unwrap();
-    twin.load_yaml(STATE).unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let bin = tmp.path().join("bin");
-    fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(PLUGIN, bin.join("kubectl-cltest")).unwrap();
-    let run = |program: PathBuf, args: &[&str]| {
-        let out = Command::new(program)
-            .env_clear()
-            .env(
-                "PATH",
-                format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
-            )
-            .env("HOME", tmp.path())
-            .env("KUBECONFIG", twin.kubeconfig_path())
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    };
-    run(bin.join("kubectl-cltest"), &["completion", "install"]);
+    let (proxy, tmp) = setup(&rt, "default");
+    let run = completer(&tmp);
+    run(
+        tmp.path().join("bin/kubectl-cltest"),
+        &["completion", "install"],
+    );
     let complete = |args: &[&str]| {
         let mut all = vec!["__complete", "cltest"];
         all.extend_from_slice(args);
@@ -187,6 +210,7 @@ fn flux_objects_complete_from_flux_system_whatever_the_context_namespace() {
         &["config", "view", "--minify", "-o", "jsonpath={..namespace}"],
     );
     assert_eq!(contexts, "default", "the context's namespace is default");
+    proxy.reset_requests();
     assert_eq!(
         complete(&["ks/"]),
         "ks/apps\tKustomization\nks/infra-controllers\tKustomization\n:4\n"
@@ -197,13 +221,10 @@ fn flux_objects_complete_from_flux_system_whatever_the_context_namespace() {
         "ks/team-a-apps\tKustomization\n:4\n"
     );
     assert_eq!(complete(&["-n", "default", "ks/"]), ":4\n");
-    let lists: Vec<String> = twin
-        .requests()
-        .iter()
-        .filter(|r| r.verb == "list" && r.resource == "kustomizations")
-        .map(|r| r.namespace.clone())
-        .collect();
-    assert_eq!(lists, ["flux-system", "team-a", "default"]);
-    drop(twin);
+    assert_eq!(
+        kustomization_lists(&proxy),
+        ["flux-system", "team-a", "default"]
+    );
+    drop(proxy);
     drop(rt);
 }
