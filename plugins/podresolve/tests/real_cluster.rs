@@ -23,6 +23,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_kubectl-podresolve");
 const PIN: &str = "192.168.2.20";
 const UPSTREAM: &str = "203.0.113.10";
 const SC_SERVICE_IP: &str = "10.96.120.5";
+const SEARCH_PIN: &str = "192.168.2.99";
+const SEARCH_UPSTREAM: &str = "172.18.255.200";
 
 /// The shared cluster with the split-horizon DNS of the twin's `split-dns` scenario, set up
 /// once per test binary; `None` (test skipped) when the pod runtime cannot run here.
@@ -51,9 +53,13 @@ spec:
         ))
         .unwrap();
         // After the Service: this waits until the cluster DNS serves both.
-        c.set_corefile_hosts(&format!("{PIN} gitea.prod.example.dev"))
-            .unwrap();
+        c.set_corefile_hosts(&format!(
+            "{PIN} gitea.prod.example.dev\n{SEARCH_PIN} podinfo.dev.example.local.wild.example"
+        ))
+        .unwrap();
         c.set_upstream("gitea.prod.example.dev", &[UPSTREAM])
+            .unwrap();
+        c.set_upstream("podinfo.dev.example.local", &[SEARCH_UPSTREAM])
             .unwrap();
     });
     Some(c)
@@ -79,7 +85,11 @@ impl RunOut {
 }
 
 fn run_bin(kubeconfig: &std::path::Path, args: &[&str]) -> RunOut {
-    let out = std::process::Command::new(BIN)
+    run_cmd(std::process::Command::new(BIN), kubeconfig, args)
+}
+
+fn run_cmd(mut cmd: std::process::Command, kubeconfig: &std::path::Path, args: &[&str]) -> RunOut {
+    let out = cmd
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(args)
@@ -358,9 +368,24 @@ fn from_source_controller_ephemeral_and_403_fallback() {
 }
 
 #[test]
-fn unknown_image_is_the_node_agents_pull_error_and_cleaned_up() {
+fn hostile_input_refused_and_unknown_image_is_the_node_agents_pull_error() {
     let Some(c) = cluster() else { return };
     namespace(c, "podresolve-pull");
+    for bad in [
+        "gitea.prod.example.dev;id",
+        "$(touch /tmp/pwned)",
+        "-n",
+        "a b",
+    ] {
+        let r = run_bin(c.kubeconfig(), &["-n", "podresolve-pull", "--", bad]);
+        assert_eq!(r.code, Some(2), "{bad}: {}", r.dump());
+    }
+    let jobs = c.get_json(&["-n", "podresolve-pull", "get", "jobs"]);
+    assert_eq!(
+        jobs["items"],
+        json!([]),
+        "refused before touching the cluster"
+    );
     let r = run_bin(
         c.kubeconfig(),
         &[
@@ -558,4 +583,202 @@ async fn a_sigkilled_probe_is_named_by_the_next_run_and_collected_by_the_real_tt
     );
     assert_eq!(r.code, Some(0), "{}", r.dump());
     assert!(!r.stderr.contains("left by an earlier run"), "{}", r.dump());
+}
+
+#[test]
+fn git_from_the_pod_reaches_the_pinned_vip_or_says_why_not() {
+    let Some(c) = cluster() else { return };
+    let r = run_bin(
+        c.kubeconfig(),
+        &[
+            "gitea.prod.example.dev",
+            "-n",
+            "flux-system",
+            "--image",
+            "alpine/git:v2.49.1",
+            "--git",
+            "https://gitea.prod.example.dev/flux/fleet.git",
+            "-o",
+            "json",
+        ],
+    );
+    // Real git in the pod's namespaces: the name resolves to the VIP, nothing answers there.
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    let v = r.json();
+    assert_eq!(v["git"]["reachable"], false, "{}", r.dump());
+    assert_eq!(v["git"]["rc"], 128, "{}", r.dump());
+    assert!(
+        v["git"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("gitea.prod.example.dev port 443"),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(
+        v["hosts"][0]["pod"]["addresses"],
+        json!([PIN]),
+        "{}",
+        r.dump()
+    );
+    // Without --image, --git and --tls pick the tools image (git and openssl).
+    let r = run_bin(
+        c.kubeconfig(),
+        &[
+            "gitea.prod.example.dev",
+            "-n",
+            "flux-system",
+            "--git",
+            "https://gitea.prod.example.dev/flux/fleet.git",
+            "--tls",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    let v = r.json();
+    assert_eq!(
+        v["probe"]["image"],
+        "nicolaka/netshoot:v0.14",
+        "{}",
+        r.dump()
+    );
+    assert_eq!(v["git"]["rc"], 128, "{}", r.dump());
+    assert_ne!(v["hosts"][0]["tls"]["rc"], 127, "openssl ran: {}", r.dump());
+    assert!(!r.stdout.contains("not found in image"), "{}", r.dump());
+    // alpine, asked for explicitly, has no git: the probe says so (exit 127).
+    let r = run_bin(
+        c.kubeconfig(),
+        &[
+            "gitea.prod.example.dev",
+            "-n",
+            "flux-system",
+            "--image",
+            "alpine:3.22",
+            "--git",
+            "https://gitea.prod.example.dev/flux/fleet.git",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    assert_eq!(r.json()["git"]["rc"], 127, "{}", r.dump());
+    no_leftovers(c, "flux-system");
+}
+
+/// Issue 19 item 1 (kubernetes/kubernetes#49113): a pod whose dnsConfig adds the search domain
+/// `wild.example`, where CoreDNS pins `podinfo.dev.example.local.wild.example`. With ndots:5
+/// the pod's libc tries the search domains first, so the search-expanded name answers
+/// (192.168.2.99), while BusyBox nslookup queries the dotted name as is (the upstream's
+/// 172.18.255.200). The pod is a real pod run by the pod runtime; `--from pod/web` probes
+/// with its DNS setup.
+#[test]
+fn search_domain_answer_is_derived_from_libc_and_explained() {
+    let Some(c) = cluster() else { return };
+    namespace(c, "podresolve-search");
+    c.apply_yaml(
+        "apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: podresolve-search}
+spec:
+  dnsPolicy: ClusterFirst
+  dnsConfig: {searches: [wild.example]}
+  containers: [{name: web, image: 'busybox:1.36', command: [sleep, '3600']}]
+",
+    )
+    .unwrap();
+    eventually(Duration::from_secs(60), "pod web Running", || {
+        (c.get_json(&["-n", "podresolve-search", "get", "pod", "web"])["status"]["phase"]
+            == "Running")
+            .then_some(())
+    });
+    let args = [
+        "podinfo.dev.example.local",
+        "--from",
+        "pod/web",
+        "-n",
+        "podresolve-search",
+    ];
+    let mut json_args = args.to_vec();
+    json_args.extend(["-o", "json"]);
+    let r = run_bin(c.kubeconfig(), &json_args);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let v = r.json();
+    let h = &v["hosts"][0];
+    assert_eq!(h["pod"]["addresses"], json!([SEARCH_PIN]), "{}", r.dump());
+    assert_eq!(
+        h["pod"]["dns"]["addresses"],
+        json!([SEARCH_UPSTREAM]),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(
+        h["answer"]["query"],
+        "podinfo.dev.example.local.wild.example.",
+        "{}",
+        r.dump()
+    );
+    assert_eq!(h["answer"]["rule"], "search-before-name", "{}", r.dump());
+    assert_eq!(h["answer"]["evidence"], "libc-canonical-name");
+    assert_eq!(h["answer"]["searchDomain"], "wild.example");
+    let steps = h["coredns"].as_array().unwrap();
+    let last = steps.last().unwrap();
+    assert_eq!(last["query"], "podinfo.dev.example.local.wild.example.");
+    assert_eq!(last["answeredBy"], "hosts");
+    let notes = h["notes"].to_string();
+    assert!(notes.contains("getent and nslookup disagree"), "{notes}");
+
+    let r = run_bin(c.kubeconfig(), &args);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    assert!(
+        r.stdout.contains(
+            "answered by the search domain wild.example (podinfo.dev.example.local.wild.example.) because podinfo.dev.example.local has fewer than ndots:5 dots (3)"
+        ),
+        "{}",
+        r.dump()
+    );
+    no_leftovers(c, "podresolve-search");
+    let _ = c.kubectl(&["delete", "namespace", "podresolve-search", "--wait=false"]);
+}
+
+/// Issue 19 item 3: the workstation answers from its /etc/hosts (the binary runs in a private
+/// mount namespace whose /etc/hosts has the entry), the pod cannot resolve the name: the
+/// report says where the workstation's answer came from and the cluster-side fix.
+#[test]
+fn workstation_answer_from_etc_hosts_is_named_with_the_cluster_fix() {
+    let Some(c) = cluster() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = dir.path().join("hosts");
+    let mut text = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    text.push_str("10.0.0.42\tgitea.lab.example\n");
+    std::fs::write(&hosts, text).unwrap();
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["-m", "--propagation", "private", "--", "sh", "-c"])
+        .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
+        .arg(&hosts)
+        .arg(BIN);
+    let r = run_cmd(
+        cmd,
+        c.kubeconfig(),
+        &["gitea.lab.example", "-n", "flux-system", "-o", "json"],
+    );
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    let v = r.json();
+    let h = &v["hosts"][0];
+    assert_eq!(h["verdict"], "pod-cannot-resolve", "{}", r.dump());
+    assert_eq!(h["workstation"]["addresses"], json!(["10.0.0.42"]));
+    assert_eq!(
+        h["workstation"]["fromHostsFile"],
+        "/etc/hosts",
+        "{}",
+        r.dump()
+    );
+    assert!(
+        h["notes"].to_string().contains(
+            "the workstation's answer came from its /etc/hosts, which pods never see: make the cluster answer gitea.lab.example instead, with a CoreDNS hosts (or template) entry"
+        ),
+        "{}",
+        r.dump()
+    );
+    no_leftovers(c, "flux-system");
 }
