@@ -488,25 +488,24 @@ fn dependson_cycle_is_break_the_cycle_in_git_only() {
 fn source_failing_on_a_missing_secret_is_quoted_verbatim() {
     let c = cluster();
     let name = "unstick-nosecret";
-    c.fleet(
-        name,
-        &[(
-            "cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nosecret\n  namespace: default\ndata: {a: b}\n",
-        )],
-        "  interval: 10m\n  path: ./\n  prune: true\n",
-    )
-    .unwrap();
-    c.kubectl(&[
-        "-n",
-        FLUX_NS,
-        "patch",
-        "gitrepository",
-        name,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"secretRef":{"name":"unstick-git-creds"}}}"#,
-    ])
+    // The GitRepository names the missing secret from its creation, so it never has an
+    // artifact (deterministic: no earlier successful fetch to race with).
+    let repo = format!("org/{name}");
+    c.git().create_repo(&repo, "main").unwrap();
+    c.git()
+        .commit(
+            &repo,
+            &[twin::git::Change::write(
+                "cm.yaml",
+                b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nosecret\n  namespace: default\ndata: {a: b}\n".to_vec(),
+            )],
+            "fleet",
+        )
+        .unwrap();
+    let url = c.git().url_http(&repo);
+    c.apply_yaml(&format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nspec: {{interval: 1m, url: \"{url}\", ref: {{branch: main}}, secretRef: {{name: unstick-git-creds}}}}\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nspec:\n  interval: 10m\n  path: ./\n  prune: true\n  sourceRef: {{kind: GitRepository, name: {name}}}\n"
+    ))
     .unwrap();
     let src_ready = eventually(Duration::from_secs(90), "the real source fails", || {
         let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", name]);
@@ -518,6 +517,12 @@ fn source_failing_on_a_missing_secret_is_quoted_verbatim() {
         .then_some(r)
     });
     let quoted = src_ready["message"].as_str().unwrap().to_owned();
+    // The real kustomize-controller has run on it (no artifact to apply).
+    eventually(
+        Duration::from_secs(60),
+        "the Kustomization is not ready",
+        || (condition(&c.kustomization(name), "Ready")["status"] == "False").then_some(()),
+    );
     let (_, v, err) = unstick(c, &[&format!("ks/{name}"), "--dry-run"]);
     let all = serde_json::to_string(&v).unwrap();
     assert!(
