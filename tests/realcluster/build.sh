@@ -34,7 +34,7 @@ crd_key=$( (cd "$here/crds" && find . -name '*.go' -o -name go.mod | LC_ALL=C so
 crd_out="$cache/crds-$crd_key"
 generate_crds() {
   if [ ! -f "$crd_out/.complete" ]; then
-    echo "build.sh: generating the HelmRelease and image automation CRDs with controller-gen (cold: about 2 minutes)" >&2
+    echo "build.sh: generating the HelmRelease and image automation CRDs with controller-gen (cold: about 1 minute)" >&2
     local tmp paths=()
     mkdir -p "$cache"; tmp=$(mktemp -d "$cache/.crds-tmp.XXXXXX"); chmod 755 "$tmp"
     for api in $(cd "$here/crds" && go list -m -f '{{if not .Main}}{{.Path}}{{end}}' all | grep -E '^github.com/fluxcd/(helm|image-reflector|image-automation)-controller/api$'); do
