@@ -7,6 +7,7 @@ use crate::render::{self, Doc, Renderer, Unit};
 use crate::tree::{self, Repo};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `kustomize.toolkit.fluxcd.io`, the group of Flux Kustomizations.
@@ -145,10 +146,10 @@ pub struct Applied {
     /// Index of the owning Kustomization in [`Overlay::ks`] (`None`: the overlay render
     /// without a root Kustomization).
     pub owner: Option<usize>,
-    /// The rendered document (before substitution).
-    pub doc: Doc,
+    /// The rendered document (before substitution), shared with the render that made it.
+    pub doc: Arc<Doc>,
     /// After substitution (the same as `doc.value` when none runs).
-    pub value: Value,
+    pub value: Arc<Value>,
     /// Effective namespace (empty for cluster-scoped kinds).
     pub namespace: String,
 }
@@ -479,7 +480,7 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
     };
     let root_inputs = repo.closure(dir);
     // the root Kustomization: its path is this directory
-    let mut pending: Vec<(Option<usize>, Vec<Doc>, BTreeSet<String>)> = Vec::new();
+    let mut pending: Vec<(Option<usize>, render::Docs, BTreeSet<String>)> = Vec::new();
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let root_doc = docs.iter().find(|d| {
         is_flux_ks(&d.value)
@@ -510,7 +511,7 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
                         .unwrap_or_else(|| ov.ks[o].namespace.clone())
                 })
                 .unwrap_or_else(|| "flux-system".into());
-            for d in docs {
+            for d in docs.iter() {
                 let kind = d.value["kind"].as_str().unwrap_or("").to_string();
                 let namespace = if cluster_scoped(&kind) {
                     String::new()
@@ -546,7 +547,7 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
                 ov.objects.push(Applied {
                     owner,
                     value: d.value.clone(),
-                    doc: d,
+                    doc: d.clone(),
                     namespace,
                 });
             }
@@ -608,7 +609,7 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
             break;
         }
     }
-    substitute(repo, &mut ov);
+    substitute(repo, renderer, &mut ov);
     ov
 }
 
@@ -715,7 +716,7 @@ pub fn leaves_containing<'a>(
     }
 }
 
-fn substitute(repo: &Repo, ov: &mut Overlay) {
+fn substitute(repo: &Repo, renderer: &Renderer, ov: &mut Overlay) {
     // variables per Kustomization (LoadVariables, then inline substitute overrides)
     for i in 0..ov.ks.len() {
         let Some(pb) = ov.ks[i].post_build.clone() else {
@@ -781,7 +782,8 @@ fn substitute(repo: &Repo, ov: &mut Overlay) {
         }
         ov.ks[i].vars = vars;
     }
-    // substitute every object
+    // substitute every object; the substituted texts are parsed per Kustomization at the end
+    let mut outs: BTreeMap<usize, Vec<(usize, String)>> = BTreeMap::new();
     for oi in 0..ov.objects.len() {
         let Some(owner) = ov.objects[oi].owner else {
             continue;
@@ -859,10 +861,16 @@ fn substitute(repo: &Repo, ov: &mut Overlay) {
                 });
             }
         }
-        if let Ok(out) = t.eval(&vars, false)
-            && let Ok(v) = serde_saphyr::from_str::<Value>(&out)
-        {
-            ov.objects[oi].value = v;
+        if let Ok(out) = t.eval(&vars, false) {
+            outs.entry(owner).or_default().push((oi, out));
+        }
+    }
+    for batch in outs.into_values() {
+        let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
+        for ((oi, _), v) in batch.iter().zip(renderer.parse_yaml_cached(&texts)) {
+            if let Some(v) = v {
+                ov.objects[*oi].value = Arc::new(v);
+            }
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::tree::Repo;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// What to render: a repository-relative directory, optionally with a target namespace.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -28,15 +28,19 @@ pub struct Unit {
 pub struct Doc {
     /// The document's YAML text as kustomize printed it.
     pub text: String,
-    /// Parsed value.
-    pub value: serde_json::Value,
+    /// Parsed value (shared with the objects applied from it).
+    pub value: Arc<serde_json::Value>,
 }
+
+/// The documents of one render, shared by every reader.
+pub type Docs = Arc<[Arc<Doc>]>;
 
 /// Result of one render.
 #[derive(Debug, Clone)]
 pub struct Rendered {
-    /// Objects in output order, or kustomize's error text.
-    pub result: Result<Vec<Doc>, String>,
+    /// Objects in output order, or kustomize's error text (shared: a render is read by every
+    /// overlay and level that reaches it, never copied).
+    pub result: Result<Docs, String>,
     /// Served from the cache.
     pub cached: bool,
 }
@@ -148,6 +152,45 @@ impl Renderer {
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
+    /// Parses YAML documents (each text one document) into values, `None` where one does not
+    /// parse: the results of one call are kept in the cache directory under the digest of all
+    /// the texts, so an unchanged batch (one Kustomization's substituted objects) is read back
+    /// as JSON instead of parsed again. A cache entry is a pure function of its key.
+    pub fn parse_yaml_cached(&self, texts: &[&str]) -> Vec<Option<serde_json::Value>> {
+        let parse = || -> Vec<Option<serde_json::Value>> {
+            texts
+                .iter()
+                .map(|t| serde_saphyr::from_str::<serde_json::Value>(t).ok())
+                .collect()
+        };
+        let Some(dir) = &self.cache_dir else {
+            return parse();
+        };
+        let mut h = Sha256::new();
+        h.update(b"yaml-values\0");
+        for t in texts {
+            h.update((t.len() as u64).to_le_bytes());
+            h.update(t.as_bytes());
+        }
+        let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let file = dir.join(format!("{key}.values"));
+        if let Ok(s) = std::fs::read_to_string(&file)
+            && let Ok(v) = serde_json::from_str::<Vec<Option<serde_json::Value>>>(&s)
+            && v.len() == texts.len()
+        {
+            return v;
+        }
+        let v = parse();
+        if let Ok(body) = serde_json::to_string(&v) {
+            let _ = std::fs::create_dir_all(dir);
+            let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+            if std::fs::write(&tmp, body).is_ok() {
+                let _ = std::fs::rename(&tmp, &file);
+            }
+        }
+        v
+    }
+
     fn render_one(&self, repo: &Repo, u: &Unit) -> Rendered {
         let key = self.key(repo, u);
         let cache_file = self
@@ -157,32 +200,60 @@ impl Renderer {
         if let Some(cf) = &cache_file
             && let Ok(s) = std::fs::read_to_string(cf)
         {
-            let result = match s.strip_prefix("ok\n") {
-                Some(out) => Ok(parse_output(out)),
-                None => Err(s.strip_prefix("error\n").unwrap_or(&s).to_string()),
+            // `okj`: the documents already parsed, as JSON (serde_json reads it several times
+            // faster than the YAML parser reads kustomize's text); `ok`: kustomize's text
+            // (written by earlier versions); `error`: kustomize's message
+            let result = if let Some(j) = s.strip_prefix("okj\n") {
+                serde_json::from_str::<Vec<(String, serde_json::Value)>>(j)
+                    .ok()
+                    .map(|v| {
+                        Ok(v.into_iter()
+                            .map(|(text, value)| {
+                                Arc::new(Doc {
+                                    text,
+                                    value: Arc::new(value),
+                                })
+                            })
+                            .collect())
+                    })
+            } else if let Some(out) = s.strip_prefix("ok\n") {
+                Some(Ok(shared(parse_output(out))))
+            } else {
+                Some(Err(s.strip_prefix("error\n").unwrap_or(&s).to_string()))
             };
-            return Rendered {
-                result,
-                cached: true,
-            };
+            // an unreadable entry (cut short by a full disk) is rendered again
+            if let Some(result) = result {
+                return Rendered {
+                    result,
+                    cached: true,
+                };
+            }
         }
         self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let raw = self.run_kubectl(repo, u);
+        let result = self.run_kubectl(repo, u).map(|o| shared(parse_output(&o)));
         if let Some(cf) = &cache_file {
-            let body = match &raw {
-                Ok(out) => format!("ok\n{out}"),
-                Err(e) => format!("error\n{e}"),
+            let body = match &result {
+                Ok(docs) => {
+                    let pairs: Vec<(&str, &serde_json::Value)> =
+                        docs.iter().map(|d| (d.text.as_str(), &*d.value)).collect();
+                    serde_json::to_string(&pairs)
+                        .map(|j| format!("okj\n{j}"))
+                        .ok()
+                }
+                Err(e) => Some(format!("error\n{e}")),
             };
-            if let Some(d) = cf.parent() {
-                let _ = std::fs::create_dir_all(d);
-            }
-            let tmp = cf.with_extension(format!("tmp{}", std::process::id()));
-            if std::fs::write(&tmp, body).is_ok() {
-                let _ = std::fs::rename(&tmp, cf);
+            if let Some(body) = body {
+                if let Some(d) = cf.parent() {
+                    let _ = std::fs::create_dir_all(d);
+                }
+                let tmp = cf.with_extension(format!("tmp{}", std::process::id()));
+                if std::fs::write(&tmp, body).is_ok() {
+                    let _ = std::fs::rename(&tmp, cf);
+                }
             }
         }
         Rendered {
-            result: raw.map(|o| parse_output(&o)),
+            result,
             cached: false,
         }
     }
@@ -306,6 +377,10 @@ fn tempdir() -> std::io::Result<TempDir> {
     Ok(TempDir(std::fs::canonicalize(&p)?))
 }
 
+fn shared(docs: Vec<Doc>) -> Docs {
+    docs.into_iter().map(Arc::new).collect()
+}
+
 /// Splits `kubectl kustomize` output into documents and parses each.
 pub fn parse_output(out: &str) -> Vec<Doc> {
     let mut docs = Vec::new();
@@ -317,7 +392,7 @@ pub fn parse_output(out: &str) -> Vec<Doc> {
         {
             docs.push(Doc {
                 text: std::mem::take(cur),
-                value: v,
+                value: Arc::new(v),
             });
         }
         cur.clear();

@@ -151,6 +151,65 @@ fn yaml_name(n: &str) -> bool {
     n.ends_with(".yaml") || n.ends_with(".yml") || n == "Kustomization"
 }
 
+/// Parses one file's documents: (documents, parse failures).
+fn parse_file(file: &str, text: &str) -> (Vec<RawDoc>, Vec<BadFile>) {
+    let mut docs = Vec::new();
+    let mut bad = Vec::new();
+    let chunks = match markercheck::scan::split_documents(text) {
+        Ok(c) => c,
+        Err((off, sep)) => {
+            bad.push(BadFile {
+                file: file.into(),
+                line: text[..off].matches('\n').count() + 1,
+                message: format!("invalid document separator {sep:?}"),
+            });
+            return (docs, bad);
+        }
+    };
+    for (s, e) in chunks {
+        let chunk = &text[s..e];
+        let line_offset = text[..s].matches('\n').count();
+        let doc = match yamltree::parse(chunk) {
+            Ok(d) => d,
+            Err(err) => {
+                bad.push(BadFile {
+                    file: file.into(),
+                    line: err.line + line_offset,
+                    message: err.message,
+                });
+                continue;
+            }
+        };
+        let Some(root) = doc.root else { continue };
+        let get = |k: &[&str]| root.path(k).and_then(Node::str).unwrap_or("").to_string();
+        let line = match &root {
+            Node::Map { entries, .. } => entries
+                .first()
+                .map(|(k, _)| match k {
+                    Node::Scalar(s) => s.line,
+                    _ => 1,
+                })
+                .unwrap_or(1),
+            _ => 1,
+        } + line_offset;
+        let d = RawDoc {
+            file: file.into(),
+            line,
+            line_offset,
+            api_version: get(&["apiVersion"]),
+            kind: get(&["kind"]),
+            name: get(&["metadata", "name"]),
+            namespace: root
+                .path(&["metadata", "namespace"])
+                .and_then(Node::str)
+                .map(str::to_string),
+            root,
+        };
+        docs.push(d);
+    }
+    (docs, bad)
+}
+
 impl Repo {
     /// Reads every YAML file below `scope` (skipping `.git`), parsing each document once;
     /// paths are relative to `root`, the repository root Flux paths start from (`scope` is
@@ -165,6 +224,7 @@ impl Repo {
             scope: rel(&root, &scope),
             ..Default::default()
         };
+        let mut files: Vec<(String, String)> = Vec::new();
         let walker = walkdir::WalkDir::new(&scope)
             .sort_by_file_name()
             .into_iter()
@@ -190,71 +250,48 @@ impl Repo {
                 continue;
             };
             let text = String::from_utf8_lossy(&bytes).replace("\r\n", "\n");
-            repo.add_file(&r, &text);
+            files.push((r, text));
+        }
+        // parse on every core (each file on its own), then index in file order; the threads
+        // get markercheck's deep stack (the tree walk recurses once per nesting level)
+        let threads = std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .clamp(1, 8);
+        let chunk = files.len().div_ceil(threads).max(1);
+        let parsed: Vec<(Vec<RawDoc>, Vec<BadFile>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = files
+                .chunks(chunk)
+                .map(|c| {
+                    std::thread::Builder::new()
+                        .stack_size(markercheck::scan::DEEP_STACK)
+                        .spawn_scoped(s, move || {
+                            c.iter().map(|(f, t)| parse_file(f, t)).collect::<Vec<_>>()
+                        })
+                })
+                .collect::<std::io::Result<_>>()?;
+            let mut out = Vec::with_capacity(files.len());
+            for h in handles {
+                out.extend(
+                    h.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                );
+            }
+            Ok::<_, std::io::Error>(out)
+        })?;
+        for ((r, text), (docs, bad)) in files.into_iter().zip(parsed) {
+            repo.bad.extend(bad);
+            for d in docs {
+                let i = repo.docs.len();
+                repo.first_doc.entry(d.file.clone()).or_insert(i);
+                repo.by_kind_name
+                    .entry((d.kind.clone(), d.name.clone()))
+                    .or_default()
+                    .push(i);
+                repo.docs.push(d);
+            }
             repo.texts.insert(r, text);
         }
         Ok(repo)
-    }
-
-    fn add_file(&mut self, file: &str, text: &str) {
-        let chunks = match markercheck::scan::split_documents(text) {
-            Ok(c) => c,
-            Err((off, sep)) => {
-                self.bad.push(BadFile {
-                    file: file.into(),
-                    line: text[..off].matches('\n').count() + 1,
-                    message: format!("invalid document separator {sep:?}"),
-                });
-                return;
-            }
-        };
-        for (s, e) in chunks {
-            let chunk = &text[s..e];
-            let line_offset = text[..s].matches('\n').count();
-            let doc = match yamltree::parse(chunk) {
-                Ok(d) => d,
-                Err(err) => {
-                    self.bad.push(BadFile {
-                        file: file.into(),
-                        line: err.line + line_offset,
-                        message: err.message,
-                    });
-                    continue;
-                }
-            };
-            let Some(root) = doc.root else { continue };
-            let get = |k: &[&str]| root.path(k).and_then(Node::str).unwrap_or("").to_string();
-            let line = match &root {
-                Node::Map { entries, .. } => entries
-                    .first()
-                    .map(|(k, _)| match k {
-                        Node::Scalar(s) => s.line,
-                        _ => 1,
-                    })
-                    .unwrap_or(1),
-                _ => 1,
-            } + line_offset;
-            let d = RawDoc {
-                file: file.into(),
-                line,
-                line_offset,
-                api_version: get(&["apiVersion"]),
-                kind: get(&["kind"]),
-                name: get(&["metadata", "name"]),
-                namespace: root
-                    .path(&["metadata", "namespace"])
-                    .and_then(Node::str)
-                    .map(str::to_string),
-                root,
-            };
-            let i = self.docs.len();
-            self.first_doc.entry(d.file.clone()).or_insert(i);
-            self.by_kind_name
-                .entry((d.kind.clone(), d.name.clone()))
-                .or_default()
-                .push(i);
-            self.docs.push(d);
-        }
     }
 
     /// The raw document most likely to be the source of a rendered object: same kind and name,

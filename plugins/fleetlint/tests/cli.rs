@@ -298,3 +298,121 @@ fn outside_a_git_checkout_the_current_directory_is_the_root() {
     assert_eq!(v["overlays"].as_array().unwrap().len(), 2, "{}", out.stdout);
     assert!(v["notes"][0].as_str().unwrap().contains("no .git above"));
 }
+
+/// --changed-since equals the full run restricted to what the change touches: the findings of
+/// the affected Kustomizations (the one whose inputs changed and every Kustomization that
+/// dependsOn it, transitively) and of the changed files, nothing else, and every one of them.
+/// Four Kustomizations each carry a finding of their own; the change touches `app`'s input.
+#[test]
+fn changed_since_equals_the_full_run_restricted_to_the_affected_kustomizations() {
+    let f = common::clean_fleet();
+    let ks = std::fs::read_to_string(f.root().join("clusters/test/app.yaml")).unwrap();
+    let mut kz =
+        std::fs::read_to_string(f.root().join("clusters/test/kustomization.yaml")).unwrap();
+    // dep dependsOn app, dep2 dependsOn dep (a dependent of a dependent), other stands alone
+    for (name, depends) in [("dep", Some("app")), ("dep2", Some("dep")), ("other", None)] {
+        let mut text = ks
+            .replace("name: app\n", &format!("name: {name}\n"))
+            .replace("./apps/app", &format!("./apps/{name}"));
+        if let Some(d) = depends {
+            text.push_str(&format!("  dependsOn:\n    - name: {d}\n"));
+        }
+        f.write(&format!("clusters/test/{name}.yaml"), &text);
+        kz.push_str(&format!("  - {name}.yaml\n"));
+        f.write(
+            &format!("apps/{name}/kustomization.yaml"),
+            &format!("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {name}\nresources:\n  - cm.yaml\n"),
+        );
+        // a placeholder (FL040) in each
+        f.write(
+            &format!("apps/{name}/cm.yaml"),
+            &format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  v: TBD-{}\n",
+                name.to_uppercase()
+            ),
+        );
+    }
+    f.write("clusters/test/kustomization.yaml", &kz);
+    let root = f.root();
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "base"]);
+    // the change: an untagged image in app
+    let d = std::fs::read_to_string(root.join("apps/app/deploy.yaml")).unwrap();
+    f.write(
+        "apps/app/deploy.yaml",
+        &d.replace("ghcr.io/example/web:2.3.4", "ghcr.io/example/web:latest"),
+    );
+    let full = f.lint();
+    let changed = f.lint_with(|c| c.changed_since = Some("HEAD".into()));
+    let affected: std::collections::BTreeSet<String> = changed.overlays[0]
+        .kustomizations
+        .iter()
+        .filter(|k| k.affected)
+        .map(|k| k.id.clone())
+        .collect();
+    assert_eq!(
+        affected.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["flux-system/app", "flux-system/dep", "flux-system/dep2"],
+        "the changed Kustomization and its dependents"
+    );
+    let files = changed.changed_files.clone().unwrap();
+    assert_eq!(files, ["apps/app/deploy.yaml"]);
+    let restricted: Vec<_> = full
+        .findings
+        .iter()
+        .filter(|x| {
+            x.kustomizations.iter().any(|k| affected.contains(k)) || files.contains(&x.file)
+        })
+        .cloned()
+        .collect();
+    assert_eq!(changed.findings, restricted, "{}", common::show(&changed));
+    // and the restriction is not empty-handed: app's image, dep's and dep2's placeholders,
+    // never other's
+    assert_eq!(
+        common::rules(&changed),
+        ["FL040", "FL040", "FL070"],
+        "{}",
+        common::show(&changed)
+    );
+    assert_eq!(common::rules(&full), ["FL040", "FL040", "FL040", "FL070"]);
+    assert!(
+        !changed
+            .findings
+            .iter()
+            .any(|x| x.message.contains("TBD-OTHER")),
+        "{}",
+        common::show(&changed)
+    );
+}
+
+/// The on-disk cache serves exactly what a fresh run computes: a second run with the same
+/// cache directory runs no `kubectl kustomize`, reads the renders and the substituted objects
+/// back, and reports the same findings and the same graph as the first (and as a run without
+/// a cache).
+#[test]
+fn a_warm_cache_gives_the_same_report_as_a_fresh_run() {
+    let f = common::clean_fleet();
+    // findings that depend on substituted values and on rendered objects
+    let d = std::fs::read_to_string(f.root().join("apps/app/deploy.yaml")).unwrap();
+    f.write(
+        "apps/app/deploy.yaml",
+        &d.replace("ghcr.io/example/web:2.3.4", "ghcr.io/example/web:latest")
+            .replace("value: ${LOG_LEVEL:=info}", "value: ${LOG_LEVEL}"),
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let with_cache = || f.lint_with(|c| c.cache_dir = Some(cache.path().to_path_buf()));
+    let fresh = f.lint();
+    let first = with_cache();
+    let second = with_cache();
+    assert!(first.stats.renders_run > 0);
+    assert_eq!(second.stats.renders_run, 0, "every render from the cache");
+    assert!(!fresh.findings.is_empty());
+    for r in [&first, &second] {
+        assert_eq!(r.findings, fresh.findings, "{}", common::show(r));
+        assert_eq!(
+            serde_json::to_value(&r.overlays[0].kustomizations).unwrap(),
+            serde_json::to_value(&fresh.overlays[0].kustomizations).unwrap()
+        );
+    }
+}
