@@ -47,6 +47,18 @@ struct RealWorld {
     head: String,
     addr: String,
     _work: tempfile::TempDir,
+    /// `kubectl get -w` of the cutover probe pods and Jobs (every version), for the token
+    /// check; killed on drop.
+    watches: Vec<(std::process::Child, std::path::PathBuf)>,
+}
+
+impl Drop for RealWorld {
+    fn drop(&mut self) {
+        for (child, _) in &mut self.watches {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 impl RealWorld {
@@ -139,8 +151,33 @@ spec:
             head,
             addr: addr.to_string(),
             _work: work,
+            watches: Vec::new(),
         };
         world.secret(name, TOKEN);
+        let mut world = world;
+        for kind in ["pods", "jobs"] {
+            let file = world._work.path().join(format!("{kind}.watch.json"));
+            let out = std::fs::File::create(&file).unwrap();
+            let child = std::process::Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(c.kubeconfig())
+                .args([
+                    "-n",
+                    "flux-system",
+                    "get",
+                    kind,
+                    "-l",
+                    "app.kubernetes.io/managed-by=kubectl-cutover",
+                    "-w",
+                    "-o",
+                    "json",
+                ])
+                .stdout(out)
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            world.watches.push((child, file));
+        }
         c.apply_yaml(&sync).unwrap();
         // The real controllers fetch and apply it (gotk-sync.yaml applies itself, so the
         // GitRepository carries kustomize-controller's owner labels as after a bootstrap).
@@ -161,10 +198,48 @@ spec:
     /// A basic-auth Secret `flux-system/<secret>` with both servers' CAs as `ca.crt`.
     fn secret(&self, secret: &str, token: &str) {
         let ca = format!("{}{}", self.old.ca_pem(), self.new.ca_pem());
+        self.secret_with(secret, token, Some(&ca));
+    }
+
+    /// A basic-auth Secret `flux-system/<secret>` with `ca` as `ca.crt` (none: no such key).
+    fn secret_with(&self, secret: &str, token: &str, ca: Option<&str>) {
+        let mut data = json!({"username": USER, "password": token});
+        if let Some(ca) = ca {
+            data["ca.crt"] = json!(ca);
+        }
+        let _ = self.c.kubectl(&[
+            "-n",
+            "flux-system",
+            "delete",
+            "secret",
+            secret,
+            "--ignore-not-found",
+        ]);
         let s = json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": secret, "namespace": "flux-system"},
-            "stringData": {"username": USER, "password": token, "ca.crt": ca}});
+            "stringData": data});
         self.c.apply_yaml(&s.to_string()).unwrap();
+    }
+
+    /// Makes the new server hold each response `secs` seconds (`0`: answer at once).
+    fn slow_new_server(&self, secs: u64) {
+        let fault = (secs > 0).then_some(twin::git::Fault::Delay(Duration::from_secs(secs)));
+        self.new.set_fault("org/fleet", fault).unwrap();
+    }
+
+    /// The command for `kubectl cutover gitrepository/<name> --to <new> --dry-run <args>` on
+    /// the workstation, with `kubeconfig`; keep the directory until it ended.
+    fn command(
+        &self,
+        kubeconfig: &std::path::Path,
+        args: &[&str],
+    ) -> (tokio::process::Command, tempfile::TempDir) {
+        let to = self.to();
+        let target = format!("gitrepository/{}", self.name);
+        let mut all = vec![target.as_str(), "--to", &to, "--dry-run"];
+        all.extend_from_slice(args);
+        let hosts = vec![(self.addr.clone(), self.host.clone())];
+        workstation_command(&hosts, kubeconfig, &all)
     }
 
     fn to(&self) -> String {
@@ -172,23 +247,33 @@ spec:
     }
 
     async fn run(&self, args: &[&str]) -> PluginRun {
-        let to = self.to();
-        let target = format!("gitrepository/{}", self.name);
-        let mut all = vec![target.as_str(), "--to", &to, "--dry-run"];
-        all.extend_from_slice(args);
-        let hosts = vec![(self.addr.clone(), self.host.clone())];
-        let (cmd, _hosts) = workstation_command(&hosts, self.c.kubeconfig(), &all);
+        self.run_as(self.c.kubeconfig(), args).await
+    }
+
+    async fn run_as(&self, kubeconfig: &std::path::Path, args: &[&str]) -> PluginRun {
+        let (cmd, _hosts) = self.command(kubeconfig, args);
         let r = run_command(cmd, RUN_TIMEOUT).await;
         if std::env::var_os("CUTOVER_SHOW").is_some() {
-            eprintln!("$ kubectl cutover {}\n{}", all.join(" "), r.all());
+            eprintln!("$ kubectl cutover {args:?}\n{}", r.all());
         }
         r
     }
 
-    /// No token in the output; no cutover probe Job or pod left (the binary deletes the Job,
-    /// the real garbage collector its pod).
+    /// No token in the output or in any version of a probe pod or Job the apiserver served;
+    /// no cutover probe Job or pod left (the binary deletes the Job, the real garbage
+    /// collector its pod).
     fn assert_clean(&self, r: &PluginRun) {
         r.assert_no_secrets();
+        for (_, file) in &self.watches {
+            let seen = std::fs::read_to_string(file).unwrap_or_default();
+            for t in [TOKEN, NEW_TOKEN] {
+                assert!(
+                    !seen.contains(t),
+                    "token in a probe object: {}",
+                    file.display()
+                );
+            }
+        }
         eventually(Duration::from_secs(60), "no cutover probe left", || {
             let v = self.c.get_json(&[
                 "-n",
@@ -248,6 +333,12 @@ async fn same_head_seen_from_inside_the_real_cluster() {
             q.user.as_deref() == Some(USER) && q.authorization.as_deref() == Some("Basic")
         });
     assert!(from_pod, "{:?}", w.new.requests());
+    // The pod got the credentials only by reference (secretKeyRef), as the apiserver served it.
+    let seen = std::fs::read_to_string(&w.watches[0].1).unwrap();
+    assert!(
+        seen.contains("\"secretKeyRef\"") && seen.contains("PROBE_GIT_"),
+        "the probe pod as watched: {seen}"
+    );
     w.assert_clean(&r);
 
     // The table shows the same.
@@ -326,5 +417,326 @@ async fn revoked_token_is_rejected_inside_the_real_cluster() {
         .await;
     assert_eq!(r.code, 0, "{}", r.all());
     assert!(r.stdout.contains("ok   in-cluster"), "{}", r.stdout);
+    w.assert_clean(&r);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_ca_in_the_cluster_names_the_secret_key() {
+    let Some(c) = cluster() else { return };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let w = RealWorld::start(c, "fleet-no-ca", "git-no-ca.prod.example.dev", true);
+    w.secret_with("fleet-no-ca-noca", TOKEN, None);
+    let r = w
+        .run(&[
+            "--verify-in-cluster",
+            "--secret",
+            "fleet-no-ca-noca",
+            "-o",
+            "json",
+        ])
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let inc = &v["preflight"]["inCluster"];
+    assert_eq!(inc["dnsStatus"], "resolved");
+    assert_eq!(inc["tls"], "failed");
+    assert_eq!(inc["caSource"], "image");
+    assert_eq!(inc["auth"], "not-reached");
+    let ch = check(&v, "in-cluster");
+    assert_eq!(ch["result"], "fail");
+    let m = ch["message"].as_str().unwrap();
+    assert!(m.contains("TLS verification failed in the cluster"), "{m}");
+    assert!(
+        m.contains("to secret flux-system/fleet-no-ca-noca under the key `ca.crt`"),
+        "{m}"
+    );
+    w.assert_clean(&r);
+}
+
+/// go-git v5 configureTransport ADDS the secret's ca.crt to the system pool. The new server's
+/// CA is in the probe image's system bundle (the pod runtime's image CA bundle, as a company
+/// base image would carry it) and in the workstation's (SSL_CERT_FILE); the secret's ca.crt
+/// is an unrelated CA (the old server's). Both checks pass; without the CA in the image the
+/// probe is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_ca_adds_to_the_image_bundle_in_the_cluster() {
+    let Some(c) = cluster() else { return };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let w = RealWorld::start(c, "fleet-image-ca", "git-image-ca.prod.example.dev", true);
+    w.secret_with("fleet-image-ca-unrelated", TOKEN, Some(w.old.ca_pem()));
+    let pe = c.podexec().unwrap();
+    pe.set_image_ca_bundle(Some(&format!(
+        "{}{}",
+        std::fs::read_to_string(twin::podexec::IMAGE_CA_BUNDLE).unwrap_or_default(),
+        w.new.ca_pem()
+    )))
+    .unwrap();
+    let (_d, system) = system_bundle_with(w.new.ca_pem());
+    let args = [
+        "--verify-in-cluster",
+        "--secret",
+        "fleet-image-ca-unrelated",
+        "-o",
+        "json",
+    ];
+    let (mut cmd, hosts) = w.command(c.kubeconfig(), &args);
+    cmd.env("SSL_CERT_FILE", &system);
+    let r = run_command(cmd, RUN_TIMEOUT).await;
+    drop(hosts);
+    pe.set_image_ca_bundle(None).unwrap();
+    assert_eq!(r.code, 0, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(check(&v, "remote")["result"], "ok", "{v:#}");
+    let inc = &v["preflight"]["inCluster"];
+    assert_eq!(inc["tls"], "ok");
+    assert_eq!(inc["caSource"], "image+secret");
+    assert_eq!(inc["auth"], "ok");
+    assert_eq!(inc["head"], json!(w.head));
+    let m = check(&v, "in-cluster")["message"].as_str().unwrap();
+    assert!(
+        m.contains(
+            "TLS verified (with the image's CA bundle plus secret flux-system/fleet-image-ca-unrelated ca.crt)"
+        ),
+        "{m}"
+    );
+    w.assert_clean(&r);
+
+    // Control: an image whose bundle lacks the CA refuses the same secret in the cluster.
+    let (mut cmd, hosts) = w.command(c.kubeconfig(), &args);
+    cmd.env("SSL_CERT_FILE", &system);
+    let r = run_command(cmd, RUN_TIMEOUT).await;
+    drop(hosts);
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(check(&v, "remote")["result"], "ok", "{v:#}");
+    let inc = &v["preflight"]["inCluster"];
+    assert_eq!(inc["tls"], "failed");
+    let m = check(&v, "in-cluster")["message"].as_str().unwrap();
+    assert!(
+        m.contains("neither the image's CA bundle nor the secret's ca.crt verifies this server"),
+        "{m}"
+    );
+    w.assert_clean(&r);
+}
+
+/// Real RBAC: a ServiceAccount that may read but not create Jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cannot_create_jobs_exits_3_with_the_can_i_line() {
+    let Some(c) = cluster() else { return };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let w = RealWorld::start(c, "fleet-rbac", "git-rbac.prod.example.dev", true);
+    c.apply_yaml(
+        "apiVersion: v1
+kind: ServiceAccount
+metadata: {name: cutover-readonly, namespace: flux-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: cutover-readonly}
+rules:
+- {apiGroups: [\"\"], resources: [secrets, pods, pods/log], verbs: [get, list, watch]}
+- {apiGroups: [source.toolkit.fluxcd.io, kustomize.toolkit.fluxcd.io], resources: [gitrepositories, kustomizations], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: cutover-readonly}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cutover-readonly}
+subjects: [{kind: ServiceAccount, name: cutover-readonly, namespace: flux-system}]
+",
+    )
+    .unwrap();
+    let token = c
+        .kubectl(&["-n", "flux-system", "create", "token", "cutover-readonly"])
+        .unwrap();
+    let kc = c.dir().join("cutover-readonly.kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: ro\n  user:\n    token: {}\ncontexts:\n- name: c\n  context: {{cluster: c, user: ro, namespace: flux-system}}\ncurrent-context: c\n",
+            c.server(),
+            c.dir().join("ca.crt").display(),
+            token.trim()
+        ),
+    )
+    .unwrap();
+    let r = w.run_as(&kc, &["--verify-in-cluster"]).await;
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(
+        r.stderr.contains("kubectl auth can-i create jobs"),
+        "{}",
+        r.stderr
+    );
+    w.assert_clean(&r);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_image_without_git_is_refused() {
+    let Some(c) = cluster() else { return };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let w = RealWorld::start(c, "fleet-nogit", "git-nogit.prod.example.dev", true);
+    let r = w
+        .run(&["--verify-in-cluster", "--probe-image", "alpine:3.22"])
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("the probe image alpine:3.22 has no git: pass --probe-image"),
+        "{}",
+        r.stdout
+    );
+    w.assert_clean(&r);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_during_the_probe_deletes_it_and_changes_nothing() {
+    let Some(c) = cluster() else { return };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let w = RealWorld::start(c, "fleet-sigint", "git-sigint.prod.example.dev", true);
+    // A slow server: the probe's git ls-remote (two requests) takes at least 16 s, so the
+    // SIGINT sent when its pod is Running always lands while it runs.
+    w.slow_new_server(8);
+    let (mut cmd, _hosts) = w.command(c.kubeconfig(), &["--verify-in-cluster"]);
+    let child = cmd.spawn().unwrap();
+    eventually(Duration::from_secs(120), "the probe pod runs", || {
+        let pods = c.get_json(&[
+            "-n",
+            "flux-system",
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/managed-by=kubectl-cutover",
+        ]);
+        pods["items"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|p| p["status"]["phase"] == "Running"))
+            .then_some(())
+    });
+    let r = twin::testkit::interrupt(child, RUN_TIMEOUT).await;
+    w.slow_new_server(0);
+    assert_eq!(r.code, 130, "{}", r.all());
+    assert!(
+        r.stderr
+            .contains("interrupted by SIGINT: probe job flux-system/cutover-"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("deleted; nothing was changed"),
+        "{}",
+        r.stderr
+    );
+    let gr = c.get_json(&["-n", "flux-system", "get", "gitrepository", &w.name]);
+    assert_eq!(gr["spec"]["url"], json!(w.old.url_https("org/fleet")));
+    w.assert_clean(&r);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_too_slow_for_the_probe_is_refused_not_hung() {
+    let Some(c) = cluster() else { return };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let w = RealWorld::start(c, "fleet-slow", "git-slow.prod.example.dev", true);
+    // Each response held 6 s: the workstation (no step bound) gets its answer; the probe's
+    // git is bound to a third of --probe-timeout 15s = 5 s and is killed.
+    w.slow_new_server(6);
+    let r = w
+        .run(&[
+            "--verify-in-cluster",
+            "--probe-timeout",
+            "15s",
+            "-o",
+            "json",
+        ])
+        .await;
+    w.slow_new_server(0);
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(check(&v, "remote")["result"], "ok");
+    let m = check(&v, "in-cluster")["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        m.contains("git ls-remote did not finish within the probe's step timeout (5s)"),
+        "{m}"
+    );
+    w.assert_clean(&r);
+}
+
+/// Issue 19 item 6: the cluster resolves the new host to the loopback while this workstation
+/// reaches the real server: the in-cluster failure says the pod connected to itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_the_pod_resolves_to_loopback_is_the_pod_itself() {
+    let Some(c) = cluster() else { return };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let w = RealWorld::start(c, "fleet-loopback", "git-loopback.prod.example.dev", true);
+    c.set_upstream(&w.host, &["127.0.0.1"]).unwrap();
+    let r = w.run(&["--verify-in-cluster"]).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(r.stdout.contains("ok   remote"), "{}", r.stdout);
+    assert!(r.stdout.contains("FAIL in-cluster"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!(
+            "but git could not fetch from it: {} resolves in the pod to the loopback (127.0.0.1): in a pod, localhost is the pod itself",
+            w.host
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("firewalls"), "{}", r.stdout);
+    w.assert_clean(&r);
+}
+
+/// Issue 19 item 8, from inside the cluster: the GitRepository has no secretRef and no
+/// --secret is given; the server requires credentials. Both the workstation check and the
+/// in-cluster check say "pass --secret", never "the credential in secret <none> was rejected".
+/// (The real source-controller then fails its next fetch from the old server; the artifact it
+/// stored stays, which is what a dry run compares.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_ref_in_the_cluster_says_pass_secret() {
+    let Some(c) = cluster() else { return };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let w = RealWorld::start(c, "fleet-no-ref", "git-no-ref.prod.example.dev", true);
+    c.kubectl(&[
+        "-n",
+        "flux-system",
+        "patch",
+        "gitrepository",
+        &w.name,
+        "--type=merge",
+        "-p",
+        "{\"spec\":{\"secretRef\":null}}",
+    ])
+    .unwrap();
+    let pe = c.podexec().unwrap();
+    pe.set_image_ca_bundle(Some(&format!(
+        "{}{}",
+        std::fs::read_to_string(twin::podexec::IMAGE_CA_BUNDLE).unwrap_or_default(),
+        w.new.ca_pem()
+    )))
+    .unwrap();
+    let (_d, system) = system_bundle_with(w.new.ca_pem());
+    let (mut cmd, hosts) = w.command(c.kubeconfig(), &["--verify-in-cluster", "-o", "json"]);
+    cmd.env("SSL_CERT_FILE", &system);
+    let r = run_command(cmd, RUN_TIMEOUT).await;
+    drop(hosts);
+    pe.set_image_ca_bundle(None).unwrap();
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let remote = check(&v, "remote")["message"].as_str().unwrap();
+    assert!(
+        remote.contains(
+            "the server requires credentials and the GitRepository has no secretRef; pass --secret"
+        ),
+        "{remote}"
+    );
+    let m = check(&v, "in-cluster")["message"].as_str().unwrap();
+    assert!(
+        m.contains(
+            "the server requires credentials and the GitRepository has no secretRef; pass --secret"
+        ),
+        "{m}"
+    );
+    assert!(!r.stdout.contains("<none>"), "{}", r.stdout);
+    assert_eq!(v["preflight"]["inCluster"]["auth"], "failed");
     w.assert_clean(&r);
 }
