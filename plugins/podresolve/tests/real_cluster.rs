@@ -782,3 +782,129 @@ fn workstation_answer_from_etc_hosts_is_named_with_the_cluster_fix() {
     );
     no_leftovers(c, "flux-system");
 }
+
+/// `--cleanup` on the real cluster: every probe object of ours goes, including a probe pod
+/// whose Job was deleted with `--cascade=orphan` (the real garbage collector then strips the
+/// pod's ownerReference, so it is a bare probe pod); the pod of a Job swept in the same run is
+/// left to the real garbage collector; objects that are not our probes stay.
+#[test]
+fn cleanup_sweeps_probe_jobs_orphaned_and_bare_probe_pods() {
+    let Some(c) = cluster() else { return };
+    let ns = "podresolve-cleanup";
+    namespace(c, ns);
+    let labels = |run: &str| {
+        format!(
+            "{{app.kubernetes.io/managed-by: kubectl-podresolve, app.kubernetes.io/name: podresolve, podresolve.cluster-loop.dev/run: {run}}}"
+        )
+    };
+    let job = |name: &str, labels: &str| {
+        format!(
+            "apiVersion: batch/v1
+kind: Job
+metadata: {{name: {name}, namespace: {ns}, labels: {labels}}}
+spec:
+  template:
+    metadata: {{labels: {labels}}}
+    spec:
+      restartPolicy: Never
+      containers: [{{name: probe, image: 'busybox:1.36', command: [sleep, '3600']}}]
+"
+        )
+    };
+    let pod = |name: &str, labels: &str| {
+        format!(
+            "apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {ns}, labels: {labels}}}
+spec:
+  restartPolicy: Never
+  containers: [{{name: probe, image: 'busybox:1.36', command: [sleep, '3600']}}]
+"
+        )
+    };
+    c.apply_yaml(&format!(
+        "{}---\n{}---\n{}---\n{}---\n{}",
+        job("podresolve-aaaa", &labels("aaaa")),
+        job("podresolve-bbbb", &labels("bbbb")),
+        pod("podresolve-cccc", &labels("cccc")),
+        pod("web-0", "{app: web}"),
+        job("batch", "{team: batch}"),
+    ))
+    .unwrap();
+    let pod_of = |job: &str| {
+        eventually(Duration::from_secs(60), "the Job's pod runs", || {
+            let pods = c.get_json(&["-n", ns, "get", "pods", "-l", &format!("job-name={job}")]);
+            let p = &pods["items"][0];
+            (p["status"]["phase"] == "Running")
+                .then(|| p["metadata"]["name"].as_str().unwrap().to_owned())
+        })
+    };
+    let (_a, orphan, batch) = (
+        pod_of("podresolve-aaaa"),
+        pod_of("podresolve-bbbb"),
+        pod_of("batch"),
+    );
+    c.kubectl(&[
+        "-n",
+        ns,
+        "delete",
+        "job",
+        "podresolve-bbbb",
+        "--cascade=orphan",
+    ])
+    .unwrap();
+    eventually(Duration::from_secs(60), "the orphan lost its owner", || {
+        c.get_json(&["-n", ns, "get", "pod", &orphan])["metadata"]["ownerReferences"]
+            .is_null()
+            .then_some(())
+    });
+
+    let r = run_bin(c.kubeconfig(), &["--cleanup", "-n", ns, "-o", "json"]);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let v = r.json();
+    let deleted: Vec<(String, String)> = v["deleted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["kind"].as_str().unwrap().to_string(),
+                d["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        deleted,
+        [
+            ("job".to_string(), "podresolve-aaaa".to_string()),
+            ("pod".to_string(), orphan.clone()),
+            ("pod".to_string(), "podresolve-cccc".to_string()),
+        ],
+        "{v:#}"
+    );
+    // No probe object is left (the Job's own pod went with it, by the real garbage
+    // collector); the others are untouched.
+    no_leftovers(c, ns);
+    let names = |kind: &str| {
+        let mut n: Vec<String> = c.get_json(&["-n", ns, "get", kind])["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["metadata"]["deletionTimestamp"].is_null())
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names("pods"), [batch, "web-0".to_string()]);
+    assert_eq!(names("jobs"), ["batch"]);
+
+    // A second sweep finds nothing.
+    let r = run_bin(c.kubeconfig(), &["--cleanup", "-n", ns]);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    assert_eq!(
+        r.stdout,
+        format!("no podresolve probe objects in namespace {ns}\n")
+    );
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+}

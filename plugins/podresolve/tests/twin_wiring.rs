@@ -7,8 +7,8 @@
 //! against dnsmasq with BIND nslookup) whatever the host has installed: when the probe Job (or
 //! ephemeral container) appears it creates the pod, appends that log to pods/log and marks the
 //! container terminated. What is tested is podresolve's side: the objects it sends, the
-//! requests it makes, and what it does with the answers. tests/twin_podexec.rs runs the same
-//! binary against the twin's pod execution model, where the probe really resolves.
+//! requests it makes, and what it does with the answers. tests/real_cluster.rs runs the same
+//! binary against the real cluster, where the probe really resolves.
 
 use serde_json::{Value, json};
 use std::process::Stdio;
