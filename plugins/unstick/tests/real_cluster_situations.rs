@@ -603,6 +603,33 @@ fn worker_starvation_names_the_holder_and_predicts_when_the_worker_frees() {
         "{v:#}"
     );
     let predicted: jiff::Timestamp = d["workerFreeAt"].as_str().unwrap().parse().unwrap();
+    // After a push, with proof: the proof wait is sized from the queue (until the worker
+    // frees) plus the run, so it does not give up while the request waits for the worker
+    // (flux2#5622: a request-reconcile gave up after 39 s, the request was handled ~80 s later).
+    let kc = c.kubeconfig().to_path_buf();
+    let asked = jiff::Timestamp::now();
+    let proof = std::thread::spawn(move || {
+        let out = Command::new(BIN)
+            .arg("--kubeconfig")
+            .arg(&kc)
+            .args([
+                "ks/new",
+                "--with-source",
+                "--yes",
+                "--margin",
+                "0s",
+                "-o",
+                "json",
+            ])
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    });
     // When the real worker picked up the new Kustomization: its first condition.
     let started: jiff::Timestamp =
         eventually(Duration::from_secs(150), "the new run starts", || {
@@ -615,4 +642,19 @@ fn worker_starvation_names_the_holder_and_predicts_when_the_worker_frees() {
                 .min()
         });
     within_ten_percent(predicted, started, 60.0);
+    let (code, stdout, stderr) = proof.join().unwrap();
+    let v: Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    assert_eq!(code, Some(0), "{v:#}\n{stderr}");
+    assert_eq!(v["plan"]["lever"], "reconcile-source", "{v:#}");
+    assert_eq!(v["proof"], "recovered", "{v:#}");
+    // The queue left when it was asked (its snapshot is read a moment later: 5 s of slack)
+    // plus the new Kustomization's 30s timeout (--margin 0s: without the queue the wait
+    // would be 60s, the timeout and one more for the refetch).
+    let queue_left = (predicted.as_second() - asked.as_second()).max(0) as f64;
+    let wait = v["plan"]["waitSecs"].as_f64().unwrap();
+    assert!(
+        wait >= queue_left - 5.0 + 30.0,
+        "the proof wait ({wait}s) covers the queue ({queue_left}s) and the run (30s): {v:#}"
+    );
 }
