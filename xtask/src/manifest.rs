@@ -251,7 +251,13 @@ pub fn render(
         .lines()
         .map(|l| format!("    {l}\n"))
         .collect();
+    let completes: String = plugin
+        .completes
+        .lines()
+        .map(|l| format!("    {l}\n"))
+        .collect();
     let text = TEMPLATE
+        .replace("{{completes}}\n", &completes)
         .replace("{{name}}", plugin.name)
         .replace("{{version}}", version)
         .replace("{{short_description}}", plugin.short_description)
@@ -263,4 +269,66 @@ pub fn render(
 /// Path of the manifest of a plugin in a manifests directory: `<dir>/<name>.yaml`.
 pub fn manifest_path(dir: &Path, plugin: &Plugin) -> PathBuf {
     dir.join(format!("{}.yaml", plugin.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::PLUGINS;
+
+    fn committed(p: &Plugin) -> (String, Manifest) {
+        let path = manifest_path(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../krew-manifests"),
+            p,
+        );
+        let text = std::fs::read_to_string(&path).expect("committed manifest");
+        (text, parse(&path).expect("parses"))
+    }
+
+    /// The committed krew-manifests/<name>.yaml are exactly what the template renders with
+    /// their own checksums: a text changed in xtask reaches the manifests (and the other way
+    /// round) only by regenerating them (`cargo run -p xtask -- manifests`).
+    #[test]
+    fn committed_manifests_are_the_template_rendered() {
+        for p in PLUGINS {
+            let (text, m) = committed(&p);
+            let mut sums = Sums::new();
+            for pl in &m.spec.platforms {
+                let archive = pl.uri.rsplit('/').next().unwrap().to_string();
+                sums.insert(archive, pl.sha256.clone());
+            }
+            let (rendered, _) = render(&p, &m.spec.version, &sums).expect("renders");
+            assert_eq!(rendered, text, "{} is not the rendered template", p.name);
+        }
+    }
+
+    /// The completion caveat says what each plugin's completion really offers: fleetlint is
+    /// offline, so its caveat claims no names from a cluster; the cluster plugins name the
+    /// kinds they complete.
+    #[test]
+    fn completion_caveats_are_true_per_plugin() {
+        for p in PLUGINS {
+            let (_, m) = committed(&p);
+            let caveats = m.spec.caveats.replace('\n', " ");
+            match p.name {
+                "fleetlint" => {
+                    assert!(
+                        !caveats.contains("from the cluster") && !caveats.contains("namespaces"),
+                        "fleetlint completes nothing from a cluster: {caveats}"
+                    );
+                    assert!(caveats.contains("never contacts a cluster"), "{caveats}");
+                }
+                "unstick" => assert!(caveats.contains("Kustomization names"), "{caveats}"),
+                "cutover" => assert!(caveats.contains("GitRepository names"), "{caveats}"),
+                "podresolve" | "markercheck" => {
+                    assert!(
+                        caveats.contains("namespaces (from the cluster"),
+                        "{caveats}"
+                    );
+                    assert!(!caveats.contains("object names"), "{caveats}");
+                }
+                other => panic!("no caveat expectation for {other}"),
+            }
+        }
+    }
 }

@@ -12,6 +12,10 @@ pub struct Plugin {
     pub short_description: &'static str,
     /// krew `spec.description`: what it does, a few lines.
     pub description: &'static str,
+    /// What its shell completion offers, for the krew caveats: a few lines, true to the
+    /// plugin's own `completion::handle` callback (only a plugin that reads a cluster may
+    /// claim names from one).
+    pub completes: &'static str,
 }
 
 /// The five plugins, in README order.
@@ -24,6 +28,8 @@ pub const PLUGINS: [Plugin; 5] = [
                       dependsOn chain, its source, the controller) and pulls the lever that really\n\
                       cancels the run on the installed kustomize-controller version, with a\n\
                       deadline, then proves Ready at the new revision.",
+        completes: "It completes flags, contexts, namespaces and Kustomization names, the\n\
+                    names read from the cluster of the current context.",
     },
     Plugin {
         name: "podresolve",
@@ -32,6 +38,8 @@ pub const PLUGINS: [Plugin; 5] = [
         description: "Resolves a host name from inside the pod network instead of the workstation\n\
                       and explains the answer: the pod's resolv.conf (search list, ndots), the\n\
                       CoreDNS Corefile and the workstation's answer side by side.",
+        completes: "It completes flags, contexts (from the kubeconfig) and namespaces (from\n\
+                    the cluster of the current context).",
     },
     Plugin {
         name: "markercheck",
@@ -41,6 +49,9 @@ pub const PLUGINS: [Plugin; 5] = [
                       (# {\"$imagepolicy\": \"ns:name[:tag|:name|:digest]\"}) in a Git checkout:\n\
                       shows what image-automation-controller would commit before it breaks a\n\
                       rollout.",
+        completes: "It completes flags, files and directories, contexts (from the\n\
+                    kubeconfig) and namespaces (from the cluster of the current context,\n\
+                    for --from-cluster).",
     },
     Plugin {
         name: "fleetlint",
@@ -50,6 +61,9 @@ pub const PLUGINS: [Plugin; 5] = [
                       every directory a Kustomization reaches with kubectl kustomize, walks the\n\
                       dependsOn graph, checks post-build substitution, placeholders, load-balancer\n\
                       addresses, service links, image pins and setter markers.",
+        completes: "It completes flags and directories (PATH, --overlay, --repo-root,\n\
+                    --cache-dir). fleetlint is offline: completion never contacts a\n\
+                    cluster.",
     },
     Plugin {
         name: "cutover",
@@ -59,6 +73,8 @@ pub const PLUGINS: [Plugin; 5] = [
                       backwards: preflights the new remote (same commit, auth, TLS), finds where\n\
                       the URL is authored (including the self-reference trap), cuts over and\n\
                       verifies the new revision.",
+        completes: "It completes flags, contexts, namespaces and GitRepository names, the\n\
+                    names read from the cluster of the current context.",
     },
 ];
 
