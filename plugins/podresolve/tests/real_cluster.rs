@@ -908,3 +908,86 @@ spec:
     );
     let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
 }
+
+/// The Job podresolve sends, as the real apiserver stored it, and its request budget counted
+/// by the fault proxy's request log: at most 10 requests, one watch of pods, and the count the
+/// report gives (`probe.apiRequests`) is the real one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_spec_and_request_budget_on_the_real_apiserver() {
+    let Some(c) = cluster() else { return };
+    let ns = "podresolve-budget";
+    namespace(c, ns);
+    let dir = tempfile::tempdir().unwrap();
+    let jobs_file = dir.path().join("jobs.json");
+    let mut watch = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(["-n", ns, "get", "jobs", "-w", "-o", "json"])
+        .stdout(std::fs::File::create(&jobs_file).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
+    let r = run_bin(
+        proxy.kubeconfig(),
+        &[
+            "gitea.prod.example.dev",
+            "--expect",
+            PIN,
+            "-n",
+            ns,
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let v = r.json();
+    assert_eq!(v["probe"]["carrier"], "job");
+    assert_eq!(
+        v["probe"]["node"],
+        realcluster::node::NODE_NAME,
+        "{}",
+        r.dump()
+    );
+    let reqs = proxy.requests();
+    let shown: Vec<String> = reqs
+        .iter()
+        .map(|q| format!("{} {} {}", q.method, q.path, q.status))
+        .collect();
+    assert!(reqs.len() <= 10, "{} requests: {shown:#?}", reqs.len());
+    let pod_watches = reqs
+        .iter()
+        .filter(|q| q.method == "GET" && q.path.contains("/pods?") && q.path.contains("watch=true"))
+        .count();
+    assert_eq!(pod_watches, 1, "{shown:#?}");
+    assert_eq!(
+        v["probe"]["apiRequests"].as_u64().unwrap() as usize,
+        reqs.len(),
+        "{shown:#?}"
+    );
+    // What was sent, as stored by the real apiserver.
+    let job_name = v["probe"]["name"].as_str().unwrap().to_owned();
+    let job: Value = eventually(Duration::from_secs(10), "the Job was watched", || {
+        let text = std::fs::read_to_string(&jobs_file).unwrap_or_default();
+        let mut de = serde_json::Deserializer::from_str(&text).into_iter::<Value>();
+        de.find_map(|j| j.ok().filter(|j| j["metadata"]["name"] == json!(job_name)))
+    });
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert_eq!(job["spec"]["backoffLimit"], 0, "{job}");
+    assert_eq!(
+        job["spec"]["ttlSecondsAfterFinished"],
+        cluster_loop::probe::TTL_AFTER_FINISHED_SECS
+    );
+    assert!(
+        job["spec"]["activeDeadlineSeconds"].as_i64().unwrap() > 0,
+        "{job}"
+    );
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], false, "{job}");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{job}");
+    let argv = pod["containers"][0]["command"].as_array().unwrap();
+    assert_eq!(argv[0], "sh");
+    assert_eq!(argv.last().unwrap(), "gitea.prod.example.dev");
+    no_leftovers(c, ns);
+}
