@@ -1,6 +1,6 @@
 //! What the real `git` CLI prints when it talks to this server and something is wrong:
 //! recorded from git 2.47 (libcurl with GnuTLS) against [`super::GitServer`], and asserted
-//! against real git by `tests/twin/tests/git_server.rs`, so they stay true on this machine.
+//! against real git by `tests/twin/tests/suite/git_server.rs`, so they stay true on this machine.
 //!
 //! `url` below is the remote URL without credentials and without a trailing slash, as
 //! [`super::GitServer::url_http`] returns it; git appends the `/` itself. These are the
