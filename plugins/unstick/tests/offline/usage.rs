@@ -31,7 +31,7 @@ fn usage_line_reads_kubectl_unstick() {
     ] {
         assert!(stdout.contains(part), "--help lacks {part:?}:\n{stdout}");
     }
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../../README.md");
     for part in [
         "`status.observedGeneration` == `metadata.generation`",
         "`status.lastHandledReconcileAt` == our `requestedAt`",

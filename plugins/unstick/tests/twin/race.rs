@@ -9,7 +9,7 @@
 //! The Git server delays every response (`git::Fault::Delay`) so the fetch is in flight when
 //! the plugin starts, whatever the machine's speed. One test run does the cycle
 //! `UNSTICK_RACE_RUNS` times (default 2) on one twin: bad commit, failure, fix, plugin
-//! (`UNSTICK_RACE_RUNS=20 cargo test -p kubectl-unstick --test twin_race` for the long run).
+//! (`UNSTICK_RACE_RUNS=20 cargo test -p kubectl-unstick --test twin race::` for the long run).
 
 use std::time::Duration;
 
