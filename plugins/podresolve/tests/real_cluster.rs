@@ -991,3 +991,177 @@ async fn job_spec_and_request_budget_on_the_real_apiserver() {
     assert_eq!(argv.last().unwrap(), "gitea.prod.example.dev");
     no_leftovers(c, ns);
 }
+
+/// Real RBAC: a ServiceAccount that may read but not create Jobs: exit 3 naming jobs, and no
+/// cleanup noise (nothing was created).
+#[test]
+fn forbidden_create_exits_3_without_cleanup_noise() {
+    let Some(c) = cluster() else { return };
+    let kc = service_account_kubeconfig(
+        c,
+        "podresolve-readonly",
+        "- {apiGroups: [\"\"], resources: [pods, pods/log, configmaps, services], verbs: [get, list, watch]}",
+    );
+    let r = run_bin(&kc, &["gitea.prod.example.dev", "-n", "flux-system"]);
+    assert_eq!(r.code, Some(3), "{}", r.dump());
+    assert!(r.stderr.contains("jobs"), "{}", r.dump());
+    assert!(!r.stderr.contains("cleanup failed"), "{}", r.dump());
+    assert!(!r.stderr.contains("deleted"), "{}", r.dump());
+}
+
+/// Starts the binary through `proxy`, waits until `ready` (e.g. a fault matched n requests,
+/// which reached the proxy and are held), then SIGINTs it; its exit code and stderr.
+async fn interrupt_when(
+    proxy: &realcluster::proxy::FaultProxy,
+    ready: impl Fn() -> bool,
+    args: &[&str],
+) -> (Option<i32>, String) {
+    let child = tokio::process::Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(proxy.kubeconfig())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        assert!(Instant::now() < until, "requests never arrived");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("exits promptly after SIGINT")
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn hang_everything(proxy: &realcluster::proxy::FaultProxy) -> usize {
+    proxy.add(realcluster::proxy::Fault {
+        method: None,
+        path_contains: String::new(),
+        nth: 0,
+        action: realcluster::proxy::FaultAction::Latency(Duration::from_secs(3600)),
+    })
+}
+
+/// An API server that accepts requests and never answers: the create is held back until the
+/// server has answered something, so SIGINT finds nothing created, sends no DELETE and does
+/// not wait for one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_server_sigint_reports_nothing_created_and_sends_no_delete() {
+    let Some(c) = cluster() else { return };
+    let ns = "podresolve-hung";
+    namespace(c, ns);
+    let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
+    let hang = hang_everything(&proxy);
+    let (code, stderr) = interrupt_when(
+        &proxy,
+        || proxy.matched(hang) >= 3,
+        &["gitea.prod.example.dev", "-n", ns, "--timeout", "5m"],
+    )
+    .await;
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted by SIGINT: nothing was created\n"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("NOT deleted"), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    // Only the three kube-system GETs reached the server: no POST, no DELETE.
+    assert_eq!(proxy.matched(hang), 3);
+    assert_eq!(leftovers(c, ns), Vec::<String>::new());
+}
+
+/// The same hung server without an interrupt: the run ends at --timeout + 15s with exit 3 and
+/// says nothing was created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_server_run_is_bounded_by_the_deadline() {
+    let Some(c) = cluster() else { return };
+    let ns = "podresolve-hung-deadline";
+    namespace(c, ns);
+    let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
+    let hang = hang_everything(&proxy);
+    let kc = proxy.kubeconfig().to_path_buf();
+    let r = tokio::task::spawn_blocking(move || {
+        run_bin(
+            &kc,
+            &["gitea.prod.example.dev", "-n", ns, "--timeout", "5s"],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.code, Some(3), "{}", r.dump());
+    assert!(
+        r.stderr.ends_with(&format!(
+            "error: the API server {} did not answer within 20s (--timeout + 15s): nothing was created\n",
+            proxy.server()
+        )),
+        "{}",
+        r.dump()
+    );
+    assert!(!r.stderr.contains("deleted"), "{}", r.dump());
+    assert_eq!(proxy.matched(hang), 3, "no POST, no DELETE");
+}
+
+/// The apiserver commits the create but its answer never reaches the binary: the probe may
+/// exist, so one DELETE by name is sent (bounded), and the message says the create had no
+/// answer rather than claiming a deletion of something known to exist. The Job really
+/// existed and is really gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unanswered_create_sigint_sends_one_delete_and_says_so() {
+    let Some(c) = cluster() else { return };
+    let ns = "podresolve-unanswered";
+    namespace(c, ns);
+    let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
+    proxy.add(realcluster::proxy::Fault {
+        method: Some("POST".into()),
+        path_contains: format!("/namespaces/{ns}/jobs"),
+        nth: 0,
+        action: realcluster::proxy::FaultAction::HoldAnswer(Duration::from_secs(3600)),
+    });
+    let created = || {
+        proxy
+            .requests()
+            .iter()
+            .any(|q| q.method == "POST" && q.path.contains("/jobs") && q.status == 201)
+    };
+    let (code, stderr) = interrupt_when(
+        &proxy,
+        created,
+        &["gitea.prod.example.dev", "-n", ns, "--timeout", "5m"],
+    )
+    .await;
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "interrupted by SIGINT: the create of job {ns}/podresolve-"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("had no answer yet; its DELETE succeeded (or found nothing)"),
+        "{stderr}"
+    );
+    let deletes = proxy
+        .requests()
+        .iter()
+        .filter(|q| q.method == "DELETE" && q.path.contains("/jobs/"))
+        .count();
+    assert_eq!(deletes, 1, "{:?}", proxy.requests());
+    no_leftovers(c, ns);
+}

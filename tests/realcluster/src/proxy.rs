@@ -33,6 +33,9 @@ pub enum FaultAction {
     DropAfter(Duration),
     /// Close the connection without an answer.
     Close,
+    /// Forward (the apiserver acts on it, e.g. commits a create), then hold the answer this
+    /// long: a request the client never hears back about.
+    HoldAnswer(Duration),
 }
 
 /// One fault: requests whose method equals `method` (if set) and whose path and query contain
@@ -159,9 +162,22 @@ impl FaultProxy {
         &self.kubeconfig
     }
 
-    /// Adds a fault.
-    pub fn add(&self, fault: Fault) {
-        self.state.lock().unwrap().faults.push((fault, 0));
+    /// Adds a fault; returns its index for [`FaultProxy::matched`].
+    pub fn add(&self, fault: Fault) -> usize {
+        let mut st = self.state.lock().unwrap();
+        st.faults.push((fault, 0));
+        st.faults.len() - 1
+    }
+
+    /// How many requests have matched fault `index` so far (counted when they arrive, before
+    /// the fault acts: a held request counts while it is held).
+    pub fn matched(&self, index: usize) -> usize {
+        self.state
+            .lock()
+            .unwrap()
+            .faults
+            .get(index)
+            .map_or(0, |(_, n)| *n)
     }
 
     /// Removes every fault.
@@ -240,6 +256,7 @@ async fn handle(
         })
     };
     let mut drop_after = None;
+    let mut hold_answer = None;
     match action {
         Some(FaultAction::Status(code)) => {
             log(code);
@@ -254,6 +271,7 @@ async fn handle(
         }
         Some(FaultAction::Latency(d)) => tokio::time::sleep(d).await,
         Some(FaultAction::DropAfter(d)) => drop_after = Some(d),
+        Some(FaultAction::HoldAnswer(d)) => hold_answer = Some(d),
         None => {}
     }
     let (parts, body) = req.into_parts();
@@ -281,6 +299,9 @@ async fn handle(
         }
     };
     log(resp.status().as_u16());
+    if let Some(d) = hold_answer {
+        tokio::time::sleep(d).await;
+    }
     let (parts, body) = resp.into_parts();
     let body: RespBody = match drop_after {
         None => body.map_err(|e| -> BoxError { Box::new(e) }).boxed_unsync(),
