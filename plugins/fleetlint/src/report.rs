@@ -144,99 +144,41 @@ pub fn graph(overlays: &[OverlayReport], p: &Painter) -> String {
     out
 }
 
-fn gh_escape_data(s: &str) -> String {
-    s.replace('%', "%25")
-        .replace('\r', "%0D")
-        .replace('\n', "%0A")
+fn annotations(findings: &[Finding]) -> Vec<markercheck::report::Annotation<'_>> {
+    findings
+        .iter()
+        .map(|f| markercheck::report::Annotation {
+            rule: &f.rule,
+            name: &f.name,
+            severity: f.severity,
+            file: &f.file,
+            line: f.line,
+            column: None,
+            message: &f.message,
+            fix: &f.fix,
+        })
+        .collect()
 }
 
-fn gh_escape_prop(s: &str) -> String {
-    gh_escape_data(s).replace(':', "%3A").replace(',', "%2C")
-}
-
-/// GitHub Actions workflow commands (`::error file=..,line=..,title=..::message`).
+/// GitHub Actions workflow commands (`::error file=..,line=..,title=..::message`), printed by
+/// markercheck's [`markercheck::report::github_annotations`].
 pub fn github(findings: &[Finding]) -> String {
-    let mut out = String::new();
-    for f in findings {
-        let level = match f.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-            Severity::Info => "notice",
-        };
-        let mut props = Vec::new();
-        if !f.file.is_empty() {
-            props.push(format!("file={}", gh_escape_prop(&f.file)));
-        }
-        if f.line > 0 {
-            props.push(format!("line={}", f.line));
-        }
-        props.push(format!(
-            "title={}",
-            gh_escape_prop(&format!("{} {}", f.rule, f.name))
-        ));
-        out.push_str(&format!(
-            "::{level} {}::{}\n",
-            props.join(","),
-            gh_escape_data(&format!("{}\nfix: {}", f.message, f.fix))
-        ));
-    }
-    out
+    markercheck::report::github_annotations(annotations(findings))
 }
 
-/// SARIF 2.1.0 log with one run; the driver lists every fleetlint rule and every markercheck
-/// rule.
+/// SARIF 2.1.0 log with one run ([`markercheck::report::sarif_log`]); the driver lists every
+/// fleetlint rule (with its `--explain` story) and every markercheck rule.
 pub fn sarif(findings: &[Finding]) -> serde_json::Value {
-    use serde_json::json;
-    let level = |s: Severity| match s {
-        Severity::Error => "error",
-        Severity::Warning => "warning",
-        Severity::Info => "note",
-    };
-    let mut rules: Vec<serde_json::Value> = RULES
+    let mut rules: Vec<markercheck::report::SarifRule<'_>> = RULES
         .iter()
-        .map(|r| {
-            json!({"id": r.id, "name": r.name, "shortDescription": {"text": r.summary},
-                   "fullDescription": {"text": r.explain},
-                   "defaultConfiguration": {"level": level(r.severity)}})
+        .map(|r| markercheck::report::SarifRule {
+            id: r.id,
+            name: r.name,
+            summary: r.summary,
+            explain: Some(r.explain),
+            severity: r.severity,
         })
         .collect();
-    for (id, name, s, desc) in markercheck::check::RULES {
-        rules.push(
-            json!({"id": id, "name": name, "shortDescription": {"text": desc},
-                          "defaultConfiguration": {"level": level(*s)}}),
-        );
-    }
-    let index = |id: &str| rules.iter().position(|r| r["id"] == id).unwrap_or(0);
-    let results: Vec<_> = findings
-        .iter()
-        .map(|f| {
-            let mut r = json!({
-                "ruleId": f.rule,
-                "ruleIndex": index(&f.rule),
-                "level": level(f.severity),
-                "message": {"text": format!("{}\nfix: {}", f.message, f.fix)},
-            });
-            if !f.file.is_empty() {
-                let mut loc = json!({"artifactLocation": {"uri": f.file}});
-                if f.line > 0 {
-                    loc["region"] = json!({"startLine": f.line});
-                }
-                r["locations"] = json!([{"physicalLocation": loc}]);
-            }
-            r
-        })
-        .collect();
-    json!({
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "kubectl-fleetlint",
-                "version": env!("CARGO_PKG_VERSION"),
-                "informationUri": "https://github.com/cluster-loop/cluster-loop",
-                "rules": rules,
-            }},
-            "results": results,
-        }]
-    })
+    rules.extend(markercheck::report::sarif_rules());
+    markercheck::report::sarif_log("kubectl-fleetlint", &rules, &annotations(findings))
 }

@@ -104,22 +104,75 @@ fn gh_escape_prop(s: &str) -> String {
     gh_escape_data(s).replace(':', "%3A").replace(',', "%2C")
 }
 
-/// GitHub Actions workflow commands (`::error file=..,line=..,col=..,title=..::message`).
-pub fn github(findings: &[Finding]) -> String {
+/// One finding as the annotation printers ([`github_annotations`], [`sarif_log`]) see it: the
+/// shape markercheck's and fleetlint's findings share.
+#[derive(Debug, Clone, Copy)]
+pub struct Annotation<'a> {
+    /// Rule ID (`MC003`, `FL040`).
+    pub rule: &'a str,
+    /// Rule name.
+    pub name: &'a str,
+    /// Severity (`Info` is a GitHub `notice` and a SARIF `note`).
+    pub severity: Severity,
+    /// File the finding is in (empty: none). A name with a space and no line is a
+    /// description (markercheck's cluster or policy sources), not a path, and is not given
+    /// as a location.
+    pub file: &'a str,
+    /// 1-based line (0: the whole file).
+    pub line: usize,
+    /// 1-based column, when the producer knows it.
+    pub column: Option<usize>,
+    /// What is wrong.
+    pub message: &'a str,
+    /// How to fix it.
+    pub fix: &'a str,
+}
+
+impl Annotation<'_> {
+    fn located(&self) -> bool {
+        !self.file.is_empty() && (self.line > 0 || !self.file.contains(' '))
+    }
+
+    fn text(&self) -> String {
+        format!("{}\nfix: {}", self.message, self.fix)
+    }
+}
+
+/// A rule as a SARIF driver lists it.
+#[derive(Debug, Clone, Copy)]
+pub struct SarifRule<'a> {
+    /// Rule ID.
+    pub id: &'a str,
+    /// Rule name.
+    pub name: &'a str,
+    /// One line (`shortDescription`).
+    pub summary: &'a str,
+    /// The rule's story (`fullDescription`), when there is one.
+    pub explain: Option<&'a str>,
+    /// Default severity.
+    pub severity: Severity,
+}
+
+/// GitHub Actions workflow commands, one per finding
+/// (`::error file=..,line=..,col=..,title=RULE name::message%0Afix: ..`), escaped as the
+/// runner's `toolkit/core` `escapeData`/`escapeProperty` do; `Info` is a `notice`.
+pub fn github_annotations<'a>(items: impl IntoIterator<Item = Annotation<'a>>) -> String {
     let mut out = String::new();
-    for f in findings {
+    for f in items {
         let level = match f.severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
             Severity::Info => "notice",
         };
         let mut props = Vec::new();
-        if !f.file.is_empty() && !f.file.contains(' ') || f.line > 0 {
-            props.push(format!("file={}", gh_escape_prop(&f.file)));
+        if f.located() {
+            props.push(format!("file={}", gh_escape_prop(f.file)));
         }
         if f.line > 0 {
             props.push(format!("line={}", f.line));
-            props.push(format!("col={}", f.column));
+            if let Some(c) = f.column {
+                props.push(format!("col={c}"));
+            }
         }
         props.push(format!(
             "title={}",
@@ -128,47 +181,59 @@ pub fn github(findings: &[Finding]) -> String {
         out.push_str(&format!(
             "::{level} {}::{}\n",
             props.join(","),
-            gh_escape_data(&format!("{}\nfix: {}", f.message, f.fix))
+            gh_escape_data(&f.text())
         ));
     }
     out
 }
 
-/// SARIF 2.1.0 log with one run; every rule in [`RULES`] is listed in the driver.
-pub fn sarif(findings: &[Finding]) -> serde_json::Value {
+/// SARIF 2.1.0 log (OASIS sarif-v2.1.0) with one run of `tool`: the driver lists `rules`;
+/// each result names its rule by ID and index, a location when it has a file (a region from
+/// its line and column), and the message with the fix.
+pub fn sarif_log(
+    tool: &str,
+    rules: &[SarifRule<'_>],
+    items: &[Annotation<'_>],
+) -> serde_json::Value {
     use serde_json::json;
     let level = |s: Severity| match s {
         Severity::Error => "error",
         Severity::Warning => "warning",
         Severity::Info => "note",
     };
-    let rules: Vec<_> = RULES
+    let driver_rules: Vec<_> = rules
         .iter()
-        .map(|(id, name, sev, desc)| {
-            json!({
-                "id": id,
-                "name": name,
-                "shortDescription": {"text": desc},
-                "defaultConfiguration": {"level": level(*sev)},
-            })
+        .map(|r| {
+            let mut v = json!({
+                "id": r.id,
+                "name": r.name,
+                "shortDescription": {"text": r.summary},
+                "defaultConfiguration": {"level": level(r.severity)},
+            });
+            if let Some(e) = r.explain {
+                v["fullDescription"] = json!({"text": e});
+            }
+            v
         })
         .collect();
-    let results: Vec<_> = findings
+    let results: Vec<_> = items
         .iter()
         .map(|f| {
             let mut r = json!({
                 "ruleId": f.rule,
-                "ruleIndex": RULES.iter().position(|r| r.0 == f.rule).unwrap_or(0),
+                "ruleIndex": rules.iter().position(|r| r.id == f.rule).unwrap_or(0),
                 "level": level(f.severity),
-                "message": {"text": format!("{}\nfix: {}", f.message, f.fix)},
+                "message": {"text": f.text()},
             });
-            if !f.file.is_empty() && f.line > 0 {
-                r["locations"] = json!([{
-                    "physicalLocation": {
-                        "artifactLocation": {"uri": f.file.replace('\\', "/")},
-                        "region": {"startLine": f.line, "startColumn": f.column.max(1)},
+            if f.located() {
+                let mut loc = json!({"artifactLocation": {"uri": f.file.replace('\\', "/")}});
+                if f.line > 0 {
+                    loc["region"] = json!({"startLine": f.line});
+                    if let Some(c) = f.column {
+                        loc["region"]["startColumn"] = json!(c.max(1));
                     }
-                }]);
+                }
+                r["locations"] = json!([{"physicalLocation": loc}]);
             }
             r
         })
@@ -178,14 +243,59 @@ pub fn sarif(findings: &[Finding]) -> serde_json::Value {
         "version": "2.1.0",
         "runs": [{
             "tool": {"driver": {
-                "name": "kubectl-markercheck",
+                "name": tool,
                 "version": env!("CARGO_PKG_VERSION"),
                 "informationUri": "https://github.com/cluster-loop/cluster-loop",
-                "rules": rules,
+                "rules": driver_rules,
             }},
             "results": results,
         }]
     })
+}
+
+/// markercheck's findings as [`Annotation`]s.
+fn annotations(findings: &[Finding]) -> Vec<Annotation<'_>> {
+    findings
+        .iter()
+        .map(|f| Annotation {
+            rule: f.rule,
+            name: f.name,
+            severity: f.severity,
+            file: &f.file,
+            line: f.line,
+            column: Some(f.column),
+            message: &f.message,
+            fix: &f.fix,
+        })
+        .collect()
+}
+
+/// markercheck's rules ([`RULES`]) as SARIF driver rules.
+pub fn sarif_rules() -> Vec<SarifRule<'static>> {
+    RULES
+        .iter()
+        .map(|(id, name, severity, summary)| SarifRule {
+            id,
+            name,
+            summary,
+            explain: None,
+            severity: *severity,
+        })
+        .collect()
+}
+
+/// GitHub Actions workflow commands (`::error file=..,line=..,col=..,title=..::message`).
+pub fn github(findings: &[Finding]) -> String {
+    github_annotations(annotations(findings))
+}
+
+/// SARIF 2.1.0 log with one run; every rule in [`RULES`] is listed in the driver.
+pub fn sarif(findings: &[Finding]) -> serde_json::Value {
+    sarif_log(
+        "kubectl-markercheck",
+        &sarif_rules(),
+        &annotations(findings),
+    )
 }
 
 #[cfg(test)]
