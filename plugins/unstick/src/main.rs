@@ -121,8 +121,9 @@ struct Cli {
     /// (default: the Kustomization's spec.timeout plus --margin)
     #[arg(long, requires = "check", value_parser = parse_duration, value_name = "DURATION")]
     timeout: Option<Duration>,
-    /// Do not ask for confirmation on a terminal
-    #[arg(short = 'y', long)]
+    /// Do not ask for confirmation on a terminal (conflicts with --dry-run, which changes
+    /// nothing and so asks nothing)
+    #[arg(short = 'y', long, conflicts_with = "dry_run")]
     yes: bool,
 
     /// Also request a reconcile of the source (GitRepository/OCIRepository) first

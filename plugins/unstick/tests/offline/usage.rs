@@ -53,9 +53,11 @@ fn usage_errors_exit_2_without_a_kubeconfig() {
         ("foo/bar/baz", "more than one slash"),
         ("deploy/foo", "not supported"),
         ("ks/Bad_Name", "\"ks/Bad_Name\""),
+        // Contradictory flags: --dry-run changes nothing, --yes confirms a change.
+        ("ks/apps --dry-run --yes", "cannot be used with"),
     ] {
         let out = Command::new(BIN)
-            .arg(arg)
+            .args(arg.split(' '))
             .env("KUBECONFIG", &missing)
             .env_remove("KUBERNETES_SERVICE_HOST")
             .env_remove("KUBERNETES_SERVICE_PORT")
