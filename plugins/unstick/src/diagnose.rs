@@ -1069,7 +1069,7 @@ impl<'a> Engine<'a> {
     fn blocking_in_flight(&self, ks: &Value) -> Vec<BlockingObject> {
         wait_set(ks)
             .iter()
-            .filter_map(|m| self.blocking_object(m, None))
+            .filter_map(|m| self.blocking_object(ks, m, None))
             .collect()
     }
 
@@ -1097,7 +1097,7 @@ impl<'a> Engine<'a> {
                     origin: Origin::Message,
                 });
             seen.insert((kind, ns, name));
-            if let Some(b) = self.blocking_object(&m, Some(&quoted)) {
+            if let Some(b) = self.blocking_object(ks, &m, Some(&quoted)) {
                 out.push(b);
             }
         }
@@ -1105,7 +1105,7 @@ impl<'a> Engine<'a> {
             if seen.contains(&(m.kind.clone(), m.namespace.clone(), m.name.clone())) {
                 continue;
             }
-            if let Some(b) = self.blocking_object(&m, None) {
+            if let Some(b) = self.blocking_object(ks, &m, None) {
                 out.push(b);
             }
         }
@@ -1124,8 +1124,14 @@ impl<'a> Engine<'a> {
 
     /// One member of the wait set, when it is not Current: its kstatus as kustomize-controller
     /// reads it ([`kstatus::compute_health_at`]), why, and the fix for its kind. `quoted`: the
-    /// status the controller's message gave it.
-    fn blocking_object(&self, m: &WaitMember, quoted: Option<&str>) -> Option<BlockingObject> {
+    /// status the controller's message gave it. `ks`: the Kustomization (its
+    /// `spec.healthCheckExprs`).
+    fn blocking_object(
+        &self,
+        ks: &Value,
+        m: &WaitMember,
+        quoted: Option<&str>,
+    ) -> Option<BlockingObject> {
         let (group, kind, ns, name) = (
             m.group.as_str(),
             m.kind.as_str(),
@@ -1164,6 +1170,34 @@ impl<'a> Engine<'a> {
             // changeSetWithoutSkipped).
             if m.origin == Origin::Inventory && reconcile_disabled(o) {
                 return None;
+            }
+            // A kind with a spec.healthCheckExprs entry is read by the controller with those
+            // CEL expressions, which are not evaluated here: say so instead of a generic
+            // reading that may not be the controller's (either way).
+            if quoted.is_none()
+                && let Some(e) = health_check_expr(ks, o)
+            {
+                let generic = kstatus::compute_health_at(o, self.now(), self.health_reader());
+                let field = |f: &str| {
+                    obj::s(e, &[f])
+                        .filter(|x| !x.is_empty())
+                        .map(|x| format!("{f}: `{x}`"))
+                };
+                let exprs: Vec<String> = ["current", "inProgress", "failed"]
+                    .iter()
+                    .filter_map(|f| field(f))
+                    .collect();
+                return Some(mk(
+                    KStatus::Unknown.to_string(),
+                    format!(
+                        "kustomize-controller reads {kind} with spec.healthCheckExprs ({}), CEL that kubectl unstick does not evaluate; without them it would read {} ({}), which may not be the controller's verdict",
+                        exprs.join(", "),
+                        generic.status,
+                        generic.message
+                    ),
+                    None,
+                    self.pod_reasons(o),
+                ));
             }
             let r = kstatus::compute_health_at(o, self.now(), self.health_reader());
             if r.status == KStatus::Current {
@@ -1625,6 +1659,17 @@ pub fn wait_set(ks: &Value) -> Vec<WaitMember> {
         }
     }
     out
+}
+
+/// The `spec.healthCheckExprs` entry of `ks` for `o`'s apiVersion and kind (kustomize-controller
+/// v1.5+, api/v1 `HealthCheckExprs []kustomize.CustomHealthCheck{APIVersion, Kind, Current,
+/// InProgress, Failed}`: the controller reads objects of that apiVersion and kind with those CEL
+/// expressions instead of kstatus).
+pub fn health_check_expr<'k>(ks: &'k Value, o: &Value) -> Option<&'k Value> {
+    let (av, kind) = (obj::s(o, &["apiVersion"])?, obj::kind(o));
+    obj::arr(ks, &["spec", "healthCheckExprs"])
+        .iter()
+        .find(|e| obj::s(e, &["apiVersion"]) == Some(av) && obj::s(e, &["kind"]) == Some(kind))
 }
 
 /// [`wait_set`] as `(group, Kind, namespace, name)` tuples.

@@ -658,3 +658,65 @@ fn worker_starvation_names_the_holder_and_predicts_when_the_worker_frees() {
         "the proof wait ({wait}s) covers the queue ({queue_left}s) and the run (30s): {v:#}"
     );
 }
+
+/// `spec.healthCheckExprs` (kustomize-controller v1.5+) on the real controller: a custom
+/// resource without conditions (plain kstatus: Current). The real controller reads it with the
+/// CEL expressions instead; the `status` written in Git is not applied, so `failed` errors on the
+/// missing attribute and the object is `status: 'Unknown'` until the timeout (observed here, the
+/// message quotes the CEL error). unstick does not evaluate CEL: it names the object as Unknown
+/// with the expressions, never "nothing blocks" (the generic reading), and predicts the end.
+#[test]
+fn health_check_exprs_member_is_named_unknown_and_the_end_predicted() {
+    let c = cluster();
+    let (name, ns) = ("unstick-cel", "unstick-cel");
+    c.apply_yaml(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: databases.example.com\nspec:\n  group: example.com\n  names: {kind: Database, plural: databases, singular: database, listKind: DatabaseList}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true\n",
+    )
+    .unwrap();
+    c.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/databases.example.com",
+        "--timeout=60s",
+    ])
+    .unwrap();
+    c.fleet(
+        name,
+        &[
+            ("ns.yaml", &ns_yaml(ns)),
+            (
+                "db.yaml",
+                &format!("apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: db\n  namespace: {ns}\nspec:\n  size: small\nstatus:\n  phase: Provisioning\n"),
+            ),
+        ],
+        "  interval: 10m\n  path: ./\n  prune: true\n  wait: true\n  timeout: 40s\n  healthCheckExprs:\n  - apiVersion: example.com/v1\n    kind: Database\n    current: status.phase == 'Ready'\n    failed: status.phase == 'Failed'\n",
+    )
+    .unwrap();
+    running_checks(c, name);
+    let (code, v, err) = unstick(c, &[&format!("ks/{name}"), "--dry-run"]);
+    assert_eq!(code, 1, "{v:#}\n{err}");
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "health-check-in-flight", "{v:#}");
+    let b = &d["blocking"][0];
+    assert_eq!(b["object"], format!("Database/{ns}/db"), "{v:#}");
+    assert_eq!(b["kstatus"], "Unknown", "{b:#}");
+    let m = b["message"].as_str().unwrap();
+    assert!(
+        m.contains("current: `status.phase == 'Ready'`, failed: `status.phase == 'Failed'`"),
+        "{m}"
+    );
+    assert!(m.contains("does not evaluate"), "{m}");
+    let predicted: jiff::Timestamp = d["healthCheck"]["endsAt"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (ready, ended) = check_ended(c, name, Duration::from_secs(120));
+    assert!(
+        ready["message"].as_str().unwrap().contains(&format!(
+            "Database/{ns}/db status: 'Unknown': failed to evaluate the CEL expression"
+        )),
+        "{ready}"
+    );
+    within_ten_percent(predicted, ended, 40.0);
+}

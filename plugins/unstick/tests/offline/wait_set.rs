@@ -398,6 +398,46 @@ fn blockers_that_need_their_own_fix_get_no_kustomization_lever() {
     assert_eq!(restart.lever, Lever::RestartController);
 }
 
+/// A kind with a `spec.healthCheckExprs` entry (kustomize-controller v1.5+) is read by the
+/// controller with CEL, not kstatus: unstick does not evaluate CEL, so it never claims the
+/// generic reading (here Current: no conditions) as the controller's; the member is Unknown with
+/// the expressions quoted.
+#[test]
+fn health_check_exprs_members_are_unknown_never_a_generic_verdict() {
+    let cr = json!({"apiVersion": "example.com/v1", "kind": "Database",
+        "metadata": {"name": "db", "namespace": "apps", "generation": 1},
+        "status": {"phase": "Provisioning"}});
+    let s = snap(
+        "v1.9.4",
+        vec![in_flight(
+            "db",
+            json!({"wait": true, "healthCheckExprs": [{"apiVersion": "example.com/v1",
+                "kind": "Database", "current": "status.phase == 'Ready'",
+                "failed": "status.phase == 'Failed'"}]}),
+            &["apps_db_example.com_Database"],
+        )],
+        vec![cr],
+        vec![],
+        &["example.com/Database"],
+    );
+    let d = diag(&s, "db");
+    assert_eq!(d.blocking.len(), 1, "{:#?}", d.blocking);
+    let b = &d.blocking[0];
+    assert_eq!(b.object, "Database/apps/db");
+    assert_eq!(b.kstatus, "Unknown");
+    assert!(
+        b.message
+            .contains("current: `status.phase == 'Ready'`, failed: `status.phase == 'Failed'`"),
+        "{}",
+        b.message
+    );
+    assert!(b.message.contains("does not evaluate"), "{}", b.message);
+    assert!(b.message.contains("would read Current"), "{}", b.message);
+    assert!(b.fix.is_none());
+    // Not a fix-blockers case: the lever logic stays the controller's.
+    assert_ne!(plan(&s, "db").lever, Lever::FixBlockers);
+}
+
 /// `no matches for kind` on apply: the CRD is missing; no request (a rerun fails the same way).
 #[test]
 fn no_matches_for_kind_on_apply_says_crd_missing_and_sends_nothing() {
