@@ -720,3 +720,85 @@ fn health_check_exprs_member_is_named_unknown_and_the_end_predicted() {
     );
     within_ten_percent(predicted, ended, 40.0);
 }
+
+/// `--check` during a run in progress that outlives `--timeout`: `timed-out` (exit 1) saying
+/// what it waited on, never failed-again; and a SIGINT while it waits ends it with exit 130 and
+/// proof `interrupted`, at once (it only reads: nothing to undo).
+#[test]
+fn check_at_its_deadline_is_timed_out_and_sigint_is_130() {
+    let c = cluster();
+    let (name, ns) = ("unstick-chk-to", "unstick-chk-to");
+    c.fleet(
+        name,
+        &[
+            ("ns.yaml", &ns_yaml(ns)),
+            (
+                "web.yaml",
+                &deployment(ns, "web", "registry.example.local/unstick-chk-to:1"),
+            ),
+        ],
+        "  interval: 10m\n  path: ./\n  prune: true\n  wait: true\n  timeout: 3m\n",
+    )
+    .unwrap();
+    running_checks(c, name);
+    let started = std::time::Instant::now();
+    let (code, v, err) = unstick(c, &[&format!("ks/{name}"), "--check", "--timeout", "5s"]);
+    let took = started.elapsed();
+    assert_eq!(code, 1, "{v:#}\n{err}");
+    assert_eq!(v["proof"], "timed-out", "{v:#}");
+    assert!(
+        v["lastSeen"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("a run is in progress: Running health checks")),
+        "{v:#}"
+    );
+    assert!(took >= Duration::from_secs(5), "{took:?}");
+    assert!(
+        err.contains("waiting up to 5s (--timeout) for it to end before judging"),
+        "{err}"
+    );
+
+    let mut child = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args([&format!("ks/{name}"), "--check", "-o", "json"])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines() {
+            let line = line.unwrap_or_default();
+            if line.contains("for it to end before judging") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("--check says it waits for the run in progress");
+    let sent = std::time::Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = reader.join().unwrap();
+    assert!(
+        sent.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(v["proof"], "interrupted", "{v:#}");
+    assert_eq!(v["action"], "check", "{v:#}");
+}
