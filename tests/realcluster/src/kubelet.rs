@@ -13,7 +13,10 @@
 //! `tailLines`, `limitBytes` (what `kubectl logs [-f] [--tail] [--limit-bytes]` and the
 //! plugins send; podresolve and cutover send `limitBytes`); `previous` answers 400 (no
 //! restarts here); `timestamps`, `sinceSeconds` and `sinceTime` answer 400 ("not supported by
-//! the realcluster node agent"), never a silently different log. No authentication or
+//! the realcluster node agent"), never a silently different log. Errors for a container with no
+//! log use the kubelet's wording (pkg/kubelet/kubelet_pods.go `validateContainerLogStatus`).
+//! Besides the probe pods' output, the Flux controllers the node agent runs as host processes
+//! are served from their log files ([`LogStore::register_file`]). No authentication or
 //! authorization of the caller (a kubelet asks the apiserver with SubjectAccessReviews); the
 //! listener is on loopback. kube-apiserver runs without `--kubelet-certificate-authority`, so
 //! it does not verify this server's certificate (the cluster CA's serving certificate for
@@ -51,15 +54,26 @@ struct LogBuf {
     closed: bool,
 }
 
-/// Container logs by `(namespace, pod, container)`, as the kubelet keeps them on its node.
-/// A pod's logs are dropped when the pod is deleted.
+/// Container logs by `(namespace, pod, container)`, as the kubelet keeps them on its node:
+/// in memory for the probe pods, a file for a host process. A pod's logs are dropped when the
+/// pod is deleted.
 #[derive(Clone, Default)]
 pub struct LogStore {
     inner: Arc<Mutex<HashMap<LogKey, LogBuf>>>,
+    files: Arc<Mutex<HashMap<LogKey, std::path::PathBuf>>>,
     changed: Arc<tokio::sync::Notify>,
 }
 
 impl LogStore {
+    /// Serves `path` (a host process's output, growing while it runs) as the log of
+    /// `namespace/pod/container` until [`LogStore::forget_pod`].
+    pub fn register_file(&self, ns: &str, pod: &str, container: &str, path: &std::path::Path) {
+        self.files.lock().unwrap().insert(
+            (ns.into(), pod.into(), container.into()),
+            path.to_path_buf(),
+        );
+    }
+
     fn append(&self, ns: &str, pod: &str, container: &str, bytes: &[u8]) {
         self.inner
             .lock()
@@ -81,8 +95,13 @@ impl LogStore {
         self.changed.notify_waiters();
     }
 
-    fn forget_pod(&self, ns: &str, pod: &str) {
+    /// Drops the logs of `namespace/pod` (the pod was deleted).
+    pub fn forget_pod(&self, ns: &str, pod: &str) {
         self.inner
+            .lock()
+            .unwrap()
+            .retain(|(n, p, _), _| !(n == ns && p == pod));
+        self.files
             .lock()
             .unwrap()
             .retain(|(n, p, _), _| !(n == ns && p == pod));
@@ -90,7 +109,8 @@ impl LogStore {
     }
 
     /// The bytes from `offset` and whether the log is finished; `None` when the container
-    /// has written nothing and not finished (not started).
+    /// has written nothing and not finished (not started), or its pod is gone. A host
+    /// process's file is never finished while registered.
     pub fn read(
         &self,
         ns: &str,
@@ -98,9 +118,13 @@ impl LogStore {
         container: &str,
         offset: usize,
     ) -> Option<(Vec<u8>, bool)> {
-        let g = self.inner.lock().unwrap();
-        let b = g.get(&(ns.into(), pod.into(), container.into()))?;
-        Some((b.data.get(offset..).unwrap_or_default().to_vec(), b.closed))
+        let key: LogKey = (ns.into(), pod.into(), container.into());
+        if let Some(b) = self.inner.lock().unwrap().get(&key) {
+            return Some((b.data.get(offset..).unwrap_or_default().to_vec(), b.closed));
+        }
+        let path = self.files.lock().unwrap().get(&key).cloned()?;
+        let data = std::fs::read(path).unwrap_or_default();
+        Some((data.get(offset..).unwrap_or_default().to_vec(), false))
     }
 }
 
@@ -538,7 +562,8 @@ async fn serve(
             if closed || limit.is_some_and(|l| sent >= l) {
                 return;
             }
-            notified.await;
+            // Probe logs notify; a host process's file is re-read every 500 ms.
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(500), notified).await;
         }
     });
     let mut rx = rx;

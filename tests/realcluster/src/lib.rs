@@ -371,7 +371,7 @@ impl Cluster {
             // otherwise the agent treats them as any other image.
             let missing = twin::podexec::missing_prerequisites();
             let podexec = if missing.is_empty() {
-                let api = Arc::new(kubelet::KubeApi::new(client.clone(), log_store));
+                let api = Arc::new(kubelet::KubeApi::new(client.clone(), log_store.clone()));
                 let opts = twin::podexec::PodExecOptions {
                     node_name: node::NODE_NAME.into(),
                     host_ip: "127.0.0.1".into(),
@@ -396,6 +396,7 @@ impl Cluster {
                 logs.clone(),
                 log_server.port(),
                 podexec.is_some(),
+                log_store,
             )
             .await
             .map_err(Error::from)?;

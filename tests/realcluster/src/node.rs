@@ -103,7 +103,8 @@ impl NodeAgent {
     /// Registers the node and starts the agent on the current tokio runtime.
     /// Errors: the API errors of the Node create.
     /// `kubelet_port`: the container-log server's port (0: none). `probe_runtime`: a pod
-    /// runtime serves probe-image pods, so the agent leaves their status to it.
+    /// runtime serves probe-image pods, so the agent leaves their status to it. `logs`: where
+    /// the host processes' log files are registered for the log server.
     pub async fn start(
         client: kube::Client,
         registry: Registry,
@@ -111,6 +112,7 @@ impl NodeAgent {
         log_dir: PathBuf,
         kubelet_port: u16,
         probe_runtime: bool,
+        logs: crate::kubelet::LogStore,
     ) -> Result<NodeAgent, kube::Error> {
         register_node(&client, kubelet_port).await?;
         let lease = tokio::spawn(renew_lease(client.clone(), kubelet_port));
@@ -123,6 +125,7 @@ impl NodeAgent {
             pods: pods.clone(),
             next_ip: Arc::new(Mutex::new(2)),
             probe_runtime,
+            logs,
         };
         let task = tokio::spawn(agent.run());
         Ok(NodeAgent { pods, task, lease })
@@ -211,6 +214,7 @@ struct Agent {
     pods: Arc<Mutex<HashMap<String, PodState>>>,
     next_ip: Arc<Mutex<u32>>,
     probe_runtime: bool,
+    logs: crate::kubelet::LogStore,
 }
 
 fn key(pod: &Value) -> String {
@@ -244,8 +248,12 @@ impl Agent {
                             let v = serde_json::to_value(&p).unwrap_or_default();
                             let k = key(&v);
                             cache.remove(&k);
-                            // Stop its host process, if any.
+                            // Stop its host process, if any; its log is gone with the pod.
                             self.pods.lock().unwrap().remove(&k);
+                            self.logs.forget_pod(
+                                v["metadata"]["namespace"].as_str().unwrap_or_default(),
+                                v["metadata"]["name"].as_str().unwrap_or_default(),
+                            );
                         }
                         watcher::Event::Init | watcher::Event::InitDone => {}
                     }
@@ -387,7 +395,11 @@ impl Agent {
                             .collect(),
                     };
                     match Proc::start(&spec, &self.log_dir) {
-                        Ok(p) => st.proc = Some(p),
+                        Ok(p) => {
+                            let (ns, pod) = k.split_once('/').unwrap_or_default();
+                            self.logs.register_file(ns, pod, cname, p.log_path());
+                            st.proc = Some(p);
+                        }
                         Err(e) => eprintln!("realcluster node agent: {e}"),
                     }
                 }

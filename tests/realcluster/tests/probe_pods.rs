@@ -138,3 +138,38 @@ spec:
     );
     let _ = c.kubectl(&["delete", "namespace", "probe-fail", "--wait=false"]);
 }
+
+/// The Flux controllers run as host processes; `kubectl logs` of their pods goes through the
+/// real apiserver to the node agent's log endpoint, which serves the process's output file.
+#[test]
+fn kubectl_logs_of_a_host_process_controller_is_its_output() {
+    let Some(c) = cluster() else { return };
+    let pods = c.get_json(&[
+        "-n",
+        "flux-system",
+        "get",
+        "pods",
+        "-l",
+        "app=source-controller",
+    ]);
+    let pod = pods["items"][0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let file = std::fs::read_dir(c.dir().join("logs"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("flux-system_{pod}-")))
+        })
+        .unwrap_or_else(|| panic!("no log file of {pod}"));
+    let on_disk = std::fs::read(&file).unwrap();
+    assert!(on_disk.len() >= 64, "{} is short", file.display());
+    let served = c
+        .kubectl(&["-n", "flux-system", "logs", &pod, "--limit-bytes=64"])
+        .unwrap();
+    assert_eq!(served.as_bytes(), &on_disk[..64]);
+}
