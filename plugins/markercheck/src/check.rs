@@ -1118,7 +1118,7 @@ pub fn run(cfg: &Config) -> Report {
                     // already laid out as kyaml writes it
                     continue;
                 }
-                let old = String::from_utf8_lossy(&f.bytes).into_owned();
+                let old = f.original().into_owned();
                 // what else changes besides the values
                 let naive = {
                     let mut t = f.text.clone();

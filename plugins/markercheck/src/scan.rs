@@ -228,7 +228,8 @@ pub struct FileScan {
     pub selected: bool,
     /// The file contains the `"$imagepolicy"` token.
     pub has_token: bool,
-    /// Original bytes (kept only for files with markers or Flux objects).
+    /// Original bytes where they differ from [`FileScan::text`] (CRLF line endings, invalid
+    /// UTF-8); empty when `text` is the file as read. Read them with [`FileScan::original`].
     pub bytes: Vec<u8>,
     /// Text with CRLF replaced by LF (what kyaml parses), if UTF-8.
     pub text: String,
@@ -242,6 +243,18 @@ pub struct FileScan {
     pub list: bool,
     /// Comments mentioning `$imagepolicy`, classified.
     pub sites: Vec<Site>,
+}
+
+impl FileScan {
+    /// The file as read (invalid UTF-8 replaced): the kept bytes, or the text when it is the
+    /// file unchanged.
+    pub fn original(&self) -> std::borrow::Cow<'_, str> {
+        if self.bytes.is_empty() {
+            std::borrow::Cow::Borrowed(&self.text)
+        } else {
+            String::from_utf8_lossy(&self.bytes)
+        }
+    }
 }
 
 /// A file that could not be read.
@@ -647,19 +660,25 @@ pub fn scan_bytes_keep(
         list: false,
         sites: Vec::new(),
     };
-    let text = match std::str::from_utf8(&f.bytes) {
-        Ok(t) => t,
+    // the bytes become the text without a copy; they are kept beside it only where the text
+    // differs from them (CRLF normalised, invalid UTF-8)
+    match String::from_utf8(std::mem::take(&mut f.bytes)) {
         Err(e) => {
             f.problem = Some(Problem::InvalidUtf8 {
-                offset: e.valid_up_to(),
+                offset: e.utf8_error().valid_up_to(),
             });
+            f.bytes = e.into_bytes();
             let lossy = String::from_utf8_lossy(&f.bytes).replace("\r\n", "\n");
             lint_only_sites(&mut f, &lossy);
             return Some(f);
         }
-    };
-    f.crlf = text.contains("\r\n");
-    f.text = text.replace("\r\n", "\n");
+        Ok(t) if t.contains("\r\n") => {
+            f.crlf = true;
+            f.text = t.replace("\r\n", "\n");
+            f.bytes = t.into_bytes();
+        }
+        Ok(t) => f.text = t,
+    }
     if maybe_deep(&f.text) {
         // go-yaml reads up to 10,000 levels; the tree walks recurse once per level, so a
         // deeply nested file is analysed on a thread with a large (reserved, not resident)
@@ -739,29 +758,37 @@ fn col_of(text: &str, offset: usize) -> usize {
 }
 
 fn analyse(f: &mut FileScan) {
-    let text = f.text.clone();
-    let idx = yamltree::Lines::new(&text);
+    // the text is lent to the analysis and put back (no second copy of a large file)
+    let text = std::mem::take(&mut f.text);
+    analyse_text(f, &text);
+    f.text = text;
+}
+
+fn analyse_text(f: &mut FileScan, text: &str) {
+    let idx = yamltree::Lines::new(text);
     let line_of = |_t: &str, off: usize| idx.line(off) + 1;
-    let chunks = match split_documents(&text) {
+    let chunks = match split_documents(text) {
         Ok(c) => c,
         Err((off, sep)) => {
             f.problem = Some(Problem::InvalidSeparator {
-                line: line_of(&text, off),
+                line: line_of(text, off),
                 text: sep,
             });
             // still look at the comments for lint, via a lenient pass below
-            lint_only_sites(f, &text);
+            lint_only_sites(f, text);
             return;
         }
     };
     let n_chunks = chunks.len();
     for (i, (s, e)) in chunks.iter().enumerate() {
-        let mut chunk = text[*s..*e].to_string();
-        if i != n_chunks - 1 {
-            chunk.push('\n');
-        }
-        let line_offset = line_of(&text, *s) - 1;
-        match yamltree::parse(&chunk) {
+        // a chunk before a separator keeps its line break (the separator's `\n` at `e`)
+        let chunk = if i != n_chunks - 1 {
+            &text[*s..*e + 1]
+        } else {
+            &text[*s..*e]
+        };
+        let line_offset = line_of(text, *s) - 1;
+        match yamltree::parse(chunk) {
             Ok(tree) => f.docs.push(Doc {
                 offset: *s,
                 line_offset,
@@ -782,7 +809,7 @@ fn analyse(f: &mut FileScan) {
             if root.is_null() {
                 continue;
             }
-            let line = line_of(&text, d.offset + root.start().min(text.len() - d.offset));
+            let line = line_of(text, d.offset + root.start().min(text.len() - d.offset));
             match root {
                 Node::Seq { .. } => {
                     f.problem = Some(Problem::NotAMapping {
@@ -806,7 +833,7 @@ fn analyse(f: &mut FileScan) {
                                 .is_some_and(|a| !a.is_null() && !matches!(a, Node::Map { .. })))
                     {
                         f.problem = Some(Problem::BadMetadata {
-                            line: line_of(&text, d.offset + m.start()),
+                            line: line_of(text, d.offset + m.start()),
                         });
                         break;
                     }
@@ -816,7 +843,7 @@ fn analyse(f: &mut FileScan) {
     }
     if f.problem.is_some() {
         f.docs.clear();
-        lint_only_sites(f, &text);
+        lint_only_sites(f, text);
         return;
     }
     // kind: List unwrapping: only when the file is one chunk.
@@ -832,7 +859,7 @@ fn analyse(f: &mut FileScan) {
     }
     let mut sites = Vec::new();
     for d in &f.docs {
-        collect_sites(&text, d, f.list, &mut sites);
+        collect_sites(text, d, f.list, &mut sites);
     }
     f.sites = sites;
 }
@@ -1255,6 +1282,35 @@ mod tests {
             t.as_bytes().to_vec(),
         )
         .unwrap()
+    }
+
+    /// A file is held once: an LF UTF-8 file's bytes become its text (no copy kept), a CRLF
+    /// file keeps its original bytes beside the normalised text; `original()` is the file as
+    /// read either way, and the documents of a multi-document file parse from slices of it.
+    #[test]
+    fn a_file_is_held_once_and_its_original_stays_readable() {
+        let lf = "image: a:1 # {\"$imagepolicy\": \"ns:p\"}\n---\nb: 2\n";
+        let f = scan(lf);
+        assert!(f.bytes.is_empty() && !f.crlf);
+        assert_eq!(f.text, lf);
+        assert_eq!(f.original(), lf);
+        assert_eq!(f.docs.len(), 2);
+        assert_eq!(
+            f.docs[1]
+                .tree
+                .root
+                .as_ref()
+                .unwrap()
+                .path(&["b"])
+                .unwrap()
+                .str(),
+            Some("2")
+        );
+        let crlf = lf.replace('\n', "\r\n");
+        let f = scan(&crlf);
+        assert!(f.crlf);
+        assert_eq!(f.text, lf);
+        assert_eq!(f.original(), crlf);
     }
 
     #[test]

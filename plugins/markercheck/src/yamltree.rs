@@ -206,8 +206,10 @@ fn block_bounds(text: &str, start: usize, end: usize) -> (usize, usize) {
     }
 }
 
+/// A collection being built: a mapping's pairs so far and the key waiting for its value, or a
+/// sequence's items (pairs built as they come, so no flat list of twice the size is ever held).
 enum Frame {
-    Map(Vec<Node>, bool, usize),
+    Map(Vec<(Node, Node)>, Option<Node>, bool, usize),
     Seq(Vec<Node>, bool, usize),
 }
 
@@ -348,7 +350,11 @@ fn parse_exact(text: &str) -> Result<Document, SyntaxError> {
     let mut prev_end = 0usize;
     let lines = Lines::new(text);
     let push = |stack: &mut Vec<Frame>, root: &mut Option<Node>, n: Node| match stack.last_mut() {
-        Some(Frame::Map(v, _, _)) | Some(Frame::Seq(v, _, _)) => v.push(n),
+        Some(Frame::Map(entries, key, _, _)) => match key.take() {
+            Some(k) => entries.push((k, n)),
+            None => *key = Some(n),
+        },
+        Some(Frame::Seq(v, _, _)) => v.push(n),
         None => *root = Some(n),
     };
     for ev in Parser::new_from_str_with_options(text, parser_options()) {
@@ -408,6 +414,7 @@ fn parse_exact(text: &str) -> Result<Document, SyntaxError> {
             }
             Event::MappingStart(s, ..) => stack.push(Frame::Map(
                 Vec::new(),
+                None,
                 s == StructureStyle::Flow,
                 range.start,
             )),
@@ -418,19 +425,20 @@ fn parse_exact(text: &str) -> Result<Document, SyntaxError> {
             )),
             Event::MappingEnd | Event::SequenceEnd => {
                 let n = match stack.pop() {
-                    Some(Frame::Map(v, flow, start)) => {
-                        let mut entries = Vec::with_capacity(v.len() / 2);
-                        let mut it = v.into_iter();
-                        while let (Some(k), Some(val)) = (it.next(), it.next()) {
-                            entries.push((k, val));
-                        }
+                    // the parser pairs every key with a value; the trees are kept (for the
+                    // simulation), so without the growth slack
+                    Some(Frame::Map(mut entries, _, flow, start)) => {
+                        entries.shrink_to_fit();
                         Node::Map {
                             entries,
                             flow,
                             start,
                         }
                     }
-                    Some(Frame::Seq(items, flow, start)) => Node::Seq { items, flow, start },
+                    Some(Frame::Seq(mut items, flow, start)) => {
+                        items.shrink_to_fit();
+                        Node::Seq { items, flow, start }
+                    }
                     None => continue,
                 };
                 push(&mut stack, &mut root, n);
