@@ -11,8 +11,10 @@
 //! comes back through the real pods/log. The plugin runs as a workstation whose /etc/hosts
 //! knows the name (a private mount namespace), so split DNS is real too.
 //!
-//! The tests share the one link address (the new server binds its port 443), so they run one
-//! at a time (a lock). Skips (with a message) when the pod runtime cannot run here.
+//! Each test has its own namespace (GitRepository, Kustomization, Secrets, probe Job) and Git
+//! host name, and its new server its own port on the link address, so the tests run in
+//! parallel; the two that change the probe image's CA bundle (one per runtime) hold a lock the
+//! others share. Skips (with a message) when the pod runtime cannot run here.
 
 mod common;
 
@@ -25,7 +27,8 @@ use serde_json::{Value, json};
 use twin::git::{GitServer, GitServerOptions};
 use twin::testkit::{PluginRun, run_command};
 
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// Held shared by every test, exclusively by the tests that change the image CA bundle.
+static IMAGE_CA: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 fn cluster() -> Option<&'static Cluster> {
     let m = twin::podexec::missing_prerequisites();
@@ -36,7 +39,7 @@ fn cluster() -> Option<&'static Cluster> {
     Some(Cluster::shared().unwrap_or_else(|e| panic!("{e}")))
 }
 
-/// One test's world: GitRepository + Kustomization `name` in flux-system, reconciled by the
+/// One test's world: GitRepository + Kustomization `name` in namespace `name`, reconciled by the
 /// real controllers from `old`; `new` on the pod network as `https://<host>/org/fleet.git`.
 struct RealWorld {
     c: &'static Cluster,
@@ -76,8 +79,6 @@ impl RealWorld {
         let new = GitServer::start(GitServerOptions {
             dns_names: vec![host.into()],
             listen: addr.into(),
-            http_port: 80,
-            https_port: 443,
             ..Default::default()
         })
         .unwrap();
@@ -96,7 +97,7 @@ apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
 metadata:
   name: {name}
-  namespace: flux-system
+  namespace: {name}
 spec:
   interval: 1m0s
   ref:
@@ -109,7 +110,7 @@ apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata:
   name: {name}
-  namespace: flux-system
+  namespace: {name}
 spec:
   interval: 10m0s
   path: ./clusters/prod
@@ -134,7 +135,7 @@ spec:
         .unwrap();
         std::fs::write(
             w.join("clusters/prod/apps.yaml"),
-            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: release-{name}\n  namespace: flux-system\ndata:\n  n: \"1\"\n"),
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: release-{name}\n  namespace: {name}\ndata:\n  n: \"1\"\n"),
         )
         .unwrap();
         git(w, &["add", "-A"], &[]);
@@ -153,6 +154,7 @@ spec:
             _work: work,
             watches: Vec::new(),
         };
+        let _ = c.kubectl(&["create", "namespace", name]);
         world.secret(name, TOKEN);
         let mut world = world;
         for kind in ["pods", "jobs"] {
@@ -163,7 +165,7 @@ spec:
                 .arg(c.kubeconfig())
                 .args([
                     "-n",
-                    "flux-system",
+                    name,
                     "get",
                     kind,
                     "-l",
@@ -186,7 +188,7 @@ spec:
             Duration::from_secs(120),
             "Kustomization applied the head",
             || {
-                let k = c.kustomization(name);
+                let k = c.get_json(&["-n", name, "get", "kustomization", name]);
                 (condition(&k, "Ready")["status"] == "True"
                     && k["status"]["lastAppliedRevision"] == json!(rev))
                 .then_some(())
@@ -195,13 +197,13 @@ spec:
         world
     }
 
-    /// A basic-auth Secret `flux-system/<secret>` with both servers' CAs as `ca.crt`.
+    /// A basic-auth Secret `<namespace>/<secret>` with both servers' CAs as `ca.crt`.
     fn secret(&self, secret: &str, token: &str) {
         let ca = format!("{}{}", self.old.ca_pem(), self.new.ca_pem());
         self.secret_with(secret, token, Some(&ca));
     }
 
-    /// A basic-auth Secret `flux-system/<secret>` with `ca` as `ca.crt` (none: no such key).
+    /// A basic-auth Secret `<namespace>/<secret>` with `ca` as `ca.crt` (none: no such key).
     fn secret_with(&self, secret: &str, token: &str, ca: Option<&str>) {
         let mut data = json!({"username": USER, "password": token});
         if let Some(ca) = ca {
@@ -209,14 +211,14 @@ spec:
         }
         let _ = self.c.kubectl(&[
             "-n",
-            "flux-system",
+            &self.name,
             "delete",
             "secret",
             secret,
             "--ignore-not-found",
         ]);
         let s = json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": secret, "namespace": "flux-system"},
+            "metadata": {"name": secret, "namespace": self.name},
             "stringData": data});
         self.c.apply_yaml(&s.to_string()).unwrap();
     }
@@ -236,7 +238,7 @@ spec:
     ) -> (tokio::process::Command, tempfile::TempDir) {
         let to = self.to();
         let target = format!("gitrepository/{}", self.name);
-        let mut all = vec![target.as_str(), "--to", &to, "--dry-run"];
+        let mut all = vec![target.as_str(), "-n", &self.name, "--to", &to, "--dry-run"];
         all.extend_from_slice(args);
         let hosts = vec![(self.addr.clone(), self.host.clone())];
         workstation_command(&hosts, kubeconfig, &all)
@@ -277,7 +279,7 @@ spec:
         eventually(Duration::from_secs(60), "no cutover probe left", || {
             let v = self.c.get_json(&[
                 "-n",
-                "flux-system",
+                &self.name,
                 "get",
                 "jobs,pods",
                 "-l",
@@ -306,8 +308,8 @@ fn check<'a>(v: &'a Value, id: &str) -> &'a Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_head_seen_from_inside_the_real_cluster() {
     let Some(c) = cluster() else { return };
-    let _one = ONE_AT_A_TIME.lock().await;
     let w = RealWorld::start(c, "fleet-same-head", "gitea.prod.example.dev", true);
+    let _ca = IMAGE_CA.read().await;
     let r = w.run(&["--verify-in-cluster", "-o", "json"]).await;
     assert_eq!(r.code, 0, "{}", r.all());
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
@@ -366,14 +368,14 @@ async fn same_head_seen_from_inside_the_real_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_dns_is_refused_with_both_answers() {
     let Some(c) = cluster() else { return };
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _ca = IMAGE_CA.read().await;
     // The cluster's upstream does not know the name; the workstation does.
     let w = RealWorld::start(c, "fleet-split", "git-split.prod.example.dev", false);
     let r = w.run(&["--verify-in-cluster"]).await;
     assert_eq!(r.code, 1, "{}", r.all());
     let want = format!(
-        "split DNS: {} resolves on this workstation ({}) but not from a pod in flux-system (NXDOMAIN)",
-        w.host, w.addr
+        "split DNS: {} resolves on this workstation ({}) but not from a pod in {} (NXDOMAIN)",
+        w.host, w.addr, w.name
     );
     assert!(r.stdout.contains(&want), "want {want:?} in\n{}", r.all());
     assert!(r.stdout.contains("ok   remote"), "{}", r.stdout);
@@ -384,8 +386,8 @@ async fn split_dns_is_refused_with_both_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoked_token_is_rejected_inside_the_real_cluster() {
     let Some(c) = cluster() else { return };
-    let _one = ONE_AT_A_TIME.lock().await;
     let w = RealWorld::start(c, "fleet-revoked", "git-revoked.prod.example.dev", true);
+    let _ca = IMAGE_CA.read().await;
     assert!(w.new.revoke_token("org/fleet", TOKEN));
     let r = w.run(&["--verify-in-cluster", "-o", "json"]).await;
     assert_eq!(r.code, 1, "{}", r.all());
@@ -423,8 +425,8 @@ async fn revoked_token_is_rejected_inside_the_real_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_ca_in_the_cluster_names_the_secret_key() {
     let Some(c) = cluster() else { return };
-    let _one = ONE_AT_A_TIME.lock().await;
     let w = RealWorld::start(c, "fleet-no-ca", "git-no-ca.prod.example.dev", true);
+    let _ca = IMAGE_CA.read().await;
     w.secret_with("fleet-no-ca-noca", TOKEN, None);
     let r = w
         .run(&[
@@ -447,7 +449,7 @@ async fn missing_ca_in_the_cluster_names_the_secret_key() {
     let m = ch["message"].as_str().unwrap();
     assert!(m.contains("TLS verification failed in the cluster"), "{m}");
     assert!(
-        m.contains("to secret flux-system/fleet-no-ca-noca under the key `ca.crt`"),
+        m.contains("to secret fleet-no-ca/fleet-no-ca-noca under the key `ca.crt`"),
         "{m}"
     );
     w.assert_clean(&r);
@@ -461,8 +463,8 @@ async fn missing_ca_in_the_cluster_names_the_secret_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_ca_adds_to_the_image_bundle_in_the_cluster() {
     let Some(c) = cluster() else { return };
-    let _one = ONE_AT_A_TIME.lock().await;
     let w = RealWorld::start(c, "fleet-image-ca", "git-image-ca.prod.example.dev", true);
+    let _ca = IMAGE_CA.write().await;
     w.secret_with("fleet-image-ca-unrelated", TOKEN, Some(w.old.ca_pem()));
     let pe = c.podexec().unwrap();
     pe.set_image_ca_bundle(Some(&format!(
@@ -495,7 +497,7 @@ async fn secret_ca_adds_to_the_image_bundle_in_the_cluster() {
     let m = check(&v, "in-cluster")["message"].as_str().unwrap();
     assert!(
         m.contains(
-            "TLS verified (with the image's CA bundle plus secret flux-system/fleet-image-ca-unrelated ca.crt)"
+            "TLS verified (with the image's CA bundle plus secret fleet-image-ca/fleet-image-ca-unrelated ca.crt)"
         ),
         "{m}"
     );
@@ -523,8 +525,8 @@ async fn secret_ca_adds_to_the_image_bundle_in_the_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cannot_create_jobs_exits_3_with_the_can_i_line() {
     let Some(c) = cluster() else { return };
-    let _one = ONE_AT_A_TIME.lock().await;
     let w = RealWorld::start(c, "fleet-rbac", "git-rbac.prod.example.dev", true);
+    let _ca = IMAGE_CA.read().await;
     c.apply_yaml(
         "apiVersion: v1
 kind: ServiceAccount
@@ -572,8 +574,8 @@ subjects: [{kind: ServiceAccount, name: cutover-readonly, namespace: flux-system
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_image_without_git_is_refused() {
     let Some(c) = cluster() else { return };
-    let _one = ONE_AT_A_TIME.lock().await;
     let w = RealWorld::start(c, "fleet-nogit", "git-nogit.prod.example.dev", true);
+    let _ca = IMAGE_CA.read().await;
     let r = w
         .run(&["--verify-in-cluster", "--probe-image", "alpine:3.22"])
         .await;
@@ -590,8 +592,8 @@ async fn probe_image_without_git_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigint_during_the_probe_deletes_it_and_changes_nothing() {
     let Some(c) = cluster() else { return };
-    let _one = ONE_AT_A_TIME.lock().await;
     let w = RealWorld::start(c, "fleet-sigint", "git-sigint.prod.example.dev", true);
+    let _ca = IMAGE_CA.read().await;
     // A slow server: the probe's git ls-remote (two requests) takes at least 16 s, so the
     // SIGINT sent when its pod is Running always lands while it runs.
     w.slow_new_server(8);
@@ -600,7 +602,7 @@ async fn sigint_during_the_probe_deletes_it_and_changes_nothing() {
     eventually(Duration::from_secs(120), "the probe pod runs", || {
         let pods = c.get_json(&[
             "-n",
-            "flux-system",
+            &w.name,
             "get",
             "pods",
             "-l",
@@ -616,7 +618,7 @@ async fn sigint_during_the_probe_deletes_it_and_changes_nothing() {
     assert_eq!(r.code, 130, "{}", r.all());
     assert!(
         r.stderr
-            .contains("interrupted by SIGINT: probe job flux-system/cutover-"),
+            .contains("interrupted by SIGINT: probe job fleet-sigint/cutover-"),
         "{}",
         r.stderr
     );
@@ -625,7 +627,7 @@ async fn sigint_during_the_probe_deletes_it_and_changes_nothing() {
         "{}",
         r.stderr
     );
-    let gr = c.get_json(&["-n", "flux-system", "get", "gitrepository", &w.name]);
+    let gr = c.get_json(&["-n", &w.name, "get", "gitrepository", &w.name]);
     assert_eq!(gr["spec"]["url"], json!(w.old.url_https("org/fleet")));
     w.assert_clean(&r);
 }
@@ -633,8 +635,8 @@ async fn sigint_during_the_probe_deletes_it_and_changes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_too_slow_for_the_probe_is_refused_not_hung() {
     let Some(c) = cluster() else { return };
-    let _one = ONE_AT_A_TIME.lock().await;
     let w = RealWorld::start(c, "fleet-slow", "git-slow.prod.example.dev", true);
+    let _ca = IMAGE_CA.read().await;
     // Each response held 6 s: the workstation (no step bound) gets its answer; the probe's
     // git is bound to a third of --probe-timeout 15s = 5 s and is killed.
     w.slow_new_server(6);
@@ -667,8 +669,8 @@ async fn a_server_too_slow_for_the_probe_is_refused_not_hung() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_the_pod_resolves_to_loopback_is_the_pod_itself() {
     let Some(c) = cluster() else { return };
-    let _one = ONE_AT_A_TIME.lock().await;
     let w = RealWorld::start(c, "fleet-loopback", "git-loopback.prod.example.dev", true);
+    let _ca = IMAGE_CA.read().await;
     c.set_upstream(&w.host, &["127.0.0.1"]).unwrap();
     let r = w.run(&["--verify-in-cluster"]).await;
     assert_eq!(r.code, 1, "{}", r.all());
@@ -694,11 +696,11 @@ async fn a_host_the_pod_resolves_to_loopback_is_the_pod_itself() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_ref_in_the_cluster_says_pass_secret() {
     let Some(c) = cluster() else { return };
-    let _one = ONE_AT_A_TIME.lock().await;
     let w = RealWorld::start(c, "fleet-no-ref", "git-no-ref.prod.example.dev", true);
+    let _ca = IMAGE_CA.write().await;
     c.kubectl(&[
         "-n",
-        "flux-system",
+        &w.name,
         "patch",
         "gitrepository",
         &w.name,
