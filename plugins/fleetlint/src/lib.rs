@@ -263,9 +263,7 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
         Some(rev) => Some(changed_files(&root, rev)?),
         None => None,
     };
-    let repo = tree::Repo::load(&root, &scope)
-        .map_err(|e| RunError::Usage(format!("{}: {e}", cfg.path.display())))?;
-    let renderer = render::Renderer::new(&cfg.kubectl, cfg.cache_dir.clone());
+    // usage errors first (before any thread starts)
     let mut overlay_dirs = Vec::new();
     for o in &cfg.overlays {
         let abs = std::fs::canonicalize(o).map_err(|e| {
@@ -283,109 +281,129 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
         }
         overlay_dirs.push(tree::rel(&root, &abs));
     }
-    if overlay_dirs.is_empty() {
-        overlay_dirs = fleet::find_overlays(&repo, &renderer, cfg.jobs);
-    }
-    let mut report = Report {
-        root: root.clone(),
-        notes,
+    // markercheck's rules run on their own thread beside the overlays (they read the same
+    // tree independently); its stack is markercheck's deep one, as in its own binary
+    let mc_cfg = cfg.markers.then(|| markercheck::check::Config {
+        paths: vec![scope.clone()],
+        default_namespace: "flux-system".into(),
+        max_file_size: markercheck::scan::DEFAULT_MAX_FILE_SIZE,
+        repo_root: Some(root.clone()),
         ..Default::default()
-    };
-    for dir in &overlay_dirs {
-        let ov = fleet::build_overlay(&repo, &renderer, dir, cfg.jobs);
-        let mut findings = lint::lint_overlay(&repo, &ov, &cfg.options);
-        let chains = lint::timeout_chains(&ov);
-        // --changed-since: the Kustomizations whose inputs changed, their descendants and
-        // their dependents
-        let affected: BTreeSet<String> = match &changed {
-            None => ov.ks.iter().map(fleet::FluxKs::id).collect(),
-            Some(ch) => affected_ks(&repo, &ov, ch),
+    });
+    std::thread::scope(|s| {
+        let markers = match &mc_cfg {
+            Some(c) => Some(
+                std::thread::Builder::new()
+                    .stack_size(markercheck::scan::DEEP_STACK)
+                    .spawn_scoped(s, move || markercheck::check::run(c))
+                    .map_err(|e| RunError::Other(format!("cannot start a thread: {e}")))?,
+            ),
+            None => None,
         };
-        if let Some(ch) = &changed {
-            findings.retain(|f| {
-                f.kustomizations.iter().any(|k| affected.contains(k)) || ch.contains(&f.file)
-            });
+        let repo = tree::Repo::load(&root, &scope)
+            .map_err(|e| RunError::Usage(format!("{}: {e}", cfg.path.display())))?;
+        let renderer = render::Renderer::new(&cfg.kubectl, cfg.cache_dir.clone());
+        let mut overlay_dirs = overlay_dirs;
+        if overlay_dirs.is_empty() {
+            overlay_dirs = fleet::find_overlays(&repo, &renderer, cfg.jobs);
         }
-        report.stats.kustomizations += ov.ks.len();
-        report.overlays.push(OverlayReport {
-            dir: dir.clone(),
-            root: ov.root.map(|r| ov.ks[r].id()),
-            kustomizations: graph_order(&ov)
-                .into_iter()
-                .map(|i| (i, &ov.ks[i]))
-                .map(|(i, k)| GraphNode {
-                    id: k.id(),
-                    file: k.file.clone(),
-                    line: k.line,
-                    path: k.path.clone(),
-                    source_ref: format!("{}/{}/{}", k.source.0, k.source.1, k.source.2),
-                    depends_on: k
-                        .depends_on
-                        .iter()
-                        .map(|(n, m)| format!("{n}/{m}"))
-                        .collect(),
-                    wait: k.wait,
-                    timeout: cluster_loop::duration::format_go_duration(k.timeout),
-                    timeout_chain: cluster_loop::duration::format_go_duration(chains[i]),
-                    target_namespace: k.target_namespace.clone(),
-                    post_build: k.post_build.is_some(),
-                    variables: k.vars.keys().cloned().collect(),
-                    followed: k.followed,
-                    applied_by: k.parent.map(|p| ov.ks[p].id()),
-                    affected: affected.contains(&k.id()),
-                })
-                .collect(),
-            objects: ov.objects.len(),
-        });
-        report.findings.extend(findings);
-    }
-    if cfg.markers {
-        let mc = markercheck::check::run(&markercheck::check::Config {
-            paths: vec![scope.clone()],
-            default_namespace: "flux-system".into(),
-            max_file_size: markercheck::scan::DEFAULT_MAX_FILE_SIZE,
-            repo_root: Some(root.clone()),
+        let mut report = Report {
+            root: root.clone(),
+            notes,
             ..Default::default()
-        });
-        let cwd = std::env::current_dir().unwrap_or_default();
-        // markercheck's errors and warnings; its info findings are about its simulation
-        // (MC070-MC072), which fleetlint does not run
-        for f in mc
-            .findings
-            .into_iter()
-            .filter(|f| f.severity != Severity::Info)
-        {
-            let abs = cwd.join(&f.file);
-            let file = if f.file.is_empty() {
-                String::new()
-            } else {
-                tree::rel(&root, &std::fs::canonicalize(&abs).unwrap_or(abs))
+        };
+        for dir in &overlay_dirs {
+            let ov = fleet::build_overlay(&repo, &renderer, dir, cfg.jobs);
+            let mut findings = lint::lint_overlay(&repo, &ov, &cfg.options);
+            let chains = lint::timeout_chains(&ov);
+            // --changed-since: the Kustomizations whose inputs changed, their descendants and
+            // their dependents
+            let affected: BTreeSet<String> = match &changed {
+                None => ov.ks.iter().map(fleet::FluxKs::id).collect(),
+                Some(ch) => affected_ks(&repo, &ov, ch),
             };
-            if let Some(ch) = &changed
-                && !ch.contains(&file)
-            {
-                continue;
+            if let Some(ch) = &changed {
+                findings.retain(|f| {
+                    f.kustomizations.iter().any(|k| affected.contains(k)) || ch.contains(&f.file)
+                });
             }
-            report.findings.push(Finding {
-                file,
-                line: f.line,
-                rule: f.rule.into(),
-                name: f.name.into(),
-                severity: f.severity,
-                overlay: None,
-                message: f.message,
-                fix: f.fix,
-                kustomizations: vec![],
+            report.stats.kustomizations += ov.ks.len();
+            report.overlays.push(OverlayReport {
+                dir: dir.clone(),
+                root: ov.root.map(|r| ov.ks[r].id()),
+                kustomizations: graph_order(&ov)
+                    .into_iter()
+                    .map(|i| (i, &ov.ks[i]))
+                    .map(|(i, k)| GraphNode {
+                        id: k.id(),
+                        file: k.file.clone(),
+                        line: k.line,
+                        path: k.path.clone(),
+                        source_ref: format!("{}/{}/{}", k.source.0, k.source.1, k.source.2),
+                        depends_on: k
+                            .depends_on
+                            .iter()
+                            .map(|(n, m)| format!("{n}/{m}"))
+                            .collect(),
+                        wait: k.wait,
+                        timeout: cluster_loop::duration::format_go_duration(k.timeout),
+                        timeout_chain: cluster_loop::duration::format_go_duration(chains[i]),
+                        target_namespace: k.target_namespace.clone(),
+                        post_build: k.post_build.is_some(),
+                        variables: k.vars.keys().cloned().collect(),
+                        followed: k.followed,
+                        applied_by: k.parent.map(|p| ov.ks[p].id()),
+                        affected: affected.contains(&k.id()),
+                    })
+                    .collect(),
+                objects: ov.objects.len(),
             });
+            report.findings.extend(findings);
         }
-    }
-    report.findings.sort();
-    report.findings.dedup();
-    report.stats.files = repo.texts.len();
-    report.stats.kustomize_dirs = repo.kustomize_dirs.len();
-    report.stats.renders_run = renderer.runs.load(std::sync::atomic::Ordering::Relaxed);
-    report.changed_files = changed.map(|c| c.into_iter().collect());
-    Ok(report)
+        if let Some(mc) = markers {
+            let mc = mc
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            let cwd = std::env::current_dir().unwrap_or_default();
+            // markercheck's errors and warnings; its info findings are about its simulation
+            // (MC070-MC072), which fleetlint does not run
+            for f in mc
+                .findings
+                .into_iter()
+                .filter(|f| f.severity != Severity::Info)
+            {
+                let abs = cwd.join(&f.file);
+                let file = if f.file.is_empty() {
+                    String::new()
+                } else {
+                    tree::rel(&root, &std::fs::canonicalize(&abs).unwrap_or(abs))
+                };
+                if let Some(ch) = &changed
+                    && !ch.contains(&file)
+                {
+                    continue;
+                }
+                report.findings.push(Finding {
+                    file,
+                    line: f.line,
+                    rule: f.rule.into(),
+                    name: f.name.into(),
+                    severity: f.severity,
+                    overlay: None,
+                    message: f.message,
+                    fix: f.fix,
+                    kustomizations: vec![],
+                });
+            }
+        }
+        report.findings.sort();
+        report.findings.dedup();
+        report.stats.files = repo.texts.len();
+        report.stats.kustomize_dirs = repo.kustomize_dirs.len();
+        report.stats.renders_run = renderer.runs.load(std::sync::atomic::Ordering::Relaxed);
+        report.changed_files = changed.map(|c| c.into_iter().collect());
+        Ok(report)
+    })
 }
 
 /// Kustomization indices in dependency order: the root first, then each Kustomization after
