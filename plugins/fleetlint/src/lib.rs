@@ -179,38 +179,54 @@ pub fn repo_root_of(p: &Path) -> Option<PathBuf> {
 ///
 /// Errors: [`RunError::Usage`] when git fails (not a repository, unknown revision).
 pub fn changed_files(root: &Path, rev: &str) -> Result<BTreeSet<String>, RunError> {
-    let run = |args: &[&str]| -> Result<String, RunError> {
-        let o = std::process::Command::new("git")
+    if rev.starts_with('-') {
+        return Err(RunError::Usage(format!(
+            "--changed-since {rev:?}: a revision cannot start with '-'"
+        )));
+    }
+    // both git commands at once (each is a process start and an index read)
+    let start = |args: &'static [&'static str]| -> Result<_, RunError> {
+        std::process::Command::new("git")
             .arg("-C")
             .arg(root)
             .args(args)
+            .args(if args[0] == "diff" {
+                vec![rev, "--"]
+            } else {
+                vec![]
+            })
             .stdin(std::process::Stdio::null())
-            .output()
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map(|c| (args, c))
+            .map_err(|e| RunError::Other(format!("cannot run git: {e}")))
+    };
+    let finish = |(args, child): (&[&str], std::process::Child)| -> Result<String, RunError> {
+        let o = child
+            .wait_with_output()
             .map_err(|e| RunError::Other(format!("cannot run git: {e}")))?;
         if !o.status.success() {
+            let shown: Vec<&str> = if args[0] == "diff" {
+                args.iter().copied().chain([rev, "--"]).collect()
+            } else {
+                args.to_vec()
+            };
             return Err(RunError::Usage(format!(
                 "--changed-since {rev}: git {} failed in {}: {}",
-                args.join(" "),
+                shown.join(" "),
                 root.display(),
                 String::from_utf8_lossy(&o.stderr).trim()
             )));
         }
         Ok(String::from_utf8_lossy(&o.stdout).into_owned())
     };
-    if rev.starts_with('-') {
-        return Err(RunError::Usage(format!(
-            "--changed-since {rev:?}: a revision cannot start with '-'"
-        )));
-    }
-    let mut out: BTreeSet<String> = run(&["diff", "--name-only", "--no-renames", rev, "--"])?
-        .lines()
-        .map(str::to_string)
-        .collect();
-    out.extend(
-        run(&["ls-files", "--others", "--exclude-standard"])?
-            .lines()
-            .map(str::to_string),
-    );
+    let diff = start(&["diff", "--name-only", "--no-renames"])?;
+    let untracked = start(&["ls-files", "--others", "--exclude-standard"]);
+    let diff = finish(diff);
+    let untracked = untracked.and_then(finish);
+    let mut out: BTreeSet<String> = diff?.lines().map(str::to_string).collect();
+    out.extend(untracked?.lines().map(str::to_string));
     Ok(out)
 }
 
@@ -438,24 +454,31 @@ fn affected_ks(
             hit.insert(i);
         }
     }
-    // descendants (applied by an affected Kustomization) and dependents, to a fixed point
-    loop {
-        let before = hit.len();
-        for (i, k) in ov.ks.iter().enumerate() {
-            if k.parent.is_some_and(|p| hit.contains(&p)) {
-                hit.insert(i);
-            }
-            if k.depends_on.iter().any(|d| {
-                ov.ks
-                    .iter()
-                    .enumerate()
-                    .any(|(j, x)| hit.contains(&j) && x.namespace == d.0 && x.name == d.1)
-            }) {
-                hit.insert(i);
+    // descendants (applied by an affected Kustomization) and dependents, transitively: a
+    // walk over the "applied by" and "depended on by" edges from every hit
+    let index: std::collections::BTreeMap<(&str, &str), usize> = ov
+        .ks
+        .iter()
+        .enumerate()
+        .map(|(i, k)| ((k.namespace.as_str(), k.name.as_str()), i))
+        .collect();
+    let mut next: Vec<Vec<usize>> = vec![Vec::new(); ov.ks.len()];
+    for (i, k) in ov.ks.iter().enumerate() {
+        if let Some(p) = k.parent {
+            next[p].push(i);
+        }
+        for d in &k.depends_on {
+            if let Some(&j) = index.get(&(d.0.as_str(), d.1.as_str())) {
+                next[j].push(i);
             }
         }
-        if hit.len() == before {
-            break;
+    }
+    let mut todo: Vec<usize> = hit.iter().copied().collect();
+    while let Some(i) = todo.pop() {
+        for &j in &next[i] {
+            if hit.insert(j) {
+                todo.push(j);
+            }
         }
     }
     hit.into_iter().map(|i| ov.ks[i].id()).collect()
