@@ -81,6 +81,76 @@ fn deployment(ns: &str, name: &str, image: &str) -> String {
     )
 }
 
+/// Runs `scenarios` at once, each on a thread named after it, on the shared cluster: they
+/// mostly wait on the real controller (a check to its timeout), so overlapping them keeps the
+/// binary's wall time near the longest one whatever `--test-threads` is. Fails naming every
+/// scenario that panicked (each panic is printed with its thread's name).
+fn concurrently(scenarios: &[(&str, fn())]) {
+    std::thread::scope(|s| {
+        let running: Vec<_> = scenarios
+            .iter()
+            .map(|(name, f)| {
+                let h = std::thread::Builder::new()
+                    .name((*name).to_owned())
+                    .spawn_scoped(s, *f)
+                    .unwrap();
+                (*name, h)
+            })
+            .collect();
+        let failed: Vec<&str> = running
+            .into_iter()
+            .filter_map(|(name, h)| h.join().is_err().then_some(name))
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "failed scenarios: {failed:?} (their panics are printed above)"
+        );
+    });
+}
+
+/// Every situation on the shared cluster, at once (see [`concurrently`]): held health checks
+/// that end at the real controller's timeout, each asserting the class, the named blocker, the
+/// lever and the predicted end within 10 % (a suspended HelmRelease, a Terminating PVC, a
+/// missing CRD in the wait set, a healthCheckExprs member); `--check` verdicts (mid-run wait,
+/// deadline, SIGINT); a dependsOn cycle; a quoted source message.
+#[test]
+fn situations_on_the_shared_cluster() {
+    concurrently(&[
+        (
+            "suspended_helmrelease_is_named_with_resume_and_the_end_predicted",
+            suspended_helmrelease_is_named_with_resume_and_the_end_predicted,
+        ),
+        (
+            "terminating_pvc_names_the_finalizer_and_the_pod_and_the_end_is_predicted",
+            terminating_pvc_names_the_finalizer_and_the_pod_and_the_end_is_predicted,
+        ),
+        (
+            "missing_crd_in_the_wait_set_is_unknown_with_the_fix_and_the_end_predicted",
+            missing_crd_in_the_wait_set_is_unknown_with_the_fix_and_the_end_predicted,
+        ),
+        (
+            "health_check_exprs_member_is_named_unknown_and_the_end_predicted",
+            health_check_exprs_member_is_named_unknown_and_the_end_predicted,
+        ),
+        (
+            "check_waits_for_the_run_in_progress_and_says_recovered",
+            check_waits_for_the_run_in_progress_and_says_recovered,
+        ),
+        (
+            "check_at_its_deadline_is_timed_out_and_sigint_is_130",
+            check_at_its_deadline_is_timed_out_and_sigint_is_130,
+        ),
+        (
+            "dependson_cycle_is_break_the_cycle_in_git_only",
+            dependson_cycle_is_break_the_cycle_in_git_only,
+        ),
+        (
+            "source_failing_on_a_missing_secret_is_quoted_verbatim",
+            source_failing_on_a_missing_secret_is_quoted_verbatim,
+        ),
+    ]);
+}
+
 /// The lever when every blocker needs a fix of its own: `fix-blockers`, no write (a fresh run
 /// of the Kustomization would wait on the same objects), the blocker's fix in `why`.
 fn fix_blockers_only(v: &Value) {
@@ -102,7 +172,6 @@ fn fix_blockers_only(v: &Value) {
 /// Kustomization once and said failed-again, exit 1, within a second). It says it waits, and
 /// once the image becomes pullable the real run ends Ready and the check says recovered.
 /// Deterministic: the image is made pullable only after the plugin said it is waiting.
-#[test]
 fn check_waits_for_the_run_in_progress_and_says_recovered() {
     let c = cluster();
     let (name, ns) = ("unstick-chk", "unstick-chk");
@@ -184,7 +253,6 @@ fn check_waits_for_the_run_in_progress_and_says_recovered() {
 /// helm-controller's Reconcile returns early on spec.suspend without touching the status. The
 /// real kustomize-controller reads it InProgress (observedGeneration behind) and holds the
 /// check to its timeout; unstick names it suspended, with `flux resume` as the fix.
-#[test]
 fn suspended_helmrelease_is_named_with_resume_and_the_end_predicted() {
     let c = cluster();
     let (name, ns) = ("unstick-hr", "unstick-hr");
@@ -279,7 +347,6 @@ fn suspended_helmrelease_is_named_with_resume_and_the_end_predicted() {
 /// (kube-controller-manager) keeps it Terminating on `kubernetes.io/pvc-protection`; the real
 /// kustomize-controller's next run holds the check on it (`status: 'Terminating'`). unstick
 /// names the finalizer and the pod that holds it, and predicts the end.
-#[test]
 fn terminating_pvc_names_the_finalizer_and_the_pod_and_the_end_is_predicted() {
     let c = cluster();
     let (name, ns) = ("unstick-pvc", "unstick-pvc");
@@ -373,7 +440,6 @@ fn terminating_pvc_names_the_finalizer_and_the_pod_and_the_end_is_predicted() {
 /// A `spec.healthChecks` entry of a kind whose CRD is missing (an ExternalSecret after an
 /// upgrade): the real controller holds the check to its timeout (`status: 'Unknown'`);
 /// unstick names it Unknown with "install the CRD", and predicts the end.
-#[test]
 fn missing_crd_in_the_wait_set_is_unknown_with_the_fix_and_the_end_predicted() {
     let c = cluster();
     let (name, ns) = ("unstick-hc-crd", "unstick-hc-crd");
@@ -432,7 +498,6 @@ fn missing_crd_in_the_wait_set_is_unknown_with_the_fix_and_the_end_predicted() {
 
 /// A dependsOn cycle on the real controller (each says `dependency '...' is not ready` and
 /// retries forever): unstick names the cycle and the only lever is "break the cycle in Git".
-#[test]
 fn dependson_cycle_is_break_the_cycle_in_git_only() {
     let c = cluster();
     c.fleet(
@@ -484,7 +549,6 @@ fn dependson_cycle_is_break_the_cycle_in_git_only() {
 
 /// A GitRepository failing on a missing secret (the real source-controller's message):
 /// unstick quotes only what the object says, never "authentication required".
-#[test]
 fn source_failing_on_a_missing_secret_is_quoted_verbatim() {
     let c = cluster();
     let name = "unstick-nosecret";
@@ -665,7 +729,6 @@ fn worker_starvation_names_the_holder_and_predicts_when_the_worker_frees() {
 /// missing attribute and the object is `status: 'Unknown'` until the timeout (observed here, the
 /// message quotes the CEL error). unstick does not evaluate CEL: it names the object as Unknown
 /// with the expressions, never "nothing blocks" (the generic reading), and predicts the end.
-#[test]
 fn health_check_exprs_member_is_named_unknown_and_the_end_predicted() {
     let c = cluster();
     let (name, ns) = ("unstick-cel", "unstick-cel");
@@ -724,7 +787,6 @@ fn health_check_exprs_member_is_named_unknown_and_the_end_predicted() {
 /// `--check` during a run in progress that outlives `--timeout`: `timed-out` (exit 1) saying
 /// what it waited on, never failed-again; and a SIGINT while it waits ends it with exit 130 and
 /// proof `interrupted`, at once (it only reads: nothing to undo).
-#[test]
 fn check_at_its_deadline_is_timed_out_and_sigint_is_130() {
     let c = cluster();
     let (name, ns) = ("unstick-chk-to", "unstick-chk-to");
