@@ -247,10 +247,14 @@ fn check_waits_for_the_run_in_progress_and_says_recovered() {
 /// A HelmRelease under `wait: true` that is itself suspended (kustomize-controller#1100,
 /// #709), on the real generated HelmRelease CRD (helm-controller/api v1.6.5). helm-controller
 /// does not run here, so the test leaves the status its run would have left: helm-controller
-/// internal/reconcile/atomic_release.go marks `Reconciling=True` and `Ready=Unknown` (reason
-/// `Progressing`, "Running 'install' action with timeout of 5m0s") when an install starts, at
-/// observedGeneration 1; `flux suspend hr` then sets spec.suspend (generation 2), and
-/// helm-controller's Reconcile returns early on spec.suspend without touching the status. The
+/// internal/reconcile/atomic_release.go (`AtomicRelease.Reconcile`: before a release action,
+/// `conditions.MarkReconciling(obj, meta.ProgressingReason, "Running '%s' action with timeout
+/// of %s")` and, for a release action, `MarkUnknown(obj, meta.ReadyCondition, ...)` with the
+/// same message, then a patch) leaves `Reconciling=True` / `Ready=Unknown`, reason
+/// `Progressing`, "Running 'install' action with timeout of 5m0s" (5m: the HelmRelease default
+/// timeout) while an install runs, at observedGeneration 1; `flux suspend hr` then sets
+/// spec.suspend (generation 2), and helm-controller returns early on spec.suspend
+/// ("reconciliation is suspended for this object") without running an action. The
 /// real kustomize-controller reads it InProgress (observedGeneration behind) and holds the
 /// check to its timeout; unstick names it suspended, with `flux resume` as the fix.
 fn suspended_helmrelease_is_named_with_resume_and_the_end_predicted() {
