@@ -52,11 +52,14 @@ spec:
     ))
     .unwrap();
     // What image-reflector-controller writes once its policy selected a tag
-    // (internal/controller/imagepolicy_controller.go: status.latestRef = the ImageRepository's
-    // image name and the selected tag; api/v1 ImagePolicyStatus.LatestRef, ImageRef{Name, Tag,
-    // Digest}), through the status subresource.
+    // (internal/controller/imagepolicy_controller.go, ImagePolicyReconciler.reconcile:
+    // `obj.Status.LatestImage = repo.Spec.Image + ":" + latest`,
+    // `obj.Status.LatestRef = &ImageRef{Name: repo.Spec.Image, Tag: latest}`, the digest only
+    // with a digest reflection policy, and the Ready condition deleted for the summary), through
+    // the status subresource.
     let status = serde_json::json!({"status": {
         "observedGeneration": 1,
+        "latestImage": format!("ghcr.io/org/app:{tag}"),
         "latestRef": {"name": "ghcr.io/org/app", "tag": tag}}});
     c.kubectl(&[
         "-n",
