@@ -361,47 +361,53 @@ impl Cluster {
             &["apply", "--server-side", "-f", "-"],
             &format!("{COREDNS_SERVICE}---\n{}", coredns_configmap("")),
         )?;
-        let (agent, podexec, log_server) = rt.block_on(async {
-            let client = client_for(&kubeconfig).await?;
-            let log_store = kubelet::LogStore::default();
-            let log_server =
-                kubelet::LogServer::start(log_store.clone(), &pki.serving_cert, &pki.serving_key)
-                    .await?;
-            // Probe-image pods run for real when this host can (root, unshare, dnsmasq, ...);
-            // otherwise the agent treats them as any other image.
-            let missing = twin::podexec::missing_prerequisites();
-            let podexec = if missing.is_empty() {
-                let api = Arc::new(kubelet::KubeApi::new(client.clone(), log_store.clone()));
-                let opts = twin::podexec::PodExecOptions {
-                    node_name: node::NODE_NAME.into(),
-                    host_ip: "127.0.0.1".into(),
-                    ..Default::default()
+        // On a runtime worker thread, not this one: the pod runtime starts its processes with
+        // PR_SET_PDEATHSIG, sent when the starting thread ends, and the workers live as long as
+        // the cluster's runtime (Cluster::shared's caller thread ends after the start).
+        let (kc, registry2, logs2) = (kubeconfig.clone(), registry.clone(), logs.clone());
+        let (cert, key) = (pki.serving_cert.clone(), pki.serving_key.clone());
+        let (agent, podexec, log_server) = rt
+            .block_on(rt.spawn(async move {
+                let (kubeconfig, registry, logs) = (kc, registry2, logs2);
+                let client = client_for(&kubeconfig).await?;
+                let log_store = kubelet::LogStore::default();
+                let log_server = kubelet::LogServer::start(log_store.clone(), &cert, &key).await?;
+                // Probe-image pods run for real when this host can (root, unshare, dnsmasq, ...);
+                // otherwise the agent treats them as any other image.
+                let missing = twin::podexec::missing_prerequisites();
+                let podexec = if missing.is_empty() {
+                    let api = Arc::new(kubelet::KubeApi::new(client.clone(), log_store.clone()));
+                    let opts = twin::podexec::PodExecOptions {
+                        node_name: node::NODE_NAME.into(),
+                        host_ip: "127.0.0.1".into(),
+                        ..Default::default()
+                    };
+                    Some(Arc::new(
+                        twin::podexec::PodExec::start_with(api, opts)
+                            .await
+                            .map_err(|e| Error::Setup(format!("pod runtime: {e}")))?,
+                    ))
+                } else {
+                    eprintln!(
+                        "realcluster: probe-image pods will not run (the pod runtime needs {})",
+                        missing.join(", ")
+                    );
+                    None
                 };
-                Some(Arc::new(
-                    twin::podexec::PodExec::start_with(api, opts)
-                        .await
-                        .map_err(|e| Error::Setup(format!("pod runtime: {e}")))?,
-                ))
-            } else {
-                eprintln!(
-                    "realcluster: probe-image pods will not run (the pod runtime needs {})",
-                    missing.join(", ")
-                );
-                None
-            };
-            let agent = node::NodeAgent::start(
-                client,
-                registry.clone(),
-                hosts,
-                logs.clone(),
-                log_server.port(),
-                podexec.is_some(),
-                log_store,
-            )
-            .await
-            .map_err(Error::from)?;
-            Ok::<_, Error>((agent, podexec, log_server))
-        })?;
+                let agent = node::NodeAgent::start(
+                    client,
+                    registry.clone(),
+                    hosts,
+                    logs.clone(),
+                    log_server.port(),
+                    podexec.is_some(),
+                    log_store,
+                )
+                .await
+                .map_err(Error::from)?;
+                Ok::<_, Error>((agent, podexec, log_server))
+            }))
+            .map_err(|e| Error::Setup(format!("node agent start: {e}")))??;
 
         let cluster = Cluster {
             _lock: lock,

@@ -292,6 +292,25 @@ async fn run_ok(prog: &str, args: &[&str]) -> Result<(), PodExecError> {
     Ok(())
 }
 
+/// A command for `prog` that dies with the thread that starts it: `setpriv --pdeathsig KILL
+/// -- prog` (util-linux; PR_SET_PDEATHSIG is sent when the creating thread ends), or `prog`
+/// itself when the host has no setpriv. The runtime's long-lived processes (namespace holders,
+/// dnsmasq, containers) are started this way from the runtime's threads, so a test process
+/// that ends without dropping the runtime (a `static` cluster, a panic, SIGKILL) leaves none
+/// behind; with their network namespace gone the kernel also deletes the veth pair. A
+/// container whose user differs from ours loses the setting at its credential change
+/// (prctl(2)); it still ends at its `activeDeadlineSeconds`.
+fn guarded(prog: &str) -> Command {
+    match host_tool("setpriv") {
+        Some(setpriv) => {
+            let mut c = Command::new(setpriv);
+            c.args(["--pdeathsig", "KILL", "--", prog]);
+            c
+        }
+        None => Command::new(prog),
+    }
+}
+
 fn kill_pid(sig: &str, target: &str) {
     let _ = std::process::Command::new("kill")
         .args([sig, "--", target])
@@ -309,7 +328,7 @@ struct Holder {
 
 impl Holder {
     async fn start(flags: &[&str], kinds: &[&str]) -> Result<Holder, PodExecError> {
-        let mut child = Command::new("unshare")
+        let mut child = guarded("unshare")
             .args(flags)
             .args(["--", "cat"])
             .stdin(Stdio::piped())
@@ -383,9 +402,12 @@ impl Dnsmasq {
             "--log-facility=-".into(),
             "--pid-file=".into(),
             "--user=root".into(),
+            // Without it dnsmasq switches to group "dip" (its default, dnsmasq(8) --group),
+            // and a changed egid clears PR_SET_PDEATHSIG (prctl(2)): it would outlive us.
+            "--group=root".into(),
         ];
         args.extend(extra.iter().cloned());
-        let mut child = Command::new("nsenter")
+        let mut child = guarded("nsenter")
             .args(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -487,6 +509,7 @@ pub struct PodExec {
     inner: Arc<Inner>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     _holder: Holder,
+    _lock: std::fs::File,
     _dir: tempfile::TempDir,
 }
 
@@ -697,12 +720,18 @@ impl PodExec {
             .map(PathBuf::from)
             .find(|d| d.is_dir())
             .unwrap_or_else(std::env::temp_dir);
+        remove_stale_dirs(&base);
         let tmp = tempfile::Builder::new()
             .prefix("twin-podexec-")
             .tempdir_in(&base)
             .map_err(|e| PodExecError::Setup(format!("temp dir in {}: {e}", base.display())))?;
         let dir = tmp.path().to_path_buf();
         chmod(&dir, 0o755);
+        // Held for the runtime's life: remove_stale_dirs only removes directories whose lock
+        // is free (their runtime's process is gone, whatever PID namespace it ran in).
+        let lock = std::fs::File::create(dir.join(".lock"))
+            .and_then(|f| f.lock().map(|_| f))
+            .map_err(|e| PodExecError::Setup(format!("lock file in {}: {e}", dir.display())))?;
         let bins = build_bins(&dir)?;
         let cluster_dns = match opts.cluster_dns.clone() {
             Some(ip) => ip,
@@ -801,6 +830,7 @@ impl PodExec {
             inner,
             tasks,
             _holder: holder,
+            _lock: lock,
             _dir: tmp,
         })
     }
@@ -926,6 +956,25 @@ impl Drop for PodExec {
             kill_pid("-KILL", &p.to_string());
         }
         self.inner.link.delete();
+    }
+}
+
+/// Removes `base/twin-podexec-*` directories left by runtimes whose process ended without
+/// dropping them (their `.lock` is free); directories without a lock file are left alone.
+fn remove_stale_dirs(base: &Path) {
+    let Ok(rd) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in rd.flatten() {
+        if !e.file_name().to_string_lossy().starts_with("twin-podexec-") {
+            continue;
+        }
+        let free = std::fs::File::open(e.path().join(".lock"))
+            .ok()
+            .is_some_and(|f| f.try_lock().is_ok());
+        if free {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
@@ -1804,7 +1853,7 @@ impl Inner {
             env.retain(|(n, _)| *n != k);
             env.push((k, v));
         }
-        let mut cmd = Command::new("nsenter");
+        let mut cmd = guarded("nsenter");
         cmd.arg(format!("--net={}", self.netns))
             .arg(&mnt)
             .arg(&uts)
