@@ -533,6 +533,8 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                     "after the fix, if the check has ended by then: kubectl unstick ks/{name} -n {ns} (a fresh run now instead of spec.retryInterval after the failure)"
                 ));
                 wait_for_token = false;
+                // The gate would not help either: a canceled check's fresh run waits the same.
+                recommend_gate_arg = None;
                 (
                     Lever::FixBlockers,
                     format!(

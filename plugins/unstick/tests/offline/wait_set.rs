@@ -369,6 +369,7 @@ fn blockers_that_need_their_own_fix_get_no_kustomization_lever() {
     let p = plan(&s, "redis");
     assert_eq!(p.lever, Lever::FixBlockers);
     assert!(p.steps.is_empty(), "{:?}", p.steps);
+    assert!(p.recommend_gate_arg.is_none(), "{:?}", p.recommend_gate_arg);
     assert!(
         p.why
             .iter()
