@@ -18,6 +18,7 @@ pub mod cli;
 pub mod completion;
 pub mod conditions;
 pub mod duration;
+pub mod envsubst;
 pub mod error;
 pub mod flux;
 pub mod kstatus;

@@ -7,7 +7,8 @@
 //! through markercheck's library).
 #![forbid(unsafe_code)]
 
-pub mod envsubst;
+/// Post-build substitution (`cluster_loop::envsubst`, shared with the twin's Flux model).
+pub use cluster_loop::envsubst;
 pub mod fleet;
 pub mod lint;
 pub mod render;

@@ -2,19 +2,10 @@
 //! (`SubstituteVariables`, `LoadVariables`, `varSubstitution`) and fluxcd/pkg `envsubst`
 //! (a fork of drone/envsubst: `parse/scan.go`, `parse/parse.go`, `template.go`, `funcs.go`).
 //!
-//! Rules reproduced:
-//! - Only `${...}` is an expression; `$var` without braces stays literal.
-//! - `$$` is an escape for one `$` outside expressions, so `$${VAR}` yields the literal `${VAR}`;
-//!   inside an expression's default text `$$`, `\\` and `\/` are escapes too.
-//! - Forms: `${var}`, `${var:=default}`, `${var:-default}`, `${var=default}`, `${var:?x}` and
-//!   `${var:+x}` (both behave as a default, as upstream's `toDefault`), `${#var}` (length),
-//!   `${var^}`, `${var^^}`, `${var,}`, `${var,,}`. Defaults apply when the value is empty.
-//!   `${var-default}` is a parse error upstream (`missing closing brace`) and here too.
-//! - Strict mode (kustomize-controller feature gate `StrictPostBuildSubstitutions`, opt-out
-//!   from v1.9, opt-in before): a referenced variable that is not set and has no default
-//!   operator fails with `variable not set (strict mode): "VAR"`. Lax mode substitutes "".
-//! - Variable names from `substitute`/`substituteFrom` must match
-//!   `^[_[:alpha:]][_[:alpha:][:digit:]]*$`, else `'NAME' var name is invalid, must match ...`.
+//! The expression language (`${...}` forms, the `$$` escape, strict mode, the parse errors and
+//! the variable-name rule) is [`cluster_loop::envsubst`], the workspace's one model of fluxcd/pkg
+//! `envsubst` (fleetlint lints with the same code). This module adds what the controller does
+//! around it:
 //! - Substitution runs only when at least one variable is defined (or the v1.9
 //!   `substituteStrategy: Always`), and never on a resource labelled or annotated
 //!   `kustomize.toolkit.fluxcd.io/substitute: disabled`.
@@ -59,273 +50,43 @@ pub enum SubstError {
     Unsupported(String),
 }
 
-#[derive(Debug, Clone)]
-enum Node {
-    Text(String),
-    Func {
-        op: String,
-        param: String,
-        args: Vec<Vec<Node>>,
-    },
-}
-
-struct Parser<'a> {
-    chars: Vec<char>,
-    pos: usize,
-    _src: &'a str,
-}
-
-impl<'a> Parser<'a> {
-    fn new(src: &'a str) -> Self {
-        Self {
-            chars: src.chars().collect(),
-            pos: 0,
-            _src: src,
-        }
-    }
-    fn peek(&self) -> Option<char> {
-        self.chars.get(self.pos).copied()
-    }
-    fn peek_at(&self, off: usize) -> Option<char> {
-        self.chars.get(self.pos + off).copied()
-    }
-
-    /// Top level: text with `$$` escapes and `${` expressions.
-    fn parse_top(&mut self) -> Result<Vec<Node>, SubstError> {
-        let mut out = Vec::new();
-        let mut text = String::new();
-        while let Some(c) = self.peek() {
-            if c == '$' {
-                match self.peek_at(1) {
-                    Some('{') => {
-                        if !text.is_empty() {
-                            out.push(Node::Text(std::mem::take(&mut text)));
-                        }
-                        self.pos += 2;
-                        out.push(self.parse_func()?);
-                        continue;
-                    }
-                    Some('$') => {
-                        // scanEscaped: the first `$` is dropped, the second is plain text.
-                        text.push('$');
-                        self.pos += 2;
-                        continue;
-                    }
-                    _ => {}
-                }
-            }
-            text.push(c);
-            self.pos += 1;
-        }
-        if !text.is_empty() {
-            out.push(Node::Text(text));
-        }
-        Ok(out)
-    }
-
-    fn ident(&mut self) -> String {
-        let mut s = String::new();
-        while let Some(c) = self.peek() {
-            if c.is_alphanumeric() || c == '_' {
-                s.push(c);
-                self.pos += 1;
-            } else {
-                break;
-            }
-        }
-        s
-    }
-
-    fn consume_rbrace(&mut self) -> Result<(), SubstError> {
-        if self.peek() == Some('}') {
-            self.pos += 1;
-            Ok(())
-        } else {
-            Err(SubstError::BadSubstitution)
-        }
-    }
-
-    /// After `${`.
-    fn parse_func(&mut self) -> Result<Node, SubstError> {
-        if self.peek() == Some('#') {
-            self.pos += 1;
-            let param = self.ident();
-            if param.is_empty() {
-                return Err(SubstError::BadSubstitution);
-            }
-            self.consume_rbrace()?;
-            return Ok(Node::Func {
-                op: "#".into(),
-                param,
-                args: vec![],
-            });
-        }
-        let param = self.ident();
-        if param.is_empty() {
-            return Err(SubstError::ParseVariableName);
-        }
-        match self.peek() {
-            Some(':') => match self.peek_at(1) {
-                Some(op2 @ ('=' | '-' | '?' | '+')) => {
-                    self.pos += 2;
-                    self.parse_default(param, format!(":{op2}"))
-                }
-                _ => Err(SubstError::Unsupported(format!("${{{param}:...}}"))),
-            },
-            Some('=') => {
-                self.pos += 1;
-                self.parse_default(param, "=".into())
-            }
-            Some(',' | '^') => {
-                let mut op = String::new();
-                while let Some(c @ (',' | '^')) = self.peek() {
-                    if op.len() == 2 {
-                        break;
-                    }
-                    op.push(c);
-                    self.pos += 1;
-                }
-                self.consume_rbrace()?;
-                Ok(Node::Func {
-                    op,
-                    param,
-                    args: vec![],
-                })
-            }
-            Some(c @ ('/' | '#' | '%')) => {
-                Err(SubstError::Unsupported(format!("${{{param}{c}...}}")))
-            }
-            Some('}') => {
-                self.pos += 1;
-                Ok(Node::Func {
-                    op: String::new(),
-                    param,
-                    args: vec![],
-                })
-            }
-            _ => Err(SubstError::MissingClosingBrace),
-        }
-    }
-
-    /// Default-operator arguments up to the closing brace: text (with `$$`, `\\`, `\/`
-    /// escapes) and nested expressions.
-    fn parse_default(&mut self, param: String, op: String) -> Result<Node, SubstError> {
-        let mut args = Vec::new();
-        loop {
-            match self.peek() {
-                None => return Err(SubstError::BadSubstitution),
-                Some('}') => {
-                    self.pos += 1;
-                    return Ok(Node::Func { op, param, args });
-                }
-                Some('$') if self.peek_at(1) == Some('{') => {
-                    self.pos += 2;
-                    args.push(vec![self.parse_func()?]);
-                }
-                Some(_) => {
-                    let mut text = String::new();
-                    while let Some(c) = self.peek() {
-                        if c == '}' || (c == '$' && self.peek_at(1) == Some('{')) {
-                            break;
-                        }
-                        if (c == '$' && self.peek_at(1) == Some('$'))
-                            || (c == '\\' && matches!(self.peek_at(1), Some('\\' | '/')))
-                        {
-                            self.pos += 1;
-                            text.push(self.peek().unwrap_or(c));
-                            self.pos += 1;
-                            continue;
-                        }
-                        text.push(c);
-                        self.pos += 1;
-                    }
-                    args.push(vec![Node::Text(text)]);
-                }
-            }
-        }
-    }
-}
-
-fn is_default_op(op: &str) -> bool {
-    matches!(op, "-" | "+" | "=" | "?" | ":-" | ":+" | ":=" | ":?")
-}
-
-fn eval(
-    nodes: &[Node],
-    lookup: &dyn Fn(&str) -> (String, bool),
-    out: &mut String,
-) -> Result<(), SubstError> {
-    for n in nodes {
-        match n {
-            Node::Text(t) => out.push_str(t),
-            Node::Func { op, param, args } => {
-                let mut vals = Vec::new();
-                for a in args {
-                    let mut s = String::new();
-                    eval(a, lookup, &mut s)?;
-                    vals.push(s);
-                }
-                let (v, exists) = lookup(param);
-                if !exists && !is_default_op(op) {
-                    return Err(SubstError::VarNotSet(param.clone()));
-                }
-                let r = match op.as_str() {
-                    "#" => v.chars().count().to_string(),
-                    "^" => {
-                        let mut c = v.chars();
-                        c.next()
-                            .map(|f| f.to_uppercase().chain(c).collect())
-                            .unwrap_or_default()
-                    }
-                    "^^" => v.to_uppercase(),
-                    "," => {
-                        let mut c = v.chars();
-                        c.next()
-                            .map(|f| f.to_lowercase().chain(c).collect())
-                            .unwrap_or_default()
-                    }
-                    ",," => v.to_lowercase(),
-                    _ => {
-                        if v.is_empty() && !vals.is_empty() {
-                            vals.concat()
-                        } else {
-                            v
-                        }
-                    }
-                };
-                out.push_str(&r);
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Expands `${...}` expressions in `input` (fluxcd/pkg `envsubst.Eval` with the mapper of
-/// `varSubstitution`): in strict mode a variable missing from `vars` is an error, in lax
-/// mode it reads as the empty string.
+/// `varSubstitution`) with the one envsubst model of the workspace, [`cluster_loop::envsubst`]
+/// (also fleetlint's): in strict mode a variable missing from `vars` is an error, in lax mode
+/// it reads as the empty string. A substring, replace or pattern-trim form is
+/// [`SubstError::Unsupported`]: the model parses it but does not evaluate it.
 pub fn envsubst(
     input: &str,
     vars: &BTreeMap<String, String>,
     strict: bool,
 ) -> Result<String, SubstError> {
-    let nodes = Parser::new(input).parse_top()?;
-    let lookup = |name: &str| match vars.get(name) {
-        Some(v) => (v.clone(), true),
-        None => (String::new(), !strict),
-    };
-    let mut out = String::new();
-    eval(&nodes, &lookup, &mut out)?;
-    Ok(out)
+    use cluster_loop::envsubst as model;
+    let t = model::parse(input).map_err(|e| match e.message {
+        "missing closing brace" => SubstError::MissingClosingBrace,
+        "unable to parse variable name" => SubstError::ParseVariableName,
+        "unable to parse substitution within function" => SubstError::ParseFuncSubstitution,
+        _ => SubstError::BadSubstitution,
+    })?;
+    fn unsupported(e: &model::Expr) -> Option<String> {
+        let evaluated =
+            e.has_default() || matches!(e.op.as_str(), "" | "len" | "^" | "^^" | "," | ",,");
+        if evaluated {
+            e.nested.iter().find_map(unsupported)
+        } else {
+            Some(e.text.clone())
+        }
+    }
+    if let Some(form) = t.exprs.iter().find_map(unsupported) {
+        return Err(SubstError::Unsupported(form));
+    }
+    t.eval(vars, strict).map_err(|e| match e {
+        model::EvalError::NotSet(name) => SubstError::VarNotSet(name),
+    })
 }
 
-/// True when a name satisfies [`VARSUB_REGEX`].
+/// True when a name satisfies [`VARSUB_REGEX`] ([`cluster_loop::envsubst::valid_var_name`]).
 pub fn valid_var_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    match chars.next() {
-        Some(c) if c.is_ascii_alphabetic() || c == '_' => {}
-        _ => return false,
-    }
-    chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    cluster_loop::envsubst::valid_var_name(name)
 }
 
 /// fluxcd/pkg `varSubstitution`: validates the names, then expands. Errors carry the
@@ -555,6 +316,21 @@ mod tests {
             envsubst("${A", &v, true).unwrap_err(),
             SubstError::MissingClosingBrace
         );
+    }
+
+    /// The forms the model parses but does not evaluate are an error of the twin, never a
+    /// silently wrong value; a default's text is taken as written (fluxcd/pkg envsubst
+    /// parse.go `parseDefaultFunc` scans its parameter without `scanEscape`).
+    #[test]
+    fn unevaluated_forms_are_unsupported_and_default_text_is_literal() {
+        let v = vars(&[("A", "hello")]);
+        for form in ["${A:1:2}", "${A/l/L}", "${A#he}", "${A%lo}", "${B:=${A:1}}"] {
+            assert!(
+                matches!(envsubst(form, &v, true), Err(SubstError::Unsupported(_))),
+                "{form}"
+            );
+        }
+        assert_eq!(envsubst("${B:=cost $$5}", &v, true).unwrap(), "cost $$5");
     }
 
     #[test]
