@@ -4,6 +4,11 @@
 //! the pod spec exactly as the kubelet does ([`dns`]), against a real DNS server (dnsmasq)
 //! configured from the CoreDNS ConfigMap, the Services and scenario-declared upstream records.
 //!
+//! One runtime, two API servers: it is a client of [`PodApi`] ([`api`]): the twin's store
+//! ([`StoreApi`], [`PodExec::start`]) or, in `tests/realcluster`, the real kube-apiserver
+//! through kube-rs ([`PodExec::start_with`]), where the node agent hands it the probe-image pods
+//! and the real job controller, garbage collector and ttl-after-finished controller do the rest.
+//!
 //! How a container runs (no shell string of ours anywhere; every step is an argv):
 //! 1. A per-container mount+UTS namespace is created by a holder process
 //!    `unshare -m -u --propagation private -- cat` (we write one byte and read it back: then the
