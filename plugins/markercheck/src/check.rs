@@ -1119,20 +1119,24 @@ pub fn run(cfg: &Config) -> Report {
                     continue;
                 }
                 let old = f.original().into_owned();
-                // what else changes besides the values
-                let naive = {
-                    let mut t = f.text.clone();
-                    let mut rs = reps.clone();
-                    rs.sort_by_key(|r| std::cmp::Reverse(r.start));
-                    for r in &rs {
-                        t.replace_range(
-                            r.start..r.end,
-                            &simulate::render_scalar(&r.value, r.style),
-                        );
+                // what else changes besides the values: the text with only the values
+                // replaced, compared piecewise (a large file is not copied once more)
+                let only_values = match values_replaced_equals(&f.text, &reps, &rw.text) {
+                    Some(eq) => eq,
+                    None => {
+                        let mut t = f.text.clone();
+                        let mut rs = reps.clone();
+                        rs.sort_by_key(|r| std::cmp::Reverse(r.start));
+                        for r in &rs {
+                            t.replace_range(
+                                r.start..r.end,
+                                &simulate::render_scalar(&r.value, r.style),
+                            );
+                        }
+                        t == rw.text
                     }
-                    t
                 };
-                if naive != rw.text || f.crlf {
+                if !only_values || f.crlf {
                     let mut what = Vec::new();
                     if f.crlf {
                         what.push("CRLF line endings become LF".to_string());
@@ -1194,6 +1198,55 @@ pub fn run(cfg: &Config) -> Report {
     report.findings = findings;
     report.objects = objects;
     report
+}
+
+/// Whether `text` with every replacement's range rendered anew ([`simulate::render_scalar`])
+/// equals `target`, compared piece by piece without building the replaced text. `None` when
+/// two ranges overlap or a range is out of bounds (the caller then builds it).
+fn values_replaced_equals(
+    text: &str,
+    reps: &[simulate::Replacement],
+    target: &str,
+) -> Option<bool> {
+    let mut rs: Vec<&simulate::Replacement> = reps.iter().collect();
+    rs.sort_by_key(|r| r.start);
+    // touching or overlapping ranges: the sequential replacement is what counts
+    let mut prev_end: Option<usize> = None;
+    for r in &rs {
+        if prev_end.is_some_and(|p| r.start <= p)
+            || r.end < r.start
+            || r.end > text.len()
+            || !text.is_char_boundary(r.start)
+            || !text.is_char_boundary(r.end)
+        {
+            return None;
+        }
+        prev_end = Some(r.end);
+    }
+    let mut at = 0; // in text
+    let mut t = target.as_bytes();
+    let eat = |piece: &[u8], t: &mut &[u8]| -> bool {
+        match t.strip_prefix(piece) {
+            Some(rest) => {
+                *t = rest;
+                true
+            }
+            None => false,
+        }
+    };
+    for r in rs {
+        let before = text.as_bytes().get(at..r.start)?;
+        if !eat(before, &mut t)
+            || !eat(
+                simulate::render_scalar(&r.value, r.style).as_bytes(),
+                &mut t,
+            )
+        {
+            return Some(false);
+        }
+        at = r.end;
+    }
+    Some(eat(&text.as_bytes()[at..], &mut t) && t.is_empty())
 }
 
 /// Where the Flux versions pinned in the tree stand against the version that changed a rule.
@@ -1732,4 +1785,56 @@ pub fn diff_header_paths(file: &str) -> (String, String) {
     let rel = file.trim_start_matches('/');
     let tab = if rel.contains([' ', '\t']) { "\t" } else { "" };
     (format!("a/{rel}{tab}"), format!("b/{rel}{tab}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::yamltree::Style;
+
+    fn rep(start: usize, end: usize, value: &str, style: Style) -> simulate::Replacement {
+        simulate::Replacement {
+            start,
+            end,
+            value: value.into(),
+            style,
+        }
+    }
+
+    /// The piecewise comparison agrees with building the replaced text (the way it was
+    /// computed before), and leaves touching ranges to the caller.
+    #[test]
+    fn values_replaced_equals_agrees_with_the_built_text() {
+        let text = "a: x:1\nb: 'y:2'\nc: z\n";
+        let reps = vec![
+            rep(10, 15, "y:3", Style::SingleQuoted),
+            rep(3, 6, "x:2", Style::Plain),
+        ];
+        let built = {
+            let mut t = text.to_string();
+            let mut rs = reps.clone();
+            rs.sort_by_key(|r| std::cmp::Reverse(r.start));
+            for r in &rs {
+                t.replace_range(r.start..r.end, &simulate::render_scalar(&r.value, r.style));
+            }
+            t
+        };
+        assert_eq!(built, "a: x:2\nb: 'y:3'\nc: z\n");
+        assert_eq!(values_replaced_equals(text, &reps, &built), Some(true));
+        for other in [
+            "a: x:2\nb: 'y:3'\nc: z",
+            "a: x:2\nb: 'y:3'\nc: z\n\n",
+            "a: x:2\nb: y:3\nc: z\n",
+            "",
+        ] {
+            assert_eq!(
+                values_replaced_equals(text, &reps, other),
+                Some(false),
+                "{other:?}"
+            );
+        }
+        assert_eq!(values_replaced_equals(text, &[], text), Some(true));
+        let touching = vec![rep(3, 6, "1", Style::Plain), rep(6, 7, "2", Style::Plain)];
+        assert_eq!(values_replaced_equals(text, &touching, text), None);
+    }
 }
