@@ -1,0 +1,725 @@
+//! `kubectl cutover` (execute and `--finish`) end to end on the real cluster (tests/realcluster):
+//! the REAL binary against the real kube-apiserver (through the harness's fault proxy, whose
+//! request log shows every PATCH and watch the binary sent), a GitRepository and a root
+//! Kustomization reconciled by the real source-controller and kustomize-controller, two Git
+//! servers (old and new: HTTPS with their own CAs and basic auth). The controllers run as host
+//! processes on this machine, so the new URL is `https://127.0.0.1:PORT/...` and every run
+//! passes `--allow-loopback` (the case the flag exists for, see [`common::loopback_allowed`]).
+//!
+//! Each test has its own namespace (GitRepository and root Kustomization of that name, applied
+//! by itself from `clusters/prod/flux-system/gotk-sync.yaml` as after `flux bootstrap`), its
+//! own Git servers and its own proxy, so tests run in parallel on the binary's one cluster.
+//! The tests that need "source-controller has not handled the patch yet" stop the real
+//! source-controller process (SIGSTOP, SIGCONT when done, also on panic): deterministic, no
+//! timing. They hold [`SOURCE`] exclusively; every other test holds it shared.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use realcluster::Cluster;
+use realcluster::proxy::FaultProxy;
+use realcluster::testkit::{condition, eventually};
+use serde_json::{Value, json};
+use twin::git::{GitServer, GitServerOptions};
+use twin::testkit::{PluginRun, interrupt, plugin_command, run_command, run_plugin};
+
+/// Held shared by every test, exclusively by the tests that stop source-controller.
+static SOURCE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// Real-time bound on waiting for the real controllers (a loaded 2-core machine).
+const T: Duration = Duration::from_secs(180);
+
+/// The Secret the cutover moves the source to: the new server's token and CA.
+const NEW_SECRET: &str = "new-creds";
+
+/// The authoring file of the GitRepository and root Kustomization, as bootstrap writes it.
+const SYNC_FILE: &str = "clusters/prod/flux-system/gotk-sync.yaml";
+
+/// One test's fleet: GitRepository + root Kustomization `ns` in namespace `ns`.
+struct Fleet {
+    c: &'static Cluster,
+    ns: String,
+    old: GitServer,
+    new: GitServer,
+    work: tempfile::TempDir,
+    /// `release 0`, `release 1`; the cluster runs the last.
+    commits: Vec<String>,
+    proxy: FaultProxy,
+}
+
+impl Fleet {
+    /// Starts the fleet and waits until the real controllers run the head. `new_level`: the
+    /// new server's main is the head (else one commit behind it).
+    async fn start(ns: &str, new_level: bool) -> Fleet {
+        let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
+        let old = GitServer::start(GitServerOptions::default()).unwrap();
+        let new = GitServer::start(GitServerOptions::default()).unwrap();
+        for s in [&old, &new] {
+            s.create_repo("org/fleet", "main").unwrap();
+        }
+        old.set_auth("org/fleet", USER, &[TOKEN]).unwrap();
+        new.set_auth("org/fleet", USER, &[NEW_TOKEN]).unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let w = work.path();
+        git(w, &["init", "-q", "-b", "main"], &[]);
+        // The GitRepository polls every 5 s (real time), so a commit landed on the new
+        // server is fetched within seconds; the root runs every 10 minutes, i.e. only when
+        // its source's artifact changes or its spec does.
+        let sync = format!(
+            "---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata:
+  name: {ns}
+  namespace: {ns}
+spec:
+  interval: 5s
+  ref:
+    branch: main
+  secretRef:
+    name: {ns}
+  url: {}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: {ns}
+  namespace: {ns}
+spec:
+  interval: 10m0s
+  path: ./clusters/prod
+  prune: true
+  sourceRef:
+    kind: GitRepository
+    name: {ns}
+",
+            old.url_https("org/fleet")
+        );
+        std::fs::create_dir_all(w.join("clusters/prod/flux-system")).unwrap();
+        std::fs::write(w.join(SYNC_FILE), &sync).unwrap();
+        std::fs::write(
+            w.join("clusters/prod/flux-system/kustomization.yaml"),
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- gotk-sync.yaml\n",
+        )
+        .unwrap();
+        std::fs::write(
+            w.join("clusters/prod/kustomization.yaml"),
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- flux-system\n- apps.yaml\n",
+        )
+        .unwrap();
+        let mut commits = Vec::new();
+        for i in 0..2 {
+            std::fs::write(
+                w.join("clusters/prod/apps.yaml"),
+                format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: release\n  namespace: {ns}\ndata:\n  n: \"{i}\"\n"),
+            )
+            .unwrap();
+            git(w, &["add", "-A"], &[]);
+            git(w, &["commit", "-q", "-m", &format!("release {i}")], &[]);
+            commits.push(git(w, &["rev-parse", "HEAD"], &[]));
+        }
+        let head = commits[1].clone();
+        push(w, &old, &old.url_https("org/fleet"), &head, TOKEN);
+        let new_main = if new_level { &head } else { &commits[0] };
+        push(w, &new, &new.url_https("org/fleet"), new_main, NEW_TOKEN);
+        let proxy = FaultProxy::start(c).await.unwrap();
+        let f = Fleet {
+            c,
+            ns: ns.into(),
+            old,
+            new,
+            work,
+            commits,
+            proxy,
+        };
+        let _ = c.kubectl(&["create", "namespace", ns]);
+        f.secret(ns, USER, TOKEN, f.old.ca_pem());
+        f.secret(NEW_SECRET, USER, NEW_TOKEN, f.new.ca_pem());
+        c.apply_yaml(&sync).unwrap();
+        f.root_applied(&f.head_rev());
+        f
+    }
+
+    fn secret(&self, name: &str, user: &str, token: &str, ca: &str) {
+        let s = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": self.ns},
+            "stringData": {"username": user, "password": token, "ca.crt": ca}});
+        self.c.apply_yaml(&s.to_string()).unwrap();
+    }
+
+    fn head_rev(&self) -> String {
+        format!("main@sha1:{}", self.commits[1])
+    }
+
+    fn old_url(&self) -> String {
+        self.old.url_https("org/fleet")
+    }
+
+    fn to(&self) -> String {
+        self.new.url_https("org/fleet")
+    }
+
+    /// Waits until the root Kustomization is Ready with `revision` applied.
+    fn root_applied(&self, revision: &str) -> Value {
+        eventually(T, &format!("root applied {revision}"), || {
+            let k = self.root();
+            (condition(&k, "Ready")["status"] == "True"
+                && k["status"]["lastAppliedRevision"] == json!(revision))
+            .then_some(k)
+        })
+    }
+
+    fn root(&self) -> Value {
+        self.c
+            .get_json(&["-n", &self.ns, "get", "kustomization", &self.ns])
+    }
+
+    /// The GitRepository as it is now.
+    fn live(&self) -> Value {
+        self.c
+            .get_json(&["-n", &self.ns, "get", "gitrepository", &self.ns])
+    }
+
+    fn target(&self) -> String {
+        format!("gitrepo/{}", self.ns)
+    }
+
+    /// `gitrepo/NS -n NS --to NEW --secret new-creds --yes` followed by `extra`.
+    fn args(&self, extra: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = [
+            self.target().as_str(),
+            "-n",
+            &self.ns,
+            "--to",
+            &self.to(),
+            "--secret",
+            NEW_SECRET,
+            "--yes",
+        ]
+        .map(String::from)
+        .to_vec();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    }
+
+    /// `--finish` for this fleet followed by `extra`.
+    fn finish_args(&self, extra: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = [self.target().as_str(), "-n", &self.ns, "--finish"]
+            .map(String::from)
+            .to_vec();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    }
+
+    /// Runs the real binary through the proxy (with `--allow-loopback` for the new URL).
+    async fn run(&self, args: &[String]) -> PluginRun {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = run_plugin(
+            BIN,
+            self.proxy.kubeconfig(),
+            &loopback_allowed(&args),
+            RUN_TIMEOUT,
+        )
+        .await;
+        if std::env::var_os("CUTOVER_SHOW").is_some() {
+            eprintln!("$ kubectl cutover {args:?}\n{}", r.all());
+        }
+        r.assert_no_secrets();
+        r
+    }
+
+    /// The binary's command through the proxy, to spawn.
+    fn command(&self, args: &[String]) -> tokio::process::Command {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        plugin_command(BIN, self.proxy.kubeconfig(), &loopback_allowed(&args))
+    }
+
+    /// PATCH requests the binary sent for this fleet's GitRepository.
+    fn gitrepo_patches(&self) -> Vec<String> {
+        let path = format!("/namespaces/{}/gitrepositories/{}", self.ns, self.ns);
+        self.proxy
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "PATCH" && r.path.contains(&path))
+            .map(|r| r.path)
+            .collect()
+    }
+
+    /// Waits until the live GitRepository carries the cutover's patch (secretRef new-creds).
+    fn patched(&self) {
+        eventually(T, "the cutover patched the GitRepository", || {
+            (self.live()["spec"]["secretRef"]["name"] == NEW_SECRET).then_some(())
+        });
+    }
+
+    /// The live spec is the one before the cutover.
+    fn assert_restored(&self) {
+        let l = self.live();
+        assert_eq!(l["spec"]["url"], json!(self.old_url()), "{l}");
+        assert_eq!(l["spec"]["secretRef"]["name"], json!(self.ns), "{l}");
+    }
+}
+
+fn held(o: &Value) -> bool {
+    o["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/reconcile"] == "disabled"
+}
+
+/// The top-level keys of a pretty-printed JSON object, in the order printed (two-space indent).
+fn top_level_keys(json: &str) -> Vec<String> {
+    json.lines()
+        .filter_map(|l| l.strip_prefix("  \""))
+        .filter_map(|l| l.split_once('"').map(|(k, _)| k.to_string()))
+        .collect()
+}
+
+/// The real source-controller process, stopped (SIGSTOP) until this is dropped (SIGCONT):
+/// nothing handles a GitRepository change meanwhile. Hold [`SOURCE`] exclusively.
+struct SourceStopped(u32);
+
+impl SourceStopped {
+    fn new(c: &Cluster) -> SourceStopped {
+        let (_, pid) = c
+            .host_processes()
+            .into_iter()
+            .find(|(pod, _)| pod.starts_with("flux-system/source-controller"))
+            .expect("source-controller runs as a host process");
+        signal(pid, "-STOP");
+        // Stopped once the kernel says so (state T in /proc/PID/stat).
+        eventually(Duration::from_secs(10), "source-controller stopped", || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat.rsplit_once(") ").map(|(_, r)| r.chars().next());
+            (state == Some(Some('T'))).then_some(())
+        });
+        SourceStopped(pid)
+    }
+}
+
+impl Drop for SourceStopped {
+    fn drop(&mut self) {
+        signal(self.0, "-CONT");
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let st = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill {sig} {pid}");
+}
+
+/// The line (1-based) of `spec.url` of the GitRepository in `text` (the first `  url: `).
+fn url_line(text: &str) -> usize {
+    text.lines().position(|l| l.starts_with("  url: ")).unwrap() + 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-behind", false).await;
+    let r = f.run(&f.args(&[])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("the new server's main is 1 commit behind what the cluster runs"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        f.gitrepo_patches().is_empty(),
+        "a refused cutover patches nothing"
+    );
+    f.assert_restored();
+
+    // Level: the new server's main is the head the cluster runs.
+    push(f.work.path(), &f.new, &f.to(), &f.commits[1], NEW_TOKEN);
+    let r = f
+        .run(&f.args(&["--hold-root", "--timeout", "120s", "-o", "json"]))
+        .await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert_eq!(
+        top_level_keys(&r.stdout)[..5],
+        ["apiVersion", "kind", "mode", "preflight", "patch"],
+        "declaration order, not alphabetical"
+    );
+    let v = r.json();
+    assert_eq!(v["apiVersion"], "cutover.cluster-loop.dev/v1");
+    assert_eq!(v["kind"], "CutoverReport");
+    assert_eq!(v["mode"], "execute");
+    assert_eq!(v["result"]["ending"], "cutOver", "{v}");
+    assert_eq!(v["result"]["revision"], json!(f.head_rev()));
+    assert_eq!(v["preflight"]["relation"]["relation"], "identical");
+    // The authored value is still the old URL: reported with the file and the change.
+    assert_eq!(
+        v["preflight"]["authored"]["locations"][0]["file"],
+        SYNC_FILE
+    );
+    assert!(
+        v["preflight"]["authoredPatch"][0]["diff"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("+  url: {}", f.to())),
+        "{v}"
+    );
+    // The real source-controller fetched from the new URL with the new Secret: Ready at the
+    // same revision, for the patched generation.
+    let o = f.live();
+    assert_eq!(o["spec"]["url"], json!(f.to()));
+    assert_eq!(o["spec"]["secretRef"]["name"], NEW_SECRET);
+    assert_eq!(o["status"]["artifact"]["revision"], json!(f.head_rev()));
+    assert_eq!(condition(&o, "Ready")["status"], "True", "{o}");
+    assert!(
+        o["status"]["observedGeneration"].as_i64() >= o["metadata"]["generation"].as_i64(),
+        "{o}"
+    );
+    // The cutover patch (with the in-flight mark), then the one that removes the mark once
+    // the new URL is proven, both with the plugin's field manager.
+    let patches = f.gitrepo_patches();
+    assert_eq!(patches.len(), 2, "{patches:?}");
+    for p in &patches {
+        assert!(p.contains("fieldManager=kubectl-cutover"), "{p}");
+    }
+    assert!(
+        o["metadata"]["annotations"]
+            .get("cutover.cluster-loop.dev/in-flight")
+            .is_none(),
+        "a proven cutover leaves no in-flight mark: {o}"
+    );
+    assert!(held(&o), "--hold-root keeps the root from reverting: {o}");
+    // The root keeps its applied revision (a cutover is not a rollback).
+    assert_eq!(
+        f.root()["status"]["lastAppliedRevision"],
+        json!(f.head_rev())
+    );
+
+    // --finish before the authored change lands: not verified, the hold stays.
+    let r = f.run(&f.finish_args(&[])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(r.stdout.contains("not verified"), "{}", r.stdout);
+    assert!(held(&f.live()));
+
+    // Land the authored change through the new server, as the plan said.
+    let w = f.work.path();
+    let text = std::fs::read_to_string(w.join(SYNC_FILE))
+        .unwrap()
+        .replace(&f.old_url(), &f.to())
+        .replace(
+            &format!("secretRef:\n    name: {}", f.ns),
+            &format!("secretRef:\n    name: {NEW_SECRET}"),
+        );
+    std::fs::write(w.join(SYNC_FILE), &text).unwrap();
+    git(
+        w,
+        &[
+            "commit",
+            "-q",
+            "-am",
+            "move the source to the new Git server",
+        ],
+        &[],
+    );
+    let landed = git(w, &["rev-parse", "HEAD"], &[]);
+    push(w, &f.new, &f.to(), &landed, NEW_TOKEN);
+    let want = format!("main@sha1:{landed}");
+    // The real source-controller polls the new URL (5 s) and the root applies the commit.
+    f.root_applied(&want);
+    let r = f.run(&f.finish_args(&["-o", "json"])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert_eq!(
+        top_level_keys(&r.stdout)[..3],
+        ["apiVersion", "kind", "verified"]
+    );
+    let v = r.json();
+    assert_eq!(v["kind"], "CutoverFinishReport");
+    assert_eq!(v["verified"], true, "{v}");
+    assert_eq!(v["holdRemoved"], true);
+    assert_eq!(v["rootRevision"], json!(want));
+    assert_eq!(v["authoredUrl"], json!(f.to()));
+    assert_eq!(
+        v["authoredAt"],
+        json!(format!("{SYNC_FILE}:{}", url_line(&text)))
+    );
+    let l = f.live();
+    assert!(!held(&l), "hold removed: {l}");
+    assert_eq!(l["spec"]["url"], json!(f.to()));
+}
+
+/// Source-controller stopped, so the binary is mid-wait: SIGINT restores the spec, exit 130.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_mid_wait_rolls_back() {
+    let _only = SOURCE.write().await;
+    let f = Fleet::start("cutover-sigint", true).await;
+    let stopped = SourceStopped::new(f.c);
+    let child = f
+        .command(&f.args(&["--hold-root", "--timeout", "300s"]))
+        .spawn()
+        .unwrap();
+    f.patched();
+    let out = interrupt(child, T).await;
+    drop(stopped);
+    assert_eq!(out.code, 130, "{}", out.all());
+    assert!(out.stdout.contains("interrupted"), "{}", out.stdout);
+    out.assert_no_secrets();
+    f.assert_restored();
+    let l = f.live();
+    assert!(!held(&l), "the hold this run added is removed: {l}");
+    assert!(
+        l["metadata"]["annotations"]
+            .get("cutover.cluster-loop.dev/in-flight")
+            .is_none(),
+        "{l}"
+    );
+    // The restored source is served by the real source-controller again, from the old URL.
+    eventually(T, "Ready from the old URL", || {
+        let o = f.live();
+        (condition(&o, "Ready")["status"] == "True"
+            && o["status"]["observedGeneration"] == o["metadata"]["generation"])
+            .then_some(())
+    });
+}
+
+/// Source-controller stopped for the whole run: no proof before --timeout, rolled back, and
+/// the message says what was missing (the real observedGeneration < generation).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_proof_before_the_deadline_is_rolled_back() {
+    let _only = SOURCE.write().await;
+    let f = Fleet::start("cutover-noproof", true).await;
+    let before = f.live();
+    let stopped = SourceStopped::new(f.c);
+    let r = f.run(&f.args(&["--hold-root", "--timeout", "3s"])).await;
+    drop(stopped);
+    assert_eq!(r.code, 1, "{}", r.all());
+    let observed = before["status"]["observedGeneration"].as_i64().unwrap();
+    let patched = before["metadata"]["generation"].as_i64().unwrap() + 1;
+    assert!(
+        r.stdout.contains(&format!(
+            "no proof within 3s: the new URL never answered: source-controller did not handle \
+             the new spec (status.observedGeneration {observed} < generation {patched}), so {} \
+             was never fetched",
+            f.to()
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("is still from the old URL's fetch"),
+        "{}",
+        r.stdout
+    );
+    f.assert_restored();
+    assert!(!held(&f.live()));
+}
+
+/// Preflight passes with new-creds; the token is revoked while source-controller is stopped
+/// (after the patch, before its fetch). Started again, the real source-controller fails at
+/// the new URL and the binary restores the old spec, quoting the failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_failing_after_the_patch_is_rolled_back() {
+    let _only = SOURCE.write().await;
+    let f = Fleet::start("cutover-revoked", true).await;
+    let stopped = SourceStopped::new(f.c);
+    let child = tokio::spawn(run_command(
+        f.command(&f.args(&["--hold-root", "--timeout", "120s"])),
+        RUN_TIMEOUT,
+    ));
+    f.patched();
+    assert!(f.new.revoke_token("org/fleet", NEW_TOKEN));
+    drop(stopped);
+    let r = child.await.unwrap();
+    assert_eq!(r.code, 1, "{}\nlive: {}", r.all(), f.live());
+    r.assert_no_secrets();
+    assert!(r.stdout.contains("rolled back:"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("the source failed at the new URL:"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("authentication required"), "{}", r.stdout);
+    f.assert_restored();
+    assert!(!held(&f.live()), "the hold this run added is removed");
+}
+
+/// A HelmRelease `gate` in the fleet's namespace that the root health-checks; no
+/// helm-controller runs, so its status is what [`set_gate`] writes (the status subresource,
+/// as helm-controller would). `ready`: the release is installed (kstatus Current).
+fn set_gate(f: &Fleet, ready: bool) {
+    // Mid-run, helm-controller writes Ready=Unknown and Reconciling=True (kstatus
+    // InProgress either way); done, Ready=True and no Reconciling (a merge patch replaces
+    // the whole list).
+    let conditions = if ready {
+        json!([{"type": "Ready", "status": "True", "reason": "InstallSucceeded",
+            "message": "gate", "lastTransitionTime": "2026-12-01T00:00:00Z"}])
+    } else {
+        json!([{"type": "Ready", "status": "Unknown", "reason": "Progressing",
+            "message": "gate", "lastTransitionTime": "2026-12-01T00:00:00Z"},
+            {"type": "Reconciling", "status": "True", "reason": "Progressing",
+            "message": "gate", "lastTransitionTime": "2026-12-01T00:00:00Z"}])
+    };
+    let p = json!({"status": {"observedGeneration": 1, "conditions": conditions}});
+    f.c.kubectl(&[
+        "-n",
+        &f.ns,
+        "patch",
+        "helmrelease",
+        "gate",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &p.to_string(),
+    ])
+    .unwrap();
+}
+
+/// `--finish` while the real root Kustomization is mid-run: held in a health check on a
+/// HelmRelease kept InProgress (timeout 100h). With a short --timeout it says the run was
+/// still in progress at the deadline, judges nothing and keeps the hold; started again, it
+/// watches the root and ends verified once the test lets the run complete. No timing: the
+/// run ends only when the gate turns Ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finish_waits_for_a_root_run_in_progress_then_verifies() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-finish", true).await;
+    let want = f.head_rev();
+    let hr = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": "gate", "namespace": f.ns},
+        "spec": {"interval": "10m", "chart": {"spec": {"chart": "gate",
+            "sourceRef": {"kind": "HelmRepository", "name": "gate"}}}}});
+    f.c.apply_yaml(&hr.to_string()).unwrap();
+    set_gate(&f, false);
+    f.c.kubectl(&[
+        "-n",
+        &f.ns,
+        "annotate",
+        "gitrepository",
+        &f.ns,
+        "kustomize.toolkit.fluxcd.io/reconcile=disabled",
+    ])
+    .unwrap();
+    let hc = json!({"spec": {"timeout": "100h", "healthChecks": [{"apiVersion":
+        "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "name": "gate",
+        "namespace": f.ns}]}});
+    f.c.kubectl(&[
+        "-n",
+        &f.ns,
+        "patch",
+        "kustomization",
+        &f.ns,
+        "--type=merge",
+        "-p",
+        &hc.to_string(),
+    ])
+    .unwrap();
+    let mid = eventually(T, "the root runs its health checks", || {
+        let k = f.root();
+        let r = condition(&k, "Reconciling");
+        (r["status"] == "True"
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Running health checks")))
+        .then_some(k)
+    });
+    assert_eq!(mid["status"]["lastAppliedRevision"], json!(want));
+
+    // Deadline first: the run cannot finish, so this is exactly "still in progress".
+    let r = f
+        .run(&f.finish_args(&["--timeout", "2s", "-o", "json"]))
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["verified"], false);
+    assert_eq!(v["holdRemoved"], false);
+    let p = &v["inProgressAtDeadline"];
+    assert_eq!(
+        p["object"],
+        json!(format!("Kustomization {0}/{0}", f.ns)),
+        "{v}"
+    );
+    assert_eq!(p["timeout"], "2s");
+    let condition_text = p["condition"].as_str().unwrap();
+    assert!(
+        condition_text.starts_with(
+            "Ready=Unknown Progressing: Reconciliation in progress; Reconciling=True \
+             Progressing: Running health checks for revision"
+        ),
+        "{condition_text}"
+    );
+    assert!(
+        !r.stdout.contains("not verified") && !r.stdout.contains("is not Ready"),
+        "a deadline is not a failed check: {}",
+        r.stdout
+    );
+    assert!(held(&f.live()), "the hold stays when nothing was judged");
+    let r = f.run(&f.finish_args(&["--timeout", "1s"])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("not judged: still mid-reconcile at the --timeout deadline (see above)"),
+        "{}",
+        r.stdout
+    );
+
+    // Now --finish starts while the run is in progress and must wait for it.
+    let watches = |f: &Fleet| {
+        f.proxy
+            .requests()
+            .iter()
+            .filter(|q| {
+                q.method == "GET"
+                    && q.path
+                        .contains(&format!("/namespaces/{}/kustomizations", f.ns))
+                    && q.path.contains("watch=")
+            })
+            .count()
+    };
+    let before = watches(&f);
+    let child = tokio::spawn(run_command(
+        f.command(&f.finish_args(&["--timeout", "5m", "-o", "json"])),
+        RUN_TIMEOUT,
+    ));
+    // It is watching the root (the run still blocked): only then let the run complete.
+    eventually(T, "--finish watches the root Kustomization", || {
+        assert!(
+            !child.is_finished(),
+            "--finish ended before the run completed"
+        );
+        (watches(&f) > before).then_some(())
+    });
+    assert_eq!(condition(&f.root(), "Reconciling")["status"], "True");
+    set_gate(&f, true);
+    let r = child.await.unwrap();
+    assert_eq!(r.code, 0, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["verified"], true, "{v}");
+    assert_eq!(v["rootRevision"], json!(want));
+    assert_eq!(v["holdRemoved"], true);
+    assert!(v["inProgressAtDeadline"].is_null());
+    assert!(
+        r.stderr.contains(&format!(
+            "root Kustomization {0}/{0} is mid-reconcile (Ready=Unknown Progressing: \
+             Reconciliation in progress; Reconciling=True Progressing: Running health checks",
+            f.ns
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains(&format!("root Kustomization {0}/{0} settled", f.ns)),
+        "{}",
+        r.stderr
+    );
+    // The run really completed before the verdict: only a successful run records the new
+    // generation as observed.
+    let root = f.root();
+    assert_ne!(
+        mid["status"]["observedGeneration"], mid["metadata"]["generation"],
+        "{mid}"
+    );
+    assert_eq!(
+        root["status"]["observedGeneration"], mid["metadata"]["generation"],
+        "{root}"
+    );
+    assert!(!held(&f.live()));
+}
