@@ -53,6 +53,13 @@ impl Fleet {
     /// Starts the fleet and waits until the real controllers run the head. `new_level`: the
     /// new server's main is the head (else one commit behind it).
     async fn start(ns: &str, new_level: bool) -> Fleet {
+        Fleet::start_with(ns, new_level, true).await
+    }
+
+    /// As [`Fleet::start`]; `self_applied: false`: the root Kustomization applies only
+    /// `clusters/prod/apps` (the GitRepository and the root exist only because the test applied
+    /// gotk-sync.yaml: no owner label, in no inventory).
+    async fn start_with(ns: &str, new_level: bool, self_applied: bool) -> Fleet {
         let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
         let old = GitServer::start(GitServerOptions::default()).unwrap();
         let new = GitServer::start(GitServerOptions::default()).unwrap();
@@ -67,6 +74,11 @@ impl Fleet {
         // The GitRepository polls every 5 s (real time), so a commit landed on the new
         // server is fetched within seconds; the root runs every 10 minutes, i.e. only when
         // its source's artifact changes or its spec does.
+        let root_path = if self_applied {
+            "./clusters/prod"
+        } else {
+            "./clusters/prod/apps"
+        };
         let sync = format!(
             "---
 apiVersion: source.toolkit.fluxcd.io/v1
@@ -89,7 +101,7 @@ metadata:
   namespace: {ns}
 spec:
   interval: 10m0s
-  path: ./clusters/prod
+  path: {root_path}
   prune: true
   sourceRef:
     kind: GitRepository
@@ -98,6 +110,7 @@ spec:
             old.url_https("org/fleet")
         );
         std::fs::create_dir_all(w.join("clusters/prod/flux-system")).unwrap();
+        std::fs::create_dir_all(w.join("clusters/prod/apps")).unwrap();
         std::fs::write(w.join(SYNC_FILE), &sync).unwrap();
         std::fs::write(
             w.join("clusters/prod/flux-system/kustomization.yaml"),
@@ -114,6 +127,11 @@ spec:
             std::fs::write(
                 w.join("clusters/prod/apps.yaml"),
                 format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: release\n  namespace: {ns}\ndata:\n  n: \"{i}\"\n"),
+            )
+            .unwrap();
+            std::fs::write(
+                w.join("clusters/prod/apps/app.yaml"),
+                format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: {ns}\ndata:\n  n: \"{i}\"\n"),
             )
             .unwrap();
             git(w, &["add", "-A"], &[]);
@@ -722,4 +740,156 @@ async fn finish_waits_for_a_root_run_in_progress_then_verifies() {
         "{root}"
     );
     assert!(!held(&f.live()));
+}
+
+/// `--to` the URL the source already has: nothing to do, exit 0, nothing patched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn to_the_current_url_is_nothing_to_do() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-noop", true).await;
+    let url = f.old_url();
+    let target = f.target();
+    let args = |extra: &[&str]| -> Vec<String> {
+        [target.as_str(), "-n", &f.ns, "--to", &url, "--yes"]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let r = f.run(&args(&[])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(
+        r.stdout.contains("already points there") && r.stdout.contains("nothing to do"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("plan:"), "{}", r.stdout);
+    let r = f.run(&args(&["-o", "json"])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert_eq!(r.json()["mode"], "nothing-to-do");
+    assert!(f.gitrepo_patches().is_empty(), "nothing was patched");
+}
+
+/// A GitRepository no Kustomization applies (no owner label, in no inventory): the tree at
+/// the revision the cluster runs defines it, and the authoring file is shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_applied_by_a_kustomization_the_authoring_file_is_still_found() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start_with("cutover-unowned", true, false).await;
+    let live = f.live();
+    assert!(
+        live["metadata"]["labels"]
+            .get("kustomize.toolkit.fluxcd.io/name")
+            .is_none(),
+        "{live}"
+    );
+    let r = f.run(&f.args(&["--dry-run"])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(
+        r.stdout.contains(&format!(
+            "no Kustomization applies GitRepository {0}/{0}",
+            f.ns
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains(&format!("the repository defines it at {SYNC_FILE}")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!("+  url: {}", f.to())),
+        "{}",
+        r.stdout
+    );
+}
+
+/// The real kustomize-controller labelled the GitRepository and lists it in the root's
+/// inventory; with the labels removed by hand the root is still found, through the inventory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_owner_label_the_root_is_found_by_its_inventory() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-nolabel", true).await;
+    let live = f.live();
+    assert_eq!(
+        live["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"],
+        json!(f.ns),
+        "the real controller labels what it applies: {live}"
+    );
+    f.c.kubectl(&[
+        "-n",
+        &f.ns,
+        "label",
+        "gitrepository",
+        &f.ns,
+        "kustomize.toolkit.fluxcd.io/name-",
+        "kustomize.toolkit.fluxcd.io/namespace-",
+    ])
+    .unwrap();
+    let r = f.run(&f.args(&["--dry-run"])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(
+        r.stdout
+            .contains(&format!("applied by root Kustomization {0}/{0}", f.ns)),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains(&format!("root Kustomization {0}/{0} will revert", f.ns)),
+        "{}",
+        r.stdout
+    );
+    let r = f.run(&f.args(&["--dry-run", "-o", "json"])).await;
+    assert_eq!(r.json()["preflight"]["current"]["rootFoundBy"], "inventory");
+}
+
+/// A cutover killed with SIGKILL after its live patch leaves the in-flight mark; the next run
+/// and `--finish` say what it left and how to finish or roll back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_after_the_patch_leaves_a_mark_the_next_run_reads() {
+    let _only = SOURCE.write().await;
+    let f = Fleet::start("cutover-sigkill", true).await;
+    let (old, to) = (f.old_url(), f.to());
+    let stopped = SourceStopped::new(f.c);
+    let mut child = f.command(&f.args(&["--timeout", "5m"])).spawn().unwrap();
+    f.patched();
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+    drop(stopped);
+    let live = f.live();
+    let mark = live["metadata"]["annotations"]["cutover.cluster-loop.dev/in-flight"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no in-flight mark: {live}"));
+    let mark: Value = serde_json::from_str(mark).unwrap();
+    assert_eq!(mark["from"], json!(old));
+    assert_eq!(mark["to"], json!(to));
+    assert_eq!(mark["fromSecretRef"], json!(f.ns));
+
+    let want = "an interrupted cutover".to_string();
+    let left = format!("left spec.url at {to} (was {old}): finish or roll back");
+    let finish = format!("kubectl cutover gitrepository/{0} -n {0} --to {to}", f.ns);
+    let back = format!("kubectl cutover gitrepository/{0} -n {0} --to {old}", f.ns);
+    // Another target is refused until the interrupted run is finished or rolled back.
+    let third = "https://git.example.test/org/fleet.git";
+    let target = f.target();
+    let r = f
+        .run(&[target.as_str(), "-n", &f.ns, "--to", third, "--dry-run"].map(String::from))
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    for s in [&want, &left, &finish, &back] {
+        assert!(r.stdout.contains(s.as_str()), "{s:?} not in:\n{}", r.stdout);
+    }
+    let r = f.run(&f.finish_args(&[])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    for s in [&want, &left, &finish, &back] {
+        assert!(r.stdout.contains(s.as_str()), "{s:?} not in:\n{}", r.stdout);
+    }
+    // Finishing (--to the URL it patched in) is offered: the preflight runs, warns, passes.
+    let r = f.run(&f.args(&["--dry-run"])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(r.stdout.contains(&left), "{}", r.stdout);
+    assert!(!r.stdout.contains("nothing to do"), "{}", r.stdout);
 }
