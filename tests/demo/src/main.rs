@@ -8,14 +8,20 @@
 //!    apps-wave-1 holds its health check on ImagePullBackOff, apps-wave-2 waits on it;
 //!    `kubectl unstick ks/apps-wave-2` names the root cause; the fix is committed; unstick frees
 //!    apps-wave-1 with the lever this controller supports and proves Ready at the new revision.
-//! 3. podresolve: the Git host resolved from a pod (CoreDNS pin to the gateway VIP) beside the
-//!    workstation's answer.
-//! 4. cutover: a new Git server whose branch is behind is refused with the commit count; once
-//!    level, the cutover happens at the same revision, the authored-value change is shown and
-//!    landed, and `--finish` verifies it.
+//! 3. podresolve (real cluster): the Git host resolved from a real probe pod (kubeadm's CoreDNS
+//!    Corefile with a hosts pin to the gateway VIP) beside the workstation's answer, and from
+//!    inside the real source-controller's pod.
+//! 4. cutover (real cluster): a new Git server whose branch is behind is refused with the commit
+//!    count; once level, the cutover happens at the same revision on the real source- and
+//!    kustomize-controller, the authored-value change is shown and landed, and `--finish`
+//!    verifies it.
 //! 5. fleetlint: clusters/dev lints clean and prod reports exactly its placeholders; a review
 //!    drops apps-wave-2's `postBuild.substituteFrom`, fleetlint names every `${VAR}` that would
 //!    ship literally, and the fix (restoring it) lints clean again. Offline.
+//! 6. realcluster: a Job that cannot pull held by the real kustomize-controller, freed.
+//!
+//! Steps 3, 4 and 6 share ONE real cluster (tests/realcluster), started once; step 2 runs on
+//! the fleet twin.
 //!
 //! Exit code 0 only when every step's outcome is the expected one.
 use std::io::{BufRead, BufReader, Read};
@@ -44,7 +50,8 @@ struct Cli {
     /// unknown step is a usage error (exit 2) listing the valid ones.
     #[arg(long, value_delimiter = ',', value_name = "STEP", value_parser = STEPS)]
     step: Vec<String>,
-    /// After the steps, keep the fleet twin running and print the KUBECONFIG export (Ctrl-C ends)
+    /// After the steps, keep the real cluster (and the fleet twin) running and print the
+    /// KUBECONFIG exports and commands that work on them (Ctrl-C ends)
     #[arg(long)]
     keep: bool,
     /// Real seconds per nominal second for the Flux models (intervals, timeouts)
@@ -826,36 +833,60 @@ async fn fleet_podresolve(ctx: &Ctx, run: &RunningScenario, kc: &Path, st: &mut 
     );
 }
 
-/// Starts a shipped scenario at the demo's time scale; a failure is recorded in `st`.
-async fn start_shipped(ctx: &Ctx, st: &mut Step, name: &str) -> Option<RunningScenario> {
-    let sc = match Scenario::shipped(name) {
-        Ok(s) => s,
+// ------------------------------------------------------------------ step 3
+
+/// The Git host of the catalogue's split-DNS case (failure catalogue 3): the cluster's CoreDNS
+/// pins it to the gateway VIP [`PIN`], the upstream resolver answers [`UPSTREAM`].
+const GIT_HOST: &str = "gitea.prod.example.dev";
+/// The gateway VIP the cluster's CoreDNS `hosts` block pins [`GIT_HOST`] to.
+const PIN: &str = "192.168.2.20";
+/// What the node's upstream resolver answers for [`GIT_HOST`] (the public address).
+const UPSTREAM: &str = "203.0.113.10";
+
+/// The real cluster, or why it is not there (each cluster step fails with the reason).
+type Real = Result<realcluster::Cluster, String>;
+
+/// The real cluster of a step, or a failed check naming why it is missing.
+fn real_cluster<'a>(real: &'a Real, st: &mut Step) -> Option<&'a realcluster::Cluster> {
+    match real {
+        Ok(c) => Some(c),
         Err(e) => {
-            st.check(false, format!("load scenario {name}: {e}"));
-            return None;
-        }
-    };
-    let opts = RunOptions {
-        time_scale: Some(ctx.time_scale),
-        ..Default::default()
-    };
-    match RunningScenario::start(sc, opts).await {
-        Ok(r) => Some(r),
-        Err(e) => {
-            st.check(false, format!("start the twin: {e}"));
+            st.check(false, format!("start the real cluster: {e}"));
             None
         }
     }
 }
 
-// ------------------------------------------------------------------ step 3
-
-async fn step_podresolve(ctx: &Ctx) -> Step {
-    let mut st = Step::new("3. podresolve: the Git host from the pod network, not the workstation");
-    let Some(run) = start_shipped(ctx, &mut st, "split-dns").await else {
+/// Step 3 on the real cluster: kubeadm's `kube-system/coredns` Corefile with a `hosts` pin
+/// (what operators add for split-horizon names), the node's upstream answering the public
+/// address; the probe pod really runs (the node agent's pod runtime: BusyBox in a network
+/// namespace whose resolver is built from that ConfigMap and the real kube-dns Service).
+fn step_podresolve(ctx: &Ctx, real: &Real) -> Step {
+    let mut st = Step::new(
+        "3. podresolve: the Git host from the pod network, not the workstation (real cluster)",
+    );
+    let Some(c) = real_cluster(real, &mut st) else {
         return st;
     };
-    let kc = run.twin.kubeconfig_path().to_path_buf();
+    let missing = twin::podexec::missing_prerequisites();
+    if !missing.is_empty() {
+        st.check(
+            false,
+            format!(
+                "the real cluster's node runs probe pods (needs {}: scripts/setup-machine installs them; run as root)",
+                missing.join(", ")
+            ),
+        );
+        return st;
+    }
+    let dns = c
+        .set_corefile_hosts(&format!("{PIN} {GIT_HOST}"))
+        .and_then(|()| c.set_upstream(GIT_HOST, &[UPSTREAM]));
+    if let Err(e) = dns {
+        st.check(false, format!("set up the cluster DNS: {e}"));
+        return st;
+    }
+    let kc = c.kubeconfig().to_path_buf();
     ctx.kubectl(
         Some(&kc),
         &[
@@ -870,18 +901,11 @@ async fn step_podresolve(ctx: &Ctx) -> Step {
     );
     let r = ctx.kubectl(
         Some(&kc),
-        &[
-            "podresolve",
-            "gitea.prod.example.dev",
-            "--expect",
-            "192.168.2.20",
-            "-n",
-            "flux-system",
-        ],
+        &["podresolve", GIT_HOST, "--expect", PIN, "-n", "flux-system"],
     );
     st.check(
         r.code == 0,
-        "the pod resolves the Git host to the gateway VIP 192.168.2.20 (--expect passed)",
+        format!("the pod resolves the Git host to the gateway VIP {PIN} (--expect passed)"),
     );
     st.check(
         r.stdout.contains("hosts"),
@@ -895,74 +919,195 @@ async fn step_podresolve(ctx: &Ctx) -> Step {
         Some(&kc),
         &[
             "podresolve",
-            "gitea.prod.example.dev",
+            GIT_HOST,
             "--expect",
-            "10.9.9.9",
+            UPSTREAM,
             "-n",
             "flux-system",
             "-o",
             "json",
         ],
     );
-    st.check(j.code == 1, "a wrong --expect is a failed check (exit 1)");
+    st.check(
+        j.code == 1,
+        format!("--expect {UPSTREAM} (the upstream's answer) is a failed check (exit 1)"),
+    );
+    let f = ctx.kubectl(
+        Some(&kc),
+        &[
+            "podresolve",
+            GIT_HOST,
+            "--from",
+            "deploy/source-controller",
+            "-n",
+            "flux-system",
+            "--expect",
+            PIN,
+        ],
+    );
+    st.check(
+        f.code == 0,
+        format!(
+            "from inside the real source-controller's pod (--from deploy/source-controller, an ephemeral container): {PIN}"
+        ),
+    );
     st
 }
 
 // ------------------------------------------------------------------ step 4
 
-fn gr_key() -> ObjKey {
-    ObjKey::new(
-        "source.toolkit.fluxcd.io/v1",
-        "GitRepository",
-        "flux-system",
-        "flux-system",
-    )
+/// The podinfo image apps-wave-1 of the cutover fleet runs (tests/twin/scenarios/repos/fleet).
+const CUTOVER_IMAGE: &str = "localhost:5000/podinfo:6.5.0";
+
+/// Runs `kubectl ARGS` quietly (setup and waits): its stdout as JSON, `Null` on any error.
+fn kget(c: &realcluster::Cluster, args: &[&str]) -> Value {
+    c.kubectl(args)
+        .ok()
+        .and_then(|o| serde_json::from_str(&o).ok())
+        .unwrap_or(Value::Null)
 }
 
-async fn step_cutover(ctx: &Ctx) -> Step {
-    let mut st = Step::new("4. cutover: moving the Git source without rolling prod back");
-    let Some(run) = start_shipped(ctx, &mut st, "prod-cutover-start").await else {
+/// `flux reconcile source git NAME`: the requestedAt annotation the source-controller acts on
+/// at once (fluxcd/pkg apis/meta ReconcileRequestAnnotation), instead of its next interval.
+fn request_reconcile(c: &realcluster::Cluster, kind: &str, name: &str) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let _ = c.kubectl(&[
+        "annotate",
+        "--overwrite",
+        "-n",
+        "flux-system",
+        kind,
+        name,
+        &format!("reconcile.fluxcd.io/requestedAt={now}"),
+    ]);
+}
+
+/// Step 4 on the real cluster (the twin's prod-cutover-start scenario, rebuilt): prod
+/// reconciles from a Git server on an operator's laptop (HTTPS, its own CA, basic auth); prod's
+/// own server holds the same repository one commit behind. The root Kustomization renders the
+/// GitRepository itself. The real source- and kustomize-controller run as host processes, so
+/// the servers listen on 127.0.0.1 and the cutover needs `--allow-loopback`.
+fn step_cutover(ctx: &Ctx, real: &Real, keep: &mut Vec<twin::git::GitServer>) -> Step {
+    let mut st =
+        Step::new("4. cutover: moving the Git source without rolling prod back (real cluster)");
+    let Some(c) = real_cluster(real, &mut st) else {
         return st;
     };
-    let kc = run.twin.kubeconfig_path().to_path_buf();
-    let laptop = run.git["laptop"].clone();
-    let prod = run.git["prod"].clone();
-    let head = laptop.head("org/fleet", "main").unwrap();
-    let want = format!("main@sha1:{head}");
-    let w = want.clone();
-    let ready = run
-        .wait_for(&gr_key(), T, move |o| {
-            s(o, "/status/artifact/revision") == w && cond_is(o, "Ready", "True")
-        })
-        .await
-        .is_ok();
-    let w = want.clone();
-    let applied = run
-        .wait_for(&ks("flux-system"), T, move |o| {
-            s(o, "/status/lastAppliedRevision") == w
-        })
-        .await
-        .is_ok();
-    st.check(
-        ready && applied,
-        format!("prod runs {} from the laptop's Git server", &head[..7]),
-    );
-    // The credentials Flux will use at the new server.
-    let b64 = |v: &str| {
-        use base64::Engine as _;
-        base64::engine::general_purpose::STANDARD.encode(v)
+    let kc = c.kubeconfig().to_path_buf();
+    let servers = twin::git::GitServer::start(Default::default())
+        .and_then(|l| Ok((l, twin::git::GitServer::start(Default::default())?)));
+    let (laptop, prod) = match servers {
+        Ok(s) => s,
+        Err(e) => {
+            st.check(false, format!("start the Git servers: {e}"));
+            return st;
+        }
     };
-    let store = run.twin.store();
-    let _ = store.create(
-        &store.gvr("", "v1", "secrets").unwrap(),
-        json!({"apiVersion": "v1", "kind": "Secret",
-               "metadata": {"name": "prod-creds", "namespace": "flux-system"},
-               "data": {"username": b64("flux"), "password": b64("prod-token"),
-                        "ca.crt": b64(prod.ca_pem())}}),
+    const REPO: &str = "org/fleet";
+    let laptop_url = laptop.url_https(REPO);
+    let to = prod.url_https(REPO);
+    let flux_system = format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 1m\n  url: {laptop_url}\n  ref:\n    branch: main\n  secretRef:\n    name: flux-system\n"
     );
-    let to = prod.url_https("org/fleet");
-    // The twin's Git servers listen on 127.0.0.1 and its source-controller runs on this
-    // machine: the one setup where a loopback URL reaches the source (--allow-loopback).
+    let setup = (|| -> Result<String, String> {
+        let e = |e: twin::git::GitError| e.to_string();
+        for (srv, token) in [(&laptop, "laptop-token"), (&prod, "prod-token")] {
+            srv.create_repo(REPO, "main").map_err(e)?;
+            srv.set_auth(REPO, "flux", &[token]).map_err(e)?;
+        }
+        let first = laptop
+            .commit(
+                REPO,
+                &[
+                    twin::git::Change::copy_dir(
+                        ctx.repo_root.join("tests/twin/scenarios/repos/fleet"),
+                        "",
+                    ),
+                    twin::git::Change::write(
+                        "clusters/prod/kustomization.yaml",
+                        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - flux-system.yaml\n",
+                    ),
+                    twin::git::Change::write("clusters/prod/flux-system.yaml", flux_system.clone()),
+                ],
+                "initial fleet",
+            )
+            .map_err(e)?;
+        // prod's server has the first commit only.
+        let fetched = Command::new("git")
+            .arg("--git-dir")
+            .arg(prod.repo_path(REPO))
+            .args(["fetch", "--quiet"])
+            .arg(laptop.repo_path(REPO))
+            .arg("refs/heads/main:refs/heads/laptop-main")
+            .status()
+            .is_ok_and(|s| s.success());
+        if !fetched {
+            return Err("git fetch into prod's server failed".into());
+        }
+        prod.set_branch(REPO, "main", &first).map_err(e)?;
+        let head = laptop
+            .commit(
+                REPO,
+                &[twin::git::Change::write(
+                    "apps/wave-1/NOTES.md",
+                    "prod rollout\n",
+                )],
+                "apps: podinfo 6.5.0 in prod",
+            )
+            .map_err(e)?;
+        let secret = |name: &str, token: &str, ca: &str| {
+            json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": "flux-system"},
+                "type": "Opaque",
+                "stringData": {"username": "flux", "password": token, "ca.crt": ca}})
+            .to_string()
+        };
+        let objects = [
+            secret("flux-system", "laptop-token", laptop.ca_pem()),
+            secret("prod-creds", "prod-token", prod.ca_pem()),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cluster-vars, namespace: flux-system}\ndata: {cluster_name: prod}\n".to_string(),
+            flux_system.clone(),
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: flux-system, namespace: flux-system}\nspec:\n  interval: 10m\n  path: ./clusters/prod\n  prune: true\n  sourceRef: {kind: GitRepository, name: flux-system}\n".to_string(),
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps-wave-1, namespace: flux-system}\nspec:\n  interval: 10m\n  timeout: 2m\n  path: ./apps/wave-1\n  prune: true\n  wait: true\n  dependsOn: [{name: flux-system}]\n  sourceRef: {kind: GitRepository, name: flux-system}\n  postBuild:\n    substituteFrom: [{kind: ConfigMap, name: cluster-vars}]\n".to_string(),
+        ];
+        for o in &objects {
+            c.apply_yaml(o).map_err(|e| e.to_string())?;
+        }
+        Ok(head)
+    })();
+    let head = match setup {
+        Ok(h) => h,
+        Err(e) => {
+            st.check(false, format!("set up prod's fleet: {e}"));
+            return st;
+        }
+    };
+    let want = format!("main@sha1:{head}");
+    let (laptop, prod) = {
+        // Both servers live as long as the real cluster (--keep: its GitRepository keeps
+        // fetching from prod's server).
+        keep.push(laptop);
+        keep.push(prod);
+        (&keep[keep.len() - 2], &keep[keep.len() - 1])
+    };
+    let ks_at = |name: &str, rev: &str| {
+        let k = kget(c, &["get", "ks", name, "-n", "flux-system", "-o", "json"]);
+        cond_is(&k, "Ready", "True") && s(&k, "/status/lastAppliedRevision") == rev
+    };
+    let running = poll(T, || {
+        ks_at("flux-system", &want) && ks_at("apps-wave-1", &want)
+    });
+    st.check(
+        running,
+        format!(
+            "prod runs {} from the laptop's Git server (the real controllers applied it; apps-wave-1's podinfo is Ready)",
+            &head[..7]
+        ),
+    );
+    ctx.kubectl(Some(&kc), &["get", "gitrepository,ks", "-n", "flux-system"]);
     let base = [
         "cutover",
         "gitrepository/flux-system",
@@ -984,13 +1129,13 @@ async fn step_cutover(ctx: &Ctx) -> Step {
     // Bring the new server level (the operator's step 2).
     let level = Command::new("git")
         .arg("--git-dir")
-        .arg(prod.repo_path("org/fleet"))
+        .arg(prod.repo_path(REPO))
         .args(["fetch", "--quiet"])
-        .arg(laptop.repo_path("org/fleet"))
+        .arg(laptop.repo_path(REPO))
         .arg("refs/heads/main:refs/heads/laptop-main")
         .status()
         .is_ok_and(|s| s.success())
-        && prod.set_branch("org/fleet", "main", &head).is_ok();
+        && prod.set_branch(REPO, "main", &head).is_ok();
     st.check(
         level,
         "the new server's main now points at the commit prod runs",
@@ -1011,33 +1156,36 @@ async fn step_cutover(ctx: &Ctx) -> Step {
     );
     // Land the authored change through the window.
     let text = String::from_utf8(
-        prod.read_file("org/fleet", "main", "clusters/prod/flux-system.yaml")
-            .unwrap(),
+        prod.read_file(REPO, "main", "clusters/prod/flux-system.yaml")
+            .unwrap_or_default(),
     )
-    .unwrap()
-    .replace(&laptop.url_https("org/fleet"), &to)
+    .unwrap_or_default()
+    .replace(&laptop_url, &to)
     .replace(
         "secretRef:\n    name: flux-system",
         "secretRef:\n    name: prod-creds",
     );
-    let landed = prod
-        .commit(
-            "org/fleet",
-            &[Change::write("clusters/prod/flux-system.yaml", text)],
-            "flux-system: move the source to the prod Git server",
-        )
-        .unwrap();
+    let landed = match prod.commit(
+        REPO,
+        &[twin::git::Change::write(
+            "clusters/prod/flux-system.yaml",
+            text,
+        )],
+        "flux-system: move the source to the prod Git server",
+    ) {
+        Ok(l) => l,
+        Err(e) => {
+            st.check(false, format!("commit the authored change: {e}"));
+            return st;
+        }
+    };
     println!(
-        "\n  landed the authored change {} on the new server",
+        "\n  landed the authored change {} on the new server; `flux reconcile source git flux-system` (the requestedAt annotation)",
         &landed[..7]
     );
+    request_reconcile(c, "gitrepository", "flux-system");
     let lw = format!("main@sha1:{landed}");
-    let root_applied = run
-        .wait_for(&ks("flux-system"), T, move |o| {
-            s(o, "/status/lastAppliedRevision") == lw
-        })
-        .await
-        .is_ok();
+    let root_applied = poll(T, || ks_at("flux-system", &lw));
     st.check(
         root_applied,
         "the root Kustomization applied the authored change",
@@ -1050,7 +1198,24 @@ async fn step_cutover(ctx: &Ctx) -> Step {
         f.code == 0 && f.stdout.contains("verified"),
         "--finish: the committed and live spec.url agree; the hold is removed",
     );
+    let args = real_cutover_keep(prod);
+    let args: Vec<&str> = args.split(' ').skip(1).collect();
+    let d = ctx.kubectl(Some(&kc), &args);
+    st.check(
+        d.code == 0,
+        "the cutover preflight `./demo --keep` prints (same server under another name) runs whole (exit 0)",
+    );
     st
+}
+
+/// The cutover command `./demo --keep` prints for the real cluster: the preflight to prod's
+/// server under another name (`localhost`, in its certificate), proved by the cutover step.
+fn real_cutover_keep(prod: &twin::git::GitServer) -> String {
+    format!(
+        "kubectl cutover gitrepository/flux-system --to {} --secret prod-creds --dry-run --allow-loopback",
+        prod.url_https("org/fleet")
+            .replacen("127.0.0.1", "localhost", 1)
+    )
 }
 
 // ------------------------------------------------------------------ step 5
@@ -1157,33 +1322,13 @@ fn real_job(image: &str) -> String {
 /// InProgress until Complete); unstick names the Job and the pull error; after the fix is
 /// pushed, the lever that works on this controller (gate off: restart it, source fetched
 /// first) proves Ready at the fix revision. With --keep the cluster stays up.
-fn step_realcluster(ctx: &Ctx, keep: &mut Option<realcluster::Cluster>) -> Step {
+fn step_realcluster(ctx: &Ctx, real: &Real) -> Step {
     let mut st = Step::new(
         "6. realcluster: a Job that cannot pull, held by the real kustomize-controller, freed with proof",
     );
-    println!(
-        "  starting etcd, kube-apiserver, kube-controller-manager, source- and kustomize-controller (first run builds them: tests/realcluster/build.sh)"
-    );
-    let started = std::time::Instant::now();
-    let c = std::thread::spawn(|| {
-        realcluster::Cluster::start(realcluster::ClusterOptions {
-            images: vec![REAL_GOOD.to_owned()],
-            ..realcluster::ClusterOptions::default()
-        })
-    })
-    .join();
-    let c = match c {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            st.check(false, format!("start the real cluster: {e}"));
-            return st;
-        }
-        Err(_) => {
-            st.check(false, "start the real cluster: the start thread panicked");
-            return st;
-        }
+    let Some(c) = real_cluster(real, &mut st) else {
+        return st;
     };
-    println!("  up in {:.1}s", started.elapsed().as_secs_f64());
     let kc = c.kubeconfig().to_path_buf();
     let v = ctx.kubectl(Some(&kc), &["get", "--raw", "/version"]);
     st.check(
@@ -1212,7 +1357,6 @@ fn step_realcluster(ctx: &Ctx, keep: &mut Option<realcluster::Cluster>) -> Step 
         "  interval: 10m\n  path: ./\n  prune: true\n  force: true\n  wait: true\n  timeout: 5m\n",
     ) {
         st.check(false, format!("push the fleet: {e}"));
-        *keep = Some(c);
         return st;
     }
     let held = poll(T, || {
@@ -1265,8 +1409,36 @@ fn step_realcluster(ctx: &Ctx, keep: &mut Option<realcluster::Cluster>) -> Step 
             st.check(false, format!("push the fix: {e}"));
         }
     }
-    *keep = Some(c);
     st
+}
+
+/// Starts the ONE real cluster the cluster steps share (tests/realcluster: etcd,
+/// kube-apiserver, kube-controller-manager, our node agent with its probe-pod runtime,
+/// source- and kustomize-controller); the node's registry holds the images the steps' fleets
+/// pull successfully.
+fn start_real() -> Real {
+    println!(
+        "\n  starting the real cluster: etcd, kube-apiserver {}, kube-controller-manager, source- and kustomize-controller {} (first run builds them: tests/realcluster/build.sh)",
+        realcluster::bins::KUBE_VERSION,
+        realcluster::bins::KC_CURRENT,
+    );
+    let started = std::time::Instant::now();
+    // On a thread of its own: the cluster runs a tokio runtime of its own.
+    let c = std::thread::spawn(|| {
+        realcluster::Cluster::start(realcluster::ClusterOptions {
+            images: vec![REAL_GOOD.to_owned(), CUTOVER_IMAGE.to_owned()],
+            ..realcluster::ClusterOptions::default()
+        })
+    })
+    .join();
+    match c {
+        Ok(Ok(c)) => {
+            println!("  up in {:.1}s", started.elapsed().as_secs_f64());
+            Ok(c)
+        }
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the start thread panicked".into()),
+    }
 }
 
 /// Polls `f` every 500 ms until true or `timeout` passes.
@@ -1370,18 +1542,27 @@ async fn main() {
     if want("unstick") {
         steps.push(step_unstick(&ctx, &mut fleet).await);
     }
-    if want("podresolve") {
-        steps.push(step_podresolve(&ctx).await);
-    }
-    if want("cutover") {
-        steps.push(step_cutover(&ctx).await);
+    // One real cluster for every step that needs one, started once.
+    let real: Option<Real> = ["podresolve", "cutover", "realcluster"]
+        .iter()
+        .any(|s| want(s))
+        .then(start_real);
+    let mut git_servers = vec![];
+    if let Some(real) = &real {
+        if want("podresolve") {
+            steps.push(step_podresolve(&ctx, real));
+        }
+        if want("cutover") {
+            steps.push(step_cutover(&ctx, real, &mut git_servers));
+        }
     }
     if want("fleetlint") {
         steps.push(step_fleetlint(&ctx));
     }
-    let mut real: Option<realcluster::Cluster> = None;
-    if want("realcluster") {
-        steps.push(step_realcluster(&ctx, &mut real));
+    if let Some(real) = &real
+        && want("realcluster")
+    {
+        steps.push(step_realcluster(&ctx, real));
     }
     println!("\n=== summary ===");
     let mut passed = 0;
@@ -1398,10 +1579,25 @@ async fn main() {
     let failed = steps.len() - passed;
     println!("demo: {passed} passed, {failed} failed");
     if cli.keep
-        && let Some(c) = &real
+        && let Some(Ok(c)) = &real
     {
+        let mut extra = String::new();
+        if want("podresolve") {
+            extra.push_str(&format!(
+                "  kubectl podresolve {GIT_HOST} --expect {PIN} -n flux-system    # CoreDNS hosts pin vs the upstream's {UPSTREAM}\n  kubectl podresolve {GIT_HOST} --from deploy/source-controller -n flux-system\n"
+            ));
+        }
+        if let Some(prod) = git_servers.get(1) {
+            extra.push_str(&format!(
+                "  kubectl get gitrepository,ks -n flux-system       # the cutover step's prod fleet, on prod's Git server\n  {}\n",
+                real_cutover_keep(prod)
+            ));
+        }
+        if want("realcluster") {
+            extra.push_str(&format!("  kubectl unstick ks/{REAL_KS} --dry-run\n"));
+        }
         println!(
-            "\nThe real cluster (kube-apiserver {}, kustomize-controller {}) is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get --raw /version\n  kubectl get --raw '/readyz?verbose'\n  kubectl get deploy,pods -n flux-system\n  kubectl unstick --all\n  kubectl unstick ks/{REAL_KS} --dry-run",
+            "\nThe real cluster (kube-apiserver {}, source-/kustomize-controller {}) is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get --raw /version\n  kubectl get --raw '/readyz?verbose'\n  kubectl get deploy,pods -n flux-system\n  kubectl unstick --all\n{extra}",
             realcluster::bins::KUBE_VERSION,
             realcluster::bins::KC_CURRENT,
             c.kubeconfig().display(),
@@ -1442,6 +1638,7 @@ async fn main() {
     }
     // process::exit runs no destructors: stop the twin (Git servers, models, temp dirs) first.
     // The real cluster owns a tokio runtime: drop it off this runtime's threads.
+    drop(git_servers);
     if let Some(c) = real {
         let _ = std::thread::spawn(move || drop(c)).join();
     }

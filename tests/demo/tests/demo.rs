@@ -1,6 +1,7 @@
-//! The demo as an end-to-end test: the real `cluster-loop-demo` binary replays every step
-//! against the twin with the real plugin binaries (built by `cargo test --workspace`, which
-//! builds every package's binaries into the same target directory).
+//! The demo as an end-to-end test: the real `cluster-loop-demo` binary replays every step with
+//! the real plugin binaries (built by `cargo test --workspace`, which builds every package's
+//! binaries into the same target directory): podresolve, cutover and realcluster on ONE real
+//! cluster (tests/realcluster), unstick on the fleet twin, markercheck and fleetlint offline.
 use std::path::PathBuf;
 
 fn bin_dir() -> PathBuf {
@@ -49,6 +50,20 @@ fn every_step_of_the_demo_proves_its_outcome() {
         );
     }
     assert!(stdout.contains("demo: 6 passed, 0 failed"), "{stdout}");
+    // The cluster steps share one real cluster, started once.
+    assert_eq!(
+        stdout.matches("starting the real cluster").count(),
+        1,
+        "{stdout}"
+    );
+    for step in ["3. podresolve", "4. cutover"] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains("PASS") && l.contains(step) && l.contains("(real cluster)")),
+            "step {step} did not pass on the real cluster:\n{stdout}"
+        );
+    }
     // The fleet twin that --keep leaves runs podresolve by hand whenever the host can run
     // probe pods (the same condition the demo checks).
     if twin::podexec::missing_prerequisites().is_empty() {
