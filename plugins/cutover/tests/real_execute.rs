@@ -44,22 +44,44 @@ struct Fleet {
     old: GitServer,
     new: GitServer,
     work: tempfile::TempDir,
-    /// `release 0`, `release 1`; the cluster runs the last.
+    /// `release 0..n`.
     commits: Vec<String>,
+    /// The commit the cluster runs (the old server's main).
+    head: String,
     proxy: FaultProxy,
+}
+
+/// The namespace goes with the test (its Git servers stop with it): a GitRepository left
+/// polling a stopped server would take one of source-controller's two workers for its fetch
+/// each interval and slow every later test's fleet.
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        let _ = self
+            .c
+            .kubectl(&["delete", "namespace", &self.ns, "--wait=false"]);
+    }
 }
 
 impl Fleet {
     /// Starts the fleet and waits until the real controllers run the head. `new_level`: the
     /// new server's main is the head (else one commit behind it).
     async fn start(ns: &str, new_level: bool) -> Fleet {
-        Fleet::start_with(ns, new_level, true).await
+        let new_main = if new_level { 1 } else { 0 };
+        Fleet::start_with(ns, 2, 1, new_main, true).await
     }
 
-    /// As [`Fleet::start`]; `self_applied: false`: the root Kustomization applies only
-    /// `clusters/prod/apps` (the GitRepository and the root exist only because the test applied
-    /// gotk-sync.yaml: no owner label, in no inventory).
-    async fn start_with(ns: &str, new_level: bool, self_applied: bool) -> Fleet {
+    /// `n` commits (`release 0..n`); the old server's main (what the cluster runs) is commit
+    /// `old_main`, the new server's `new_main` (both servers hold commits `0..n`).
+    /// `self_applied: false`: the root Kustomization applies only `clusters/prod/apps` (the
+    /// GitRepository and the root exist only because the test applied gotk-sync.yaml: no
+    /// owner label, in no inventory).
+    async fn start_with(
+        ns: &str,
+        n: usize,
+        old_main: usize,
+        new_main: usize,
+        self_applied: bool,
+    ) -> Fleet {
         let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
         let old = GitServer::start(GitServerOptions::default()).unwrap();
         let new = GitServer::start(GitServerOptions::default()).unwrap();
@@ -67,7 +89,9 @@ impl Fleet {
             s.create_repo("org/fleet", "main").unwrap();
         }
         old.set_auth("org/fleet", USER, &[TOKEN]).unwrap();
-        new.set_auth("org/fleet", USER, &[NEW_TOKEN]).unwrap();
+        // The new server also takes the token Flux holds (a rotation keeps both valid).
+        new.set_auth("org/fleet", USER, &[TOKEN, NEW_TOKEN])
+            .unwrap();
         let work = tempfile::tempdir().unwrap();
         let w = work.path();
         git(w, &["init", "-q", "-b", "main"], &[]);
@@ -123,7 +147,7 @@ spec:
         )
         .unwrap();
         let mut commits = Vec::new();
-        for i in 0..2 {
+        for i in 0..n {
             std::fs::write(
                 w.join("clusters/prod/apps.yaml"),
                 format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: release\n  namespace: {ns}\ndata:\n  n: \"{i}\"\n"),
@@ -138,10 +162,14 @@ spec:
             git(w, &["commit", "-q", "-m", &format!("release {i}")], &[]);
             commits.push(git(w, &["rev-parse", "HEAD"], &[]));
         }
-        let head = commits[1].clone();
-        push(w, &old, &old.url_https("org/fleet"), &head, TOKEN);
-        let new_main = if new_level { &head } else { &commits[0] };
-        push(w, &new, &new.url_https("org/fleet"), new_main, NEW_TOKEN);
+        let last = commits[n - 1].clone();
+        push(w, &old, &old.url_https("org/fleet"), &last, TOKEN);
+        push(w, &new, &new.url_https("org/fleet"), &last, NEW_TOKEN);
+        old.set_branch("org/fleet", "main", &commits[old_main])
+            .unwrap();
+        new.set_branch("org/fleet", "main", &commits[new_main])
+            .unwrap();
+        let head = commits[old_main].clone();
         let proxy = FaultProxy::start(c).await.unwrap();
         let f = Fleet {
             c,
@@ -150,10 +178,12 @@ spec:
             new,
             work,
             commits,
+            head,
             proxy,
         };
         let _ = c.kubectl(&["create", "namespace", ns]);
-        f.secret(ns, USER, TOKEN, f.old.ca_pem());
+        let both = format!("{}{}", f.old.ca_pem(), f.new.ca_pem());
+        f.secret(ns, USER, TOKEN, &both);
         f.secret(NEW_SECRET, USER, NEW_TOKEN, f.new.ca_pem());
         c.apply_yaml(&sync).unwrap();
         f.root_applied(&f.head_rev());
@@ -168,7 +198,7 @@ spec:
     }
 
     fn head_rev(&self) -> String {
-        format!("main@sha1:{}", self.commits[1])
+        format!("main@sha1:{}", self.head)
     }
 
     fn old_url(&self) -> String {
@@ -179,14 +209,27 @@ spec:
         self.new.url_https("org/fleet")
     }
 
-    /// Waits until the root Kustomization is Ready with `revision` applied.
+    /// Waits until the root Kustomization is Ready with `revision` applied; panics after [`T`]
+    /// with both objects' status.
     fn root_applied(&self, revision: &str) -> Value {
-        eventually(T, &format!("root applied {revision}"), || {
+        let until = std::time::Instant::now() + T;
+        loop {
             let k = self.root();
-            (condition(&k, "Ready")["status"] == "True"
-                && k["status"]["lastAppliedRevision"] == json!(revision))
-            .then_some(k)
-        })
+            if condition(&k, "Ready")["status"] == "True"
+                && k["status"]["lastAppliedRevision"] == json!(revision)
+            {
+                return k;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "root {0}/{0} did not apply {revision} within {T:?}:\nKustomization status: \
+                 {1}\nGitRepository status: {2}",
+                self.ns,
+                k["status"],
+                self.live()["status"]
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
     }
 
     fn root(&self) -> Value {
@@ -244,6 +287,17 @@ spec:
         if std::env::var_os("CUTOVER_SHOW").is_some() {
             eprintln!("$ kubectl cutover {args:?}\n{}", r.all());
         }
+        r.assert_no_secrets();
+        r
+    }
+
+    /// [`Fleet::run`] with extra environment variables (e.g. `SSL_CERT_FILE`).
+    async fn run_env(&self, env: &[(&str, &std::ffi::OsStr)], args: &[&str]) -> PluginRun {
+        let mut cmd = plugin_command(BIN, self.proxy.kubeconfig(), &loopback_allowed(args));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let r = run_command(cmd, RUN_TIMEOUT).await;
         r.assert_no_secrets();
         r
     }
@@ -352,7 +406,7 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
     f.assert_restored();
 
     // Level: the new server's main is the head the cluster runs.
-    push(f.work.path(), &f.new, &f.to(), &f.commits[1], NEW_TOKEN);
+    push(f.work.path(), &f.new, &f.to(), &f.head, NEW_TOKEN);
     let r = f
         .run(&f.args(&["--hold-root", "--timeout", "120s", "-o", "json"]))
         .await;
@@ -775,7 +829,7 @@ async fn to_the_current_url_is_nothing_to_do() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn not_applied_by_a_kustomization_the_authoring_file_is_still_found() {
     let _shared = SOURCE.read().await;
-    let f = Fleet::start_with("cutover-unowned", true, false).await;
+    let f = Fleet::start_with("cutover-unowned", 2, 1, 1, false).await;
     let live = f.live();
     assert!(
         live["metadata"]["labels"]
@@ -892,4 +946,332 @@ async fn sigkill_after_the_patch_leaves_a_mark_the_next_run_reads() {
     assert_eq!(r.code, 0, "{}", r.all());
     assert!(r.stdout.contains(&left), "{}", r.stdout);
     assert!(!r.stdout.contains("nothing to do"), "{}", r.stdout);
+}
+
+/// `gitrepo/NS -n NS --to TO --dry-run` followed by `extra`, as owned strings.
+fn dry(f: &Fleet, to: &str, extra: &[&str]) -> Vec<String> {
+    let target = f.target();
+    [target.as_str(), "-n", &f.ns, "--to", to, "--dry-run"]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_commit_passes_and_shows_the_authored_change() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start_with("cutover-pf-identical", 3, 2, 2, true).await;
+    let to = f.to();
+    let r = f.run(&dry(&f, &to, &[])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("the new server's main is at exactly the commit the cluster runs"),
+        "{}",
+        r.stdout
+    );
+    // The committed URL is the old one: the self-reference is reported with the exact change.
+    let text = std::fs::read_to_string(f.work.path().join(SYNC_FILE)).unwrap();
+    let at = format!("{SYNC_FILE}:{}", url_line(&text));
+    assert!(r.stdout.contains(&at), "{at} in {}", r.stdout);
+    assert!(
+        r.stdout.contains("will revert the live patch"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains(&format!("+  url: {to}")), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("preflight passed (--dry-run: nothing changed)")
+    );
+    assert!(f.gitrepo_patches().is_empty());
+    f.assert_restored();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_branch_behind_is_refused_with_count_and_commit() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start_with("cutover-pf-behind", 15, 14, 0, true).await;
+    let to = f.to();
+    let r = f.run(&dry(&f, &to, &["--repo"])).await;
+    assert_eq!(r.code, 2, "--repo needs a value: {}", r.all());
+    let repo = f.work.path().display().to_string();
+    for extra in [vec![], vec!["--repo", repo.as_str()]] {
+        let r = f.run(&dry(&f, &to, &extra)).await;
+        assert_eq!(r.code, 1, "{}", r.all());
+        let want = format!(
+            "the new server's main is 14 commits behind what the cluster runs; cutting over would roll back to {} release 0",
+            &f.commits[0][..7]
+        );
+        assert!(r.stdout.contains(&want), "want {want:?} in\n{}", r.all());
+        assert!(r.stdout.contains("refused"), "{}", r.stdout);
+    }
+    let j = f.run(&dry(&f, &to, &["-o", "json"])).await;
+    assert_eq!(j.code, 1);
+    let v = j.json();
+    assert_eq!(v["apiVersion"], "cutover.cluster-loop.dev/v1");
+    assert_eq!(v["kind"], "CutoverReport");
+    assert_eq!(v["mode"], "refused");
+    assert!(
+        v["preflight"].get("inCluster").is_none(),
+        "only with --verify-in-cluster"
+    );
+    assert_eq!(v["preflight"]["relation"]["relation"], "behind");
+    assert_eq!(v["preflight"]["relation"]["behind"], 14);
+    assert_eq!(v["preflight"]["go"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_branch_ahead_is_refused_unless_allowed() {
+    let _shared = SOURCE.read().await;
+    // The cluster runs commit 2 (the real source-controller fetched it); the new server's
+    // main is commit 4.
+    let f = Fleet::start_with("cutover-pf-ahead", 5, 2, 4, true).await;
+    let to = f.to();
+    let r = f.run(&dry(&f, &to, &[])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("the new server's main is 2 commits ahead of what the cluster runs"),
+        "{}",
+        r.stdout
+    );
+    let r = f.run(&dry(&f, &to, &["--allow-forward"])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(
+        r.stdout.contains("allowed by --allow-forward"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_and_revoked_tokens_say_authentication_required() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-pf-tokens", true).await;
+    let to = f.to();
+    let both = format!("{}{}", f.old.ca_pem(), f.new.ca_pem());
+    f.secret("wrong", USER, "not-the-token", &both);
+    let r = f.run(&dry(&f, &to, &["--secret", "wrong"])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(r.stdout.contains("authentication required"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!("{}/wrong", f.ns)),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.all().contains("not-the-token"));
+
+    // Revoke the token Flux holds on the new server: the rotation trap.
+    assert!(f.new.revoke_token("org/fleet", TOKEN));
+    let r = f.run(&dry(&f, &to, &[])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(r.stdout.contains("authentication required"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("never revoke the one Flux is using"),
+        "{}",
+        r.stdout
+    );
+    // A freshly minted token in a new secret works.
+    let r = f.run(&dry(&f, &to, &["--secret", NEW_SECRET])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_ca_names_the_secret_key() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-pf-noca", true).await;
+    let s = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "no-ca", "namespace": f.ns},
+        "stringData": {"username": USER, "password": TOKEN}});
+    f.c.apply_yaml(&s.to_string()).unwrap();
+    let r = f.run(&dry(&f, &f.to(), &["--secret", "no-ca"])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(r.stdout.contains("TLS verification failed"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains(&format!("to secret {}/no-ca under the key `ca.crt`", f.ns)),
+        "{}",
+        r.stdout
+    );
+}
+
+/// go-git v5 configureTransport ADDS the secret's ca.crt to the system pool: a server whose
+/// CA is in the system bundle passes even when the secret's ca.crt is an unrelated CA (here
+/// the old server's). The system bundle is named by SSL_CERT_FILE, as OpenSSL and Go take it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_ca_adds_to_the_system_bundle_not_replaces_it() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-pf-sysca", true).await;
+    f.secret("unrelated-ca", USER, TOKEN, f.old.ca_pem());
+    let to = f.to();
+    let args = dry(&f, &to, &["--secret", "unrelated-ca"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (_d, system) = system_bundle_with(f.new.ca_pem());
+    let r = f
+        .run_env(&[("SSL_CERT_FILE", system.as_os_str())], &args)
+        .await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("the system CA bundle plus the secret's ca.crt"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("ok   remote"), "{}", r.stdout);
+
+    // Control: the same secret against the host's own bundle (no test CA in it) is refused,
+    // and the message says what was trusted.
+    let host = std::path::Path::new("/etc/ssl/certs/ca-certificates.crt");
+    let r = f
+        .run_env(&[("SSL_CERT_FILE", host.as_os_str())], &args)
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(r.stdout.contains("TLS verification failed"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(
+            "trusted here: the system CA bundle /etc/ssl/certs/ca-certificates.crt plus the \
+             secret's ca.crt"
+        ),
+        "{}",
+        r.stdout
+    );
+
+    // An inherited GIT_SSL_CAINFO is this user's git setting, which Flux never sees: it
+    // does not widen trust, with or without a ca.crt in the secret.
+    let s = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "no-ca", "namespace": f.ns},
+        "stringData": {"username": USER, "password": TOKEN}});
+    f.c.apply_yaml(&s.to_string()).unwrap();
+    let ca_file = f.new.ca_file().as_os_str();
+    for secret in ["no-ca", "unrelated-ca"] {
+        let a = dry(&f, &to, &["--secret", secret]);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let r = f
+            .run_env(
+                &[
+                    ("GIT_SSL_CAINFO", ca_file),
+                    ("SSL_CERT_FILE", host.as_os_str()),
+                ],
+                &a,
+            )
+            .await;
+        assert_eq!(r.code, 1, "{secret}: {}", r.all());
+        assert!(
+            r.stdout.contains("TLS verification failed"),
+            "{secret}: {}",
+            r.stdout
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_with_credentials_is_refused_unless_allowed() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-pf-http", true).await;
+    let to = f.new.url_http("org/fleet");
+    let r = f.run(&dry(&f, &to, &[])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(r.stdout.contains("scheme http is insecure"), "{}", r.stdout);
+    // No remote contact was made: the refusal comes first.
+    assert!(!r.stdout.contains("answers with the credentials"));
+    let r = f.run(&dry(&f, &to, &["--allow-insecure-http"])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(r.stdout.contains("travel in clear text"), "{}", r.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_patch_changes_only_the_authored_line_in_repo() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-pf-write", true).await;
+    let to = f.to();
+    let repo = f.work.path().display().to_string();
+    let file = f.work.path().join(SYNC_FILE);
+    let before = std::fs::read_to_string(&file).unwrap();
+    let r = f
+        .run(&dry(&f, &to, &["--repo", &repo, "--write-patch"]))
+        .await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    let after = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(after, before.replace(&f.old_url(), &to));
+    assert_ne!(after, before);
+    let status = git(f.work.path(), &["status", "--porcelain"], &[]);
+    assert_eq!(status, format!("M {SYNC_FILE}"));
+    assert!(
+        f.gitrepo_patches().is_empty(),
+        "--write-patch edits files only"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_a_usage_error() {
+    let _shared = SOURCE.read().await;
+    let fleet = Fleet::start("cutover-pf-bad", true).await;
+    let f = &fleet;
+    let run = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        async move { f.run(&args).await }
+    };
+    let r = run(&["ks/x", "-n", &f.ns, "--to", "https://x/y.git"]).await;
+    assert_eq!(r.code, 2, "{}", r.all());
+    assert!(r.stderr.contains("accepted forms"), "{}", r.stderr);
+    let r = run(&[
+        "gitrepo/nope",
+        "-n",
+        &f.ns,
+        "--to",
+        "https://x/y.git",
+        "--dry-run",
+    ])
+    .await;
+    assert_eq!(r.code, 3, "{}", r.all());
+    assert!(r.stderr.contains("nope"), "{}", r.stderr);
+    // --to is validated before the cluster is contacted: not a URL, a scheme Flux does not
+    // take, or credentials in the URL (they would land in spec.url and in every output).
+    let before = f.proxy.requests().len();
+    for (to, want) in [
+        ("git@host:org/fleet.git", "is not a URL"),
+        (
+            "ftp://host/org/fleet.git",
+            "scheme ftp:// is not one source-controller accepts",
+        ),
+        (
+            "https://user:hunter2@host/org/fleet.git",
+            "the URL carries credentials",
+        ),
+    ] {
+        let r = f.run(&dry(f, to, &[])).await;
+        assert_eq!(r.code, 2, "{to}: {}", r.all());
+        assert!(r.stderr.contains(want), "{to}: {}", r.stderr);
+        assert!(
+            !r.all().contains("hunter2"),
+            "credentials echoed: {}",
+            r.all()
+        );
+    }
+    assert_eq!(
+        f.proxy.requests().len(),
+        before,
+        "no API request for a bad --to"
+    );
+    let target = f.target();
+    let r = run(&[
+        &target,
+        "-n",
+        &f.ns,
+        "--to",
+        "https://x/y.git",
+        "--repo",
+        "/nonexistent",
+    ])
+    .await;
+    assert_eq!(r.code, 2, "{}", r.all());
+    // Without --yes and without a terminal, nothing is changed.
+    let to = f.to();
+    let r = run(&[&target, "-n", &f.ns, "--to", &to]).await;
+    assert_eq!(r.code, 2, "{}", r.all());
+    assert!(r.stderr.contains("pass --yes"), "{}", r.stderr);
+    assert!(f.gitrepo_patches().is_empty());
+    f.assert_restored();
 }
