@@ -1275,3 +1275,59 @@ async fn bad_input_is_a_usage_error() {
     assert!(f.gitrepo_patches().is_empty());
     f.assert_restored();
 }
+
+/// `--finish` on a GitRepository no root Kustomization applies (the real source-controller
+/// serves it; the only Kustomization applies `clusters/prod/apps`): there is no committed
+/// spec.url to compare the live one with, so it must not claim that verification. It says
+/// what it can and cannot verify, removes the hold (it protects nothing without a root) and
+/// exits 1 (not verified).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finish_without_root_is_not_verified() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start_with("cutover-noroot", 2, 1, 1, false).await;
+    f.c.kubectl(&[
+        "-n",
+        &f.ns,
+        "annotate",
+        "gitrepository",
+        &f.ns,
+        "kustomize.toolkit.fluxcd.io/reconcile=disabled",
+    ])
+    .unwrap();
+    let r = f.run(&f.finish_args(&[])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(
+        r.stdout.contains("no root Kustomization applies it"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("cannot verify the committed spec.url: no Kustomization applies this object"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        !r.stdout.contains("verified: the committed"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("not verified: see above"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("removed the kustomize.toolkit.fluxcd.io/reconcile hold"),
+        "{}",
+        r.stdout
+    );
+    assert!(!held(&f.live()));
+
+    // JSON says the same; a second run has no hold left to remove.
+    let r = f.run(&f.finish_args(&["-o", "json"])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["verified"], false);
+    assert_eq!(v["holdRemoved"], false);
+    assert_eq!(v["liveUrl"], json!(f.old_url()));
+    assert!(v["authoredUrl"].is_null());
+    assert!(v["rootRevision"].is_null());
+}
