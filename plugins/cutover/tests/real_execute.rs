@@ -1,10 +1,12 @@
-//! `kubectl cutover` (execute and `--finish`) end to end on the real cluster (tests/realcluster):
+//! `kubectl cutover` end to end on the real cluster (tests/realcluster): execute, `--finish`,
+//! the preflight's verdicts and explanations, a GitRepository that does not exist. It runs
 //! the REAL binary against the real kube-apiserver (through the harness's fault proxy, whose
 //! request log shows every PATCH and watch the binary sent), a GitRepository and a root
 //! Kustomization reconciled by the real source-controller and kustomize-controller, two Git
 //! servers (old and new: HTTPS with their own CAs and basic auth). The controllers run as host
 //! processes on this machine, so the new URL is `https://127.0.0.1:PORT/...` and every run
-//! passes `--allow-loopback` (the case the flag exists for, see [`common::loopback_allowed`]).
+//! but the loopback tests' passes `--allow-loopback` (the case the flag exists for, see
+//! [`common::loopback_allowed`]).
 //!
 //! Each test has its own namespace (GitRepository and root Kustomization of that name, applied
 //! by itself from `clusters/prod/flux-system/gotk-sync.yaml` as after `flux bootstrap`), its
@@ -287,6 +289,13 @@ spec:
         if std::env::var_os("CUTOVER_SHOW").is_some() {
             eprintln!("$ kubectl cutover {args:?}\n{}", r.all());
         }
+        r.assert_no_secrets();
+        r
+    }
+
+    /// Runs the real binary through the proxy with exactly `args` (no `--allow-loopback`).
+    async fn run_raw(&self, args: &[&str]) -> PluginRun {
+        let r = run_plugin(BIN, self.proxy.kubeconfig(), args, RUN_TIMEOUT).await;
         r.assert_no_secrets();
         r
     }
@@ -1330,4 +1339,254 @@ async fn finish_without_root_is_not_verified() {
     assert_eq!(v["liveUrl"], json!(f.old_url()));
     assert!(v["authoredUrl"].is_null());
     assert!(v["rootRevision"].is_null());
+}
+
+/// The GitRepository `<ns>/<ns>`, as `kubectl patch --type=<kind> -p <body>`.
+fn patch_live(f: &Fleet, resource: &str, kind: &str, body: &Value) {
+    f.c.kubectl(&[
+        "-n",
+        &f.ns,
+        "patch",
+        resource,
+        &f.ns,
+        &format!("--type={kind}"),
+        "-p",
+        &body.to_string(),
+    ])
+    .unwrap();
+}
+
+/// Issue 19 item 6: `localhost`, 127.0.0.0/8 and `::1` are refused by the default preflight
+/// before any contact (the servers really answer on 127.0.0.1, which proves nothing for a
+/// pod), with the reason; `--allow-loopback` turns the refusal into a warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_to_is_refused_in_the_default_preflight() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-loopback", true).await;
+    let port = f.new.https_addr().port();
+    let target = f.target();
+    for to in [
+        format!("https://127.0.0.1:{port}/org/fleet.git"),
+        format!("https://127.3.2.1:{port}/org/fleet.git"),
+        format!("https://localhost:{port}/org/fleet.git"),
+        format!("https://[::1]:{port}/org/fleet.git"),
+    ] {
+        let before = f.new.requests().len();
+        let r = f
+            .run_raw(&[&target, "-n", &f.ns, "--to", &to, "--dry-run"])
+            .await;
+        assert_eq!(r.code, 1, "{to}: {}", r.all());
+        assert!(r.stdout.contains("FAIL loopback"), "{to}: {}", r.stdout);
+        assert!(
+            r.stdout
+                .contains("in a pod, localhost is the pod itself, so source-controller would connect to its own pod"),
+            "{to}: {}",
+            r.stdout
+        );
+        assert!(!r.stdout.contains("ok   remote"), "{to}: {}", r.stdout);
+        assert_eq!(
+            f.new.requests().len(),
+            before,
+            "{to}: the server was contacted"
+        );
+    }
+    let to = f.to();
+    let r = f
+        .run_raw(&[
+            &target,
+            "-n",
+            &f.ns,
+            "--to",
+            &to,
+            "--dry-run",
+            "--allow-loopback",
+        ])
+        .await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(r.stdout.contains("warn loopback"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("allowed by --allow-loopback"),
+        "{}",
+        r.stdout
+    );
+    f.assert_restored();
+}
+
+/// Issue 19 item 6: a name this workstation resolves to the loopback (here through
+/// /etc/hosts, in a private mount namespace) is refused the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_resolving_to_loopback_here_is_refused() {
+    if twin::testkit::skip_without_podexec() {
+        return;
+    }
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-loopname", true).await;
+    let to = f.new.url_https_host("org/fleet", "gitea.lab.example");
+    let target = f.target();
+    let (cmd, _hosts) = workstation_command(
+        &[("127.0.0.1".into(), "gitea.lab.example".into())],
+        f.proxy.kubeconfig(),
+        &[&target, "-n", &f.ns, "--to", &to, "--dry-run"],
+    );
+    let r = run_command(cmd, RUN_TIMEOUT).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(
+        r.stdout.contains(
+            "gitea.lab.example resolves on this workstation to the loopback (127.0.0.1): in a pod, localhost is the pod itself"
+        ),
+        "{}",
+        r.stdout
+    );
+}
+
+/// Issue 19 item 8: no secretRef and no --secret, and the server requires credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_ref_and_credentials_required_says_pass_secret() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-nosecret", true).await;
+    patch_live(
+        &f,
+        "gitrepository",
+        "json",
+        &json!([{"op": "remove", "path": "/spec/secretRef"}]),
+    );
+    assert!(f.live()["spec"].get("secretRef").is_none());
+    // Trust the new server's CA as a system CA would, so the 401 is what stops it.
+    let (_dir, bundle) = system_bundle_with(f.new.ca_pem());
+    let to = f.to();
+    let args = dry(&f, &to, &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = f
+        .run_env(&[("SSL_CERT_FILE", bundle.as_os_str())], &args)
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(
+        r.stdout.contains(
+            "the server requires credentials and the GitRepository has no secretRef; pass --secret"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("<none>"), "{}", r.stdout);
+    assert!(!r.stdout.contains("was rejected"), "{}", r.stdout);
+}
+
+/// Issue 19 item 7 (terraform-provider-flux#499): before the move the live spec.url was
+/// already hand-patched away from the committed one (the real source-controller now fetches
+/// from it): said first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_before_the_move_is_said_first() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-drift", true).await;
+    let (old, new) = (f.old_url(), f.to());
+    patch_live(&f, "gitrepository", "merge", &json!({"spec": {"url": new}}));
+    // The hand patch is live and served: Ready from the new URL at the same revision.
+    eventually(T, "the source fetched the hand-patched URL", || {
+        let o = f.live();
+        (o["status"]["observedGeneration"] == o["metadata"]["generation"]
+            && condition(&o, "Ready")["status"] == "True")
+            .then_some(())
+    });
+    let text = std::fs::read_to_string(f.work.path().join(SYNC_FILE)).unwrap();
+    // Move back to what Git says: the drift is the first thing reported.
+    let r = f.run(&dry(&f, &old, &["-o", "json"])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    let v = r.json();
+    let first = &v["preflight"]["checks"][0];
+    assert_eq!(first["id"], "drift", "{}", r.stdout);
+    assert_eq!(first["result"], "warn");
+    assert_eq!(
+        first["message"],
+        format!(
+            "before this move, the committed spec.url ({SYNC_FILE}:{}) is {old} but the live one is {new}: the cluster already runs a hand-patched URL; the root Kustomization will put the committed value back at its next apply",
+            url_line(&text)
+        )
+    );
+    let r = f.run(&dry(&f, &old, &[])).await;
+    let first_check = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("ok ") || l.starts_with("warn ") || l.starts_with("FAIL "))
+        .unwrap_or_default();
+    assert!(first_check.starts_with("warn drift"), "{}", r.stdout);
+    // Said first even when the new server cannot be read at all (the tree at C comes from the
+    // live URL).
+    let r = f
+        .run(&dry(
+            &f,
+            "https://git.example.test/org/fleet.git",
+            &["-o", "json"],
+        ))
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["preflight"]["checks"][0]["id"], "drift", "{}", r.stdout);
+    assert!(
+        v["preflight"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["id"] == "remote" && c["result"] == "fail"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// Issue 19 item 7: a suspended root Kustomization is named in the preflight, and `--finish`
+/// says it cannot succeed until it is resumed instead of advising to wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspended_root_is_named_and_finish_does_not_advise_waiting() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-suspended", true).await;
+    patch_live(
+        &f,
+        "kustomization",
+        "merge",
+        &json!({"spec": {"suspend": true}}),
+    );
+    let r = f.run(&dry(&f, &f.to(), &[])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    let want = format!(
+        "root Kustomization {0}/{0} is suspended: nothing reverts a live patch of spec.url and \
+         nothing applies the committed one, so --finish cannot succeed until it is resumed \
+         (flux resume kustomization -n {0} {0})",
+        f.ns
+    );
+    assert!(r.stdout.contains(&want), "{}", r.stdout);
+    let r = f.run(&f.finish_args(&["-o", "json"])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["verified"], false);
+    assert_eq!(v["notes"], json!([want]), "{}", r.stdout);
+    assert!(!r.stdout.contains("wait for it"), "{}", r.stdout);
+}
+
+/// A GitRepository the user named that the cluster does not have: exit 3 (the cluster's
+/// answer, not a usage error) with a message naming the kind, namespace, name, the context
+/// and server asked, and the command that lists what exists (`cluster_loop::error`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_gitrepository_exits_3_naming_it_and_the_context() {
+    let _shared = SOURCE.read().await;
+    let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
+    let proxy = FaultProxy::start(c).await.unwrap();
+    // The proxy's kubeconfig: context `proxy`, namespace flux-system.
+    let want = format!(
+        "error: GitRepository \"fleet\" not found in namespace \"flux-system\" (context \"proxy\", \
+         {}); list what exists with: kubectl get gitrepo -A --context proxy\n",
+        proxy.server()
+    );
+    for args in [
+        &[
+            "gitrepository/fleet",
+            "--to",
+            "https://git.example.dev/org/fleet.git",
+            "--dry-run",
+        ][..],
+        &["gitrepo/fleet", "--finish"][..],
+    ] {
+        let out = run_plugin(BIN, proxy.kubeconfig(), args, RUN_TIMEOUT).await;
+        assert_eq!(out.code, 3, "{args:?}: {}", out.stderr);
+        assert_eq!(out.stderr, want, "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
 }
