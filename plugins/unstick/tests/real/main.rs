@@ -1,0 +1,38 @@
+//! kubectl-unstick (the real binary and its engine) against the real control plane and the real
+//! Flux controllers (tests/realcluster): one test binary, so one link and as few cluster starts
+//! as the scenarios allow.
+//!
+//! Two clusters serve most tests: `Cluster::shared()` (the default options) and
+//! [`quiet_cluster`], for the tests whose assertions need kustomize-controller's workers free
+//! (the shared cluster holds several health checks to their timeouts at once).
+mod race;
+
+use std::sync::OnceLock;
+
+use realcluster::{Cluster, ClusterOptions};
+
+/// The plugin binary this build made.
+pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
+
+/// A second cluster of this binary (default options; `registry.example.local:5000/podinfo:6.7.0`
+/// pullable), started on first use, for tests that must not wait behind the shared cluster's
+/// held health checks. Panics with the start error.
+pub fn quiet_cluster() -> &'static Cluster {
+    static QUIET: OnceLock<Result<Cluster, String>> = OnceLock::new();
+    QUIET
+        .get_or_init(|| {
+            // On a thread of its own: start() runs a runtime of its own, which tokio refuses
+            // inside a caller's runtime.
+            std::thread::spawn(|| {
+                Cluster::start(ClusterOptions {
+                    images: vec!["registry.example.local:5000/podinfo:6.7.0".into()],
+                    ..ClusterOptions::default()
+                })
+            })
+            .join()
+            .unwrap_or_else(|_| Err(realcluster::Error::Setup("cluster start panicked".into())))
+            .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
