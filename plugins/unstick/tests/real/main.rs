@@ -5,6 +5,7 @@
 //! Two clusters serve most tests: `Cluster::shared()` (the default options) and
 //! [`quiet_cluster`], for the tests whose assertions need kustomize-controller's workers free
 //! (the shared cluster holds several health checks to their timeouts at once).
+mod moving_fleet;
 mod race;
 
 use std::sync::OnceLock;
