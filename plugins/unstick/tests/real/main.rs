@@ -2,11 +2,18 @@
 //! Flux controllers (tests/realcluster): one test binary, so one link and as few cluster starts
 //! as the scenarios allow.
 //!
-//! Two clusters serve most tests: `Cluster::shared()` (the default options) and
-//! [`quiet_cluster`], for the tests whose assertions need kustomize-controller's workers free
-//! (the shared cluster holds several health checks to their timeouts at once).
+//! Two clusters serve most tests: [`cluster`] (`Cluster::shared()`, the default options:
+//! `cluster`, `checks`, `situations`) and [`quiet_cluster`] (`race`, `moving_fleet`), for the
+//! tests whose assertions need kustomize-controller's workers free (the shared cluster holds
+//! several health checks to their timeouts at once). `levers` and the worker-starvation
+//! situation start clusters of their own (another controller generation or flags).
+//! Tests stay apart by namespace and object names.
+mod checks;
+mod cluster;
+mod levers;
 mod moving_fleet;
 mod race;
+mod situations;
 
 use std::sync::OnceLock;
 
@@ -14,6 +21,12 @@ use realcluster::{Cluster, ClusterOptions};
 
 /// The plugin binary this build made.
 pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
+
+/// The shared cluster of this binary (`Cluster::shared()`, default options). Panics with the
+/// start error.
+pub fn cluster() -> &'static Cluster {
+    Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
+}
 
 /// A second cluster of this binary (default options; `registry.example.local:5000/podinfo:6.7.0`
 /// pullable), started on first use, for tests that must not wait behind the shared cluster's

@@ -2,6 +2,3 @@
 //! Flux models: one test binary (one link; wait-bound scenarios of different modules overlap).
 mod clock;
 mod e2e;
-mod health;
-mod moving_fleet;
-mod race;

@@ -11,11 +11,7 @@ use realcluster::testkit::{condition, eventually};
 use realcluster::Cluster;
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
-
-fn cluster() -> &'static Cluster {
-    Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
-}
+use crate::{BIN, cluster};
 
 fn unstick(c: &Cluster, args: &[&str]) -> (i32, Value, String) {
     let out = std::process::Command::new(BIN)

@@ -9,11 +9,7 @@ use realcluster::testkit::{condition, eventually};
 use realcluster::Cluster;
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
-
-fn cluster() -> &'static Cluster {
-    Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
-}
+use crate::{BIN, cluster};
 
 /// Runs the plugin with the cluster's kubeconfig; (exit code, stdout, stderr).
 fn unstick(c: &Cluster, args: &[&str]) -> (i32, String, String) {
@@ -34,7 +30,8 @@ fn unstick(c: &Cluster, args: &[&str]) -> (i32, String, String) {
 /// The catalogue's Job case on the real controller: `wait: true` over a Job whose pod cannot
 /// pull its image. kustomize-controller holds the check (its Job status reader: InProgress
 /// until Complete); unstick must name the Job as the blocker, with the pod's pull error, and
-/// predict the end of the check within 10 % of when the real controller ends it.
+/// predict the end of the check within 10 % of when the real controller ends it; the `--all`
+/// row names the same blocker.
 #[test]
 fn a_job_that_cannot_pull_is_named_and_the_deadline_matches_the_real_controller() {
     let c = cluster();
@@ -97,6 +94,34 @@ fn a_job_that_cannot_pull_is_named_and_the_deadline_matches_the_real_controller(
     );
     assert!(text.contains("0.1.1"), "the image: {out}");
     assert_ne!(code, 0, "a held check is a finding: {out}");
+    let job = format!("Job/{ns}/migrate");
+    let blocker = |d: &Value| {
+        d["blocking"]
+            .as_array()
+            .and_then(|a| a.iter().find(|b| b["object"] == job.as_str()).cloned())
+            .unwrap_or(Value::Null)
+    };
+    let b = blocker(&v["diagnosis"]);
+    assert_eq!(b["kstatus"], "InProgress", "{b:#}");
+    assert_eq!(b["origin"], "inventory", "{b:#}");
+    // --all, from the same rules: the row names the same blocker (the twin's health.rs,
+    // ported).
+    let (_, all, err) = unstick(c, &["--all", "--problems", "-o", "json"]);
+    let all: Value = serde_json::from_str(&all).unwrap_or_else(|e| panic!("{e}: {all}\n{err}"));
+    let row = all["items"]
+        .as_array()
+        .and_then(|a| {
+            a.iter()
+                .find(|i| i["kustomization"] == "flux-system/unstick-job")
+                .cloned()
+        })
+        .unwrap_or_else(|| panic!("{all:#}"));
+    assert_eq!(row["class"], "health-check-in-flight", "{row:#}");
+    assert_eq!(
+        blocker(&row["diagnosis"])["kstatus"],
+        "InProgress",
+        "{row:#}"
+    );
     // The predicted end of the check, against when the real controller ends it.
     let predicted = find_deadline(&v).unwrap_or_else(|| panic!("no deadline in {out}"));
     let ready = eventually(Duration::from_secs(90), "the real check ends", || {

@@ -14,11 +14,7 @@ use realcluster::testkit::{condition, eventually};
 use realcluster::{Cluster, ClusterOptions, FLUX_NS};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
-
-fn cluster() -> &'static Cluster {
-    Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
-}
+use crate::{BIN, cluster};
 
 /// Runs the plugin with `-o json` added; (exit code, parsed stdout, stderr).
 fn unstick(c: &Cluster, args: &[&str]) -> (i32, Value, String) {
