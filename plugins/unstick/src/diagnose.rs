@@ -1840,6 +1840,19 @@ fn retried_on_new_revision(d: &Diagnosis) -> bool {
             .is_some_and(|s| s.newer_revision_available)
 }
 
+/// A failed health check whose objects are all Current now: the check read a status they no
+/// longer have, so the controller's next run (on a request, or by itself after
+/// `spec.retryInterval`) passes. Seen on the real kube-controller-manager v1.36 and
+/// kustomize-controller v1.9.6: a revert to an earlier Deployment template reuses the old
+/// ReplicaSet, and the Deployment is written with its new `observedGeneration` and the old
+/// `Progressing=False ProgressDeadlineExceeded` (deployment controller `syncRolloutStatus`:
+/// `DeploymentTimedOut` keeps a timed-out condition while the old pods are scaled down), which
+/// kstatus reads as Failed; the fail-fast health check (fluxcd/pkg ssa `WaitForSetWithContext`,
+/// kustomize-controller v1.1+) ends at once with `failed early due to stalled resources`.
+pub fn passes_on_retry(d: &Diagnosis) -> bool {
+    d.class == Class::HealthCheckFailed && d.blocking.is_empty()
+}
+
 /// Judge `d` (a diagnosis from [`Engine::diagnose`]) for the proof wait. The caller checks
 /// "Ready at the source's revision" first; this only tells moving from terminal.
 pub fn heading(d: &Diagnosis) -> Heading {
@@ -1860,7 +1873,11 @@ pub fn heading(d: &Diagnosis) -> Heading {
             ),
             Some(rc) => match rc.diagnosis.as_deref() {
                 None => Heading::Terminal(rc.message.clone()),
-                Some(dd) if failed_class(dd.class) && !retried_on_new_revision(dd) => {
+                Some(dd)
+                    if failed_class(dd.class)
+                        && !retried_on_new_revision(dd)
+                        && !passes_on_retry(dd) =>
+                {
                     Heading::Terminal(format!(
                         "dependency {} is {}: {}",
                         rc.kustomization, dd.class, dd.summary
@@ -1872,6 +1889,10 @@ pub fn heading(d: &Diagnosis) -> Heading {
                 )),
             },
         },
+        _ if passes_on_retry(d) => Heading::Moving(format!(
+            "{}; every object the check waits on is Current now (it read a status they no longer have), so the next run passes: on a request, or by itself after spec.retryInterval",
+            d.summary
+        )),
         c if failed_class(c) && retried_on_new_revision(d) => Heading::Moving(format!(
             "{}; the source has a newer revision, which the controller runs next",
             d.summary

@@ -882,3 +882,51 @@ fn artifact_not_found_follows_the_source_as_it_is_now() {
     let p = plan_for(&s, "build-broken", &Options::default());
     assert_eq!(p.lever, Lever::FixInGit);
 }
+
+/// A failed check whose objects are all Current now (a revert on the real
+/// kube-controller-manager: the Deployment read for a moment with its new observedGeneration
+/// and the old ProgressDeadlineExceeded, then Available): the next run passes, so the proof
+/// wait must not call it a state that "will not get there by itself", for the target or for a
+/// dependent waiting on it.
+#[test]
+fn failed_check_whose_objects_are_current_now_passes_on_retry_and_is_not_terminal() {
+    use unstick::diagnose::{Heading, heading, passes_on_retry};
+    let mut s = fleet();
+    let before = diag(&s, "hc-failed");
+    assert!(!passes_on_retry(&before), "{before:#?}");
+    assert!(matches!(heading(&before), Heading::Terminal(_)));
+    let dep = s
+        .objects
+        .iter_mut()
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "crashy")
+        .unwrap();
+    let generation = dep["metadata"]["generation"].clone();
+    dep["status"] = json!({
+        "observedGeneration": generation, "replicas": 1, "updatedReplicas": 1,
+        "readyReplicas": 1, "availableReplicas": 1,
+        "conditions": [
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}
+        ]
+    });
+    let d = diag(&s, "hc-failed");
+    assert_eq!(d.class, Class::HealthCheckFailed);
+    assert!(d.blocking.is_empty(), "{:#?}", d.blocking);
+    assert!(passes_on_retry(&d));
+    let h = heading(&d);
+    assert!(
+        matches!(&h, Heading::Moving(m) if m.contains("every object the check waits on is Current now") && m.contains("spec.retryInterval")),
+        "{h:?}"
+    );
+    // A dependent of it: moving too (the dependency's next run passes).
+    let k = s
+        .kustomizations
+        .iter_mut()
+        .find(|k| k["metadata"]["name"] == "after-lagging")
+        .unwrap();
+    k["spec"]["dependsOn"] = json!([{"name": "hc-failed"}]);
+    k["status"]["conditions"][0]["message"] =
+        json!("dependency 'flux-system/hc-failed' is not ready");
+    let h = heading(&diag(&s, "after-lagging"));
+    assert!(matches!(&h, Heading::Moving(_)), "{h:?}");
+}
