@@ -237,8 +237,15 @@ pub struct FileScan {
     pub crlf: bool,
     /// Why Flux would skip it (if it passed the token pre-check).
     pub problem: Option<Problem>,
-    /// Parsed documents (empty if problem).
+    /// Parsed documents (empty if problem, or when [`FileScan::trees_dropped`]: read them
+    /// with [`FileScan::documents`]).
     pub docs: Vec<Doc>,
+    /// The parsed trees were dropped after the scan because no tree-wide rule reads them
+    /// (the file is no kustomization file and holds no `image.toolkit.fluxcd.io` or
+    /// `kustomize.toolkit.fluxcd.io` object): [`FileScan::documents`] parses them again for
+    /// the simulation. Keeps a 100,000-file fleet's peak memory to the trees of its Flux
+    /// objects (about 100 bytes per YAML node otherwise stay alive until the simulation).
+    pub trees_dropped: bool,
     /// The single document was a `kind: List` that kyaml unwraps.
     pub list: bool,
     /// Comments mentioning `$imagepolicy`, classified.
@@ -246,6 +253,68 @@ pub struct FileScan {
 }
 
 impl FileScan {
+    /// The parsed documents: [`FileScan::docs`], or parsed again from [`FileScan::text`] when
+    /// the scan dropped them ([`FileScan::trees_dropped`]); the same trees either way (the
+    /// text parsed without a problem once).
+    pub fn documents(&self) -> std::borrow::Cow<'_, [Doc]> {
+        if !self.trees_dropped {
+            return std::borrow::Cow::Borrowed(&self.docs);
+        }
+        let text = &self.text;
+        let parse = || {
+            let idx = yamltree::Lines::new(text);
+            let line_of = |_t: &str, off: usize| idx.line(off) + 1;
+            let chunks = split_documents(text).unwrap_or_default();
+            (0..chunks.len())
+                .filter_map(|i| parse_chunk(text, &chunks, i, &line_of).ok())
+                .collect::<Vec<Doc>>()
+        };
+        if maybe_deep(text) {
+            // on a large stack, as the scan parsed it ([`scan_bytes_keep`])
+            let docs = std::thread::scope(|sc| {
+                match std::thread::Builder::new()
+                    .stack_size(DEEP_STACK)
+                    .spawn_scoped(sc, parse)
+                {
+                    Ok(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                    Err(_) => parse(),
+                }
+            });
+            return std::borrow::Cow::Owned(docs);
+        }
+        std::borrow::Cow::Owned(parse())
+    }
+
+    /// Drop the parsed trees when nothing after the scan but the simulation reads them (see
+    /// [`FileScan::trees_dropped`]): files that are no kustomization file and hold no
+    /// Flux `image`/`kustomize` toolkit objects.
+    pub fn drop_trees_if_unneeded(&mut self) {
+        let name = self.rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        // the objects [`crate::objects::Objects::from_files_with_facts`] reads: the roots (and
+        // the items of an unwrapped `kind: List`) of a selected file, by API group
+        let flux_object = |r: &Node| {
+            r.get("apiVersion")
+                .and_then(Node::str)
+                .and_then(|a| a.split_once('/'))
+                .is_some_and(|(g, _)| {
+                    g == crate::objects::GROUP || g == "kustomize.toolkit.fluxcd.io"
+                })
+        };
+        let holds_objects = self.selected
+            && self.docs.iter().any(|d| match &d.tree.root {
+                Some(root) => match root.get("items") {
+                    Some(Node::Seq { items, .. }) if self.list => items.iter().any(flux_object),
+                    _ => flux_object(root),
+                },
+                None => false,
+            });
+        if self.docs.is_empty() || is_kustomization_file(name) || holds_objects {
+            return;
+        }
+        self.docs = Vec::new();
+        self.trees_dropped = true;
+    }
+
     /// The file as read (invalid UTF-8 replaced): the kept bytes, or the text when it is the
     /// file unchanged.
     pub fn original(&self) -> std::borrow::Cow<'_, str> {
@@ -563,7 +632,8 @@ fn read_one(job: &(PathBuf, PathBuf, bool, bool), max_file_size: u64, named: boo
                 }
             }
             let keep = *selected && is_kustomization_file(&name);
-            if let Some(f) = scan_bytes_keep(rel.clone(), abs.clone(), *selected, b, keep) {
+            if let Some(mut f) = scan_bytes_keep(rel.clone(), abs.clone(), *selected, b, keep) {
+                f.drop_trees_if_unneeded();
                 extra.push(Outcome::File(Box::new(f)));
             }
             match extra.len() {
@@ -657,6 +727,7 @@ pub fn scan_bytes_keep(
         crlf: false,
         problem: None,
         docs: Vec::new(),
+        trees_dropped: false,
         list: false,
         sites: Vec::new(),
     };
@@ -757,6 +828,36 @@ fn col_of(text: &str, offset: usize) -> usize {
     text[ls..offset].chars().count() + 1
 }
 
+/// Parse chunk `i` of `chunks` ([`split_documents`] of `text`) into a [`Doc`], or the
+/// [`Problem::Syntax`] Flux would skip the file for.
+fn parse_chunk(
+    text: &str,
+    chunks: &[(usize, usize)],
+    i: usize,
+    line_of: &dyn Fn(&str, usize) -> usize,
+) -> Result<Doc, Problem> {
+    let (s, e) = chunks[i];
+    // a chunk before a separator keeps its line break (the separator's `\n` at `e`)
+    let chunk = if i != chunks.len() - 1 {
+        &text[s..e + 1]
+    } else {
+        &text[s..e]
+    };
+    let line_offset = line_of(text, s) - 1;
+    match yamltree::parse(chunk) {
+        Ok(tree) => Ok(Doc {
+            offset: s,
+            line_offset,
+            tree,
+        }),
+        Err(e) => Err(Problem::Syntax {
+            line: e.line + line_offset,
+            col: e.col,
+            message: e.message,
+        }),
+    }
+}
+
 fn analyse(f: &mut FileScan) {
     // the text is lent to the analysis and put back (no second copy of a large file)
     let text = std::mem::take(&mut f.text);
@@ -780,26 +881,11 @@ fn analyse_text(f: &mut FileScan, text: &str) {
         }
     };
     let n_chunks = chunks.len();
-    for (i, (s, e)) in chunks.iter().enumerate() {
-        // a chunk before a separator keeps its line break (the separator's `\n` at `e`)
-        let chunk = if i != n_chunks - 1 {
-            &text[*s..*e + 1]
-        } else {
-            &text[*s..*e]
-        };
-        let line_offset = line_of(text, *s) - 1;
-        match yamltree::parse(chunk) {
-            Ok(tree) => f.docs.push(Doc {
-                offset: *s,
-                line_offset,
-                tree,
-            }),
-            Err(e) => {
-                f.problem.get_or_insert(Problem::Syntax {
-                    line: e.line + line_offset,
-                    col: e.col,
-                    message: e.message,
-                });
+    for i in 0..n_chunks {
+        match parse_chunk(text, &chunks, i, &line_of) {
+            Ok(d) => f.docs.push(d),
+            Err(p) => {
+                f.problem.get_or_insert(p);
             }
         }
     }
@@ -1421,5 +1507,40 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(f.problem, Some(Problem::InvalidUtf8 { .. })));
+    }
+
+    /// The trees of a file with no Flux object are dropped after the scan and parsed again
+    /// the same (offsets, lines, nodes, comments); a file with an ImagePolicy (also inside an
+    /// unwrapped `kind: List`) or a kustomization file keeps them for the tree-wide rules.
+    #[test]
+    fn dropped_trees_parse_again_the_same() {
+        let marker = "a: 1\n---\n# c\nkind: Deployment\nspec:\n  image: x:1 # {\"$imagepolicy\": \"ns:p\"}\n---\nb: [1, 2]\n";
+        let mut f = scan(marker);
+        let before = format!("{:?}", f.docs);
+        assert_eq!(f.docs.len(), 3);
+        f.drop_trees_if_unneeded();
+        assert!(f.trees_dropped);
+        assert!(f.docs.is_empty());
+        assert_eq!(format!("{:?}", f.documents()), before);
+
+        for keep in [
+            "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImagePolicy\nmetadata:\n  name: p # {\"$imagepolicy\": \"ns:p\"}\n",
+            "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: kustomize.toolkit.fluxcd.io/v1\n    kind: Kustomization\n",
+        ] {
+            let mut f = scan(keep);
+            f.drop_trees_if_unneeded();
+            assert!(!f.trees_dropped, "{keep}");
+            assert!(!f.docs.is_empty());
+        }
+        let mut k = scan_bytes_keep(
+            "kustomization.yaml".into(),
+            "kustomization.yaml".into(),
+            true,
+            b"namespace: apps\nresources: [a.yaml]\n".to_vec(),
+            true,
+        )
+        .unwrap();
+        k.drop_trees_if_unneeded();
+        assert!(!k.trees_dropped);
     }
 }

@@ -692,8 +692,9 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
     let mut out_docs: Vec<String> = Vec::new();
     let file_lines = Lines::new(text);
     // linear in documents and replacements: docs by offset, replacements sorted by start
+    let docs = f.documents();
     let docs_at: std::collections::HashMap<usize, &crate::scan::Doc> =
-        f.docs.iter().map(|d| (d.offset, d)).collect();
+        docs.iter().map(|d| (d.offset, d)).collect();
     let mut sorted: Vec<&Replacement> = reps.iter().collect();
     sorted.sort_by_key(|r| (r.start, r.end));
     for (i, (cs, ce)) in chunks.iter().enumerate() {
