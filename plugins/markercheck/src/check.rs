@@ -676,7 +676,7 @@ pub fn run(cfg: &Config) -> Report {
     let mut facts = crate::objects::TreeFacts::default();
     if !cfg.ignore_tree_objects {
         for s in &scans {
-            let (o, f) = Objects::from_files_with_facts(&s.res.files, &cfg.default_namespace);
+            let (o, f) = Objects::from_files_in_tree(&s.res.files, &s.tree, &cfg.default_namespace);
             facts.kustomizations.extend(f.kustomizations);
             facts.unknown_namespaces.extend(f.unknown_namespaces);
             merge_policies(&mut objects.policies, o.policies);

@@ -276,7 +276,20 @@ impl Objects {
     /// [`Objects::from_files`], plus the Flux Kustomizations and the ImagePolicies whose
     /// namespace is unknown.
     pub fn from_files_with_facts(files: &[FileScan], default_ns: &str) -> (Objects, TreeFacts) {
-        let tree = crate::kustomize::Tree::from_files(files);
+        Objects::from_files_in_tree(
+            files,
+            &crate::kustomize::Tree::from_files(files),
+            default_ns,
+        )
+    }
+
+    /// [`Objects::from_files_with_facts`] with the kustomize structure of `files` already
+    /// read ([`crate::kustomize::Tree::from_files`] of the same files): one copy of it alive.
+    pub fn from_files_in_tree(
+        files: &[FileScan],
+        tree: &crate::kustomize::Tree,
+        default_ns: &str,
+    ) -> (Objects, TreeFacts) {
         let mut o = Objects::default();
         let mut facts = TreeFacts::default();
         for f in files {
