@@ -99,7 +99,10 @@ impl Fleet {
         git(w, &["init", "-q", "-b", "main"], &[]);
         // The GitRepository polls every 5 s (real time), so a commit landed on the new
         // server is fetched within seconds; the root runs every 10 minutes, i.e. only when
-        // its source's artifact changes or its spec does.
+        // its source's artifact changes or its spec does. A failed root run is retried after
+        // 5 s (retryInterval; the default is the interval): seen once under load, a build of
+        // a complete artifact failed on a missing directory of the controller's temp copy
+        // and would otherwise have waited 10 minutes.
         let root_path = if self_applied {
             "./clusters/prod"
         } else {
@@ -127,6 +130,7 @@ metadata:
   namespace: {ns}
 spec:
   interval: 10m0s
+  retryInterval: 5s
   path: {root_path}
   prune: true
   sourceRef:
