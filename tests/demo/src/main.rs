@@ -1,11 +1,13 @@
-//! `cluster-loop-demo`: the failure catalogue's incidents replayed on the twin cluster, with the
-//! real plugin binaries run through real `kubectl <plugin>` dispatch.
+//! `cluster-loop-demo`: the failure catalogue's incidents replayed on a real cluster
+//! (tests/realcluster), with the real plugin binaries run through real `kubectl <plugin>`
+//! dispatch.
 //!
 //! Steps (each prints the commands it runs, their output, and what it proves):
 //! 1. markercheck: a `:tag` marker on an `image:` line in `clusters/`, caught offline, with the
 //!    simulated automation commit (`image: 0.1.1`) and the rendered result.
-//! 2. unstick: the same change pushed to the twin's Git server that serves `clusters/`;
-//!    apps-wave-1 holds its health check on ImagePullBackOff, apps-wave-2 waits on it;
+//! 2. unstick (real cluster): clusters/dev reconciled by the real controllers from the cluster's
+//!    Git server; the same change pushed there; the real kustomize-controller holds
+//!    apps-wave-1's health check on ImagePullBackOff, apps-wave-2 waits on it;
 //!    `kubectl unstick ks/apps-wave-2` names the root cause; the fix is committed; unstick frees
 //!    apps-wave-1 with the lever this controller supports and proves Ready at the new revision.
 //! 3. podresolve (real cluster): the Git host resolved from a real probe pod (kubeadm's CoreDNS
@@ -20,8 +22,8 @@
 //!    ship literally, and the fix (restoring it) lints clean again. Offline.
 //! 6. realcluster: a Job that cannot pull held by the real kustomize-controller, freed.
 //!
-//! Steps 3, 4 and 6 share ONE real cluster (tests/realcluster), started once; step 2 runs on
-//! the fleet twin.
+//! Steps 2, 3, 4 and 6 share ONE real cluster (tests/realcluster), started once; `--keep`
+//! leaves it running.
 //!
 //! Exit code 0 only when every step's outcome is the expected one.
 use std::io::{BufRead, BufReader, Read};
@@ -31,9 +33,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use serde_json::{Value, json};
-use twin::flux::cluster::{ObjKey, s};
+use twin::flux::cluster::s;
 use twin::git::Change;
-use twin::scenario::{RunOptions, RunningScenario, Scenario};
 
 /// Replay the failure catalogue's incidents on the twin cluster with the real plugins.
 #[derive(Parser, Debug)]
@@ -54,9 +55,6 @@ struct Cli {
     /// KUBECONFIG exports and commands that work on them (Ctrl-C ends)
     #[arg(long)]
     keep: bool,
-    /// Real seconds per nominal second for the Flux models (intervals, timeouts)
-    #[arg(long, default_value_t = 0.03)]
-    time_scale: f64,
 }
 
 /// The demo's steps, in the order they run (`--step` accepts only these).
@@ -77,7 +75,6 @@ struct Ctx {
     /// kubectl's plugin dispatch, and printed by --keep).
     bin_dir: PathBuf,
     repo_root: PathBuf,
-    time_scale: f64,
     work: tempfile::TempDir,
 }
 
@@ -289,548 +286,15 @@ fn step_markercheck(ctx: &Ctx) -> Step {
 
 // ------------------------------------------------------------------ step 2
 
-/// The fleet world: clusters/dev rendered as the cluster's objects (the root Kustomization is
-/// left out: its URL is the production Git host), served by the twin's Git server.
-/// Cluster DNS for the fleet twin when the twin can run probe pods (podexec: root, dnsmasq,
-/// busybox, util-linux, iproute2): a kubeadm-style kube-dns Service and CoreDNS Corefile (no
-/// pins), and upstream records for the names clusters/dev uses outside the cluster, on kind's
-/// docker network (172.18.0.0/16): the registry the images come from and the Ingress host of
-/// podinfo-frontend at the gateway VIP (clusters/dev/cluster-vars.yaml GATEWAY_VIP).
-fn fleet_dns(objects: &mut Vec<Value>) -> Value {
-    objects.push(json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "kubernetes", "namespace": "default",
-            "labels": {"component": "apiserver", "provider": "kubernetes"}},
-        "spec": {"clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"],
-            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
-    }));
-    objects.push(json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "kube-dns", "namespace": "kube-system",
-            "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
-        "spec": {"clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"],
-            "selector": {"k8s-app": "kube-dns"},
-            "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
-                {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53}]},
-    }));
-    objects.push(json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "coredns", "namespace": "kube-system"},
-        "data": {"Corefile": ".:53 {\n    errors\n    health {\n       lameduck 5s\n    }\n    ready\n    kubernetes cluster.local in-addr.arpa ip6.arpa {\n       pods insecure\n       fallthrough in-addr.arpa ip6.arpa\n       ttl 30\n    }\n    prometheus :9153\n    forward . /etc/resolv.conf {\n       max_concurrent 1000\n    }\n    cache 30\n    loop\n    reload\n    loadbalance\n}\n"},
-    }));
-    json!({"upstream": {
-        "registry.example.local": ["172.18.0.5"],
-        FRONTEND_HOST: [GATEWAY_VIP],
-    }})
-}
-
 /// podinfo-frontend's Ingress host on dev (clusters/apps/wave-2, CLUSTER_DOMAIN of dev).
 const FRONTEND_HOST: &str = "podinfo.dev.example.local";
 /// clusters/dev/cluster-vars.yaml GATEWAY_VIP.
 const GATEWAY_VIP: &str = "172.18.255.200";
 
-fn fleet_scenario(ctx: &Ctx, podexec: bool) -> Result<Scenario, String> {
-    let fleet = ctx.fleet_copy("fleet-src");
-    let rendered = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(fleet.join("clusters/dev"))
-        .output()
-        .map_err(|e| format!("kubectl kustomize: {e}"))?;
-    if !rendered.status.success() {
-        return Err(format!(
-            "kubectl kustomize clusters/dev: {}",
-            String::from_utf8_lossy(&rendered.stderr)
-        ));
-    }
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&String::from_utf8_lossy(&rendered.stdout))
-        .map_err(|e| format!("rendered clusters/dev: {e}"))?;
-    let mut objects = vec![];
-    for mut d in docs.into_iter().filter(|d| !d.is_null()) {
-        let kind = s(&d, "/kind").to_string();
-        let name = s(&d, "/metadata/name").to_string();
-        if kind == "Kustomization" && name == "flux-system" {
-            continue;
-        }
-        if kind == "GitRepository" {
-            d["spec"]["url"] = json!("{{http:gitea/org/fleet}}");
-            d["spec"].as_object_mut().map(|m| m.remove("secretRef"));
-        }
-        objects.push(d);
-    }
-    // The source-controller Deployment of a real flux-system (the twin's scenario has only
-    // kustomize-controller's): `kubectl podresolve HOST --from deploy/source-controller -n
-    // flux-system`, the README's example, resolves from its pod.
-    objects.push(source_controller_deployment());
-    let dns = if podexec {
-        fleet_dns(&mut objects)
-    } else {
-        Value::Null
-    };
-    let mut sc = json!({
-        "name": "demo-fleet",
-        "description": "clusters/ served by the twin's Git server; kustomize-controller v1.9.4 with its default feature gates (CancelHealthCheckOnNewRevision off)",
-        "timeScale": ctx.time_scale,
-        "controller": {"version": "v1.9.4"},
-        "registry": [
-            "registry.example.local:5000/podinfo:*",
-            "registry.example.local:5000/redis:*",
-            "registry.example.local:5000/nginx-unprivileged:*"
-        ],
-        "gitServers": [{"name": "gitea", "repos": [{"name": "org/fleet", "branch": "main",
-            "commits": [{"message": "fleet: base, dev and prod overlays", "dir": "fleet-src"}]}]}],
-        "objects": objects,
-    });
-    if podexec {
-        sc["dns"] = dns;
-    }
-    Scenario::from_yaml(&sc.to_string(), ctx.work.path(), "demo-fleet.yaml")
-        .map_err(|e| e.to_string())
-}
-
-/// flux-system's source-controller Deployment (as `flux install` v2.6 renders it, trimmed to
-/// what the twin's workload model runs): one replica of ghcr.io/fluxcd/source-controller.
-fn source_controller_deployment() -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "source-controller", "namespace": "flux-system",
-            "labels": {"app.kubernetes.io/component": "source-controller",
-                "app.kubernetes.io/instance": "flux-system", "app.kubernetes.io/part-of": "flux"}},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "source-controller"}},
-            "template": {
-                "metadata": {"labels": {"app": "source-controller"}},
-                "spec": {"serviceAccountName": "source-controller", "containers": [{
-                    "name": "manager",
-                    "image": "ghcr.io/fluxcd/source-controller:v1.6.2",
-                    "args": ["--watch-all-namespaces=true", "--storage-path=/data"],
-                }]},
-            },
-        },
-    })
-}
-
-/// The commands `./demo --keep` prints for trying the plugins by hand, each proved by the demo
-/// before it is printed.
-struct KeepCommands {
-    /// Breaks apps-wave-1: the image-automation bare-tag commit, pushed to the demo's Git server.
-    break_wave: String,
-    /// Fixes it: the full image reference back, pushed the same way.
-    fix_wave: String,
-    /// `kubectl cutover ... --dry-run` to the same server under another name (the preflight end
-    /// to end: remote, history, where the URL is authored).
-    cutover: String,
-}
-
-fn keep_commands(run: &RunningScenario) -> KeepCommands {
-    let url = run.git["gitea"].url_http("org/fleet");
-    let push = |from: &str, to: &str, message: &str| {
-        format!(
-            "d=$(mktemp -d) && git clone -q {url} \"$d\" && sed -i 's|{from}|{to}|' \"$d/{BACKEND}\" \
-             && git -C \"$d\" -c user.name=demo -c user.email=demo@example.invalid commit -qam '{message}' \
-             && git -C \"$d\" push -q"
-        )
-    };
-    let other_name = url.replacen("127.0.0.1", "localhost", 1);
-    KeepCommands {
-        break_wave: push(
-            GOOD_LINE,
-            AUTOMATION_LINE,
-            "Update from image update automation",
-        ),
-        fix_wave: push(
-            AUTOMATION_LINE,
-            GOOD_LINE,
-            "fix: full image reference for podinfo-backend",
-        ),
-        cutover: format!(
-            "kubectl cutover gitrepository/flux-system --to {other_name} --dry-run --allow-loopback"
-        ),
-    }
-}
-
-/// Runs the --keep commands once, so what is printed is known to work: break (the source gets
-/// the bare-tag commit), fix (the source gets the fix), the cutover dry-run (exit 0).
-async fn prove_keep_commands(ctx: &Ctx, run: &RunningScenario, kc: &Path, st: &mut Step) {
-    let cmds = keep_commands(run);
-    let src = ObjKey::new(
-        "source.toolkit.fluxcd.io/v1",
-        "GitRepository",
-        "flux-system",
-        "flux-system",
-    );
-    for (what, cmd, line) in [
-        ("break", &cmds.break_wave, "image: 0.1.1"),
-        (
-            "fix",
-            &cmds.fix_wave,
-            "image: registry.example.local:5000/podinfo:6.7.0",
-        ),
-    ] {
-        println!("\n  $ {cmd}");
-        let ok = Command::new("sh")
-            .arg("-c")
-            .arg(cmd)
-            .status()
-            .is_ok_and(|s| s.success());
-        let head = run.git["gitea"]
-            .head("org/fleet", "main")
-            .unwrap_or_default();
-        let pushed = String::from_utf8(
-            run.git["gitea"]
-                .read_file("org/fleet", "main", BACKEND)
-                .unwrap_or_default(),
-        )
-        .unwrap_or_default()
-        .contains(line);
-        let want = format!("main@sha1:{head}");
-        let fetched = ok
-            && pushed
-            && run
-                .wait_for(&src, T, move |o| s(o, "/status/artifact/revision") == want)
-                .await
-                .is_ok();
-        st.check(
-            fetched,
-            format!("the printed {what} command pushes to the demo's Git server and the source fetches it"),
-        );
-    }
-    let args: Vec<&str> = cmds.cutover.split(' ').skip(1).collect();
-    let c = ctx.kubectl(Some(kc), &args);
-    st.check(
-        c.code == 0,
-        "the printed cutover dry-run runs the whole preflight (exit 0)",
-    );
-}
-
-/// A load-balancer controller stand-in (MetalLB's behaviour for `spec.loadBalancerIP`): every
-/// `type: LoadBalancer` Service whose loadBalancerIP is a valid IP gets it as
-/// `status.loadBalancer.ingress[0].ip`, so kstatus can report it Current. The twin, like kind,
-/// has no load balancer of its own (failure catalogue: "No addresses have been assigned").
-fn spawn_load_balancer(cluster: twin::flux::cluster::ClusterRef) {
-    let assign = move |cluster: &dyn twin::flux::cluster::Cluster, o: &Value| {
-        if s(o, "/spec/type") != "LoadBalancer"
-            || o.pointer("/status/loadBalancer/ingress").is_some()
-        {
-            return;
-        }
-        let ip = s(o, "/spec/loadBalancerIP");
-        if ip.parse::<std::net::IpAddr>().is_ok() {
-            let _ = cluster.merge_patch_status(
-                &ObjKey::of(o),
-                json!({"status": {"loadBalancer": {"ingress": [{"ip": ip, "ipMode": "VIP"}]}}}),
-                "metallb-controller",
-            );
-        }
-    };
-    on_each_service(cluster, assign);
-}
-
-/// A Service ClusterIP allocator stand-in (the kube-apiserver's job on create; the twin does
-/// no defaulting): every Service without `spec.clusterIP` (and not ExternalName) gets the next
-/// free address of 10.96.100.0/24, so the cluster DNS serves `<svc>.<ns>.svc.cluster.local`.
-fn spawn_cluster_ip_allocator(cluster: twin::flux::cluster::ClusterRef) {
-    let next = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1));
-    let assign = move |cluster: &dyn twin::flux::cluster::Cluster, o: &Value| {
-        if !s(o, "/spec/clusterIP").is_empty() || s(o, "/spec/type") == "ExternalName" {
-            return;
-        }
-        let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if n > 254 {
-            return;
-        }
-        let ip = format!("10.96.100.{n}");
-        let _ = cluster.merge_patch(
-            &ObjKey::of(o),
-            json!({"spec": {"clusterIP": ip, "clusterIPs": [ip]}}),
-            "kube-apiserver",
-        );
-    };
-    on_each_service(cluster, assign);
-}
-
-/// A controller loop over Services, as the stand-ins above need it: `reconcile` runs for every
-/// Service that exists now, then (on a spawned task) for every watch event until the twin
-/// stops. The watch is opened before the list, so no Service created in between is missed.
-fn on_each_service(
-    cluster: twin::flux::cluster::ClusterRef,
-    reconcile: impl Fn(&dyn twin::flux::cluster::Cluster, &Value) + Send + 'static,
-) {
-    let mut rx = cluster.watch(&[("v1", "Service")]);
-    if let Ok(list) = cluster.list("v1", "Service", None) {
-        for o in &list {
-            reconcile(&*cluster, o);
-        }
-    }
-    tokio::spawn(async move {
-        while let Some(ch) = rx.recv().await {
-            reconcile(&*cluster, &ch.object);
-        }
-    });
-}
-
-fn ks(name: &str) -> ObjKey {
-    ObjKey::new(
-        "kustomize.toolkit.fluxcd.io/v1",
-        "Kustomization",
-        "flux-system",
-        name,
-    )
-}
-
 fn cond_is(o: &Value, t: &str, status: &str) -> bool {
     o.pointer("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|a| a.iter().any(|c| c["type"] == t && c["status"] == status))
-}
-
-async fn step_unstick(ctx: &Ctx, keep: &mut Option<RunningScenario>) -> Step {
-    let mut st = Step::new("2. unstick: the change pushed anyway, a stuck wave freed with proof");
-    // The fleet twin can run probe pods (and so `kubectl podresolve` by hand after --keep)
-    // when the host has what the twin's pod execution needs.
-    let missing = twin::podexec::missing_prerequisites();
-    let sc = match fleet_scenario(ctx, missing.is_empty()) {
-        Ok(sc) => sc,
-        Err(e) => {
-            st.check(false, format!("build the fleet scenario: {e}"));
-            return st;
-        }
-    };
-    let run = match RunningScenario::start(sc, RunOptions::default()).await {
-        Ok(r) => r,
-        Err(e) => {
-            st.check(false, format!("start the twin: {e}"));
-            return st;
-        }
-    };
-    spawn_load_balancer(run.cluster());
-    if run.podexec.is_some() {
-        spawn_cluster_ip_allocator(run.cluster());
-    }
-    let kc = run.twin.kubeconfig_path().to_path_buf();
-    println!(
-        "  twin up: {}; its Git server serves clusters/ as org/fleet; a MetalLB stand-in assigns \
-         LoadBalancer IPs",
-        run.twin.server_url()
-    );
-    let mut all_ready = true;
-    for k in [
-        "platform",
-        "platform-config",
-        "apps-wave-0",
-        "apps-wave-1",
-        "apps-wave-2",
-    ] {
-        let ok = run
-            .wait_for(&ks(k), T, |o| cond_is(o, "Ready", "True"))
-            .await
-            .is_ok();
-        all_ready &= ok;
-    }
-    st.check(
-        all_ready,
-        "the fleet from clusters/ reconciles: platform -> waves 0, 1, 2 Ready",
-    );
-    if !all_ready {
-        ctx.kubectl(Some(&kc), &["get", "ks", "-n", "flux-system"]);
-        return st;
-    }
-    let first = run
-        .wait_for(&ks("apps-wave-1"), T, |_| true)
-        .await
-        .map(|o| s(&o, "/status/lastAppliedRevision").to_string())
-        .unwrap_or_default();
-
-    // The automation commit of the incident.
-    let git = run.git["gitea"].clone();
-    let text = String::from_utf8(git.read_file("org/fleet", "main", BACKEND).unwrap()).unwrap();
-    let bad = git
-        .commit(
-            "org/fleet",
-            &[Change::write(
-                BACKEND,
-                text.replace(GOOD_LINE, AUTOMATION_LINE),
-            )],
-            "Update from image update automation",
-        )
-        .unwrap();
-    println!(
-        "\n  pushed the automation commit {} (image: 0.1.1)",
-        &bad[..7]
-    );
-    let bad_rev = format!("main@sha1:{bad}");
-    let in_flight = run
-        .wait_for(&ks("apps-wave-1"), T, |o| {
-            o.pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .is_some_and(|a| {
-                    a.iter().any(|c| {
-                        c["type"] == "Reconciling"
-                            && s(c, "/message").starts_with(&format!(
-                                "Running health checks for revision {bad_rev}"
-                            ))
-                    })
-                })
-        })
-        .await
-        .is_ok();
-    st.check(
-        in_flight,
-        "apps-wave-1 holds its health check on the new revision (ImagePullBackOff on 0.1.1)",
-    );
-    let waiting = run
-        .wait_for(&ks("apps-wave-2"), T, |o| {
-            o.pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .is_some_and(|a| {
-                    a.iter()
-                        .any(|c| c["type"] == "Ready" && c["reason"] == "DependencyNotReady")
-                })
-        })
-        .await
-        .is_ok();
-    st.check(waiting, "apps-wave-2 waits on it (DependencyNotReady)");
-    ctx.kubectl(Some(&kc), &["get", "ks", "-n", "flux-system"]);
-
-    let d = ctx.kubectl(Some(&kc), &["unstick", "ks/apps-wave-2", "--dry-run"]);
-    st.check(
-        d.stdout.contains("apps-wave-1"),
-        "unstick on apps-wave-2 walks dependsOn to the root cause apps-wave-1",
-    );
-    st.check(
-        d.stdout.contains("0.1.1") && d.stdout.contains("markercheck"),
-        "and names the bare-tag image 0.1.1 with the markercheck hint",
-    );
-
-    // The fix, committed while the health check is still in flight.
-    let fixed = git
-        .commit(
-            "org/fleet",
-            &[Change::write(BACKEND, text.clone())],
-            "fix: full image reference for podinfo-backend",
-        )
-        .unwrap();
-    println!("\n  pushed the fix {}", &fixed[..7]);
-    let fix_rev = format!("main@sha1:{fixed}");
-    let fr = fix_rev.clone();
-    let src_ok = run
-        .wait_for(
-            &ObjKey::new(
-                "source.toolkit.fluxcd.io/v1",
-                "GitRepository",
-                "flux-system",
-                "flux-system",
-            ),
-            T,
-            move |o| s(o, "/status/artifact/revision") == fr,
-        )
-        .await
-        .is_ok();
-    st.check(src_ok, "the source has the fix revision");
-    let u = ctx.kubectl(
-        Some(&kc),
-        &["unstick", "ks/apps-wave-1", "--yes", "--cascade"],
-    );
-    st.check(
-        u.stdout.contains("Lever: wait")
-            && u.stdout
-                .contains("--feature-gates=CancelHealthCheckOnNewRevision=true"),
-        "on v1.9 without the gate nothing at the API cancels the run: unstick says so, waits \
-         for the run the fix already queued (no write makes it sooner) and recommends the gate",
-    );
-    st.check(
-        u.code == 0,
-        "unstick pulled the lever and observed recovery (exit 0)",
-    );
-    // The cluster state agrees (a later interval run may flap Ready to Unknown for a moment:
-    // wait for the settled state rather than reading one snapshot).
-    for (k, what) in [
-        (
-            "apps-wave-1",
-            format!("apps-wave-1 is Ready at the fix revision {}", &fixed[..7]),
-        ),
-        (
-            "apps-wave-2",
-            "apps-wave-2 followed (--cascade)".to_string(),
-        ),
-    ] {
-        let fr = fix_rev.clone();
-        let ok = run
-            .wait_for(&ks(k), T, move |o| {
-                cond_is(o, "Ready", "True") && s(o, "/status/lastAppliedRevision") == fr
-            })
-            .await
-            .is_ok();
-        st.check(ok, what);
-    }
-    st.check(
-        !first.is_empty() && first != fix_rev,
-        "the fleet moved forward, not back",
-    );
-    prove_keep_commands(ctx, &run, &kc, &mut st).await;
-    if run.podexec.is_some() {
-        fleet_podresolve(ctx, &run, &kc, &mut st).await;
-    } else {
-        println!(
-            "\n  note: this fleet twin runs no probe pods (podexec needs {}), so `kubectl \
-             podresolve` by hand against it would fail to pull its image",
-            missing.join(", ")
-        );
-    }
-    *keep = Some(run);
-    st
-}
-
-/// What `./demo --keep` leaves for podresolve by hand, proved here: a Service of the fleet by
-/// its short name from the apps namespace (search list + the cluster DNS), and the Ingress
-/// host through CoreDNS's forward to the upstream resolver.
-async fn fleet_podresolve(ctx: &Ctx, run: &RunningScenario, kc: &Path, st: &mut Step) {
-    let svc = ObjKey::new("v1", "Service", "apps", "podinfo-frontend");
-    let ip = run
-        .wait_for(&svc, T, |o| !s(o, "/spec/clusterIP").is_empty())
-        .await
-        .map(|o| s(&o, "/spec/clusterIP").to_string())
-        .unwrap_or_default();
-    let r = ctx.kubectl(
-        Some(kc),
-        &[
-            "podresolve",
-            "podinfo-frontend",
-            "-n",
-            "apps",
-            "--expect",
-            &ip,
-        ],
-    );
-    st.check(
-        !ip.is_empty() && r.code == 0,
-        format!(
-            "the fleet twin runs podresolve: podinfo-frontend from a pod in apps is its ClusterIP {ip}"
-        ),
-    );
-    let r = ctx.kubectl(
-        Some(kc),
-        &["podresolve", FRONTEND_HOST, "--expect", GATEWAY_VIP],
-    );
-    st.check(
-        r.code == 0,
-        format!("and {FRONTEND_HOST} (the Ingress host) is the gateway VIP {GATEWAY_VIP}"),
-    );
-    let r = ctx.kubectl(
-        Some(kc),
-        &[
-            "podresolve",
-            FRONTEND_HOST,
-            "--from",
-            "deploy/source-controller",
-            "-n",
-            "flux-system",
-        ],
-    );
-    st.check(
-        r.code == 0,
-        format!("and from inside source-controller's pod (--from deploy/source-controller): {FRONTEND_HOST}"),
-    );
 }
 
 // ------------------------------------------------------------------ step 3
@@ -956,6 +420,11 @@ fn step_podresolve(ctx: &Ctx, real: &Real) -> Step {
 
 // ------------------------------------------------------------------ step 4
 
+/// The namespace of the cutover step's prod fleet (its GitRepository and root Kustomization
+/// are both `flux-system`, as after a bootstrap; the namespace keeps them apart from the
+/// unstick step's fleet in flux-system).
+const CUTOVER_NS: &str = "prod";
+
 /// The podinfo image apps-wave-1 of the cutover fleet runs (tests/twin/scenarios/repos/fleet).
 const CUTOVER_IMAGE: &str = "localhost:5000/podinfo:6.5.0";
 
@@ -969,7 +438,7 @@ fn kget(c: &realcluster::Cluster, args: &[&str]) -> Value {
 
 /// `flux reconcile source git NAME`: the requestedAt annotation the source-controller acts on
 /// at once (fluxcd/pkg apis/meta ReconcileRequestAnnotation), instead of its next interval.
-fn request_reconcile(c: &realcluster::Cluster, kind: &str, name: &str) {
+fn request_reconcile(c: &realcluster::Cluster, ns: &str, kind: &str, name: &str) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -978,7 +447,7 @@ fn request_reconcile(c: &realcluster::Cluster, kind: &str, name: &str) {
         "annotate",
         "--overwrite",
         "-n",
-        "flux-system",
+        ns,
         kind,
         name,
         &format!("reconcile.fluxcd.io/requestedAt={now}"),
@@ -1010,7 +479,7 @@ fn step_cutover(ctx: &Ctx, real: &Real, keep: &mut Vec<twin::git::GitServer>) ->
     let laptop_url = laptop.url_https(REPO);
     let to = prod.url_https(REPO);
     let flux_system = format!(
-        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 1m\n  url: {laptop_url}\n  ref:\n    branch: main\n  secretRef:\n    name: flux-system\n"
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: {CUTOVER_NS}\nspec:\n  interval: 1m\n  url: {laptop_url}\n  ref:\n    branch: main\n  secretRef:\n    name: flux-system\n"
     );
     let setup = (|| -> Result<String, String> {
         let e = |e: twin::git::GitError| e.to_string();
@@ -1060,18 +529,25 @@ fn step_cutover(ctx: &Ctx, real: &Real, keep: &mut Vec<twin::git::GitServer>) ->
             .map_err(e)?;
         let secret = |name: &str, token: &str, ca: &str| {
             json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": name, "namespace": "flux-system"},
+                "metadata": {"name": name, "namespace": CUTOVER_NS},
                 "type": "Opaque",
                 "stringData": {"username": "flux", "password": token, "ca.crt": ca}})
             .to_string()
         };
         let objects = [
+            format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {CUTOVER_NS}}}\n"),
             secret("flux-system", "laptop-token", laptop.ca_pem()),
             secret("prod-creds", "prod-token", prod.ca_pem()),
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cluster-vars, namespace: flux-system}\ndata: {cluster_name: prod}\n".to_string(),
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cluster-vars, namespace: {CUTOVER_NS}}}\ndata: {{cluster_name: prod}}\n"
+            ),
             flux_system.clone(),
-            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: flux-system, namespace: flux-system}\nspec:\n  interval: 10m\n  path: ./clusters/prod\n  prune: true\n  sourceRef: {kind: GitRepository, name: flux-system}\n".to_string(),
-            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps-wave-1, namespace: flux-system}\nspec:\n  interval: 10m\n  timeout: 2m\n  path: ./apps/wave-1\n  prune: true\n  wait: true\n  dependsOn: [{name: flux-system}]\n  sourceRef: {kind: GitRepository, name: flux-system}\n  postBuild:\n    substituteFrom: [{kind: ConfigMap, name: cluster-vars}]\n".to_string(),
+            format!(
+                "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: flux-system, namespace: {CUTOVER_NS}}}\nspec:\n  interval: 10m\n  path: ./clusters/prod\n  prune: true\n  sourceRef: {{kind: GitRepository, name: flux-system}}\n"
+            ),
+            format!(
+                "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: apps-wave-1, namespace: {CUTOVER_NS}}}\nspec:\n  interval: 10m\n  timeout: 2m\n  path: ./apps/wave-1\n  prune: true\n  wait: true\n  dependsOn: [{{name: flux-system}}]\n  sourceRef: {{kind: GitRepository, name: flux-system}}\n  postBuild:\n    substituteFrom: [{{kind: ConfigMap, name: cluster-vars}}]\n"
+            ),
         ];
         for o in &objects {
             c.apply_yaml(o).map_err(|e| e.to_string())?;
@@ -1094,7 +570,7 @@ fn step_cutover(ctx: &Ctx, real: &Real, keep: &mut Vec<twin::git::GitServer>) ->
         (&keep[keep.len() - 2], &keep[keep.len() - 1])
     };
     let ks_at = |name: &str, rev: &str| {
-        let k = kget(c, &["get", "ks", name, "-n", "flux-system", "-o", "json"]);
+        let k = kget(c, &["get", "ks", name, "-n", CUTOVER_NS, "-o", "json"]);
         cond_is(&k, "Ready", "True") && s(&k, "/status/lastAppliedRevision") == rev
     };
     let running = poll(T, || {
@@ -1107,10 +583,12 @@ fn step_cutover(ctx: &Ctx, real: &Real, keep: &mut Vec<twin::git::GitServer>) ->
             &head[..7]
         ),
     );
-    ctx.kubectl(Some(&kc), &["get", "gitrepository,ks", "-n", "flux-system"]);
+    ctx.kubectl(Some(&kc), &["get", "gitrepository,ks", "-n", CUTOVER_NS]);
     let base = [
         "cutover",
         "gitrepository/flux-system",
+        "-n",
+        CUTOVER_NS,
         "--to",
         to.as_str(),
         "--secret",
@@ -1183,7 +661,7 @@ fn step_cutover(ctx: &Ctx, real: &Real, keep: &mut Vec<twin::git::GitServer>) ->
         "\n  landed the authored change {} on the new server; `flux reconcile source git flux-system` (the requestedAt annotation)",
         &landed[..7]
     );
-    request_reconcile(c, "gitrepository", "flux-system");
+    request_reconcile(c, CUTOVER_NS, "gitrepository", "flux-system");
     let lw = format!("main@sha1:{landed}");
     let root_applied = poll(T, || ks_at("flux-system", &lw));
     st.check(
@@ -1192,7 +670,13 @@ fn step_cutover(ctx: &Ctx, real: &Real, keep: &mut Vec<twin::git::GitServer>) ->
     );
     let f = ctx.kubectl(
         Some(&kc),
-        &["cutover", "gitrepository/flux-system", "--finish"],
+        &[
+            "cutover",
+            "gitrepository/flux-system",
+            "-n",
+            CUTOVER_NS,
+            "--finish",
+        ],
     );
     st.check(
         f.code == 0 && f.stdout.contains("verified"),
@@ -1212,7 +696,7 @@ fn step_cutover(ctx: &Ctx, real: &Real, keep: &mut Vec<twin::git::GitServer>) ->
 /// server under another name (`localhost`, in its certificate), proved by the cutover step.
 fn real_cutover_keep(prod: &twin::git::GitServer) -> String {
     format!(
-        "kubectl cutover gitrepository/flux-system --to {} --secret prod-creds --dry-run --allow-loopback",
+        "kubectl cutover gitrepository/flux-system -n {CUTOVER_NS} --to {} --secret prod-creds --dry-run --allow-loopback",
         prod.url_https("org/fleet")
             .replacen("127.0.0.1", "localhost", 1)
     )
@@ -1412,6 +896,457 @@ fn step_realcluster(ctx: &Ctx, real: &Real) -> Step {
     st
 }
 
+/// What the fleet repository of the unstick step is called on the real cluster's Git server.
+const FLEET_REPO: &str = "org/fleet";
+
+/// The ready break/fix commands `./demo --keep` prints for the real fleet: clone the fleet from
+/// the real cluster's Git server, commit, push, then `flux reconcile source git flux-system`'s
+/// requestedAt annotation (else the source fetches at its next 1m interval).
+fn real_keep_commands(url: &str) -> (String, String) {
+    let push = |from: &str, to: &str, message: &str| {
+        format!(
+            "d=$(mktemp -d) && git clone -q {url} \"$d\" && sed -i 's|{from}|{to}|' \"$d/{BACKEND}\" \
+             && git -C \"$d\" -c user.name=demo -c user.email=demo@example.invalid commit -qam '{message}' \
+             && git -C \"$d\" push -q && kubectl annotate --overwrite gitrepository/flux-system -n flux-system \
+             reconcile.fluxcd.io/requestedAt=\"$(date +%s%N)\""
+        )
+    };
+    (
+        push(
+            GOOD_LINE,
+            AUTOMATION_LINE,
+            "Update from image update automation",
+        ),
+        push(
+            AUTOMATION_LINE,
+            GOOD_LINE,
+            "fix: full image reference for podinfo-backend",
+        ),
+    )
+}
+
+/// A load-balancer controller stand-in on the real cluster (MetalLB's behaviour for
+/// `spec.loadBalancerIP`): every second, each `type: LoadBalancer` Service whose loadBalancerIP
+/// is an IP and that has no address yet gets it as `status.loadBalancer.ingress[0].ip`
+/// (through the status subresource), so kstatus can report it Current. This cluster, like
+/// kind, has no load balancer of its own (failure catalogue: "No addresses have been
+/// assigned"). The thread ends with the process.
+fn spawn_real_load_balancer(kubeconfig: PathBuf) {
+    std::thread::spawn(move || {
+        loop {
+            let list = realcluster::kubectl(&kubeconfig, &["get", "svc", "-A", "-o", "json"])
+                .ok()
+                .and_then(|o| serde_json::from_str::<Value>(&o).ok());
+            for svc in list
+                .as_ref()
+                .and_then(|l| l["items"].as_array())
+                .into_iter()
+                .flatten()
+            {
+                let ip = s(svc, "/spec/loadBalancerIP");
+                if s(svc, "/spec/type") != "LoadBalancer"
+                    || svc.pointer("/status/loadBalancer/ingress").is_some()
+                    || ip.parse::<std::net::IpAddr>().is_err()
+                {
+                    continue;
+                }
+                let patch =
+                    json!({"status": {"loadBalancer": {"ingress": [{"ip": ip, "ipMode": "VIP"}]}}});
+                let _ = realcluster::kubectl(
+                    &kubeconfig,
+                    &[
+                        "patch",
+                        "svc",
+                        "-n",
+                        s(svc, "/metadata/namespace"),
+                        s(svc, "/metadata/name"),
+                        "--subresource=status",
+                        "--type=merge",
+                        "--field-manager=metallb-controller",
+                        "-p",
+                        &patch.to_string(),
+                    ],
+                );
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+}
+
+/// A stand-in for image-reflector-controller and image-automation-controller, which cannot be
+/// built here (the Go module proxy refuses every version: tests/realcluster/README.md): every
+/// second, each ImageRepository, ImagePolicy and ImageUpdateAutomation in flux-system whose
+/// `status.observedGeneration` is not its generation gets the status their reconcilers write
+/// on success (observedGeneration, Ready=True Succeeded). Without it the real
+/// kustomize-controller holds clusters/dev's platform health check on them ("generation is 1,
+/// but latest observed generation is -1") for its whole timeout, as it would on a cluster
+/// without those controllers. The thread ends with the process.
+fn spawn_real_image_status(kubeconfig: PathBuf) {
+    std::thread::spawn(move || {
+        loop {
+            let list = realcluster::kubectl(
+                &kubeconfig,
+                &[
+                    "get",
+                    "imagerepositories,imagepolicies,imageupdateautomations",
+                    "-n",
+                    "flux-system",
+                    "-o",
+                    "json",
+                ],
+            )
+            .ok()
+            .and_then(|o| serde_json::from_str::<Value>(&o).ok());
+            for o in list
+                .as_ref()
+                .and_then(|l| l["items"].as_array())
+                .into_iter()
+                .flatten()
+            {
+                let generation = o
+                    .pointer("/metadata/generation")
+                    .cloned()
+                    .unwrap_or(json!(1));
+                if o.pointer("/status/observedGeneration") == Some(&generation) {
+                    continue;
+                }
+                let now = std::process::Command::new("date")
+                    .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                    .unwrap_or_default();
+                let patch = json!({"status": {"observedGeneration": generation, "conditions": [{
+                    "type": "Ready", "status": "True", "reason": "Succeeded",
+                    "message": "stand-in: the demo's image controller status (no image-reflector/automation controller here)",
+                    "observedGeneration": generation, "lastTransitionTime": now}]}});
+                let kind = format!("{}.image.toolkit.fluxcd.io", s(o, "/kind").to_lowercase());
+                let _ = realcluster::kubectl(
+                    &kubeconfig,
+                    &[
+                        "patch",
+                        &kind,
+                        "-n",
+                        "flux-system",
+                        s(o, "/metadata/name"),
+                        "--subresource=status",
+                        "--type=merge",
+                        "--field-manager=demo-image-controllers",
+                        "-p",
+                        &patch.to_string(),
+                    ],
+                );
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+}
+
+/// Step 2 on the real cluster: clusters/dev (rendered with `kubectl kustomize`, the root
+/// Kustomization left out: its URL is the production Git host) served by the real cluster's
+/// Git server and reconciled by the real source- and kustomize-controller v1.9.6 (default
+/// feature gates: CancelHealthCheckOnNewRevision off). The waves' `timeout: 15m0s` is 1m0s in
+/// the demo's copy, so the held check ends in real time within the demo.
+fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>) -> Step {
+    let mut st = Step::new(
+        "2. unstick: the change pushed anyway, a stuck wave freed with proof (real cluster)",
+    );
+    let Some(c) = real_cluster(real, &mut st) else {
+        return st;
+    };
+    let kc = c.kubeconfig().to_path_buf();
+    let fleet = ctx.fleet_copy("fleet-src");
+    let apps = fleet.join("clusters/base/apps.yaml");
+    let text = std::fs::read_to_string(&apps).unwrap_or_default();
+    std::fs::write(&apps, text.replace("timeout: 15m0s", "timeout: 1m0s")).unwrap();
+    let rendered = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(fleet.join("clusters/dev"))
+        .output();
+    let docs: Vec<Value> = match rendered {
+        Ok(o) if o.status.success() => {
+            serde_saphyr::from_multiple(&String::from_utf8_lossy(&o.stdout)).unwrap_or_default()
+        }
+        _ => vec![],
+    };
+    if docs.is_empty() {
+        st.check(false, "kubectl kustomize clusters/dev renders the fleet");
+        return st;
+    }
+    let url = c.git().url_http(FLEET_REPO);
+    let pushed = c.git().create_repo(FLEET_REPO, "main").and_then(|()| {
+        c.git().commit(
+            FLEET_REPO,
+            &[Change::copy_dir(fleet.join("clusters"), "clusters")],
+            "fleet: base, dev and prod overlays (wave timeouts 1m for the demo)",
+        )
+    });
+    if let Err(e) = pushed {
+        st.check(false, format!("push clusters/ to the Git server: {e}"));
+        return st;
+    }
+    spawn_real_load_balancer(kc.clone());
+    spawn_real_image_status(kc.clone());
+    for mut d in docs.into_iter().filter(|d| !d.is_null()) {
+        let kind = s(&d, "/kind").to_string();
+        let name = s(&d, "/metadata/name").to_string();
+        if kind == "Kustomization" && name == "flux-system" {
+            continue;
+        }
+        if kind == "GitRepository" {
+            d["spec"]["url"] = json!(url);
+            d["spec"].as_object_mut().map(|m| m.remove("secretRef"));
+        }
+        if let Err(e) = c.apply_yaml(&d.to_string()) {
+            st.check(false, format!("apply {kind}/{name}: {e}"));
+            return st;
+        }
+    }
+    println!(
+        "  clusters/dev applied to the real cluster; its GitRepository flux-system fetches {url}; a MetalLB stand-in assigns LoadBalancer IPs"
+    );
+    let ks_json = |name: &str| kget(c, &["get", "ks", name, "-n", "flux-system", "-o", "json"]);
+    let mut all_ready = true;
+    for k in [
+        "platform",
+        "platform-config",
+        "apps-wave-0",
+        "apps-wave-1",
+        "apps-wave-2",
+    ] {
+        all_ready = all_ready && poll(T, || cond_is(&ks_json(k), "Ready", "True"));
+    }
+    st.check(
+        all_ready,
+        "the fleet from clusters/ reconciles on the real controllers: platform -> waves 0, 1, 2 Ready",
+    );
+    if !all_ready {
+        ctx.kubectl(Some(&kc), &["get", "ks", "-n", "flux-system"]);
+        return st;
+    }
+    let first = s(&ks_json("apps-wave-1"), "/status/lastAppliedRevision").to_string();
+    let git = c.git();
+    let text = String::from_utf8(
+        git.read_file(FLEET_REPO, "main", BACKEND)
+            .unwrap_or_default(),
+    )
+    .unwrap_or_default();
+    let bad = match git.commit(
+        FLEET_REPO,
+        &[Change::write(
+            BACKEND,
+            text.replace(GOOD_LINE, AUTOMATION_LINE),
+        )],
+        "Update from image update automation",
+    ) {
+        Ok(b) => b,
+        Err(e) => {
+            st.check(false, format!("push the automation commit: {e}"));
+            return st;
+        }
+    };
+    println!(
+        "\n  pushed the automation commit {} (image: 0.1.1); `flux reconcile source git flux-system`",
+        &bad[..7]
+    );
+    request_reconcile(c, "flux-system", "gitrepository", "flux-system");
+    let bad_rev = format!("main@sha1:{bad}");
+    let in_flight = poll(T, || {
+        let k = ks_json("apps-wave-1");
+        k.pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|a| {
+                a.iter().any(|c| {
+                    c["type"] == "Reconciling"
+                        && s(c, "/message")
+                            .starts_with(&format!("Running health checks for revision {bad_rev}"))
+                })
+            })
+    });
+    st.check(
+        in_flight,
+        "apps-wave-1 holds its health check on the new revision (ImagePullBackOff on 0.1.1)",
+    );
+    let waiting = poll(T, || {
+        ks_json("apps-wave-2")
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|a| {
+                a.iter()
+                    .any(|c| c["type"] == "Ready" && c["reason"] == "DependencyNotReady")
+            })
+    });
+    st.check(waiting, "apps-wave-2 waits on it (DependencyNotReady)");
+    ctx.kubectl(Some(&kc), &["get", "ks", "-n", "flux-system"]);
+    let d = ctx.kubectl(Some(&kc), &["unstick", "ks/apps-wave-2", "--dry-run"]);
+    st.check(
+        d.stdout.contains("apps-wave-1"),
+        "unstick on apps-wave-2 walks dependsOn to the root cause apps-wave-1",
+    );
+    st.check(
+        d.stdout.contains("0.1.1") && d.stdout.contains("markercheck"),
+        "and names the bare-tag image 0.1.1 with the markercheck hint",
+    );
+    // The fix, committed while the health check is still in flight.
+    let fixed = match git.commit(
+        FLEET_REPO,
+        &[Change::write(BACKEND, text.clone())],
+        "fix: full image reference for podinfo-backend",
+    ) {
+        Ok(f) => f,
+        Err(e) => {
+            st.check(false, format!("push the fix: {e}"));
+            return st;
+        }
+    };
+    println!(
+        "\n  pushed the fix {}; `flux reconcile source git flux-system`",
+        &fixed[..7]
+    );
+    request_reconcile(c, "flux-system", "gitrepository", "flux-system");
+    let fix_rev = format!("main@sha1:{fixed}");
+    let src = || {
+        kget(
+            c,
+            &[
+                "get",
+                "gitrepository",
+                "flux-system",
+                "-n",
+                "flux-system",
+                "-o",
+                "json",
+            ],
+        )
+    };
+    let src_ok = poll(T, || s(&src(), "/status/artifact/revision") == fix_rev);
+    st.check(src_ok, "the source has the fix revision");
+    let u = ctx.kubectl(
+        Some(&kc),
+        &["unstick", "ks/apps-wave-1", "--yes", "--cascade"],
+    );
+    st.check(
+        u.stdout.contains("Lever: wait")
+            && u.stdout
+                .contains("--feature-gates=CancelHealthCheckOnNewRevision=true"),
+        "on v1.9 without the gate nothing at the API cancels the run: unstick says so, waits \
+         for the run the fix already queued (no write makes it sooner) and recommends the gate",
+    );
+    st.check(
+        u.code == 0,
+        "unstick pulled the lever and observed recovery (exit 0)",
+    );
+    for (k, what) in [
+        (
+            "apps-wave-1",
+            format!("apps-wave-1 is Ready at the fix revision {}", &fixed[..7]),
+        ),
+        (
+            "apps-wave-2",
+            "apps-wave-2 followed (--cascade)".to_string(),
+        ),
+    ] {
+        let ok = poll(T, || {
+            let o = ks_json(k);
+            cond_is(&o, "Ready", "True") && s(&o, "/status/lastAppliedRevision") == fix_rev
+        });
+        st.check(ok, what);
+    }
+    st.check(
+        !first.is_empty() && first != fix_rev,
+        "the fleet moved forward, not back",
+    );
+    // The --keep commands, run once so what is printed is known to work.
+    let (break_wave, fix_wave) = real_keep_commands(&url);
+    let path = format!(
+        "{}:{}",
+        ctx.bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (what, cmd, line) in [
+        ("break", &break_wave, "image: 0.1.1"),
+        (
+            "fix",
+            &fix_wave,
+            "image: registry.example.local:5000/podinfo:6.7.0",
+        ),
+    ] {
+        println!("\n  $ {cmd}");
+        let ok = Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .env("KUBECONFIG", &kc)
+            .env("PATH", &path)
+            .status()
+            .is_ok_and(|s| s.success());
+        let head = git.head(FLEET_REPO, "main").unwrap_or_default();
+        let pushed = String::from_utf8(
+            git.read_file(FLEET_REPO, "main", BACKEND)
+                .unwrap_or_default(),
+        )
+        .unwrap_or_default()
+        .contains(line);
+        let want = format!("main@sha1:{head}");
+        let fetched = ok && pushed && poll(T, || s(&src(), "/status/artifact/revision") == want);
+        st.check(
+            fetched,
+            format!("the printed {what} command pushes to the cluster's Git server and the source fetches it"),
+        );
+    }
+    // After the fix command the fleet settles healthy again at its revision (the break's
+    // health check, 1m at most, ends first on this controller).
+    let last = format!(
+        "main@sha1:{}",
+        git.head(FLEET_REPO, "main").unwrap_or_default()
+    );
+    let healthy = poll(T, || {
+        ["apps-wave-1", "apps-wave-2"].iter().all(|k| {
+            let o = ks_json(k);
+            cond_is(&o, "Ready", "True") && s(&o, "/status/lastAppliedRevision") == last
+        })
+    });
+    st.check(
+        healthy,
+        "and the fleet is left healthy at the fix command's revision for --keep",
+    );
+    // Names the fleet's pods resolve: a fleet Service by its short name, the Ingress host.
+    if twin::podexec::missing_prerequisites().is_empty() {
+        let ip = s(
+            &kget(
+                c,
+                &["get", "svc", "podinfo-frontend", "-n", "apps", "-o", "json"],
+            ),
+            "/spec/clusterIP",
+        )
+        .to_string();
+        let up = c.set_upstream(FRONTEND_HOST, &[GATEWAY_VIP]);
+        let r = ctx.kubectl(
+            Some(&kc),
+            &[
+                "podresolve",
+                "podinfo-frontend",
+                "-n",
+                "apps",
+                "--expect",
+                &ip,
+            ],
+        );
+        st.check(
+            !ip.is_empty() && r.code == 0,
+            format!("podresolve: podinfo-frontend from a pod in apps is its ClusterIP {ip} (the real apiserver allocated it)"),
+        );
+        let r = ctx.kubectl(
+            Some(&kc),
+            &["podresolve", FRONTEND_HOST, "--expect", GATEWAY_VIP],
+        );
+        st.check(
+            up.is_ok() && r.code == 0,
+            format!("and {FRONTEND_HOST} (the Ingress host, from the upstream through CoreDNS's forward) is the gateway VIP {GATEWAY_VIP}"),
+        );
+    }
+    *keep = Some((break_wave, fix_wave));
+    st
+}
+
 /// Starts the ONE real cluster the cluster steps share (tests/realcluster: etcd,
 /// kube-apiserver, kube-controller-manager, our node agent with its probe-pod runtime,
 /// source- and kustomize-controller); the node's registry holds the images the steps' fleets
@@ -1426,7 +1361,19 @@ fn start_real() -> Real {
     // On a thread of its own: the cluster runs a tokio runtime of its own.
     let c = std::thread::spawn(|| {
         realcluster::Cluster::start(realcluster::ClusterOptions {
-            images: vec![REAL_GOOD.to_owned(), CUTOVER_IMAGE.to_owned()],
+            images: [
+                REAL_GOOD,
+                CUTOVER_IMAGE,
+                "registry.example.local:5000/podinfo:*",
+                "registry.example.local:5000/redis:*",
+                "registry.example.local:5000/nginx-unprivileged:*",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+            // kustomize-controller's flag (main.go `requeue-dependency`, default 30s): how
+            // soon a Kustomization whose dependsOn is not Ready looks again; 5s keeps the
+            // four-level fleet's waves seconds apart.
+            kustomize_controller_args: vec!["--requeue-dependency=5s".to_owned()],
             ..realcluster::ClusterOptions::default()
         })
     })
@@ -1530,23 +1477,24 @@ async fn main() {
     let ctx = Ctx {
         bin_dir: plugin_dir,
         repo_root,
-        time_scale: cli.time_scale,
         work,
     };
     let want = |s: &str| cli.step.is_empty() || cli.step.iter().any(|x| x == s);
     let mut steps = vec![];
-    let mut fleet: Option<RunningScenario> = None;
     if want("markercheck") {
         steps.push(step_markercheck(&ctx));
     }
-    if want("unstick") {
-        steps.push(step_unstick(&ctx, &mut fleet).await);
-    }
     // One real cluster for every step that needs one, started once.
-    let real: Option<Real> = ["podresolve", "cutover", "realcluster"]
+    let real: Option<Real> = ["unstick", "podresolve", "cutover", "realcluster"]
         .iter()
         .any(|s| want(s))
         .then(start_real);
+    let mut fleet_keep = None;
+    if let Some(real) = &real
+        && want("unstick")
+    {
+        steps.push(step_unstick_real(&ctx, real, &mut fleet_keep));
+    }
     let mut git_servers = vec![];
     if let Some(real) = &real {
         if want("podresolve") {
@@ -1578,63 +1526,48 @@ async fn main() {
     }
     let failed = steps.len() - passed;
     println!("demo: {passed} passed, {failed} failed");
-    if cli.keep
-        && let Some(Ok(c)) = &real
-    {
+    if cli.keep {
+        let Some(Ok(c)) = &real else {
+            println!(
+                "\n--keep: no real cluster is running (none of its steps ran, or it did not start)"
+            );
+            std::process::exit(if failed == 0 { 0 } else { 1 });
+        };
         let mut extra = String::new();
+        if let Some((break_wave, fix_wave)) = &fleet_keep {
+            extra.push_str(&format!(
+                "\n  # clusters/dev (flux-system): healthy at the fix revision; waves' health-check timeout 1m\n  kubectl get ks -n flux-system\n  # break apps-wave-1: the image-automation bare-tag commit (image: 0.1.1), pushed to the cluster's Git server\n  {break_wave}\n  kubectl unstick ks/apps-wave-2 --dry-run        # walks dependsOn to apps-wave-1, names 0.1.1\n  kubectl unstick ks/apps-wave-1 --dry-run\n  # fix it (the full image reference back), then free the wave\n  {fix_wave}\n  kubectl unstick ks/apps-wave-1 --yes --cascade\n"
+            ));
+            if twin::podexec::missing_prerequisites().is_empty() {
+                extra.push_str(&format!(
+                    "  kubectl podresolve podinfo-frontend -n apps      # a fleet Service, from a pod\n  kubectl podresolve {FRONTEND_HOST} --expect {GATEWAY_VIP}\n"
+                ));
+            }
+        }
         if want("podresolve") {
             extra.push_str(&format!(
-                "  kubectl podresolve {GIT_HOST} --expect {PIN} -n flux-system    # CoreDNS hosts pin vs the upstream's {UPSTREAM}\n  kubectl podresolve {GIT_HOST} --from deploy/source-controller -n flux-system\n"
+                "\n  kubectl podresolve {GIT_HOST} --expect {PIN} -n flux-system    # CoreDNS hosts pin vs the upstream's {UPSTREAM}\n  kubectl podresolve {GIT_HOST} --from deploy/source-controller -n flux-system\n"
             ));
         }
         if let Some(prod) = git_servers.get(1) {
             extra.push_str(&format!(
-                "  kubectl get gitrepository,ks -n flux-system       # the cutover step's prod fleet, on prod's Git server\n  {}\n",
+                "\n  kubectl get gitrepository,ks -n {CUTOVER_NS}       # the cutover step's prod fleet, on prod's Git server\n  {}\n",
                 real_cutover_keep(prod)
             ));
         }
         if want("realcluster") {
-            extra.push_str(&format!("  kubectl unstick ks/{REAL_KS} --dry-run\n"));
+            extra.push_str(&format!("\n  kubectl unstick ks/{REAL_KS} --dry-run\n"));
         }
         println!(
-            "\nThe real cluster (kube-apiserver {}, source-/kustomize-controller {}) is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get --raw /version\n  kubectl get --raw '/readyz?verbose'\n  kubectl get deploy,pods -n flux-system\n  kubectl unstick --all\n{extra}",
+            "\nThe real cluster (kube-apiserver {}, source-/kustomize-controller {}) is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get --raw /version\n  kubectl get --raw '/readyz?verbose'\n  kubectl get deploy,pods -n flux-system\n  kubectl unstick --all\n{extra}\n  kubectl markercheck {}/clusters\n  kubectl fleetlint {}/clusters --graph\nCtrl-C stops it.",
             realcluster::bins::KUBE_VERSION,
             realcluster::bins::KC_CURRENT,
             c.kubeconfig().display(),
             ctx.bin_dir.display(),
+            ctx.repo_root.display(),
+            ctx.repo_root.display(),
         );
-        if fleet.is_none() {
-            println!("Ctrl-C stops it.");
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-    if cli.keep {
-        if let Some(run) = &fleet {
-            let podresolve = if run.podexec.is_some() {
-                format!(
-                    "  kubectl podresolve podinfo-frontend -n apps      # a fleet Service, from a pod\n  kubectl podresolve {FRONTEND_HOST} --expect {GATEWAY_VIP}\n  kubectl podresolve {FRONTEND_HOST} --from deploy/source-controller -n flux-system\n"
-                )
-            } else {
-                format!(
-                    "  (no podresolve: this twin runs no probe pods; needs {})\n",
-                    twin::podexec::missing_prerequisites().join(", ")
-                )
-            };
-            let cmds = keep_commands(run);
-            println!(
-                "\nThe fleet twin is still running (healthy, at the fix revision). In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get ks -n flux-system\n  kubectl unstick --all\n\n  # break apps-wave-1: the image-automation bare-tag commit (image: 0.1.1), pushed to the demo's Git server\n  {}\n  kubectl unstick ks/apps-wave-2 --dry-run        # walks dependsOn to apps-wave-1, names 0.1.1\n  kubectl unstick ks/apps-wave-1 --dry-run\n  # fix it (the full image reference back), then free the wave\n  {}\n  kubectl unstick ks/apps-wave-1 --yes --cascade\n\n{podresolve}  kubectl markercheck {}/clusters\n  kubectl fleetlint {}/clusters --graph\n  {}   # the cutover preflight, same server under another name\nCtrl-C stops it.",
-                run.twin.kubeconfig_path().display(),
-                ctx.bin_dir.display(),
-                cmds.break_wave,
-                cmds.fix_wave,
-                ctx.repo_root.display(),
-                ctx.repo_root.display(),
-                cmds.cutover,
-            );
-            let _ = tokio::signal::ctrl_c().await;
-        } else if real.is_none() {
-            println!("\n--keep: the fleet twin was not started (run the unstick step)");
-        }
+        let _ = tokio::signal::ctrl_c().await;
     }
     // process::exit runs no destructors: stop the twin (Git servers, models, temp dirs) first.
     // The real cluster owns a tokio runtime: drop it off this runtime's threads.
@@ -1642,7 +1575,6 @@ async fn main() {
     if let Some(c) = real {
         let _ = std::thread::spawn(move || drop(c)).join();
     }
-    drop(fleet);
     drop(ctx);
     std::process::exit(if failed == 0 { 0 } else { 1 });
 }

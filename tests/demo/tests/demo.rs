@@ -1,7 +1,7 @@
 //! The demo as an end-to-end test: the real `cluster-loop-demo` binary replays every step with
 //! the real plugin binaries (built by `cargo test --workspace`, which builds every package's
-//! binaries into the same target directory): podresolve, cutover and realcluster on ONE real
-//! cluster (tests/realcluster), unstick on the fleet twin, markercheck and fleetlint offline.
+//! binaries into the same target directory): unstick, podresolve, cutover and realcluster on
+//! ONE real cluster (tests/realcluster), markercheck and fleetlint offline.
 use std::path::PathBuf;
 
 fn bin_dir() -> PathBuf {
@@ -56,7 +56,7 @@ fn every_step_of_the_demo_proves_its_outcome() {
         1,
         "{stdout}"
     );
-    for step in ["3. podresolve", "4. cutover"] {
+    for step in ["2. unstick", "3. podresolve", "4. cutover"] {
         assert!(
             stdout
                 .lines()
@@ -64,16 +64,11 @@ fn every_step_of_the_demo_proves_its_outcome() {
             "step {step} did not pass on the real cluster:\n{stdout}"
         );
     }
-    // The fleet twin that --keep leaves runs podresolve by hand whenever the host can run
-    // probe pods (the same condition the demo checks).
+    // The fleet that --keep leaves runs podresolve by hand whenever the host can run probe
+    // pods (the same condition the demo checks).
     if twin::podexec::missing_prerequisites().is_empty() {
         assert!(
-            stdout.contains("PROVES: the fleet twin runs podresolve"),
-            "{stdout}"
-        );
-    } else {
-        assert!(
-            stdout.contains("this fleet twin runs no probe pods"),
+            stdout.contains("PROVES: podresolve: podinfo-frontend from a pod in apps"),
             "{stdout}"
         );
     }
