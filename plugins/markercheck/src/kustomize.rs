@@ -27,7 +27,8 @@ pub enum Namespace {
 #[derive(Debug, Default)]
 struct Kust {
     namespace: Option<String>,
-    /// Included manifest files (paths relative to the scan base).
+    /// Entries while reading (paths relative to the scan base); empty once the tree is built:
+    /// the manifest files are then held once, as keys of [`Tree::listed_in`].
     files: Vec<PathBuf>,
     /// Included kustomization directories.
     dirs: Vec<PathBuf>,
@@ -118,8 +119,7 @@ impl Tree {
                     parents.entry(p.clone()).or_default().push(dir.clone());
                     k.dirs.push(p);
                 } else {
-                    listed_in.entry(p.clone()).or_default().push(dir.clone());
-                    k.files.push(p);
+                    listed_in.entry(p).or_default().push(dir.clone());
                 }
             }
         }
@@ -180,6 +180,9 @@ impl Tree {
         if !self.kusts.contains_key(dir) {
             return file.starts_with(dir);
         }
+        let Some(listers) = self.listed_in.get(file) else {
+            return false;
+        };
         let mut stack = vec![dir.to_path_buf()];
         let mut seen = HashSet::new();
         while let Some(d) = stack.pop() {
@@ -187,7 +190,7 @@ impl Tree {
                 continue;
             }
             if let Some(k) = self.kusts.get(&d) {
-                if k.files.iter().any(|f| f == file) {
+                if listers.contains(&d) {
                     return true;
                 }
                 stack.extend(k.dirs.iter().cloned());
