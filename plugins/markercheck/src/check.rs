@@ -685,6 +685,13 @@ pub fn run(cfg: &Config) -> Report {
             objects.removed_api.extend(o.removed_api);
         }
     }
+    // the trees of the files were read (objects, kustomize structure); from here on only the
+    // simulation reads a file's tree, parsed again for the files it rewrites
+    for s in &mut scans {
+        for f in &mut s.res.files {
+            f.drop_trees();
+        }
+    }
     // Flux versions pinned in the trees (gotk-components.yaml headers)
     let mut flux_versions: Vec<((u32, u32, u32), String, String)> = Vec::new();
     for s in &scans {
