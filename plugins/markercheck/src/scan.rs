@@ -1553,4 +1553,43 @@ mod tests {
         k.drop_trees_if_unneeded();
         assert!(!k.trees_dropped);
     }
+
+    /// Every input of the fuzz corpus kept in the repository (`fuzz/corpus/{scan,simulate}`)
+    /// that parses: the trees [`FileScan::documents`] parses again after
+    /// [`FileScan::drop_trees`] are the trees of the scan (run on a large stack: the corpus
+    /// holds deeply nested inputs).
+    #[test]
+    fn dropped_trees_parse_again_the_same_on_the_fuzz_corpus() {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+        let checked = std::thread::Builder::new()
+            .stack_size(DEEP_STACK)
+            .spawn(move || {
+                let mut n = 0;
+                for target in ["scan", "simulate"] {
+                    let Ok(rd) = std::fs::read_dir(base.join(target)) else {
+                        continue;
+                    };
+                    for e in rd {
+                        let p = e.unwrap().path();
+                        let data = std::fs::read(&p).unwrap();
+                        let Some(mut f) = scan_bytes("f.yaml".into(), "f.yaml".into(), true, data)
+                        else {
+                            continue;
+                        };
+                        if f.docs.is_empty() {
+                            continue;
+                        }
+                        let before = format!("{:?}", f.docs);
+                        f.drop_trees();
+                        assert_eq!(format!("{:?}", f.documents()), before, "{}", p.display());
+                        n += 1;
+                    }
+                }
+                n
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(checked > 100, "only {checked} corpus inputs parsed");
+    }
 }
