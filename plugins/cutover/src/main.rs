@@ -478,7 +478,14 @@ async fn run(cli: Cli) -> Result<i32> {
         match report.ending {
             Ending::CutOver => {
                 println!("\n{} {}", out.ok("cut over:"), report.message);
-                if pre.authored_patch.is_empty() && pre.authored.is_some() {
+                if pre.authored_patch.is_empty() && pre.authored.is_some() && cli.hold_root {
+                    // The hold (kustomize.toolkit.fluxcd.io/reconcile: disabled) stays until
+                    // --finish has seen the root apply the committed spec.url.
+                    println!(
+                        "the committed spec.url already agrees; the root is still held                          (kustomize.toolkit.fluxcd.io/reconcile: disabled): run kubectl cutover                          gitrepository/{} -n {ns} --finish to prove the root applies it and                          remove the hold",
+                        source.name
+                    );
+                } else if pre.authored_patch.is_empty() && pre.authored.is_some() {
                     println!("the committed spec.url already agrees; nothing more to do");
                 } else if pre.authored_patch.is_empty() {
                     println!(

@@ -1536,6 +1536,50 @@ async fn drift_before_the_move_is_said_first() {
     );
 }
 
+/// Moving a hand-patched source back to the committed URL with `--hold-root`: nothing is left to
+/// commit, but the hold stays on the GitRepository until `--finish` proves the root applies the
+/// committed value; the run says so and names the command (it said "nothing more to do", found
+/// by a new-user trial).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_to_the_committed_url_with_hold_root_names_finish() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-backhold", true).await;
+    let (old, new) = (f.old_url(), f.to());
+    patch_live(&f, "gitrepository", "merge", &json!({"spec": {"url": new}}));
+    eventually(T, "the source fetched the hand-patched URL", || {
+        let o = f.live();
+        (o["status"]["observedGeneration"] == o["metadata"]["generation"]
+            && condition(&o, "Ready")["status"] == "True")
+            .then_some(())
+    });
+    let target = f.target();
+    let r = f
+        .run_raw(&[
+            target.as_str(),
+            "-n",
+            &f.ns,
+            "--to",
+            &old,
+            "--allow-loopback",
+            "--hold-root",
+            "--yes",
+        ])
+        .await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(r.stdout.contains("cut over:"), "{}", r.stdout);
+    assert!(!r.stdout.contains("nothing more to do"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("the root is still held")
+            && r.stdout
+                .contains(&format!("gitrepository/{} -n {} --finish", f.ns, f.ns)),
+        "{}",
+        r.stdout
+    );
+    let live = f.live();
+    assert!(held(&live), "the hold stays until --finish: {live}");
+    assert_eq!(live["spec"]["url"], json!(old), "{live}");
+}
+
 /// Issue 19 item 7: a suspended root Kustomization is named in the preflight, and `--finish`
 /// says it cannot succeed until it is resumed instead of advising to wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

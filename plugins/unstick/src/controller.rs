@@ -102,6 +102,10 @@ pub struct ControllerFacts {
     pub cancel_mode: CancelMode,
     /// `--concurrent` (default 4): the number of workers.
     pub concurrent: u32,
+    /// `--requeue-dependency` as given (a Go duration such as `5s`), or `30s`, its default
+    /// (kustomize-controller main.go `requeueDependency` flag): how often a Kustomization
+    /// waiting on dependsOn is re-checked.
+    pub requeue_dependency: String,
     /// The manager container's args, verbatim.
     pub args: Vec<String>,
     /// `spec.selector.matchLabels` of the Deployment (to find its pods).
@@ -137,6 +141,7 @@ impl ControllerFacts {
         let version = image_tag(&image).and_then(Version::parse);
         let mut feature_gates = BTreeMap::new();
         let mut concurrent = DEFAULT_CONCURRENT;
+        let mut requeue_dependency = "30s".to_string();
         for (flag, value) in flags(&args) {
             match flag.as_str() {
                 "feature-gates" => {
@@ -153,6 +158,9 @@ impl ControllerFacts {
                     if let Ok(n) = value.parse() {
                         concurrent = n;
                     }
+                }
+                "requeue-dependency" if !value.is_empty() => {
+                    requeue_dependency = value.clone();
                 }
                 _ => {}
             }
@@ -185,6 +193,7 @@ impl ControllerFacts {
             cancel_gate,
             cancel_mode,
             concurrent,
+            requeue_dependency,
             args,
             selector,
             time_scale,

@@ -1857,9 +1857,10 @@ pub fn passes_on_retry(d: &Diagnosis) -> bool {
 /// "Ready at the source's revision" first; this only tells moving from terminal.
 pub fn heading(d: &Diagnosis) -> Heading {
     match d.class {
-        Class::Healthy | Class::Reconciling | Class::RequestPending | Class::HealthCheckInFlight => {
-            Heading::Moving(d.summary.clone())
-        }
+        Class::Healthy
+        | Class::Reconciling
+        | Class::RequestPending
+        | Class::HealthCheckInFlight => Heading::Moving(d.summary.clone()),
         // kustomize-controller v1.8+ (CancelHealthCheckOnNewRevision): a canceled check is
         // requeued at once for the reconciliation that canceled it (kustomization_controller.go,
         // HealthCheckCanceled branch: `ctrl.Result{Requeue: true}`), so it never ends here.
@@ -1868,9 +1869,9 @@ pub fn heading(d: &Diagnosis) -> Heading {
             d.summary
         )),
         Class::WaitingOnDependencies => match &d.root_cause {
-            None => Heading::Moving(
-                "DependencyNotReady, but its dependencies are ready now; the controller re-checks them every --requeue-dependency (30s by default)".into(),
-            ),
+            None => {
+                Heading::Moving("DependencyNotReady, but its dependencies are ready now".into())
+            }
             Some(rc) => match rc.diagnosis.as_deref() {
                 None => Heading::Terminal(rc.message.clone()),
                 Some(dd)
@@ -1926,10 +1927,17 @@ pub fn dependency_progressing(d: &Diagnosis) -> bool {
 /// (fluxcd/pkg runtime/predicates ReconcileRequestedPredicate).
 pub fn request_time(v: &str) -> Option<Timestamp> {
     if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
-        return v
-            .parse::<i64>()
-            .ok()
-            .and_then(|s| Timestamp::from_second(s).ok());
+        // Unix time in seconds, milliseconds, microseconds or nanoseconds (`date +%s%N`, as
+        // scripts write it): the first unit that gives a time within jiff's range (years up
+        // to 9999) is the one meant, since a value in a finer unit is far out of range read
+        // in a coarser one.
+        let n = v.parse::<i128>().ok()?;
+        return [1_000_000_000i128, 1_000_000, 1_000, 1]
+            .iter()
+            .find_map(|ns_per_unit| {
+                n.checked_mul(*ns_per_unit)
+                    .and_then(|ns| Timestamp::from_nanosecond(ns).ok())
+            });
     }
     v.parse::<Timestamp>().ok()
 }

@@ -371,7 +371,8 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             // run and then ours (dependency_wait below).
             if let crate::diagnose::Heading::Moving(m) = crate::diagnose::heading(d) {
                 why.push(format!(
-                    "{m}: its dependsOn wait ends by itself (re-checked every --requeue-dependency, 30s by default); nothing to unstick"
+                    "{m}: its dependsOn wait ends by itself ({}); nothing to unstick",
+                    requeue_text(controller)
                 ));
             }
             steps.push(ks_patch(
@@ -390,7 +391,8 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                 .map(|r| r.kustomization.clone())
                 .unwrap_or_default();
             why.push(format!(
-                "its dependsOn wait ends by itself once {root} is ready (re-checked every --requeue-dependency, 30s by default)"
+                "its dependsOn wait ends by itself once {root} is ready ({})",
+                requeue_text(controller)
             ));
             if let Some(r) = &d.root_cause {
                 why.push(r.message.clone());
@@ -851,5 +853,17 @@ pub fn request_plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             + opts.margin_secs,
         wait_for_request_token: true,
         request_token: Some(inp.token.to_string()),
+    }
+}
+
+/// How often kustomize-controller re-checks a dependsOn wait, from its Deployment's
+/// `--requeue-dependency` (default 30s), e.g. `re-checked every 5s (--requeue-dependency)`.
+fn requeue_text(controller: Option<&crate::controller::ControllerFacts>) -> String {
+    match controller {
+        Some(c) => format!(
+            "re-checked every {} (--requeue-dependency)",
+            c.requeue_dependency
+        ),
+        None => "re-checked every --requeue-dependency, 30s by default".to_string(),
     }
 }

@@ -204,7 +204,7 @@ async fn run(cli: Cli) -> Result<i32> {
         && unstick::diagnose::request_time(t).is_none()
     {
         return Err(Error::usage(format!(
-            "--token {t:?} is not a reconcile.fluxcd.io/requestedAt value: expected an RFC 3339 time as kubectl unstick and flux reconcile write it (e.g. 2026-11-30T07:30:00.5Z) or Unix seconds; copy it from the --no-wait output or the annotation"
+            "--token {t:?} is not a reconcile.fluxcd.io/requestedAt value: expected an RFC 3339 time as kubectl unstick and flux reconcile write it (e.g. 2026-11-30T07:30:00.5Z) or Unix time (seconds, milliseconds, microseconds or nanoseconds as `date +%s%N` writes it); copy it from the --no-wait output or the annotation"
         )));
     }
     // Usage is decided before any kubeconfig is read (exit 2 even without a cluster).

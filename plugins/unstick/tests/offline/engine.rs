@@ -461,6 +461,26 @@ fn waiting_on_a_reconciling_dependency_requests_and_waits() {
     assert!(unstick::diagnose::dependency_progressing(&d));
     let p = plan_for(&s, "after-lagging", &Options::default());
     assert_eq!(p.lever, Lever::RequestReconcile, "{p:#?}");
+    // The re-check interval is the controller's own flag (default 30s), said once.
+    let why = p.why.join("\n");
+    assert!(
+        why.contains("re-checked every 30s (--requeue-dependency)"),
+        "{why}"
+    );
+    assert_eq!(why.matches("re-check").count(), 1, "{why}");
+    let mut fast = fleet();
+    fast.controller.as_mut().unwrap()["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("--requeue-dependency=5s"));
+    let pf = plan_for(&fast, "after-lagging", &Options::default());
+    assert!(
+        pf.why
+            .join("\n")
+            .contains("re-checked every 5s (--requeue-dependency)"),
+        "{:?}",
+        pf.why
+    );
     assert_eq!(p.request_token.as_deref(), Some("2026-11-30T07:30:00.5Z"));
     assert!(p.wait_for_request_token);
     let lagging = diag(&s, "lagging");
@@ -669,6 +689,15 @@ fn token_state_handled_pending_superseded_not_found() {
     let st = token_state(&ks(Some("1900000000"), Some("1900000000")), "1800000000");
     assert_eq!(st.state, "superseded");
     assert!(request_time("1800000000").is_some());
+    // `date +%s%N` (the demo's own break/fix commands), and ms/µs: the same instant.
+    let secs = request_time("1796141853").unwrap();
+    for v in ["1796141853000", "1796141853000000", "1796141853000000000"] {
+        assert_eq!(request_time(v), Some(secs), "{v}");
+    }
+    assert_eq!(
+        request_time("1796141853908987902").map(|t| t.as_second()),
+        Some(1796141853)
+    );
     assert!(request_time("2026-11-30T07:30:00.5Z").is_some());
     assert!(request_time("yesterday").is_none());
     assert!(request_time("").is_none());
