@@ -1922,8 +1922,8 @@ pub fn dependency_progressing(d: &Diagnosis) -> bool {
 
 /// A `reconcile.fluxcd.io/requestedAt` value as a point in time: RFC 3339 (what `flux
 /// reconcile` and kubectl unstick write, `time.Now().Format(time.RFC3339Nano)`, flux2
-/// cmd/flux/reconcile.go) or Unix seconds (the `$(date +%s)` of Flux's docs for `kubectl
-/// annotate`). `None` for anything else. The controller itself only compares for equality
+/// cmd/flux/reconcile.go) or Unix time (the `$(date +%s)` of Flux's docs for `kubectl
+/// annotate`, or milliseconds to nanoseconds as `date +%s%N` writes it). `None` for anything else. The controller itself only compares for equality
 /// (fluxcd/pkg runtime/predicates ReconcileRequestedPredicate).
 pub fn request_time(v: &str) -> Option<Timestamp> {
     if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {

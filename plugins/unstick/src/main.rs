@@ -321,7 +321,12 @@ async fn single(
         }
         out(&report::plan_text(&painter, &plan))?;
     }
-    let read_only_code = if matches!(d.class, Class::Healthy | Class::Reconciling) {
+    // Read-only runs exit 0 when nothing is stuck: healthy, reconciling, or held at dependsOn
+    // by a dependency that is itself only reconciling (or ready now): the plan then says
+    // "nothing to unstick", and the exit code says the same.
+    let read_only_code = if matches!(d.class, Class::Healthy | Class::Reconciling)
+        || unstick::diagnose::dependency_progressing(&d)
+    {
         EXIT_OK
     } else {
         EXIT_FINDING

@@ -831,6 +831,8 @@ async fn dependent_of_a_reconciling_dependency_is_not_stuck() {
         )
         .unwrap();
     let o = unstick(&run, &["ks/apps-wave-1", "--dry-run", "-o", "json"]).await;
+    // Nothing is stuck, and the exit code says so (it was 1 beside "nothing to unstick").
+    assert_eq!(o.code, 0, "{}", o.stderr);
     let v = o.json();
     let d = &v["diagnosis"];
     assert_eq!(d["class"], "waiting-on-dependencies", "{v:#}");
