@@ -428,6 +428,35 @@ pub async fn read_current(
     Ok((repo, current))
 }
 
+impl Preflight {
+    /// The report before anything about the new remote is known: the source, `--to`, the
+    /// secret in use, the live spec and the checks so far; no go, nothing to do, no
+    /// interrupted run (callers set what they know).
+    fn before_the_remote(
+        req: &Request,
+        secret_name: &Option<String>,
+        current: &Current,
+        checks: Vec<Check>,
+    ) -> Preflight {
+        Preflight {
+            source: format!("{}/{}", req.namespace, req.name),
+            to: req.to.clone(),
+            secret: secret_name.clone(),
+            current: current.clone(),
+            new_head: None,
+            in_cluster: None,
+            relation: None,
+            authored: None,
+            authored_patch: vec![],
+            checks,
+            go: false,
+            nothing_to_do: false,
+            interrupted_run: None,
+            interrupted: false,
+        }
+    }
+}
+
 /// Runs the whole preflight. Never changes the cluster (with `--verify-in-cluster` it creates
 /// one probe Job and always deletes it); `--repo` is read only (history is compared in a
 /// scratch repository borrowing its objects). `signals` interrupts the in-cluster probe
@@ -497,20 +526,8 @@ pub async fn preflight(
         });
         if !offered {
             let pre = Preflight {
-                source: format!("{}/{}", req.namespace, req.name),
-                to: req.to.clone(),
-                secret: secret_name.clone(),
-                current: current.clone(),
-                new_head: None,
-                in_cluster: None,
-                relation: None,
-                authored: None,
-                authored_patch: vec![],
-                checks,
-                go: false,
-                nothing_to_do: false,
                 interrupted_run: in_flight,
-                interrupted: false,
+                ..Preflight::before_the_remote(req, &secret_name, &current, checks)
             };
             return Ok((repo, finish(pre)));
         }
@@ -529,20 +546,9 @@ pub async fn preflight(
             ),
         });
         let pre = Preflight {
-            source: format!("{}/{}", req.namespace, req.name),
-            to: req.to.clone(),
-            secret: secret_name.clone(),
-            current: current.clone(),
-            new_head: None,
-            in_cluster: None,
-            relation: None,
-            authored: None,
-            authored_patch: vec![],
-            checks,
             go: true,
             nothing_to_do: true,
-            interrupted_run: None,
-            interrupted: false,
+            ..Preflight::before_the_remote(req, &secret_name, &current, checks)
         };
         return Ok((repo, pre));
     }
@@ -588,20 +594,8 @@ pub async fn preflight(
     }
 
     let mut pre = Preflight {
-        source: format!("{}/{}", req.namespace, req.name),
-        to: req.to.clone(),
-        secret: secret_name.clone(),
-        current: current.clone(),
-        new_head: None,
-        in_cluster: None,
-        relation: None,
-        authored: None,
-        authored_patch: vec![],
-        checks,
-        go: false,
-        nothing_to_do: false,
         interrupted_run: in_flight,
-        interrupted: false,
+        ..Preflight::before_the_remote(req, &secret_name, &current, checks)
     };
     if transport_failed {
         return Ok((repo, finish(pre)));
