@@ -414,13 +414,24 @@ impl<'a> Engine<'a> {
             let mut path = vec![key_of(ks)];
             if let Some(rc) = self.find_root(ks, &mut path) {
                 if d.class == Class::WaitingOnDependencies {
+                    // The root cause itself is said once, by its own field (the `root
+                    // cause:` line and the `--all` column, [`crate::report::root_cause_cell`]);
+                    // the summary says what the wait means.
                     d.summary = format!(
-                        "waiting on dependencies; root cause: {} ({})",
-                        rc.kustomization,
-                        rc.diagnosis
-                            .as_ref()
-                            .map(|r| r.class.as_str())
-                            .unwrap_or(rc.kind.as_str())
+                        "waiting on dependencies: {}",
+                        match (rc.kind.as_str(), rc.diagnosis.as_deref().map(|r| r.class)) {
+                            ("cycle", _) => "a dependsOn cycle never ends by itself",
+                            ("missing", _) => "a missing dependency never ends by itself",
+                            (
+                                _,
+                                Some(Class::Healthy | Class::Reconciling | Class::RequestPending),
+                            ) =>
+                                "the dependency is progressing (the ordering working, not a fault)",
+                            (_, Some(Class::HealthCheckInFlight)) => {
+                                "held until the first non-ready dependency's health check ends"
+                            }
+                            _ => "held until the first non-ready dependency is fixed",
+                        }
                     );
                 }
                 if d.class == Class::WaitingOnDependencies {
@@ -1918,6 +1929,16 @@ pub fn dependency_progressing(d: &Diagnosis) -> bool {
                 )
             }),
         }
+}
+
+/// Whether `d` is a finding: a state a read-only `kubectl unstick ks/NAME` and `kubectl
+/// unstick --all` report with exit 1. Not a finding (exit 0): healthy, reconciling, or held
+/// at dependsOn by a dependency that is only progressing ([`dependency_progressing`]): the
+/// failure catalogue (section 1) calls `dependency 'ns/x' is not ready` mid-rollout "the
+/// dependsOn ordering working, not a fault". One rule for both views, so `--all` and
+/// `ks/NAME` never disagree on the same snapshot.
+pub fn is_finding(d: &Diagnosis) -> bool {
+    !(matches!(d.class, Class::Healthy | Class::Reconciling) || dependency_progressing(d))
 }
 
 /// A `reconcile.fluxcd.io/requestedAt` value as a point in time: RFC 3339 (what `flux

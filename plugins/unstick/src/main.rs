@@ -65,9 +65,10 @@ Proof (what \"recovered\" means): Ready=True, observedGeneration == generation,
 
 Exit codes:
   0  recovery observed (or, read-only: healthy; --no-wait: writes done)
-  1  not recovered / not healthy: the new diagnosis is printed; --all: something is not
-     healthy, or there are no Kustomizations in the namespace (nothing was checked;
-     it says \"no Kustomizations in namespace X\")
+  1  not recovered / not healthy: the new diagnosis is printed; --all: a row needs
+     attention (not healthy, not reconciling, not only waiting at dependsOn on a
+     dependency that is progressing; after healing), or there are no Kustomizations in
+     the namespace (nothing was checked; it says \"no Kustomizations in namespace X\")
   2  usage error (bad flags or arguments, e.g. ks/ or ks/Bad_Name; decided before any
      kubeconfig is read)
   3  cluster or API error: unreachable, 403 (names the missing permission), or the
@@ -324,12 +325,10 @@ async fn single(
     // Read-only runs exit 0 when nothing is stuck: healthy, reconciling, or held at dependsOn
     // by a dependency that is itself only reconciling (or ready now): the plan then says
     // "nothing to unstick", and the exit code says the same.
-    let read_only_code = if matches!(d.class, Class::Healthy | Class::Reconciling)
-        || unstick::diagnose::dependency_progressing(&d)
-    {
-        EXIT_OK
-    } else {
+    let read_only_code = if unstick::diagnose::is_finding(&d) {
         EXIT_FINDING
+    } else {
+        EXIT_OK
     };
     let waits = plan.lever == Lever::Wait;
     if cli.dry_run || (!waits && (!plan.lever.mutates() || plan.steps.is_empty())) {
@@ -845,12 +844,44 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
         controller: ctrl,
     };
     let reader = Reader::default();
-    let (snap, notes) = cluster_loop::signals::exit_on_signal(
+    let (mut snap, notes) = cluster_loop::signals::exit_on_signal(
         "nothing changed",
         live::gather(conn, &scope, &reader),
     )
     .await?;
-    let (mut report, findings) = report::fleet_report(&snap, notes, &opts(cli));
+    let (mut report, mut findings) = report::fleet_report(&snap, notes.clone(), &opts(cli));
+    // Heal what an interrupted run left suspended, then report the fleet as it is after the
+    // repair: each healed Kustomization is replaced in the snapshot by the object the resume
+    // PATCH returned (no further read), and every row and the exit code are computed again.
+    if !cli.dry_run {
+        let targets: Vec<String> = report
+            .items
+            .iter()
+            .filter(|i| i.diagnosis.suspended_by_unstick_at.is_some())
+            .map(|i| i.kustomization.clone())
+            .collect();
+        let mut healed = Vec::new();
+        for k in targets {
+            let (kns, kname) = k.split_once('/').unwrap();
+            if let Some(after) =
+                live::resume_ours_from(conn, kns, kname, None, false, find(&snap, kns, kname))
+                    .await?
+            {
+                if let Some(slot) = snap
+                    .kustomizations
+                    .iter_mut()
+                    .find(|o| unstick::diagnose::key_of(o) == k)
+                {
+                    *slot = after;
+                }
+                healed.push(k);
+            }
+        }
+        if !healed.is_empty() {
+            (report, findings) = report::fleet_report(&snap, notes, &opts(cli));
+            report.healed = healed;
+        }
+    }
     if cli.problems {
         report.items.retain(|i| i.class != Class::Healthy);
     }
@@ -877,24 +908,6 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
     if let Some(e) = &empty {
         report.notes.push(e.clone());
     }
-    // Heal what an interrupted run left suspended.
-    if !cli.dry_run {
-        let targets: Vec<String> = report
-            .items
-            .iter()
-            .filter(|i| i.diagnosis.suspended_by_unstick_at.is_some())
-            .map(|i| i.kustomization.clone())
-            .collect();
-        for k in targets {
-            let (kns, kname) = k.split_once('/').unwrap();
-            if live::resume_ours_from(conn, kns, kname, None, false, find(&snap, kns, kname))
-                .await?
-                .is_some()
-            {
-                report.healed.push(k);
-            }
-        }
-    }
     if cli.output.output.is_machine() {
         print_machine(cli.output.output, &report)?;
     } else {
@@ -903,6 +916,12 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
             report.controller.as_ref(),
             &report.holding_workers,
         ))?;
+        // What was repaired comes first: the rows below are the state after it.
+        for h in &report.healed {
+            out(&format!(
+                "healed: resumed {h}, left suspended by an interrupted kubectl unstick run\n"
+            ))?;
+        }
         if let Some(e) = &empty {
             out(&format!("{e}\n"))?;
         } else {
@@ -916,15 +935,16 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
                 ))?;
             } else {
                 out(&format!(
-                    "{} of {} Kustomizations not healthy\n",
-                    report.not_healthy, report.total
+                    "{} of {} Kustomizations not healthy; {}\n",
+                    report.not_healthy,
+                    report.total,
+                    match report.findings {
+                        0 => "none needs attention (reconciling, or waiting at dependsOn on a dependency that is progressing)".to_string(),
+                        1 => "1 needs attention".to_string(),
+                        n => format!("{n} need attention"),
+                    }
                 ))?;
             }
-        }
-        for h in &report.healed {
-            out(&format!(
-                "healed: resumed {h}, left suspended by an interrupted kubectl unstick run\n"
-            ))?;
         }
         for n in report.notes.iter().filter(|n| Some(*n) != empty.as_ref()) {
             out(&format!("note: {n}\n"))?;

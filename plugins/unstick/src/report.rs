@@ -163,8 +163,12 @@ pub struct FleetReport {
     pub kind: &'static str,
     /// Kustomizations read.
     pub total: usize,
-    /// How many of them are not healthy.
+    /// How many of them are not healthy (every class but `healthy`).
     pub not_healthy: usize,
+    /// How many of them are findings ([`crate::diagnose::is_finding`]): not healthy, and
+    /// neither reconciling nor waiting at dependsOn on a dependency that is progressing.
+    /// Exit 1 when this is not 0.
+    pub findings: usize,
     /// One item per Kustomization, sorted by namespace/name (with `--problems`, only those
     /// that are not healthy).
     pub items: Vec<FleetItem>,
@@ -381,7 +385,7 @@ pub fn diagnosis_text(p: &Painter, d: &Diagnosis, indent: &str) -> String {
     if let Some(rc) = &d.root_cause {
         o.push_str(&format!(
             "{indent}  {} {}\n{indent}    {}\n",
-            p.bold("Root cause:"),
+            p.bold("dependsOn chain:"),
             rc.chain.join(" -> "),
             rc.message
         ));
@@ -496,7 +500,8 @@ pub fn plan_text(p: &Painter, plan: &Plan) -> String {
 /// sorted by namespace/name, with its class, root cause ([`root_cause_cell`], the same rule
 /// as `kubectl unstick ks/NAME`) and the lever [`crate::lever::plan`] recommends
 /// (`--problems` keeps only the rows that are not healthy). The second value is true when
-/// any item is worse than `reconciling` (exit 1).
+/// any item is a finding ([`crate::diagnose::is_finding`], the rule of a read-only
+/// `kubectl unstick ks/NAME`): exit 1.
 pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetReport, bool) {
     let engine = Engine::new(snap);
     let holding = engine.holding_workers();
@@ -537,7 +542,8 @@ pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetR
     }
     let findings = items
         .iter()
-        .any(|i| !matches!(i.class, Class::Reconciling | Class::Healthy));
+        .filter(|i| crate::diagnose::is_finding(&i.diagnosis))
+        .count();
     let not_healthy = items.iter().filter(|i| i.class != Class::Healthy).count();
     (
         FleetReport {
@@ -545,12 +551,13 @@ pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetR
             kind: "FleetReport",
             total,
             not_healthy,
+            findings,
             items,
             controller: engine.controller.clone(),
             holding_workers: holding,
             healed: vec![],
             notes,
         },
-        findings,
+        findings > 0,
     )
 }

@@ -148,7 +148,80 @@ fn dependency_chain_walks_to_first_non_ready() {
         rc.message
     );
     assert!(rc.message.contains("flux-system/apps-wave-1"));
-    assert!(d.summary.contains("root cause: flux-system/apps-wave-0"));
+    // The root cause is said once: by its own line (the `--all` column's cell), not again
+    // in the summary (found by the new-user trial).
+    assert_eq!(
+        d.summary,
+        "waiting on dependencies: held until the first non-ready dependency's health check ends"
+    );
+    let text = unstick::report::diagnosis_text(&cluster_loop::output::Painter::new(false), &d, "");
+    assert_eq!(
+        text.to_lowercase().matches("root cause").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.contains("dependsOn chain: flux-system/apps-wave-2 -> flux-system/apps-wave-1 -> flux-system/apps-wave-0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  root cause: flux-system/apps-wave-0 (health-check-in-flight: "),
+        "{text}"
+    );
+}
+
+/// `--all` and a read-only `ks/NAME` give the same exit code on the same snapshot: a
+/// Kustomization held at dependsOn by a dependency that is only reconciling is not a finding
+/// (exit 0, still shown as waiting-on-dependencies); one held by a dependency whose health
+/// check is blocked by an image pull error is (exit 1).
+#[test]
+fn fleet_exit_agrees_with_single_object_on_a_depends_on_rollout() {
+    use unstick::diagnose::is_finding;
+    use unstick::report::fleet_report;
+    let s = fleet();
+    let waiting = diag(&s, "after-lagging");
+    assert_eq!(waiting.class, Class::WaitingOnDependencies);
+    assert!(!is_finding(&waiting));
+    assert_eq!(
+        waiting.summary,
+        "waiting on dependencies: the dependency is progressing (the ordering working, not a fault)"
+    );
+    assert!(is_finding(&diag(&s, "apps-wave-2")));
+    let (all, findings) = fleet_report(&s, vec![], &Options::default());
+    for row in &all.items {
+        let (_, name) = row.kustomization.split_once('/').unwrap();
+        assert_eq!(
+            is_finding(&row.diagnosis),
+            is_finding(&diag(&s, name)),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        all.findings,
+        all.items
+            .iter()
+            .filter(|i| is_finding(&i.diagnosis))
+            .count()
+    );
+    assert!(findings);
+    // Only the dependsOn rollout: `lagging` reconciling, `after-lagging` waiting on it.
+    let mut rollout = fleet();
+    rollout.kustomizations.retain(|k| {
+        matches!(
+            k["metadata"]["name"].as_str(),
+            Some("lagging" | "after-lagging")
+        )
+    });
+    let (r, findings) = fleet_report(&rollout, vec![], &Options::default());
+    assert_eq!(
+        (r.total, r.not_healthy, r.findings),
+        (2, 2, 0),
+        "{:#?}",
+        r.items
+    );
+    assert!(!findings);
+    let classes: Vec<Class> = r.items.iter().map(|i| i.class).collect();
+    assert_eq!(classes, [Class::WaitingOnDependencies, Class::Reconciling]);
 }
 
 #[test]
@@ -731,7 +804,8 @@ fn healthy_with_a_reconciling_dependency_has_no_root_cause() {
         d.hints
     );
     let text = unstick::report::diagnosis_text(&cluster_loop::output::Painter::new(false), &d, "");
-    assert!(!text.contains("Root cause"), "{text}");
+    assert!(!text.to_lowercase().contains("root cause"), "{text}");
+    assert!(!text.contains("dependsOn chain"), "{text}");
     assert!(text.contains("flux-system/busy is reconciling"), "{text}");
     // The fleet view leaves it out (healthy) and the root-cause cell is empty.
     assert_eq!(unstick::report::root_cause_cell(&d), "-");
