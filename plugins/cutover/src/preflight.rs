@@ -568,36 +568,38 @@ pub async fn preflight(
         secret_label.as_deref(),
         req.allow_insecure_http,
     );
-    let mut transport_failed = transport.result == CheckResult::Fail;
+    let mut refused_early = transport.result == CheckResult::Fail;
     checks.push(transport);
-    // Loopback: refused before contacting anything (a server on this workstation's loopback
-    // would answer and prove nothing about the cluster).
-    if !transport_failed {
-        let to = req.to.clone();
-        let loopback = tokio::task::spawn_blocking(move || loopback_check(&to))
-            .await
-            .ok()
-            .flatten();
-        if let Some(mut c) = loopback {
-            if req.allow_loopback {
-                c.result = CheckResult::Warn;
-                c.message = format!(
-                    "{} (allowed by --allow-loopback: right only when source-controller shares \
-                     this machine's network)",
-                    c.message.split(". Refused:").next().unwrap_or(&c.message)
-                );
-            } else {
-                transport_failed = true;
-            }
-            checks.push(c);
+    // Loopback: refused before contacting the new server (a server on this workstation's
+    // loopback would answer and prove nothing about the cluster). Checked whatever the
+    // transport said: an http:// loopback URL is refused for both reasons, said together.
+    let to = req.to.clone();
+    let loopback = tokio::task::spawn_blocking(move || loopback_check(&to))
+        .await
+        .ok()
+        .flatten();
+    if let Some(mut c) = loopback {
+        if req.allow_loopback {
+            c.result = CheckResult::Warn;
+            c.message = format!(
+                "{} (allowed by --allow-loopback: right only when source-controller shares \
+                 this machine's network)",
+                c.message.split(". Refused:").next().unwrap_or(&c.message)
+            );
+        } else {
+            refused_early = true;
         }
+        checks.push(c);
     }
 
     let mut pre = Preflight {
         interrupted_run: in_flight,
         ..Preflight::before_the_remote(req, &secret_name, &current, checks)
     };
-    if transport_failed {
+    if refused_early {
+        // Refused before the new server is contacted; drift is about the cluster and the old
+        // server, so it is still said first.
+        say_drift_first(conn, req, &mut pre, &secret_name, &creds).await?;
         return Ok((repo, finish(pre)));
     }
 
@@ -676,25 +678,9 @@ pub async fn preflight(
     }
     let Ok(head) = remote else {
         // The new server cannot be read, but drift is about the cluster and the old server:
-        // still say it first when the tree at C can be read (from --repo or the live URL).
-        let old_creds = match &current.secret_ref {
-            Some(s) if Some(s) != secret_name.as_ref() => {
-                read_credentials(conn, &req.namespace, s).await?
-            }
-            _ => runner.credentials().clone(),
-        };
-        if let (Ok(old_runner), Some(root)) = (GitRunner::new(old_creds), current.root.clone())
-            && root.same_source
-            && let Ok(scratch) = Scratch::new(&old_runner, req.repo.as_deref())
-        {
-            if !scratch.has_commit(&old_runner, &current.commit) {
-                let _ =
-                    old_runner.fetch_branch(scratch.path(), &current.url, &current.branch, "old");
-            }
-            if let Some(c) = drift_only(&pre, &scratch, &old_runner, &root) {
-                pre.checks.insert(0, c);
-            }
-        }
+        // still say it first.
+        let creds = runner.credentials().clone();
+        say_drift_first(conn, req, &mut pre, &secret_name, &creds).await?;
         return Ok((repo, finish(pre)));
     };
 
@@ -799,6 +785,47 @@ pub fn drift_message(at: &str, committed: &str, live: &str, root: &Consumer) -> 
             "; the root Kustomization will put the committed value back at its next apply"
         }
     )
+}
+
+/// Puts the `drift` check first in a preflight that stops before the authored check (refused
+/// before the new server was contacted, or the new server could not be read): the tree at C
+/// comes from `--repo` or the live URL, fetched with the live secretRef's credentials (`creds`
+/// when that is the secret the preflight already read). Nothing is added when the root is not
+/// this source, or the tree cannot be read.
+///
+/// Errors: API errors reading the live secretRef's Secret.
+async fn say_drift_first(
+    conn: &Connection,
+    req: &Request,
+    pre: &mut Preflight,
+    secret_name: &Option<String>,
+    creds: &GitCredentials,
+) -> Result<()> {
+    let Some(root) = pre.current.root.clone().filter(|r| r.same_source) else {
+        return Ok(());
+    };
+    let old_creds = match &pre.current.secret_ref {
+        Some(s) if Some(s) != secret_name.as_ref() => {
+            read_credentials(conn, &req.namespace, s).await?
+        }
+        _ => creds.clone(),
+    };
+    if let Ok(old_runner) = GitRunner::new(old_creds)
+        && let Ok(scratch) = Scratch::new(&old_runner, req.repo.as_deref())
+    {
+        if !scratch.has_commit(&old_runner, &pre.current.commit) {
+            let _ = old_runner.fetch_branch(
+                scratch.path(),
+                &pre.current.url,
+                &pre.current.branch,
+                "old",
+            );
+        }
+        if let Some(c) = drift_only(pre, &scratch, &old_runner, &root) {
+            pre.checks.insert(0, c);
+        }
+    }
+    Ok(())
 }
 
 /// The `drift` check alone (the committed spec.url at C vs the live one), for a preflight
@@ -910,24 +937,43 @@ fn finish(mut pre: Preflight) -> Preflight {
     pre
 }
 
+/// True when a connection to `ip` never leaves the machine that makes it: a loopback address
+/// (127.0.0.0/8, ::1, and their IPv4-mapped forms `::ffff:127.x.y.z`, which Linux routes as
+/// IPv4) or the unspecified address (0.0.0.0, ::), which Linux connects to the loopback
+/// (net/ipv4/route.c `ip_route_output_key_hash_rcu`: no destination -> 127.0.0.1;
+/// net/ipv6/tcp_ipv6.c `tcp_v6_connect`: `::` -> `::1`).
+pub fn is_own_machine(ip: std::net::IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    ip.is_loopback() || ip.is_unspecified()
+}
+
 /// Why `host` with the addresses it resolves to is the pod itself inside the cluster:
-/// `localhost`/`*.localhost` (RFC 6761 6.3), a loopback literal (127.0.0.0/8, ::1), or a name
-/// whose every address is loopback. `None` otherwise (or when `addrs` is empty and the name
-/// is not a loopback name).
+/// `localhost`/`*.localhost` (RFC 6761 6.3), a loopback or unspecified literal (see
+/// [`is_own_machine`]: 127.0.0.0/8, ::1, ::ffff:127.0.0.1, 0.0.0.0, ::), or a name whose every
+/// address is one of those. `None` otherwise (or when `addrs` is empty and the name is not a
+/// loopback name).
 pub fn loopback_reason(host: &str, addrs: &[std::net::IpAddr]) -> Option<String> {
     let h = host
         .trim_start_matches('[')
         .trim_end_matches(']')
         .trim_end_matches('.')
         .to_ascii_lowercase();
+    let literal = h.parse::<std::net::IpAddr>().ok();
     let what = if h == "localhost" || h.ends_with(".localhost") {
         format!("{host} is the loopback name")
-    } else if h
-        .parse::<std::net::IpAddr>()
-        .is_ok_and(|ip| ip.is_loopback())
-    {
-        format!("{host} is a loopback address")
-    } else if !addrs.is_empty() && addrs.iter().all(|a| a.is_loopback()) {
+    } else if let Some(ip) = literal.filter(|ip| is_own_machine(*ip)) {
+        let canonical = ip.to_canonical();
+        if canonical.is_unspecified() {
+            format!(
+                "{host} is the unspecified address, which a connection on Linux reaches as the \
+                 loopback"
+            )
+        } else if canonical != ip {
+            format!("{host} is a loopback address (IPv4-mapped {canonical})")
+        } else {
+            format!("{host} is a loopback address")
+        }
+    } else if literal.is_none() && !addrs.is_empty() && addrs.iter().all(|a| is_own_machine(*a)) {
         format!(
             "{host} resolves on this workstation to the loopback ({})",
             addrs
@@ -1228,6 +1274,83 @@ mod tests {
             transport_check("git@h:x.git", &creds, Some("ns/s"), true).result,
             CheckResult::Fail
         );
+    }
+
+    /// Issue 19 item 6: every form of "this machine" is refused, literal or resolved; a real
+    /// address, or a name with any non-loopback address, is not.
+    #[test]
+    fn loopback_literals_names_and_resolved_names() {
+        use std::net::IpAddr;
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let url_host = |u: &str| url::Url::parse(u).unwrap().host_str().unwrap().to_string();
+        for (url, what) in [
+            (
+                "https://localhost:8443/x.git",
+                "localhost is the loopback name",
+            ),
+            (
+                "https://LocalHost./x.git",
+                "localhost. is the loopback name",
+            ),
+            (
+                "https://git.localhost/x.git",
+                "git.localhost is the loopback name",
+            ),
+            ("https://127.0.0.1/x.git", "127.0.0.1 is a loopback address"),
+            ("https://127.3.2.1/x.git", "127.3.2.1 is a loopback address"),
+            // WHATWG IPv4 forms are normalised by the URL parser, as git/curl read them.
+            ("https://127.1/x.git", "127.0.0.1 is a loopback address"),
+            (
+                "https://2130706433/x.git",
+                "127.0.0.1 is a loopback address",
+            ),
+            ("https://[::1]/x.git", "[::1] is a loopback address"),
+            (
+                "https://[::ffff:127.0.0.1]/x.git",
+                "[::ffff:7f00:1] is a loopback address (IPv4-mapped 127.0.0.1)",
+            ),
+            (
+                "https://0.0.0.0/x.git",
+                "0.0.0.0 is the unspecified address, which a connection on Linux reaches as \
+                 the loopback",
+            ),
+            (
+                "https://[::]/x.git",
+                "[::] is the unspecified address, which a connection on Linux reaches as the \
+                 loopback",
+            ),
+        ] {
+            let host = url_host(url);
+            let m = loopback_reason(&host, &[]).unwrap_or_else(|| panic!("{url} not refused"));
+            assert!(
+                m.starts_with(&format!(
+                    "{what}: in a pod, localhost is the pod itself, so source-controller would \
+                     connect to its own pod"
+                )),
+                "{url}: {m}"
+            );
+            assert!(m.contains("Refused:"), "{m}");
+            assert!(!m.contains("firewall"), "{m}");
+        }
+        let m = loopback_reason("gitea.lab", &[ip("127.0.1.1"), ip("::1")]).unwrap();
+        assert!(
+            m.starts_with(
+                "gitea.lab resolves on this workstation to the loopback (127.0.1.1, ::1)"
+            ),
+            "{m}"
+        );
+        // Hosts files that block a name map it to 0.0.0.0: a connection reaches this machine.
+        assert!(loopback_reason("blocked.example", &[ip("0.0.0.0")]).is_some());
+        for (host, addrs) in [
+            ("gitea.lab", vec![ip("10.0.0.5")]),
+            ("gitea.lab", vec![ip("127.0.0.1"), ip("10.0.0.5")]),
+            ("gitea.lab", vec![]),
+            ("10.0.0.5", vec![ip("10.0.0.5")]),
+            ("[::ffff:10.0.0.5]", vec![]),
+            ("localhost.example.com", vec![ip("10.0.0.5")]),
+        ] {
+            assert_eq!(loopback_reason(host, &addrs), None, "{host} {addrs:?}");
+        }
     }
 
     #[test]

@@ -1374,6 +1374,13 @@ async fn loopback_to_is_refused_in_the_default_preflight() {
         format!("https://127.3.2.1:{port}/org/fleet.git"),
         format!("https://localhost:{port}/org/fleet.git"),
         format!("https://[::1]:{port}/org/fleet.git"),
+        // The IPv4-mapped form of 127.0.0.1 and the unspecified addresses: Linux connects
+        // all of them to this machine.
+        format!("https://[::ffff:127.0.0.1]:{port}/org/fleet.git"),
+        format!("https://0.0.0.0:{port}/org/fleet.git"),
+        format!("https://[::]:{port}/org/fleet.git"),
+        // http:// with the source's credentials: refused for clear text AND said to be the pod.
+        format!("http://localhost:{port}/org/fleet.git"),
     ] {
         let before = f.new.requests().len();
         let r = f
@@ -1388,6 +1395,13 @@ async fn loopback_to_is_refused_in_the_default_preflight() {
             r.stdout
         );
         assert!(!r.stdout.contains("ok   remote"), "{to}: {}", r.stdout);
+        if to.starts_with("http://") {
+            assert!(
+                r.stdout.contains("FAIL transport http:// with credentials"),
+                "{to}: {}",
+                r.stdout
+            );
+        }
         assert_eq!(
             f.new.requests().len(),
             before,
@@ -1534,6 +1548,31 @@ async fn drift_before_the_move_is_said_first() {
         "{}",
         r.stdout
     );
+    // And when the move is refused before --to is contacted (a loopback --to; the tree at C
+    // comes from the live URL, which here is the hand-patched one).
+    let port = f.new.https_addr().port();
+    let r = f
+        .run(&dry(
+            &f,
+            &format!("https://localhost:{port}/org/fleet.git"),
+            &["-o", "json"],
+        ))
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    let ids: Vec<&str> = v["preflight"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["drift", "source", "transport", "loopback"],
+        "{}",
+        r.stdout
+    );
+    assert_eq!(v["preflight"]["checks"][3]["result"], "fail");
 }
 
 /// Moving a hand-patched source back to the committed URL with `--hold-root`: nothing is left to
