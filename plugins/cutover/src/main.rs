@@ -482,7 +482,10 @@ async fn run(cli: Cli) -> Result<i32> {
                     // The hold (kustomize.toolkit.fluxcd.io/reconcile: disabled) stays until
                     // --finish has seen the root apply the committed spec.url.
                     println!(
-                        "the committed spec.url already agrees; the root is still held                          (kustomize.toolkit.fluxcd.io/reconcile: disabled): run kubectl cutover                          gitrepository/{} -n {ns} --finish to prove the root applies it and                          remove the hold",
+                        "the committed spec.url already agrees; the root is still held \
+                         (kustomize.toolkit.fluxcd.io/reconcile: disabled): run kubectl cutover \
+                         gitrepository/{} -n {ns} --finish to prove the root applies it and \
+                         remove the hold",
                         source.name
                     );
                 } else if pre.authored_patch.is_empty() && pre.authored.is_some() {
@@ -502,6 +505,13 @@ async fn run(cli: Cli) -> Result<i32> {
                             " shown above"
                         },
                         source.name
+                    );
+                }
+                // --finish reads the root's applied revision; a suspended root applies none.
+                if let Some(root) = pre.current.root.as_ref().filter(|r| r.suspended) {
+                    println!(
+                        "{}",
+                        out.warn(&preflight::suspended_root_message(&root.name))
                     );
                 }
             }

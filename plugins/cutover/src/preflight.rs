@@ -1208,13 +1208,25 @@ fn authored_check(
                 Check {
                     id: "authored",
                     result: CheckResult::Warn,
-                    message: format!(
-                        "the committed spec.url at {where_} is still {}: root Kustomization {} \
-                         will revert the live patch within its interval unless that file \
-                         changes; commit the change below through the window (or use \
-                         --hold-root until it lands).{secret_too}",
-                        a.url, root.name
-                    ),
+                    message: if root.suspended {
+                        // kustomize-controller skips a suspended Kustomization: no revert now,
+                        // but its first run after `flux resume` applies the committed value.
+                        format!(
+                            "the committed spec.url at {where_} is still {}: root Kustomization \
+                             {} is suspended, so nothing reverts the live patch now, but its \
+                             first apply after it is resumed puts {} back unless that file \
+                             changes; commit the change below before resuming it.{secret_too}",
+                            a.url, root.name, a.url
+                        )
+                    } else {
+                        format!(
+                            "the committed spec.url at {where_} is still {}: root Kustomization \
+                             {} will revert the live patch within its interval unless that \
+                             file changes; commit the change below through the window (or use \
+                             --hold-root until it lands).{secret_too}",
+                            a.url, root.name
+                        )
+                    },
                 }
             };
             pre.authored = Some(a);

@@ -1608,9 +1608,12 @@ async fn back_to_the_committed_url_with_hold_root_names_finish() {
     assert!(r.stdout.contains("cut over:"), "{}", r.stdout);
     assert!(!r.stdout.contains("nothing more to do"), "{}", r.stdout);
     assert!(
-        r.stdout.contains("the root is still held")
-            && r.stdout
-                .contains(&format!("gitrepository/{} -n {} --finish", f.ns, f.ns)),
+        r.stdout.contains(&format!(
+            "the committed spec.url already agrees; the root is still held \
+             (kustomize.toolkit.fluxcd.io/reconcile: disabled): run kubectl cutover \
+             gitrepository/{0} -n {0} --finish to prove the root applies it and remove the hold",
+            f.ns
+        )),
         "{}",
         r.stdout
     );
@@ -1646,6 +1649,50 @@ async fn suspended_root_is_named_and_finish_does_not_advise_waiting() {
     assert_eq!(v["verified"], false);
     assert_eq!(v["notes"], json!([want]), "{}", r.stdout);
     assert!(!r.stdout.contains("wait for it"), "{}", r.stdout);
+    // The authored check does not contradict it: nothing reverts now, the first apply after
+    // the resume does.
+    let r = f.run(&dry(&f, &f.to(), &["-o", "json"])).await;
+    let v = r.json();
+    let authored = v["preflight"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "authored")
+        .unwrap_or_else(|| panic!("{}", r.stdout))["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        authored.contains(&format!(
+            "root Kustomization {0}/{0} is suspended, so nothing reverts the live patch now, but \
+             its first apply after it is resumed puts {1} back unless that file changes; commit \
+             the change below before resuming it",
+            f.ns,
+            f.old_url()
+        )),
+        "{authored}"
+    );
+    assert!(!authored.contains("within its interval"), "{authored}");
+    // The move itself: the real source-controller proves the new URL, the suspended root
+    // reverts nothing, and the run says --finish must wait for the resume.
+    let r = f.run(&f.args(&[])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(r.stdout.contains("cut over:"), "{}", r.stdout);
+    let after = r.stdout.split("cut over:").nth(1).unwrap_or_default();
+    assert!(after.contains(&want), "{}", r.stdout);
+    let live = f.live();
+    assert_eq!(live["spec"]["url"], json!(f.to()), "{live}");
+    assert_eq!(
+        live["spec"]["secretRef"]["name"],
+        json!(NEW_SECRET),
+        "{live}"
+    );
+    let r = f.run(&f.finish_args(&["-o", "json"])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["verified"], false);
+    assert_eq!(v["liveUrl"], json!(f.to()));
+    assert_eq!(v["notes"], json!([want]), "{}", r.stdout);
 }
 
 /// A GitRepository the user named that the cluster does not have: exit 3 (the cluster's
