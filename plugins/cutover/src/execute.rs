@@ -836,7 +836,11 @@ pub async fn finish(
             .secret_ref
             .as_ref()
             .map(|s| format!("{ns}/{}", s.name));
-        report.notes.push(f.explain(&live_url, label.as_deref()));
+        report.notes.push(f.explain_sent(
+            &live_url,
+            label.as_deref(),
+            runner.credentials().has_auth(),
+        ));
         return Ok(report);
     }
     let tree = tempfile::tempdir().map_err(|e| Error::Other(e.to_string()))?;

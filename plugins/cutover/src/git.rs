@@ -174,6 +174,34 @@ impl RemoteFailure {
     /// credentials were sent (`ns/name`); `None` means none was sent (no `--secret` and no
     /// `spec.secretRef`), which turns a 401/403 into "pass --secret".
     pub fn explain(&self, url: &str, secret: Option<&str>) -> String {
+        self.explain_sent(url, secret, secret.is_some())
+    }
+
+    /// [`RemoteFailure::explain`] when the Secret in use may hold no credential: `sent` is
+    /// false when `secret` has no username, password or bearerToken (e.g. only `ca.crt`), so
+    /// nothing was sent, as source-controller sends nothing then (fluxcd/pkg git
+    /// `AuthOptions`: basic auth from username/password, bearer from bearerToken, each only
+    /// when present). A 401/403 then says the Secret has no credential, never that its
+    /// credential "was rejected".
+    pub fn explain_sent(&self, url: &str, secret: Option<&str>, sent: bool) -> String {
+        if let (Some(secret), false) = (secret, sent) {
+            let none = format!(
+                "secret {secret} has no username/password or bearerToken, so no credential was \
+                 sent; add them to that Secret, or pass --secret with one that has them"
+            );
+            match self {
+                RemoteFailure::Authentication => {
+                    return format!("{url}: the server requires credentials, but {none}");
+                }
+                RemoteFailure::Forbidden => {
+                    return format!(
+                        "{url}: 403 forbidden without credentials: the server does not allow \
+                         anonymous reads, and {none}"
+                    );
+                }
+                _ => {}
+            }
+        }
         let Some(secret) = secret else {
             match self {
                 RemoteFailure::Authentication => {
@@ -772,6 +800,36 @@ mod tests {
             RemoteFailure::Authentication
                 .explain(u, Some("flux-system/creds"))
                 .contains("the credential in secret flux-system/creds was rejected")
+        );
+    }
+
+    /// Issue 19 item 8: a Secret that holds only `ca.crt` sends no credential: a 401/403 says
+    /// so and names the Secret, never "was rejected"; with a credential sent it was rejected.
+    #[test]
+    fn auth_failure_with_a_secret_that_has_no_credential() {
+        let u = "https://git.example.test/org/fleet.git";
+        let s = Some("flux-system/ca-only");
+        assert_eq!(
+            RemoteFailure::Authentication.explain_sent(u, s, false),
+            "https://git.example.test/org/fleet.git: the server requires credentials, but secret \
+             flux-system/ca-only has no username/password or bearerToken, so no credential was \
+             sent; add them to that Secret, or pass --secret with one that has them"
+        );
+        let m = RemoteFailure::Forbidden.explain_sent(u, s, false);
+        assert!(m.contains("403 forbidden without credentials"), "{m}");
+        assert!(
+            m.contains("secret flux-system/ca-only has no username/password"),
+            "{m}"
+        );
+        assert!(
+            RemoteFailure::Authentication
+                .explain_sent(u, s, true)
+                .contains("the credential in secret flux-system/ca-only was rejected")
+        );
+        // Other failures do not depend on what was sent.
+        assert_eq!(
+            RemoteFailure::NotFound.explain_sent(u, s, false),
+            RemoteFailure::NotFound.explain(u, s)
         );
     }
 

@@ -408,6 +408,32 @@ fn judge(
                  credentials and the GitRepository has no secretRef; pass --secret with a \
                  Secret holding username/password (or bearerToken) that may read this repository"
                 .to_string(),
+            RemoteFailure::Forbidden if v.secret.is_none() => "403 forbidden without \
+                 credentials: the server does not allow anonymous reads and the GitRepository \
+                 has no secretRef; pass --secret"
+                .to_string(),
+            // What the probe sent (probe.sh `git-auth`): `none` when the Secret holds no
+            // username/password/bearerToken, as source-controller then sends none either.
+            RemoteFailure::Authentication | RemoteFailure::Forbidden
+                if ic.auth_scheme.as_deref() == Some("none") =>
+            {
+                format!(
+                    "the server requires credentials, but secret {secret} has no \
+                     username/password or bearerToken, so the probe (like source-controller) \
+                     sent none; add them to that Secret, or pass --secret with one that has them"
+                )
+            }
+            RemoteFailure::Authentication | RemoteFailure::Forbidden
+                if ic.auth_scheme.as_deref() == Some("basic-unavailable-no-base64") =>
+            {
+                format!(
+                    "the server requires credentials, and the probe image {} has no base64 to \
+                     encode the basic auth of secret {secret}, so the probe sent none (this says \
+                     nothing about the credential): pass --probe-image with an image that has \
+                     sh, git and base64",
+                    v.image
+                )
+            }
             RemoteFailure::Authentication => format!(
                 "authentication required: the credential in secret {secret} was rejected \
                  (wrong, expired or revoked). If a token was rotated, mint a new uniquely named \

@@ -616,7 +616,11 @@ pub async fn preflight(
                     f.explain(&req.to, secret_label.as_deref()),
                     runner.trust().describe()
                 ),
-                _ => f.explain(&req.to, secret_label.as_deref()),
+                _ => f.explain_sent(
+                    &req.to,
+                    secret_label.as_deref(),
+                    runner.credentials().has_auth(),
+                ),
             },
         }),
         Ok(head) => {
@@ -710,7 +714,11 @@ pub async fn preflight(
             reason: match (&fetched_new, have_c) {
                 (Err(f), _) => format!(
                     "fetching from the new server failed: {}",
-                    f.explain(&req.to, secret_label.as_deref())
+                    f.explain_sent(
+                        &req.to,
+                        secret_label.as_deref(),
+                        runner.credentials().has_auth()
+                    )
                 ),
                 (_, false) => format!(
                     "commit {} is neither on the new server nor reachable on the old one; pass \

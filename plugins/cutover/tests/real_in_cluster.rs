@@ -721,7 +721,41 @@ async fn no_secret_ref_in_the_cluster_says_pass_secret() {
     cmd.env("SSL_CERT_FILE", &system);
     let r = run_command(cmd, RUN_TIMEOUT).await;
     drop(hosts);
+    // --secret naming a Secret that holds only ca.crt: nothing is sent either, and the Secret
+    // is named (never "the credential in secret ... was rejected").
+    let s = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "ca-only", "namespace": w.name},
+        "stringData": {"ca.crt": w.new.ca_pem()}});
+    c.apply_yaml(&s.to_string()).unwrap();
+    let (mut cmd, hosts) = w.command(
+        c.kubeconfig(),
+        &["--secret", "ca-only", "--verify-in-cluster", "-o", "json"],
+    );
+    cmd.env("SSL_CERT_FILE", &system);
+    let ca_only = run_command(cmd, RUN_TIMEOUT).await;
+    drop(hosts);
     pe.set_image_ca_bundle(None).unwrap();
+    assert_eq!(ca_only.code, 1, "{}", ca_only.all());
+    let v: Value = serde_json::from_str(&ca_only.stdout).unwrap();
+    let none_sent = format!(
+        "the server requires credentials, but secret {}/ca-only has no username/password or \
+         bearerToken",
+        w.name
+    );
+    let remote = check(&v, "remote")["message"].as_str().unwrap();
+    assert!(remote.contains(&none_sent), "{remote}");
+    let m = check(&v, "in-cluster")["message"].as_str().unwrap();
+    assert!(m.contains(&none_sent), "{m}");
+    assert!(m.contains("sent none"), "{m}");
+    assert!(
+        !ca_only.stdout.contains("was rejected"),
+        "{}",
+        ca_only.stdout
+    );
+    assert_eq!(v["preflight"]["inCluster"]["auth"], "failed");
+    assert_eq!(v["preflight"]["inCluster"]["authScheme"], "none");
+    w.assert_clean(&ca_only);
+
     assert_eq!(r.code, 1, "{}", r.all());
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     let remote = check(&v, "remote")["message"].as_str().unwrap();
