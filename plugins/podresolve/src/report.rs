@@ -533,11 +533,21 @@ pub fn build(inp: Inputs<'_>) -> Report {
                 from_hosts_file: None,
             });
         let v = verdict(&pod_addresses, &ws.addresses);
-        if let Some(file) = &ws.from_hosts_file {
+        // A loopback name is the machine itself on both sides (the loopback sentence says so):
+        // no cluster-side fix applies. A pod that answered from its own /etc/hosts
+        // (hostAliases) needs no cluster DNS entry either.
+        if let Some(file) = &ws.from_hosts_file
+            && loopback.is_none()
+        {
             notes.push(if v == Verdict::Same {
                 format!(
                     "the workstation's answer came from its {file}, which pods never see; the \
                      pod happens to get the same addresses from the cluster's DNS"
+                )
+            } else if from_etc_hosts {
+                format!(
+                    "the workstation's answer came from its {file}, which pods never see; the \
+                     pod answered from its own /etc/hosts (hostAliases or the image's file)"
                 )
             } else {
                 format!(
@@ -652,7 +662,12 @@ pub fn render_text(r: &Report) -> String {
         p.image,
         p.from_pod
             .as_deref()
-            .map(|f| format!(", network of {f}"))
+            .map(|f| if p.fallback_reason.is_some() {
+                // A probe of its own beside that pod: only the DNS settings are the pod's.
+                format!(", DNS settings copied from {f}")
+            } else {
+                format!(", network of {f}")
+            })
             .unwrap_or_default()
     );
     if let Some(reason) = &p.fallback_reason {
@@ -790,7 +805,10 @@ pub fn render_text(r: &Report) -> String {
             h.workstation
                 .error
                 .clone()
-                .unwrap_or_else(|| "system resolver".into()),
+                .unwrap_or_else(|| match &h.workstation.from_hosts_file {
+                    Some(f) => format!("system resolver ({f})"),
+                    None => "system resolver".into(),
+                }),
         ]);
         let _ = writeln!(out, "{t}");
         if let Some(a) = &h.answer {

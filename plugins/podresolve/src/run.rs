@@ -239,6 +239,33 @@ pub fn is_completion_command(argv: &[std::ffi::OsString]) -> bool {
     }
 }
 
+/// Why no ephemeral container is added to `pod`, a pod without `spec.nodeName`: "not
+/// scheduled", with its `PodScheduled=False` reason and message when the scheduler (or, for
+/// `schedulingGates`, the API server: `SchedulingGated`, Kubernetes >= 1.27) set one.
+pub fn not_scheduled_reason(pod: &k8s_openapi::api::core::v1::Pod) -> String {
+    let cond = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        });
+    let why = cond
+        .map(|c| {
+            let reason = c.reason.as_deref().unwrap_or("PodScheduled=False");
+            match c.message.as_deref().filter(|m| !m.is_empty()) {
+                Some(m) => format!(": {reason}: {m}"),
+                None => format!(": {reason}"),
+            }
+        })
+        .unwrap_or_default();
+    format!(
+        "pod/{} is not scheduled (no node{why}), so an ephemeral container in it would never run",
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
 /// Exit code for an interrupted run.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -367,15 +394,26 @@ pub async fn run(cli: Cli) -> Result<i32> {
             let ns = conn.namespace.clone();
             let pod = cluster::resolve_from(&conn, target, &ns, &n).await?;
             let src = SourcePod::from_pod(&pod);
-            match cluster::attach_ephemeral(&conn, &pod, &opts, &n).await? {
+            // An ephemeral container runs only where the kubelet of the pod's node starts it:
+            // a pod without spec.nodeName (not scheduled, e.g. held by schedulingGates or
+            // unschedulable) would keep it waiting forever, and it could never be removed
+            // from the pod spec. Probe with a copy of its DNS settings instead.
+            let attached = match &src.node_name {
+                Some(_) => cluster::attach_ephemeral(&conn, &pod, &opts, &n).await?,
+                None => Ephemeral::Refused(not_scheduled_reason(&pod)),
+            };
+            match attached {
                 Ephemeral::Attached => {
                     carrier_name = "ephemeral";
                     ephemeral_pod = Some((src.namespace.clone(), src.name.clone()));
                 }
                 Ephemeral::Refused(reason) => {
                     progress.println(format!(
-                        "ephemeral container not allowed on pod/{} ({reason}); falling back to a probe {} copying its namespace, node, dnsPolicy, dnsConfig and hostAliases",
-                        src.name, carrier_name
+                        "ephemeral container not {} pod/{} ({reason}); falling back to a probe {} copying its namespace, {}dnsPolicy, dnsConfig and hostAliases",
+                        if src.node_name.is_some() { "allowed on" } else { "added to" },
+                        src.name,
+                        carrier_name,
+                        if src.node_name.is_some() { "node, " } else { "" },
                     ));
                     fallback_reason = Some(reason);
                 }

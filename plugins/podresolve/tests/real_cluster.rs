@@ -11,8 +11,12 @@
 //! Skips (with a message) when the pod runtime cannot run here (root, unshare, dnsmasq,
 //! busybox: `apt-get install -y dnsmasq busybox bind9-dnsutils`).
 
+// The async tests hold NODE_LOCAL_DNS's read guard across awaits on purpose: each test runs on
+// its own thread and runtime (#[tokio::test]), and the guard only keeps the NodeLocal test out.
+#![allow(clippy::await_holding_lock)]
+
 use std::process::Stdio;
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use realcluster::Cluster;
@@ -26,9 +30,29 @@ const SC_SERVICE_IP: &str = "10.96.120.5";
 const SEARCH_PIN: &str = "192.168.2.99";
 const SEARCH_UPSTREAM: &str = "172.18.255.200";
 
+/// podresolve reads ConfigMap kube-system/node-local-dns on every run, and one cluster serves
+/// every test of this binary: the NodeLocal DNSCache test holds this for writing while that
+/// ConfigMap (and its Services) exist, every other test holds it for reading ([`cluster`]), so
+/// no other test's report ever sees them.
+static NODE_LOCAL_DNS: RwLock<()> = RwLock::new(());
+
+/// The shared cluster ([`setup`]) and a read hold on [`NODE_LOCAL_DNS`]; `None` (test
+/// skipped) when the pod runtime cannot run here.
+fn cluster() -> Option<(&'static Cluster, RwLockReadGuard<'static, ()>)> {
+    let c = setup()?;
+    Some((c, NODE_LOCAL_DNS.read().unwrap_or_else(|e| e.into_inner())))
+}
+
+/// The shared cluster and the write hold on [`NODE_LOCAL_DNS`]: no other test runs podresolve
+/// until it is dropped.
+fn cluster_exclusive() -> Option<(&'static Cluster, RwLockWriteGuard<'static, ()>)> {
+    let c = setup()?;
+    Some((c, NODE_LOCAL_DNS.write().unwrap_or_else(|e| e.into_inner())))
+}
+
 /// The shared cluster with the split-horizon DNS of the twin's `split-dns` scenario, set up
 /// once per test binary; `None` (test skipped) when the pod runtime cannot run here.
-fn cluster() -> Option<&'static Cluster> {
+fn setup() -> Option<&'static Cluster> {
     let m = twin::podexec::missing_prerequisites();
     if !m.is_empty() {
         eprintln!(
@@ -144,7 +168,7 @@ fn namespace(c: &Cluster, ns: &str) {
 
 #[test]
 fn pinned_name_from_the_pod_expect_pass_and_fail() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     let r = run_bin(
         c.kubeconfig(),
         &[
@@ -195,7 +219,7 @@ fn pinned_name_from_the_pod_expect_pass_and_fail() {
 
 #[test]
 fn nxdomain_and_ndots_search_expansion() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     let r = run_bin(
         c.kubeconfig(),
         &["nosuch.example.dev", "-n", "flux-system", "-o", "json"],
@@ -282,7 +306,7 @@ subjects: [{{kind: ServiceAccount, name: {name}, namespace: flux-system}}]
 
 #[test]
 fn from_source_controller_ephemeral_and_403_fallback() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     let args = [
         "gitea.prod.example.dev",
         "--from",
@@ -369,7 +393,7 @@ fn from_source_controller_ephemeral_and_403_fallback() {
 
 #[test]
 fn hostile_input_refused_and_unknown_image_is_the_node_agents_pull_error() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     namespace(c, "podresolve-pull");
     for bad in [
         "gitea.prod.example.dev;id",
@@ -449,7 +473,7 @@ async fn run_held_at_the_log_read(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigint_after_the_probe_ran_deletes_it() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     namespace(c, "podresolve-sigint");
     let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
     let child = run_held_at_the_log_read(c, &proxy, "podresolve-sigint").await;
@@ -479,7 +503,7 @@ async fn sigint_after_the_probe_ran_deletes_it() {
 /// and gone after it (with its pod, by the real garbage collector).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigkilled_probe_is_named_by_the_next_run_and_collected_by_the_real_ttl_controller() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     let ns = "podresolve-ttl";
     namespace(c, ns);
     let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
@@ -587,7 +611,7 @@ async fn a_sigkilled_probe_is_named_by_the_next_run_and_collected_by_the_real_tt
 
 #[test]
 fn git_from_the_pod_reaches_the_pinned_vip_or_says_why_not() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     let r = run_bin(
         c.kubeconfig(),
         &[
@@ -674,7 +698,7 @@ fn git_from_the_pod_reaches_the_pinned_vip_or_says_why_not() {
 /// with its DNS setup.
 #[test]
 fn search_domain_answer_is_derived_from_libc_and_explained() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     namespace(c, "podresolve-search");
     c.apply_yaml(
         "apiVersion: v1
@@ -737,6 +761,33 @@ spec:
         "{}",
         r.dump()
     );
+    // The README's search-expansion example is this run's output, line by line: only the
+    // probe's random name and the workstation's own resolver message may differ.
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let command = format!("$ kubectl podresolve {}\n", args.join(" "));
+    let documented = readme
+        .split_once(&command)
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(block, _)| block)
+        .unwrap_or_else(|| panic!("README.md has no example block for {command:?}"));
+    let probe_name = regex::Regex::new("podresolve-[0-9a-f]{10}").unwrap();
+    let comparable = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with(" workstation "))
+            .map(|l| {
+                probe_name
+                    .replace_all(l.trim_end(), "podresolve-RUN")
+                    .into_owned()
+            })
+            .collect()
+    };
+    assert_eq!(
+        comparable(documented),
+        comparable(&r.stdout),
+        "README.md's example is not the real output:\n{}",
+        r.stdout
+    );
     no_leftovers(c, "podresolve-search");
     let _ = c.kubectl(&["delete", "namespace", "podresolve-search", "--wait=false"]);
 }
@@ -746,7 +797,7 @@ spec:
 /// report says where the workstation's answer came from and the cluster-side fix.
 #[test]
 fn workstation_answer_from_etc_hosts_is_named_with_the_cluster_fix() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     let dir = tempfile::tempdir().unwrap();
     let hosts = dir.path().join("hosts");
     let mut text = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
@@ -789,7 +840,7 @@ fn workstation_answer_from_etc_hosts_is_named_with_the_cluster_fix() {
 /// left to the real garbage collector; objects that are not our probes stay.
 #[test]
 fn cleanup_sweeps_probe_jobs_orphaned_and_bare_probe_pods() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     let ns = "podresolve-cleanup";
     namespace(c, ns);
     let labels = |run: &str| {
@@ -914,7 +965,7 @@ spec:
 /// report gives (`probe.apiRequests`) is the real one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_spec_and_request_budget_on_the_real_apiserver() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     let ns = "podresolve-budget";
     namespace(c, ns);
     let dir = tempfile::tempdir().unwrap();
@@ -996,7 +1047,7 @@ async fn job_spec_and_request_budget_on_the_real_apiserver() {
 /// cleanup noise (nothing was created).
 #[test]
 fn forbidden_create_exits_3_without_cleanup_noise() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     let kc = service_account_kubeconfig(
         c,
         "podresolve-readonly",
@@ -1064,7 +1115,7 @@ fn hang_everything(proxy: &realcluster::proxy::FaultProxy) -> usize {
 /// not wait for one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_server_sigint_reports_nothing_created_and_sends_no_delete() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     let ns = "podresolve-hung";
     namespace(c, ns);
     let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
@@ -1091,7 +1142,7 @@ async fn hung_server_sigint_reports_nothing_created_and_sends_no_delete() {
 /// says nothing was created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_server_run_is_bounded_by_the_deadline() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     let ns = "podresolve-hung-deadline";
     namespace(c, ns);
     let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
@@ -1124,7 +1175,7 @@ async fn hung_server_run_is_bounded_by_the_deadline() {
 /// existed and is really gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unanswered_create_sigint_sends_one_delete_and_says_so() {
-    let Some(c) = cluster() else { return };
+    let Some((c, _dns)) = cluster() else { return };
     let ns = "podresolve-unanswered";
     namespace(c, ns);
     let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
@@ -1164,4 +1215,379 @@ async fn unanswered_create_sigint_sends_one_delete_and_says_so() {
         .count();
     assert_eq!(deletes, 1, "{:?}", proxy.requests());
     no_leftovers(c, ns);
+}
+
+/// A pod `name` in `ns` (created if missing) running `busybox:1.36` with `spec` lines added
+/// (YAML, indented two spaces), Running. For a pod that is never scheduled, pass
+/// `running: false` (returns once the API server stored it).
+fn busybox_pod(c: &Cluster, ns: &str, name: &str, spec: &str, running: bool) {
+    namespace(c, ns);
+    c.apply_yaml(&format!(
+        "apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+{spec}
+  containers: [{{name: main, image: 'busybox:1.36', command: [sleep, '3600']}}]
+"
+    ))
+    .unwrap();
+    if running {
+        eventually(Duration::from_secs(60), "pod Running", || {
+            (c.get_json(&["-n", ns, "get", "pod", name])["status"]["phase"] == "Running")
+                .then_some(())
+        });
+    }
+}
+
+/// Issue 19 item 4 (fluxcd/flux2#2754): in a real probe pod `localhost` comes from the pod's
+/// own /etc/hosts (the kubelet writes `127.0.0.1 localhost` and `::1 localhost ...`), i.e. the
+/// pod itself: the host's block starts with that, and the answer is marked `etc-hosts`.
+#[test]
+fn localhost_in_a_real_pod_is_the_pod_itself_said_first() {
+    let Some((c, _dns)) = cluster() else { return };
+    let r = run_bin(
+        c.kubeconfig(),
+        &["localhost", "-n", "flux-system", "-o", "json"],
+    );
+    let v = r.json();
+    let h = &v["hosts"][0];
+    let pod: Vec<&str> = h["pod"]["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let mut sorted = pod.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["127.0.0.1", "::1"], "{}", r.dump());
+    assert_eq!(h["answer"]["rule"], "etc-hosts", "{}", r.dump());
+    assert_eq!(h["answer"]["query"], Value::Null, "{}", r.dump());
+    let sentence = format!(
+        "localhost resolves to the loopback ({}): inside a pod that is the pod itself (its own network namespace), not this workstation, the node or another Service. A Flux URL with it makes source-controller connect to itself; use a name the cluster resolves to the server (a Service, or a CoreDNS hosts entry)",
+        pod.join(", ")
+    );
+    assert_eq!(h["loopback"], sentence.as_str(), "{}", r.dump());
+    // The workstation's localhost (from its /etc/hosts here) is the workstation itself: no
+    // "pods never see /etc/hosts, add a CoreDNS entry" advice.
+    assert!(
+        !h["notes"].to_string().contains("never see"),
+        "{}",
+        r.dump()
+    );
+    let r = run_bin(c.kubeconfig(), &["localhost", "-n", "flux-system"]);
+    let block = r.stdout.split("\n\n").nth(1).unwrap_or_default();
+    assert!(
+        block.starts_with(&format!("localhost: {sentence}")),
+        "{}",
+        r.dump()
+    );
+    no_leftovers(c, "flux-system");
+}
+
+/// Issue 19 item 2b: a real pod whose resolv.conf points at the NodeLocal DNSCache address
+/// 169.254.20.10 (what a kubelet with `--cluster-dns=169.254.20.10` writes; here through
+/// dnsPolicy None) on a node where no node-local-dns runs: the pod network has no route there,
+/// so the real BusyBox nslookup fails with `Network is unreachable`. The error reaches
+/// `pod.dns.errors` verbatim (never dropped) and a note names the NodeLocal address.
+#[test]
+fn nodelocal_address_without_nodelocal_keeps_the_probe_error() {
+    let Some((c, _dns)) = cluster() else { return };
+    let ns = "podresolve-nodelocal";
+    busybox_pod(
+        c,
+        ns,
+        "web",
+        "  dnsPolicy: None
+  dnsConfig:
+    nameservers: [169.254.20.10]
+    searches: [podresolve-nodelocal.svc.cluster.local, svc.cluster.local, cluster.local]
+    options: [{name: ndots, value: '5'}]",
+        true,
+    );
+    let r = run_bin(
+        c.kubeconfig(),
+        &[
+            "gitea.prod.example.dev",
+            "--from",
+            "pod/web",
+            "-n",
+            ns,
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    let v = r.json();
+    assert_eq!(v["probe"]["carrier"], "ephemeral", "{}", r.dump());
+    assert_eq!(v["resolvConf"]["nameservers"], json!(["169.254.20.10"]));
+    let h = &v["hosts"][0];
+    assert_eq!(h["verdict"], "pod-cannot-resolve", "{}", r.dump());
+    assert_eq!(h["pod"]["dns"]["status"], "error", "{}", r.dump());
+    assert_eq!(
+        h["pod"]["dns"]["errors"],
+        json!(["nslookup: can't connect to remote host (169.254.20.10): Network is unreachable"]),
+        "{}",
+        r.dump()
+    );
+    assert!(
+        h["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().starts_with(
+            "the pod cannot reach its nameserver: nslookup: can't connect to remote host (169.254.20.10): Network is unreachable. 169.254.20.10 is the NodeLocal DNSCache address: no node-local-dns pod answers on this node"
+        )),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(v["clusterDns"]["nodeLocal"]["detected"], true);
+    assert_eq!(
+        v["clusterDns"]["nodeLocal"]["evidence"],
+        json!([
+            "pod resolv.conf nameserver is 169.254.20.10",
+            "node-local-dns ConfigMap not readable: bypass cannot be judged"
+        ]),
+        "{}",
+        r.dump()
+    );
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+/// Issue 19 item 5: `--from pod/X` where X has no node (held by a scheduling gate: the real
+/// API server refuses to bind it and sets PodScheduled=False SchedulingGated). No ephemeral
+/// container is added (it would never run, and could never be removed); the probe is a Job
+/// with a copy of X's DNS settings, and the report says so; never `node ?`.
+#[test]
+fn from_an_unscheduled_pod_says_not_scheduled_and_copies_its_dns_settings() {
+    let Some((c, _dns)) = cluster() else { return };
+    let ns = "podresolve-unscheduled";
+    busybox_pod(
+        c,
+        ns,
+        "gated",
+        "  schedulingGates: [{name: example.com/hold}]
+  dnsConfig: {searches: [wild.example]}",
+        false,
+    );
+    let pod = c.get_json(&["-n", ns, "get", "pod", "gated"]);
+    assert_eq!(pod["spec"]["nodeName"], Value::Null, "{pod}");
+    let args = ["podinfo.dev.example.local", "--from", "pod/gated", "-n", ns];
+    let mut json_args = args.to_vec();
+    json_args.extend(["-o", "json"]);
+    let r = run_bin(c.kubeconfig(), &json_args);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let v = r.json();
+    let reason = "pod/gated is not scheduled (no node: SchedulingGated: Scheduling is blocked due to non-empty scheduling gates), so an ephemeral container in it would never run";
+    assert_eq!(v["probe"]["carrier"], "job", "{}", r.dump());
+    assert_eq!(v["probe"]["fallbackReason"], reason, "{}", r.dump());
+    assert_eq!(v["probe"]["node"], realcluster::node::NODE_NAME);
+    assert!(
+        r.stderr.contains(&format!(
+            "ephemeral container not added to pod/gated ({reason}); falling back to a probe job copying its namespace, dnsPolicy, dnsConfig and hostAliases"
+        )),
+        "{}",
+        r.dump()
+    );
+    // The copy kept the pod's dnsConfig: the search domain answers.
+    assert_eq!(
+        v["hosts"][0]["pod"]["addresses"],
+        json!([SEARCH_PIN]),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(v["hosts"][0]["answer"]["searchDomain"], "wild.example");
+    let pod = c.get_json(&["-n", ns, "get", "pod", "gated"]);
+    assert_eq!(
+        pod["spec"]["ephemeralContainers"],
+        Value::Null,
+        "nothing added: {pod}"
+    );
+
+    let r = run_bin(c.kubeconfig(), &args);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let first = r.stdout.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!("probe: job {ns}/podresolve-"))
+            && first.ends_with(&format!(
+                " on node {} (image alpine:3.22), DNS settings copied from {ns}/gated",
+                realcluster::node::NODE_NAME
+            )),
+        "{}",
+        r.dump()
+    );
+    assert!(
+        r.stdout
+            .contains(&format!("note: ephemeral container not used: {reason}")),
+        "{}",
+        r.dump()
+    );
+    assert!(!r.stdout.contains("node ?"), "{}", r.dump());
+    no_leftovers(c, ns);
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+/// Deletes the NodeLocal DNSCache objects of [`nodelocal_literal_ip_is_judged_by_the_service_that_owns_it`]
+/// when dropped (also when an assertion fails), before the write hold is released.
+struct NodeLocalObjects(&'static Cluster);
+
+impl Drop for NodeLocalObjects {
+    fn drop(&mut self) {
+        for what in [
+            "configmap/node-local-dns",
+            "service/kube-dns-upstream",
+            "service/corp-dns",
+        ] {
+            let _ = self.0.kubectl(&[
+                "-n",
+                "kube-system",
+                "delete",
+                what,
+                "--ignore-not-found",
+                "--wait=true",
+            ]);
+        }
+    }
+}
+
+/// The node-local-dns Corefile of kubernetes/dns `cluster/addons/dns/nodelocaldns/nodelocaldns.yaml`
+/// (v1.26), rendered as operators write it by hand (kubernetes/dns#592): the cluster zone
+/// forwards to `cluster` and `.:53` to `root`, both literal IPs.
+fn nodelocal_configmap(cluster: &str, root: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: ConfigMap
+metadata: {{name: node-local-dns, namespace: kube-system, labels: {{addonmanager.kubernetes.io/mode: Reconcile}}}}
+data:
+  Corefile: |
+    cluster.local:53 {{
+        errors
+        cache {{
+                success 9984 30
+                denial 9984 5
+        }}
+        reload
+        loop
+        bind 169.254.20.10 10.96.0.10
+        forward . {cluster} {{
+                force_tcp
+        }}
+        prometheus :9253
+        health 169.254.20.10:8080
+        }}
+    .:53 {{
+        errors
+        cache 30
+        reload
+        loop
+        bind 169.254.20.10 10.96.0.10
+        forward . {root}
+        prometheus :9253
+        }}
+"
+    )
+}
+
+/// Issue 19 item 2a (kubernetes/dns#592) on real objects: a node-local-dns ConfigMap whose
+/// `.:53` forwards to a literal IP. That IP is the ClusterIP the real API server allocated to
+/// `kube-dns-upstream` (the NodeLocal manifest's Service selecting `k8s-app: kube-dns`, i.e.
+/// CoreDNS): no bypass of the CoreDNS hosts pin is claimed. The same Corefile forwarding `.:53`
+/// to the IP of a Service that does not select CoreDNS is a bypass, named with the Corefile line.
+#[test]
+fn nodelocal_literal_ip_is_judged_by_the_service_that_owns_it() {
+    let Some((c, _exclusive)) = cluster_exclusive() else {
+        return;
+    };
+    let _objects = NodeLocalObjects(c);
+    c.apply_yaml(
+        "apiVersion: v1
+kind: Service
+metadata: {name: kube-dns-upstream, namespace: kube-system, labels: {k8s-app: kube-dns-upstream, kubernetes.io/name: KubeDNSUpstream}}
+spec:
+  selector: {k8s-app: kube-dns}
+  ports:
+  - {name: dns, port: 53, protocol: UDP, targetPort: 53}
+  - {name: dns-tcp, port: 53, protocol: TCP, targetPort: 53}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: corp-dns, namespace: kube-system}
+spec:
+  selector: {app: corp-dns}
+  ports: [{name: dns, port: 53, protocol: UDP, targetPort: 53}]
+",
+    )
+    .unwrap();
+    let ip = |name: &str| {
+        c.get_json(&["-n", "kube-system", "get", "service", name])["spec"]["clusterIP"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (upstream, corp) = (ip("kube-dns-upstream"), ip("corp-dns"));
+    let args = [
+        "gitea.prod.example.dev",
+        "--expect",
+        PIN,
+        "-n",
+        "flux-system",
+        "-o",
+        "json",
+    ];
+
+    c.apply_yaml(&nodelocal_configmap(&upstream, &upstream))
+        .unwrap();
+    let r = run_bin(c.kubeconfig(), &args);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let v = r.json();
+    let nl = &v["clusterDns"]["nodeLocal"];
+    assert_eq!(nl["detected"], true, "{}", r.dump());
+    assert_eq!(nl["otherUpstream"], Value::Null, "{}", r.dump());
+    assert_eq!(
+        nl["forwards"][1],
+        json!({"zones": ["."], "to": upstream, "owner": "kube-system/kube-dns-upstream", "reachesCoredns": true}),
+        "{}",
+        r.dump()
+    );
+    assert!(
+        nl["evidence"].as_array().unwrap().iter().any(|e| e
+            == &json!(format!(
+                "forward . {upstream} (.) is Service kube-system/kube-dns-upstream, which fronts CoreDNS: no bypass"
+            ))),
+        "{}",
+        r.dump()
+    );
+    let h = &v["hosts"][0];
+    assert!(
+        h["coredns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["bypassedByNodeLocal"] == false),
+        "{}",
+        r.dump()
+    );
+    assert!(!h["notes"].to_string().contains("bypassed"), "{}", r.dump());
+
+    c.apply_yaml(&nodelocal_configmap(&upstream, &corp))
+        .unwrap();
+    let r = run_bin(c.kubeconfig(), &args);
+    let v = r.json();
+    let nl = &v["clusterDns"]["nodeLocal"];
+    assert_eq!(nl["otherUpstream"], corp.as_str(), "{}", r.dump());
+    assert_eq!(nl["forwards"][1]["owner"], "kube-system/corp-dns");
+    assert_eq!(nl["forwards"][1]["reachesCoredns"], false);
+    let h = &v["hosts"][0];
+    let line = h["coredns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["answered"] == true)
+        .map(|s| s["line"].clone())
+        .unwrap_or_else(|| panic!("{}", r.dump()));
+    assert!(
+        h["notes"].as_array().unwrap().iter().any(|n| n
+            == &json!(format!(
+                "NodeLocal DNSCache forwards gitea.prod.example.dev. to {corp} without CoreDNS: the CoreDNS hosts rule (Corefile line {line}) is bypassed"
+            ))),
+        "{}",
+        r.dump()
+    );
+    no_leftovers(c, "flux-system");
 }

@@ -690,6 +690,29 @@ fn localhost_is_the_pod_itself_and_said_first() {
     );
     assert!(r.hosts[0].loopback.is_some());
     assert!(r.hosts[1].loopback.is_none());
+    // The workstation's localhost from its /etc/hosts is the workstation itself: no "pods
+    // never see /etc/hosts, add a CoreDNS entry" advice (the loopback sentence says it all).
+    let mut w = ws(&["127.0.0.1"]);
+    w.from_hosts_file = Some("/etc/hosts".into());
+    let r = build_from(
+        "probe-glibc-busybox-nodelocal-unreachable.log",
+        WILD_COREFILE,
+        &["localhost"],
+        vec![w],
+        |_| {},
+        Some("twin-node"),
+    );
+    assert!(r.hosts[0].loopback.is_some());
+    assert!(
+        !r.hosts[0].notes.iter().any(|n| n.contains("never see")),
+        "{:?}",
+        r.hosts[0].notes
+    );
+    assert!(
+        render_text(&r).contains("system resolver (/etc/hosts)"),
+        "{}",
+        render_text(&r)
+    );
 }
 
 /// Item 5: a probe without a node never prints `node ?`: "not scheduled" when it printed
