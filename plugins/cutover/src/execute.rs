@@ -245,7 +245,15 @@ pub fn no_proof_message(
         .as_ref()
         .map(|a| a.revision.clone())
         .unwrap_or_else(|| "none".into());
-    if !o.generation_observed() {
+    if o.suspended() {
+        // Suspended during the run (the preflight refuses a suspended source).
+        format!(
+            "no proof within {within}: the GitRepository was suspended during the run \
+             (spec.suspend: true), so source-controller never fetched {} and the artifact \
+             ({artifact}) is still from the old URL's fetch ({})",
+            pre.to, pre.current.url
+        )
+    } else if !o.generation_observed() {
         format!(
             "no proof within {within}: the new URL never answered: source-controller did not \
              handle the new spec (status.observedGeneration {} < generation {}), so {} was never \
@@ -988,6 +996,59 @@ mod tests {
             rollback_patch(&before, &f2),
             json!({"spec": {"url": "https://old/x.git"},
                    "metadata": {"annotations": {"cutover.cluster-loop.dev/in-flight": null}}})
+        );
+    }
+
+    /// Issue 19 item 8: a rollback for lack of proof says what was missing, and never reads
+    /// like success (the old fetch's Ready=True is named as the old fetch's).
+    #[test]
+    fn no_proof_says_what_was_missing() {
+        let ready = json!([{"type": "Ready", "status": "True", "reason": "Succeeded",
+            "message": "stored artifact for revision 'main@sha1:abc'",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+        let obj = |generation: i64, observed: i64, suspend: bool, conditions: &Value| {
+            repo(
+                json!({"metadata": {"name": "flux-system", "generation": generation},
+                "spec": {"url": "https://new/x.git", "suspend": suspend},
+                "status": {"observedGeneration": observed,
+                    "artifact": {"revision": "main@sha1:abc"}, "conditions": conditions}}),
+            )
+        };
+        let t = Duration::from_secs(8);
+        let m = no_proof_message(Some(&obj(2, 1, false, &ready)), &pre(None), t);
+        assert_eq!(
+            m,
+            "no proof within 8s: the new URL never answered: source-controller did not handle \
+             the new spec (status.observedGeneration 1 < generation 2), so https://new/x.git \
+             was never fetched and the artifact (main@sha1:abc) is still from the old URL's \
+             fetch (https://old/x.git); the last condition, Ready=True Succeeded: stored \
+             artifact for revision 'main@sha1:abc', describes that old fetch"
+        );
+        let m = no_proof_message(Some(&obj(2, 1, true, &ready)), &pre(None), t);
+        assert!(
+            m.starts_with(
+                "no proof within 8s: the GitRepository was suspended during the run \
+                 (spec.suspend: true), so source-controller never fetched https://new/x.git"
+            ),
+            "{m}"
+        );
+        let progressing = json!([{"type": "Ready", "status": "Unknown", "reason": "Progressing",
+            "message": "building artifact", "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+        let m = no_proof_message(Some(&obj(2, 2, false, &progressing)), &pre(None), t);
+        assert!(
+            m.starts_with(
+                "no proof within 8s: source-controller handled the new spec but reported \
+                 neither Ready=True at main@sha1:abc from https://new/x.git nor a fetch failure"
+            ),
+            "{m}"
+        );
+        assert!(
+            m.contains("Ready=Unknown Progressing: building artifact"),
+            "{m}"
+        );
+        assert_eq!(
+            no_proof_message(None, &pre(None), t),
+            "no proof within 8s: the GitRepository could not be read"
         );
     }
 

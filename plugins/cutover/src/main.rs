@@ -90,9 +90,10 @@ struct Cli {
     #[arg(long)]
     allow_insecure_http: bool,
 
-    /// Allow a --to URL on the loopback (localhost, 127.0.0.0/8, ::1, or a name resolving to
-    /// them here). Only right when source-controller shares this machine's network (hostNetwork
-    /// on a cluster running on this machine): in an ordinary pod, localhost is the pod itself
+    /// Allow a --to URL on the loopback (localhost, 127.0.0.0/8, ::1, ::ffff:127.0.0.1, 0.0.0.0,
+    /// ::, or a name resolving only to them here). Only right when source-controller shares
+    /// this machine's network (hostNetwork on a cluster running on this machine): in an
+    /// ordinary pod, localhost is the pod itself
     #[arg(long)]
     allow_loopback: bool,
 

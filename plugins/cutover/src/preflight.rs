@@ -503,6 +503,13 @@ pub async fn preflight(
         ),
     });
 
+    if repo.suspended() {
+        checks.push(Check {
+            id: "source-suspended",
+            result: CheckResult::Fail,
+            message: suspended_source_message(&req.namespace, &req.name),
+        });
+    }
     if let Some(root) = current.root.as_ref().filter(|r| r.suspended) {
         checks.push(Check {
             id: "root-suspended",
@@ -768,6 +775,18 @@ pub async fn preflight(
     let authored = authored_check(&mut pre, &scratch, &runner, req);
     pre.checks.push(authored);
     Ok((repo, finish(pre)))
+}
+
+/// What a suspended GitRepository means for a cutover: source-controller returns before any
+/// fetch while `spec.suspend` is true (source-controller internal/controller
+/// gitrepository_controller.go `Reconcile`: "reconciliation is suspended for this object"), so
+/// nothing can prove the new URL and an execute would only roll back at `--timeout`.
+pub fn suspended_source_message(ns: &str, name: &str) -> String {
+    format!(
+        "GitRepository {ns}/{name} is suspended (spec.suspend: true): source-controller fetches \
+         nothing while it is, so no fetch can prove the new URL and the run would roll back at \
+         --timeout. Refused: resume it first (flux resume source git {name} -n {ns})"
+    )
 }
 
 /// What a suspended root Kustomization means for a cutover (kustomize-controller skips a

@@ -1695,6 +1695,48 @@ async fn suspended_root_is_named_and_finish_does_not_advise_waiting() {
     assert_eq!(v["notes"], json!([want]), "{}", r.stdout);
 }
 
+/// A suspended GitRepository: the real source-controller fetches nothing while it is, so no
+/// run can prove the new URL. The preflight refuses it with the reason (it would only roll
+/// back at --timeout, "the new URL never answered"), and nothing is patched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspended_source_is_refused_with_the_reason() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-src-suspended", true).await;
+    patch_live(
+        &f,
+        "gitrepository",
+        "merge",
+        &json!({"spec": {"suspend": true}}),
+    );
+    let want = format!(
+        "GitRepository {0}/{0} is suspended (spec.suspend: true): source-controller fetches \
+         nothing while it is, so no fetch can prove the new URL and the run would roll back at \
+         --timeout. Refused: resume it first (flux resume source git {0} -n {0})",
+        f.ns
+    );
+    let r = f.run(&dry(&f, &f.to(), &["-o", "json"])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["mode"], "refused", "{}", r.stdout);
+    let c = v["preflight"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "source-suspended")
+        .unwrap_or_else(|| panic!("{}", r.stdout));
+    assert_eq!(c["result"], "fail");
+    assert_eq!(c["message"], json!(want));
+    let r = f.run(&f.args(&[])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(
+        r.stdout.contains("refused: see the failed checks above"),
+        "{}",
+        r.stdout
+    );
+    assert!(f.gitrepo_patches().is_empty(), "{:?}", f.gitrepo_patches());
+    f.assert_restored();
+}
+
 /// A GitRepository the user named that the cluster does not have: exit 3 (the cluster's
 /// answer, not a usage error) with a message naming the kind, namespace, name, the context
 /// and server asked, and the command that lists what exists (`cluster_loop::error`).
