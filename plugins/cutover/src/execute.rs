@@ -701,16 +701,44 @@ pub async fn finish(
         return Ok(report);
     }
     let labels = repo.metadata.labels.clone().unwrap_or_default();
-    let (Some(root_name), Some(root_ns)) = (
+    // The root as the preflight finds it: by the owner labels, else by a Kustomization whose
+    // inventory lists this object (the labels can be missing while a root still applies it).
+    let by_label = match (
         labels.get(OWNER_NAME_LABEL),
         labels.get(OWNER_NAMESPACE_LABEL),
-    ) else {
+    ) {
+        (Some(n), Some(r)) => Some((n.clone(), r.clone())),
+        _ => None,
+    };
+    let root_ref = match by_label {
+        Some(r) => Some(r),
+        None => {
+            let all_ks: Api<cluster_loop::flux::Kustomization> = Api::all(conn.client.clone());
+            let all = all_ks
+                .list(&kube::api::ListParams::default())
+                .await
+                .api_context(|| {
+                    conn.ctx()
+                        .verb("list")
+                        .resource_of::<cluster_loop::flux::Kustomization>()
+                        .namespace(None::<String>)
+                })?;
+            crate::preflight::root_by_inventory(&all.items, ns, name).map(|k| {
+                (
+                    k.metadata.name.clone().unwrap_or_default(),
+                    k.metadata.namespace.clone().unwrap_or_default(),
+                )
+            })
+        }
+    };
+    let Some((root_name, root_ns)) = root_ref.as_ref() else {
         // Nothing to compare the live URL with: no committed spec.url is applied, so this is
         // not verified (exit 1). The hold only stops a root Kustomization; without one it
         // protects nothing, so it is removed.
         report.notes.push(format!(
-            "GitRepository {ns}/{name} has no {OWNER_NAME_LABEL} label: no root Kustomization \
-             applies it, so nothing in the cluster reverts the live spec.url ({live_url})"
+            "GitRepository {ns}/{name} has no {OWNER_NAME_LABEL} label and no Kustomization \
+             lists it in status.inventory: no root Kustomization applies it, so nothing in the \
+             cluster reverts the live spec.url ({live_url})"
         ));
         report.notes.push(
             "cannot verify the committed spec.url: no Kustomization applies this object, so \

@@ -312,6 +312,25 @@ fn ctx_for(conn: &Connection, verb: &str, ns: &str, name: Option<&str>) -> ApiCo
     }
 }
 
+/// The Kustomization whose `status.inventory` lists GitRepository `namespace/name`
+/// (kustomize-controller records every applied object there as
+/// `<ns>_<name>_source.toolkit.fluxcd.io_GitRepository`): the root when the object lacks the
+/// owner labels. `None` when no Kustomization lists it.
+pub fn root_by_inventory<'a>(
+    all: &'a [Kustomization],
+    namespace: &str,
+    name: &str,
+) -> Option<&'a Kustomization> {
+    all.iter().find(|k| {
+        k.inventory().into_iter().flatten().any(|o| {
+            o.kind == "GitRepository"
+                && o.group == "source.toolkit.fluxcd.io"
+                && o.name == name
+                && o.namespace == namespace
+        })
+    })
+}
+
 /// Reads the cluster side: the GitRepository, its consumers and its root Kustomization.
 ///
 /// Errors: the GitRepository missing (404 with its name), RBAC, or a GitRepository without an
@@ -395,19 +414,7 @@ pub async fn read_current(
             .map(as_consumer),
         _ => None,
     };
-    let by_inventory = || {
-        all.items
-            .iter()
-            .find(|k| {
-                k.inventory().into_iter().flatten().any(|o| {
-                    o.kind == "GitRepository"
-                        && o.group == "source.toolkit.fluxcd.io"
-                        && o.name == name
-                        && o.namespace == namespace
-                })
-            })
-            .map(as_consumer)
-    };
+    let by_inventory = || root_by_inventory(&all.items, namespace, name).map(as_consumer);
     let (root, root_found_by) = match by_label {
         Some(r) => (Some(r), Some("label".to_string())),
         None => match by_inventory() {

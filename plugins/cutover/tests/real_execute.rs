@@ -911,6 +911,16 @@ async fn without_the_owner_label_the_root_is_found_by_its_inventory() {
     );
     let r = f.run(&f.args(&["--dry-run", "-o", "json"])).await;
     assert_eq!(r.json()["preflight"]["current"]["rootFoundBy"], "inventory");
+    // --finish finds the same root (it said "no root Kustomization applies it" and removed
+    // the hold): the root applied the source's revision, whose committed spec.url is the live
+    // one, so it is verified.
+    let r = f.run(&f.finish_args(&["-o", "json"])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["verified"], true, "{}", r.stdout);
+    assert_eq!(v["rootRevision"], json!(f.head_rev()), "{}", r.stdout);
+    assert_eq!(v["authoredUrl"], json!(f.old_url()), "{}", r.stdout);
+    assert!(!r.stdout.contains("no root Kustomization"), "{}", r.stdout);
 }
 
 /// A cutover killed with SIGKILL after its live patch leaves the in-flight mark; the next run
