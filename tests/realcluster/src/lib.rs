@@ -99,6 +99,14 @@ pub struct Cluster {
 /// Flux's namespace.
 pub const FLUX_NS: &str = "flux-system";
 
+/// The sharding label of Flux's sharding guide (fluxcd.io/flux/installation/configuration/
+/// sharding: the main controllers run with `--watch-label-selector=!sharding.fluxcd.io/key`,
+/// each shard's with `sharding.fluxcd.io/key=<shard>`). This cluster's kustomize-controller is
+/// the main shard and no other shard runs, so a Kustomization labelled with this key is never
+/// reconciled here: its status is what a test writes as the shard's controller would (a state
+/// held still, e.g. a run in progress or a request no worker has taken yet).
+pub const HELD_SHARD_LABEL: &str = "sharding.fluxcd.io/key";
+
 impl Cluster {
     /// The cluster of this test binary, started on first use with default options.
     /// Errors: the start error (each later call returns it again).
@@ -618,11 +626,13 @@ fn host_args(args: &[String], is_source: bool, storage: &Path) -> Vec<String> {
 }
 
 /// The Deployments `flux install` makes for source- and kustomize-controller (flux2
-/// manifests/bases: image, args), at the versions this harness builds.
+/// manifests/bases: image, args), at the versions this harness builds. kustomize-controller
+/// runs as the main shard of a sharded install ([`HELD_SHARD_LABEL`]).
 pub fn flux_deployments(kc_version: &str, kc_args: &[String]) -> String {
     let mut kc = vec![
         "--events-addr=".to_owned(),
         "--watch-all-namespaces=true".to_owned(),
+        format!("--watch-label-selector=!{HELD_SHARD_LABEL}"),
         "--log-level=info".to_owned(),
         "--log-encoding=json".to_owned(),
         "--enable-leader-election".to_owned(),

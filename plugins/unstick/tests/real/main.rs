@@ -6,10 +6,12 @@
 //! `cluster`, `checks`, `situations`) and [`quiet_cluster`] (`race`, `moving_fleet`), for the
 //! tests whose assertions need kustomize-controller's workers free (the shared cluster holds
 //! several health checks to their timeouts at once). `levers` and the worker-starvation
-//! situation start clusters of their own (another controller generation or flags).
+//! situation start clusters of their own (another controller generation or flags), and so does
+//! `e2e` (`--concurrent=10 --requeue-dependency=5s`, its scenarios at once).
 //! Tests stay apart by namespace and object names.
 mod checks;
 mod cluster;
+mod e2e;
 mod levers;
 mod moving_fleet;
 mod race;

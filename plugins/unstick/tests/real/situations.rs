@@ -81,7 +81,7 @@ fn deployment(ns: &str, name: &str, image: &str) -> String {
 /// mostly wait on the real controller (a check to its timeout), so overlapping them keeps the
 /// binary's wall time near the longest one whatever `--test-threads` is. Fails naming every
 /// scenario that panicked (each panic is printed with its thread's name).
-fn concurrently(scenarios: &[(&str, fn())]) {
+pub(crate) fn concurrently(scenarios: &[(&str, fn())]) {
     std::thread::scope(|s| {
         let running: Vec<_> = scenarios
             .iter()
