@@ -10,7 +10,7 @@
 //!   nodeLocal{detected,evidence[],toCorednsZones[],otherUpstream,forwards[{zones,to,owner,reachesCoredns}]}},
 //!   hosts[{host, queryOrder[], loopback|null,
 //!   answer{query,index,searchDomain,rule,evidence,headline}|null,
-//!   pod{libc{status,addresses,canonicalName,flavour,rc},
+//!   pod{libc{status,addresses,canonicalName,flavour,errors[],rc},
 //!   dns{status,flavour,server,addresses,cnames,errors[],rc}, addresses[]},
 //!   coredns[{query,rewritten,serverBlock,answeredBy,detail,line,cached,steps[],
 //!   bypassedByNodeLocal,answered}], workstation{addresses,error,fromHostsFile}, verdict, expect[]|null,
@@ -102,6 +102,9 @@ pub struct LibcView {
     pub canonical_name: Option<String>,
     /// glibc/musl/unknown.
     pub flavour: crate::parse::GetentFlavour,
+    /// Every line getent's section printed that is not an address line (its diagnostics,
+    /// the step timeout's), verbatim.
+    pub errors: Vec<String>,
     /// Exit status.
     pub rc: Option<i32>,
 }
@@ -241,6 +244,7 @@ fn libc_view(g: &GetentResult) -> LibcView {
         addresses: g.addresses.clone(),
         canonical_name: g.canonical_name.clone(),
         flavour: g.flavour,
+        errors: g.errors.clone(),
         rc: g.rc,
     }
 }
@@ -874,6 +878,24 @@ pub fn render_text(r: &Report) -> String {
                     format!(" | {}", tls.errors.join("; "))
                 }
             );
+        }
+        // The tools' own diagnostics that no row or note already carries (JSON has them all):
+        // getent's (other than "not found in image"), and nslookup's when its status is a
+        // bare "error" that nothing else explains.
+        let said = |e: &str| h.notes.iter().any(|n| n.contains(e));
+        if let Some(l) = &h.pod.libc
+            && l.status != LookupStatus::ToolMissing
+        {
+            for e in l.errors.iter().filter(|e| !said(e)) {
+                let _ = writeln!(out, "  getent said: {e}");
+            }
+        }
+        if let Some(d) = &h.pod.dns
+            && d.status == LookupStatus::Error
+        {
+            for e in d.errors.iter().filter(|e| !said(e)) {
+                let _ = writeln!(out, "  nslookup said: {e}");
+            }
         }
         for n in &h.notes {
             let _ = writeln!(out, "  note: {n}");

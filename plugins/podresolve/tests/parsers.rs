@@ -275,6 +275,31 @@ fn busybox_legacy_transcribed() {
     );
 }
 
+/// A getent that exists but cannot run (captured with the host's glibc getent under
+/// `busybox sh -c 'ulimit -v 2000; getent ahosts gitea.example.dev 2>&1'`): exit 127 from the
+/// dynamic loader is an error with its text kept, not "not found in image".
+#[test]
+fn getent_diagnostics_are_kept_and_an_exec_failure_is_not_a_missing_tool() {
+    let g = parse_getent(
+        "getent: error while loading shared libraries: libc.so.6: failed to map segment from shared object\n",
+        Some(127),
+    );
+    assert_eq!(g.status, LookupStatus::Error);
+    assert_eq!(
+        g.errors,
+        vec![
+            "getent: error while loading shared libraries: libc.so.6: failed to map segment from shared object"
+        ]
+    );
+    assert!(g.addresses.is_empty());
+    // Address lines are not errors.
+    let g = parse_getent(
+        "192.168.2.20    STREAM gitea.example.dev\n192.168.2.20    DGRAM  \n192.168.2.20    RAW    \n",
+        Some(0),
+    );
+    assert!(g.errors.is_empty(), "{:?}", g.errors);
+}
+
 #[test]
 fn missing_tools_and_tls_git_sections() {
     let g = parse_getent("getent: not found in image\n", Some(127));

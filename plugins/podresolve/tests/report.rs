@@ -766,3 +766,31 @@ fn unscheduled_probe_says_not_scheduled() {
             .starts_with("probe: job team/podresolve-test on node twin-node (image alpine:3.22)")
     );
 }
+
+/// Issue 19 item 2 ("never drop a probe error"), getent's side, captured: a getent that cannot
+/// start (the loader's diagnostic, exit 127) is an error with its text in
+/// `pod.libc.errors` and in the text report, never "not found in image"; BusyBox's
+/// unreachable nameserver stays in `pod.dns.errors` and its note (said once).
+#[test]
+fn getent_exec_failure_is_kept_and_not_called_a_missing_tool() {
+    let r = build_from(
+        "probe-glibc-busybox-getent-exec-failure.log",
+        WILD_COREFILE,
+        &["gitea.example.dev"],
+        vec![ws(&[])],
+        |_| {},
+        Some("twin-node"),
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    let pod = &v["hosts"][0]["pod"];
+    assert_eq!(pod["libc"]["status"], "error");
+    assert_eq!(pod["libc"]["rc"], 127);
+    let loader = "/usr/bin/getent: error while loading shared libraries: libc.so.6: failed to map segment from shared object";
+    assert_eq!(pod["libc"]["errors"], serde_json::json!([loader]));
+    let unreachable = "nslookup: can't connect to remote host (127.0.0.77): Network is unreachable";
+    assert_eq!(pod["dns"]["errors"], serde_json::json!([unreachable]));
+    let text = render_text(&r);
+    assert!(text.contains(&format!("  getent said: {loader}")), "{text}");
+    assert!(!text.contains("not found in image"), "{text}");
+    assert_eq!(text.matches(unreachable).count(), 1, "{text}");
+}

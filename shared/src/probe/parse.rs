@@ -205,6 +205,10 @@ pub struct GetentResult {
     pub canonical_name: Option<String>,
     /// glibc or musl, from the line shapes.
     pub flavour: GetentFlavour,
+    /// Every other non-empty line of the section (getent's own diagnostics, the shell's or
+    /// the step timeout's: the probe runs `getent ahosts HOST 2>&1`), in order,
+    /// deduplicated: never dropped.
+    pub errors: Vec<String>,
     /// Exit status.
     pub rc: Option<i32>,
 }
@@ -216,17 +220,24 @@ pub fn parse_getent(body: &str, rc: Option<i32>) -> GetentResult {
     let mut saw_raw = false;
     let mut lines = 0;
     let mut canon_every_line = true;
+    let mut errors: Vec<String> = Vec::new();
     for line in body.lines() {
         let mut w = line.split_whitespace();
-        let (Some(addr), Some(sock)) = (w.next(), w.next()) else {
+        let address_line = match (w.next(), w.next()) {
+            (Some(addr), Some(sock))
+                if matches!(sock, "STREAM" | "DGRAM" | "RAW" | "SEQPACKET" | "RDM") =>
+            {
+                addr.parse::<IpAddr>().ok().map(|ip| (ip, sock))
+            }
+            _ => None,
+        };
+        let Some((ip, sock)) = address_line else {
+            let text = line.trim();
+            if !text.is_empty() && !errors.iter().any(|e| e == text) {
+                errors.push(text.to_string());
+            }
             continue;
         };
-        let Ok(ip) = addr.parse::<IpAddr>() else {
-            continue;
-        };
-        if !matches!(sock, "STREAM" | "DGRAM" | "RAW" | "SEQPACKET" | "RDM") {
-            continue;
-        }
         lines += 1;
         saw_raw |= sock == "RAW";
         let canon = w.next();
@@ -250,7 +261,10 @@ pub fn parse_getent(body: &str, rc: Option<i32>) -> GetentResult {
         GetentFlavour::Unknown
     };
     let status = match rc {
-        Some(127) => LookupStatus::ToolMissing,
+        // The probe prints `getent: not found in image` (rc 127) when the image has none; a
+        // 127 from getent itself is an exec failure (e.g. `error while loading shared
+        // libraries`), kept in `errors`, not a missing tool.
+        Some(127) if body.contains(": not found in image") => LookupStatus::ToolMissing,
         // killed by the probe's step timeout (coreutils 124, BusyBox SIGTERM 143)
         Some(124) | Some(143) if addresses.is_empty() => LookupStatus::Timeout,
         _ if !addresses.is_empty() => LookupStatus::Resolved,
@@ -262,6 +276,7 @@ pub fn parse_getent(body: &str, rc: Option<i32>) -> GetentResult {
         addresses,
         canonical_name,
         flavour,
+        errors,
         rc,
     }
 }
@@ -479,7 +494,7 @@ pub fn parse_nslookup(body: &str, rc: Option<i32>, tool_real_path: Option<&str>)
             _ => NslookupFlavour::Unknown,
         };
     }
-    let status = if rc == Some(127) {
+    let status = if rc == Some(127) && body.contains(": not found in image") {
         LookupStatus::ToolMissing
     } else if matches!(rc, Some(124) | Some(143)) && answers.is_empty() {
         LookupStatus::Timeout
