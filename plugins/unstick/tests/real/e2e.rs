@@ -294,7 +294,13 @@ fn e2e_on_the_real_controllers() {
             "check_token_superseded_by_a_later_request",
             check_token_superseded_by_a_later_request,
         ),
+        (
+            "missing_kustomization_or_namespace_is_exit_3_and_an_empty_namespace_exit_1",
+            missing_kustomization_or_namespace_is_exit_3_and_an_empty_namespace_exit_1,
+        ),
     ]);
+    // Alone, after the others: a controller restart cancels every run in flight.
+    restart_controller_waits_while_a_dependency_reconciles();
 }
 
 /// New-user trial: a normal dependsOn rollout (a dependent held at its dependsOn check while
@@ -528,10 +534,10 @@ fn all_heals_ours_only_and_reports_the_state_after_the_repair() {
     assert!(ks(c, b, "theirs").pointer("/spec/suspend").is_none());
 }
 
-/// A kubeconfig for a ServiceAccount that may only get, list and watch.
-fn read_only_kubeconfig(c: &Cluster, name: &str) -> PathBuf {
+/// A kubeconfig for a ServiceAccount bound to a ClusterRole of `rules` (YAML list lines).
+fn sa_kubeconfig(c: &Cluster, name: &str, rules: &str) -> PathBuf {
     c.apply_yaml(&format!(
-        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {name}}}\nrules:\n- {{apiGroups: [\"*\"], resources: [\"*\"], verbs: [get, list, watch]}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: {name}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {name}}}\nsubjects: [{{kind: ServiceAccount, name: {name}, namespace: {FLUX_NS}}}]\n"
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {name}}}\nrules:\n{rules}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: {name}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {name}}}\nsubjects: [{{kind: ServiceAccount, name: {name}, namespace: {FLUX_NS}}}]\n"
     ))
     .unwrap();
     let token = c
@@ -598,7 +604,11 @@ fn interrupted_runs_faults_and_rbac_on_a_real_held_check() {
             .then_some(())
     });
     // RBAC: read-only.
-    let ro = read_only_kubeconfig(c, "unstick-e2e-readonly");
+    let ro = sa_kubeconfig(
+        c,
+        "unstick-e2e-readonly",
+        "- {apiGroups: [\"*\"], resources: [\"*\"], verbs: [get, list, watch]}",
+    );
     let o = unstick_with(&ro, &["ks/web", "-n", ns, "--yes"]);
     assert_eq!(o.code, 3, "{o}");
     assert!(o.stderr.contains("patch"), "{o}");
@@ -1130,4 +1140,195 @@ fn check_token_superseded_by_a_later_request() {
         "{o}"
     );
     assert!(o.stdout.is_empty(), "{o}");
+}
+
+/// A Kustomization the user named that the cluster does not have: exit 3 (the cluster's
+/// answer, not a usage error) naming the kind, namespace, name, context and server, and the
+/// command that lists what exists (`cluster_loop::error::Error::not_found`); the same name in
+/// the namespace where it lives is found. `--all -n NS`: a namespace that does not exist is
+/// exit 3 naming it and `kubectl get ns`; an existing one without Kustomizations says so
+/// (exit 1: nothing was checked); when GET namespaces is forbidden (real RBAC) it says it
+/// could not check.
+fn missing_kustomization_or_namespace_is_exit_3_and_an_empty_namespace_exit_1() {
+    let c = e2e_cluster();
+    source(c);
+    namespace(c, "e2e-nf");
+    namespace(c, "e2e-empty");
+    held_ks(c, "e2e-nf", "apps", "", "");
+    let server = c.server().trim_end_matches('/').to_owned();
+    for args in [
+        vec!["ks/apps"],
+        vec!["ks/apps", "--dry-run"],
+        vec!["ks/apps", "--check", "-o", "json"],
+    ] {
+        let o = unstick(c, &args);
+        assert_eq!(o.code, 3, "{args:?}: {o}");
+        assert_eq!(
+            o.stderr,
+            format!(
+                "error: Kustomization \"apps\" not found in namespace \"flux-system\" \
+                 (context \"realcluster\", {server}); list what exists with: kubectl get ks -A --context realcluster\n"
+            ),
+            "{args:?}"
+        );
+        assert!(o.stdout.is_empty(), "{args:?}: {o}");
+    }
+    let o = unstick(c, &["ks/apps", "--dry-run", "-n", "e2e-nf", "-o", "json"]);
+    assert_ne!(o.code, 3, "{o}");
+    assert_eq!(o.json()["diagnosis"]["kustomization"], "e2e-nf/apps", "{o}");
+
+    let o = unstick(c, &["--all", "-n", "e2e-nonexistent"]);
+    assert_eq!(o.code, 3, "{o}");
+    assert_eq!(
+        o.stderr,
+        format!(
+            "error: Namespace \"e2e-nonexistent\" not found (context \"realcluster\", {server}); \
+             list what exists with: kubectl get ns --context realcluster\n"
+        )
+    );
+    assert!(!o.stdout.contains("healthy"), "{o}");
+    let o = unstick(c, &["--all", "-n", "e2e-nonexistent", "-o", "json"]);
+    assert_eq!(o.code, 3, "{o}");
+    assert!(o.stdout.is_empty(), "{o}");
+    let o = unstick(c, &["--all", "-n", "e2e-empty"]);
+    assert_eq!(o.code, 1, "{o}");
+    assert!(
+        o.stdout
+            .contains("no Kustomizations in namespace e2e-empty\n"),
+        "{o}"
+    );
+    assert!(!o.stdout.contains("healthy"), "{o}");
+    let o = unstick(c, &["--all", "-n", "e2e-empty", "-o", "json"]);
+    assert_eq!(o.code, 1, "{o}");
+    let v = o.json();
+    assert_eq!(v["total"], 0);
+    assert!(
+        v["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "no Kustomizations in namespace e2e-empty"),
+        "{v:#}"
+    );
+    // Allowed to read Flux objects and Deployments, not namespaces.
+    let kc = sa_kubeconfig(
+        c,
+        "unstick-e2e-flux-reader",
+        "- {apiGroups: [kustomize.toolkit.fluxcd.io, source.toolkit.fluxcd.io, apps], resources: [\"*\"], verbs: [get, list, watch]}",
+    );
+    for ns in ["e2e-nonexistent", "e2e-empty"] {
+        let o = unstick_with(&kc, &["--all", "-n", ns]);
+        assert_eq!(o.code, 1, "{ns}: {o}");
+        assert!(
+            o.stdout.contains(&format!(
+                "no Kustomizations in namespace {ns} (could not check the namespace exists)\n"
+            )),
+            "{ns}: {o}"
+        );
+    }
+}
+
+/// Fresh-user trial, HIGH: with the fix pushed, `--restart-controller --yes --cascade` makes
+/// the real controller run every Kustomization again, so wave 1's first run after the
+/// restart can find its dependency `e2e-platform` (`wait: true`) reconciling
+/// (DependencyNotReady). That is progress, not failure: the wait goes on until wave 1 is
+/// Ready at the fix revision, and the cascade follows.
+fn restart_controller_waits_while_a_dependency_reconciles() {
+    let c = e2e_cluster();
+    let deploy = |name: &str, image: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  replicas: 2\n  progressDeadlineSeconds: 3600\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: {name}\n        image: {image}\n"
+        )
+    };
+    c.fleet(
+        "e2e-platform",
+        &[("ingress.yaml", &deploy("e2e-ingress", GOOD))],
+        "  interval: 100h\n  path: ./\n  prune: true\n  wait: true\n  timeout: 1m\n",
+    )
+    .unwrap();
+    c.fleet(
+        "e2e-rs-1",
+        &[("web.yaml", &deploy("e2e-rs-web", "0.1.1"))],
+        "  interval: 100h\n  path: ./\n  prune: true\n  wait: true\n  timeout: 2m\n  dependsOn: [{name: e2e-platform}]\n",
+    )
+    .unwrap();
+    c.fleet(
+        "e2e-rs-2",
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: e2e-rs-2\n  namespace: default\ndata: {a: b}\n",
+        )],
+        "  interval: 100h\n  path: ./\n  prune: true\n  dependsOn: [{name: e2e-rs-1}]\n",
+    )
+    .unwrap();
+    eventually(T, "wave 1's check in flight", || {
+        condition(&c.kustomization("e2e-rs-1"), "Reconciling")["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Running health checks"))
+            .then_some(())
+    });
+    let fix = c
+        .push(
+            "e2e-rs-1",
+            &[("web.yaml", &deploy("e2e-rs-web", GOOD))],
+            "fix",
+        )
+        .unwrap();
+    let fix_rev = format!("main@sha1:{fix}");
+    merge_patch(
+        c,
+        FLUX_NS,
+        "gitrepository",
+        "e2e-rs-1",
+        "flux",
+        json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": now()}}}),
+    );
+    eventually(T, "the fix fetched", || {
+        let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", "e2e-rs-1"]);
+        (g["status"]["artifact"]["revision"] == fix_rev.as_str()).then_some(())
+    });
+    let o = unstick(
+        c,
+        &[
+            "ks/e2e-rs-1",
+            "--restart-controller",
+            "--yes",
+            "--cascade",
+            "-o",
+            "json",
+        ],
+    );
+    let v = o.json();
+    assert_eq!(o.code, 0, "{o}");
+    assert_eq!(v["plan"]["lever"], "restart-controller", "{v:#}");
+    assert_eq!(v["proof"], "recovered", "{v:#}");
+    assert!(v["lastSeen"].is_null(), "{v:#}");
+    assert_eq!(
+        v["cascade"],
+        json!([{"wave": 1, "kustomization": "flux-system/e2e-rs-2", "proof": "recovered"}]),
+        "{v:#}"
+    );
+    let k = c.kustomization("e2e-rs-1");
+    assert_eq!(
+        k["status"]["lastAppliedRevision"],
+        fix_rev.as_str(),
+        "{k:#}"
+    );
+    assert!(ready_true(&k), "{k:#}");
+    let events = c
+        .kubectl(&[
+            "-n",
+            FLUX_NS,
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=e2e-rs-1,reason=DependencyNotReady",
+            "-o",
+            "name",
+        ])
+        .unwrap_or_default();
+    eprintln!(
+        "DependencyNotReady events on e2e-rs-1: {}",
+        events.lines().count()
+    );
 }
