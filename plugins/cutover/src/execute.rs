@@ -566,6 +566,81 @@ pub fn root_unsettled(
     None
 }
 
+/// Why `--finish` cannot compare a settled root Kustomization with GitRepository
+/// `source_ns/source_name` at `source_rev` (its artifact revision), or `None` when it can
+/// (it renders from that GitRepository, is Ready, and applied `source_rev`). In order:
+/// - its sourceRef is another source: its lastAppliedRevision is that source's, and the
+///   committed spec.url lives there (nothing to render from this GitRepository);
+/// - not Ready (`Ready=False`, or no Ready): a failed run is not fixed by waiting
+///   (kustomize-controller retries at `retryInterval` and fails the same way until the cause
+///   is fixed), so the note gives the reason and says to fix it first;
+/// - Ready at another revision (a settle cut short): run again.
+pub fn root_not_judgeable(
+    root: &cluster_loop::flux::Kustomization,
+    source_ns: &str,
+    source_name: &str,
+    source_rev: &str,
+) -> Option<String> {
+    let what = format!(
+        "root Kustomization {}/{}",
+        root.metadata.namespace.as_deref().unwrap_or_default(),
+        root.metadata.name.as_deref().unwrap_or_default()
+    );
+    let r = &root.spec.source_ref;
+    let r_ns = r
+        .namespace
+        .as_deref()
+        .or(root.metadata.namespace.as_deref())
+        .unwrap_or_default();
+    if !(r.kind == "GitRepository" && r.name == source_name && r_ns == source_ns) {
+        return Some(format!(
+            "{what} applies GitRepository {source_ns}/{source_name} from another source ({} \
+             {r_ns}/{}): the committed spec.url is in that source, so --finish cannot render \
+             it from this one; check that file (its spec.url must be the live one) by hand",
+            r.kind, r.name
+        ));
+    }
+    let applied = root.status.last_applied_revision.as_deref().unwrap_or("");
+    let applied_words = if applied.is_empty() {
+        "nothing".to_string()
+    } else {
+        applied.to_string()
+    };
+    if !root.ready().is_some_and(|c| c.is_true()) {
+        let why = root
+            .ready()
+            .map(condition_line)
+            .unwrap_or_else(|| "no Ready condition".into());
+        return Some(if applied == source_rev {
+            format!(
+                "{what} is not Ready ({why}); it applied {applied}, the source's revision, but \
+                 its run did not succeed: waiting does not fix that; fix what the condition says, \
+                 then run --finish again"
+            )
+        } else {
+            format!(
+                "{what} is not Ready ({why}): it failed at the source's revision {source_rev} \
+                 and still runs {applied_words}; waiting does not fix that (each retry fails the \
+                 same way): fix what the condition says, then run --finish again"
+            )
+        });
+    }
+    if source_rev.is_empty() || applied != source_rev {
+        let name = root.metadata.name.as_deref().unwrap_or_default();
+        let ns = root.metadata.namespace.as_deref().unwrap_or_default();
+        return Some(format!(
+            "{what} has applied {applied_words} but the source is at {}: run --finish again \
+             once it applies it (flux reconcile ks -n {ns} {name})",
+            if source_rev.is_empty() {
+                "no revision"
+            } else {
+                source_rev
+            }
+        ));
+    }
+    None
+}
+
 /// What every settle wait of one `--finish` shares.
 struct SettleCtx<'a> {
     conn: &'a Connection,
@@ -829,26 +904,8 @@ pub async fn finish(
     let source_rev = artifact_revision(&repo);
     let applied = root.status.last_applied_revision.clone();
     report.root_revision = applied.clone();
-    if applied.as_deref() != Some(source_rev.as_str()) || source_rev.is_empty() {
-        report.notes.push(format!(
-            "root Kustomization {root_ns}/{root_name} has applied {} but the source is at {}: \
-             wait for it (or flux reconcile ks -n {root_ns} {root_name}) and run --finish again",
-            applied.as_deref().unwrap_or("nothing"),
-            if source_rev.is_empty() {
-                "no revision"
-            } else {
-                &source_rev
-            }
-        ));
-        return Ok(report);
-    }
-    if !root.ready().is_some_and(|c| c.is_true()) {
-        report.notes.push(format!(
-            "root Kustomization {root_ns}/{root_name} is not Ready: {}",
-            root.ready()
-                .map(|c| c.message().to_string())
-                .unwrap_or_default()
-        ));
+    if let Some(note) = root_not_judgeable(&root, ns, name, &source_rev) {
+        report.notes.push(note);
         return Ok(report);
     }
     // Render the root path at the applied revision, from the live (new) URL.
@@ -1077,6 +1134,85 @@ mod tests {
         assert_eq!(
             no_proof_message(None, &pre(None), t),
             "no proof within 8s: the GitRepository could not be read"
+        );
+    }
+
+    /// A settled root that cannot be compared says why, and never "wait" for a failure.
+    #[test]
+    fn a_failed_or_foreign_root_is_not_judged_and_not_waited_for() {
+        let root = |source: Value, ready: &str, applied: &str| {
+            ks(
+                json!({"metadata": {"name": "flux-system", "namespace": "flux-system",
+                    "generation": 1},
+                "spec": {"interval": "10m", "path": "./clusters/prod", "prune": true,
+                    "sourceRef": source},
+                "status": {"observedGeneration": 1, "lastAppliedRevision": applied,
+                    "conditions": [cond("Ready", ready, if ready == "True" {
+                        "ReconciliationSucceeded" } else { "BuildFailed" },
+                        "kustomize build failed: missing.yaml: no such file", Some(1))]}}),
+            )
+        };
+        let ours = json!({"kind": "GitRepository", "name": "flux-system"});
+        let (old, new) = ("main@sha1:aaa", "main@sha1:bbb");
+        let m = root_not_judgeable(
+            &root(ours.clone(), "False", old),
+            "flux-system",
+            "flux-system",
+            new,
+        )
+        .unwrap();
+        assert_eq!(
+            m,
+            "root Kustomization flux-system/flux-system is not Ready (Ready=False BuildFailed: \
+             kustomize build failed: missing.yaml: no such file): it failed at the source's \
+             revision main@sha1:bbb and still runs main@sha1:aaa; waiting does not fix that \
+             (each retry fails the same way): fix what the condition says, then run --finish \
+             again"
+        );
+        let m = root_not_judgeable(
+            &root(ours.clone(), "False", new),
+            "flux-system",
+            "flux-system",
+            new,
+        )
+        .unwrap();
+        assert!(
+            m.contains(
+                "it applied main@sha1:bbb, the source's revision, but its run did \
+            not succeed"
+            ),
+            "{m}"
+        );
+        let other = json!({"kind": "GitRepository", "name": "platform", "namespace": "infra"});
+        let m = root_not_judgeable(
+            &root(other, "True", "main@sha1:ccc"),
+            "flux-system",
+            "flux-system",
+            new,
+        )
+        .unwrap();
+        assert!(
+            m.starts_with(
+                "root Kustomization flux-system/flux-system applies \
+            GitRepository flux-system/flux-system from another source (GitRepository \
+            infra/platform)"
+            ),
+            "{m}"
+        );
+        assert_eq!(
+            root_not_judgeable(
+                &root(ours.clone(), "True", new),
+                "flux-system",
+                "flux-system",
+                new
+            ),
+            None
+        );
+        let m = root_not_judgeable(&root(ours, "True", old), "flux-system", "flux-system", new)
+            .unwrap();
+        assert!(
+            m.contains("has applied main@sha1:aaa but the source is at main@sha1:bbb"),
+            "{m}"
         );
     }
 

@@ -1747,6 +1747,58 @@ async fn suspended_source_is_refused_with_the_reason() {
     f.assert_restored();
 }
 
+/// `--finish` with a root Kustomization that the real kustomize-controller failed to build at
+/// the source's revision (a commit listing a missing file): the reason, and never "wait for
+/// it" (each retry fails the same way; it said "has applied X but the source is at Y: wait").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finish_with_a_root_failing_at_the_source_revision_says_fix_not_wait() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-rootfail", true).await;
+    let w = f.work.path();
+    std::fs::write(
+        w.join("clusters/prod/kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- flux-system\n- apps.yaml\n- missing.yaml\n",
+    )
+    .unwrap();
+    git(w, &["commit", "-q", "-am", "list a missing file"], &[]);
+    let broken = git(w, &["rev-parse", "HEAD"], &[]);
+    push(w, &f.old, &f.old_url(), &broken, TOKEN);
+    let rev = format!("main@sha1:{broken}");
+    eventually(T, "the root failed at the broken revision", || {
+        let k = f.root();
+        (f.live()["status"]["artifact"]["revision"] == json!(rev)
+            && condition(&k, "Ready")["status"] == "False"
+            && k["status"]["lastAttemptedRevision"] == json!(rev))
+        .then_some(())
+    });
+    let r = f
+        .run(&f.finish_args(&["--timeout", "60s", "-o", "json"]))
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["verified"], false);
+    assert_eq!(v["inProgressAtDeadline"], Value::Null, "{}", r.stdout);
+    let note = v["notes"][0].as_str().unwrap_or_default();
+    assert!(
+        note.starts_with(&format!(
+            "root Kustomization {0}/{0} is not Ready (Ready=False ",
+            f.ns
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(note.contains("missing.yaml"), "{note}");
+    assert!(
+        note.contains(&format!(
+            "it failed at the source's revision {rev} and still runs {}; waiting does not fix \
+             that",
+            f.head_rev()
+        )),
+        "{note}"
+    );
+    assert!(!r.stdout.contains("wait for it"), "{}", r.stdout);
+}
+
 /// A GitRepository the user named that the cluster does not have: exit 3 (the cluster's
 /// answer, not a usage error) with a message naming the kind, namespace, name, the context
 /// and server asked, and the command that lists what exists (`cluster_loop::error`).
