@@ -1828,3 +1828,67 @@ async fn missing_gitrepository_exits_3_naming_it_and_the_context() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// Without `--hold-root`, the root Kustomization re-applies the committed URL while the new one
+/// is not proven yet (the self-reference trap): the binary sees the live spec change back,
+/// rolls back and names the root. "Not proven yet" is held still without stopping
+/// source-controller (the root's run downloads the artifact from its storage server): the
+/// GitRepository is moved to a shard no source-controller runs here
+/// ([`realcluster::HELD_SHARD_LABEL`]), so nothing handles its new spec while its last artifact
+/// is still served; the root runs when asked, as at its next interval. This was the last
+/// cutover test on the twin's models.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_hold_the_root_kustomization_reverts_the_live_patch() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-revert", true).await;
+    f.c.kubectl(&[
+        "-n",
+        &f.ns,
+        "label",
+        "gitrepository",
+        &f.ns,
+        &format!("{}=held", realcluster::HELD_SHARD_LABEL),
+    ])
+    .unwrap();
+    let child = tokio::spawn(run_command(
+        f.command(&f.args(&["--timeout", "120s"])),
+        RUN_TIMEOUT,
+    ));
+    f.patched();
+    let requested = jiff::Timestamp::now().to_string();
+    f.c.kubectl(&[
+        "-n",
+        &f.ns,
+        "annotate",
+        "--overwrite",
+        "kustomization",
+        &f.ns,
+        &format!("reconcile.fluxcd.io/requestedAt={requested}"),
+    ])
+    .unwrap();
+    let r = child.await.unwrap();
+    assert_eq!(r.code, 1, "{}\nlive: {}", r.all(), f.live());
+    r.assert_no_secrets();
+    assert!(
+        r.stdout.contains(&format!(
+            "spec.url was changed back to {} by Kustomization {} (the root that applies this object)",
+            f.old_url(),
+            f.ns
+        )),
+        "{}",
+        r.stdout
+    );
+    f.assert_restored();
+    assert!(!held(&f.live()));
+    // Back to the main shard, so source-controller handles the namespace's deletion (its
+    // finalizer) when the fleet is dropped.
+    f.c.kubectl(&[
+        "-n",
+        &f.ns,
+        "label",
+        "gitrepository",
+        &f.ns,
+        &format!("{}-", realcluster::HELD_SHARD_LABEL),
+    ])
+    .unwrap();
+}

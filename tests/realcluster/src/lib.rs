@@ -101,10 +101,16 @@ pub const FLUX_NS: &str = "flux-system";
 
 /// The sharding label of Flux's sharding guide (fluxcd.io/flux/installation/configuration/
 /// sharding: the main controllers run with `--watch-label-selector=!sharding.fluxcd.io/key`,
-/// each shard's with `sharding.fluxcd.io/key=<shard>`). This cluster's kustomize-controller is
-/// the main shard and no other shard runs, so a Kustomization labelled with this key is never
-/// reconciled here: its status is what a test writes as the shard's controller would (a state
-/// held still, e.g. a run in progress or a request no worker has taken yet).
+/// each shard's with `sharding.fluxcd.io/key=<shard>`). This cluster's source- and
+/// kustomize-controller are the main shard and no other shard runs, so an object labelled with
+/// this key is never reconciled here: a Kustomization's status is what a test writes as the
+/// shard's controller would (a state held still, e.g. a run in progress or a request no worker
+/// has taken yet); a GitRepository keeps its last artifact, still served, but nothing handles
+/// a change of its spec. The selector filters each controller's own kinds only
+/// (kustomize-controller v1.9.6 and v1.7.3 main.go: cache `ByObject` for `Kustomization`;
+/// source-controller v1.9.6 main.go: for its source kinds), so a Kustomization still reads a
+/// labelled source (but kustomize-controller does not see a labelled Kustomization, also not
+/// as a dependency).
 pub const HELD_SHARD_LABEL: &str = "sharding.fluxcd.io/key";
 
 impl Cluster {
@@ -626,8 +632,8 @@ fn host_args(args: &[String], is_source: bool, storage: &Path) -> Vec<String> {
 }
 
 /// The Deployments `flux install` makes for source- and kustomize-controller (flux2
-/// manifests/bases: image, args), at the versions this harness builds. kustomize-controller
-/// runs as the main shard of a sharded install ([`HELD_SHARD_LABEL`]).
+/// manifests/bases: image, args), at the versions this harness builds, both as the main shard
+/// of a sharded install ([`HELD_SHARD_LABEL`]).
 pub fn flux_deployments(kc_version: &str, kc_args: &[String]) -> String {
     let mut kc = vec![
         "--events-addr=".to_owned(),
@@ -638,9 +644,11 @@ pub fn flux_deployments(kc_version: &str, kc_args: &[String]) -> String {
         "--enable-leader-election".to_owned(),
     ];
     kc.extend(kc_args.iter().cloned());
+    let selector = format!("--watch-label-selector=!{HELD_SHARD_LABEL}");
     let sc = [
         "--events-addr=",
         "--watch-all-namespaces=true",
+        selector.as_str(),
         "--log-level=info",
         "--log-encoding=json",
         "--enable-leader-election",
