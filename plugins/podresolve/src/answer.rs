@@ -9,6 +9,13 @@
 //! - glibc 2.36 `nss_dns/dns-host.c` `getanswer_r`/`gaih_getanswer`: `h_name` (getaddrinfo's
 //!   `ai_canonname` with `AI_CANONNAME`, which `getent ahosts` sets) is the owner name of the
 //!   answer: the queried (search-expanded) name, or the CNAME target.
+//! - Both try the search domains one after another, in resolv.conf order (musl sends one
+//!   name's A and AAAA queries, to every nameserver, at once; not the search domains).
+//!   musl continues only past NXDOMAIN: `name_from_dns` returns 0 for rcode 3, but
+//!   `EAI_AGAIN` for SERVFAIL or no answer and `EAI_NONAME` for NOERROR without an address,
+//!   and any non-zero result ends `name_from_dns_search`'s loop. glibc
+//!   `__res_context_search` (resolv/res_query.c) continues past NXDOMAIN, NODATA and SERVFAIL.
+//!   So with musl, every query before the answering one got NXDOMAIN.
 //! - So a canonical name that is one of the queried FQDNs names the query that answered; one
 //!   that is not is a CNAME target (or an /etc/hosts entry) and is mapped back through
 //!   nslookup's `canonical name =` lines when they start at a queried FQDN.
@@ -203,8 +210,14 @@ pub fn derive(
                      the name itself{}",
                     if index > 0 {
                         format!(
-                            " (the {index} earlier {} found nothing)",
-                            if index == 1 { "query" } else { "queries" }
+                            " (the {index} earlier {} {})",
+                            if index == 1 { "query" } else { "queries" },
+                            // musl goes on only past NXDOMAIN (see the module docs).
+                            if libc == Libc::Musl {
+                                "got NXDOMAIN"
+                            } else {
+                                "found nothing"
+                            }
                         )
                     } else {
                         String::new()
@@ -372,6 +385,35 @@ mod tests {
         let d = disagreement("podinfo.dev.example.local", Some(&r), &g, &n, "", Some(&a)).unwrap();
         assert!(d.contains("BusyBox >= 1.29 nslookup"), "{d}");
         assert!(d.contains("172.18.255.200"), "{d}");
+    }
+
+    /// musl goes on past NXDOMAIN only: the headline says what the earlier queries got.
+    #[test]
+    fn musl_headline_says_the_earlier_queries_got_nxdomain() {
+        let r = rc();
+        let order = r.query_order("podinfo.dev.example.local", Libc::Musl);
+        let g = parse_getent(
+            "192.168.2.99    STREAM podinfo.dev.example.local.wild.example\n192.168.2.99    DGRAM  podinfo.dev.example.local.wild.example\n",
+            Some(0),
+        );
+        let a = derive(
+            "podinfo.dev.example.local",
+            &order,
+            Some(&r),
+            Libc::Musl,
+            Some(&g),
+            None,
+            "",
+        )
+        .unwrap();
+        assert_eq!(a.index, Some(3));
+        assert!(
+            a.headline.ends_with(
+                "musl tries the search domains before the name itself (the 3 earlier queries got NXDOMAIN)"
+            ),
+            "{}",
+            a.headline
+        );
     }
 
     #[test]
