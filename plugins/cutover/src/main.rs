@@ -241,6 +241,18 @@ async fn run(cli: Cli) -> Result<i32> {
     // Usage errors are decided before any kubeconfig is read (exit 2 on any machine).
     if !cli.finish {
         validate_to(cli.to.as_deref().unwrap_or_default())?;
+        if cli.probe_timeout < Duration::from_secs(5) {
+            return Err(Error::usage(format!(
+                "--probe-timeout {:?} is too short: a probe pod needs at least 5s to be scheduled and run",
+                cli.probe_timeout
+            )));
+        }
+        if !cli.yes && !cli.dry_run && !std::io::stdin().is_terminal() {
+            return Err(Error::usage(
+                "refusing to change the cluster without confirmation: stdin is not a terminal; \
+                 pass --yes (or --dry-run to only see the plan)",
+            ));
+        }
         cluster_loop::probe::validate_image(&cli.probe_image).map_err(|e| {
             Error::usage(format!(
                 "--probe-image {:?} is not an image reference: {e}",
@@ -313,12 +325,6 @@ async fn run(cli: Cli) -> Result<i32> {
         }),
     };
     let err_painter = cli.output.stderr_painter();
-    if cli.probe_timeout < Duration::from_secs(5) {
-        return Err(Error::usage(format!(
-            "--probe-timeout {:?} is too short: a probe pod needs at least 5s to be scheduled and run",
-            cli.probe_timeout
-        )));
-    }
     // Installed before the preflight: from here on SIGINT no longer kills the process by
     // default, so every phase answers it itself (the preflight's read-only steps exit 130,
     // the in-cluster probe deletes its Job first, the confirmation prompt aborts).
@@ -423,12 +429,7 @@ async fn run(cli: Cli) -> Result<i32> {
         return Ok(EXIT_OK);
     }
     if !cli.yes {
-        if !std::io::stdin().is_terminal() {
-            return Err(Error::usage(
-                "refusing to change the cluster without confirmation: stdin is not a terminal; \
-                 pass --yes (or --dry-run to only see the plan)",
-            ));
-        }
+        // stdin is a terminal here (checked with the usage errors, before the kubeconfig).
         eprint!(
             "{} ",
             err_painter.bold(&format!(

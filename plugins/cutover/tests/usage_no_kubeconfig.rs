@@ -1,5 +1,6 @@
-//! `--to` is a usage question, decided before any kubeconfig is read: with `KUBECONFIG`
-//! naming a file that does not exist, a bad URL exits 2 (not 3 "no kubeconfig found").
+//! `--to`, `--probe-timeout` and a missing confirmation are usage questions, decided before
+//! any kubeconfig is read: with `KUBECONFIG` naming a file that does not exist, they exit 2
+//! (not 3 "no kubeconfig found"), as the README's exit-code table says.
 
 use std::process::Command;
 
@@ -24,5 +25,36 @@ fn bad_to_url_exits_2_without_a_kubeconfig() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "--to {to:?}: {stderr}");
         assert!(stderr.contains("--to"), "--to {to:?}: {stderr}");
+    }
+}
+
+/// A `--probe-timeout` under 5s, and a change without `--yes` from a stdin that is not a
+/// terminal, are wrong on any cluster: exit 2 before the kubeconfig (both were decided after
+/// the preflight had read the cluster).
+#[test]
+fn short_probe_timeout_and_no_confirmation_exit_2_without_a_kubeconfig() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-kubeconfig");
+    let to = "https://git.example.dev/org/fleet.git";
+    for (args, want) in [
+        (
+            &["--dry-run", "--verify-in-cluster", "--probe-timeout", "2s"][..],
+            "--probe-timeout 2s is too short",
+        ),
+        (&[][..], "stdin is not a terminal; pass --yes"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["gitrepository/flux-system", "--to", to])
+            .args(args)
+            .env("KUBECONFIG", &missing)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
