@@ -613,7 +613,7 @@ pub async fn preflight(
     if refused_early {
         // Refused before the new server is contacted; drift is about the cluster and the old
         // server, so it is still said first.
-        say_drift_first(conn, req, &mut pre, &secret_name, &creds).await?;
+        say_drift_first(conn, req, &mut pre, &secret_name, &creds).await;
         return Ok((repo, finish(pre)));
     }
 
@@ -698,7 +698,7 @@ pub async fn preflight(
         // The new server cannot be read, but drift is about the cluster and the old server:
         // still say it first.
         let creds = runner.credentials().clone();
-        say_drift_first(conn, req, &mut pre, &secret_name, &creds).await?;
+        say_drift_first(conn, req, &mut pre, &secret_name, &creds).await;
         return Ok((repo, finish(pre)));
     };
 
@@ -825,22 +825,24 @@ pub fn drift_message(at: &str, committed: &str, live: &str, root: &Consumer) -> 
 /// before the new server was contacted, or the new server could not be read): the tree at C
 /// comes from `--repo` or the live URL, fetched with the live secretRef's credentials (`creds`
 /// when that is the secret the preflight already read). Nothing is added when the root is not
-/// this source, or the tree cannot be read.
-///
-/// Errors: API errors reading the live secretRef's Secret.
+/// this source, or the tree (or the live secretRef's Secret) cannot be read: best effort, it
+/// never turns the refusal or remote failure being reported into another error.
 async fn say_drift_first(
     conn: &Connection,
     req: &Request,
     pre: &mut Preflight,
     secret_name: &Option<String>,
     creds: &GitCredentials,
-) -> Result<()> {
+) {
     let Some(root) = pre.current.root.clone().filter(|r| r.same_source) else {
-        return Ok(());
+        return;
     };
     let old_creds = match &pre.current.secret_ref {
         Some(s) if Some(s) != secret_name.as_ref() => {
-            read_credentials(conn, &req.namespace, s).await?
+            match read_credentials(conn, &req.namespace, s).await {
+                Ok(c) => c,
+                Err(_) => return,
+            }
         }
         _ => creds.clone(),
     };
@@ -859,7 +861,6 @@ async fn say_drift_first(
             pre.checks.insert(0, c);
         }
     }
-    Ok(())
 }
 
 /// The `drift` check alone (the committed spec.url at C vs the live one), for a preflight

@@ -1440,6 +1440,43 @@ async fn loopback_to_is_refused_in_the_default_preflight() {
     f.assert_restored();
 }
 
+/// Drift is said first on a refusal or a remote failure only as far as it can be read: when
+/// the live secretRef's Secret is gone, the refusal (exit 1) is still what is reported, never
+/// an error about that Secret (exit 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_live_secret_does_not_turn_a_refusal_into_an_error() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-nooldsecret", true).await;
+    f.c.kubectl(&["-n", &f.ns, "delete", "secret", &f.ns])
+        .unwrap();
+    let port = f.new.https_addr().port();
+    for (to, failed) in [
+        (
+            format!("https://localhost:{port}/org/fleet.git"),
+            "loopback",
+        ),
+        (
+            "https://git.example.test/org/fleet.git".to_string(),
+            "remote",
+        ),
+    ] {
+        let args = dry(&f, &to, &["--secret", NEW_SECRET, "-o", "json"]);
+        let r = f.run(&args).await;
+        assert_eq!(r.code, 1, "{to}: {}", r.all());
+        let v = r.json();
+        assert_eq!(v["mode"], "refused", "{to}: {}", r.stdout);
+        assert!(
+            v["preflight"]["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["id"] == failed && c["result"] == "fail"),
+            "{to}: {}",
+            r.stdout
+        );
+    }
+}
+
 /// Issue 19 item 6: a name this workstation resolves to the loopback (here through
 /// /etc/hosts, in a private mount namespace) is refused the same way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
