@@ -1,7 +1,8 @@
-//! The shared crate against the twin cluster (tests/twin: an HTTPS API server modelled on
-//! kube-apiserver, with Flux CRDs and RBAC): kubeconfig -> `ClusterArgs::connect`, the typed
-//! Flux objects, `wait_for` over its watch (including dropped watches), kstatus on what it
-//! serves, and the 403 message built from its (apiserver-shaped) Forbidden status.
+//! The shared crate against the real kube-apiserver with the Flux CRDs (tests/realcluster):
+//! kubeconfig -> `ClusterArgs::connect`, the typed Flux objects, `wait_for` over its watch
+//! (including a watch the fault proxy drops), kstatus on what it serves, and the 403 message
+//! built from the real Forbidden status (real RBAC). The Kustomization is of a shard no
+//! controller runs here ([`realcluster::HELD_SHARD_LABEL`]), so only the test writes its status.
 
 use cluster_loop::cli::ClusterArgs;
 use cluster_loop::error::KubeResultExt;
@@ -9,16 +10,18 @@ use cluster_loop::flux::{FluxObject, Kustomization};
 use cluster_loop::kstatus::{self, Status};
 use cluster_loop::wait::{Progress, wait_for};
 use kube::api::{Patch, PatchParams};
+use realcluster::proxy::{Fault, FaultAction, FaultProxy};
+use realcluster::{Cluster, FLUX_NS, HELD_SHARD_LABEL};
 use serde_json::json;
 use std::time::Duration;
-use twin::{Rule, Twin, TwinOptions};
 
 const KS: &str = r#"
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata:
-  name: apps
+  name: shared-apps
   namespace: flux-system
+  labels: {sharding.fluxcd.io/key: held}
 spec:
   interval: 10m
   path: ./apps
@@ -30,6 +33,13 @@ spec:
     kind: GitRepository
     name: flux-system
 "#;
+
+fn cluster() -> &'static Cluster {
+    let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
+    assert!(KS.contains(HELD_SHARD_LABEL));
+    c.apply_yaml(KS).unwrap();
+    c
+}
 
 fn far() -> tokio::time::Instant {
     tokio::time::Instant::now() + Duration::from_secs(120)
@@ -53,17 +63,26 @@ fn ready_status(generation: i64, ready: &str) -> serde_json::Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn typed_flux_objects_wait_and_kstatus_against_the_twin() {
-    let twin = Twin::start(TwinOptions::default()).await.unwrap();
-    twin.load_yaml(KS).unwrap();
-    let conn = conn_for(twin.kubeconfig_path().to_path_buf()).await;
-    assert_eq!(
-        conn.server.trim_end_matches('/'),
-        twin.server_url().trim_end_matches('/')
-    );
+async fn typed_flux_objects_wait_and_kstatus_on_the_real_apiserver() {
+    let c = cluster();
+    let proxy = FaultProxy::start(c).await.unwrap();
+    // The first watch ends at once (a dropped watch): the wait must resume from the list's
+    // resourceVersion, not fail, re-list or poll.
+    proxy.add(Fault {
+        method: Some("GET".into()),
+        path_contains: "watch=true".into(),
+        nth: 1,
+        action: FaultAction::DropAfter(Duration::ZERO),
+    });
+    let conn = conn_for(proxy.kubeconfig().to_path_buf()).await;
+    assert_eq!(conn.server.trim_end_matches('/'), proxy.server());
     let api = kube::Api::<Kustomization>::namespaced(conn.client.clone(), &conn.flux_namespace());
 
-    let k = api.get("apps").await.api_context(|| conn.ctx()).unwrap();
+    let k = api
+        .get("shared-apps")
+        .await
+        .api_context(|| conn.ctx())
+        .unwrap();
     assert!(k.spec.wait && k.spec.prune);
     assert_eq!(
         k.dependencies(),
@@ -75,17 +94,15 @@ async fn typed_flux_objects_wait_and_kstatus_against_the_twin() {
     );
     let generation = k.metadata.generation.unwrap_or(1);
 
-    // A writer flips Ready through the status subresource while we wait, and the server drops
-    // the watch in between: the wait must resume from its last resourceVersion, not fail or
-    // poll. Steps are sequenced by the predicate's calls (no sleeps): call 1 = after the list,
-    // call 2 = an event arrived over the watch.
+    // A writer flips Ready through the status subresource while we wait (its first watch
+    // dropped, above). Steps are sequenced by the predicate's calls (no sleeps): call 1 =
+    // after the list, call 2 = an event arrived over the (resumed) watch.
     let (seen_tx, mut seen_rx) = tokio::sync::watch::channel(0usize);
     let writer_api = api.clone();
-    let twin_ref = &twin;
     let progress = Progress::hidden();
     let waiter = wait_for(
         &api,
-        "apps",
+        "shared-apps",
         |k: Option<&Kustomization>| {
             seen_tx.send_modify(|n| *n += 1);
             k.is_some_and(|k| k.generation_observed() && k.ready().is_some_and(|c| c.is_true()))
@@ -99,17 +116,16 @@ async fn typed_flux_objects_wait_and_kstatus_against_the_twin() {
         seen_rx.wait_for(|n| *n >= 1).await.unwrap();
         writer_api
             .patch_status(
-                "apps",
+                "shared-apps",
                 &mp,
                 &Patch::Merge(&ready_status(generation, "Unknown")),
             )
             .await
             .unwrap();
         seen_rx.wait_for(|n| *n >= 2).await.unwrap();
-        twin_ref.drop_watches();
         writer_api
             .patch_status(
-                "apps",
+                "shared-apps",
                 &mp,
                 &Patch::Merge(&ready_status(generation, "True")),
             )
@@ -121,19 +137,21 @@ async fn typed_flux_objects_wait_and_kstatus_against_the_twin() {
     assert!(out.satisfied, "{out:?}");
     let k = out.object.unwrap();
     assert_eq!(k.ready().unwrap().reason(), "ReconciliationSucceeded");
-    let reqs = twin.requests();
+    let reqs = proxy.requests();
+    let on =
+        |r: &realcluster::proxy::Logged| r.method == "GET" && r.path.contains("/kustomizations?");
     let lists = reqs
         .iter()
-        .filter(|r| r.verb == "list" && r.resource == "kustomizations")
+        .filter(|r| on(r) && !r.path.contains("watch=true"))
         .count();
     let watches = reqs
         .iter()
-        .filter(|r| r.verb == "watch" && r.resource == "kustomizations")
+        .filter(|r| on(r) && r.path.contains("watch=true"))
         .count();
-    assert_eq!(lists, 1, "one list, no polling");
+    assert_eq!(lists, 1, "one list, no polling: {reqs:#?}");
     assert!(
         watches >= 2,
-        "the dropped watch was resumed ({watches} watches)"
+        "the dropped watch was resumed ({watches} watches): {reqs:#?}"
     );
 
     // kstatus on the object as served.
@@ -166,7 +184,7 @@ async fn typed_flux_objects_wait_and_kstatus_against_the_twin() {
                 .as_ref()
                 .map(|c| format!("context \"{c}\", "))
                 .unwrap_or_default(),
-            twin.server_url().trim_end_matches('/'),
+            proxy.server(),
             conn.context
                 .as_ref()
                 .map(|c| format!(" --context {c}"))
@@ -174,32 +192,19 @@ async fn typed_flux_objects_wait_and_kstatus_against_the_twin() {
         )
     );
     assert_eq!(e.exit_code(), 3);
-    twin.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_denial_names_verb_resource_namespace() {
-    let twin = Twin::start(TwinOptions::default()).await.unwrap();
-    twin.load_yaml(KS).unwrap();
-    // May read Kustomizations in flux-system, nothing else.
-    let token = twin.add_token(
-        "ro",
-        vec![
-            Rule::new(
-                &["get", "list", "watch"],
-                &["kustomize.toolkit.fluxcd.io"],
-                &["kustomizations"],
-            )
-            .in_namespaces(&["flux-system"]),
-        ],
-    );
-    let kc = twin.kubeconfig_for(&token, "ro").unwrap();
+    let c = cluster();
+    // May read Kustomizations in flux-system, nothing else (real RBAC: a Role and its binding).
+    let kc = read_kustomizations_in_flux_system(c, "shared-ro");
     let conn = conn_for(kc).await;
     let api = kube::Api::<Kustomization>::namespaced(conn.client.clone(), "flux-system");
-    assert!(api.get("apps").await.is_ok());
+    assert!(api.get("shared-apps").await.is_ok());
     let e = api
         .patch(
-            "apps",
+            "shared-apps",
             &PatchParams {
                 field_manager: Some("cluster-loop-test".into()),
                 ..Default::default()
@@ -212,7 +217,7 @@ async fn rbac_denial_names_verb_resource_namespace() {
                 .verb("patch")
                 .resource_of::<Kustomization>()
                 .namespace(Some("flux-system"))
-                .name("apps")
+                .name("shared-apps")
         })
         .unwrap_err();
     let m = e.to_string();
@@ -229,7 +234,7 @@ async fn rbac_denial_names_verb_resource_namespace() {
     let other = kube::Api::<Kustomization>::namespaced(conn.client.clone(), "apps");
     let e = wait_for(
         &other,
-        "apps",
+        "shared-apps",
         |k| k.is_some(),
         far(),
         &Progress::hidden(),
@@ -242,5 +247,28 @@ async fn rbac_denial_names_verb_resource_namespace() {
             .contains("kubectl auth can-i list kustomizations.kustomize.toolkit.fluxcd.io -n apps"),
         "{e}"
     );
-    twin.shutdown().await;
+}
+
+/// A kubeconfig for ServiceAccount `name` that may get, list and watch Kustomizations in
+/// flux-system only (a Role and a RoleBinding there).
+fn read_kustomizations_in_flux_system(c: &Cluster, name: &str) -> std::path::PathBuf {
+    c.apply_yaml(&format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nrules:\n- {{apiGroups: [kustomize.toolkit.fluxcd.io], resources: [kustomizations], verbs: [get, list, watch]}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\nsubjects: [{{kind: ServiceAccount, name: {name}, namespace: {FLUX_NS}}}]\n"
+    ))
+    .unwrap();
+    let token = c
+        .kubectl(&["-n", FLUX_NS, "create", "token", name])
+        .unwrap();
+    let path = c.dir().join(format!("{name}.kubeconfig"));
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    token: {}\ncontexts:\n- name: c\n  context: {{cluster: c, user: {name}, namespace: {FLUX_NS}}}\ncurrent-context: c\n",
+            c.server(),
+            c.dir().join("ca.crt").display(),
+            token.trim()
+        ),
+    )
+    .unwrap();
+    path
 }
