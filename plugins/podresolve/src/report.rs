@@ -14,7 +14,9 @@
 //!   dns{status,flavour,server,addresses,cnames,errors[],rc}, addresses[]},
 //!   coredns[{query,rewritten,serverBlock,answeredBy,detail,line,cached,steps[],
 //!   bypassedByNodeLocal,answered}], workstation{addresses,error,fromHostsFile}, verdict, expect[]|null,
-//!   expectMatch|null, tls|null, notes[]}], git|null, complete}`.
+//!   expectMatch|null, tls|null, notes[]}], git|null, complete}`;
+//! verdict: `same`, `differs`, `loopback` (the pod gets only loopback addresses) or
+//! `pod-cannot-resolve`.
 //!
 //! There is no `exitCode` key (as in the other plugins' reports): the process exit code is
 //! the contract, and a report field could only ever say 0 or 1 (exit 3 and 130 print no report).
@@ -904,6 +906,7 @@ pub fn render_text(r: &Report) -> String {
             Verdict::Same => "same as the workstation",
             Verdict::Differs => "DIFFERS from the workstation",
             Verdict::PodCannotResolve => "the POD CANNOT RESOLVE it",
+            Verdict::Loopback => "LOOPBACK: the pod itself, whatever the workstation answers",
         };
         let expect = match (h.expect_match, &h.expect) {
             (Some(true), Some(e)) => format!("; expected {}: ok", addrs(e)),

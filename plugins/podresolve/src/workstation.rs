@@ -101,6 +101,10 @@ pub enum Verdict {
     Same,
     /// Both resolve, to different sets (or only the pod resolves).
     Differs,
+    /// The pod gets only loopback addresses (`localhost`, a loopback literal, or a name the
+    /// pod resolves to 127.0.0.0/8 or ::1): the pod itself, never comparable with the
+    /// workstation, whose loopback is the workstation (fluxcd/flux2#2754).
+    Loopback,
     /// The pod gets no address.
     PodCannotResolve,
 }
@@ -109,6 +113,9 @@ pub enum Verdict {
 pub fn verdict(pod: &[IpAddr], workstation: &[IpAddr]) -> Verdict {
     if pod.is_empty() {
         return Verdict::PodCannotResolve;
+    }
+    if pod.iter().all(IpAddr::is_loopback) {
+        return Verdict::Loopback;
     }
     let mut a: Vec<IpAddr> = pod.to_vec();
     let mut b: Vec<IpAddr> = workstation.to_vec();
@@ -222,6 +229,19 @@ mod tests {
         assert_eq!(
             verdict(&[], &ips(&["203.0.113.7"])),
             Verdict::PodCannotResolve
+        );
+        // The same loopback address on both sides is still two different machines.
+        assert_eq!(
+            verdict(&ips(&["127.0.0.1"]), &ips(&["127.0.0.1"])),
+            Verdict::Loopback
+        );
+        assert_eq!(
+            verdict(&ips(&["::1", "127.0.0.1"]), &ips(&["127.0.0.1"])),
+            Verdict::Loopback
+        );
+        assert_eq!(
+            verdict(&ips(&["127.0.0.1", "10.0.0.1"]), &ips(&["10.0.0.1"])),
+            Verdict::Differs
         );
     }
 

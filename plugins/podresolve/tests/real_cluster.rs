@@ -1268,6 +1268,8 @@ fn localhost_in_a_real_pod_is_the_pod_itself_said_first() {
         pod.join(", ")
     );
     assert_eq!(h["loopback"], sentence.as_str(), "{}", r.dump());
+    assert_eq!(h["verdict"], "loopback", "{}", r.dump());
+    assert_eq!(r.code, Some(0), "{}", r.dump());
     // The workstation's localhost (from its /etc/hosts here) is the workstation itself: no
     // "pods never see /etc/hosts, add a CoreDNS entry" advice.
     assert!(
@@ -1279,6 +1281,11 @@ fn localhost_in_a_real_pod_is_the_pod_itself_said_first() {
     let block = r.stdout.split("\n\n").nth(1).unwrap_or_default();
     assert!(
         block.starts_with(&format!("localhost: {sentence}")),
+        "{}",
+        r.dump()
+    );
+    assert!(
+        block.contains("  verdict: LOOPBACK: the pod itself, whatever the workstation answers"),
         "{}",
         r.dump()
     );
