@@ -594,11 +594,23 @@ pub async fn preflight(
         .flatten();
     if let Some(mut c) = loopback {
         if req.allow_loopback {
+            // A name only this workstation resolves to the loopback may be the real server
+            // in the cluster's DNS; a loopback name or literal is the pod itself anywhere.
+            let only_here = url::Url::parse(&req.to)
+                .ok()
+                .and_then(|u| u.host_str().map(|h| loopback_reason(h, &[]).is_none()))
+                .unwrap_or(false);
             c.result = CheckResult::Warn;
             c.message = format!(
                 "{} (allowed by --allow-loopback: right only when source-controller shares \
-                 this machine's network)",
-                c.message.split(". Refused:").next().unwrap_or(&c.message)
+                 this machine's network{})",
+                c.message.split(". Refused:").next().unwrap_or(&c.message),
+                if only_here {
+                    ", or when the cluster's DNS answers the name with the real server \
+                     (--verify-in-cluster checks that)"
+                } else {
+                    ""
+                }
             );
         } else {
             refused_early = true;
@@ -1046,11 +1058,37 @@ pub fn loopback_check(url: &str) -> Option<Check> {
             .map(|it| it.map(|sa| sa.ip()).collect())
             .unwrap_or_default()
     };
-    loopback_reason(&host, &addrs).map(|message| Check {
+    workstation_loopback_reason(&host, &addrs).map(|message| Check {
         id: "loopback",
         result: CheckResult::Fail,
         message,
     })
+}
+
+/// [`loopback_reason`] as this workstation sees `host` (`addrs`: its resolver's answer). A
+/// loopback name or literal is the pod itself anywhere. A name that only this workstation
+/// resolves to the loopback (a hosts entry for a `kubectl port-forward`, a local proxy) is
+/// refused too, but the cluster's DNS may answer it differently: the message says so, and
+/// that `--verify-in-cluster --allow-loopback` checks the pod's own answer.
+pub fn workstation_loopback_reason(host: &str, addrs: &[std::net::IpAddr]) -> Option<String> {
+    if let Some(m) = loopback_reason(host, &[]) {
+        return Some(m);
+    }
+    if addrs.is_empty() || !addrs.iter().all(|a| is_own_machine(*a)) {
+        return None;
+    }
+    Some(format!(
+        "{host} resolves on this workstation to the loopback ({}): that answer proves nothing \
+         about the Git server, and a pod that gets it connects to itself (in a pod, localhost \
+         is the pod itself). Refused: use a URL the cluster can reach; if the cluster's DNS \
+         answers {host} with the real server (this workstation's answer is a port-forward or a \
+         hosts entry), check that with --verify-in-cluster --allow-loopback",
+        addrs
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }
 
 /// The transport rule: `http://` with credentials is refused unless explicitly allowed (flux
@@ -1388,6 +1426,28 @@ mod tests {
         );
         // Hosts files that block a name map it to 0.0.0.0: a connection reaches this machine.
         assert!(loopback_reason("blocked.example", &[ip("0.0.0.0")]).is_some());
+        // The workstation's view of a name: refused, naming the way to check the pod's answer.
+        let m = workstation_loopback_reason("gitea.lab", &[ip("127.0.0.1")]).unwrap();
+        assert!(
+            m.starts_with(
+                "gitea.lab resolves on this workstation to the loopback (127.0.0.1): that answer \
+                 proves nothing about the Git server, and a pod that gets it connects to itself"
+            ),
+            "{m}"
+        );
+        assert!(m.contains("Refused:"), "{m}");
+        assert!(
+            m.ends_with("check that with --verify-in-cluster --allow-loopback"),
+            "{m}"
+        );
+        assert_eq!(
+            workstation_loopback_reason("localhost", &[ip("127.0.0.1")]),
+            loopback_reason("localhost", &[])
+        );
+        assert_eq!(
+            workstation_loopback_reason("gitea.lab", &[ip("127.0.0.1"), ip("10.0.0.5")]),
+            None
+        );
         for (host, addrs) in [
             ("gitea.lab", vec![ip("10.0.0.5")]),
             ("gitea.lab", vec![ip("127.0.0.1"), ip("10.0.0.5")]),

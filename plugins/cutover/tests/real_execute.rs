@@ -1497,7 +1497,7 @@ async fn a_name_resolving_to_loopback_here_is_refused() {
     assert_eq!(r.code, 1, "{}", r.all());
     assert!(
         r.stdout.contains(
-            "gitea.lab.example resolves on this workstation to the loopback (127.0.0.1): in a pod, localhost is the pod itself"
+            "gitea.lab.example resolves on this workstation to the loopback (127.0.0.1): that answer proves nothing about the Git server, and a pod that gets it connects to itself (in a pod, localhost is the pod itself). Refused:"
         ),
         "{}",
         r.stdout
