@@ -214,6 +214,18 @@ fn pinned_name_from_the_pod_expect_pass_and_fail() {
     );
     assert_eq!(r.code, Some(1), "{}", r.dump());
     assert!(r.stdout.contains("MISMATCH"), "{}", r.dump());
+
+    // The top README's podresolve example is this run's output.
+    let args = [
+        "gitea.prod.example.dev",
+        "--expect",
+        PIN,
+        "-n",
+        "flux-system",
+    ];
+    let r = run_bin(c.kubeconfig(), &args);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    readme_example_is_the_real_output("README.md", &args, &r.stdout);
     no_leftovers(c, "flux-system");
 }
 
@@ -263,6 +275,36 @@ fn nxdomain_and_ndots_search_expansion() {
         r.dump()
     );
     no_leftovers(c, "flux-system");
+}
+
+/// The example block of `readme` (a path from the workspace root) for `$ kubectl podresolve
+/// ARGS` is `stdout`, line by line: only the probe's random name and the workstation's own
+/// resolver message (this machine's, not the cluster's) may differ.
+fn readme_example_is_the_real_output(readme: &str, args: &[&str], stdout: &str) {
+    let path = format!("{}/../../{readme}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let command = format!("$ kubectl podresolve {}\n", args.join(" "));
+    let documented = text
+        .split_once(&command)
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(block, _)| block)
+        .unwrap_or_else(|| panic!("{readme} has no example block for {command:?}"));
+    let probe_name = regex::Regex::new("podresolve-[0-9a-f]{10}").unwrap();
+    let comparable = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with(" workstation "))
+            .map(|l| {
+                probe_name
+                    .replace_all(l.trim_end(), "podresolve-RUN")
+                    .into_owned()
+            })
+            .collect()
+    };
+    assert_eq!(
+        comparable(documented),
+        comparable(stdout),
+        "{readme}'s example is not the real output:\n{stdout}"
+    );
 }
 
 /// A kubeconfig for ServiceAccount `name` in flux-system bound to ClusterRole `name` with
@@ -761,33 +803,8 @@ spec:
         "{}",
         r.dump()
     );
-    // The README's search-expansion example is this run's output, line by line: only the
-    // probe's random name and the workstation's own resolver message may differ.
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let command = format!("$ kubectl podresolve {}\n", args.join(" "));
-    let documented = readme
-        .split_once(&command)
-        .and_then(|(_, rest)| rest.split_once("```"))
-        .map(|(block, _)| block)
-        .unwrap_or_else(|| panic!("README.md has no example block for {command:?}"));
-    let probe_name = regex::Regex::new("podresolve-[0-9a-f]{10}").unwrap();
-    let comparable = |text: &str| -> Vec<String> {
-        text.lines()
-            .filter(|l| !l.starts_with(" workstation "))
-            .map(|l| {
-                probe_name
-                    .replace_all(l.trim_end(), "podresolve-RUN")
-                    .into_owned()
-            })
-            .collect()
-    };
-    assert_eq!(
-        comparable(documented),
-        comparable(&r.stdout),
-        "README.md's example is not the real output:\n{}",
-        r.stdout
-    );
+    // The README's search-expansion example is this run's output.
+    readme_example_is_the_real_output("plugins/podresolve/README.md", &args, &r.stdout);
     no_leftovers(c, "podresolve-search");
     let _ = c.kubectl(&["delete", "namespace", "podresolve-search", "--wait=false"]);
 }
