@@ -68,6 +68,20 @@ impl RealWorld {
     /// `cluster_knows_host`: the node's upstream resolver answers `host` with the link
     /// address (else the name is NXDOMAIN in the cluster, known only to the workstation).
     fn start(c: &'static Cluster, name: &str, host: &str, cluster_knows_host: bool) -> RealWorld {
+        let listen = c.podexec().expect("pod runtime").host_address();
+        RealWorld::start_listening(c, name, host, cluster_knows_host, listen.into())
+    }
+
+    /// [`RealWorld::start`] with the new server bound to `listen` (e.g. `0.0.0.0`: also on this
+    /// machine's loopback, as a `kubectl port-forward` would serve it); the cluster's DNS still
+    /// answers `host` with the pod-network address.
+    fn start_listening(
+        c: &'static Cluster,
+        name: &str,
+        host: &str,
+        cluster_knows_host: bool,
+        listen: std::net::IpAddr,
+    ) -> RealWorld {
         let pe = c.podexec().expect("pod runtime");
         let addr = pe.host_address();
         if cluster_knows_host {
@@ -78,7 +92,7 @@ impl RealWorld {
         let old = GitServer::start(GitServerOptions::default()).unwrap();
         let new = GitServer::start(GitServerOptions {
             dns_names: vec![host.into()],
-            listen: addr.into(),
+            listen,
             ..Default::default()
         })
         .unwrap();
@@ -774,5 +788,75 @@ async fn no_secret_ref_in_the_cluster_says_pass_secret() {
     );
     assert!(!r.stdout.contains("<none>"), "{}", r.stdout);
     assert_eq!(v["preflight"]["inCluster"]["auth"], "failed");
+    w.assert_clean(&r);
+}
+
+/// Issue 19 item 6, the way out the refusal names: this workstation resolves the new host to
+/// the loopback (a port-forward's /etc/hosts entry; the server also listens there) while the
+/// cluster's DNS answers it with the real server. The default preflight refuses it, naming
+/// --verify-in-cluster --allow-loopback; with them the pod's own answer is checked and passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_only_this_workstation_resolves_to_loopback_is_checked_from_the_pod() {
+    let Some(c) = cluster() else { return };
+    let any = std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+    let w = RealWorld::start_listening(
+        c,
+        "fleet-portfwd",
+        "git-portfwd.prod.example.dev",
+        true,
+        any,
+    );
+    let _ca = IMAGE_CA.read().await;
+    let to = w.to();
+    let target = format!("gitrepository/{}", w.name);
+    let run = |extra: &[&str]| {
+        let mut args = vec![target.as_str(), "-n", &w.name, "--to", &to, "--dry-run"];
+        args.extend_from_slice(extra);
+        let hosts = vec![("127.0.0.1".to_string(), w.host.clone())];
+        let (cmd, dir) = workstation_command(&hosts, c.kubeconfig(), &args);
+        async move {
+            let r = run_command(cmd, RUN_TIMEOUT).await;
+            drop(dir);
+            r
+        }
+    };
+    let r = run(&["-o", "json"]).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let lo = check(&v, "loopback");
+    assert_eq!(lo["result"], "fail");
+    let m = lo["message"].as_str().unwrap();
+    assert!(
+        m.starts_with(&format!(
+            "{} resolves on this workstation to the loopback (127.0.0.1)",
+            w.host
+        )),
+        "{m}"
+    );
+    assert!(
+        m.ends_with("check that with --verify-in-cluster --allow-loopback"),
+        "{m}"
+    );
+    assert!(v["preflight"].get("inCluster").is_none(), "{}", r.stdout);
+
+    let r = run(&["--verify-in-cluster", "--allow-loopback", "-o", "json"]).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(check(&v, "loopback")["result"], "warn");
+    assert!(
+        check(&v, "loopback")["message"]
+            .as_str()
+            .unwrap()
+            .contains("or when the cluster's DNS answers the name with the real server"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(check(&v, "remote")["result"], "ok");
+    assert_eq!(check(&v, "in-cluster")["result"], "ok", "{}", r.stdout);
+    let inc = &v["preflight"]["inCluster"];
+    assert_eq!(inc["addresses"], json!([w.addr]));
+    assert_eq!(inc["workstationAddresses"], json!(["127.0.0.1"]));
+    assert_eq!(inc["dnsDiffers"], true);
+    assert_eq!(inc["matchesCluster"], true);
     w.assert_clean(&r);
 }
