@@ -395,11 +395,7 @@ pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Vec<Strin
         .iter()
         .filter(|d| d.kind == "Kustomization" && group(&d.api_version) == KUSTOMIZE_GROUP)
     {
-        let p = d
-            .root
-            .path(&["spec", "path"])
-            .and_then(markercheck::yamltree::Node::str)
-            .unwrap_or("./");
+        let p = d.spec_path.as_deref().unwrap_or("./");
         if let Some(n) = tree::normalize(p)
             && repo.is_dir(&n)
             && !referenced.contains(&n)
@@ -645,7 +641,7 @@ pub fn key_origin(
     for &i in cands {
         let d = &repo.docs[i];
         for field in ["data", "stringData"] {
-            if d.root.path(&[field, key]).is_some() {
+            if d.root().path(&[field, key]).is_some() {
                 let own = d.file.starts_with(&prefix) || overlay_dir.is_empty();
                 let line = d.line_of(&[field, key]);
                 if best.as_ref().is_none_or(|b| own && !b.0) {

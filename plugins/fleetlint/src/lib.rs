@@ -317,7 +317,7 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
             ),
             None => None,
         };
-        let repo = tree::Repo::load(&root, &scope)
+        let repo = tree::Repo::load_cached(&root, &scope, cfg.cache_dir.as_deref())
             .map_err(|e| RunError::Usage(format!("{}: {e}", cfg.path.display())))?;
         let renderer = render::Renderer::new(&cfg.kubectl, cfg.cache_dir.clone());
         let mut overlay_dirs = overlay_dirs;

@@ -728,7 +728,8 @@ fn inherit_rule(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                     continue;
                 }
                 for field in ["data", "stringData"] {
-                    let Some(markercheck::yamltree::Node::Map { entries, .. }) = b.root.get(field)
+                    let Some(markercheck::yamltree::Node::Map { entries, .. }) =
+                        b.root().get(field)
                     else {
                         continue;
                     };
@@ -740,7 +741,7 @@ fn inherit_rule(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                             continue;
                         }
                         let set_by_overlay =
-                            own.iter().any(|d| d.root.path(&[field, key]).is_some());
+                            own.iter().any(|d| d.root().path(&[field, key]).is_some());
                         if set_by_overlay {
                             continue;
                         }
@@ -822,8 +823,13 @@ fn pools(repo: &Repo, ov: &Overlay) -> Vec<Pool> {
         let api = o.value["apiVersion"].as_str().unwrap_or("");
         let kind = o.value["kind"].as_str().unwrap_or("");
         let name = o.value["metadata"]["name"].as_str().unwrap_or("");
+        let cilium = kind == "CiliumLoadBalancerIPPool" && api.starts_with("cilium.io/");
+        let metallb = kind == "IPAddressPool" && api.starts_with("metallb.io/");
+        if !cilium && !metallb {
+            continue;
+        }
         let (file, line) = locate(repo, ov, o, &["spec"]);
-        if kind == "CiliumLoadBalancerIPPool" && api.starts_with("cilium.io/") {
+        if cilium {
             let allow_fl = o.value["spec"]["allowFirstLastIPs"] == "Yes";
             let blocks = o.value["spec"]["blocks"]
                 .as_array()
@@ -866,7 +872,7 @@ fn pools(repo: &Repo, ov: &Overlay) -> Vec<Pool> {
                 }
             }
         }
-        if kind == "IPAddressPool" && api.starts_with("metallb.io/") {
+        if metallb {
             let avoid = o.value["spec"]["avoidBuggyIPs"].as_bool().unwrap_or(false);
             for a in o.value["spec"]["addresses"]
                 .as_array()
@@ -1224,8 +1230,8 @@ fn service_link_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
         }
         let mut keys: Vec<&str> = base.clone();
         keys.push("containers");
-        let (file, line) = locate(repo, ov, o, &keys);
         if !collisions.is_empty() {
+            let (file, line) = locate(repo, ov, o, &keys);
             collisions.dedup();
             out.push(finding(
                 "FL061",
@@ -1237,6 +1243,7 @@ fn service_link_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                 owner_ids(ov, o),
             ));
         } else if uses_env_from {
+            let (file, line) = locate(repo, ov, o, &keys);
             out.push(finding(
                 "FL060",
                 ov,
@@ -1308,14 +1315,18 @@ fn image_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                 };
                 let cname = c["name"].as_str().unwrap_or("?");
                 let (host, path, tag, digest) = split_image(image);
-                let (file, line) =
-                    locate_text(repo, ov, o, image.split(['@']).next().unwrap_or(image));
-                let (file, line) = if line == 0 {
-                    locate_text(repo, ov, o, &path)
-                } else {
-                    (file, line)
+                // where the image is written, only looked up for a finding
+                let where_ = || {
+                    let (file, line) =
+                        locate_text(repo, ov, o, image.split(['@']).next().unwrap_or(image));
+                    if line == 0 {
+                        locate_text(repo, ov, o, &path)
+                    } else {
+                        (file, line)
+                    }
                 };
                 if digest.is_none() && tag.as_deref().is_none_or(|t| t == "latest") {
+                    let (file, line) = where_();
                     out.push(finding(
                         "FL070",
                         ov,
@@ -1337,6 +1348,7 @@ fn image_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                     ));
                 }
                 if let Some((sh, _)) = scanned.iter().find(|(sh, sp)| *sp == path && *sh != host) {
+                    let (file, line) = where_();
                     out.push(finding(
                         "FL071",
                         ov,

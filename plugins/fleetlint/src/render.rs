@@ -139,10 +139,13 @@ impl Renderer {
             h.update(b"\0");
             h.update(f.as_bytes());
             h.update(b"\0");
-            // the text already read (CRLF normalised, as kustomize's YAML reader sees it);
-            // other inputs (a generator's env file, a file outside PATH) from disk
-            match repo.texts.get(&f) {
-                Some(t) => h.update(t.as_bytes()),
+            // the digest of the text already read (CRLF normalised, as kustomize's YAML reader
+            // sees it); other inputs (a generator's env file, a file outside PATH) from disk
+            match repo.hashes.get(&f) {
+                Some(d) => {
+                    h.update(b"sha256:");
+                    h.update(d.as_bytes())
+                }
                 None => match std::fs::read(repo.root.join(&f)) {
                     Ok(b) => h.update(&b),
                     Err(_) => h.update(b"\x01missing"),

@@ -4,12 +4,18 @@
 use markercheck::yamltree::{self, Node};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 /// File names kustomize recognises as a kustomization (`konfig.RecognizedKustomizationFileNames`).
 pub const KUSTOMIZATION_FILES: [&str; 3] =
     ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
 /// One YAML document of a repository file, with where it is.
+///
+/// The facts every run needs (kind, name, namespace, `spec.path`, a kustomization's
+/// references) are read once per file content and kept in the file-facts cache
+/// ([`Repo::load_cached`]); the position-carrying tree ([`RawDoc::root`]) is parsed only when a
+/// rule asks for it (a finding's line, a variable's origin).
 #[derive(Debug, Clone)]
 pub struct RawDoc {
     /// Path relative to the repository root, `/`-separated.
@@ -26,15 +32,52 @@ pub struct RawDoc {
     pub name: String,
     /// `metadata.namespace`, if written.
     pub namespace: Option<String>,
-    /// The parsed document.
-    pub root: Node,
+    /// `spec.path`, when it is a string.
+    pub spec_path: Option<String>,
+    /// For the first document of a kustomization file: its local and remote references, as
+    /// written ([`Repo::kustomization_refs`] resolves them).
+    refs: Option<Vec<String>>,
+    /// The whole file's text and the document's byte range in it.
+    text: Arc<str>,
+    span: (usize, usize),
+    /// The parsed document, on first use.
+    tree: OnceLock<Node>,
 }
 
 impl RawDoc {
+    /// The document's tree, parsed on first use (from text that parsed when its facts were
+    /// read: same content, same tree).
+    pub fn root(&self) -> &Node {
+        self.tree.get_or_init(|| {
+            let chunk = &self.text[self.span.0..self.span.1];
+            let parse = || yamltree::parse(chunk).ok().and_then(|d| d.root);
+            // a long document may nest deeper than the caller's stack allows: parse it on
+            // markercheck's deep stack, as the first read did (a short one nests at most as
+            // many levels as it has bytes)
+            let root = if chunk.len() <= 1024 {
+                parse()
+            } else {
+                std::thread::scope(|s| {
+                    std::thread::Builder::new()
+                        .stack_size(markercheck::scan::DEEP_STACK)
+                        .spawn_scoped(s, parse)
+                        .ok()
+                        .and_then(|h| h.join().ok())
+                        .flatten()
+                })
+            };
+            root.unwrap_or(Node::Map {
+                entries: vec![],
+                flow: false,
+                start: 0,
+            })
+        })
+    }
+
     /// File line of the scalar at `keys` below the document root (mapping keys; a numeric key
     /// indexes a sequence), else of the deepest node reached, else the document line.
     pub fn line_of(&self, keys: &[&str]) -> usize {
-        let mut n = &self.root;
+        let mut n = self.root();
         let mut best = self.line;
         for k in keys {
             let next = match n {
@@ -71,7 +114,7 @@ impl RawDoc {
                 Node::Alias { .. } => None,
             }
         }
-        walk(&self.root, needle).map(|l| l + self.line_offset)
+        walk(self.root(), needle).map(|l| l + self.line_offset)
     }
 }
 
@@ -100,8 +143,10 @@ pub struct Repo {
     /// Directories holding a kustomization file (repository-relative, `/`-separated, "" for
     /// the root).
     pub kustomize_dirs: BTreeSet<String>,
-    /// File texts by repository-relative path.
-    pub texts: BTreeMap<String, String>,
+    /// File texts by repository-relative path (CRLF read as LF).
+    pub texts: BTreeMap<String, Arc<str>>,
+    /// Hex SHA-256 of each text in `texts`, by path.
+    pub hashes: BTreeMap<String, String>,
     /// Files that did not parse.
     pub bad: Vec<BadFile>,
     /// The directory that was read (repository-relative; "" for the whole repository).
@@ -151,19 +196,117 @@ fn yaml_name(n: &str) -> bool {
     n.ends_with(".yaml") || n.ends_with(".yml") || n == "Kustomization"
 }
 
-/// Parses one file's documents: (documents, parse failures).
-fn parse_file(file: &str, text: &str) -> (Vec<RawDoc>, Vec<BadFile>) {
-    let mut docs = Vec::new();
-    let mut bad = Vec::new();
+/// What a run needs of one document, read from the file's text once per content (the
+/// file-facts cache keeps it under the content digest).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct DocFacts {
+    start: usize,
+    end: usize,
+    line: usize,
+    line_offset: usize,
+    api_version: String,
+    kind: String,
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spec_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    refs: Option<Vec<String>>,
+}
+
+/// One file's documents and parse failures (line, message), as [`DocFacts`].
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct FileFacts {
+    docs: Vec<DocFacts>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    bad: Vec<(usize, String)>,
+}
+
+impl FileFacts {
+    /// True when every document's range lies on character boundaries of `text` (a cache
+    /// entry is only used when it fits the text it is filed under).
+    fn fits(&self, text: &str) -> bool {
+        self.docs.iter().all(|d| {
+            d.start <= d.end
+                && d.end <= text.len()
+                && text.is_char_boundary(d.start)
+                && text.is_char_boundary(d.end)
+        })
+    }
+}
+
+/// The references of a kustomization document as written, in the order
+/// [`Repo::kustomization_refs`] resolves them: `resources`, `bases`, `components`, `crds`,
+/// `patches`, `patchesStrategicMerge`, `patchesJson6902`, `transformers`, `generators`,
+/// `replacements` (a string item, or a map item's `path`; inline patches skipped), then the
+/// `files`/`envs` (the path after `key=`) and `env` of every `configMapGenerator` and
+/// `secretGenerator` (kustomize api/types kustomization.go).
+fn kustomization_ref_strings(root: &Node) -> Vec<String> {
+    let mut out = Vec::new();
+    let strs = |n: Option<&Node>| -> Vec<String> {
+        match n {
+            Some(Node::Seq { items, .. }) => items
+                .iter()
+                .filter_map(|i| match i {
+                    Node::Scalar(s) => Some(s.value.clone()),
+                    Node::Map { .. } => i.get("path").and_then(Node::str).map(str::to_string),
+                    _ => None,
+                })
+                .collect(),
+            _ => vec![],
+        }
+    };
+    for key in [
+        "resources",
+        "bases",
+        "components",
+        "crds",
+        "patches",
+        "patchesStrategicMerge",
+        "patchesJson6902",
+        "transformers",
+        "generators",
+        "replacements",
+    ] {
+        for r in strs(root.get(key)) {
+            // an inline strategic-merge patch is YAML text, not a path
+            if r.contains('\n') {
+                continue;
+            }
+            out.push(r);
+        }
+    }
+    for gen_key in ["configMapGenerator", "secretGenerator"] {
+        if let Some(Node::Seq { items, .. }) = root.get(gen_key) {
+            for g in items {
+                for k in ["files", "envs"] {
+                    for f in strs(g.get(k)) {
+                        out.push(f.split_once('=').map(|(_, p)| p.to_string()).unwrap_or(f));
+                    }
+                }
+                if let Some(e) = g.get("env").and_then(Node::str) {
+                    out.push(e.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Parses one file's documents: their facts and trees (`kustomization`: the file is a
+/// kustomization file, whose first document's references are kept).
+fn parse_file(text: &str, kustomization: bool) -> (FileFacts, Vec<Node>) {
+    let mut facts = FileFacts::default();
+    let mut trees = Vec::new();
     let chunks = match markercheck::scan::split_documents(text) {
         Ok(c) => c,
         Err((off, sep)) => {
-            bad.push(BadFile {
-                file: file.into(),
-                line: text[..off].matches('\n').count() + 1,
-                message: format!("invalid document separator {sep:?}"),
-            });
-            return (docs, bad);
+            facts.bad.push((
+                text[..off].matches('\n').count() + 1,
+                format!("invalid document separator {sep:?}"),
+            ));
+            return (facts, trees);
         }
     };
     for (s, e) in chunks {
@@ -172,11 +315,7 @@ fn parse_file(file: &str, text: &str) -> (Vec<RawDoc>, Vec<BadFile>) {
         let doc = match yamltree::parse(chunk) {
             Ok(d) => d,
             Err(err) => {
-                bad.push(BadFile {
-                    file: file.into(),
-                    line: err.line + line_offset,
-                    message: err.message,
-                });
+                facts.bad.push((err.line + line_offset, err.message));
                 continue;
             }
         };
@@ -192,8 +331,10 @@ fn parse_file(file: &str, text: &str) -> (Vec<RawDoc>, Vec<BadFile>) {
                 .unwrap_or(1),
             _ => 1,
         } + line_offset;
-        let d = RawDoc {
-            file: file.into(),
+        let first = facts.docs.is_empty();
+        facts.docs.push(DocFacts {
+            start: s,
+            end: e,
             line,
             line_offset,
             api_version: get(&["apiVersion"]),
@@ -203,20 +344,120 @@ fn parse_file(file: &str, text: &str) -> (Vec<RawDoc>, Vec<BadFile>) {
                 .path(&["metadata", "namespace"])
                 .and_then(Node::str)
                 .map(str::to_string),
-            root,
-        };
-        docs.push(d);
+            spec_path: root
+                .path(&["spec", "path"])
+                .and_then(Node::str)
+                .map(str::to_string),
+            refs: (kustomization && first).then(|| kustomization_ref_strings(&root)),
+        });
+        trees.push(root);
     }
-    (docs, bad)
+    (facts, trees)
+}
+
+/// Hex SHA-256 of a file's text (the file-facts cache key).
+fn digest(text: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Version of the file-facts cache format and of what [`parse_file`] extracts: a cache written
+/// by another version is ignored (and rewritten).
+const FACTS_FORMAT: &str = concat!("fleetlint-file-facts/1/", env!("CARGO_PKG_VERSION"));
+
+/// The file-facts cache of one repository root and scope: content digest -> facts.
+///
+/// On disk: `files-<digest of root and scope>.json` in the cache directory, a first line with
+/// the SHA-256 of the rest, then `{"format": .., "files": {digest: facts}}`. A file that is
+/// unreadable, fails its checksum, has another format or an entry that does not fit its text
+/// is ignored: those files are parsed again and the cache is rewritten (each write goes to a
+/// temporary name and is renamed, so readers never see half a file).
+struct FactsCache {
+    file: Option<PathBuf>,
+    entries: BTreeMap<String, FileFacts>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct FactsBody {
+    format: String,
+    files: BTreeMap<String, FileFacts>,
+}
+
+impl FactsCache {
+    fn open(cache_dir: Option<&Path>, root: &Path, scope: &Path) -> FactsCache {
+        let Some(dir) = cache_dir else {
+            return FactsCache {
+                file: None,
+                entries: BTreeMap::new(),
+            };
+        };
+        let id = digest(&format!("{}\0{}", root.display(), scope.display()));
+        let file = dir.join(format!("files-{}.json", &id[..32]));
+        let entries = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|s| {
+                let (sum, body) = s.split_once('\n')?;
+                (digest(body) == sum).then_some(())?;
+                let b: FactsBody = serde_json::from_str(body).ok()?;
+                (b.format == FACTS_FORMAT).then_some(b.files)
+            })
+            .unwrap_or_default();
+        FactsCache {
+            file: Some(file),
+            entries,
+        }
+    }
+
+    /// Keeps exactly `used` (the digests of this run's files), writing the file only when that
+    /// changes it.
+    fn store(self, used: BTreeMap<String, FileFacts>) {
+        let Some(file) = self.file else { return };
+        let same =
+            used.len() == self.entries.len() && used.keys().all(|k| self.entries.contains_key(k));
+        if same {
+            return;
+        }
+        let Ok(body) = serde_json::to_string(&FactsBody {
+            format: FACTS_FORMAT.into(),
+            files: used,
+        }) else {
+            return;
+        };
+        if let Some(d) = file.parent() {
+            let _ = std::fs::create_dir_all(d);
+        }
+        let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, format!("{}\n{body}", digest(&body))).is_ok() {
+            let _ = std::fs::rename(&tmp, &file);
+        }
+    }
 }
 
 impl Repo {
     /// Reads every YAML file below `scope` (skipping `.git`), parsing each document once;
     /// paths are relative to `root`, the repository root Flux paths start from (`scope` is
-    /// `root` or a directory below it).
+    /// `root` or a directory below it). No file-facts cache: see [`Repo::load_cached`].
     ///
     /// Errors: `root` or `scope` cannot be read.
     pub fn load(root: &Path, scope: &Path) -> std::io::Result<Repo> {
+        Repo::load_cached(root, scope, None)
+    }
+
+    /// [`Repo::load`], with the facts of each file content (documents, kinds, names, line
+    /// numbers, kustomization references, parse errors) kept in `cache_dir`: a file whose
+    /// content digest is in the cache is read but not parsed; its trees are parsed when a rule
+    /// first asks for one ([`RawDoc::root`]). An edited file has a new digest, so it is always
+    /// parsed again; a damaged cache is ignored and rewritten.
+    ///
+    /// Errors: `root` or `scope` cannot be read.
+    pub fn load_cached(
+        root: &Path,
+        scope: &Path,
+        cache_dir: Option<&Path>,
+    ) -> std::io::Result<Repo> {
         let root = std::fs::canonicalize(root)?;
         let scope = std::fs::canonicalize(scope)?;
         let mut repo = Repo {
@@ -224,7 +465,8 @@ impl Repo {
             scope: rel(&root, &scope),
             ..Default::default()
         };
-        let mut files: Vec<(String, String)> = Vec::new();
+        let cache = FactsCache::open(cache_dir, &root, &scope);
+        let mut files: Vec<(String, Arc<str>, bool)> = Vec::new();
         let walker = walkdir::WalkDir::new(&scope)
             .sort_by_file_name()
             .into_iter()
@@ -239,7 +481,8 @@ impl Repo {
                 continue;
             }
             let r = rel(&root, e.path());
-            if KUSTOMIZATION_FILES.contains(&name.as_ref()) {
+            let kustomization = KUSTOMIZATION_FILES.contains(&name.as_ref());
+            if kustomization {
                 let d = r
                     .rsplit_once('/')
                     .map(|(d, _)| d.to_string())
@@ -249,23 +492,40 @@ impl Repo {
             let Ok(bytes) = std::fs::read(e.path()) else {
                 continue;
             };
-            let text = String::from_utf8_lossy(&bytes).replace("\r\n", "\n");
-            files.push((r, text));
+            let text = match String::from_utf8(bytes) {
+                Ok(t) if !t.contains('\r') => t,
+                Ok(t) => t.replace("\r\n", "\n"),
+                Err(e) => String::from_utf8_lossy(e.as_bytes()).replace("\r\n", "\n"),
+            };
+            files.push((r, Arc::from(text), kustomization));
         }
-        // parse on every core (each file on its own), then index in file order; the threads
-        // get markercheck's deep stack (the tree walk recurses once per nesting level)
+        // digest, look up and (on a miss) parse on every core, then index in file order; the
+        // threads get markercheck's deep stack (the tree walk recurses once per nesting level)
         let threads = std::thread::available_parallelism()
             .map_or(2, |n| n.get())
             .clamp(1, 8);
         let chunk = files.len().div_ceil(threads).max(1);
-        let parsed: Vec<(Vec<RawDoc>, Vec<BadFile>)> = std::thread::scope(|s| {
+        let entries = &cache.entries;
+        type Parsed = (String, FileFacts, Option<Vec<Node>>);
+        let parsed: Vec<Parsed> = std::thread::scope(|s| {
             let handles: Vec<_> = files
                 .chunks(chunk)
                 .map(|c| {
                     std::thread::Builder::new()
                         .stack_size(markercheck::scan::DEEP_STACK)
                         .spawn_scoped(s, move || {
-                            c.iter().map(|(f, t)| parse_file(f, t)).collect::<Vec<_>>()
+                            c.iter()
+                                .map(|(_, t, k)| {
+                                    let d = digest(t);
+                                    match entries.get(&d).filter(|f| f.fits(t)) {
+                                        Some(f) => (d, f.clone(), None),
+                                        None => {
+                                            let (f, trees) = parse_file(t, *k);
+                                            (d, f, Some(trees))
+                                        }
+                                    }
+                                })
+                                .collect::<Vec<_>>()
                         })
                 })
                 .collect::<std::io::Result<_>>()?;
@@ -278,19 +538,47 @@ impl Repo {
             }
             Ok::<_, std::io::Error>(out)
         })?;
-        for ((r, text), (docs, bad)) in files.into_iter().zip(parsed) {
-            repo.bad.extend(bad);
-            for d in docs {
+        let mut used = BTreeMap::new();
+        for ((r, text, _), (d, facts, trees)) in files.into_iter().zip(parsed) {
+            for (line, message) in &facts.bad {
+                repo.bad.push(BadFile {
+                    file: r.clone(),
+                    line: *line,
+                    message: message.clone(),
+                });
+            }
+            let mut trees = trees.map(Vec::into_iter);
+            for f in &facts.docs {
+                let tree = OnceLock::new();
+                if let Some(t) = trees.as_mut().and_then(Iterator::next) {
+                    let _ = tree.set(t);
+                }
                 let i = repo.docs.len();
-                repo.first_doc.entry(d.file.clone()).or_insert(i);
+                repo.first_doc.entry(r.clone()).or_insert(i);
                 repo.by_kind_name
-                    .entry((d.kind.clone(), d.name.clone()))
+                    .entry((f.kind.clone(), f.name.clone()))
                     .or_default()
                     .push(i);
-                repo.docs.push(d);
+                repo.docs.push(RawDoc {
+                    file: r.clone(),
+                    line: f.line,
+                    line_offset: f.line_offset,
+                    api_version: f.api_version.clone(),
+                    kind: f.kind.clone(),
+                    name: f.name.clone(),
+                    namespace: f.namespace.clone(),
+                    spec_path: f.spec_path.clone(),
+                    refs: f.refs.clone(),
+                    text: text.clone(),
+                    span: (f.start, f.end),
+                    tree,
+                });
             }
+            repo.hashes.insert(r.clone(), d.clone());
             repo.texts.insert(r, text);
+            used.insert(d, facts);
         }
+        cache.store(used);
         Ok(repo)
     }
 
@@ -361,53 +649,11 @@ impl Repo {
                 files.push(p);
             }
         };
-        let strs = |n: Option<&Node>| -> Vec<String> {
-            match n {
-                Some(Node::Seq { items, .. }) => items
-                    .iter()
-                    .filter_map(|i| match i {
-                        Node::Scalar(s) => Some(s.value.clone()),
-                        Node::Map { .. } => i.get("path").and_then(Node::str).map(str::to_string),
-                        _ => None,
-                    })
-                    .collect(),
-                _ => vec![],
-            }
-        };
-        for key in [
-            "resources",
-            "bases",
-            "components",
-            "crds",
-            "patches",
-            "patchesStrategicMerge",
-            "patchesJson6902",
-            "transformers",
-            "generators",
-            "replacements",
-        ] {
-            for r in strs(doc.root.get(key)) {
-                // an inline strategic-merge patch is YAML text, not a path
-                if r.contains('\n') {
-                    continue;
-                }
-                push(&r);
-            }
-        }
-        for gen_key in ["configMapGenerator", "secretGenerator"] {
-            if let Some(Node::Seq { items, .. }) = doc.root.get(gen_key) {
-                for g in items {
-                    for k in ["files", "envs"] {
-                        for f in strs(g.get(k)) {
-                            let f = f.split_once('=').map(|(_, p)| p.to_string()).unwrap_or(f);
-                            push(&f);
-                        }
-                    }
-                    if let Some(e) = g.get("env").and_then(Node::str) {
-                        push(e);
-                    }
-                }
-            }
+        match &doc.refs {
+            Some(refs) => refs.iter().for_each(|r| push(r)),
+            None => kustomization_ref_strings(doc.root())
+                .iter()
+                .for_each(|r| push(r)),
         }
         (dirs, files)
     }

@@ -416,3 +416,98 @@ fn a_warm_cache_gives_the_same_report_as_a_fresh_run() {
         );
     }
 }
+
+/// The file-facts cache (each file's documents, kinds, names, lines and kustomization
+/// references, kept under the file's content digest) never serves a stale or damaged entry:
+/// after an edit that moves lines, one that adds a kustomization resource (a changed
+/// reference list), and after the cache file is cut short, overwritten with garbage or has a
+/// byte changed, the cached run reports exactly what a run without a cache reports, and the
+/// damaged cache file is rewritten whole (its first line is the SHA-256 of the rest).
+#[test]
+fn the_file_facts_cache_never_serves_a_stale_or_damaged_entry() {
+    use sha2::Digest as _;
+    let f = common::clean_fleet();
+    let cache = tempfile::tempdir().unwrap();
+    let cached = || f.lint_with(|c| c.cache_dir = Some(cache.path().to_path_buf()));
+    let same = |r: &fleetlint::Report, fresh: &fleetlint::Report| {
+        assert_eq!(r.findings, fresh.findings, "{}", common::show(r));
+        assert_eq!(
+            serde_json::to_value(&r.overlays[0].kustomizations).unwrap(),
+            serde_json::to_value(&fresh.overlays[0].kustomizations).unwrap()
+        );
+        assert_eq!(r.stats.files, fresh.stats.files);
+        assert_eq!(r.stats.kustomize_dirs, fresh.stats.kustomize_dirs);
+    };
+    let facts_file = || {
+        let v: Vec<_> = std::fs::read_dir(cache.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                let n = p.file_name().unwrap().to_string_lossy();
+                n.starts_with("files-") && n.ends_with(".json")
+            })
+            .collect();
+        assert_eq!(v.len(), 1, "one file-facts cache per tree: {v:?}");
+        v[0].clone()
+    };
+    let whole = |p: &std::path::Path| {
+        let s = std::fs::read_to_string(p).unwrap();
+        let (sum, body) = s.split_once('\n').unwrap();
+        let want: String = sha2::Sha256::digest(body.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(sum, want, "checksum line of {}", p.display());
+    };
+    same(&cached(), &f.lint());
+    let facts = facts_file();
+    whole(&facts);
+    // an edit that moves every line of a document and adds a finding (FL070 at its new line)
+    let d = std::fs::read_to_string(f.root().join("apps/app/deploy.yaml")).unwrap();
+    f.write(
+        "apps/app/deploy.yaml",
+        &format!(
+            "# moved\n# down\n{}",
+            d.replace("ghcr.io/example/web:2.3.4", "ghcr.io/example/web:latest")
+        ),
+    );
+    let fresh = f.lint();
+    assert_eq!(common::rules(&fresh), ["FL070"], "{}", common::show(&fresh));
+    same(&cached(), &fresh);
+    // a new resource in a kustomization file: the cached reference list must not be the old one
+    let k = std::fs::read_to_string(f.root().join("apps/app/kustomization.yaml")).unwrap();
+    assert!(k.contains("resources:\n"), "{k}");
+    f.write(
+        "apps/app/kustomization.yaml",
+        &k.replace("resources:\n", "resources:\n  - extra.yaml\n"),
+    );
+    f.write(
+        "apps/app/extra.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\ndata:\n  v: TBD-EXTRA\n",
+    );
+    let fresh = f.lint();
+    assert_eq!(
+        common::rules(&fresh),
+        ["FL040", "FL070"],
+        "{}",
+        common::show(&fresh)
+    );
+    same(&cached(), &fresh);
+    // damaged cache files: ignored, the run is right, the file is rewritten whole
+    let good = std::fs::read(&facts).unwrap();
+    let mut flipped = good.clone();
+    let at = flipped.len() - 10;
+    flipped[at] = if flipped[at] == b'1' { b'2' } else { b'1' };
+    for damaged in [
+        good[..good.len() / 2].to_vec(),
+        b"not a cache\n{]".to_vec(),
+        flipped,
+        Vec::new(),
+    ] {
+        std::fs::write(&facts, &damaged).unwrap();
+        same(&cached(), &fresh);
+        assert_ne!(std::fs::read(&facts).unwrap(), damaged);
+        whole(&facts);
+    }
+}
