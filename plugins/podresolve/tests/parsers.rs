@@ -292,6 +292,13 @@ fn getent_diagnostics_are_kept_and_an_exec_failure_is_not_a_missing_tool() {
         ]
     );
     assert!(g.addresses.is_empty());
+    let n = parse_nslookup(
+        "/usr/bin/nslookup: error while loading shared libraries: libjemalloc.so.2: failed to map segment from shared object\n",
+        Some(127),
+        Some("/usr/bin/nslookup"),
+    );
+    assert_eq!(n.status, LookupStatus::Error);
+    assert_eq!(n.errors.len(), 1);
     // Address lines are not errors.
     let g = parse_getent(
         "192.168.2.20    STREAM gitea.example.dev\n192.168.2.20    DGRAM  \n192.168.2.20    RAW    \n",

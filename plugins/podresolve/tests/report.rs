@@ -794,3 +794,29 @@ fn getent_exec_failure_is_kept_and_not_called_a_missing_tool() {
     assert!(!text.contains("not found in image"), "{text}");
     assert_eq!(text.matches(unreachable).count(), 1, "{text}");
 }
+
+/// Issue 19 item 2, nslookup's side, captured: a BIND nslookup that cannot start (the loader's
+/// diagnostic, exit 127) keeps its text in `pod.dns.errors` and the text report, and is not
+/// "not found in image".
+#[test]
+fn nslookup_exec_failure_is_kept_and_not_called_a_missing_tool() {
+    let r = build_from(
+        "probe-glibc-bind-nslookup-exec-failure.log",
+        WILD_COREFILE,
+        &["gitea.example.dev"],
+        vec![ws(&[])],
+        |_| {},
+        Some("twin-node"),
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    let dns = &v["hosts"][0]["pod"]["dns"];
+    let loader = "/usr/bin/nslookup: error while loading shared libraries: libjemalloc.so.2: failed to map segment from shared object";
+    assert_eq!(dns["status"], "error");
+    assert_eq!(dns["errors"], serde_json::json!([loader]));
+    let text = render_text(&r);
+    assert!(
+        text.contains(&format!("  nslookup said: {loader}")),
+        "{text}"
+    );
+    assert!(!text.contains("not found in image"), "{text}");
+}

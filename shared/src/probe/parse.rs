@@ -409,11 +409,25 @@ pub fn parse_nslookup(body: &str, rc: Option<i32>, tool_real_path: Option<&str>)
     let mut ptr_names: Vec<String> = Vec::new();
     let mut errors: Vec<NslookupError> = Vec::new();
     let mut in_header = false;
+    // BIND's "Authoritative answers can be found from:" section (the zone's SOA or NS lines)
+    // runs to the next blank line: information, not an error.
+    let mut in_authority = false;
     let mut current_name = String::new();
     for raw in body.lines() {
         let line = raw.trim_end();
         if line.trim().is_empty() {
             in_header = false;
+            in_authority = false;
+            continue;
+        }
+        if in_authority {
+            continue;
+        }
+        if line.trim() == "Authoritative answers can be found from:" {
+            in_authority = true;
+            continue;
+        }
+        if line.trim() == "Non-authoritative answer:" {
             continue;
         }
         if let Some(v) = line.strip_prefix("Server:") {
@@ -480,6 +494,17 @@ pub fn parse_nslookup(body: &str, rc: Option<i32>, tool_real_path: Option<&str>)
             let e = NslookupError {
                 name,
                 status,
+                text: line.trim().to_string(),
+            };
+            if !errors.contains(&e) {
+                errors.push(e);
+            }
+        } else {
+            // A line of no known shape (e.g. the dynamic loader's `error while loading shared
+            // libraries`): kept as an error, never dropped.
+            let e = NslookupError {
+                name: String::new(),
+                status: LookupStatus::Error,
                 text: line.trim().to_string(),
             };
             if !errors.contains(&e) {
