@@ -384,6 +384,12 @@ fn judge(
             _ => {}
         }
         let why = match &f {
+            RemoteFailure::Tls(detail) if v.secret.is_none() => format!(
+                "TLS verification failed in the cluster ({detail}): the GitRepository has no \
+                 secretRef, so only the image's CA bundle was trusted. If the server uses a \
+                 private CA, put the CA certificate (PEM) in a Secret under the key `ca.crt` and \
+                 pass it with --secret: source-controller verifies with it"
+            ),
             RemoteFailure::Tls(detail) => format!(
                 "TLS verification failed in the cluster ({detail}){}. Add the CA certificate \
                  (PEM) to secret {secret} under the key `ca.crt`: source-controller verifies \

@@ -789,6 +789,27 @@ async fn no_secret_ref_in_the_cluster_says_pass_secret() {
     assert!(!r.stdout.contains("<none>"), "{}", r.stdout);
     assert_eq!(v["preflight"]["inCluster"]["auth"], "failed");
     w.assert_clean(&r);
+
+    // The image's bundle does not know the server's CA and there is no secretRef: the pod's
+    // TLS failure says so and how to add a CA, never "add it to secret <none>".
+    let (mut cmd, hosts) = w.command(c.kubeconfig(), &["--verify-in-cluster", "-o", "json"]);
+    cmd.env("SSL_CERT_FILE", &system);
+    let r = run_command(cmd, RUN_TIMEOUT).await;
+    drop(hosts);
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let m = check(&v, "in-cluster")["message"].as_str().unwrap();
+    assert!(
+        m.contains(
+            "the GitRepository has no secretRef, so only the image's CA bundle was trusted. If \
+             the server uses a private CA, put the CA certificate (PEM) in a Secret under the \
+             key `ca.crt` and pass it with --secret"
+        ),
+        "{m}"
+    );
+    assert!(!r.stdout.contains("<none>"), "{}", r.stdout);
+    assert_eq!(v["preflight"]["inCluster"]["tls"], "failed");
+    w.assert_clean(&r);
 }
 
 /// Issue 19 item 6, the way out the refusal names: this workstation resolves the new host to
