@@ -291,16 +291,9 @@ impl Cluster {
             ],
             env: vec![],
         };
-        let mut kcm = Proc::start(&kcm, &logs)?;
-        kcm.wait_until(Duration::from_secs(5), |_| false).ok();
-        if let Some(st) = kcm.exited() {
-            return Err(Error::ProcessExited {
-                name: "kube-controller-manager".into(),
-                status: st.to_string(),
-                log_tail: kcm.log_tail(30),
-            });
-        }
-        procs.push(kcm);
+        // No wait here: the Flux Deployments' rollout below needs its deployment and
+        // replicaset controllers, and that wait fails at once, with the log tail, if it exits.
+        procs.push(Proc::start(&kcm, &logs)?);
 
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -441,17 +434,7 @@ impl Cluster {
             &opts.kustomize_controller_args,
         ))?;
         for name in ["source-controller", "kustomize-controller"] {
-            kubectl(
-                &cluster.kubeconfig,
-                &[
-                    "-n",
-                    FLUX_NS,
-                    "rollout",
-                    "status",
-                    &format!("deployment/{name}"),
-                    "--timeout=120s",
-                ],
-            )?;
+            cluster.rollout_status(name, Duration::from_secs(120))?;
         }
         eprintln!(
             "realcluster: kube-apiserver {} and Flux up in {:.1}s ({})",
@@ -460,6 +443,42 @@ impl Cluster {
             cluster.dir().display()
         );
         Ok(cluster)
+    }
+
+    /// Waits until the flux-system Deployment `name` has rolled out (`kubectl rollout
+    /// status`, asked in 2 s slices). Errors: [`Error::ProcessExited`] as soon as a
+    /// control-plane process (etcd, kube-apiserver, kube-controller-manager) has exited, or
+    /// [`Error::Setup`] with kubectl's last answer after `timeout`.
+    fn rollout_status(&self, name: &str, timeout: Duration) -> Result<(), Error> {
+        let until = std::time::Instant::now() + timeout;
+        let deploy = format!("deployment/{name}");
+        loop {
+            let last = match self.kubectl(&[
+                "-n",
+                FLUX_NS,
+                "rollout",
+                "status",
+                &deploy,
+                "--timeout=2s",
+            ]) {
+                Ok(_) => return Ok(()),
+                Err(e) => e,
+            };
+            for p in self.procs.lock().unwrap().iter_mut() {
+                if let Some(st) = p.exited() {
+                    return Err(Error::ProcessExited {
+                        name: p.name().to_owned(),
+                        status: st.to_string(),
+                        log_tail: p.log_tail(30),
+                    });
+                }
+            }
+            if std::time::Instant::now() >= until {
+                return Err(Error::Setup(format!(
+                    "{deploy} not rolled out after {timeout:?}: {last}"
+                )));
+            }
+        }
     }
 
     /// The admin kubeconfig (context `realcluster`, namespace flux-system).

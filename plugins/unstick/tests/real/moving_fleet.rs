@@ -35,8 +35,8 @@ fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
 }
 
-/// Reads the fleet every 300 ms until `stop`, asserting agreement on each snapshot; returns
-/// the rows seen as `ns/name class [root cause]`.
+/// Reads the fleet every 300 ms until a snapshot begun after `stop` was set, asserting
+/// agreement on each snapshot; returns the rows seen as `ns/name class [root cause]`.
 fn sample(c: &Cluster, stop: Arc<AtomicBool>) -> Vec<String> {
     let kubeconfig = c.kubeconfig().to_path_buf();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -59,7 +59,10 @@ fn sample(c: &Cluster, stop: Arc<AtomicBool>) -> Vec<String> {
             },
         };
         let mut seen = Vec::new();
-        while !stop.load(Ordering::SeqCst) {
+        loop {
+            // Read before the snapshot: once `stop` is set, one more snapshot, begun after it,
+            // is taken, so the state the caller waited for before stopping is always seen.
+            let last = stop.load(Ordering::SeqCst);
             let (snap, _) = live::gather(&conn, &scope, &Reader::default())
                 .await
                 .unwrap();
@@ -86,6 +89,9 @@ fn sample(c: &Cluster, stop: Arc<AtomicBool>) -> Vec<String> {
                     "{} {} [{}]",
                     row.kustomization, row.class, row.root_cause
                 ));
+            }
+            if last {
+                break;
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
