@@ -276,30 +276,50 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
             root.display()
         )));
     }
-    let changed = match &cfg.changed_since {
-        Some(rev) => Some(changed_files(&root, rev)?),
-        None => None,
+    // `git diff` runs beside the walk of the tree (its errors still come first)
+    let git = cfg.changed_since.clone().map(|rev| {
+        let root = root.clone();
+        std::thread::spawn(move || changed_files(&root, &rev))
+    });
+    type ChangedFiles = Result<BTreeSet<String>, RunError>;
+    let git_result = |git: Option<std::thread::JoinHandle<ChangedFiles>>| match git {
+        Some(h) => h
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            .map(Some),
+        None => Ok(None),
     };
     // usage errors first (before any thread starts)
     let mut overlay_dirs = Vec::new();
     for o in &cfg.overlays {
-        let abs = std::fs::canonicalize(o).map_err(|e| {
-            RunError::Usage(format!(
-                "--overlay {}: {e} (an overlay is a cluster directory such as clusters/prod)",
-                o.display()
-            ))
-        })?;
-        if !abs.starts_with(&root) || !abs.is_dir() {
-            return Err(RunError::Usage(format!(
-                "--overlay {}: not a directory inside the repository {}",
-                o.display(),
-                root.display()
-            )));
+        let checked = std::fs::canonicalize(o)
+            .map_err(|e| {
+                RunError::Usage(format!(
+                    "--overlay {}: {e} (an overlay is a cluster directory such as clusters/prod)",
+                    o.display()
+                ))
+            })
+            .and_then(|abs| {
+                if !abs.starts_with(&root) || !abs.is_dir() {
+                    Err(RunError::Usage(format!(
+                        "--overlay {}: not a directory inside the repository {}",
+                        o.display(),
+                        root.display()
+                    )))
+                } else {
+                    Ok(abs)
+                }
+            });
+        match checked {
+            Ok(abs) => overlay_dirs.push(tree::rel(&root, &abs)),
+            Err(e) => {
+                git_result(git)?;
+                return Err(e);
+            }
         }
-        overlay_dirs.push(tree::rel(&root, &abs));
     }
-    // markercheck's rules run on their own thread beside the overlays (they read the same
-    // tree independently); its stack is markercheck's deep one, as in its own binary
+    // markercheck's rules run on their own thread beside the overlays; its stack is
+    // markercheck's deep one, as in its own binary
     let mc_cfg = cfg.markers.then(|| markercheck::check::Config {
         paths: vec![scope.clone()],
         default_namespace: "flux-system".into(),
@@ -307,18 +327,39 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
         repo_root: Some(root.clone()),
         ..Default::default()
     });
+    let load_error = |e: std::io::Error| RunError::Usage(format!("{}: {e}", cfg.path.display()));
     std::thread::scope(|s| {
-        let markers = match &mc_cfg {
-            Some(c) => Some(
-                std::thread::Builder::new()
+        let (markers, repo, changed) = match &mc_cfg {
+            Some(c) => {
+                // one walk and one read of every file for both: markercheck's parallel scan
+                // hands back the bytes of the YAML files it read
+                let (scan, kept) =
+                    markercheck::scan::scan_root_keeping(&scope, c.max_file_size, tree::yaml_name);
+                let changed = git_result(git)?;
+                let (files, unreadable) = shared_files(&root, &scope, &scan, kept);
+                let mut scan = Some(scan);
+                let markers = std::thread::Builder::new()
                     .stack_size(markercheck::scan::DEEP_STACK)
-                    .spawn_scoped(s, move || markercheck::check::run(c))
-                    .map_err(|e| RunError::Other(format!("cannot start a thread: {e}")))?,
-            ),
-            None => None,
+                    .spawn_scoped(s, move || {
+                        markercheck::check::run_scanned(c, |_| scan.take().unwrap_or_default())
+                    })
+                    .map_err(|e| RunError::Other(format!("cannot start a thread: {e}")))?;
+                let repo = tree::Repo::from_files(
+                    &root,
+                    &scope,
+                    files,
+                    &unreadable,
+                    cfg.cache_dir.as_deref(),
+                )
+                .map_err(load_error)?;
+                (Some(markers), repo, changed)
+            }
+            None => {
+                let repo = tree::Repo::load_cached(&root, &scope, cfg.cache_dir.as_deref())
+                    .map_err(load_error)?;
+                (None, repo, git_result(git)?)
+            }
         };
-        let repo = tree::Repo::load_cached(&root, &scope, cfg.cache_dir.as_deref())
-            .map_err(|e| RunError::Usage(format!("{}: {e}", cfg.path.display())))?;
         let renderer = render::Renderer::new(&cfg.kubectl, cfg.cache_dir.clone());
         let mut overlay_dirs = overlay_dirs;
         if overlay_dirs.is_empty() {
@@ -421,6 +462,49 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
         report.changed_files = changed.map(|c| c.into_iter().collect());
         Ok(report)
     })
+}
+
+/// The YAML files of markercheck's scan of `scope` for [`tree::Repo::from_files`]:
+/// (repository-relative path, bytes) of every one that is not a symlink (fleetlint reads the
+/// tree without following symlinks), files over markercheck's size limit read here, and the
+/// repository-relative paths of the files that could not be read.
+fn shared_files(
+    root: &Path,
+    scope: &Path,
+    scan: &markercheck::scan::ScanResult,
+    kept: Vec<markercheck::scan::KeptFile>,
+) -> (Vec<(String, Vec<u8>)>, Vec<String>) {
+    let yaml = |p: &Path| {
+        p.file_name()
+            .is_some_and(|n| tree::yaml_name(&n.to_string_lossy()))
+    };
+    let plain_file = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+    let mut files: Vec<(PathBuf, Vec<u8>)> = kept
+        .into_iter()
+        .filter(|k| !k.symlink)
+        .map(|k| (k.rel, k.bytes))
+        .collect();
+    let mut unreadable = Vec::new();
+    for (r, _) in &scan.too_large {
+        let abs = scope.join(r);
+        if yaml(r) && plain_file(&abs) {
+            match std::fs::read(&abs) {
+                Ok(b) => files.push((r.clone(), b)),
+                Err(_) => unreadable.push(tree::rel(root, &abs)),
+            }
+        }
+    }
+    for e in &scan.read_errors {
+        if !e.symlink && yaml(&e.rel) {
+            unreadable.push(tree::rel(root, &scope.join(&e.rel)));
+        }
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    let files = files
+        .into_iter()
+        .map(|(r, b)| (tree::rel(root, &scope.join(r)), b))
+        .collect();
+    (files, unreadable)
 }
 
 /// Kustomization indices in dependency order: the root first, then each Kustomization after

@@ -147,6 +147,8 @@ pub struct Repo {
     pub texts: BTreeMap<String, Arc<str>>,
     /// Hex SHA-256 of each text in `texts`, by path.
     pub hashes: BTreeMap<String, String>,
+    /// The directories holding a file of `texts` and their ancestors ("" for the root).
+    dirs: BTreeSet<String>,
     /// Files that did not parse.
     pub bad: Vec<BadFile>,
     /// The directory that was read (repository-relative; "" for the whole repository).
@@ -192,7 +194,9 @@ pub fn join(dir: &str, r: &str) -> Option<String> {
     }
 }
 
-fn yaml_name(n: &str) -> bool {
+/// True for a name Flux reads as YAML (`*.yaml`, `*.yml`, `Kustomization`;
+/// image-automation-controller filereader.go, the same as `markercheck::scan::flux_selects`).
+pub fn yaml_name(n: &str) -> bool {
     n.ends_with(".yaml") || n.ends_with(".yml") || n == "Kustomization"
 }
 
@@ -460,13 +464,8 @@ impl Repo {
     ) -> std::io::Result<Repo> {
         let root = std::fs::canonicalize(root)?;
         let scope = std::fs::canonicalize(scope)?;
-        let mut repo = Repo {
-            root: root.clone(),
-            scope: rel(&root, &scope),
-            ..Default::default()
-        };
-        let cache = FactsCache::open(cache_dir, &root, &scope);
-        let mut files: Vec<(String, Arc<str>, bool)> = Vec::new();
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        let mut unreadable = Vec::new();
         let walker = walkdir::WalkDir::new(&scope)
             .sort_by_file_name()
             .into_iter()
@@ -481,24 +480,60 @@ impl Repo {
                 continue;
             }
             let r = rel(&root, e.path());
-            let kustomization = KUSTOMIZATION_FILES.contains(&name.as_ref());
-            if kustomization {
+            match std::fs::read(e.path()) {
+                Ok(b) => files.push((r, b)),
+                Err(_) => unreadable.push(r),
+            }
+        }
+        Repo::from_files(&root, &scope, files, &unreadable, cache_dir)
+    }
+
+    /// The repository from files already read: `files` are (repository-relative path, bytes)
+    /// of every YAML file below `scope` except symlinks, in lexical path order (the order of a
+    /// depth-first walk over sorted directory entries); `unreadable` the YAML files that could
+    /// not be read (a kustomization file among them still makes its directory a kustomize
+    /// directory). `root` and `scope` are canonical. The file-facts cache is used as in
+    /// [`Repo::load_cached`].
+    ///
+    /// Errors: no thread can be started.
+    pub fn from_files(
+        root: &Path,
+        scope: &Path,
+        files: Vec<(String, Vec<u8>)>,
+        unreadable: &[String],
+        cache_dir: Option<&Path>,
+    ) -> std::io::Result<Repo> {
+        let mut repo = Repo {
+            root: root.to_path_buf(),
+            scope: rel(root, scope),
+            ..Default::default()
+        };
+        let cache = FactsCache::open(cache_dir, root, scope);
+        let kustomization_file = |r: &str| {
+            let name = r.rsplit_once('/').map_or(r, |(_, n)| n);
+            KUSTOMIZATION_FILES.contains(&name)
+        };
+        for r in files.iter().map(|(r, _)| r).chain(unreadable) {
+            if kustomization_file(r) {
                 let d = r
                     .rsplit_once('/')
                     .map(|(d, _)| d.to_string())
                     .unwrap_or_default();
                 repo.kustomize_dirs.insert(d);
             }
-            let Ok(bytes) = std::fs::read(e.path()) else {
-                continue;
-            };
-            let text = match String::from_utf8(bytes) {
-                Ok(t) if !t.contains('\r') => t,
-                Ok(t) => t.replace("\r\n", "\n"),
-                Err(e) => String::from_utf8_lossy(e.as_bytes()).replace("\r\n", "\n"),
-            };
-            files.push((r, Arc::from(text), kustomization));
         }
+        let files: Vec<(String, Arc<str>, bool)> = files
+            .into_iter()
+            .map(|(r, bytes)| {
+                let text = match String::from_utf8(bytes) {
+                    Ok(t) if !t.contains('\r') => t,
+                    Ok(t) => t.replace("\r\n", "\n"),
+                    Err(e) => String::from_utf8_lossy(e.as_bytes()).replace("\r\n", "\n"),
+                };
+                let k = kustomization_file(&r);
+                (r, Arc::from(text), k)
+            })
+            .collect();
         // digest, look up and (on a miss) parse on every core, then index in file order; the
         // threads get markercheck's deep stack (the tree walk recurses once per nesting level)
         let threads = std::thread::available_parallelism()
@@ -574,6 +609,14 @@ impl Repo {
                     tree,
                 });
             }
+            let mut dir = r.as_str();
+            while let Some((parent, _)) = dir.rsplit_once('/') {
+                if !repo.dirs.insert(parent.to_string()) {
+                    break;
+                }
+                dir = parent;
+            }
+            repo.dirs.insert(String::new());
             repo.hashes.insert(r.clone(), d.clone());
             repo.texts.insert(r, text);
             used.insert(d, facts);
@@ -624,7 +667,21 @@ impl Repo {
 
     /// True when `dir` (repository-relative) exists as a directory.
     pub fn is_dir(&self, dir: &str) -> bool {
+        // a directory holding a file the walk read is one; a file the walk read is not; the
+        // rest (a symlink, a path outside PATH or never walked) is asked of the file system
+        if self.dirs.contains(dir) {
+            return true;
+        }
+        if self.texts.contains_key(dir) {
+            return false;
+        }
         self.root.join(dir).is_dir()
+    }
+
+    /// True when `f` (repository-relative) is a file: one the walk read, else as the file
+    /// system says.
+    pub fn is_file(&self, f: &str) -> bool {
+        self.texts.contains_key(f) || self.root.join(f).is_file()
     }
 
     /// Local references of a kustomization file: (resources + components that are
@@ -721,7 +778,7 @@ impl Repo {
             }
             let (dirs, files) = self.kustomization_refs(dir);
             for f in files {
-                if self.root.join(&f).is_file() {
+                if self.is_file(&f) {
                     out.insert(f);
                 }
             }

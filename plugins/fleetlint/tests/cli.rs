@@ -511,3 +511,48 @@ fn the_file_facts_cache_never_serves_a_stale_or_damaged_entry() {
         whole(&facts);
     }
 }
+
+/// One walk for both rule sets: with markercheck's rules on, the tree is read once by
+/// markercheck's scan and its bytes are shared; with them off, fleetlint walks the tree
+/// itself. Both read the same files (symlinks are not followed, a symlinked file and a
+/// symlinked directory included here), so every fleetlint finding, the graph and the counts
+/// are the same either way.
+#[test]
+fn the_shared_walk_reads_the_same_tree_as_fleetlints_own() {
+    let f = common::clean_fleet();
+    // a placeholder in a file, and the same file again through a symlink and a symlinked
+    // directory (Flux's clone has them; neither walk follows them)
+    f.write(
+        "apps/app/extra/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\ndata:\n  v: TBD-EXTRA\n",
+    );
+    let k = std::fs::read_to_string(f.root().join("apps/app/kustomization.yaml")).unwrap();
+    f.write(
+        "apps/app/kustomization.yaml",
+        &k.replace("resources:\n", "resources:\n  - extra/cm.yaml\n"),
+    );
+    std::os::unix::fs::symlink("extra/cm.yaml", f.root().join("apps/app/link.yaml")).unwrap();
+    std::os::unix::fs::symlink("app/extra", f.root().join("apps/linked")).unwrap();
+    let shared = f.lint();
+    let own = f.lint_with(|c| c.markers = false);
+    let fleet_only = |r: &fleetlint::Report| -> Vec<fleetlint::lint::Finding> {
+        r.findings
+            .iter()
+            .filter(|x| !x.rule.starts_with("MC"))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(common::rules(&own), ["FL040"], "{}", common::show(&own));
+    assert_eq!(
+        fleet_only(&shared),
+        own.findings,
+        "{}",
+        common::show(&shared)
+    );
+    assert_eq!(
+        serde_json::to_value(&shared.overlays).unwrap(),
+        serde_json::to_value(&own.overlays).unwrap()
+    );
+    assert_eq!(shared.stats.files, own.stats.files);
+    assert_eq!(shared.stats.kustomize_dirs, own.stats.kustomize_dirs);
+}

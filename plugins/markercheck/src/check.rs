@@ -610,10 +610,16 @@ fn tagish_key(k: &str) -> bool {
 
 /// Run markercheck over `cfg.paths`.
 pub fn run(cfg: &Config) -> Report {
+    run_scanned(cfg, |p| scan::scan_root(p, cfg.max_file_size))
+}
+
+/// [`run`], with each path of `cfg.paths` scanned by `scan` (e.g. a [`ScanResult`] made by
+/// [`scan::scan_root_keeping`] for a caller that reads the same tree).
+pub fn run_scanned(cfg: &Config, mut scan: impl FnMut(&Path) -> ScanResult) -> Report {
     let mut report = Report::default();
     let mut scans = Vec::new();
     for p in &cfg.paths {
-        let res = scan::scan_root(p, cfg.max_file_size);
+        let res = scan(p);
         report
             .scanned
             .push((p.clone(), res.files_read, res.selected_files));

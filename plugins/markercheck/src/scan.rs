@@ -440,6 +440,28 @@ pub fn is_kustomization_file(name: &str) -> bool {
 /// they hold only go-git's object store (no `.yaml` names), while a local `.git` may hold files
 /// no clone has.
 pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
+    scan_root_keeping(root, max_file_size, |_| false).0
+}
+
+/// A file's bytes as [`scan_root_keeping`] read them, for a caller that reads the same tree
+/// (fleetlint): one walk and one read per file for both.
+#[derive(Debug)]
+pub struct KeptFile {
+    /// Path relative to the scan root.
+    pub rel: PathBuf,
+    /// Reached through a symlink.
+    pub symlink: bool,
+    /// The bytes as read.
+    pub bytes: Vec<u8>,
+}
+
+/// [`scan_root`], also handing back the bytes of every file read whose name `keep` accepts
+/// (in the same lexical order as the scan's results).
+pub fn scan_root_keeping(
+    root: &Path,
+    max_file_size: u64,
+    keep: impl Fn(&str) -> bool + Sync,
+) -> (ScanResult, Vec<KeptFile>) {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let root_is_file = !root.is_dir();
@@ -463,26 +485,39 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
     let files_read = AtomicUsize::new(0);
     let root_not_selected = AtomicBool::new(false);
     let found: Mutex<Vec<(PathBuf, Outcome)>> = Mutex::new(Vec::new());
+    let kept_all: Mutex<Vec<KeptFile>> = Mutex::new(Vec::new());
     let rel_of = |p: &Path| p.strip_prefix(&base).unwrap_or(p).to_path_buf();
     walker.run(|| {
         // per-thread batch, merged once when the thread's visitor is dropped
         struct Batch<'a> {
             out: Vec<(PathBuf, Outcome)>,
             into: &'a Mutex<Vec<(PathBuf, Outcome)>>,
+            kept: Vec<KeptFile>,
+            kept_into: &'a Mutex<Vec<KeptFile>>,
         }
         impl Drop for Batch<'_> {
             fn drop(&mut self) {
                 if let Ok(mut v) = self.into.lock() {
                     v.append(&mut self.out);
                 }
+                if let Ok(mut v) = self.kept_into.lock() {
+                    v.append(&mut self.kept);
+                }
             }
         }
         let mut batch = Batch {
             out: Vec::new(),
             into: &found,
+            kept: Vec::new(),
+            kept_into: &kept_all,
         };
-        let (selected_files, files_read, root_not_selected, rel_of) =
-            (&selected_files, &files_read, &root_not_selected, &rel_of);
+        let (selected_files, files_read, root_not_selected, rel_of, keep) = (
+            &selected_files,
+            &files_read,
+            &root_not_selected,
+            &rel_of,
+            &keep,
+        );
         Box::new(move |entry| {
             let entry = match entry {
                 Ok(e) => e,
@@ -539,7 +574,8 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
                 entry.path_is_symlink(),
                 selected,
             );
-            match read_one(&job, max_file_size, entry.depth() == 0) {
+            let kept = keep(&name).then_some(&mut batch.kept);
+            match read_one(&job, max_file_size, entry.depth() == 0, kept) {
                 Outcome::Skip => {}
                 Outcome::Many(v) => batch.out.extend(v.into_iter().map(|o| (rel.clone(), o))),
                 o => batch.out.push((rel, o)),
@@ -549,6 +585,8 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
     });
     let mut found = found.into_inner().unwrap_or_default();
     found.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut kept = kept_all.into_inner().unwrap_or_default();
+    kept.sort_by(|a, b| a.rel.cmp(&b.rel));
     let mut res = ScanResult {
         selected_files: selected_files.into_inner(),
         files_read: files_read.into_inner(),
@@ -576,7 +614,7 @@ pub fn scan_root(root: &Path, max_file_size: u64) -> ScanResult {
             }
         }
     }
-    res
+    (res, kept)
 }
 
 /// The path an `ignore` walk error is about, if it names one.
@@ -603,7 +641,12 @@ enum Outcome {
     Many(Vec<Outcome>),
 }
 
-fn read_one(job: &(PathBuf, PathBuf, bool, bool), max_file_size: u64, named: bool) -> Outcome {
+fn read_one(
+    job: &(PathBuf, PathBuf, bool, bool),
+    max_file_size: u64,
+    named: bool,
+    kept: Option<&mut Vec<KeptFile>>,
+) -> Outcome {
     let (rel, abs, symlink, selected) = job;
     // open + fstat + read: one path lookup, one fstat per file (std's read_to_end would fstat
     // and lseek again for its size hint)
@@ -619,6 +662,13 @@ fn read_one(job: &(PathBuf, PathBuf, bool, bool), max_file_size: u64, named: boo
     });
     match read {
         Ok(Some(Ok(b))) => {
+            if let Some(k) = kept {
+                k.push(KeptFile {
+                    rel: rel.clone(),
+                    symlink: *symlink,
+                    bytes: b.clone(),
+                });
+            }
             let mut extra = Vec::new();
             let name = rel
                 .file_name()
