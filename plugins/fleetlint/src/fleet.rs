@@ -863,9 +863,9 @@ fn substitute(repo: &Repo, renderer: &Renderer, ov: &mut Overlay) {
     }
     for batch in outs.into_values() {
         let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
-        for ((oi, _), v) in batch.iter().zip(renderer.parse_yaml_cached(&texts)) {
+        for ((oi, _), v) in batch.iter().zip(renderer.parse_yaml_cached(repo, &texts)) {
             if let Some(v) = v {
-                ov.objects[*oi].value = Arc::new(v);
+                ov.objects[*oi].value = v;
             }
         }
     }

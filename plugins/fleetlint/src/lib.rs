@@ -459,6 +459,7 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
         report.stats.files = repo.texts.len();
         report.stats.kustomize_dirs = repo.kustomize_dirs.len();
         report.stats.renders_run = renderer.runs.load(std::sync::atomic::Ordering::Relaxed);
+        renderer.save_pack();
         report.changed_files = changed.map(|c| c.into_iter().collect());
         Ok(report)
     })

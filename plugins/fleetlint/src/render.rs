@@ -51,8 +51,63 @@ pub struct Renderer {
     kubectl_id: String,
     cache_dir: Option<PathBuf>,
     memo: Mutex<BTreeMap<Unit, Rendered>>,
+    /// The run pack of the repository (see [`Renderer::save_pack`]), read on first use.
+    pack: std::sync::OnceLock<Mutex<PackState>>,
     /// Number of `kubectl kustomize` processes run.
     pub runs: std::sync::atomic::AtomicUsize,
+}
+
+/// What the last run of a repository read from the cache, as one file: every render and every
+/// parsed batch of substituted objects it used, under the same keys as their own cache files.
+/// A run reads it with one open instead of one per directory and batch; an entry it lacks is
+/// read from its own file (or made) as before. Format and damage rules as the file-facts
+/// cache ([`crate::tree::Repo::load_cached`]): a first line with the SHA-256 of the rest, and
+/// a pack that is unreadable, fails its checksum or has another format is ignored.
+#[derive(Default, serde::Deserialize)]
+struct Pack {
+    format: String,
+    renders: BTreeMap<String, PackRender>,
+    values: BTreeMap<String, Vec<Option<serde_json::Value>>>,
+}
+
+#[derive(serde::Deserialize)]
+enum PackRender {
+    Docs(Vec<(String, serde_json::Value)>),
+    Error(String),
+}
+
+#[derive(serde::Serialize)]
+struct PackOut<'a> {
+    format: &'a str,
+    renders: BTreeMap<&'a str, PackRenderOut<'a>>,
+    values: BTreeMap<&'a str, Vec<Option<&'a serde_json::Value>>>,
+}
+
+#[derive(serde::Serialize)]
+enum PackRenderOut<'a> {
+    Docs(Vec<(&'a str, &'a serde_json::Value)>),
+    Error(&'a str),
+}
+
+/// Version of the pack format.
+const PACK_FORMAT: &str = concat!("fleetlint-pack/1/", env!("CARGO_PKG_VERSION"));
+
+/// The pack as read, and what this run used.
+#[derive(Default)]
+struct PackState {
+    file: Option<PathBuf>,
+    pack: Pack,
+    /// Keys the pack held when read.
+    held: std::collections::BTreeSet<String>,
+    renders: BTreeMap<String, Result<Docs, String>>,
+    values: BTreeMap<String, Vec<Option<Arc<serde_json::Value>>>>,
+}
+
+fn hex_sha256(b: &[u8]) -> String {
+    Sha256::digest(b)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The default on-disk cache: `$XDG_CACHE_HOME/cluster-loop/fleetlint` or
@@ -98,6 +153,7 @@ impl Renderer {
             kubectl_id,
             cache_dir,
             memo: Mutex::new(BTreeMap::new()),
+            pack: std::sync::OnceLock::new(),
             runs: Default::default(),
         }
     }
@@ -126,6 +182,85 @@ impl Renderer {
             .iter()
             .filter_map(|u| memo.get(u).map(|r| (u.clone(), r.clone())))
             .collect()
+    }
+
+    fn pack(&self, repo: &Repo) -> &Mutex<PackState> {
+        self.pack.get_or_init(|| {
+            let Some(dir) = &self.cache_dir else {
+                return Mutex::new(PackState::default());
+            };
+            let id = hex_sha256(format!("{}\0{}", repo.root.display(), repo.scope).as_bytes());
+            let file = dir.join(format!("pack-{}.json", &id[..32]));
+            let pack = std::fs::read_to_string(&file)
+                .ok()
+                .and_then(|s| {
+                    let (sum, body) = s.split_once('\n')?;
+                    (hex_sha256(body.as_bytes()) == sum).then_some(())?;
+                    let p: Pack = serde_json::from_str(body).ok()?;
+                    (p.format == PACK_FORMAT).then_some(p)
+                })
+                .unwrap_or_default();
+            let held = pack
+                .renders
+                .keys()
+                .chain(pack.values.keys())
+                .cloned()
+                .collect();
+            Mutex::new(PackState {
+                file: Some(file),
+                pack,
+                held,
+                ..Default::default()
+            })
+        })
+    }
+
+    /// Writes the run pack when this run used other cache entries than the pack held (the
+    /// renders and parsed batches of this run, nothing else). Call once at the end of a run.
+    pub fn save_pack(&self) {
+        let Some(state) = self.pack.get() else { return };
+        let Ok(st) = state.lock() else { return };
+        let Some(file) = &st.file else { return };
+        let same = st.renders.len() + st.values.len() == st.held.len()
+            && st
+                .renders
+                .keys()
+                .chain(st.values.keys())
+                .all(|k| st.held.contains(k));
+        if same {
+            return;
+        }
+        let out = PackOut {
+            format: PACK_FORMAT,
+            renders: st
+                .renders
+                .iter()
+                .map(|(k, r)| {
+                    let r = match r {
+                        Ok(docs) => PackRenderOut::Docs(
+                            docs.iter().map(|d| (d.text.as_str(), &*d.value)).collect(),
+                        ),
+                        Err(e) => PackRenderOut::Error(e),
+                    };
+                    (k.as_str(), r)
+                })
+                .collect(),
+            values: st
+                .values
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.iter().map(|x| x.as_deref()).collect()))
+                .collect(),
+        };
+        let Ok(body) = serde_json::to_string(&out) else {
+            return;
+        };
+        if let Some(d) = file.parent() {
+            let _ = std::fs::create_dir_all(d);
+        }
+        let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, format!("{}\n{body}", hex_sha256(body.as_bytes()))).is_ok() {
+            let _ = std::fs::rename(&tmp, file);
+        }
     }
 
     fn key(&self, repo: &Repo, u: &Unit) -> String {
@@ -158,16 +293,23 @@ impl Renderer {
     /// Parses YAML documents (each text one document) into values, `None` where one does not
     /// parse: the results of one call are kept in the cache directory under the digest of all
     /// the texts, so an unchanged batch (one Kustomization's substituted objects) is read back
-    /// as JSON instead of parsed again. A cache entry is a pure function of its key.
-    pub fn parse_yaml_cached(&self, texts: &[&str]) -> Vec<Option<serde_json::Value>> {
+    /// as JSON instead of parsed again (from the run pack when it holds the batch). A cache
+    /// entry is a pure function of its key.
+    pub fn parse_yaml_cached(
+        &self,
+        repo: &Repo,
+        texts: &[&str],
+    ) -> Vec<Option<Arc<serde_json::Value>>> {
         let parse = || -> Vec<Option<serde_json::Value>> {
             texts
                 .iter()
                 .map(|t| serde_saphyr::from_str::<serde_json::Value>(t).ok())
                 .collect()
         };
+        let arcs =
+            |v: Vec<Option<serde_json::Value>>| v.into_iter().map(|x| x.map(Arc::new)).collect();
         let Some(dir) = &self.cache_dir else {
-            return parse();
+            return arcs(parse());
         };
         let mut h = Sha256::new();
         h.update(b"yaml-values\0");
@@ -176,26 +318,77 @@ impl Renderer {
             h.update(t.as_bytes());
         }
         let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-        let file = dir.join(format!("{key}.values"));
-        if let Ok(s) = std::fs::read_to_string(&file)
-            && let Ok(v) = serde_json::from_str::<Vec<Option<serde_json::Value>>>(&s)
-            && v.len() == texts.len()
-        {
-            return v;
-        }
-        let v = parse();
-        if let Ok(body) = serde_json::to_string(&v) {
-            let _ = std::fs::create_dir_all(dir);
-            let tmp = file.with_extension(format!("tmp{}", std::process::id()));
-            if std::fs::write(&tmp, body).is_ok() {
-                let _ = std::fs::rename(&tmp, &file);
+        let pack = self.pack(repo);
+        let packed = pack
+            .lock()
+            .ok()
+            .and_then(|mut p| p.pack.values.remove(&key))
+            .filter(|v| v.len() == texts.len());
+        let v: Vec<Option<Arc<serde_json::Value>>> = match packed {
+            Some(v) => arcs(v),
+            None => {
+                let file = dir.join(format!("{key}.values"));
+                match std::fs::read_to_string(&file)
+                    .ok()
+                    .and_then(|s| serde_json::from_str::<Vec<Option<serde_json::Value>>>(&s).ok())
+                    .filter(|v| v.len() == texts.len())
+                {
+                    Some(v) => arcs(v),
+                    None => {
+                        let v = parse();
+                        if let Ok(body) = serde_json::to_string(&v) {
+                            let _ = std::fs::create_dir_all(dir);
+                            let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+                            if std::fs::write(&tmp, body).is_ok() {
+                                let _ = std::fs::rename(&tmp, &file);
+                            }
+                        }
+                        arcs(v)
+                    }
+                }
             }
+        };
+        if let Ok(mut p) = pack.lock() {
+            p.values.insert(key, v.clone());
         }
         v
     }
 
     fn render_one(&self, repo: &Repo, u: &Unit) -> Rendered {
         let key = self.key(repo, u);
+        let r = self.render_keyed(repo, u, &key);
+        if self.cache_dir.is_some()
+            && let Ok(mut p) = self.pack(repo).lock()
+        {
+            p.renders.insert(key, r.result.clone());
+        }
+        r
+    }
+
+    fn render_keyed(&self, repo: &Repo, u: &Unit, key: &str) -> Rendered {
+        let packed = self
+            .cache_dir
+            .as_ref()
+            .and_then(|_| self.pack(repo).lock().ok())
+            .and_then(|mut p| p.pack.renders.remove(key));
+        if let Some(p) = packed {
+            let result = match p {
+                PackRender::Docs(v) => Ok(v
+                    .into_iter()
+                    .map(|(text, value)| {
+                        Arc::new(Doc {
+                            text,
+                            value: Arc::new(value),
+                        })
+                    })
+                    .collect()),
+                PackRender::Error(e) => Err(e),
+            };
+            return Rendered {
+                result,
+                cached: true,
+            };
+        }
         let cache_file = self
             .cache_dir
             .as_ref()

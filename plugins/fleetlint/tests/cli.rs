@@ -418,11 +418,12 @@ fn a_warm_cache_gives_the_same_report_as_a_fresh_run() {
 }
 
 /// The file-facts cache (each file's documents, kinds, names, lines and kustomization
-/// references, kept under the file's content digest) never serves a stale or damaged entry:
-/// after an edit that moves lines, one that adds a kustomization resource (a changed
-/// reference list), and after the cache file is cut short, overwritten with garbage or has a
-/// byte changed, the cached run reports exactly what a run without a cache reports, and the
-/// damaged cache file is rewritten whole (its first line is the SHA-256 of the rest).
+/// references, kept under the file's content digest) and the run pack (the renders and parsed
+/// batches the last run used, in one file) never serve a stale or damaged entry: after an edit
+/// that moves lines, one that adds a kustomization resource (a changed reference list), and
+/// after either file is cut short, overwritten with garbage, has a byte changed or is emptied,
+/// the cached run reports exactly what a run without a cache reports, and the damaged file is
+/// rewritten whole (its first line is the SHA-256 of the rest).
 #[test]
 fn the_file_facts_cache_never_serves_a_stale_or_damaged_entry() {
     use sha2::Digest as _;
@@ -438,17 +439,17 @@ fn the_file_facts_cache_never_serves_a_stale_or_damaged_entry() {
         assert_eq!(r.stats.files, fresh.stats.files);
         assert_eq!(r.stats.kustomize_dirs, fresh.stats.kustomize_dirs);
     };
-    let facts_file = || {
+    let cache_file = |prefix: &str| {
         let v: Vec<_> = std::fs::read_dir(cache.path())
             .unwrap()
             .flatten()
             .map(|e| e.path())
             .filter(|p| {
                 let n = p.file_name().unwrap().to_string_lossy();
-                n.starts_with("files-") && n.ends_with(".json")
+                n.starts_with(prefix) && n.ends_with(".json")
             })
             .collect();
-        assert_eq!(v.len(), 1, "one file-facts cache per tree: {v:?}");
+        assert_eq!(v.len(), 1, "one {prefix} file per tree: {v:?}");
         v[0].clone()
     };
     let whole = |p: &std::path::Path| {
@@ -461,8 +462,10 @@ fn the_file_facts_cache_never_serves_a_stale_or_damaged_entry() {
         assert_eq!(sum, want, "checksum line of {}", p.display());
     };
     same(&cached(), &f.lint());
-    let facts = facts_file();
+    let facts = cache_file("files-");
+    let pack = cache_file("pack-");
     whole(&facts);
+    whole(&pack);
     // an edit that moves every line of a document and adds a finding (FL070 at its new line)
     let d = std::fs::read_to_string(f.root().join("apps/app/deploy.yaml")).unwrap();
     f.write(
@@ -495,20 +498,22 @@ fn the_file_facts_cache_never_serves_a_stale_or_damaged_entry() {
     );
     same(&cached(), &fresh);
     // damaged cache files: ignored, the run is right, the file is rewritten whole
-    let good = std::fs::read(&facts).unwrap();
-    let mut flipped = good.clone();
-    let at = flipped.len() - 10;
-    flipped[at] = if flipped[at] == b'1' { b'2' } else { b'1' };
-    for damaged in [
-        good[..good.len() / 2].to_vec(),
-        b"not a cache\n{]".to_vec(),
-        flipped,
-        Vec::new(),
-    ] {
-        std::fs::write(&facts, &damaged).unwrap();
-        same(&cached(), &fresh);
-        assert_ne!(std::fs::read(&facts).unwrap(), damaged);
-        whole(&facts);
+    for file in [&facts, &pack] {
+        let good = std::fs::read(file).unwrap();
+        let mut flipped = good.clone();
+        let at = flipped.len() - 10;
+        flipped[at] = if flipped[at] == b'1' { b'2' } else { b'1' };
+        for damaged in [
+            good[..good.len() / 2].to_vec(),
+            b"not a cache\n{]".to_vec(),
+            flipped,
+            Vec::new(),
+        ] {
+            std::fs::write(file, &damaged).unwrap();
+            same(&cached(), &fresh);
+            assert_ne!(std::fs::read(file).unwrap(), damaged);
+            whole(file);
+        }
     }
 }
 
