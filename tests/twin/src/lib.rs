@@ -23,7 +23,6 @@ pub mod patch;
 pub mod podexec;
 mod protobuf;
 pub mod registry;
-pub mod scenario;
 pub mod selector;
 mod server;
 pub mod store;

@@ -1,25 +1,12 @@
-//! Helpers for tests and benchmarks that drive a twin scenario: the keys of Flux objects in
-//! `flux-system`, condition checks the way Flux controllers write conditions, starting a
-//! scenario and waiting for a state, pushing to a scenario's Git server, and running a plugin
-//! binary against the twin.
+//! Helpers for tests: the keys of Flux objects in `flux-system`, condition checks the way Flux
+//! controllers write conditions, a bare twin API server, a Secret in source-controller's
+//! shape, and running a plugin binary as a process (with a deadline, SIGINT, and an API
+//! endpoint that never answers). The scenario helpers that drove the twin's Flux models were
+//! retired with them in session 5.
 //!
-//! Shared by this crate's tests and the plugins' end-to-end tests (a dev-dependency on
-//! `twin` is enough; no feature). Every helper panics on failure, as a test should: the panic
-//! carries the scenario's error, which names the object and its last status. Product code
-//! must not use them.
-//!
-//! ```no_run
-//! use std::time::Duration;
-//! use twin::testkit::{cond_is, ks, start_shipped, wait};
-//! # async fn demo() {
-//! let run = start_shipped("bare-tag-rollout").await;
-//! let w1 = wait(&run, &ks("apps-wave-1"), Duration::from_secs(120), |o| {
-//!     cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-//! })
-//! .await;
-//! assert!(twin::testkit::cond(&w1, "Reconciling").is_none());
-//! # }
-//! ```
+//! Shared by this crate's tests and the plugins' tests (a dev-dependency on `twin` is enough;
+//! no feature). Every helper panics on failure, as a test should. Product code must not use
+//! them.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -30,10 +17,8 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use crate::flux::cluster::{ObjKey, s};
-use crate::git::Change;
-use crate::scenario::{RunOptions, RunningScenario, Scenario};
 
-/// The namespace `flux install` creates and the shipped scenarios put their Flux objects in.
+/// The namespace `flux install` creates.
 pub const FLUX_SYSTEM: &str = "flux-system";
 
 /// Key of the `kustomize.toolkit.fluxcd.io/v1` Kustomization `name` in `flux-system`.
@@ -102,7 +87,7 @@ pub fn inventory_ids(o: &Value) -> Vec<&str> {
         .collect()
 }
 
-/// Starts a bare twin (no scenario, no models) as after `flux install` (the Flux CRDs and the
+/// Starts a bare twin API server as after `flux install` (the Flux CRDs and the
 /// `flux-system` namespace) with the extra `namespaces`; every other option is the default.
 /// Panics when it cannot start.
 pub async fn start_twin(namespaces: &[&str]) -> crate::Twin {
@@ -112,136 +97,6 @@ pub async fn start_twin(namespaces: &[&str]) -> crate::Twin {
     };
     crate::Twin::start(opts)
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Starts `sc` with the scenario's own options ([`RunOptions::default`]). Panics when it cannot
-/// start.
-pub async fn start(sc: Scenario) -> RunningScenario {
-    start_with(sc, RunOptions::default()).await
-}
-
-/// Starts the shipped scenario `name` (`tests/twin/scenarios/<name>.yaml`) with its own
-/// options. Panics when it does not parse or cannot start.
-pub async fn start_shipped(name: &str) -> RunningScenario {
-    start(Scenario::shipped(name).unwrap_or_else(|e| panic!("{e}"))).await
-}
-
-/// Starts `sc` at `time_scale` (real seconds per nominal second, e.g. 0.05: a 5m health-check
-/// timeout lasts 15 real seconds), overriding the scenario's `timeScale`. Panics when it
-/// cannot start.
-pub async fn start_scaled(sc: Scenario, time_scale: f64) -> RunningScenario {
-    let opts = RunOptions {
-        time_scale: Some(time_scale),
-        ..Default::default()
-    };
-    start_with(sc, opts).await
-}
-
-/// Starts `sc` with `opts`. Panics when it cannot start.
-pub async fn start_with(sc: Scenario, opts: RunOptions) -> RunningScenario {
-    RunningScenario::start(sc, opts)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// [`RunningScenario::wait_for`]: waits (watch-driven, `timeout` in real time) until `pred`
-/// holds for the object `key` (an absent object reads as `Value::Null`) and returns it.
-/// Panics on timeout with the object and its last status.
-pub async fn wait(
-    run: &RunningScenario,
-    key: &ObjKey,
-    timeout: Duration,
-    pred: impl Fn(&Value) -> bool,
-) -> Value {
-    run.wait_for(key, timeout, pred)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// The object `key` as it is now (`Value::Null` when absent): a [`wait`] whose predicate
-/// holds at once.
-pub async fn get(run: &RunningScenario, key: &ObjKey) -> Value {
-    wait(run, key, Duration::from_secs(60), |_| true).await
-}
-
-/// For the shipped `bare-tag-rollout` scenarios: waits until `apps-wave-2` is Ready
-/// (`ReconciliationSucceeded`) at the first revision and the scenario's `automation-commit`
-/// event (the bare image tag) has fired; returns that first revision (`main@sha1:<sha>`).
-/// Panics on timeout.
-pub async fn bare_tag_first_rollout(run: &RunningScenario, timeout: Duration) -> String {
-    let w2 = wait(run, &ks("apps-wave-2"), timeout, ready_succeeded).await;
-    run.wait_fired("automation-commit", timeout)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    s(&w2, "/status/lastAppliedRevision").to_string()
-}
-
-/// For the shipped `bare-tag-rollout` scenarios whose `fix-commit` event is manual: fires it,
-/// waits until it has run, then until source-controller has fetched a revision other than
-/// `bad` (the GitRepository `flux-system` artifact); returns that revision. Panics on timeout.
-pub async fn bare_tag_fix_fetched(run: &RunningScenario, bad: &str, timeout: Duration) -> String {
-    run.fire("fix-commit");
-    run.wait_fired("fix-commit", timeout)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let repo = wait(run, &gitrepo(FLUX_SYSTEM), timeout, |o| {
-        let r = s(o, "/status/artifact/revision");
-        !r.is_empty() && r != bad
-    })
-    .await;
-    s(&repo, "/status/artifact/revision").to_string()
-}
-
-/// Writes the status kustomize-controller leaves after a health check ran out of time on
-/// `object` (`Kind/namespace/name`): Kustomization `name` gets the single condition `Ready=False`
-/// reason `HealthCheckFailed`, message `health check failed after 5m0.01s: timeout waiting
-/// for: [<object> status: 'InProgress']` (kustomize-controller v1 health-check failure
-/// wording), as field manager `kustomize-controller`. For scenarios without models (e.g. the
-/// generated fleet), where nothing else writes status. Panics when the patch fails.
-pub fn fail_health_check(run: &RunningScenario, name: &str, object: &str) {
-    let message = format!(
-        "health check failed after 5m0.01s: timeout waiting for: [{object} status: 'InProgress']"
-    );
-    let status = serde_json::json!({"status": {"conditions": [{"type": "Ready",
-        "status": "False", "reason": "HealthCheckFailed",
-        "lastTransitionTime": "2026-11-30T07:00:00Z", "message": message}]}});
-    run.cluster()
-        .merge_patch_status(&ks(name), status, "kustomize-controller")
-        .unwrap_or_else(|e| panic!("{e}"));
-}
-
-/// `(reason, message)` of every Event in `namespace` whose `involvedObject.name` is `name`,
-/// in list order.
-pub fn events_about(run: &RunningScenario, namespace: &str, name: &str) -> Vec<(String, String)> {
-    run.cluster()
-        .list("v1", "Event", Some(namespace))
-        .unwrap_or_else(|e| panic!("listing Events in {namespace}: {e}"))
-        .iter()
-        .filter(|e| s(e, "/involvedObject/name") == name)
-        .map(|e| (s(e, "/reason").to_string(), s(e, "/message").to_string()))
-        .collect()
-}
-
-/// Commits `changes` on the default branch of `repo` on the scenario's Git server `server`
-/// (off the async runtime: git runs as a child process); returns the new commit SHA. Panics
-/// when the server or repository is unknown or the commit fails.
-pub async fn commit(
-    run: &RunningScenario,
-    server: &str,
-    repo: &str,
-    changes: Vec<Change>,
-    message: &str,
-) -> String {
-    let g = run
-        .git
-        .get(server)
-        .unwrap_or_else(|| panic!("no Git server '{server}' in the scenario"))
-        .clone();
-    let (repo, message) = (repo.to_string(), message.to_string());
-    tokio::task::spawn_blocking(move || g.commit(&repo, &changes, &message))
-        .await
-        .expect("the commit task panicked")
         .unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -1,5 +1,5 @@
-//! The object API the models drive: a small trait over the twin's in-process store, so the
-//! models read and write exactly what kubectl and the plugins see over HTTPS.
+//! The object API the pod runtime and the store-backed helpers drive: a small trait over the twin's in-process store, so the
+//! runtime reads and writes exactly what kubectl and the plugins see over HTTPS.
 
 use std::sync::Arc;
 
@@ -73,7 +73,7 @@ impl ObjKey {
     }
 }
 
-/// The object operations the models need, with the apiserver's semantics (resourceVersion,
+/// The object operations the pod runtime needs, with the apiserver's semantics (resourceVersion,
 /// generation, status subresource, 404/409/422 as [`StatusError`]).
 pub trait Cluster: Send + Sync + 'static {
     /// Reads one object; `Ok(None)` when it does not exist.

@@ -2,7 +2,7 @@
 //! ephemeral containers) whose image is a small multi-tool image FOR REAL, with host tools
 //! standing in for the image's, in private namespaces whose resolver setup is generated from
 //! the pod spec exactly as the kubelet does ([`dns`]), against a real DNS server (dnsmasq)
-//! configured from the CoreDNS ConfigMap, the Services and scenario-declared upstream records.
+//! configured from the CoreDNS ConfigMap, the Services and the upstream records set with [`PodExec::set_upstream`].
 //!
 //! One runtime, two API servers: it is a client of [`PodApi`] ([`api`]): the twin's store
 //! ([`StoreApi`], [`PodExec::start`]) or, in `tests/realcluster`, the real kube-apiserver
@@ -28,7 +28,7 @@
 //! address (`172.18.0.1`) on it. Two dnsmasq processes listen there on port 53, never in the
 //! host's namespace: "CoreDNS" on the ClusterIP (hosts pins + Service records from a
 //! hosts-format file, `--local=/cluster.local/` so the cluster zone is authoritative, forwards
-//! everything else to the upstream) and "upstream" on 172.18.0.1 (the scenario's records,
+//! everything else to the upstream) and "upstream" on 172.18.0.1 (the records set with `set_upstream`,
 //! `--local=/#/`: NXDOMAIN for anything else; there is no real upstream). Both run with
 //! `--no-resolv --no-hosts --conf-file=/dev/null --bind-interfaces --cache-size=0`. Changes
 //! to `kube-system/coredns` or any Service rewrite the file and SIGHUP dnsmasq; we wait for its
@@ -254,7 +254,7 @@ impl Default for PodExecOptions {
     }
 }
 
-/// Scenario key `dns:` (see `tests/twin/README.md`).
+/// DNS settings of the runtime (see `tests/twin/README.md`).
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DnsSpec {
