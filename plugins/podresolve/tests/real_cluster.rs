@@ -1615,3 +1615,89 @@ spec:
     );
     no_leftovers(c, "flux-system");
 }
+
+/// `--from` naming a pod or Deployment the cluster does not have: exit 3 (the cluster's
+/// answer, not a usage error) with a message naming the kind, namespace, name, the context and
+/// server asked, and the command that lists what exists (`cluster_loop::error`: a 404 on a
+/// named object); a Deployment with no Running pod is the cluster's answer too. Nothing is
+/// created. (On the twin's API server until session 5.)
+#[test]
+fn missing_from_object_exits_3_naming_it_and_the_context() {
+    let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
+    let ns = "podresolve-nf";
+    c.apply_yaml(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n"
+    ))
+    .unwrap();
+    let server = c.server().trim_end_matches('/').to_owned();
+    for (from, kind, short) in [
+        ("pod/web-0", "Pod", "po"),
+        ("deploy/web", "Deployment", "deploy"),
+    ] {
+        let r = run_bin(
+            c.kubeconfig(),
+            &["gitea.example.dev.", "--from", from, "-n", ns],
+        );
+        assert_eq!(r.code, Some(3), "{from}: {}", r.dump());
+        let name = from.split_once('/').unwrap().1;
+        let want = format!(
+            "error: {kind} \"{name}\" not found in namespace \"{ns}\" (context \"realcluster\", {server}); \
+             list what exists with: kubectl get {short} -A --context realcluster\n"
+        );
+        assert!(r.stderr.ends_with(&want), "{from}: {}", r.dump());
+        assert!(r.stdout.is_empty(), "{from}: {}", r.dump());
+    }
+    c.apply_yaml(&format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: idle\n  namespace: {ns}\nspec:\n  replicas: 0\n  selector:\n    matchLabels: {{app: idle}}\n  template:\n    metadata:\n      labels: {{app: idle}}\n    spec:\n      containers: [{{name: c, image: busybox:1.36}}]\n"
+    ))
+    .unwrap();
+    let r = run_bin(
+        c.kubeconfig(),
+        &["gitea.example.dev.", "--from", "deploy/idle", "-n", ns],
+    );
+    assert_eq!(r.code, Some(3), "{}", r.dump());
+    assert!(
+        r.stderr.ends_with(&format!(
+            "error: deploy/idle in {ns} has no Running pod (selector app=idle): nothing to resolve from\n"
+        )),
+        "{}",
+        r.dump()
+    );
+    let left = c
+        .kubectl(&["-n", ns, "get", "pods,jobs", "-o", "name"])
+        .unwrap();
+    assert!(left.trim().is_empty(), "left behind: {left}");
+}
+
+/// `-n` naming a namespace the cluster does not have: the Job create's 404 is about the
+/// namespace (the real NamespaceLifecycle admission), not the Job; exit 3 with the `kubectl get
+/// ns` hint, no DELETE sent (the fault proxy's request log) and nothing created. (On the twin's
+/// API server until session 5.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_namespace_exits_3_naming_the_namespace() {
+    let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
+    let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
+    let kc = proxy.kubeconfig().to_path_buf();
+    let r = tokio::task::spawn_blocking(move || {
+        run_bin(
+            &kc,
+            &["gitea.example.dev.", "-n", "podresolve-nonexistent-ns"],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.code, Some(3), "{}", r.dump());
+    let want = format!(
+        "error: namespace \"podresolve-nonexistent-ns\" does not exist (context \"proxy\", {}): \
+         nothing was created; list namespaces with: kubectl get ns --context proxy\n",
+        proxy.server()
+    );
+    assert!(r.stderr.ends_with(&want), "{}", r.dump());
+    assert!(!r.stderr.contains("Job"), "{}", r.dump());
+    assert!(r.stdout.is_empty(), "{}", r.dump());
+    let reqs = proxy.requests();
+    assert!(
+        !reqs.iter().any(|q| q.method == "DELETE"),
+        "no DELETE for a probe never created: {reqs:?}"
+    );
+}
