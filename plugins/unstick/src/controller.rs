@@ -75,12 +75,6 @@ pub enum CancelMode {
     Unknown,
 }
 
-/// Annotation the cluster-loop twin (tests/twin) puts on its kustomize-controller
-/// Deployment: real seconds per nominal second of its controller models (`"0.03"`: a nominal
-/// 15m health-check timeout ends 27s after it started). Never set on a real cluster, where the
-/// factor is 1. Read so that the deadlines we print are the times the check really ends.
-pub const TIME_SCALE_ANNOTATION: &str = "twin.cluster-loop.dev/time-scale";
-
 /// Facts read from the kustomize-controller Deployment.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -110,10 +104,6 @@ pub struct ControllerFacts {
     pub args: Vec<String>,
     /// `spec.selector.matchLabels` of the Deployment (to find its pods).
     pub selector: BTreeMap<String, String>,
-    /// Real seconds per nominal second when the controller is the twin's model
-    /// ([`TIME_SCALE_ANNOTATION`], a finite value > 0); `None` on a real cluster (1).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub time_scale: Option<f64>,
 }
 
 impl ControllerFacts {
@@ -181,9 +171,6 @@ impl ControllerFacts {
                     .collect()
             })
             .unwrap_or_default();
-        let time_scale = obj::annotation(d, TIME_SCALE_ANNOTATION)
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|f| f.is_finite() && *f > 0.0 && (*f - 1.0).abs() > f64::EPSILON);
         ControllerFacts {
             namespace: obj::namespace(d).to_string(),
             name: obj::name(d).to_string(),
@@ -196,7 +183,6 @@ impl ControllerFacts {
             requeue_dependency,
             args,
             selector,
-            time_scale,
         }
     }
 
@@ -210,11 +196,6 @@ impl ControllerFacts {
                 .get("DisableFailFastBehavior")
                 .copied()
                 .unwrap_or(false)
-    }
-
-    /// Real seconds per nominal second of this controller's clock: 1 on a real cluster.
-    pub fn clock(&self) -> f64 {
-        self.time_scale.unwrap_or(1.0)
     }
 
     /// The container arg that turns the gate on while keeping the other gates as they are,
@@ -268,28 +249,6 @@ mod tests {
             "spec": {"selector": {"matchLabels": {"app": "kustomize-controller"}},
               "template": {"spec": {"containers": [
                 {"name": "manager", "image": image, "args": args}]}}}})
-    }
-
-    #[test]
-    fn time_scale_only_from_a_valid_annotation() {
-        let mut d = deploy("ghcr.io/fluxcd/kustomize-controller:v1.9.4", &[]);
-        let f = ControllerFacts::from_deployment(&d);
-        assert_eq!((f.time_scale, f.clock()), (None, 1.0), "a real cluster");
-        for (v, want) in [
-            ("0.03", Some(0.03)),
-            (" 0.5 ", Some(0.5)),
-            ("1", None),
-            ("0", None),
-            ("-2", None),
-            ("NaN", None),
-            ("inf", None),
-            ("fast", None),
-        ] {
-            d["metadata"]["annotations"] = json!({ TIME_SCALE_ANNOTATION: v });
-            let f = ControllerFacts::from_deployment(&d);
-            assert_eq!(f.time_scale, want, "{v:?}");
-            assert_eq!(f.clock(), want.unwrap_or(1.0), "{v:?}");
-        }
     }
 
     #[test]

@@ -102,13 +102,8 @@ pub struct HealthCheck {
     /// Timeout in seconds: from the message (`with a timeout of 5m0s`), else the effective
     /// timeout of the spec.
     pub timeout_secs: f64,
-    /// `started_at + timeout × clock`: the latest time the controller ends the check on its
-    /// own (clock: [`ControllerFacts::clock`], 1 on a real cluster).
+    /// `started_at + timeout`: the latest time the controller ends the check on its own.
     pub deadline: Option<Timestamp>,
-    /// Real seconds per nominal second when the controller runs a scaled clock (the twin's
-    /// models, [`crate::controller::TIME_SCALE_ANNOTATION`]); absent on a real cluster.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub time_scale: Option<f64>,
     /// Seconds from the snapshot to the deadline (negative: overdue).
     pub time_left_secs: Option<i64>,
     /// When the controller fails the check early (fail-fast, kustomize-controller v1.1+ unless
@@ -514,16 +509,14 @@ impl<'a> Engine<'a> {
             let revision = caps[1].to_string();
             let t = parse_go_duration(&caps[2]).map_or(timeout_secs, |d| d.as_secs_f64());
             let started = c.last_transition_time;
-            let time_scale = self.controller.as_ref().and_then(|c| c.time_scale);
-            let clock = time_scale.unwrap_or(1.0);
-            let deadline = started.and_then(|s| s.checked_add(secs(t * clock)).ok());
+            let deadline = started.and_then(|s| s.checked_add(secs(t)).ok());
             let left = deadline.map(|d| d.duration_since(now).as_secs());
             blocking = self.blocking_in_flight(ks);
             let fail_fast = self
                 .controller
                 .as_ref()
                 .is_none_or(ControllerFacts::fail_fast)
-                .then(|| self.fail_fast_at(&blocking, clock))
+                .then(|| self.fail_fast_at(&blocking))
                 .flatten()
                 .filter(|(at, _)| deadline.is_none_or(|d| *at < d));
             let ends_at = fail_fast.as_ref().map(|(at, _)| *at).or(deadline);
@@ -533,7 +526,6 @@ impl<'a> Engine<'a> {
                 timeout_secs: t,
                 deadline,
                 time_left_secs: left,
-                time_scale,
                 fail_fast_at: fail_fast.as_ref().map(|(at, _)| *at),
                 fail_fast_because: fail_fast.as_ref().map(|(_, w)| w.clone()),
                 ends_at,
@@ -562,10 +554,6 @@ impl<'a> Engine<'a> {
                     hc.fail_fast_at.map(short_time).unwrap_or_default(),
                     obj::human_secs(hc.ends_in_secs.unwrap_or(0).max(0))
                 ),
-                None => when,
-            };
-            let when = match time_scale {
-                Some(f) => format!("{when}; {}", scaled_clock_note(f, t)),
                 None => when,
             };
             health_check = Some(hc);
@@ -1018,9 +1006,9 @@ impl<'a> Engine<'a> {
 
     /// The earliest time the health check fails fast, with why: a blocking member already
     /// Failed ends it at the next 5s poll; a blocking Deployment turns Failed at its
-    /// Progressing condition's lastUpdateTime + `progressDeadlineSeconds` (× `clock` on a
-    /// scaled twin clock). `None` when nothing will fail.
-    fn fail_fast_at(&self, blocking: &[BlockingObject], clock: f64) -> Option<(Timestamp, String)> {
+    /// Progressing condition's lastUpdateTime + `progressDeadlineSeconds`. `None` when nothing
+    /// will fail.
+    fn fail_fast_at(&self, blocking: &[BlockingObject]) -> Option<(Timestamp, String)> {
         let now = self.now();
         let mut best: Option<(Timestamp, String)> = None;
         let mut consider = |at: Timestamp, why: String| {
@@ -1031,7 +1019,7 @@ impl<'a> Engine<'a> {
         for b in blocking {
             if b.kstatus == "Failed" {
                 consider(
-                    now.checked_add(secs(5.0 * clock)).unwrap_or(now),
+                    now.checked_add(secs(5.0)).unwrap_or(now),
                     format!(
                         "{} is Failed: the controller's next 5s poll ends the check with \"failed early due to stalled resources\"",
                         b.object
@@ -1063,7 +1051,7 @@ impl<'a> Engine<'a> {
             let Some(from) = obj::s(p, &["lastUpdateTime"]).and_then(obj::parse_time) else {
                 continue;
             };
-            if let Ok(at) = from.checked_add(secs(pds as f64 * clock)) {
+            if let Ok(at) = from.checked_add(secs(pds as f64)) {
                 consider(
                     at.max(now),
                     format!(
@@ -1723,16 +1711,6 @@ fn request_facts(ks: &Value, now: Timestamp) -> Option<RequestFacts> {
 
 /// Duration of the last run from `status.history[0].lastReconciledDuration` (fluxcd/pkg
 /// apis/meta History), seconds.
-/// `twin clock ×0.03: the 15m0s timeout ends 27s after the start`: said wherever a deadline
-/// was computed on a scaled controller clock, so nobody reads it as wall-clock nominal time.
-pub fn scaled_clock_note(time_scale: f64, nominal_secs: f64) -> String {
-    format!(
-        "twin clock ×{time_scale}: the {} timeout ends {} after the start",
-        obj::human_secs(nominal_secs.round() as i64),
-        obj::human_secs((nominal_secs * time_scale).round() as i64)
-    )
-}
-
 fn last_duration_secs(ks: &Value) -> Option<f64> {
     let h = obj::arr(ks, &["status", "history"]).first()?;
     duration::from_json(h.get("lastReconciledDuration")?).map(|d| d.as_secs_f64())

@@ -264,8 +264,8 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
     let mut also_cancels = Vec::new();
     let mut recommend_gate_arg = None;
     let mut fresh_run_at = None;
-    // A full run lasts up to the timeout on the controller's clock (scaled on the twin).
-    let timeout = d.timeout_secs * controller.map_or(1.0, ControllerFacts::clock);
+    // A full run lasts up to the timeout.
+    let timeout = d.timeout_secs;
     let margin = opts.margin_secs;
     let ks_patch = |patch: Value, why: String| Step::Patch {
         api_version: ks_api.clone(),
@@ -745,9 +745,9 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
         .unwrap_or(0.0);
     // While a dependency is still moving, its run comes first: add its timeout.
     let dependency_wait = match (&d.root_cause, d.class) {
-        (Some(rc), Class::WaitingOnDependencies) => rc.diagnosis.as_ref().map_or(0.0, |rd| {
-            rd.timeout_secs * controller.map_or(1.0, ControllerFacts::clock)
-        }),
+        (Some(rc), Class::WaitingOnDependencies) => {
+            rc.diagnosis.as_ref().map_or(0.0, |rd| rd.timeout_secs)
+        }
         _ => 0.0,
     };
     // A refetch of the source (--with-source) may bring the fix only after the run we
@@ -849,8 +849,7 @@ pub fn request_plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             patch: request_patch(inp.token),
             why: "reconcile.fluxcd.io/requestedAt = now".into(),
         }],
-        wait_secs: d.timeout_secs * inp.controller.map_or(1.0, ControllerFacts::clock)
-            + opts.margin_secs,
+        wait_secs: d.timeout_secs + opts.margin_secs,
         wait_for_request_token: true,
         request_token: Some(inp.token.to_string()),
     }

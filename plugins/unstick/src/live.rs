@@ -111,7 +111,7 @@ fn custom_group(g: &str) -> bool {
         ))
 }
 
-/// Reads objects and counts the API requests it made (the twin's request log checks the
+/// Reads objects and counts the API requests it made (the real cluster's fault proxy checks the
 /// same number from the server side in tests and the bench).
 #[derive(Debug, Default)]
 pub struct Reader {

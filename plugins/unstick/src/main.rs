@@ -487,12 +487,9 @@ async fn check(
         token: cli.token.as_deref(),
         ..Expect::default()
     };
-    let timeout = cli.timeout.unwrap_or_else(|| {
-        Duration::from_secs_f64(
-            first.timeout_secs * engine.controller.as_ref().map_or(1.0, |c| c.clock())
-                + cli.margin.as_secs_f64(),
-        )
-    });
+    let timeout = cli
+        .timeout
+        .unwrap_or_else(|| Duration::from_secs_f64(first.timeout_secs + cli.margin.as_secs_f64()));
     // (proof, what was seen last, the diagnosis to print, the token state at the end)
     let (proof, last_seen, d, token_state) = if !handled {
         ("not-handled", None, first, token_state)

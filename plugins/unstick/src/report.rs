@@ -416,25 +416,7 @@ pub fn controller_text(c: Option<&ControllerFacts>, holding: &[String]) -> Strin
             } else {
                 holding.join(", ")
             }
-        ) + &c
-            .time_scale
-            .map(|f| {
-                format!(
-                    "  clock: twin ×{f} ({} annotation): its timeouts, intervals and requeues run {}× faster than written; the deadlines and waits here are wall-clock times on that clock\n",
-                    crate::controller::TIME_SCALE_ANNOTATION,
-                    human_factor(1.0 / f)
-                )
-            })
-            .unwrap_or_default(),
-    }
-}
-
-/// `33.3` -> `33`, `2.5` -> `2.5`.
-fn human_factor(f: f64) -> String {
-    if (f - f.round()).abs() < 0.05 || f >= 10.0 {
-        format!("{}", f.round())
-    } else {
-        format!("{f:.1}")
+        ),
     }
 }
 
