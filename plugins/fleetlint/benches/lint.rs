@@ -5,7 +5,11 @@
 //! directories in all.
 //!
 //! - `full_warm`: a whole run with the render cache warm (the CI case after the first run).
-//! - `changed_since_one_file`: `--changed-since HEAD` after a one-file change in one app.
+//! - `changed_since_one_file`: `--changed-since HEAD` after a one-file change in one app
+//!   (the same change every run: every cache warm).
+//! - `changed_since_new_change_each_run`: the same, but the file alternates between two edits,
+//!   so every run meets a content the file-facts cache and the run pack do not hold (the
+//!   change's render is in the cache: kustomize runs are not timed) and rewrites both.
 //! - `full_cold` (one run, printed): every directory rendered by `kubectl kustomize`.
 //!
 //! `cargo bench -p kubectl-fleetlint --bench lint`. The fleet is written to a temporary
@@ -150,6 +154,27 @@ fn bench(c: &mut Criterion) {
     g.bench_function("changed_since_one_file", |b| {
         b.iter(|| {
             let r = fleetlint::run(&changed).unwrap();
+            assert_eq!(r.changed_files.as_ref().map(Vec::len), Some(1));
+        })
+    });
+    // a different change every run: the file alternates between two edits (each rendered
+    // once before), so every run meets a file content and a render the run pack does not
+    // hold, and rewrites the pack and the file-facts cache
+    let edits = [
+        text.replace("replicas: ${REPLICAS}", "replicas: 3"),
+        text.replace("replicas: ${REPLICAS}", "replicas: 4"),
+    ];
+    for e in &edits {
+        std::fs::write(&f, e).unwrap();
+        fleetlint::run(&changed).unwrap();
+    }
+    let mut n = 0usize;
+    g.bench_function("changed_since_new_change_each_run", |b| {
+        b.iter(|| {
+            n += 1;
+            std::fs::write(&f, &edits[n % 2]).unwrap();
+            let r = fleetlint::run(&changed).unwrap();
+            assert_eq!(r.stats.renders_run, 0, "both edits were rendered before");
             assert_eq!(r.changed_files.as_ref().map(Vec::len), Some(1));
         })
     });

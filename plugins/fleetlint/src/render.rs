@@ -215,19 +215,23 @@ impl Renderer {
         })
     }
 
-    /// Writes the run pack when this run used other cache entries than the pack held (the
-    /// renders and parsed batches of this run, nothing else). Call once at the end of a run.
+    /// Writes the renders and parsed batches this run used as the run pack, unless the pack
+    /// read differs from them by at most an eighth of its entries
+    /// ([`crate::tree::rewrite_needed`]: after a one-file change the next run reads that
+    /// directory's render from its own cache file). Call once at the end of a run.
     pub fn save_pack(&self) {
         let Some(state) = self.pack.get() else { return };
         let Ok(st) = state.lock() else { return };
         let Some(file) = &st.file else { return };
-        let same = st.renders.len() + st.values.len() == st.held.len()
-            && st
-                .renders
-                .keys()
-                .chain(st.values.keys())
-                .all(|k| st.held.contains(k));
-        if same {
+        let used = st.renders.len() + st.values.len();
+        let missed = st
+            .renders
+            .keys()
+            .chain(st.values.keys())
+            .filter(|k| !st.held.contains(*k))
+            .count();
+        let unused = st.held.len() + missed - used;
+        if !crate::tree::rewrite_needed(missed + unused, st.held.len()) {
             return;
         }
         let out = PackOut {

@@ -368,6 +368,14 @@ fn digest(text: &str) -> String {
         .collect()
 }
 
+/// Whether a cache of `held` entries that differs from what a run used by `differ` entries
+/// (used but missing, held but unused) is rewritten: when it is damaged or empty, or differs by
+/// more than an eighth. A small difference is left: its entries are read or made again by the
+/// next run, which is cheaper than rewriting the whole file after every change.
+pub fn rewrite_needed(differ: usize, held: usize) -> bool {
+    differ > 0 && (held == 0 || differ * 8 > held)
+}
+
 /// Version of the file-facts cache format and of what [`parse_file`] extracts: a cache written
 /// by another version is ignored (and rewritten).
 const FACTS_FORMAT: &str = concat!("fleetlint-file-facts/1/", env!("CARGO_PKG_VERSION"));
@@ -415,13 +423,17 @@ impl FactsCache {
         }
     }
 
-    /// Keeps exactly `used` (the digests of this run's files), writing the file only when that
-    /// changes it.
+    /// Writes `used` (the facts of this run's files) as the cache, unless the cache read
+    /// differs from it by at most an eighth of its entries (a one-file change: the next run
+    /// parses that file again, which costs less than rewriting the cache every time).
     fn store(self, used: BTreeMap<String, FileFacts>) {
         let Some(file) = self.file else { return };
-        let same =
-            used.len() == self.entries.len() && used.keys().all(|k| self.entries.contains_key(k));
-        if same {
+        let missed = used
+            .keys()
+            .filter(|k| !self.entries.contains_key(*k))
+            .count();
+        let unused = self.entries.len() + missed - used.len();
+        if !rewrite_needed(missed + unused, self.entries.len()) {
             return;
         }
         let Ok(body) = serde_json::to_string(&FactsBody {
