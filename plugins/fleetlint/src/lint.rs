@@ -586,16 +586,12 @@ fn placeholder_rule(repo: &Repo, ov: &Overlay, opts: &Options, out: &mut Vec<Fin
     // placeholder value -> objects/fields it reaches
     let mut reach: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
     for (oi, o) in ov.objects.iter().enumerate() {
-        let mut leaves = Vec::new();
-        all_leaves(&o.value, &mut Vec::new(), &mut leaves);
-        for (path, s) in leaves {
-            for m in re.find_iter(s) {
-                reach
-                    .entry(m.as_str().to_string())
-                    .or_default()
-                    .push((oi, path.join(".")));
-            }
-        }
+        placeholder_sites(&o.value, &re, &mut Vec::new(), &mut |ph, path| {
+            reach.entry(ph.to_string()).or_default().push((oi, path));
+        });
+    }
+    if reach.is_empty() {
+        return;
     }
     let own_prefix = format!("{}/", ov.dir);
     let overlay_files: BTreeSet<String> = ov
@@ -647,20 +643,31 @@ fn placeholder_rule(repo: &Repo, ov: &Overlay, opts: &Options, out: &mut Vec<Fin
     }
 }
 
-fn all_leaves<'a>(v: &'a Value, path: &mut Vec<String>, out: &mut Vec<(Vec<String>, &'a str)>) {
+/// Every match of `re` in the string leaves of `v`, in document order, with the leaf's key
+/// path joined by `.` (array items by index).
+fn placeholder_sites<'a>(
+    v: &'a Value,
+    re: &regex::Regex,
+    path: &mut Vec<std::borrow::Cow<'a, str>>,
+    hit: &mut impl FnMut(&str, String),
+) {
     match v {
-        Value::String(s) => out.push((path.clone(), s)),
+        Value::String(s) => {
+            for m in re.find_iter(s) {
+                hit(m.as_str(), path.join("."));
+            }
+        }
         Value::Object(m) => {
             for (k, x) in m {
-                path.push(k.clone());
-                all_leaves(x, path, out);
+                path.push(std::borrow::Cow::Borrowed(k));
+                placeholder_sites(x, re, path, hit);
                 path.pop();
             }
         }
         Value::Array(a) => {
             for (i, x) in a.iter().enumerate() {
-                path.push(i.to_string());
-                all_leaves(x, path, out);
+                path.push(std::borrow::Cow::Owned(i.to_string()));
+                placeholder_sites(x, re, path, hit);
                 path.pop();
             }
         }
