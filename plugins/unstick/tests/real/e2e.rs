@@ -298,6 +298,10 @@ fn e2e_on_the_real_controllers() {
             "missing_kustomization_or_namespace_is_exit_3_and_an_empty_namespace_exit_1",
             missing_kustomization_or_namespace_is_exit_3_and_an_empty_namespace_exit_1,
         ),
+        (
+            "fleet_view_on_300_kustomizations_uses_at_most_15_requests",
+            fleet_view_on_300_kustomizations_uses_at_most_15_requests,
+        ),
     ]);
     // Alone, after the others: a controller restart cancels every run in flight.
     restart_controller_waits_while_a_dependency_reconciles();
@@ -1329,5 +1333,122 @@ fn restart_controller_waits_while_a_dependency_reconciles() {
     eprintln!(
         "DependencyNotReady events on e2e-rs-1: {}",
         events.lines().count()
+    );
+}
+
+/// `--all` on 300 Kustomizations in 10 waves (each dependsOn the previous wave's first) with
+/// 10,000 inventory entries, healthy but for one failed health check naming a Deployment (so
+/// the workload, pod and event lists are read too), held by a shard no controller runs: at
+/// most 15 API requests on the real apiserver (counted by the fault proxy); `--problems`
+/// keeps the one row; the table shows every healthy row and the count line.
+fn fleet_view_on_300_kustomizations_uses_at_most_15_requests() {
+    use futures::StreamExt;
+    use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+    let c = e2e_cluster();
+    let rev = source(c).to_owned();
+    let ns = "e2e-300";
+    namespace(c, ns);
+    let (rt, proxy) = proxy_for(c);
+    let now = now();
+    rt.block_on(async {
+        let client = c.client().await.unwrap();
+        let ar = ApiResource {
+            group: "kustomize.toolkit.fluxcd.io".into(),
+            version: "v1".into(),
+            api_version: "kustomize.toolkit.fluxcd.io/v1".into(),
+            kind: "Kustomization".into(),
+            plural: "kustomizations".into(),
+        };
+        let api: Api<DynamicObject> = Api::namespaced_with(client, ns, &ar);
+        futures::stream::iter(0..300usize)
+            .for_each_concurrent(16, |i| {
+                let api = api.clone();
+                let (rev, now) = (rev.clone(), now.clone());
+                async move {
+                    let (wave, n) = (i / 30, i % 30);
+                    let name = format!("wave-{wave}-{n:03}");
+                    let entries: Vec<Value> = (0..10_000 / 300 + usize::from(i < 10_000 % 300))
+                        .map(|j| json!({"id": format!("{ns}_{name}-cm-{j:03}__ConfigMap"), "v": "v1"}))
+                        .collect();
+                    let mut spec = json!({"interval": "10m", "path": format!("./apps/{name}"), "prune": true,
+                        "sourceRef": {"kind": "GitRepository", "name": "e2e-src", "namespace": FLUX_NS}});
+                    if wave > 0 {
+                        spec["dependsOn"] = json!([{"name": format!("wave-{}-000", wave - 1)}]);
+                    }
+                    let o: DynamicObject = serde_json::from_value(json!({
+                        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                        "metadata": {"name": name, "namespace": ns, "labels": {HELD_SHARD_LABEL: "held"}},
+                        "spec": spec}))
+                    .unwrap();
+                    api.create(&PostParams::default(), &o).await.unwrap();
+                    let ready = if name == "wave-3-007" {
+                        json!({"type": "Ready", "status": "False", "reason": "HealthCheckFailed",
+                            "observedGeneration": 1, "lastTransitionTime": now,
+                            "message": format!("health check failed after 5m0.01s: timeout waiting for: [Deployment/{ns}/web status: 'InProgress']")})
+                    } else {
+                        json!({"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+                            "observedGeneration": 1, "lastTransitionTime": now,
+                            "message": format!("Applied revision: {rev}")})
+                    };
+                    api.patch_status(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&json!({"status": {"observedGeneration": 1,
+                            "lastAppliedRevision": rev, "lastAttemptedRevision": rev,
+                            "conditions": [ready], "inventory": {"entries": entries}}})),
+                    )
+                    .await
+                    .unwrap();
+                }
+            })
+            .await;
+    });
+    proxy.reset_requests();
+    let o = unstick_with(
+        proxy.kubeconfig(),
+        &["--all", "-n", ns, "--problems", "-o", "json"],
+    );
+    let reqs: Vec<String> = proxy
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(o.code, 1, "{o}");
+    let v = o.json();
+    assert_eq!(
+        (&v["total"], &v["notHealthy"], &v["findings"]),
+        (&json!(300), &json!(1), &json!(1)),
+        "{v:#}"
+    );
+    assert_eq!(v["items"].as_array().unwrap().len(), 1, "{:#}", v["items"]);
+    assert_eq!(v["items"][0]["class"], "health-check-failed");
+    assert_eq!(
+        v["items"][0]["diagnosis"]["blocking"][0]["kstatus"],
+        "NotFound"
+    );
+    assert!(reqs.len() <= 15, "{} requests: {reqs:#?}", reqs.len());
+    eprintln!(
+        "--all -n {ns} on 300 Kustomizations: {} API requests: {reqs:?}",
+        reqs.len()
+    );
+    // The whole fleet in one table, healthy rows included, and the count line.
+    let o = unstick(c, &["--all", "-n", ns]);
+    assert_eq!(o.code, 1, "{o}");
+    let rows = o
+        .stdout
+        .lines()
+        .filter(|l| l.contains("healthy") && l.contains("wave-"))
+        .count();
+    assert!(rows >= 299, "{rows} healthy rows: {o}");
+    assert!(
+        o.stdout
+            .contains("1 of 300 Kustomizations not healthy; 1 needs attention"),
+        "{o}"
+    );
+    let o = unstick(c, &["--all", "-n", ns, "--problems"]);
+    assert_eq!(
+        o.stdout.lines().filter(|l| l.contains("wave-")).count(),
+        1,
+        "{o}"
     );
 }
