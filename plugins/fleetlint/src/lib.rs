@@ -136,6 +136,9 @@ pub struct Stats {
     pub renders_run: usize,
     /// Flux Kustomizations across overlays.
     pub kustomizations: usize,
+    /// Of those, the ones whose findings are reported: all of them without `--changed-since`,
+    /// with it the Kustomizations the change affects.
+    pub affected: usize,
 }
 
 /// Result of a run.
@@ -386,6 +389,7 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
                 });
             }
             report.stats.kustomizations += ov.ks.len();
+            report.stats.affected += affected.len();
             report.overlays.push(OverlayReport {
                 dir: dir.clone(),
                 root: ov.root.map(|r| ov.ks[r].id()),
@@ -588,15 +592,34 @@ fn order_by_dependencies(
     done
 }
 
+/// The Kustomizations of `ov` a change to `changed` (repository-relative paths) affects, as
+/// `namespace/name`: those defined in a changed file; those whose render reads a changed file
+/// ([`tree::Repo::closure`]); for a changed path that is gone from disk (deleted, renamed
+/// away, a whole directory removed), those whose render read it or whose `spec.path` held it
+/// ([`tree::Repo::render_reads`]); after any such deletion, those whose `dependsOn` names a
+/// Kustomization the overlay no longer has (the deleted file may have defined it; the test
+/// cannot tell which name the file held, so it takes every dangling entry); then, transitively,
+/// what an affected Kustomization applies and what depends on it.
 fn affected_ks(
     repo: &tree::Repo,
     ov: &fleet::Overlay,
     changed: &BTreeSet<String>,
 ) -> BTreeSet<String> {
+    let gone: Vec<&String> = changed
+        .iter()
+        .filter(|p| {
+            !repo.texts.contains_key(*p) && std::fs::symlink_metadata(repo.root.join(p)).is_err()
+        })
+        .collect();
     let mut hit: BTreeSet<usize> = BTreeSet::new();
     for (i, k) in ov.ks.iter().enumerate() {
         let inputs = k.dir.as_ref().map(|d| repo.closure(d)).unwrap_or_default();
-        if changed.contains(&k.file) || inputs.iter().any(|f| changed.contains(f)) {
+        if changed.contains(&k.file)
+            || inputs.iter().any(|f| changed.contains(f))
+            || k.dir
+                .as_ref()
+                .is_some_and(|d| gone.iter().any(|p| repo.render_reads(d, p)))
+        {
             hit.insert(i);
         }
     }
@@ -614,8 +637,12 @@ fn affected_ks(
             next[p].push(i);
         }
         for d in &k.depends_on {
-            if let Some(&j) = index.get(&(d.0.as_str(), d.1.as_str())) {
-                next[j].push(i);
+            match index.get(&(d.0.as_str(), d.1.as_str())) {
+                Some(&j) => next[j].push(i),
+                None if !gone.is_empty() => {
+                    hit.insert(i);
+                }
+                None => {}
             }
         }
     }

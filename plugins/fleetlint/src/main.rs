@@ -56,7 +56,9 @@ struct Cli {
     placeholder: String,
 
     /// Lint only what changed since this Git revision (git diff REV plus untracked files):
-    /// the Kustomizations whose paths or inputs change, what they apply and their dependents
+    /// the Kustomizations whose paths or inputs change (a deleted or renamed-away file or
+    /// directory counts for every Kustomization whose path or inputs held it), what they apply
+    /// and their dependents
     #[arg(long, value_name = "REV")]
     changed_since: Option<String>,
 
@@ -252,14 +254,21 @@ fn run(cli: Cli) -> Result<i32> {
     let ep = cli.output.stderr_painter();
     let overlays: Vec<&str> = report.overlays.iter().map(|o| o.dir.as_str()).collect();
     let summary = format!(
-        "{} overlay(s) ({}), {} Kustomizations, {} files; {} kubectl kustomize run(s){}{}; {e} errors, {w} warnings in {:.2}s",
+        "{} overlay(s) ({}), {}, {} files; {} kubectl kustomize run(s){}{}; {e} errors, {w} warnings in {:.2}s",
         overlays.len(),
         if overlays.is_empty() {
             "none found".to_string()
         } else {
             overlays.join(", ")
         },
-        report.stats.kustomizations,
+        if report.changed_files.is_some() {
+            format!(
+                "{} of {} Kustomizations affected by the change (only their findings reported)",
+                report.stats.affected, report.stats.kustomizations
+            )
+        } else {
+            format!("{} Kustomizations", report.stats.kustomizations)
+        },
         report.stats.files,
         report.stats.renders_run,
         if cfg.cache_dir.is_some() {

@@ -828,6 +828,47 @@ impl Repo {
         }
     }
 
+    /// True when a render of `dir` would read `path` had it existed, or did read it before it
+    /// was deleted: the test `--changed-since` applies to a changed path that is no longer on
+    /// disk (a deleted or renamed-away file or directory), which [`Repo::closure`] (the files
+    /// that exist now) cannot hold.
+    ///
+    /// The same walk as the closure, over places instead of files: `path` is `dir` or below it
+    /// when `dir` has no kustomization file (kustomize-controller's generated kustomization
+    /// takes every YAML file below it, fluxcd/pkg/kustomize `scanManifests`) or does not exist
+    /// (a deleted `spec.path`); it sits directly in a directory with a kustomization file
+    /// (kustomize reads the kustomization next to its files, and a deleted kustomization file
+    /// changes how the directory renders); or it is, or is below, a local `resources`,
+    /// `components` or file reference of a kustomization file the walk reaches (kustomize
+    /// api/krusty: a reference is a file or a directory, read whole). Remote references are
+    /// skipped as in [`Repo::kustomization_refs`].
+    pub fn render_reads(&self, dir: &str, path: &str) -> bool {
+        let mut seen = BTreeSet::new();
+        self.reads_into(dir, path, &mut seen)
+    }
+
+    fn reads_into(&self, dir: &str, path: &str, seen: &mut BTreeSet<String>) -> bool {
+        if !seen.insert(dir.to_string()) {
+            return false;
+        }
+        let at_or_below = |d: &str| d.is_empty() || path == d || path.starts_with(&format!("{d}/"));
+        if self.kustomization_file(dir).is_none() {
+            // no kustomization file (or no directory at all any more): everything below
+            return at_or_below(dir);
+        }
+        // a kustomization file: its own directory's files, and its references (which can climb
+        // out of `dir`, `../base`)
+        let parent = path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
+        if parent == dir {
+            return true;
+        }
+        let (dirs, files) = self.kustomization_refs(dir);
+        if files.iter().any(|f| at_or_below(f)) {
+            return true;
+        }
+        dirs.iter().any(|d| self.reads_into(d, path, seen))
+    }
+
     /// For a directory without a kustomization file: the resources kustomize-controller's
     /// generated kustomization lists (YAML files and top-most kustomize sub-directories),
     /// repository-relative, in walk order.

@@ -337,6 +337,7 @@ fn changed_since_equals_the_full_run_restricted_to_the_affected_kustomizations()
     git(root, &["init", "-q", "-b", "main"]);
     git(root, &["add", "-A"]);
     git(root, &["commit", "-qm", "base"]);
+    git(root, &["tag", "base"]);
     // the change: an untagged image in app
     let d = std::fs::read_to_string(root.join("apps/app/deploy.yaml")).unwrap();
     f.write(
@@ -384,6 +385,110 @@ fn changed_since_equals_the_full_run_restricted_to_the_affected_kustomizations()
         "{}",
         common::show(&changed)
     );
+    assert_eq!(
+        (changed.stats.affected, changed.stats.kustomizations),
+        (3, 5)
+    );
+    assert_eq!((full.stats.affected, full.stats.kustomizations), (5, 5));
+
+    // deletions (trial item 2): a file a render reads, a whole spec.path directory and a file
+    // renamed away, each uncommitted (`--changed-since HEAD`) and committed (`HEAD~1`). Each
+    // breaks dep's render; the changed run reports that error (it is what a CI gate must
+    // stop), affects dep and its dependent dep2, and equals the full run restricted to them.
+    type Change = (
+        &'static str,
+        &'static [&'static [&'static str]],
+        &'static str,
+    );
+    let changes: [Change; 3] = [
+        (
+            "a deleted file",
+            &[&["rm", "-q", "apps/dep/cm.yaml"]],
+            "FL001",
+        ),
+        (
+            "a deleted spec.path",
+            &[&["rm", "-rq", "apps/dep"]],
+            "FL002",
+        ),
+        (
+            "a file renamed away",
+            &[&["mv", "apps/dep/cm.yaml", "apps/dep/config.yaml"]],
+            "FL001",
+        ),
+    ];
+    for (what, cmds, rule) in changes {
+        for committed in [false, true] {
+            git(root, &["reset", "-q", "--hard", "base"]);
+            git(root, &["clean", "-qfd"]);
+            for c in cmds {
+                git(root, c);
+            }
+            let rev = if committed {
+                git(root, &["commit", "-qm", what]);
+                "HEAD~1"
+            } else {
+                "HEAD"
+            };
+            let full = f.lint();
+            let changed = f.lint_with(|c| c.changed_since = Some(rev.into()));
+            let ctx = format!(
+                "{what} (committed: {committed})\n{}",
+                common::show(&changed)
+            );
+            let affected: std::collections::BTreeSet<String> = changed.overlays[0]
+                .kustomizations
+                .iter()
+                .filter(|k| k.affected)
+                .map(|k| k.id.clone())
+                .collect();
+            assert_eq!(
+                affected.iter().map(String::as_str).collect::<Vec<_>>(),
+                ["flux-system/dep", "flux-system/dep2"],
+                "{ctx}"
+            );
+            assert_eq!(
+                (changed.stats.affected, changed.stats.kustomizations),
+                (2, 5)
+            );
+            let files = changed.changed_files.clone().unwrap();
+            let restricted: Vec<_> = full
+                .findings
+                .iter()
+                .filter(|x| {
+                    x.kustomizations.iter().any(|k| affected.contains(k)) || files.contains(&x.file)
+                })
+                .cloned()
+                .collect();
+            // kubectl's log header (time, pid) differs between the two renders
+            let key = |v: &[fleetlint::lint::Finding]| -> Vec<_> {
+                v.iter()
+                    .map(|x| {
+                        let m = match x.message.find("\"command failed\"") {
+                            Some(i) => x.message[i..].to_string(),
+                            None => x.message.clone(),
+                        };
+                        (
+                            x.file.clone(),
+                            x.line,
+                            x.rule.clone(),
+                            x.kustomizations.clone(),
+                            m,
+                        )
+                    })
+                    .collect()
+            };
+            assert_eq!(key(&changed.findings), key(&restricted), "{ctx}");
+            assert!(
+                changed
+                    .findings
+                    .iter()
+                    .any(|x| x.rule == rule && x.severity == fleetlint::rules::Severity::Error),
+                "{ctx}"
+            );
+            assert!(changed.has_errors() && full.has_errors(), "{ctx}");
+        }
+    }
 }
 
 /// The on-disk cache serves exactly what a fresh run computes: a second run with the same
