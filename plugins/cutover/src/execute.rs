@@ -1036,6 +1036,7 @@ mod tests {
                 consumers: vec![],
                 root: None,
                 root_found_by: None,
+                held: false,
             },
             new_head: None,
             in_cluster: None,

@@ -150,7 +150,7 @@ const API_VERSION: &str = "cutover.cluster-loop.dev/v1";
 const EXIT_INTERRUPTED: i32 = 130;
 
 /// `-o json|yaml` of a cutover run: `apiVersion`, `kind: CutoverReport`, `mode`
-/// (`refused`, `dry-run`, `execute`), the preflight, the forward merge patch (when one was
+/// (`refused`, `dry-run`, `execute`, `nothing-to-do`, `drift`: see the README), the preflight, the forward merge patch (when one was
 /// planned) and the execute result. A struct, so the keys keep this order (a
 /// `serde_json::Value` map would sort them and push `kind` down).
 #[derive(serde::Serialize)]
@@ -353,18 +353,53 @@ async fn run(cli: Cli) -> Result<i32> {
         return Ok(EXIT_INTERRUPTED);
     }
     if pre.nothing_to_do {
+        // The live spec.url is already --to. Drift (the committed one differs) means the root
+        // puts the committed value back: a finding, not "nothing to do".
+        let drift = pre.checks.iter().any(|c| c.id == "drift");
         if cli.output.output.is_machine() {
             print_machine(
                 cli.output.output,
-                &report_json("nothing-to-do", &pre, None, None),
+                &report_json(
+                    if drift { "drift" } else { "nothing-to-do" },
+                    &pre,
+                    None,
+                    None,
+                ),
             )?;
-        } else {
+        } else if drift {
+            print_preflight(&pre, &out);
             println!(
-                "gitrepository {ns}/{} already points there ({to}); nothing to do",
-                source.name
+                "\n{}",
+                out.warn(&format!(
+                    "gitrepository {ns}/{} already runs {to} live, but Git does not: {} unless \
+                     the commit changes. Commit spec.url {to} in the file named above and push \
+                     it, then run kubectl cutover gitrepository/{} -n {ns} --finish",
+                    source.name,
+                    if pre.current.held {
+                        "the hold keeps it only until it is removed; then the root reverts it"
+                    } else if pre.current.root.as_ref().is_some_and(|r| r.suspended) {
+                        "the root reverts it at its first apply after it is resumed"
+                    } else {
+                        "the root Kustomization reverts it at its next apply"
+                    },
+                    source.name
+                ))
+            );
+        } else {
+            for c in pre.checks.iter().filter(|c| c.result != CheckResult::Ok) {
+                println!("{} {:<9} {}", out.warn("warn"), c.id, c.message);
+            }
+            println!(
+                "gitrepository {ns}/{} already points there ({to}); nothing to do{}",
+                source.name,
+                if pre.current.held {
+                    " but remove the hold (see above)"
+                } else {
+                    ""
+                }
             );
         }
-        return Ok(EXIT_OK);
+        return Ok(if drift { EXIT_FINDING } else { EXIT_OK });
     }
     // Finishing a run a SIGKILL interrupted (--to the URL it patched in): a failure rolls back
     // to the URL before that run, not to the half-done state.
@@ -490,6 +525,19 @@ async fn run(cli: Cli) -> Result<i32> {
                          remove the hold",
                         source.name
                     );
+                } else if pre.authored_patch.is_empty()
+                    && pre.authored.is_some()
+                    && pre.current.held
+                {
+                    // A hold this run did not add (a killed --hold-root run's) is still there.
+                    println!(
+                        "the committed spec.url already agrees, but the GitRepository still \
+                         carries the hold {}: disabled, so the root applies nothing to it: run \
+                         kubectl cutover gitrepository/{} -n {ns} --finish to prove the root \
+                         applies it and remove the hold",
+                        preflight::RECONCILE_ANNOTATION,
+                        source.name
+                    );
                 } else if pre.authored_patch.is_empty() && pre.authored.is_some() {
                     println!("the committed spec.url already agrees; nothing more to do");
                 } else if pre.authored_patch.is_empty() {
@@ -521,6 +569,10 @@ async fn run(cli: Cli) -> Result<i32> {
                 println!("\n{} {}", out.err("rolled back:"), report.message);
                 if let Some(p) = &report.rollback_patch {
                     println!("restored with merge patch {p}");
+                }
+                if pre.current.held {
+                    // The hold was there before this run, so the rollback kept it.
+                    println!("{}", out.warn(&preflight::hold_message(&ns, &source.name)));
                 }
             }
         }

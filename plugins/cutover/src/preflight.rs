@@ -157,6 +157,10 @@ pub struct Current {
     /// How [`Current::root`] was found: `label` or `inventory`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub root_found_by: Option<String>,
+    /// The GitRepository carries the hold `kustomize.toolkit.fluxcd.io/reconcile: disabled`
+    /// (what `--hold-root` adds): kustomize-controller skips the object, so the root neither
+    /// reverts nor applies its spec.url while it is there.
+    pub held: bool,
 }
 
 /// A Kustomization that reads from the source.
@@ -431,6 +435,7 @@ pub async fn read_current(
         consumers,
         root,
         root_found_by,
+        held: is_held(&repo),
     };
     Ok((repo, current))
 }
@@ -524,6 +529,13 @@ pub async fn preflight(
             message: suspended_root_message(&root.name),
         });
     }
+    if current.held {
+        checks.push(Check {
+            id: "hold",
+            result: CheckResult::Warn,
+            message: hold_message(&req.namespace, &req.name),
+        });
+    }
     let in_flight = InFlight::of(&repo);
     if let Some(m) = &in_flight {
         // Finishing (--to the URL it patched in) or rolling back (--to the URL it replaced) is
@@ -559,11 +571,30 @@ pub async fn preflight(
                 req.namespace, req.name, req.to
             ),
         });
-        let pre = Preflight {
+        let mut pre = Preflight {
             go: true,
             nothing_to_do: true,
             ..Preflight::before_the_remote(req, &secret_name, &current, checks)
         };
+        // The live URL may be a patch the root reverts at its next apply: nothing to patch,
+        // but not "nothing to do" (best effort: an unreadable Secret or tree says nothing).
+        let creds = match &secret_name {
+            Some(s) => read_credentials(conn, &req.namespace, s)
+                .await
+                .unwrap_or_default(),
+            None => GitCredentials::default(),
+        };
+        say_drift_first(conn, req, &mut pre, &secret_name, &creds).await;
+        if pre.checks.iter().any(|c| c.id == "drift")
+            && let Some(t) = pre.checks.iter_mut().find(|c| c.id == "target")
+        {
+            t.result = CheckResult::Warn;
+            t.message = format!(
+                "spec.url of {}/{} is already {} live, but not in Git (the drift above): no \
+                 patch to make; the commit must change",
+                req.namespace, req.name, req.to
+            );
+        }
         return Ok((repo, pre));
     }
 
@@ -796,6 +827,31 @@ pub async fn preflight(
     Ok((repo, finish(pre)))
 }
 
+/// True when `repo` carries `kustomize.toolkit.fluxcd.io/reconcile: disabled`, the value
+/// kustomize-controller skips an object for (fluxcd/pkg/ssa `AnnotationReconcile` /
+/// `DisabledValue`; kustomize-controller v1.1+ leaves such an object as it is in the cluster).
+pub fn is_held(repo: &GitRepository) -> bool {
+    repo.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RECONCILE_ANNOTATION))
+        .is_some_and(|v| v == "disabled")
+}
+
+/// The hold found on the GitRepository, what it does and how to remove it: said by every run
+/// that finds it (a `--hold-root` run killed with SIGKILL leaves it behind, and nothing else
+/// removes it).
+pub fn hold_message(ns: &str, name: &str) -> String {
+    format!(
+        "GitRepository {ns}/{name} carries the hold {RECONCILE_ANNOTATION}: disabled (added by \
+         --hold-root, left behind when that run was killed or not finished): the root \
+         Kustomization neither reverts nor applies its spec.url while it is there. Remove it \
+         once the committed spec.url is the live one: kubectl cutover gitrepository/{name} -n \
+         {ns} --finish (proves the root applies it, then removes the hold), or by hand: \
+         kubectl annotate gitrepository -n {ns} {name} {RECONCILE_ANNOTATION}-"
+    )
+}
+
 /// What a suspended GitRepository means for a cutover: source-controller returns before any
 /// fetch while `spec.suspend` is true (source-controller internal/controller
 /// gitrepository_controller.go `Reconcile`: "reconciliation is suspended for this object"), so
@@ -820,15 +876,36 @@ pub fn suspended_root_message(root: &str) -> String {
 }
 
 /// The drift found before the move: the committed spec.url (at `at`) differs from the live
-/// one, i.e. the cluster already runs a hand-patched URL.
-pub fn drift_message(at: &str, committed: &str, live: &str, root: &Consumer) -> String {
+/// one. `interrupted`: the mark an interrupted cutover left ([`IN_FLIGHT_ANNOTATION`]); when
+/// it patched in the live URL the drift is that run's, not a hand patch. `held`: the
+/// GitRepository carries the [`RECONCILE_ANNOTATION`] hold (the root reverts nothing while it
+/// is there).
+pub fn drift_message(
+    at: &str,
+    committed: &str,
+    live: &str,
+    root: &Consumer,
+    held: bool,
+    interrupted: Option<&InFlight>,
+) -> String {
+    let how = match interrupted {
+        Some(m) if m.to == live || m.to.is_empty() => {
+            "the live URL is the one an interrupted cutover patched in"
+        }
+        _ => "the cluster already runs a hand-patched URL",
+    };
     format!(
         "before this move, the committed spec.url ({at}) is {committed} but the live one is \
-         {live}: the cluster already runs a hand-patched URL{}",
+         {live}: {how}{}",
         if root.suspended {
-            " (kept because the root Kustomization is suspended)"
+            " (kept because the root Kustomization is suspended)".to_string()
+        } else if held {
+            format!(
+                " (kept only by the {RECONCILE_ANNOTATION}: disabled hold: once it is removed \
+                 the root Kustomization puts the committed value back at its next apply)"
+            )
         } else {
-            "; the root Kustomization will put the committed value back at its next apply"
+            "; the root Kustomization will put the committed value back at its next apply".into()
         }
     )
 }
@@ -904,7 +981,14 @@ fn drift_only(
         Check {
             id: "drift",
             result: CheckResult::Warn,
-            message: drift_message(&at, &a.url, &pre.current.url, root),
+            message: drift_message(
+                &at,
+                &a.url,
+                &pre.current.url,
+                root,
+                pre.current.held,
+                pre.interrupted_run.as_ref(),
+            ),
         }
     })
 }
@@ -1231,7 +1315,14 @@ fn authored_check(
                     Check {
                         id: "drift",
                         result: CheckResult::Warn,
-                        message: drift_message(&where_, &a.url, &pre.current.url, &root),
+                        message: drift_message(
+                            &where_,
+                            &a.url,
+                            &pre.current.url,
+                            &root,
+                            pre.current.held,
+                            pre.interrupted_run.as_ref(),
+                        ),
                     },
                 );
             }
@@ -1290,6 +1381,17 @@ fn authored_check(
                              first apply after it is resumed puts {} back unless that file \
                              changes; commit the change below before resuming it.{secret_too}",
                             a.url, root.name, a.url
+                        )
+                    } else if pre.current.held {
+                        // kustomize-controller skips the held object: no revert while the hold
+                        // stays, and --finish removes it only once the committed value agrees.
+                        format!(
+                            "the committed spec.url at {where_} is still {}: the hold \
+                             ({RECONCILE_ANNOTATION}: disabled) keeps root Kustomization {} \
+                             from reverting the live patch while it stays; commit the change \
+                             below, then run --finish, which removes the hold once the root \
+                             applies it.{secret_too}",
+                            a.url, root.name
                         )
                     } else {
                         format!(

@@ -1553,6 +1553,35 @@ async fn drift_before_the_move_is_said_first() {
             .then_some(())
     });
     let text = std::fs::read_to_string(f.work.path().join(SYNC_FILE)).unwrap();
+    // --to the live URL (trial item 4): not "nothing to do" (the root reverts it): the drift
+    // first, what to commit, exit 1, mode `drift`, nothing patched.
+    let r = f.run(&dry(&f, &new, &["-o", "json"])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["mode"], "drift", "{}", r.stdout);
+    assert_eq!(v["preflight"]["checks"][0]["id"], "drift", "{}", r.stdout);
+    assert_eq!(
+        v["preflight"]["checks"][0]["message"],
+        format!(
+            "before this move, the committed spec.url ({SYNC_FILE}:{}) is {old} but the live one is {new}: the cluster already runs a hand-patched URL; the root Kustomization will put the committed value back at its next apply",
+            url_line(&text)
+        )
+    );
+    let r = f.run(&dry(&f, &new, &[])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(!r.stdout.contains("nothing to do"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!(
+            "gitrepository {0}/{0} already runs {new} live, but Git does not: the root \
+             Kustomization reverts it at its next apply unless the commit changes. Commit \
+             spec.url {new} in the file named above and push it, then run kubectl cutover \
+             gitrepository/{0} -n {0} --finish",
+            f.ns
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(f.gitrepo_patches().is_empty(), "nothing was patched");
     // Move back to what Git says: the drift is the first thing reported.
     let r = f.run(&dry(&f, &old, &["-o", "json"])).await;
     assert_eq!(r.code, 0, "{}", r.all());
@@ -1928,4 +1957,110 @@ async fn without_hold_the_root_kustomization_reverts_the_live_patch() {
         &format!("{}-", realcluster::HELD_SHARD_LABEL),
     ])
     .unwrap();
+}
+
+/// Trial items 4 and 14: the hold a SIGKILLed `--hold-root` run leaves behind
+/// (`kustomize.toolkit.fluxcd.io/reconcile: disabled`, with its in-flight mark) is named by
+/// every run with how to remove it; the preflight no longer says the root "will revert the
+/// live patch within its interval" (it cannot while held); and the drift is called the
+/// interrupted cutover's, not a hand patch. After the rollback (the mark gone, the hold kept:
+/// it was there before that run) the no-op run still names the hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leftover_hold_is_named_by_every_run() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-lefthold", true).await;
+    let (old, new) = (f.old_url(), f.to());
+    let mark = json!({"from": old, "to": new, "startedAt": "2026-12-01T18:00:00Z"}).to_string();
+    // Exactly what a --hold-root run's forward patch writes, left behind by SIGKILL.
+    patch_live(
+        &f,
+        "gitrepository",
+        "merge",
+        &json!({"metadata": {"annotations": {
+            "kustomize.toolkit.fluxcd.io/reconcile": "disabled",
+            "cutover.cluster-loop.dev/in-flight": mark,
+        }}, "spec": {"url": new}}),
+    );
+    let hold = format!(
+        "GitRepository {0}/{0} carries the hold kustomize.toolkit.fluxcd.io/reconcile: disabled \
+         (added by --hold-root, left behind when that run was killed or not finished): the root \
+         Kustomization neither reverts nor applies its spec.url while it is there. Remove it \
+         once the committed spec.url is the live one: kubectl cutover gitrepository/{0} -n {0} \
+         --finish (proves the root applies it, then removes the hold), or by hand: kubectl \
+         annotate gitrepository -n {0} {0} kustomize.toolkit.fluxcd.io/reconcile-",
+        f.ns
+    );
+    let checks = |v: &Value| -> Vec<(String, String)> {
+        v["preflight"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["id"].as_str().unwrap().to_string(),
+                    c["message"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    // Rolling back (--to the URL before the killed run).
+    let r = f.run(&dry(&f, &old, &["-o", "json"])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    let c = checks(&r.json());
+    assert!(c.contains(&("hold".into(), hold.clone())), "{}", r.stdout);
+    let drift = &c.iter().find(|(id, _)| id == "drift").expect("drift").1;
+    assert!(
+        drift.ends_with(&format!(
+            "the live one is {new}: the live URL is the one an interrupted cutover patched in \
+             (kept only by the kustomize.toolkit.fluxcd.io/reconcile: disabled hold: once it is \
+             removed the root Kustomization puts the committed value back at its next apply)"
+        )),
+        "{drift}"
+    );
+    assert!(!r.stdout.contains("hand-patched"), "{}", r.stdout);
+    // Finishing the killed run (--to the URL it patched in): the authored change, and no
+    // "will revert the live patch within its interval" while the hold is there.
+    let r = f.run(&dry(&f, &new, &["-o", "json"])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    let c = checks(&r.json());
+    assert!(c.contains(&("hold".into(), hold.clone())), "{}", r.stdout);
+    let authored = &c
+        .iter()
+        .find(|(id, _)| id == "authored")
+        .expect("authored")
+        .1;
+    assert!(!authored.contains("within its interval"), "{authored}");
+    assert!(
+        authored.contains("keeps root Kustomization") && authored.contains("then run --finish"),
+        "{authored}"
+    );
+    // The rollback as it ends (the mark removed, the hold kept, the old URL live): the
+    // no-op run names the hold and how to remove it.
+    patch_live(
+        &f,
+        "gitrepository",
+        "json",
+        &json!([
+            {"op": "remove", "path": "/metadata/annotations/cutover.cluster-loop.dev~1in-flight"},
+            {"op": "replace", "path": "/spec/url", "value": old},
+        ]),
+    );
+    let r = f.run(&dry(&f, &old, &[])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(
+        r.stdout.contains(&format!("warn hold      {hold}")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("nothing to do but remove the hold (see above)"),
+        "{}",
+        r.stdout
+    );
+    let r = f.run(&dry(&f, &old, &["-o", "json"])).await;
+    let v = r.json();
+    assert_eq!(v["mode"], "nothing-to-do", "{}", r.stdout);
+    assert_eq!(v["preflight"]["current"]["held"], true, "{}", r.stdout);
+    assert!(checks(&v).contains(&("hold".into(), hold)), "{}", r.stdout);
 }
