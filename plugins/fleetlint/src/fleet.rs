@@ -204,12 +204,14 @@ pub enum SubstProblem {
     NotEnabled { object: usize, expr: String },
     /// postBuild present but no variables and no `substituteStrategy: Always`: nothing runs.
     NoVariables { object: usize, expr: String },
-    /// Undefined without default. `shell`: the text sits in a command/args/script.
+    /// Undefined without default. `shell`: a shell reads the text ([`ShellUse::Shell`] at one of
+    /// its places); `exec_arg`: it sits in a container command/args element no shell reads.
     Undefined {
         object: usize,
         expr: String,
         name: String,
         shell: bool,
+        exec_arg: bool,
     },
     /// The object's text does not parse (`envsubst error`).
     Syntax {
@@ -844,16 +846,16 @@ fn substitute(repo: &Repo, renderer: &Renderer, ov: &mut Overlay) {
             if !e.has_default() && !vars.contains_key(&e.name) {
                 let mut hits = Vec::new();
                 leaves_containing(&o.doc.value, &e.text, &mut Vec::new(), &mut hits);
-                let shell = hits.iter().any(|(p, s)| {
-                    s.contains('\n')
-                        || p.iter()
-                            .any(|k| k == "command" || k == "args" || k == "script")
-                });
+                let uses: Vec<ShellUse> = hits
+                    .iter()
+                    .map(|(p, s)| shell_use(&o.doc.value, p, s))
+                    .collect();
                 ov.subst_problems.push(SubstProblem::Undefined {
                     object: oi,
                     expr: e.text.clone(),
                     name: e.name.clone(),
-                    shell,
+                    shell: uses.contains(&ShellUse::Shell),
+                    exec_arg: uses.contains(&ShellUse::ExecArg),
                 });
             }
         }
@@ -869,6 +871,115 @@ fn substitute(repo: &Repo, renderer: &Renderer, ov: &mut Overlay) {
             }
         }
     }
+}
+
+/// Who reads a string of an object after substitution (see [`shell_use`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShellUse {
+    /// A shell parses it as a script: `${VAR}` there is the shell's own expansion, so the text
+    /// must reach the container as `${VAR}` (escaped `$${VAR}` for Flux).
+    Shell,
+    /// A container command/args element passed to the process as is (exec form): no shell
+    /// expands it, and Kubernetes expands only `$(VAR)` there (Container.args docs: "Variable
+    /// references $(VAR_NAME) are expanded using the container's environment").
+    ExecArg,
+    /// Any other field.
+    Other,
+}
+
+/// Shell names whose `-c` argument is a script (basename of argv\[0\]).
+const SHELLS: &[&str] = &["sh", "bash", "ash", "dash", "zsh", "ksh", "mksh"];
+
+/// Who reads the string `s` at `path` (object keys and array indices) of `obj`:
+/// - a container `command`/`args` element ([`ShellUse::Shell`] when it is the script of a
+///   shell's `-c`: argv = command ++ args, or args alone without command, argv\[0\]'s basename a
+///   shell of [`SHELLS`], an option group holding `c` before it, and it the first operand after
+///   that group (POSIX sh: `sh -c command_string [command_name [argument...]]`, the later operands
+///   are $0, $1... and never parsed); otherwise [`ShellUse::ExecArg`]: the kubelet starts the
+///   process with the argv as written, no shell);
+/// - a `script` field (Tekton Step.script, Argo ScriptTemplate.source is `source`): a script;
+/// - a multi-line string starting with `#!`, or a ConfigMap/Secret `data` entry whose key ends in
+///   `.sh`/`.bash`/`.zsh`/`.ksh` (a script mounted and run): [`ShellUse::Shell`];
+/// - anything else: [`ShellUse::Other`].
+pub fn shell_use(obj: &Value, path: &[String], s: &str) -> ShellUse {
+    let n = path.len();
+    if n >= 2
+        && (path[n - 2] == "command" || path[n - 2] == "args")
+        && let Ok(idx) = path[n - 1].parse::<usize>()
+    {
+        let mut c = obj;
+        for k in &path[..n - 2] {
+            c = match c {
+                Value::Object(m) => m.get(k).unwrap_or(&Value::Null),
+                Value::Array(a) => k
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| a.get(i))
+                    .unwrap_or(&Value::Null),
+                _ => &Value::Null,
+            };
+        }
+        let strings = |k: &str| -> Vec<&str> {
+            c[k].as_array()
+                .map(|a| a.iter().map(|x| x.as_str().unwrap_or("")).collect())
+                .unwrap_or_default()
+        };
+        let (command, args) = (strings("command"), strings("args"));
+        let pos = if path[n - 2] == "command" {
+            idx
+        } else if c.get("command").is_some() {
+            command.len() + idx
+        } else {
+            idx
+        };
+        let argv: Vec<&str> = if c.get("command").is_some() {
+            command.into_iter().chain(args).collect()
+        } else {
+            args
+        };
+        let shell = argv
+            .first()
+            .map(|a0| a0.rsplit('/').next().unwrap_or(a0))
+            .is_some_and(|b| SHELLS.contains(&b));
+        if shell {
+            // the option groups after argv[0]; the script is the first operand after the
+            // group that holds `c`
+            let mut saw_c = false;
+            for (i, a) in argv.iter().enumerate().skip(1) {
+                if a.starts_with('-') && !a.starts_with("--") && a.len() > 1 {
+                    saw_c |= a[1..].contains('c');
+                    continue;
+                }
+                if a.starts_with("--") {
+                    continue;
+                }
+                // the first operand: the script when -c came before it
+                return if saw_c && i == pos {
+                    ShellUse::Shell
+                } else {
+                    ShellUse::ExecArg
+                };
+            }
+        }
+        return ShellUse::ExecArg;
+    }
+    if path.last().is_some_and(|k| k == "script") {
+        return ShellUse::Shell;
+    }
+    if s.contains('\n') && s.trim_start().starts_with("#!") {
+        return ShellUse::Shell;
+    }
+    let kind = obj["kind"].as_str().unwrap_or("");
+    if (kind == "ConfigMap" || kind == "Secret")
+        && n == 2
+        && (path[0] == "data" || path[0] == "stringData")
+        && [".sh", ".bash", ".zsh", ".ksh"]
+            .iter()
+            .any(|x| path[1].ends_with(x))
+    {
+        return ShellUse::Shell;
+    }
+    ShellUse::Other
 }
 
 /// Repository-relative directory of a unit for messages.

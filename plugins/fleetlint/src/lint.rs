@@ -481,6 +481,7 @@ fn subst_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                 expr,
                 name,
                 shell,
+                exec_arg,
             } => {
                 let o = &ov.objects[*object];
                 let (file, line) = locate_text(repo, ov, o, expr);
@@ -492,10 +493,10 @@ fn subst_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                         &file,
                         line,
                         format!(
-                            "{expr} in a command/script of {} is substituted by Kustomization {owner}, which defines no {name}: strict mode fails the Kustomization (\"variable not set (strict mode): {name:?}\"), otherwise the container gets \"\"",
+                            "{expr} in a shell script of {} is substituted by Kustomization {owner}, which defines no {name}: strict mode fails the Kustomization (\"variable not set (strict mode): {name:?}\"), otherwise the shell gets \"\"",
                             o.describe()
                         ),
-                        format!("escape it for the container as ${expr}"),
+                        format!("if the shell is meant to expand it, escape it as ${expr}; if Flux is, define {name} in the overlay's substituteFrom ConfigMap/Secret or postBuild.substitute"),
                         owner_ids(ov, o),
                     ));
                 } else {
@@ -505,9 +506,14 @@ fn subst_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                         &file,
                         line,
                         format!(
-                            "{expr} in {} has no default and Kustomization {owner} defines no {name} in overlay {}: \"variable not set (strict mode): {name:?}\"",
+                            "{expr} in {} has no default and Kustomization {owner} defines no {name} in overlay {}: \"variable not set (strict mode): {name:?}\"{}",
                             o.describe(),
-                            ov.dir
+                            ov.dir,
+                            if *exec_arg {
+                                " (it is a container command/args element run without a shell: escaping it as $$ would hand the process the literal text)"
+                            } else {
+                                ""
+                            }
                         ),
                         format!("define {name} in the overlay's substituteFrom ConfigMap/Secret or postBuild.substitute, or write ${{{name}:=default}}"),
                         owner_ids(ov, o),

@@ -156,7 +156,9 @@ pub const RULES: &[Rule] = &[
        feature gate StrictPostBuildSubstitutions (on by default since kustomize-controller v1.9) \
        an unset variable read without a default operator fails the Kustomization: \
        `variable not set (strict mode): \"VAR\"`; without it the value silently becomes \"\". \
-       Default operators (${VAR:=x}, ${VAR:-x}, ${VAR=x}) tolerate an unset variable.\n\
+       Default operators (${VAR:=x}, ${VAR:-x}, ${VAR=x}) tolerate an unset variable. An exec-form \
+       container command/args element (no shell: the process gets the text as written) is this \
+       rule, not FL032: escaping it as $${VAR} would hand the process the literal `${VAR}`.\n\
        Fix: define VAR in the overlay's substituteFrom ConfigMap/Secret or postBuild.substitute, \
        or give it a default: ${VAR:=value}.",
     ),
@@ -165,13 +167,21 @@ pub const RULES: &[Rule] = &[
         "unescaped-shell-variable",
         Error,
         "substitution",
-        "a shell ${VAR} in a command, args or script inside a substituted path: escape it as $${VAR}",
+        "an undefined ${VAR} in text a shell reads (sh -c script, a script) inside a substituted path",
         "envsubst runs on the whole object, container commands and embedded scripts included. \
        A ${VAR} meant for the container's shell is an undefined Flux variable: strict mode fails \
        the Kustomization, non-strict mode replaces it with \"\". In fluxcd/pkg envsubst `$$` is an \
        escape for `$` (scanEscaped), so `$${VAR}` ships `${VAR}` to the container. A bare $VAR is \
        never substituted (only ${...} is an expression).\n\
-       Fix: write $${VAR}, or disable substitution on that object with the annotation \
+       Where a shell reads the text: the script operand of a shell's -c (container argv = command \
+       ++ args with argv[0] sh, bash, ash, dash, zsh, ksh or mksh: `sh -c SCRIPT`; the operands \
+       after SCRIPT are $0, $1... and not parsed), a `script` field, a multi-line string starting \
+       with #!, a ConfigMap/Secret data key ending in .sh/.bash/.zsh/.ksh. Anywhere else, exec-form \
+       command/args included (the kubelet starts the process with the argv as written; Kubernetes \
+       expands only $(VAR) there, from the container's env), no shell expands ${VAR}: escaping it \
+       would hand the process the literal text, so the finding is FL031 (define the variable).\n\
+       Fix: write $${VAR} when the shell is meant to expand it, define VAR when Flux is, or \
+       disable substitution on that object with the annotation \
        kustomize.toolkit.fluxcd.io/substitute: disabled.",
     ),
     r(

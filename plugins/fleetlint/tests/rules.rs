@@ -241,6 +241,93 @@ fn shell_variable_not_escaped() {
     assert!(r.findings[0].fix.contains("$${HOSTNAME}"));
 }
 
+/// FL032 only where a shell reads the text (trial item 14): an exec-form argument
+/// (`args: ["--ui-color=${UI_COLOR}"]`, no shell) and an operand after a `sh -c` script (it is
+/// $0, never parsed) are FL031 (define the variable; escaping would hand the process the
+/// literal); the `-c` script of `command: ["/bin/sh", "-ec"]` + args, a `#!` script and a
+/// ConfigMap `run.sh` entry are FL032 (escape it as $$).
+#[test]
+fn shell_variable_only_where_a_shell_reads_it() {
+    let f = clean_fleet();
+    let d = std::fs::read_to_string(f.root().join("apps/app/deploy.yaml")).unwrap();
+    let exec_form = "          image: ghcr.io/example/web:2.3.4\n          command: [\"/app/web\"]\n          args: [\"--listen=:8080\", \"--ui-color=${UI_COLOR}\"]\n";
+    f.write(
+        "apps/app/deploy.yaml",
+        &d.replace("          image: ghcr.io/example/web:2.3.4\n", exec_form),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL031"], "{}", show(&r));
+    let x = &r.findings[0];
+    assert!(x.message.contains("${UI_COLOR}"), "{}", x.message);
+    assert!(x.message.contains("without a shell"), "{}", x.message);
+    assert!(x.fix.starts_with("define UI_COLOR"), "{}", x.fix);
+    assert!(!x.fix.contains("$${UI_COLOR}"), "{}", x.fix);
+
+    // the operand after the script is $0 for the shell: passed as is
+    f.write(
+        "apps/app/deploy.yaml",
+        &d.replace(
+            "[\"sh\", \"-c\", \"echo $${HOSTNAME} ready\"]",
+            "[\"sh\", \"-c\", \"echo $0 ready\", \"${NODE_ROLE}\"]",
+        ),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL031"], "{}", show(&r));
+    assert!(r.findings[0].message.contains("${NODE_ROLE}"));
+
+    // the script of `sh -ec`, split across command and args
+    f.write(
+        "apps/app/deploy.yaml",
+        &d.replace(
+            "command: [\"sh\", \"-c\", \"echo $${HOSTNAME} ready\"]",
+            "command: [\"/bin/sh\", \"-ec\"]\n          args: [\"echo ${HOSTNAME} ready\"]",
+        ),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL032"], "{}", show(&r));
+    assert!(
+        r.findings[0].fix.contains("$${HOSTNAME}"),
+        "{}",
+        r.findings[0].fix
+    );
+
+    // scripts in a ConfigMap: a `#!` text under any key, any text under a *.sh key; a
+    // multi-line text that is neither (a config file) is FL031
+    f.write("apps/app/deploy.yaml", &d);
+    let k = std::fs::read_to_string(f.root().join("apps/app/kustomization.yaml")).unwrap();
+    f.write(
+        "apps/app/kustomization.yaml",
+        &format!("{k}  - scripts.yaml\n"),
+    );
+    f.write(
+        "apps/app/scripts.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: scripts\ndata:\n  entry: |\n    #!/bin/sh\n    exec web --name ${POD_NAME}\n  run.sh: echo ${RUN_ID}\n  app.conf: |\n    color = ${THEME}\n    listen = 8080\n",
+    );
+    let r = f.lint();
+    let mut got: Vec<(String, bool)> = r
+        .findings
+        .iter()
+        .map(|x| {
+            let var = ["${POD_NAME}", "${RUN_ID}", "${THEME}"]
+                .into_iter()
+                .find(|v| x.message.contains(v))
+                .unwrap_or("?");
+            (format!("{} {var}", x.rule), x.fix.contains("$$"))
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("FL031 ${THEME}".to_string(), false),
+            ("FL032 ${POD_NAME}".to_string(), true),
+            ("FL032 ${RUN_ID}".to_string(), true),
+        ],
+        "{}",
+        show(&r)
+    );
+}
+
 /// FL033: substituteFrom names a ConfigMap the overlay never applies.
 #[test]
 fn substitute_from_missing() {
