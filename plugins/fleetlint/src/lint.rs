@@ -129,6 +129,7 @@ pub fn lint_overlay(repo: &Repo, ov: &Overlay, opts: &Options) -> Vec<Finding> {
     placeholder_rule(repo, ov, opts, &mut out);
     inherit_rule(repo, ov, &mut out);
     address_rules(repo, ov, &mut out);
+    address_variable_rule(ov, opts, &mut out);
     service_link_rules(repo, ov, &mut out);
     image_rules(repo, ov, &mut out);
     out.sort();
@@ -1033,6 +1034,108 @@ fn address_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
             ));
         }
     }
+}
+
+/// FL052: substitution variables meant to hold addresses that do not (see the rule's
+/// explanation); one finding per written variable, naming every Kustomization that loads it.
+fn address_variable_rule(ov: &Overlay, opts: &Options, out: &mut Vec<Finding>) {
+    let placeholder = placeholder_regex(&opts.placeholder).ok();
+    // (file, line, name) -> (value, Kustomizations)
+    let mut bad: BTreeMap<(String, usize, String), (String, Vec<String>)> = BTreeMap::new();
+    for k in &ov.ks {
+        if k.post_build.is_none() {
+            continue;
+        }
+        for (name, v) in &k.vars {
+            let value = v.value.trim();
+            if value.is_empty()
+                || placeholder.as_ref().is_some_and(|re| re.is_match(value))
+                || !(address_name(name) && addressy(value) || dotted_quad(value))
+                || address_list(value)
+            {
+                continue;
+            }
+            let (file, line) = v.origin.clone().unwrap_or((k.file.clone(), k.line));
+            bad.entry((file, line, name.clone()))
+                .or_insert_with(|| (value.to_string(), Vec::new()))
+                .1
+                .push(k.id());
+        }
+    }
+    for ((file, line, name), (value, ks)) in bad {
+        let why = if dotted_quad(&value) {
+            "an IPv4 address has four parts of 0-255"
+        } else {
+            "not an IPv4/IPv6 address, CIDR or a-b range"
+        };
+        out.push(finding(
+            "FL052",
+            ov,
+            &file,
+            line,
+            format!(
+                "variable {name} = {value:?} is not an address ({why}); Kustomization {} substitute{} it in overlay {}",
+                ks.join(", "),
+                if ks.len() == 1 { "s" } else { "" },
+                ov.dir
+            ),
+            format!("write the address {name} is meant to hold"),
+            ks,
+        ));
+    }
+}
+
+/// True when a variable name says it holds addresses: a `_`-separated token IP, VIP, IPS, IPV4
+/// or IPV6 (case-insensitive).
+fn address_name(name: &str) -> bool {
+    name.split('_').any(|t| {
+        ["IP", "VIP", "IPS", "VIPS", "IPV4", "IPV6"]
+            .iter()
+            .any(|x| t.eq_ignore_ascii_case(x))
+    })
+}
+
+/// True when a value is written with address characters only (hex digits, `.:/,-`, spaces)
+/// and has a digit: an attempt at an address, not a hostname or a flag.
+fn addressy(v: &str) -> bool {
+    v.chars().any(|c| c.is_ascii_digit())
+        && v.chars()
+            .all(|c| c.is_ascii_hexdigit() || ".:/,- ".contains(c))
+}
+
+/// True for four dot-separated runs of digits (`192.168.2.300`).
+fn dotted_quad(v: &str) -> bool {
+    let parts: Vec<&str> = v.split('.').collect();
+    parts.len() == 4
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.len() <= 3 && p.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// True when every comma/space-separated item is an IP address, a CIDR (`addr/bits`, bits at
+/// most 32 or 128) or a range `addr-addr` of one family.
+fn address_list(v: &str) -> bool {
+    let one = |s: &str| -> bool {
+        if let Some((a, b)) = s.split_once('/') {
+            return match (a.parse::<IpAddr>(), b.parse::<u8>()) {
+                (Ok(IpAddr::V4(_)), Ok(n)) => n <= 32,
+                (Ok(IpAddr::V6(_)), Ok(n)) => n <= 128,
+                _ => false,
+            };
+        }
+        if let Some((a, b)) = s.split_once('-') {
+            return match (a.trim().parse::<IpAddr>(), b.trim().parse::<IpAddr>()) {
+                (Ok(a), Ok(b)) => a.is_ipv4() == b.is_ipv4(),
+                _ => false,
+            };
+        }
+        s.parse::<IpAddr>().is_ok()
+    };
+    let items: Vec<&str> = v
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .collect();
+    !items.is_empty() && items.iter().all(|s| one(s))
 }
 
 /// When the raw line at `file:line` holds `${VAR}` and the owner defines VAR, where VAR is

@@ -274,6 +274,22 @@ pub const RULES: &[Rule] = &[
        Fix: use the pool's first address, or move the pool's start.",
     ),
     r(
+        "FL052",
+        "address-variable-invalid",
+        Error,
+        "addresses",
+        "a substitution variable meant to hold an address holds something that is not one",
+        "A variable named as an address (a name token IP, VIP, IPS, IPV4 or IPV6, e.g. \
+       GATEWAY_VIP, NODE_IPS) whose value is written with address characters (digits, hex, . : / \
+       , -), or any variable whose value is four dot-separated numbers, must hold IPv4/IPv6 \
+       addresses, CIDRs or a-b ranges (Go net/netip ParseAddr/ParsePrefix: each IPv4 part 0-255). \
+       Anything else is substituted as is and fails where it lands: the API server rejects a \
+       Service spec.loadBalancerIP that is not an IP (\"must be a valid IP address\"), LB-IPAM \
+       and MetalLB never assign it, a config file gets a typo. A value matching the placeholder \
+       glob is FL040's.\n\
+       Fix: write the address (e.g. 192.168.2.30, not 192.168.2.300).",
+    ),
+    r(
         "FL060",
         "envfrom-service-links",
         Warning,

@@ -328,6 +328,56 @@ fn shell_variable_only_where_a_shell_reads_it() {
     );
 }
 
+/// FL052 (trial item 14): `GATEWAY_VIP: 192.168.2.300` is not an address; neither is a
+/// four-part number under another name. Address lists, CIDRs, ranges, a non-address value of an
+/// IP-named flag and the placeholder (FL040's) are not findings.
+#[test]
+fn address_variable_invalid() {
+    let f = clean_fleet();
+    let vars = std::fs::read_to_string(f.root().join("clusters/test/vars.yaml")).unwrap();
+    let fine = "  NODE_IPS: 10.20.0.1, 10.20.0.2\n  POD_IP_CIDR: 10.244.0.0/16\n  LB_IP_RANGE: 10.20.0.100-10.20.0.150\n  SKIP_IP_CHECK: \"true\"\n  GATEWAY_IPV6: fd00::1\n  APP_VERSION: 1.2.3\n";
+    f.write("clusters/test/vars.yaml", &format!("{vars}{fine}"));
+    let r = f.lint();
+    assert!(r.findings.is_empty(), "{}", show(&r));
+    f.write(
+        "clusters/test/vars.yaml",
+        &format!(
+            "{}{fine}  UPSTREAM: 10.0.0.256\n",
+            vars.replace("GATEWAY_VIP: 10.20.0.100", "GATEWAY_VIP: 192.168.2.300")
+        ),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL052", "FL052"], "{}", show(&r));
+    let at: Vec<(&str, usize)> = r
+        .findings
+        .iter()
+        .map(|x| (x.file.as_str(), x.line))
+        .collect();
+    assert_eq!(
+        at,
+        [
+            ("clusters/test/vars.yaml", 8),
+            ("clusters/test/vars.yaml", 15)
+        ]
+    );
+    assert!(
+        r.findings[0]
+            .message
+            .contains("GATEWAY_VIP = \"192.168.2.300\"")
+            && r.findings[0].message.contains("0-255"),
+        "{}",
+        r.findings[0].message
+    );
+    assert!(r.findings[1].message.contains("UPSTREAM"));
+    assert_eq!(r.findings[0].kustomizations, ["flux-system/app"]);
+    // a placeholder there is FL040's, not FL052's
+    f.write(
+        "clusters/test/vars.yaml",
+        &vars.replace("GATEWAY_VIP: 10.20.0.100", "GATEWAY_VIP: TBD-GATEWAY-VIP"),
+    );
+    assert!(!rules(&f.lint()).contains(&"FL052".to_string()));
+}
+
 /// FL033: substituteFrom names a ConfigMap the overlay never applies.
 #[test]
 fn substitute_from_missing() {
