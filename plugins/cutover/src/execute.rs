@@ -829,12 +829,13 @@ pub async fn finish(
         Api::namespaced(conn.client.clone(), root_ns);
     let repo_what = format!("GitRepository {ns}/{name}");
     let root_what = format!("root Kustomization {root_ns}/{root_name}");
+    let held = crate::preflight::is_held(&repo);
     let at_deadline = |mut report: FinishReport, what: &str, object: String, why: String| {
         let t = cluster_loop::duration::format_go_duration(timeout);
         report.notes.push(format!(
             "{what} was still mid-reconcile at the {t} deadline (--timeout): {why}; nothing \
-             was judged and the hold stays: run --finish again once it is Ready (or with a \
-             longer --timeout)"
+             was judged{}: run --finish again once it is Ready (or with a longer --timeout)",
+            if held { " and the hold stays" } else { "" }
         ));
         report.in_progress_at_deadline = Some(StillInProgress {
             object,
@@ -849,7 +850,83 @@ pub async fn finish(
         timeout,
         progress,
     };
+    // Not fetched yet is not "not committed": when the branch at the live URL is ahead of the
+    // source's artifact (the authored change was just pushed), ask source-controller to fetch
+    // now (reconcile.fluxcd.io/requestedAt, as `flux reconcile source git` does) and wait for
+    // that commit within --timeout before judging.
+    let branch = repo
+        .spec
+        .reference
+        .as_ref()
+        .and_then(|r| r.branch.clone())
+        .unwrap_or_else(|| "main".into());
+    // Best effort: an unreadable Secret is reported where the tree is fetched below.
+    let creds = match &repo.spec.secret_ref {
+        Some(s) => read_credentials(conn, ns, &s.name).await.ok(),
+        None => Some(Default::default()),
+    };
+    let head_now = creds
+        .and_then(|c| GitRunner::new(c).ok())
+        .and_then(|r| r.remote_head(&live_url, &branch).ok());
     let mut repo = repo;
+    if let Some(head) = head_now {
+        let (_, sha) = split_revision(&artifact_revision(&repo));
+        if head != sha {
+            let short = |c: &str| c[..c.len().min(12)].to_string();
+            progress.println(format!(
+                "{repo_what} is at {} but {branch} at {live_url} is at {}: requesting a source \
+                 reconcile and waiting up to {} (--timeout) for it to fetch that commit",
+                short(&sha),
+                short(&head),
+                cluster_loop::duration::format_go_duration(timeout)
+            ));
+            let pp = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            };
+            let now = jiff::Timestamp::now().to_string();
+            let patch = json!({ "metadata": { "annotations": { RECONCILE_REQUESTED_AT: now } } });
+            api.patch(name, &pp, &Patch::Merge(&patch))
+                .await
+                .api_context(|| {
+                    conn.ctx()
+                        .verb("patch")
+                        .resource_of::<GitRepository>()
+                        .namespace(Some(ns))
+                        .name(name)
+                })?;
+            let out = wait_for(
+                &api,
+                name,
+                |o: Option<&GitRepository>| {
+                    o.is_none_or(|o| split_revision(&artifact_revision(o)).1 == head)
+                },
+                deadline,
+                progress,
+                conn.ctx()
+                    .resource_of::<GitRepository>()
+                    .namespace(Some(ns)),
+            )
+            .await?;
+            let last = out.object.clone();
+            if out.timed_out {
+                let why = format!(
+                    "it has not fetched {} ({branch} at {live_url}) yet; its Ready condition: {}",
+                    short(&head),
+                    last.as_ref()
+                        .and_then(|o| o.ready())
+                        .map(|c| format!("{} {}", c.status, c.message.as_deref().unwrap_or("")))
+                        .unwrap_or_else(|| "none".into())
+                );
+                return Ok(at_deadline(report, &repo_what, repo_what.clone(), why));
+            }
+            repo = last.ok_or_else(|| {
+                Error::Cluster(format!(
+                    "{repo_what} was deleted while --finish waited for it"
+                ))
+            })?;
+        }
+    }
     let (repo, root) = loop {
         let settled = settle(&cx, &api, &repo_what, repo, mid_reconcile).await?;
         let repo_now = match settled {
@@ -917,12 +994,6 @@ pub async fn finish(
     let runner = GitRunner::new(creds)
         .map_err(|e| Error::Other(format!("cannot prepare a private git home: {e}")))?;
     let scratch = Scratch::new(&runner, None).map_err(Error::Other)?;
-    let branch = repo
-        .spec
-        .reference
-        .as_ref()
-        .and_then(|r| r.branch.clone())
-        .unwrap_or_else(|| "main".into());
     if let Err(f) = runner.fetch_branch(scratch.path(), &live_url, &branch, "live") {
         let label = repo
             .spec

@@ -485,6 +485,19 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
     assert!(r.stdout.contains("not verified"), "{}", r.stdout);
     assert!(held(&f.live()));
 
+    // Trial item 9: the source must not fetch the pushed commit by itself (interval 10m, a
+    // spec change the root leaves alone while held), so --finish meets "pushed, not fetched
+    // yet" for certain.
+    patch_live(
+        &f,
+        "gitrepository",
+        "merge",
+        &json!({"spec": {"interval": "10m"}}),
+    );
+    eventually(T, "the source handled the 10m interval", || {
+        let o = f.live();
+        (o["status"]["observedGeneration"] == o["metadata"]["generation"]).then_some(())
+    });
     // Land the authored change through the new server, as the plan said.
     let w = f.work.path();
     let text = std::fs::read_to_string(w.join(SYNC_FILE))
@@ -508,10 +521,25 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
     let landed = git(w, &["rev-parse", "HEAD"], &[]);
     push(w, &f.new, &f.to(), &landed, NEW_TOKEN);
     let want = format!("main@sha1:{landed}");
-    // The real source-controller polls the new URL (5 s) and the root applies the commit.
-    f.root_applied(&want);
+    assert_ne!(
+        f.live()["status"]["artifact"]["revision"],
+        json!(want),
+        "not fetched yet"
+    );
+    // --finish right after the push: not "land the authored change first" but a source
+    // reconcile request, the fetch, the root's apply, verified.
     let r = f.run(&f.finish_args(&["-o", "json"])).await;
     assert_eq!(r.code, 0, "{}", r.all());
+    assert!(
+        r.stderr.contains(&format!(
+            "is at {} but main at {} is at {}: requesting a source reconcile",
+            &f.head[..12],
+            f.to(),
+            &landed[..12]
+        )),
+        "{}",
+        r.stderr
+    );
     assert_eq!(
         top_level_keys(&r.stdout)[..3],
         ["apiVersion", "kind", "verified"]
