@@ -491,6 +491,84 @@ fn changed_since_equals_the_full_run_restricted_to_the_affected_kustomizations()
     }
 }
 
+/// A Kustomization deleted from the tree of another one (infra applies infra/, which defined
+/// db; app, applied by the root, dependsOn db): the change affects infra (its render read the
+/// deleted file) and app (its dependsOn now names nothing: FL010), although app's own inputs
+/// and its parent did not change; the changed run reports FL010 and equals the full run
+/// restricted to the affected set.
+#[test]
+fn changed_since_a_deleted_kustomization_affects_its_dependents_elsewhere() {
+    let f = common::clean_fleet();
+    let root = f.root();
+    let app = std::fs::read_to_string(root.join("clusters/test/app.yaml")).unwrap();
+    let kz = std::fs::read_to_string(root.join("clusters/test/kustomization.yaml")).unwrap();
+    let plain = |name: &str, path: &str| {
+        app.replace("name: app\n", &format!("name: {name}\n"))
+            .replace("./apps/app", path)
+    };
+    f.write("clusters/test/infra.yaml", &plain("infra", "./infra"));
+    f.write(
+        "clusters/test/kustomization.yaml",
+        &format!("{kz}  - infra.yaml\n"),
+    );
+    f.write("infra/db.yaml", &plain("db", "./apps/db"));
+    f.write(
+        "infra/ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: db\n",
+    );
+    f.write(
+        "apps/db/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - cm.yaml\n",
+    );
+    f.write(
+        "apps/db/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db\n  namespace: db\ndata:\n  v: x\n",
+    );
+    f.write(
+        "clusters/test/app.yaml",
+        &format!("{app}  dependsOn:\n    - name: db\n"),
+    );
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "base"]);
+    let before = f.lint();
+    assert!(
+        !common::rules(&before).contains(&"FL010".to_string()),
+        "{}",
+        common::show(&before)
+    );
+    git(root, &["rm", "-q", "infra/db.yaml"]);
+    let full = f.lint();
+    let changed = f.lint_with(|c| c.changed_since = Some("HEAD".into()));
+    let affected: std::collections::BTreeSet<String> = changed.overlays[0]
+        .kustomizations
+        .iter()
+        .filter(|k| k.affected)
+        .map(|k| k.id.clone())
+        .collect();
+    assert_eq!(
+        affected.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["flux-system/app", "flux-system/infra"],
+        "{}",
+        common::show(&changed)
+    );
+    let files = changed.changed_files.clone().unwrap();
+    let restricted: Vec<_> = full
+        .findings
+        .iter()
+        .filter(|x| {
+            x.kustomizations.iter().any(|k| affected.contains(k)) || files.contains(&x.file)
+        })
+        .cloned()
+        .collect();
+    assert_eq!(changed.findings, restricted, "{}", common::show(&changed));
+    assert!(
+        common::rules(&changed).contains(&"FL010".to_string()),
+        "{}",
+        common::show(&changed)
+    );
+}
+
 /// The on-disk cache serves exactly what a fresh run computes: a second run with the same
 /// cache directory runs no `kubectl kustomize`, reads the renders and the substituted objects
 /// back, and reports the same findings and the same graph as the first (and as a run without
