@@ -104,6 +104,12 @@ pub struct ControllerFacts {
     pub args: Vec<String>,
     /// `spec.selector.matchLabels` of the Deployment (to find its pods).
     pub selector: BTreeMap<String, String>,
+    /// Why the controller is not running, when it is not ([`not_running`]): `0 replicas`,
+    /// or `no ready pod, 0 of N ready`. `None`: running, or not known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_running: Option<String>,
+    /// `spec.replicas` (1 when unset, the Deployment default).
+    pub replicas: i64,
 }
 
 impl ControllerFacts {
@@ -183,6 +189,8 @@ impl ControllerFacts {
             requeue_dependency,
             args,
             selector,
+            not_running: not_running(d),
+            replicas: obj::i(d, &["spec", "replicas"]).unwrap_or(1),
         }
     }
 
@@ -207,6 +215,27 @@ impl ControllerFacts {
         let list: Vec<String> = gates.iter().map(|(k, v)| format!("{k}={v}")).collect();
         format!("--feature-gates={}", list.join(","))
     }
+}
+
+/// Why a controller Deployment runs no controller, or `None` when it does (or its status is
+/// not known yet). Kubernetes omits zero counts from a Deployment's status (apps/v1
+/// DeploymentStatus fields are `omitempty`), so an absent `status.readyReplicas` is 0 once the
+/// deployment controller has written the status (`status.observedGeneration` present):
+/// - `spec.replicas: 0` (`kubectl scale --replicas=0`, `flux suspend`-style freezes):
+///   `0 replicas`;
+/// - replicas wanted but none Ready (`status.readyReplicas` 0 or absent in an observed
+///   status: crash loop, image pull failure, pod deleted and not back yet):
+///   `no ready pod, 0 of N ready`.
+///
+/// A Deployment with no status yet (just created, or a hand-written fixture) is not judged.
+pub fn not_running(d: &Value) -> Option<String> {
+    let replicas = obj::i(d, &["spec", "replicas"]).unwrap_or(1);
+    if replicas == 0 {
+        return Some("0 replicas".into());
+    }
+    obj::i(d, &["status", "observedGeneration"])?;
+    let ready = obj::i(d, &["status", "readyReplicas"]).unwrap_or(0);
+    (ready == 0).then(|| format!("no ready pod, 0 of {replicas} ready"))
 }
 
 /// The tag of an image reference (`ghcr.io/fluxcd/kustomize-controller:v1.8.3@sha256:..`
@@ -305,6 +334,29 @@ mod tests {
             ],
         ));
         assert!(!f.cancel_gate);
+    }
+
+    #[test]
+    fn not_running_reads_spec_and_observed_status() {
+        let mut d = deploy("kc:v1.9.0", &[]);
+        // No status yet: not judged.
+        assert_eq!(not_running(&d), None);
+        d["status"] = json!({"observedGeneration": 2, "replicas": 1, "readyReplicas": 1,
+            "availableReplicas": 1});
+        assert_eq!(not_running(&d), None);
+        // Zero counts are omitted from the status (omitempty).
+        d["status"] = json!({"observedGeneration": 2, "replicas": 1, "unavailableReplicas": 1});
+        assert_eq!(
+            not_running(&d).as_deref(),
+            Some("no ready pod, 0 of 1 ready")
+        );
+        d["spec"]["replicas"] = json!(0);
+        d["status"] = json!({"observedGeneration": 3});
+        assert_eq!(not_running(&d).as_deref(), Some("0 replicas"));
+        assert_eq!(
+            ControllerFacts::from_deployment(&d).not_running.as_deref(),
+            Some("0 replicas")
+        );
     }
 
     #[test]

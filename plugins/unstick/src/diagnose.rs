@@ -62,6 +62,11 @@ pub enum Class {
     ReconcileFailed,
     /// Stalled=True: a terminal error the controller will not retry.
     Stalled,
+    /// The controller that must act next is not running ([`crate::controller::not_running`]):
+    /// kustomize-controller (nothing reconciles) for any Kustomization that is not Healthy,
+    /// or source-controller (nothing fetches) for one whose source it serves. Whatever the
+    /// Kustomization's own conditions say, nothing changes until that controller runs.
+    ControllerNotRunning,
 }
 
 impl Class {
@@ -80,6 +85,7 @@ impl Class {
             Class::BuildFailed => "build-failed",
             Class::ReconcileFailed => "reconcile-failed",
             Class::Stalled => "stalled",
+            Class::ControllerNotRunning => "controller-not-running",
         }
     }
 }
@@ -315,6 +321,22 @@ static HC_ENTRY: LazyLock<Regex> = LazyLock::new(|| {
 /// kind "ExternalSecret" in version "external-secrets.io/v1beta1"`).
 static NO_KIND_MATCH: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r#"no matches for kind "([^"]+)" in version "([^"]+)""#).unwrap());
+/// An operating-system error on a path inside kustomize-controller's own per-run temp dir:
+/// each run extracts the artifact into `MkdirTempAbs("", TempDirPrefix)` (the OS temp dir,
+/// `/tmp`, prefix `kustomization-`, kustomize-controller v1.x internal/controller/tmpdir.go
+/// and kustomization_controller.go `reconcile`) and removes it when the run ends. Go's
+/// `*PathError` text is `op path: errno`, e.g. `lstat /tmp/kustomization-2167172500: no such
+/// file or directory`. Only the temp dir itself: a path below it (`lstat
+/// /tmp/kustomization-1/apps/missing.yaml: no such file or directory`) is a file the
+/// repository's kustomization.yaml names and the revision does not have.
+static CONTROLLER_TMP_IO: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\S*/kustomization-\d+/?: (no such file or directory|permission denied|no space left on device|read-only file system|too many open files|input/output error)").unwrap()
+});
+/// The keys of a GitRepository `spec.secretRef` Secret that carry a credential
+/// (source-controller docs, GitRepository "Secret reference": basic access authentication
+/// `username`/`password`, `bearerToken`, SSH `identity`); `ca.crt`, `tls.crt`, `tls.key`
+/// and `known_hosts` are TLS/host trust, not a credential.
+const GIT_CREDENTIAL_KEYS: &[&str] = &["username", "password", "bearerToken", "identity"];
 static VERSION_TAG: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^v?\d+(\.\d+)+([-+][0-9A-Za-z.-]+)?$").unwrap());
 
@@ -350,6 +372,29 @@ impl<'a> Engine<'a> {
 
     fn now(&self) -> Timestamp {
         self.idx.snap.now
+    }
+
+    /// The controller `ks` needs that is not running, as (controller, why, consequence):
+    /// kustomize-controller for every Kustomization (it runs them), else source-controller
+    /// when `ks` reads a source it serves (GitRepository, OCIRepository, Bucket: their
+    /// artifacts are served by source-controller's storage server, so a run cannot even
+    /// download its manifests). `None` when both run or are not read.
+    pub fn stopped_controller_for(&self, ks: &Value) -> Option<(String, String, &'static str)> {
+        if let Some(why) = self.controller.as_ref().and_then(|c| c.not_running.clone()) {
+            return Some(("kustomize-controller".into(), why, "nothing reconciles"));
+        }
+        let (kind, _, _) = source_ref(ks);
+        if matches!(kind.as_str(), "GitRepository" | "OCIRepository" | "Bucket")
+            && let Some(why) = self
+                .idx
+                .snap
+                .source_controller
+                .as_ref()
+                .and_then(crate::controller::not_running)
+        {
+            return Some(("source-controller".into(), why, "nothing fetches"));
+        }
+        None
     }
 
     /// Kustomizations currently holding a kustomize-controller worker: a run in progress
@@ -419,7 +464,12 @@ impl<'a> Engine<'a> {
                             ("missing", _) => "a missing dependency never ends by itself",
                             (
                                 _,
-                                Some(Class::Healthy | Class::Reconciling | Class::RequestPending),
+                                Some(
+                                    Class::Healthy
+                                    | Class::Reconciling
+                                    | Class::RequestPending
+                                    | Class::WaitingOnDependencies,
+                                ),
                             ) =>
                                 "the dependency is progressing (the ordering working, not a fault)",
                             (_, Some(Class::HealthCheckInFlight)) => {
@@ -486,8 +536,9 @@ impl<'a> Engine<'a> {
             let s = match &marker {
                 Some(t) => {
                     hints.push(format!(
-                        "suspended by an interrupted `kubectl unstick` run at {t}: run `kubectl unstick ks/{}` (or `--all`) to resume it",
-                        obj::name(ks)
+                        "suspended by an interrupted `kubectl unstick` run at {t}: run `kubectl unstick ks/{} -n {}` (or `--all`) to resume it",
+                        obj::name(ks),
+                        obj::namespace(ks)
                     ));
                     format!("suspended by kubectl unstick at {t} (interrupted run)")
                 }
@@ -727,29 +778,56 @@ impl<'a> Engine<'a> {
         if let Some(s) = &source {
             if let Some(c) = &s.ready {
                 let m = c.message.to_ascii_lowercase();
-                let secret = self
+                let secret_key = self
                     .source_obj(ks)
                     .and_then(|o| obj::s(o, &["spec", "secretRef", "name"]))
-                    .map(|n| format!("secret {}/{n}", s.source.split('/').nth(1).unwrap_or("")))
+                    .map(|n| format!("{}/{n}", s.source.split('/').nth(1).unwrap_or("")));
+                let secret = secret_key
+                    .as_ref()
+                    .map(|k| format!("secret {k}"))
                     .unwrap_or_else(|| "its secret".into());
+                // The Secret's key names, when read: none of a Git credential's keys.
+                let no_credential = secret_key
+                    .as_ref()
+                    .filter(|_| s.source.starts_with("GitRepository/"))
+                    .and_then(|k| self.idx.snap.secret_keys.get(k))
+                    .filter(|keys| {
+                        !keys
+                            .iter()
+                            .any(|k| GIT_CREDENTIAL_KEYS.contains(&k.as_str()))
+                    });
+                let rerun = format!(
+                    "kubectl unstick ks/{} -n {} --with-source",
+                    obj::name(ks),
+                    obj::namespace(ks)
+                );
                 // Quote only what the object says: its reason and message, verbatim.
                 if m.contains("secret") && m.contains("not found") {
                     hints.push(format!(
-                        "{} reports {}: \"{}\": the referenced {secret} does not exist; create it (in the source's namespace), then run `kubectl unstick ks/{} --with-source`",
+                        "{} reports {}: \"{}\": the referenced {secret} does not exist; create it (in the source's namespace), then run `{rerun}`",
+                        s.source, c.reason, c.message,
+                    ));
+                } else if (m.contains("authentication required")
+                    || c.reason == "AuthenticationFailed")
+                    && let Some(keys) = no_credential
+                {
+                    hints.push(format!(
+                        "{} reports {}: \"{}\": the Git server asks for a credential and {secret} holds none (its keys: {}; a Git credential is username and password, bearerToken, or identity for SSH). Put the credential in {secret}, then run `{rerun}`",
                         s.source,
                         c.reason,
                         c.message,
-                        obj::name(ks)
+                        if keys.is_empty() {
+                            "none".to_string()
+                        } else {
+                            keys.join(", ")
+                        },
                     ));
                 } else if m.contains("authentication required")
                     || c.reason == "AuthenticationFailed"
                 {
                     hints.push(format!(
-                        "{} reports {}: \"{}\": the Git server refused the credential in {secret} (a token rotation that revoked the token Flux holds does this). Mint a new, uniquely named token, put it in {secret}, then run `kubectl unstick ks/{} --with-source`; never revoke the token in use before the secret has the new one",
-                        s.source,
-                        c.reason,
-                        c.message,
-                        obj::name(ks)
+                        "{} reports {}: \"{}\": the Git server refused the credential in {secret} (a token rotation that revoked the token Flux holds does this). Mint a new, uniquely named token, put it in {secret}, then run `{rerun}`; never revoke the token in use before the secret has the new one",
+                        s.source, c.reason, c.message,
                     ));
                 }
             }
@@ -811,20 +889,26 @@ impl<'a> Engine<'a> {
                 summary = format!("{summary}; waiting for a free worker ({frees})");
             }
         }
-        if let Some(c) = &self.controller
-            && self
-                .idx
-                .snap
-                .controller
-                .as_ref()
-                .and_then(|d| obj::i(d, &["status", "readyReplicas"]))
-                .unwrap_or(1)
-                == 0
-        {
-            hints.push(format!(
-                "kustomize-controller {}/{} has no ready replica: nothing reconciles until it is up",
-                c.namespace, c.name
-            ));
+        // A controller that is not running decides everything else: the conditions above are
+        // what it last wrote, and nothing moves (no run, no fetch, no ETA) until it runs.
+        let mut class = class;
+        if let Some((who, why, what)) = self.stopped_controller_for(ks) {
+            let line = format!("{who} is not running ({why}): {what}");
+            if matches!(class, Class::Healthy | Class::Suspended) {
+                hints.push(format!(
+                    "{line}; {} stays as it is until it runs",
+                    obj::name(ks)
+                ));
+            } else {
+                // Without its ETA: nothing runs, so no run ends then.
+                let last = summary.split("; ETA ").next().unwrap_or(&summary);
+                hints.insert(0, format!("as last written by the controllers: {last}"));
+                summary = line;
+                class = Class::ControllerNotRunning;
+                health_check = None;
+                eta = None;
+                worker_free_at = None;
+            }
         }
         Diagnosis {
             kustomization: key,
@@ -1857,6 +1941,11 @@ pub fn heading(d: &Diagnosis) -> Heading {
             "{}; the run that canceled it starts right away",
             d.summary
         )),
+        // A controller scaled to 0 stays so until someone scales it up; one with replicas but
+        // no ready pod yet (a restart, `--restart-controller`'s own) may come back by itself.
+        Class::ControllerNotRunning if !d.summary.contains("(0 replicas)") => {
+            Heading::Moving(format!("{}; waiting for it to be back", d.summary))
+        }
         Class::WaitingOnDependencies => match &d.root_cause {
             None => {
                 Heading::Moving("DependencyNotReady, but its dependencies are ready now".into())
@@ -1900,13 +1989,34 @@ pub fn dependency_progressing(d: &Diagnosis) -> bool {
     d.class == Class::WaitingOnDependencies
         && match &d.root_cause {
             None => true,
-            Some(rc) => rc.diagnosis.as_deref().is_some_and(|dd| {
-                matches!(
-                    dd.class,
-                    Class::Healthy | Class::Reconciling | Class::RequestPending
-                )
-            }),
+            Some(rc) => rc.diagnosis.as_deref().is_some_and(dependency_moving),
         }
+}
+
+/// Whether a root cause's own diagnosis (the end of [`Engine::diagnose`]'s dependsOn walk)
+/// is on its way to Ready by itself: reconciling, a request pending, ready at an older
+/// revision, or itself still marked `DependencyNotReady` although its own dependencies are
+/// ready now (the walk stops at the first Kustomization whose dependsOn is satisfied, so a
+/// root in that class carries a stale verdict: kustomize-controller re-checks it every
+/// `--requeue-dependency`, 30s by default, kustomization_controller.go `checkDependencies`
+/// with `RequeueAfter: r.requeueDependency`). This makes the rule transitive: a chain
+/// `apps -> platform-config -> platform` with platform Ready at the new revision is a
+/// rollout in progress at every level.
+fn dependency_moving(dd: &Diagnosis) -> bool {
+    matches!(
+        dd.class,
+        Class::Healthy | Class::Reconciling | Class::RequestPending | Class::WaitingOnDependencies
+    )
+}
+
+/// Whether a failed run's message (`Ready` condition) is an I/O error of
+/// kustomize-controller on its own per-run temp dir ([`CONTROLLER_TMP_IO`]), not a problem
+/// of the repository's content: the next run makes a new temp dir, so a reconcile request,
+/// not a Git fix, is what helps (seen on the fresh-user trial: `BuildFailed ... lstat
+/// /tmp/kustomization-2167172500: no such file or directory`, Ready 12 s after a request).
+pub fn controller_io_error(d: &Diagnosis) -> Option<String> {
+    let m = &d.ready.as_ref()?.message;
+    CONTROLLER_TMP_IO.find(m).map(|x| x.as_str().to_string())
 }
 
 /// Whether `d` is a finding: a state a read-only `kubectl unstick ks/NAME` and `kubectl

@@ -47,6 +47,9 @@ pub enum Lever {
     /// new source revision arrived during an in-flight check with the cancel gate off). The
     /// plan says when it starts; the proof wait watches it without writing.
     Wait,
+    /// No write to the Kustomization helps: the controller that must act is not running
+    /// ([`crate::diagnose::Class::ControllerNotRunning`]); scale it up or fix its pod.
+    StartController,
     /// Nothing to do: it is healthy or progressing normally.
     None,
 }
@@ -63,6 +66,7 @@ impl Lever {
             Lever::FixDependency => "fix-dependency",
             Lever::FixInGit => "fix-in-git",
             Lever::FixBlockers => "fix-blockers",
+            Lever::StartController => "start-controller",
             Lever::Wait => "wait",
             Lever::None => "none",
         }
@@ -316,6 +320,43 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                 "the source is fetched again; any run in progress finishes, then the Kustomization runs at the source's newest revision".to_string(),
             )
         }
+        Class::ControllerNotRunning => {
+            // A request would sit unhandled, a suspend+resume or a restart changes nothing:
+            // only a running controller moves it (kubectl scale; the Deployment's pods).
+            why.push(format!(
+                "{}: no write to {ns}/{name} helps until it runs (a reconcile request stays unhandled)",
+                d.summary
+            ));
+            let (who, cns) = if d.summary.starts_with("source-controller") {
+                (
+                    "source-controller",
+                    controller.map_or("flux-system", |c| c.namespace.as_str()),
+                )
+            } else {
+                (
+                    "kustomize-controller",
+                    controller.map_or("flux-system", |c| c.namespace.as_str()),
+                )
+            };
+            let dname = if who == "kustomize-controller" {
+                controller.map_or(who, |c| c.name.as_str())
+            } else {
+                who
+            };
+            wait_for_token = false;
+            (
+                Lever::StartController,
+                if d.summary.contains("(0 replicas)") {
+                    format!(
+                        "scale it up: kubectl -n {cns} scale deployment/{dname} --replicas=1; then its runs resume by themselves"
+                    )
+                } else {
+                    format!(
+                        "find why its pod is not ready: kubectl -n {cns} describe deployment/{dname}; its runs resume once it is"
+                    )
+                },
+            )
+        }
         Class::Healthy | Class::Reconciling => {
             why.push(format!("{}: nothing is stuck", d.summary));
             (Lever::None, "nothing to do".to_string())
@@ -394,9 +435,8 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                 "its dependsOn wait ends by itself once {root} is ready ({})",
                 requeue_text(controller)
             ));
-            if let Some(r) = &d.root_cause {
-                why.push(r.message.clone());
-            }
+            // The root cause's own sentence ("X is the first non-ready dependency: ...") is
+            // the diagnosis's `dependsOn chain:` line, printed just above the plan: said once.
             let (rns, rname) = root.split_once('/').unwrap_or(("", &root));
             alternatives.push(format!("kubectl unstick ks/{rname} -n {rns} --cascade"));
             (
@@ -412,6 +452,33 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             (
                 Lever::FixInGit,
                 "install the CRD (or order this Kustomization after the one that installs it with spec.dependsOn), then the next run applies".to_string(),
+            )
+        }
+        Class::BuildFailed | Class::ReconcileFailed
+            if crate::diagnose::controller_io_error(d).is_some() =>
+        {
+            let what = crate::diagnose::controller_io_error(d).unwrap_or_default();
+            why.push(format!(
+                "{}: the error is on kustomize-controller's own temp dir for that run (`{what}`; each run extracts the artifact into a new /tmp/kustomization-* and removes it at the end), an I/O error of the controller, not of the repository: a new run starts from a new temp dir",
+                d.summary
+            ));
+            if opts.with_source
+                && let Some(s) =
+                    source_step("--with-source: fetch the latest revision first".into())
+            {
+                steps.push(s);
+            }
+            steps.push(ks_patch(
+                request_patch(token),
+                "reconcile.fluxcd.io/requestedAt = now (flux reconcile ks): a fresh run".into(),
+            ));
+            (
+                if opts.with_source {
+                    Lever::ReconcileSource
+                } else {
+                    Lever::RequestReconcile
+                },
+                "a new run starts as soon as a worker is free, in a new temp dir".to_string(),
             )
         }
         Class::SourceNotReady | Class::BuildFailed | Class::Stalled => {

@@ -312,12 +312,66 @@ pub async fn gather(
         }
         Err(e) => return Err(e),
     };
+    // source-controller, by the name `flux install` gives it beside kustomize-controller
+    // (flux2 manifests/bases/source-controller): whether anything fetches. Absent or not
+    // readable: not judged.
+    let source_controller = match r
+        .get(
+            conn,
+            &dep_ar,
+            &scope.controller.namespace,
+            "source-controller",
+        )
+        .await
+    {
+        Ok(v) => v,
+        Err(e) if e.status_code() == Some(403) => None,
+        Err(e) => return Err(e),
+    };
+    // The key names of the Secret of a source that reports an authentication failure, to
+    // tell a refused credential from none at all (one GET per such source; values are not
+    // kept). Not readable: not judged.
+    let mut secret_keys = BTreeMap::new();
+    let secret_ar = Kind::Secret.api_resource("v1");
+    for src in &sources {
+        let Some(ready) = obj::condition(src, "Ready").filter(|c| c.is_false()) else {
+            continue;
+        };
+        let auth = ready.reason == "AuthenticationFailed"
+            || ready
+                .message
+                .to_ascii_lowercase()
+                .contains("authentication required");
+        let Some(sname) = obj::s(src, &["spec", "secretRef", "name"]).filter(|_| auth) else {
+            continue;
+        };
+        let sns = obj::namespace(src);
+        match r.get(conn, &secret_ar, sns, sname).await {
+            Ok(Some(sec)) => {
+                let mut keys: Vec<String> = ["data", "stringData"]
+                    .iter()
+                    .filter_map(|f| sec.get(*f).and_then(Value::as_object))
+                    .flat_map(|m| m.keys().cloned())
+                    .collect();
+                keys.sort();
+                keys.dedup();
+                secret_keys.insert(format!("{sns}/{sname}"), keys);
+            }
+            Ok(None) => {}
+            Err(e) if e.status_code() == Some(403) => {
+                notes.push(format!("secret {sns}/{sname} not read: {e}"))
+            }
+            Err(e) => return Err(e),
+        }
+    }
     let mut snap = Snapshot {
         now,
         namespace: ks_ns.map(String::from),
         kustomizations,
         sources,
         controller,
+        source_controller,
+        secret_keys,
         ..Default::default()
     };
     // Which health-checked objects matter: those of Kustomizations whose check is in flight

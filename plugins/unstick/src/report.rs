@@ -184,6 +184,14 @@ pub struct FleetReport {
 
 /// The short root cause of a diagnosis for a table cell.
 pub fn root_cause_cell(d: &Diagnosis) -> String {
+    if d.class == Class::ControllerNotRunning {
+        // `kustomize-controller is not running (0 replicas)`: the part before the consequence.
+        return d
+            .summary
+            .split_once("): ")
+            .map(|(a, _)| format!("{a})"))
+            .unwrap_or_else(|| d.summary.clone());
+    }
     if let Some(rc) = &d.root_cause {
         let what = rc
             .diagnosis
@@ -400,6 +408,20 @@ pub fn diagnosis_text(p: &Painter, d: &Diagnosis, indent: &str) -> String {
 pub fn controller_text(c: Option<&ControllerFacts>, holding: &[String]) -> String {
     match c {
         None => "Controller: not read (see notes)\n".into(),
+        // Its Deployment's version and flags describe what would run, not what runs.
+        Some(c) if c.not_running.is_some() => format!(
+            "Controller {}/{}: NOT RUNNING ({}): nothing reconciles; its Deployment would run {} ({}), {}={}, --concurrent={}\n",
+            c.namespace,
+            c.name,
+            c.not_running.as_deref().unwrap_or_default(),
+            c.version
+                .map(|v| v.to_string())
+                .unwrap_or("version unknown".into()),
+            c.image,
+            crate::controller::CANCEL_GATE,
+            c.cancel_gate,
+            c.concurrent,
+        ),
         Some(c) => format!(
             "Controller {}/{}: {} ({}), {}={}, --concurrent={}; holding a worker now: {}\n",
             c.namespace,

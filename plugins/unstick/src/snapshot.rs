@@ -2,7 +2,7 @@
 //! from the cluster, as raw API objects. Built by `gather` (live) or loaded from a JSON
 //! fixture (tests, benches).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,14 @@ pub struct Snapshot {
     /// The kustomize-controller Deployment, when it could be read.
     #[serde(default)]
     pub controller: Option<Value>,
+    /// The source-controller Deployment (`source-controller` in the kustomize-controller's
+    /// namespace, as `flux install` names it), when it could be read.
+    #[serde(default)]
+    pub source_controller: Option<Value>,
+    /// Key names (never values) of the `spec.secretRef` Secrets of sources that report an
+    /// authentication failure, by `namespace/name`; read only for those sources.
+    #[serde(default)]
+    pub secret_keys: BTreeMap<String, Vec<String>>,
     /// Objects of the inventories that were read (workloads and anything named by a health
     /// check message).
     #[serde(default)]

@@ -1033,3 +1033,244 @@ fn failed_check_whose_objects_are_current_now_passes_on_retry_and_is_not_termina
     let h = heading(&diag(&s, "after-lagging"));
     assert!(matches!(&h, Heading::Moving(_)), "{h:?}");
 }
+
+/// Fresh-user trial item 3: a dependsOn rollout two levels deep. `platform` is Ready at the
+/// source's revision; `platform-config` still carries the DependencyNotReady its last check
+/// wrote (re-checked every --requeue-dependency); `apps` waits on `platform-config`. Nothing
+/// is stuck at any level: no finding (exit 0) in `--all` and in `ks/NAME`, and the plan
+/// waits (request-reconcile) instead of fix-dependency.
+#[test]
+fn a_stale_dependency_not_ready_one_level_down_is_still_a_rollout() {
+    use unstick::diagnose::{Heading, heading, is_finding};
+    use unstick::report::fleet_report;
+    let mut s = fleet();
+    let base = ks(&s, "after-lagging").clone();
+    let mut platform = ks(&s, "lagging").clone();
+    platform["metadata"]["name"] = json!("platform");
+    platform["status"]["lastAppliedRevision"] =
+        json!("main@sha1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+    platform["status"]["lastAttemptedRevision"] =
+        json!("main@sha1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+    let waiting_on = |name: &str, dep: &str| {
+        let mut k = base.clone();
+        k["metadata"]["name"] = json!(name);
+        k["spec"]["dependsOn"] = json!([{"name": dep}]);
+        k["status"]["conditions"][0]["message"] =
+            json!(format!("dependency 'flux-system/{dep}' is not ready"));
+        k
+    };
+    s.kustomizations = vec![
+        platform,
+        waiting_on("platform-config", "platform"),
+        waiting_on("apps-wave-0", "platform-config"),
+        waiting_on("apps-wave-1", "platform-config"),
+    ];
+    assert_eq!(diag(&s, "platform").class, Class::Healthy);
+    for name in ["platform-config", "apps-wave-0", "apps-wave-1"] {
+        let d = diag(&s, name);
+        assert_eq!(d.class, Class::WaitingOnDependencies, "{name}");
+        assert!(!is_finding(&d), "{name}: {d:#?}");
+        assert!(matches!(heading(&d), Heading::Moving(_)), "{name}");
+    }
+    let d = diag(&s, "apps-wave-0");
+    assert_eq!(
+        d.root_cause.as_ref().unwrap().kustomization,
+        "flux-system/platform-config"
+    );
+    assert_eq!(
+        d.summary,
+        "waiting on dependencies: the dependency is progressing (the ordering working, not a fault)"
+    );
+    let (r, findings) = fleet_report(&s, vec![], &Options::default());
+    assert_eq!((r.total, r.findings), (4, 0), "{:#?}", r.items);
+    assert!(!findings);
+    let p = plan_for(&s, "apps-wave-0", &Options::default());
+    assert_eq!(p.lever, Lever::RequestReconcile, "{p:#?}");
+    // One level further down something is really stuck: the finding stays.
+    let mut stuck = s.clone();
+    stuck.kustomizations[0]["status"]["conditions"][0] = json!({"type": "Ready",
+        "status": "False", "reason": "BuildFailed", "message": "kustomize build failed",
+        "lastTransitionTime": "2026-11-30T07:00:00Z", "observedGeneration": 1});
+    for name in ["platform-config", "apps-wave-0"] {
+        assert!(is_finding(&diag(&stuck, name)), "{name}");
+    }
+}
+
+/// Fresh-user trial item 1, offline: kustomize-controller at 0 replicas makes every
+/// Kustomization that is not Healthy `controller-not-running` (a finding, lever
+/// start-controller, no ETA); Healthy ones stay healthy with a note. Its replicas back with
+/// a ready pod: the old verdicts.
+#[test]
+fn a_controller_at_zero_replicas_is_the_root_cause() {
+    use unstick::diagnose::is_finding;
+    let mut s = fleet();
+    let before = diag(&s, "lagging");
+    assert_eq!(before.class, Class::Reconciling);
+    s.controller.as_mut().unwrap()["spec"]["replicas"] = json!(0);
+    s.controller.as_mut().unwrap()["status"] = json!({"observedGeneration": 2});
+    let d = diag(&s, "lagging");
+    assert_eq!(d.class, Class::ControllerNotRunning, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "kustomize-controller is not running (0 replicas): nothing reconciles"
+    );
+    assert!(is_finding(&d));
+    assert!(d.eta.is_none());
+    let p = plan_for(&s, "lagging", &Options::default());
+    assert_eq!(p.lever, Lever::StartController);
+    assert!(p.steps.is_empty());
+    assert!(
+        p.effect
+            .contains("kubectl -n flux-system scale deployment/kustomize-controller --replicas=1"),
+        "{}",
+        p.effect
+    );
+    let text = unstick::report::controller_text(Engine::new(&s).controller.as_ref(), &[]);
+    assert!(
+        text.starts_with("Controller flux-system/kustomize-controller: NOT RUNNING (0 replicas)"),
+        "{text}"
+    );
+    // A source-controller Deployment with no ready pod: Kustomizations reading a
+    // GitRepository wait on it.
+    let mut s = fleet();
+    s.source_controller = Some(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "source-controller", "namespace": "flux-system", "generation": 1},
+        "spec": {"replicas": 1},
+        "status": {"observedGeneration": 1, "replicas": 1, "unavailableReplicas": 1}}));
+    let d = diag(&s, "lagging");
+    assert_eq!(d.class, Class::ControllerNotRunning);
+    assert_eq!(
+        d.summary,
+        "source-controller is not running (no ready pod, 0 of 1 ready): nothing fetches"
+    );
+    // Running again: the old verdict.
+    s.source_controller.as_mut().unwrap()["status"]["readyReplicas"] = json!(1);
+    assert_eq!(diag(&s, "lagging").class, Class::Reconciling);
+}
+
+/// Fresh-user trial item 5: `BuildFailed` on kustomize-controller's own temp dir (`lstat
+/// /tmp/kustomization-NNN: no such file or directory`) is an I/O error of the controller: the
+/// lever is a plain reconcile request (with the reason), not fix-in-git. A build error of
+/// the repository's content stays fix-in-git.
+#[test]
+fn a_build_failure_on_the_controllers_temp_dir_gets_a_request() {
+    let mut s = fleet();
+    let set = |s: &mut Snapshot, msg: &str| {
+        let k = s
+            .kustomizations
+            .iter_mut()
+            .find(|k| k["metadata"]["name"] == "lagging")
+            .unwrap();
+        k["status"]["lastAttemptedRevision"] =
+            json!("main@sha1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+        k["status"]["conditions"][0] = json!({"type": "Ready", "status": "False",
+            "reason": "BuildFailed", "message": msg,
+            "lastTransitionTime": "2026-11-30T07:20:00Z", "observedGeneration": 1});
+    };
+    set(
+        &mut s,
+        "kustomize build failed: lstat /tmp/kustomization-2167172500: no such file or directory",
+    );
+    assert_eq!(diag(&s, "lagging").class, Class::BuildFailed);
+    let p = plan_for(&s, "lagging", &Options::default());
+    assert_eq!(p.lever, Lever::RequestReconcile, "{p:#?}");
+    assert_eq!(p.steps.len(), 1, "{p:#?}");
+    let why = p.why.join("\n");
+    assert!(
+        why.contains("kustomize-controller's own temp dir")
+            && why.contains("`/tmp/kustomization-2167172500: no such file or directory`")
+            && !why.contains("fails the same way"),
+        "{why}"
+    );
+    // A file the repository does not have (a path below the temp dir): the content's fault.
+    set(
+        &mut s,
+        "kustomize build failed: accumulating resources: accumulation err='accumulating resources from 'missing.yaml': evalsymlink failure on '/tmp/kustomization-1/apps/missing.yaml' : lstat /tmp/kustomization-1/apps/missing.yaml: no such file or directory'",
+    );
+    assert_eq!(
+        plan_for(&s, "lagging", &Options::default()).lever,
+        Lever::FixInGit
+    );
+    set(
+        &mut s,
+        "kustomize build failed: map[string]interface {}(nil): yaml: unmarshal errors:\n  line 3: mapping key \"image\" already defined",
+    );
+    assert_eq!(
+        plan_for(&s, "lagging", &Options::default()).lever,
+        Lever::FixInGit
+    );
+}
+
+/// Fresh-user trial item 6: the credential advice names the Kustomization's namespace in the
+/// command it prints (`-n prod`: without it the command acts on flux-system's namesake), and
+/// a Secret that holds no credential at all (only `ca.crt`) is said to hold none instead of
+/// "the Git server refused the credential ... token rotation".
+#[test]
+fn credential_advice_names_the_namespace_and_a_secret_without_a_credential() {
+    let mut s = fleet();
+    for k in s.kustomizations.iter_mut() {
+        if k["metadata"]["name"] == "charts" {
+            k["metadata"]["namespace"] = json!("prod");
+            k["spec"]["sourceRef"]["namespace"] = json!("flux-system");
+        }
+    }
+    let d = Engine::new(&s).diagnose("prod", "charts").unwrap();
+    let hint = d
+        .hints
+        .iter()
+        .find(|h| h.contains("authentication required"))
+        .unwrap();
+    assert!(
+        hint.contains("`kubectl unstick ks/charts -n prod --with-source`"),
+        "{hint}"
+    );
+    assert!(hint.contains("token rotation"), "{hint}");
+    // The Secret read: only a CA bundle.
+    s.secret_keys.insert(
+        "flux-system/charts-token".into(),
+        vec!["ca.crt".to_string()],
+    );
+    let d = Engine::new(&s).diagnose("prod", "charts").unwrap();
+    let hint = d
+        .hints
+        .iter()
+        .find(|h| h.contains("authentication required"))
+        .unwrap();
+    assert!(
+        hint.contains("secret flux-system/charts-token holds none (its keys: ca.crt;"),
+        "{hint}"
+    );
+    assert!(
+        !hint.contains("refused") && !hint.contains("token rotation"),
+        "{hint}"
+    );
+    assert!(hint.contains("-n prod --with-source"), "{hint}");
+    // With a credential in it: refused, the rotation advice.
+    s.secret_keys.insert(
+        "flux-system/charts-token".into(),
+        vec!["password".to_string(), "username".to_string()],
+    );
+    let d = Engine::new(&s).diagnose("prod", "charts").unwrap();
+    assert!(
+        d.hints
+            .iter()
+            .any(|h| h.contains("refused the credential in secret flux-system/charts-token")),
+        "{:#?}",
+        d.hints
+    );
+}
+
+/// Fresh-user trial item 14: `ks/apps-wave-2` (diagnosis, then plan) says the "...is the first
+/// non-ready dependency..." sentence once.
+#[test]
+fn the_first_non_ready_dependency_sentence_is_said_once() {
+    let s = fleet();
+    let p = cluster_loop::output::Painter::new(false);
+    let text = unstick::report::diagnosis_text(&p, &diag(&s, "apps-wave-2"), "")
+        + &unstick::report::plan_text(&p, &plan_for(&s, "apps-wave-2", &Options::default()));
+    assert_eq!(
+        text.matches("is the first non-ready dependency").count(),
+        1,
+        "{text}"
+    );
+}

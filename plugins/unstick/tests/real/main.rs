@@ -16,6 +16,7 @@ mod levers;
 mod moving_fleet;
 mod race;
 mod situations;
+mod stopped;
 
 use std::sync::OnceLock;
 

@@ -1,0 +1,208 @@
+//! A Flux controller that is not running (fresh-user trial item 1): kustomize-controller or
+//! source-controller scaled to 0 on the real cluster (the node agent stops the host process
+//! when the ReplicaSet deletes the pod) is the root cause in `ks/NAME` and `--all`, exit 1,
+//! and the Controller line says it is not running; the same fleet with both controllers up
+//! is judged healthy (exit 0, no such class). Its own cluster: scaling a controller down
+//! would stop every other test's runs.
+
+use std::process::Command;
+use std::time::Duration;
+
+use realcluster::testkit::{condition, eventually};
+use realcluster::{Cluster, ClusterOptions, FLUX_NS};
+use serde_json::Value;
+
+use crate::BIN;
+
+fn unstick(c: &Cluster, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(c: &Cluster, args: &[&str]) -> (i32, Value) {
+    let mut a = args.to_vec();
+    a.extend(["-o", "json"]);
+    let (code, out, err) = unstick(c, &a);
+    let v = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    (code, v)
+}
+
+fn scale(c: &Cluster, name: &str, n: u32) {
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "scale",
+        &format!("deployment/{name}"),
+        &format!("--replicas={n}"),
+    ])
+    .unwrap();
+    // Until the node agent runs (or no longer runs) its host process.
+    eventually(
+        Duration::from_secs(60),
+        &format!("{name} host process count {n}"),
+        || {
+            let running = c
+                .host_processes()
+                .iter()
+                .filter(|(p, _)| p.starts_with(&format!("{FLUX_NS}/{name}-")))
+                .count();
+            (running == n as usize).then_some(())
+        },
+    );
+    if n > 0 {
+        eventually(Duration::from_secs(60), "the Deployment is ready", || {
+            let d = c.get_json(&["-n", FLUX_NS, "get", "deployment", name]);
+            (d["status"]["readyReplicas"] == 1).then_some(())
+        });
+    }
+}
+
+fn ready_at(c: &Cluster, name: &str, rev: &str) {
+    let until = std::time::Instant::now() + Duration::from_secs(240);
+    loop {
+        let k = c.kustomization(name);
+        if condition(&k, "Ready")["status"] == "True"
+            && k["status"]["lastAppliedRevision"]
+                .as_str()
+                .is_some_and(|r| r.ends_with(rev))
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "not Ready at {rev} after 240s: {k:#}\nhost processes: {:?}\nsource: {:#}",
+            c.host_processes(),
+            c.get_json(&["-n", FLUX_NS, "get", "gitrepository", name])["status"]
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn row<'a>(all: &'a Value, key: &str) -> &'a Value {
+    all["items"]
+        .as_array()
+        .and_then(|a| a.iter().find(|i| i["kustomization"] == key))
+        .unwrap_or_else(|| panic!("no row {key}: {all:#}"))
+}
+
+#[test]
+fn a_stopped_controller_is_the_root_cause_and_a_running_one_is_not() {
+    let c = std::thread::spawn(|| Cluster::start(ClusterOptions::default()))
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let name = "down";
+    let cm = |v: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: down\n  namespace: default\ndata:\n  v: \"{v}\"\n"
+        )
+    };
+    let rev1 = c
+        .fleet(
+            name,
+            &[("cm.yaml", &cm("1"))],
+            "  interval: 10m\n  path: ./\n  prune: true\n",
+        )
+        .unwrap();
+    ready_at(&c, name, &rev1);
+
+    // Both controllers up: healthy, exit 0, the Controller line describes a running one.
+    let (code, v) = json(&c, &["--all", "-n", FLUX_NS]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(row(&v, "flux-system/down")["class"], "healthy", "{v:#}");
+    let (code, out, err) = unstick(&c, &["ks/down", "-n", FLUX_NS, "--dry-run"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        !out.contains("NOT RUNNING") && !out.contains("not running"),
+        "{out}"
+    );
+
+    // kustomize-controller at 0 replicas, and a new revision fetched by source-controller.
+    scale(&c, "kustomize-controller", 0);
+    let rev2 = c.push(name, &[("cm.yaml", &cm("2"))], "two").unwrap();
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "annotate",
+        "--overwrite",
+        "gitrepository/down",
+        "reconcile.fluxcd.io/requestedAt=one",
+    ])
+    .unwrap();
+    eventually(Duration::from_secs(60), "the new revision fetched", || {
+        let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", name]);
+        g["status"]["artifact"]["revision"]
+            .as_str()
+            .is_some_and(|r| r.ends_with(&rev2))
+            .then_some(())
+    });
+    let (code, v) = json(&c, &["--all", "-n", FLUX_NS]);
+    assert_eq!(code, 1, "a stopped controller is a finding: {v:#}");
+    let r = row(&v, "flux-system/down");
+    assert_eq!(r["class"], "controller-not-running", "{r:#}");
+    assert_eq!(r["lever"], "start-controller", "{r:#}");
+    assert_eq!(
+        r["summary"], "kustomize-controller is not running (0 replicas): nothing reconciles",
+        "{r:#}"
+    );
+    let (code, out, err) = unstick(&c, &["ks/down", "-n", FLUX_NS, "--dry-run"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("kustomize-controller is not running (0 replicas): nothing reconciles"),
+        "{out}"
+    );
+    assert!(!out.contains("nothing is stuck"), "{out}");
+    assert!(
+        out.contains("Controller flux-system/kustomize-controller: NOT RUNNING (0 replicas)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("kubectl -n flux-system scale deployment/kustomize-controller --replicas=1"),
+        "{out}"
+    );
+    // Back up: it applies the new revision by itself, and the verdict is healthy again.
+    scale(&c, "kustomize-controller", 1);
+    ready_at(&c, name, &rev2);
+    let (code, v) = json(&c, &["--all", "-n", FLUX_NS]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(row(&v, "flux-system/down")["class"], "healthy", "{v:#}");
+
+    // source-controller at 0 and a reconcile requested: the run cannot download its
+    // manifests; nothing fetches.
+    scale(&c, "source-controller", 0);
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "annotate",
+        "--overwrite",
+        "kustomization/down",
+        "reconcile.fluxcd.io/requestedAt=two",
+    ])
+    .unwrap();
+    let (code, v) = json(&c, &["--all", "-n", FLUX_NS]);
+    assert_eq!(code, 1, "{v:#}");
+    let r = row(&v, "flux-system/down");
+    assert_eq!(r["class"], "controller-not-running", "{r:#}");
+    assert_eq!(
+        r["summary"], "source-controller is not running (0 replicas): nothing fetches",
+        "{r:#}"
+    );
+    let (code, out, err) = unstick(&c, &["ks/down", "-n", FLUX_NS, "--dry-run"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("source-controller is not running (0 replicas): nothing fetches"),
+        "{out}"
+    );
+    assert!(!out.contains("ETA"), "no ETA while nothing runs: {out}");
+    scale(&c, "source-controller", 1);
+}
