@@ -511,9 +511,9 @@ fn subst_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                             o.describe(),
                             ov.dir,
                             if *exec_arg {
-                                " (it is a container command/args element run without a shell: escaping it as $$ would hand the process the literal text)"
+                                format!(" (a container command/args element run without a shell: escaping it as ${expr} would hand the process the literal {expr})")
                             } else {
-                                ""
+                                String::new()
                             }
                         ),
                         format!("define {name} in the overlay's substituteFrom ConfigMap/Secret or postBuild.substitute, or write ${{{name}:=default}}"),
@@ -1074,9 +1074,18 @@ fn address_variable_rule(ov: &Overlay, opts: &Options, out: &mut Vec<Finding>) {
             &file,
             line,
             format!(
-                "variable {name} = {value:?} is not an address ({why}); Kustomization {} substitute{} it in overlay {}",
+                "variable {name} = {value:?} is not an address ({why}); {} {} {} it in overlay {}",
+                if ks.len() == 1 {
+                    "Kustomization"
+                } else {
+                    "Kustomizations"
+                },
                 ks.join(", "),
-                if ks.len() == 1 { "s" } else { "" },
+                if ks.len() == 1 {
+                    "substitutes"
+                } else {
+                    "substitute"
+                },
                 ov.dir
             ),
             format!("write the address {name} is meant to hold"),
