@@ -157,6 +157,22 @@ fn changed_since_limits_to_what_changed() {
     };
     let r = run(&mut base());
     assert_eq!(r.code, 0, "nothing changed: {}{}", r.stdout, r.stderr);
+    // the summary counts what the change affects, not every Kustomization
+    assert!(
+        r.stderr.contains(
+            "0 of 3 Kustomizations affected by the change (only their findings reported)"
+        ),
+        "{}",
+        r.stderr
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        (
+            v["stats"]["affected"].as_u64(),
+            v["stats"]["kustomizations"].as_u64()
+        ),
+        (Some(0), Some(3))
+    );
     // seed an untagged image in the app
     let d = std::fs::read_to_string(root.join("apps/app/deploy.yaml")).unwrap();
     f.write(
@@ -165,6 +181,12 @@ fn changed_since_limits_to_what_changed() {
     );
     let r = run(&mut base());
     assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("1 of 3 Kustomizations affected by the change"),
+        "{}",
+        r.stderr
+    );
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     let rules: Vec<&str> = v["findings"]
         .as_array()
