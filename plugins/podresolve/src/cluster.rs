@@ -227,6 +227,25 @@ pub async fn resolve_from(
     }
 }
 
+/// `--node NAME`: GET the Node before anything is created. A 404 is an error naming the node
+/// and the context (exit 3): a pod bound to a node that does not exist is never started and
+/// the node lifecycle controller's pod GC deletes it (kube-controller-manager podgc
+/// `gcOrphaned`), which looked like "the probe pod was deleted before it finished". Any other
+/// answer (403 without `get nodes`, a transport error) is no verdict: the run goes on and the
+/// create or the watch reports what happens.
+pub async fn check_node(conn: &Connection, node: &str, n: &RequestCounter) -> Result<()> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(conn.client.clone());
+    n.hit();
+    match nodes.get(node).await {
+        Err(kube::Error::Api(ae)) if ae.code == 404 => Err(Error::Cluster(format!(
+            "--node {node}: no such node on context {} (kubectl get nodes lists them): nothing \
+             was created",
+            conn.context.as_deref().unwrap_or("in-cluster")
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Outcome of trying the ephemeral-container path.
 pub enum Ephemeral {
     /// Attached: container name in pod.

@@ -21,8 +21,19 @@ async fn main() {
         std::process::exit(code);
     }
     let cli: podresolve::run::Cli = cluster_loop::cli::parse("podresolve");
+    let format = cli.output.output;
     match podresolve::run::run(cli).await {
         Ok(code) => std::process::exit(code),
-        Err(e) => cluster_loop::error::exit_with(&e),
+        Err(e) => {
+            // -o json|yaml keeps a stable shape on stdout when the run ends without a report
+            // (a probe that cannot start, an API error); usage errors (exit 2) print none.
+            if format.is_machine() && e.exit_code() != cluster_loop::error::EXIT_USAGE {
+                let _ = cluster_loop::output::print_machine(
+                    format,
+                    &podresolve::report::error_report(&e.to_string(), e.exit_code()),
+                );
+            }
+            cluster_loop::error::exit_with(&e)
+        }
     }
 }

@@ -35,6 +35,32 @@ use std::net::IpAddr;
 
 /// Schema identifier of the machine output.
 pub const API_VERSION: &str = "podresolve.cluster-loop.dev/v1";
+
+/// `-o json|yaml` when a run ends without a report (exit 1: the probe container cannot start,
+/// e.g. its image cannot be pulled; exit 3: cluster/API error): `{apiVersion, kind:
+/// PodResolveError, exitCode, error}`, `error` being the message also printed on stderr.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorReport {
+    /// [`API_VERSION`].
+    pub api_version: &'static str,
+    /// `PodResolveError`.
+    pub kind: &'static str,
+    /// The process exit status (1 or 3).
+    pub exit_code: i32,
+    /// What went wrong and what to do.
+    pub error: String,
+}
+
+/// The [`ErrorReport`] of a failed run.
+pub fn error_report(message: &str, exit_code: i32) -> ErrorReport {
+    ErrorReport {
+        api_version: API_VERSION,
+        kind: "PodResolveError",
+        exit_code,
+        error: message.to_string(),
+    }
+}
 /// `kind` of the machine output (second key, after `apiVersion`).
 pub const KIND: &str = "PodResolveReport";
 

@@ -444,6 +444,9 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 {
                     progress.println(leftover_note(&left, opts.target_namespace()));
                 }
+                if let Some(node) = &opts.node {
+                    cluster::check_node(&conn, node, &n).await?;
+                }
                 let _ = created_ref.set(format!(
                     "{carrier_name} {}/{}",
                     opts.target_namespace(),

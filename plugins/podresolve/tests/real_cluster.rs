@@ -464,6 +464,64 @@ fn hostile_input_refused_and_unknown_image_is_the_node_agents_pull_error() {
     );
     assert_eq!(r.code, Some(1), "{}", r.dump());
     assert!(r.stderr.contains("ErrImagePull"), "{}", r.dump());
+    // Trial item 13: -o json keeps a stable shape on stdout when no report can be made.
+    let r = run_bin(
+        c.kubeconfig(),
+        &[
+            "gitea.prod.example.dev",
+            "-n",
+            "podresolve-pull",
+            "--image",
+            "nosuch.example/probe:1",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    let v: serde_json::Value =
+        serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.dump()));
+    assert_eq!(v["apiVersion"], "podresolve.cluster-loop.dev/v1");
+    assert_eq!(v["kind"], "PodResolveError");
+    assert_eq!(v["exitCode"], 1);
+    let error = v["error"].as_str().unwrap();
+    assert!(error.contains("ErrImagePull"), "{}", r.dump());
+    assert!(
+        r.stderr.contains(error),
+        "the same message on stderr: {}",
+        r.dump()
+    );
+    // Trial item 12: a node that does not exist is named before anything is created (a pod
+    // bound to it would be garbage-collected: "deleted before it finished").
+    let r = run_bin(
+        c.kubeconfig(),
+        &[
+            "gitea.prod.example.dev",
+            "-n",
+            "podresolve-pull",
+            "--node",
+            "nosuchnode",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(r.code, Some(3), "{}", r.dump());
+    let want = "--node nosuchnode: no such node on context realcluster (kubectl get nodes lists them): nothing was created";
+    assert!(
+        r.stderr.ends_with(&format!("error: {want}\n")),
+        "{}",
+        r.dump()
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.dump()));
+    assert_eq!(v["kind"], "PodResolveError");
+    assert_eq!(v["exitCode"], 3);
+    assert_eq!(v["error"], want);
+    let jobs = c.get_json(&["-n", "podresolve-pull", "get", "jobs"]);
+    assert_eq!(
+        jobs["items"],
+        json!([]),
+        "nothing created for a missing node"
+    );
     no_leftovers(c, "podresolve-pull");
 }
 
