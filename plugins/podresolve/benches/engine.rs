@@ -33,6 +33,7 @@ fn bench(c: &mut Criterion) {
         kube_dns_ips: vec!["127.0.0.77".into()],
         nodelocal_corefile: None,
         kube_system_services: None,
+        nodelocal_daemonset: None,
     };
     c.bench_function("report build (3 hosts)", |b| {
         b.iter(|| {

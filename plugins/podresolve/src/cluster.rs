@@ -91,7 +91,24 @@ pub async fn read_cluster_dns(
         async {
             let r = cms.get_opt("node-local-dns").await;
             answered.send_replace(true);
-            r
+            // Only with the ConfigMap: is anything running it? (No extra request on clusters
+            // without NodeLocal DNSCache.)
+            let ds = match &r {
+                Ok(Some(_)) => {
+                    n.hit();
+                    let dss: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+                        Api::namespaced(conn.client.clone(), "kube-system");
+                    Some(match dss.get_opt("node-local-dns").await {
+                        Ok(Some(d)) => Ok(d.status.map(|s| s.number_ready).unwrap_or(0)),
+                        Ok(None) => Err("no DaemonSet kube-system/node-local-dns exists".into()),
+                        Err(e) => Err(format!(
+                            "DaemonSet kube-system/node-local-dns cannot be read ({e})"
+                        )),
+                    })
+                }
+                _ => None,
+            };
+            (r, ds)
         },
         async {
             let r = svcs.list(&ListParams::default()).await;
@@ -109,6 +126,7 @@ pub async fn read_cluster_dns(
             "cannot read ConfigMap kube-system/coredns: {e}"
         ))),
     };
+    let (nodelocal, nodelocal_daemonset) = nodelocal;
     let nodelocal_corefile = match nodelocal {
         Ok(Some(cm)) => cm.data.and_then(|d| d.get("Corefile").cloned()),
         _ => None,
@@ -126,6 +144,7 @@ pub async fn read_cluster_dns(
         kube_dns_ips,
         nodelocal_corefile,
         kube_system_services,
+        nodelocal_daemonset,
     }
 }
 

@@ -100,6 +100,11 @@ pub struct ClusterDns {
     /// Every Service in kube-system (one LIST), to name the owner of a literal IP in the
     /// node-local-dns Corefile; `None` when they could not be listed.
     pub kube_system_services: Option<Vec<crate::corefile::DnsService>>,
+    /// DaemonSet kube-system/node-local-dns, read only when the node-local-dns ConfigMap
+    /// exists: `Ok(status.numberReady)`, or `Err(why)` (absent, unreadable). `None`: not read.
+    /// A ConfigMap alone proves nothing runs: NodeLocal DNSCache is judged active only when
+    /// this has a ready pod or the pod's resolv.conf names its address.
+    pub nodelocal_daemonset: Option<Result<i32, String>>,
 }
 
 /// Serialized cluster DNS summary.
@@ -394,6 +399,31 @@ pub fn build(inp: Inputs<'_>) -> Report {
         }
         None => NodeLocal::default(),
     };
+    let pod_uses_nodelocal = resolv.as_ref().is_some_and(|rc| rc.uses_nodelocal());
+    if inp.cluster.nodelocal_corefile.is_some() && !pod_uses_nodelocal {
+        // The ConfigMap outlives an uninstalled or never-started DaemonSet: only running pods
+        // answer (and can bypass CoreDNS).
+        match &inp.cluster.nodelocal_daemonset {
+            Some(Ok(n)) if *n > 0 => nodelocal.evidence.push(format!(
+                "DaemonSet kube-system/node-local-dns has {n} ready pod{}",
+                if *n == 1 { "" } else { "s" }
+            )),
+            other => {
+                nodelocal.detected = false;
+                nodelocal.evidence.push(format!(
+                    "the node-local-dns ConfigMap exists, but {}, and the pod's nameserver is \
+                     not {}: NodeLocal DNSCache is not judged active and no bypass is claimed",
+                    match other {
+                        Some(Ok(_)) =>
+                            "DaemonSet kube-system/node-local-dns has no ready pod".to_string(),
+                        Some(Err(e)) => e.clone(),
+                        None => "its DaemonSet was not read".to_string(),
+                    },
+                    crate::resolvconf::NODELOCAL_DNS_IP
+                ));
+            }
+        }
+    }
     if let Some(rc) = &resolv
         && rc.uses_nodelocal()
     {

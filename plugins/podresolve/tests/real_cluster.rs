@@ -1513,6 +1513,7 @@ impl Drop for NodeLocalObjects {
     fn drop(&mut self) {
         for what in [
             "configmap/node-local-dns",
+            "daemonset/node-local-dns",
             "service/kube-dns-upstream",
             "service/corp-dns",
         ] {
@@ -1612,6 +1613,61 @@ spec:
         "-o",
         "json",
     ];
+
+    // Trial item 7: the ConfigMap alone (no DaemonSet runs it; the pod's nameserver is the
+    // kube-dns Service): NodeLocal DNSCache is not active, so no bypass is claimed, even for a
+    // `.:53` that would skip CoreDNS; the pod's answer is the CoreDNS hosts pin (--expect).
+    c.apply_yaml(&nodelocal_configmap(&upstream, &corp))
+        .unwrap();
+    let r = run_bin(c.kubeconfig(), &args);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let v = r.json();
+    let nl = &v["clusterDns"]["nodeLocal"];
+    assert_eq!(nl["detected"], false, "{}", r.dump());
+    assert_eq!(
+        nl["evidence"].as_array().unwrap().last().unwrap(),
+        "the node-local-dns ConfigMap exists, but no DaemonSet kube-system/node-local-dns exists, and the pod's nameserver is not 169.254.20.10: NodeLocal DNSCache is not judged active and no bypass is claimed",
+        "{}",
+        r.dump()
+    );
+    assert!(
+        v["hosts"][0]["coredns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["bypassedByNodeLocal"] == false),
+        "{}",
+        r.dump()
+    );
+    assert!(
+        !v["hosts"][0]["notes"].to_string().contains("bypassed"),
+        "{}",
+        r.dump()
+    );
+    // From here node-local-dns runs: the real DaemonSet controller creates its pod and the
+    // node agent reports it ready.
+    c.apply_yaml(
+        "apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: node-local-dns, namespace: kube-system, labels: {k8s-app: node-local-dns}}
+spec:
+  selector: {matchLabels: {k8s-app: node-local-dns}}
+  template:
+    metadata: {labels: {k8s-app: node-local-dns}}
+    spec:
+      tolerations: [{operator: Exists}]
+      containers: [{name: node-cache, image: busybox:1.36, command: [sleep, '100000']}]
+",
+    )
+    .unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "node-local-dns has a ready pod",
+        || {
+            let d = c.get_json(&["-n", "kube-system", "get", "daemonset", "node-local-dns"]);
+            (d["status"]["numberReady"].as_i64() >= Some(1)).then_some(())
+        },
+    );
 
     c.apply_yaml(&nodelocal_configmap(&upstream, &upstream))
         .unwrap();

@@ -56,6 +56,8 @@ fn run(
         kube_dns_ips: vec!["127.0.0.77".into()],
         nodelocal_corefile: nodelocal.map(str::to_string),
         kube_system_services: None,
+        // The fixtures' NodeLocal DNSCache runs (one ready pod).
+        nodelocal_daemonset: nodelocal.map(|_| Ok(1)),
     };
     build(Inputs {
         log: &log,
@@ -413,6 +415,7 @@ fn build_from(
         kube_dns_ips: vec!["127.0.0.77".into()],
         nodelocal_corefile: None,
         kube_system_services: None,
+        nodelocal_daemonset: None,
     };
     cluster(&mut c);
     build(Inputs {
@@ -613,6 +616,7 @@ fn nodelocal_literal_ip_of_kube_dns_upstream_is_not_a_bypass() {
         |c| {
             c.nodelocal_corefile = Some(nl.into());
             c.kube_system_services = Some(vec![svc("kube-dns", "127.0.0.77", true)]);
+            c.nodelocal_daemonset = Some(Ok(1));
         },
         Some("twin-node"),
     );
@@ -623,6 +627,39 @@ fn nodelocal_literal_ip_of_kube_dns_upstream_is_not_a_bypass() {
         "{:?}",
         r.hosts[0].notes
     );
+    // Trial item 7: the same ConfigMap with no ready node-local-dns pod (and the pod's
+    // nameserver the kube-dns Service): nothing runs it, so no bypass is claimed.
+    for ds in [
+        Ok(0),
+        Err("no DaemonSet kube-system/node-local-dns exists".to_string()),
+    ] {
+        let r = build_from(
+            "probe-glibc-bind.log",
+            COREFILE,
+            &["gitea.example.dev"],
+            vec![ws(&[])],
+            |c| {
+                c.nodelocal_corefile = Some(nl.into());
+                c.kube_system_services = Some(vec![svc("kube-dns", "127.0.0.77", true)]);
+                c.nodelocal_daemonset = Some(ds.clone());
+            },
+            Some("twin-node"),
+        );
+        assert!(!r.cluster_dns.node_local.detected);
+        assert!(r.hosts[0].coredns.iter().all(|s| !s.bypassed_by_node_local));
+        assert!(
+            !r.hosts[0].notes.iter().any(|n| n.contains("bypass")),
+            "{:?}",
+            r.hosts[0].notes
+        );
+        assert!(
+            r.cluster_dns.node_local.evidence.last().is_some_and(|e| e.ends_with(
+                "and the pod's nameserver is not 169.254.20.10: NodeLocal DNSCache is not judged active and no bypass is claimed"
+            )),
+            "{:?}",
+            r.cluster_dns.node_local.evidence
+        );
+    }
 }
 
 /// Item 3 (kubestellar/kubestellar#1192): the workstation answered from /etc/hosts.
