@@ -624,6 +624,9 @@ pub struct Executed {
     /// True when a signal arrived during the writes (they were completed, including the
     /// resume).
     pub interrupted: bool,
+    /// When the writes began (after the diagnosis the plan came from): a run that started
+    /// later is a fresh run, not the one that was in flight.
+    pub started_at: Option<Timestamp>,
 }
 
 /// Resume a Kustomization we suspended (its marker equals `marker`, or any marker when
@@ -696,7 +699,10 @@ pub async fn execute(
     intr: &Interrupt,
     force_resume: bool,
 ) -> Result<Executed> {
-    let mut ex = Executed::default();
+    let mut ex = Executed {
+        started_at: Some(Timestamp::now()),
+        ..Executed::default()
+    };
     let r = Reader::default();
     // The marker value of the suspend we did, until its resume is done.
     let mut suspended: Option<String> = None;

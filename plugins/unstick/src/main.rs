@@ -363,7 +363,10 @@ async fn single(
 
     // The wait lever writes nothing: it only watches the run the controller already queued.
     let ex = if waits {
-        Executed::default()
+        Executed {
+            started_at: Some(Timestamp::now()),
+            ..Executed::default()
+        }
     } else {
         live::execute(conn, &plan, intr, cli.force_resume).await?
     };
@@ -617,6 +620,8 @@ fn expect<'a>(plan: &'a Plan, ex: &Executed) -> unstick::proof::Expect<'a> {
             .filter(|_| plan.wait_for_request_token),
         generation: ex.generation_after.filter(|_| !plan.wait_for_request_token),
         source_token: plan.source_request(),
+        // A plan whose fresh run starts after an in-flight one: judge only that fresh run.
+        fresh_run_after: plan.fresh_run_at.and(ex.started_at),
     }
 }
 

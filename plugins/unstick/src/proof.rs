@@ -47,6 +47,12 @@ pub struct Expect<'a> {
     pub generation: Option<i64>,
     /// The `reconcile.fluxcd.io/requestedAt` value written on its source (`--with-source`).
     pub source_token: Option<&'a str>,
+    /// When the plan waits for a fresh run after an in-flight one (`Plan::fresh_run_at`): the
+    /// time our writes began. A negative verdict needs a run that started after it and
+    /// ended ([`fresh_run_ended`]); until then the in-flight run's outcome is not the answer
+    /// (its end can even look like ours: the controller's status patches refresh the object
+    /// it holds, so the old run may record our generation or requestedAt).
+    pub fresh_run_after: Option<jiff::Timestamp>,
 }
 
 /// The judgement of one snapshot.
@@ -252,8 +258,35 @@ pub fn judge(engine: &Engine<'_>, ns: &str, name: &str, e: &Expect<'_>) -> Verdi
     }
     match diagnose::heading(&d) {
         Heading::Moving(m) => Verdict::Moving(m),
-        Heading::Terminal(m) => Verdict::Terminal(at_revision(&d, artifact, m)),
+        Heading::Terminal(m) => match e.fresh_run_after {
+            Some(t) if !fresh_run_ended(ks, t) => Verdict::Moving(format!(
+                "{m}; that is the outcome of the run that was in flight: waiting for the fresh run to start and end"
+            )),
+            _ => Verdict::Terminal(at_revision(&d, artifact, m)),
+        },
     }
+}
+
+/// Whether a run that started at or after `after` has ended: an entry of `status.history`
+/// (fluxcd/pkg apis/meta `History`, upserted by kustomize-controller v1.3+ at the end of every
+/// run that got past the build, health-check failures included: kustomization_controller.go
+/// `obj.Status.History.Upsert(checksum, time.Now(), time.Since(reconcileStart), ...)`) whose
+/// `lastReconciled - lastReconciledDuration` (the run's start) is not before `after`. No
+/// history (an older controller, or every run failing before its build): `false`, so the wait
+/// ends at its deadline instead of on the in-flight run's outcome.
+pub fn fresh_run_ended(ks: &Value, after: jiff::Timestamp) -> bool {
+    obj::arr(ks, &["status", "history"]).iter().any(|h| {
+        let Some(end) = obj::s(h, &["lastReconciled"]).and_then(obj::parse_time) else {
+            return false;
+        };
+        let took = h
+            .get("lastReconciledDuration")
+            .and_then(cluster_loop::duration::from_json)
+            .map_or(jiff::SignedDuration::ZERO, |d| {
+                jiff::SignedDuration::try_from(d).unwrap_or(jiff::SignedDuration::ZERO)
+            });
+        end.checked_sub(took).is_ok_and(|start| start >= after)
+    })
 }
 
 /// For a dependency wait: whether the blocking dependency (the root of the chain) is itself

@@ -594,6 +594,7 @@ fn proof_judge_waits_while_the_source_moves() {
         token: Some("T1"),
         generation: None,
         source_token: Some("T1"),
+        fresh_run_after: None,
     };
     let v = judge(&Engine::new(&s), "flux-system", "w", &e);
     assert!(
@@ -806,4 +807,51 @@ fn gate_off_levers_never_offer_nothing_sooner() {
             .iter()
             .any(|a| a.starts_with("wait: the check ends by itself"))
     );
+}
+
+/// Fresh-user trial item 8: the plan waits for a fresh run after the in-flight one
+/// (`fresh run expected at ...`); the in-flight run then ends failed and, its status patches
+/// having refreshed the object it holds, records our generation. That is not the fresh run's
+/// outcome: Moving until `status.history` shows a run that started after our writes and
+/// ended; Terminal then.
+#[test]
+fn proof_judge_never_judges_the_old_in_flight_run() {
+    let mut k = in_flight("w", json!({}), &[]);
+    k["metadata"]["generation"] = json!(4);
+    k["status"]["conditions"] = json!([
+        {"type": "Reconciling", "status": "True", "reason": "ProgressingWithRetry", "message": "x"},
+        {"type": "Ready", "status": "False", "reason": "HealthCheckFailed", "observedGeneration": 4,
+         "lastTransitionTime": "2026-11-30T07:22:41Z",
+         "message": "health check failed after 5m0s: timeout waiting for: [Deployment/apps/web status: 'InProgress']"}]);
+    // The in-flight run: started 07:17:41, ended 07:22:41.
+    k["status"]["history"] = json!([{"digest": "sha256:aa", "firstReconciled": "2026-11-30T07:00:00Z",
+        "lastReconciled": "2026-11-30T07:22:41Z", "lastReconciledDuration": "5m0.2s",
+        "lastReconciledStatus": "HealthCheckFailed", "totalReconciliations": 3}]);
+    let mut s = snap("v1.9.4", vec![k], vec![], vec![], &[]);
+    let wrote: jiff::Timestamp = "2026-11-30T07:21:00Z".parse().unwrap();
+    let e = Expect {
+        token: None,
+        generation: Some(4),
+        source_token: None,
+        fresh_run_after: Some(wrote),
+    };
+    let v = judge(&Engine::new(&s), "flux-system", "w", &e);
+    assert!(
+        matches!(&v, Verdict::Moving(m) if m.contains("waiting for the fresh run to start and end")),
+        "{v:?}"
+    );
+    // Without the fresh-run bound (a plan whose run starts now), the same state is terminal.
+    let now = Expect {
+        fresh_run_after: None,
+        ..e
+    };
+    assert!(matches!(
+        judge(&Engine::new(&s), "flux-system", "w", &now),
+        Verdict::Terminal(_)
+    ));
+    // The fresh run (started 07:22:42, after our writes) ended failed: terminal.
+    s.kustomizations[0]["status"]["history"][0]["lastReconciled"] = json!("2026-11-30T07:27:43Z");
+    s.kustomizations[0]["status"]["history"][0]["lastReconciledDuration"] = json!("5m1s");
+    let v = judge(&Engine::new(&s), "flux-system", "w", &e);
+    assert!(matches!(&v, Verdict::Terminal(_)), "{v:?}");
 }
