@@ -3,7 +3,8 @@
 //! when the ReplicaSet deletes the pod) is the root cause in `ks/NAME` and `--all`, exit 1,
 //! and the Controller line says it is not running; the same fleet with both controllers up
 //! is judged healthy (exit 0, no such class). Its own cluster: scaling a controller down
-//! would stop every other test's runs.
+//! would stop every other test's runs. Also the proof wait on a fresh run (trial item 8, on the
+//! quiet cluster).
 
 use std::process::Command;
 use std::time::Duration;
@@ -205,4 +206,63 @@ fn a_stopped_controller_is_the_root_cause_and_a_running_one_is_not() {
     );
     assert!(!out.contains("ETA"), "no ETA while nothing runs: {out}");
     scale(&c, "source-controller", 1);
+}
+
+/// Fresh-user trial item 8, on kustomize-controller v1.9.6 with the cancel gate off: a held
+/// health check (an image that never pulls, timeout 20s), `unstick --yes` plans
+/// suspend+resume with the fresh run right after the held check ends. The verdict
+/// (failed-again: nothing changed) comes only after that fresh run started and ended, as
+/// `status.history` shows, never on the held run's own end.
+#[test]
+fn failed_again_only_after_the_fresh_run_it_waited_for() {
+    let c = crate::quiet_cluster();
+    let name = "freshrun";
+    let dep = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: freshrun\nspec:\n  replicas: 1\n  progressDeadlineSeconds: 3600\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: 0.1.1\n";
+    c.fleet(
+        name,
+        &[
+            (
+                "ns.yaml",
+                "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: freshrun\n",
+            ),
+            ("web.yaml", dep),
+        ],
+        "  interval: 60m\n  path: ./\n  prune: true\n  wait: true\n  timeout: 20s\n",
+    )
+    .unwrap();
+    eventually(Duration::from_secs(90), "the real check is held", || {
+        condition(&c.kustomization(name), "Reconciling")["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Running health checks"))
+            .then_some(())
+    });
+    let began = jiff::Timestamp::now();
+    let (code, v) = json(c, &["ks/freshrun", "-n", FLUX_NS, "--yes"]);
+    let ended = jiff::Timestamp::now();
+    assert_eq!(v["plan"]["lever"], "suspend-resume", "{v:#}");
+    assert!(v["plan"]["freshRunAt"].is_string(), "{v:#}");
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(v["proof"], "failed-again", "{v:#}");
+    // The fresh run (started after our writes) had ended when the verdict was given.
+    let k = c.kustomization(name);
+    let fresh = k["status"]["history"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| {
+            let end: jiff::Timestamp = h["lastReconciled"].as_str()?.parse().ok()?;
+            let took =
+                cluster_loop::duration::parse_go_duration(h["lastReconciledDuration"].as_str()?)
+                    .ok()?;
+            let start = end
+                .checked_sub(jiff::SignedDuration::try_from(took).ok()?)
+                .ok()?;
+            (start >= began && end <= ended).then_some((start, end))
+        })
+        .next();
+    assert!(
+        fresh.is_some(),
+        "no run that started after {began} ended before the verdict at {ended}: {:#}",
+        k["status"]
+    );
 }
