@@ -54,6 +54,8 @@ Proof (what \"recovered\" means): Ready=True, observedGeneration == generation,
   serves now, once nothing upstream moves (the source handled our request and is not
   fetching, the Kustomization attempted the source's revision, dependencies settled);
   otherwise it keeps waiting, and at the deadline says timed-out and what it waited on.
+  When the plan waits for a fresh run after an in-flight one (\"fresh run expected at\"),
+  only that run's end (status.history) is judged, never the in-flight run's.
 
 -o json|yaml (kind UnstickReport): every key is always present (null or [] when empty):
   apiVersion kind diagnosis controller holdingWorkers plan action done proof after
@@ -67,7 +69,8 @@ Exit codes:
   0  recovery observed (or, read-only: healthy; --no-wait: writes done)
   1  not recovered / not healthy: the new diagnosis is printed; --all: a row needs
      attention (not healthy, not reconciling, not only waiting at dependsOn on a
-     dependency that is progressing; after healing), or there are no Kustomizations in
+     dependency that is progressing; after healing; kustomize- or source-controller not
+     running: 0 replicas or no ready pod), or there are no Kustomizations in
      the namespace (nothing was checked; it says \"no Kustomizations in namespace X\")
   2  usage error (bad flags or arguments, e.g. ks/ or ks/Bad_Name; decided before any
      kubeconfig is read)
