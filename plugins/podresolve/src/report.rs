@@ -884,7 +884,29 @@ pub fn render_text(r: &Report) -> String {
                 h.host
             );
         }
-        if !h.query_order.is_empty() {
+        // Only the queries libc made: none when /etc/hosts answered (it is read before DNS),
+        // and none after the one that answered (libc stops at the first answer).
+        let answered_at = h.answer.as_ref().and_then(|a| {
+            a.query
+                .as_ref()
+                .and_then(|q| h.query_order.iter().position(|o| o == q))
+        });
+        if h.answer
+            .as_ref()
+            .is_some_and(|a| a.rule == AnswerRule::EtcHosts)
+        {
+            let _ = writeln!(
+                out,
+                "  queried: no DNS query (the pod's /etc/hosts answered first)"
+            );
+        } else if let Some(i) = answered_at.filter(|i| i + 1 < h.query_order.len()) {
+            let _ = writeln!(
+                out,
+                "  queried in order: {} (answered; not asked: {})",
+                h.query_order[..=i].join(" -> "),
+                h.query_order[i + 1..].join(", ")
+            );
+        } else if !h.query_order.is_empty() {
             let _ = writeln!(out, "  queried in order: {}", h.query_order.join(" -> "));
         }
         for s in &h.coredns {

@@ -1364,6 +1364,13 @@ fn localhost_in_a_real_pod_is_the_pod_itself_said_first() {
         "{}",
         r.dump()
     );
+    // Trial item 11: the pod's /etc/hosts answered, so no DNS query was made: none is listed.
+    assert!(
+        block.contains("\n  queried: no DNS query (the pod's /etc/hosts answered first)\n"),
+        "{}",
+        r.dump()
+    );
+    assert!(!block.contains("queried in order"), "{}", r.dump());
     no_leftovers(c, "flux-system");
 }
 
