@@ -801,6 +801,35 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             }
         }
     };
+    // kustomize-controller not running: whatever the class (a Healthy one with
+    // --with-source, a lever asked for by flag), a request stays unhandled and a restart has
+    // no pod to delete. Only healing our own suspend (Resume) is still written.
+    let (lever, effect) = match controller.and_then(|c| c.not_running.as_deref()) {
+        Some(why_down) if lever.mutates() && lever != Lever::Resume => {
+            let c = controller.unwrap();
+            why.push(format!(
+                "kustomize-controller is not running ({why_down}): nothing reconciles, so no write to {ns}/{name} is made (a request would stay unhandled)"
+            ));
+            steps.clear();
+            wait_for_token = false;
+            fresh_run_at = None;
+            (
+                Lever::StartController,
+                if why_down == "0 replicas" {
+                    format!(
+                        "scale it up: kubectl -n {} scale deployment/{} --replicas=1; then its runs resume by themselves",
+                        c.namespace, c.name
+                    )
+                } else {
+                    format!(
+                        "find why its pod is not ready: kubectl -n {} describe deployment/{}; its runs resume once it is",
+                        c.namespace, c.name
+                    )
+                },
+            )
+        }
+        _ => (lever, effect),
+    };
     if let Some(arg) = &recommend_gate_arg {
         why.push(format!(
             "to make requestedAt cancel a stuck health check next time, run kustomize-controller v1.8.3+ with `{arg}`"

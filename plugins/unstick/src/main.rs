@@ -328,11 +328,14 @@ async fn single(
     // Read-only runs exit 0 when nothing is stuck: healthy, reconciling, or held at dependsOn
     // by a dependency that is itself only reconciling (or ready now): the plan then says
     // "nothing to unstick", and the exit code says the same.
-    let read_only_code = if unstick::diagnose::is_finding(&d) {
-        EXIT_FINDING
-    } else {
-        EXIT_OK
-    };
+    // A stopped kustomize-controller is a finding even for a Healthy Kustomization when a
+    // lever was asked for (--with-source, --restart-controller): nothing it asked for runs.
+    let read_only_code =
+        if unstick::diagnose::is_finding(&d) || plan.lever == Lever::StartController {
+            EXIT_FINDING
+        } else {
+            EXIT_OK
+        };
     let waits = plan.lever == Lever::Wait;
     if cli.dry_run || (!waits && (!plan.lever.mutates() || plan.steps.is_empty())) {
         rep.action = if cli.dry_run { "dry-run" } else { "not-needed" }.into();

@@ -1130,6 +1130,40 @@ fn a_controller_at_zero_replicas_is_the_root_cause() {
         text.starts_with("Controller flux-system/kustomize-controller: NOT RUNNING (0 replicas)"),
         "{text}"
     );
+    // A Healthy one stays healthy (with a note), and no lever writes while nothing
+    // reconciles: `--with-source --yes` (the trial waited 2m30s on an unhandled request) and
+    // `--restart-controller` plan start-controller, no steps.
+    let h = diag(&s, "platform");
+    assert_eq!(h.class, Class::Healthy);
+    assert!(
+        h.hints
+            .iter()
+            .any(|x| x.starts_with("kustomize-controller is not running (0 replicas)")),
+        "{:#?}",
+        h.hints
+    );
+    for opts in [
+        Options {
+            with_source: true,
+            ..Options::default()
+        },
+        Options {
+            restart_controller: true,
+            ..Options::default()
+        },
+    ] {
+        for name in ["platform", "lagging", "apps-wave-0"] {
+            let p = plan_for(&s, name, &opts);
+            if name == "platform" && opts.restart_controller {
+                // Healthy: nothing to do, nothing written.
+                assert_eq!(p.lever, Lever::None, "{p:#?}");
+                continue;
+            }
+            assert_eq!(p.lever, Lever::StartController, "{name}: {p:#?}");
+            assert!(p.steps.is_empty(), "{name}: {p:#?}");
+            assert!(!p.wait_for_request_token, "{name}");
+        }
+    }
     // A source-controller Deployment with no ready pod: Kustomizations reading a
     // GitRepository wait on it.
     let mut s = fleet();

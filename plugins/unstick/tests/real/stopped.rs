@@ -171,6 +171,12 @@ fn a_stopped_controller_is_the_root_cause_and_a_running_one_is_not() {
         out.contains("kubectl -n flux-system scale deployment/kustomize-controller --replicas=1"),
         "{out}"
     );
+    // --with-source --yes writes nothing while nothing reconciles (the trial waited 2m30s
+    // on a request no controller handled): exit 1 at once, lever start-controller.
+    let (code, v) = json(&c, &["ks/down", "-n", FLUX_NS, "--with-source", "--yes"]);
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(v["plan"]["lever"], "start-controller", "{v:#}");
+    assert_eq!(v["done"], serde_json::json!([]), "{v:#}");
     // Back up: it applies the new revision by itself, and the verdict is healthy again.
     scale(&c, "kustomize-controller", 1);
     ready_at(&c, name, &rev2);
