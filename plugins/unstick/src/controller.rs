@@ -221,7 +221,7 @@ impl ControllerFacts {
 /// not known yet). Kubernetes omits zero counts from a Deployment's status (apps/v1
 /// DeploymentStatus fields are `omitempty`), so an absent `status.readyReplicas` is 0 once the
 /// deployment controller has written the status (`status.observedGeneration` present):
-/// - `spec.replicas: 0` (`kubectl scale --replicas=0`, `flux suspend`-style freezes):
+/// - `spec.replicas: 0` (`kubectl scale --replicas=0`, a freeze by hand or by a script):
 ///   `0 replicas`;
 /// - replicas wanted but none Ready (`status.readyReplicas` 0 or absent in an observed
 ///   status: crash loop, image pull failure, pod deleted and not back yet):
