@@ -290,6 +290,23 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             why,
         })
     };
+    // The request lever: with --with-source the source is asked for its latest revision first,
+    // then the Kustomization gets reconcile.fluxcd.io/requestedAt (flux reconcile ks). Returns
+    // the lever and the outcome the plan promises.
+    let request_lever = |steps: &mut Vec<Step>, why: &str, outcome: &str| -> (Lever, String) {
+        if opts.with_source
+            && let Some(s) = source_step("--with-source: fetch the latest revision first".into())
+        {
+            steps.push(s);
+        }
+        steps.push(ks_patch(request_patch(token), why.into()));
+        let lever = if opts.with_source {
+            Lever::ReconcileSource
+        } else {
+            Lever::RequestReconcile
+        };
+        (lever, outcome.into())
+    };
     // Time until the in-flight check ends: its predicted earliest end (fail-fast), else
     // its deadline.
     let left = d
@@ -462,23 +479,10 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                 "{}: the error is on kustomize-controller's own temp dir for that run (`{what}`; each run extracts the artifact into a new /tmp/kustomization-* and removes it at the end), an I/O error of the controller, not of the repository: a new run starts from a new temp dir",
                 d.summary
             ));
-            if opts.with_source
-                && let Some(s) =
-                    source_step("--with-source: fetch the latest revision first".into())
-            {
-                steps.push(s);
-            }
-            steps.push(ks_patch(
-                request_patch(token),
-                "reconcile.fluxcd.io/requestedAt = now (flux reconcile ks): a fresh run".into(),
-            ));
-            (
-                if opts.with_source {
-                    Lever::ReconcileSource
-                } else {
-                    Lever::RequestReconcile
-                },
-                "a new run starts as soon as a worker is free, in a new temp dir".to_string(),
+            request_lever(
+                &mut steps,
+                "reconcile.fluxcd.io/requestedAt = now (flux reconcile ks): a fresh run",
+                "a new run starts as soon as a worker is free, in a new temp dir",
             )
         }
         Class::SourceNotReady | Class::BuildFailed | Class::Stalled => {
@@ -532,23 +536,10 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                     why.push("the blocking objects fail the same way until Git has a fix; this only helps once the source has it".into());
                 }
             }
-            if opts.with_source
-                && let Some(s) =
-                    source_step("--with-source: fetch the latest revision first".into())
-            {
-                steps.push(s);
-            }
-            steps.push(ks_patch(
-                request_patch(token),
-                "reconcile.fluxcd.io/requestedAt = now (flux reconcile ks)".into(),
-            ));
-            (
-                if opts.with_source {
-                    Lever::ReconcileSource
-                } else {
-                    Lever::RequestReconcile
-                },
-                "a new run starts as soon as a worker is free".to_string(),
+            request_lever(
+                &mut steps,
+                "reconcile.fluxcd.io/requestedAt = now (flux reconcile ks)",
+                "a new run starts as soon as a worker is free",
             )
         }
         Class::HealthCheckInFlight => {
@@ -661,23 +652,10 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                                 .map(|v| v.to_string())
                                 .unwrap_or_default()
                         ));
-                        if opts.with_source
-                            && let Some(s) =
-                                source_step("--with-source: fetch the latest revision first".into())
-                        {
-                            steps.push(s);
-                        }
-                        steps.push(ks_patch(
-                            request_patch(token),
-                            "reconcile.fluxcd.io/requestedAt = now: cancels the in-flight health check".into(),
-                        ));
-                        (
-                            if opts.with_source {
-                                Lever::ReconcileSource
-                            } else {
-                                Lever::RequestReconcile
-                            },
-                            "the in-flight health check is canceled now and a fresh run starts with the latest spec and revision".to_string(),
+                        request_lever(
+                            &mut steps,
+                            "reconcile.fluxcd.io/requestedAt = now: cancels the in-flight health check",
+                            "the in-flight health check is canceled now and a fresh run starts with the latest spec and revision",
                         )
                     }
                     Some(CancelMode::NewRevisionOnly) | Some(CancelMode::Unknown) => {
