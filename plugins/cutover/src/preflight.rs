@@ -1068,15 +1068,7 @@ fn finish(mut pre: Preflight) -> Preflight {
     pre
 }
 
-/// True when a connection to `ip` never leaves the machine that makes it: a loopback address
-/// (127.0.0.0/8, ::1, and their IPv4-mapped forms `::ffff:127.x.y.z`, which Linux routes as
-/// IPv4) or the unspecified address (0.0.0.0, ::), which Linux connects to the loopback
-/// (net/ipv4/route.c `ip_route_output_key_hash_rcu`: no destination -> 127.0.0.1;
-/// net/ipv6/tcp_ipv6.c `tcp_v6_connect`: `::` -> `::1`).
-pub fn is_own_machine(ip: std::net::IpAddr) -> bool {
-    let ip = ip.to_canonical();
-    ip.is_loopback() || ip.is_unspecified()
-}
+pub use cluster_loop::probe::is_own_machine;
 
 /// Why `host` with the addresses it resolves to is the pod itself inside the cluster:
 /// `localhost`/`*.localhost` (RFC 6761 6.3), a loopback or unspecified literal (see

@@ -302,16 +302,31 @@ pub fn loopback_sentence(host: &Host, arg: &str, pod_addresses: &[IpAddr]) -> Op
     let name = arg.trim_end_matches('.').to_ascii_lowercase();
     let by_name =
         matches!(host, Host::Name { .. }) && (name == "localhost" || name.ends_with(".localhost"));
-    let literal = matches!(host, Host::Ip(ip) if ip.is_loopback());
-    let answer_loopback =
-        !pod_addresses.is_empty() && pod_addresses.iter().all(IpAddr::is_loopback);
+    let own = |ip: &IpAddr| cluster_loop::probe::is_own_machine(*ip);
+    let literal = matches!(host, Host::Ip(ip) if own(ip));
+    let answer_loopback = !pod_addresses.is_empty() && pod_addresses.iter().all(own);
     if !(by_name || literal || answer_loopback) {
         return None;
     }
+    if by_name && pod_addresses.is_empty() {
+        // RFC 6761 6.3 says so, but this pod's resolver did not answer it (musl and CoreDNS
+        // send *.localhost to DNS): nothing connects anywhere; say what happened.
+        return Some(format!(
+            "{arg} is a loopback name (RFC 6761), but the pod's resolver did not answer it \
+             (no address): a Flux URL with it fails to resolve in the cluster, and where it \
+             resolves it is the pod itself, never the server; use a name the cluster resolves \
+             to the server (a Service, or a CoreDNS hosts entry)"
+        ));
+    }
     let what = if literal {
-        format!("{arg} is a loopback address")
-    } else if pod_addresses.is_empty() {
-        format!("{arg} is a loopback name")
+        format!(
+            "{arg} is {}",
+            if matches!(host, Host::Ip(ip) if ip.to_canonical().is_unspecified()) {
+                "the unspecified address, which Linux connects to the loopback"
+            } else {
+                "a loopback address"
+            }
+        )
     } else {
         format!(
             "{arg} resolves to the loopback ({})",
@@ -325,8 +340,15 @@ pub fn loopback_sentence(host: &Host, arg: &str, pod_addresses: &[IpAddr]) -> Op
     Some(format!(
         "{what}: inside a pod that is the pod itself (its own network namespace), not this \
          workstation, the node or another Service. A Flux URL with it makes source-controller \
-         connect to itself; use a name the cluster resolves to the server (a Service, or a \
-         CoreDNS hosts entry)"
+         connect to itself; use a name the cluster resolves to the server{}",
+        if answer_loopback && !literal && !by_name {
+            // The loopback answer may come from a CoreDNS hosts line itself: "add a CoreDNS
+            // hosts entry" would be no advice.
+            " (a Service, or a CoreDNS hosts/template entry giving the server's address, not a \
+             loopback one)"
+        } else {
+            " (a Service, or a CoreDNS hosts entry)"
+        }
     ))
 }
 
@@ -601,7 +623,29 @@ pub fn build(inp: Inputs<'_>) -> Report {
         if let Some(file) = &ws.from_hosts_file
             && loopback.is_none()
         {
-            notes.push(if v == Verdict::Same {
+            let ws_own = !ws.addresses.is_empty()
+                && ws
+                    .addresses
+                    .iter()
+                    .all(|ip| cluster_loop::probe::is_own_machine(*ip));
+            notes.push(if ws_own {
+                // A hosts line pointing a name at this workstation's loopback (a port-forward,
+                // a local tunnel or VM): it says nothing about where the server is, and the
+                // same address in the cluster would be each pod itself.
+                format!(
+                    "the workstation's answer ({}) came from its {file} and is this workstation \
+                     itself (its loopback: a port-forward or local tunnel?): it says nothing \
+                     about where the server is, and the same address in the cluster would be \
+                     the pod itself; make the cluster answer {arg} with the server's real \
+                     address (a CoreDNS hosts entry, or a Service)",
+                    ws.addresses
+                        .iter()
+                        .map(IpAddr::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    arg = hosts_arg(host),
+                )
+            } else if v == Verdict::Same {
                 format!(
                     "the workstation's answer came from its {file}, which pods never see; the \
                      pod happens to get the same addresses from the cluster's DNS"

@@ -102,7 +102,7 @@ pub enum Verdict {
     /// Both resolve, to different sets (or only the pod resolves).
     Differs,
     /// The pod gets only loopback addresses (`localhost`, a loopback literal, or a name the
-    /// pod resolves to 127.0.0.0/8 or ::1): the pod itself, never comparable with the
+    /// pod resolves to 127.0.0.0/8, ::1, 0.0.0.0, :: or ::ffff:127.x: `cluster_loop::probe::is_own_machine`): the pod itself, never comparable with the
     /// workstation, whose loopback is the workstation (fluxcd/flux2#2754).
     Loopback,
     /// The pod gets no address.
@@ -114,7 +114,10 @@ pub fn verdict(pod: &[IpAddr], workstation: &[IpAddr]) -> Verdict {
     if pod.is_empty() {
         return Verdict::PodCannotResolve;
     }
-    if pod.iter().all(IpAddr::is_loopback) {
+    if pod
+        .iter()
+        .all(|ip| cluster_loop::probe::is_own_machine(*ip))
+    {
         return Verdict::Loopback;
     }
     let mut a: Vec<IpAddr> = pod.to_vec();

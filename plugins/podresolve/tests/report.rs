@@ -752,6 +752,79 @@ fn localhost_is_the_pod_itself_and_said_first() {
     );
 }
 
+/// Trial item 10: the loopback wording. 0.0.0.0 and ::ffff:127.0.0.1 are the pod itself (the
+/// rule cutover refuses them by, `cluster_loop::probe::is_own_machine`); a `.localhost` name
+/// the pod got no address for is not said to "connect to itself"; a workstation /etc/hosts
+/// answer that is its own loopback is not copied into cluster advice.
+#[test]
+fn loopback_wording_follows_the_shared_rule_and_the_observed_answer() {
+    let r = build_from(
+        "probe-glibc-bind.log",
+        COREFILE,
+        &["0.0.0.0", "::ffff:127.0.0.1", "foo.localhost"],
+        vec![ws(&["0.0.0.0"]), ws(&["::ffff:127.0.0.1"]), ws(&[])],
+        |_| {},
+        None,
+    );
+    let l0 = r.hosts[0]
+        .loopback
+        .as_deref()
+        .expect("0.0.0.0 is the pod itself");
+    assert!(
+        l0.starts_with("0.0.0.0 is the unspecified address, which Linux connects to the loopback: inside a pod that is the pod itself"),
+        "{l0}"
+    );
+    let l1 = r.hosts[1]
+        .loopback
+        .as_deref()
+        .expect("::ffff:127.0.0.1 too");
+    assert!(
+        l1.starts_with("::ffff:127.0.0.1 is a loopback address: inside a pod"),
+        "{l1}"
+    );
+    let ips = |v: &[&str]| {
+        v.iter()
+            .map(|a| a.parse::<IpAddr>().unwrap())
+            .collect::<Vec<_>>()
+    };
+    for a in ["0.0.0.0", "::ffff:127.0.0.1", "::"] {
+        assert_eq!(
+            podresolve::workstation::verdict(&ips(&[a]), &ips(&[a])),
+            Verdict::Loopback,
+            "{a}"
+        );
+    }
+    let l2 = r.hosts[2].loopback.as_deref().expect("foo.localhost");
+    assert!(
+        l2.starts_with("foo.localhost is a loopback name (RFC 6761), but the pod's resolver did not answer it (no address)"),
+        "{l2}"
+    );
+    assert!(!l2.contains("connect to itself"), "{l2}");
+    // `vm` in the workstation's /etc/hosts as 127.0.0.1, unknown to the cluster.
+    let mut w = ws(&["127.0.0.1"]);
+    w.from_hosts_file = Some("/etc/hosts".into());
+    let r = build_from(
+        "probe-glibc-bind.log",
+        COREFILE,
+        &["vm"],
+        vec![w],
+        |_| {},
+        None,
+    );
+    let notes = &r.hosts[0].notes;
+    assert!(
+        notes.iter().any(|n| n
+            == "the workstation's answer (127.0.0.1) came from its /etc/hosts and is this workstation itself (its loopback: a port-forward or local tunnel?): it says nothing about where the server is, and the same address in the cluster would be the pod itself; make the cluster answer vm with the server's real address (a CoreDNS hosts entry, or a Service)"),
+        "{notes:?}"
+    );
+    assert!(
+        !notes
+            .iter()
+            .any(|n| n.contains("make the cluster answer vm instead")),
+        "{notes:?}"
+    );
+}
+
 /// Item 5: a probe without a node never prints `node ?`: "not scheduled" when it printed
 /// nothing (never ran), nothing when it ran (its resolv.conf is in the log).
 #[test]

@@ -673,6 +673,17 @@ impl ProbeOptions {
     }
 }
 
+/// True when a connection to `ip` never leaves the machine (or pod) that makes it: a loopback
+/// address (127.0.0.0/8, ::1, and their IPv4-mapped forms `::ffff:127.x.y.z`, which Linux
+/// routes as IPv4) or the unspecified address (0.0.0.0, ::), which Linux connects to the
+/// loopback (net/ipv4/route.c `ip_route_output_key_hash_rcu`: no destination -> 127.0.0.1;
+/// net/ipv6/tcp_ipv6.c `tcp_v6_connect`: `::` -> `::1`). The one rule of `kubectl cutover`
+/// (refuses such a `--to`) and `kubectl podresolve` (calls such an answer the pod itself).
+pub fn is_own_machine(ip: std::net::IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    ip.is_loopback() || ip.is_unspecified()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
