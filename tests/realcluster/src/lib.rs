@@ -148,11 +148,14 @@ impl Cluster {
         }
         let d = dir.path();
         // Held (flock) for the cluster's life: remove_stale_dirs only removes directories
-        // whose lock it can take, whatever PID namespace their owner runs in.
-        let lock = std::fs::File::create(d.join(".lock"))
-            .map_err(|e| Error::Setup(format!("lock file: {e}")))?;
-        lock.lock()
-            .map_err(|e| Error::Setup(format!("lock file: {e}")))?;
+        // whose lock it can take, whatever PID namespace their owner runs in. Locked under
+        // another name, then renamed (the lock stays with the open file): `.lock` is never
+        // seen unlocked by a concurrent start's remove_stale_dirs (another test of this
+        // process or another test process).
+        let lock_err = |e: std::io::Error| Error::Setup(format!("lock file: {e}"));
+        let lock = std::fs::File::create(d.join(".lock.new")).map_err(lock_err)?;
+        lock.lock().map_err(lock_err)?;
+        std::fs::rename(d.join(".lock.new"), d.join(".lock")).map_err(lock_err)?;
         let logs = d.join("logs");
         std::fs::create_dir_all(&logs).map_err(|e| Error::Setup(e.to_string()))?;
         let pki = pki::generate(d)?;

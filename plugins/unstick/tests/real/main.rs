@@ -18,9 +18,34 @@ mod race;
 mod situations;
 mod stopped;
 
-use std::sync::OnceLock;
+use std::sync::{Condvar, Mutex, OnceLock};
 
 use realcluster::{Cluster, ClusterOptions};
+
+/// This binary's tests run two at a time whatever `--test-threads` is (the workspace runs 8
+/// per binary, `.cargo/config.toml`): its tests hold real health checks on the shared
+/// cluster's 4 kustomize-controller workers and predict their ends within 10 %, and start up to
+/// six clusters of their own. With 8 at once (session 5, a loaded machine) the e2e scenarios
+/// missed their 180 s deadlines in every run where other tests' own clusters ran beside the
+/// e2e cluster (cause not found), and `checks::wrong_namespace_health_check_is_named_and_its_end_predicted`
+/// failed once. Each test holds the returned guard for its whole run.
+pub fn two_at_a_time() -> impl Drop {
+    struct Slot;
+    static RUNNING: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
+    impl Drop for Slot {
+        fn drop(&mut self) {
+            let mut n = RUNNING.0.lock().unwrap_or_else(|e| e.into_inner());
+            *n -= 1;
+            RUNNING.1.notify_one();
+        }
+    }
+    let mut n = RUNNING.0.lock().unwrap_or_else(|e| e.into_inner());
+    while *n >= 2 {
+        n = RUNNING.1.wait(n).unwrap_or_else(|e| e.into_inner());
+    }
+    *n += 1;
+    Slot
+}
 
 /// The plugin binary this build made.
 pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
@@ -31,9 +56,12 @@ pub fn cluster() -> &'static Cluster {
     Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// A second cluster of this binary (default options; `registry.example.local:5000/podinfo:6.7.0`
-/// pullable), started on first use, for tests that must not wait behind the shared cluster's
-/// held health checks. Panics with the start error.
+/// A second cluster of this binary (`registry.example.local:5000/podinfo:6.7.0` pullable;
+/// kustomize-controller with `--requeue-dependency=5s`), started on first use, for tests that
+/// must not wait behind the shared cluster's held health checks. Its tests walk dependsOn
+/// chains: the flag (kustomize-controller main.go `requeue-dependency`, default 30s) is how
+/// soon a Kustomization whose dependency is not Ready looks again, and unstick reads it from
+/// the Deployment's args, so 5s only makes the chains move sooner. Panics with the start error.
 pub fn quiet_cluster() -> &'static Cluster {
     static QUIET: OnceLock<Result<Cluster, String>> = OnceLock::new();
     QUIET
@@ -43,6 +71,7 @@ pub fn quiet_cluster() -> &'static Cluster {
             std::thread::spawn(|| {
                 Cluster::start(ClusterOptions {
                     images: vec!["registry.example.local:5000/podinfo:6.7.0".into()],
+                    kustomize_controller_args: vec!["--requeue-dependency=5s".into()],
                     ..ClusterOptions::default()
                 })
             })
