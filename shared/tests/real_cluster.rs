@@ -256,19 +256,6 @@ fn read_kustomizations_in_flux_system(c: &Cluster, name: &str) -> std::path::Pat
         "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nrules:\n- {{apiGroups: [kustomize.toolkit.fluxcd.io], resources: [kustomizations], verbs: [get, list, watch]}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\nsubjects: [{{kind: ServiceAccount, name: {name}, namespace: {FLUX_NS}}}]\n"
     ))
     .unwrap();
-    let token = c
-        .kubectl(&["-n", FLUX_NS, "create", "token", name])
-        .unwrap();
-    let path = c.dir().join(format!("{name}.kubeconfig"));
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    token: {}\ncontexts:\n- name: c\n  context: {{cluster: c, user: {name}, namespace: {FLUX_NS}}}\ncurrent-context: c\n",
-            c.server(),
-            c.dir().join("ca.crt").display(),
-            token.trim()
-        ),
-    )
-    .unwrap();
-    path
+    c.service_account_kubeconfig(FLUX_NS, name, Some(FLUX_NS))
+        .unwrap()
 }

@@ -561,20 +561,9 @@ subjects: [{kind: ServiceAccount, name: cutover-readonly, namespace: flux-system
 ",
     )
     .unwrap();
-    let token = c
-        .kubectl(&["-n", "flux-system", "create", "token", "cutover-readonly"])
+    let kc = c
+        .service_account_kubeconfig("flux-system", "cutover-readonly", Some("flux-system"))
         .unwrap();
-    let kc = c.dir().join("cutover-readonly.kubeconfig");
-    std::fs::write(
-        &kc,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: ro\n  user:\n    token: {}\ncontexts:\n- name: c\n  context: {{cluster: c, user: ro, namespace: flux-system}}\ncurrent-context: c\n",
-            c.server(),
-            c.dir().join("ca.crt").display(),
-            token.trim()
-        ),
-    )
-    .unwrap();
     let r = w.run_as(&kc, &["--verify-in-cluster"]).await;
     assert_eq!(r.code, 3, "{}", r.all());
     assert!(

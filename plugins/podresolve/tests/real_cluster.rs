@@ -329,21 +329,8 @@ subjects: [{{kind: ServiceAccount, name: {name}, namespace: flux-system}}]
 "
     ))
     .unwrap();
-    let token = c
-        .kubectl(&["-n", "flux-system", "create", "token", name])
-        .unwrap();
-    let path = c.dir().join(format!("{name}.kubeconfig"));
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    token: {}\ncontexts:\n- name: c\n  context: {{cluster: c, user: {name}, namespace: flux-system}}\ncurrent-context: c\n",
-            c.server(),
-            c.dir().join("ca.crt").display(),
-            token.trim()
-        ),
-    )
-    .unwrap();
-    path
+    c.service_account_kubeconfig("flux-system", name, Some("flux-system"))
+        .unwrap()
 }
 
 #[test]

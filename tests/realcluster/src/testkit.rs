@@ -1,11 +1,12 @@
 //! Helpers for tests on the real cluster: polling with a deadline and reading Flux objects the
 //! way the assertions need them.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::{Cluster, FLUX_NS};
+use crate::{Cluster, Error, FLUX_NS};
 
 /// Polls `f` every 500 ms until it returns `Some`, and returns that.
 /// Panics with `what` after `timeout` (a test helper: the panic is the test failure).
@@ -45,5 +46,35 @@ impl Cluster {
     /// The Kustomization `name` in flux-system as JSON (`Value::Null` when absent).
     pub fn kustomization(&self, name: &str) -> Value {
         self.get_json(&["-n", FLUX_NS, "get", "kustomization", name])
+    }
+
+    /// Writes `<service_account>.kubeconfig` in the cluster's dir and returns its path: a
+    /// kubeconfig that authenticates as ServiceAccount `namespace/service_account` with a real
+    /// token from the TokenRequest API (`kubectl create token`, its default lifetime, 1 h),
+    /// against this cluster's server and CA, its context's namespace `context_namespace` when
+    /// given. The ServiceAccount and the RBAC it is meant to test must exist already.
+    ///
+    /// # Errors
+    /// [`Error::Setup`] when the token request or the write fails.
+    pub fn service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        service_account: &str,
+        context_namespace: Option<&str>,
+    ) -> Result<PathBuf, Error> {
+        let token = self.kubectl(&["-n", namespace, "create", "token", service_account])?;
+        let ns = context_namespace
+            .map(|n| format!(", namespace: {n}"))
+            .unwrap_or_default();
+        let path = self.dir().join(format!("{service_account}.kubeconfig"));
+        let yaml = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: {service_account}\n  user:\n    token: {}\ncontexts:\n- name: c\n  context: {{cluster: c, user: {service_account}{ns}}}\ncurrent-context: c\n",
+            self.server(),
+            self.dir().join("ca.crt").display(),
+            token.trim()
+        );
+        std::fs::write(&path, yaml)
+            .map_err(|e| Error::Setup(format!("writing {}: {e}", path.display())))?;
+        Ok(path)
     }
 }

@@ -544,21 +544,7 @@ fn sa_kubeconfig(c: &Cluster, name: &str, rules: &str) -> PathBuf {
         "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {name}}}\nrules:\n{rules}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: {name}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {name}}}\nsubjects: [{{kind: ServiceAccount, name: {name}, namespace: {FLUX_NS}}}]\n"
     ))
     .unwrap();
-    let token = c
-        .kubectl(&["-n", FLUX_NS, "create", "token", name])
-        .unwrap();
-    let path = c.dir().join(format!("{name}.kubeconfig"));
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    token: {}\ncontexts:\n- name: c\n  context: {{cluster: c, user: {name}}}\ncurrent-context: c\n",
-            c.server(),
-            c.dir().join("ca.crt").display(),
-            token.trim()
-        ),
-    )
-    .unwrap();
-    path
+    c.service_account_kubeconfig(FLUX_NS, name, None).unwrap()
 }
 
 /// Starts `ks/web -n e2e-intr --yes` through `proxy` with every GET of the Kustomization held
