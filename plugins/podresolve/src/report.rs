@@ -551,6 +551,40 @@ pub fn build(inp: Inputs<'_>) -> Report {
                     break;
                 }
             }
+            // Never contradict the observed answer: a pod that got exactly the CoreDNS hosts
+            // pin was answered by CoreDNS, whatever node-local-dns's Corefile says.
+            for step in coredns.iter_mut().filter(|s| s.bypassed_by_node_local) {
+                let e = &step.explanation;
+                let pins: Vec<IpAddr> = match (
+                    e.answered_by.as_deref(),
+                    e.detail.strip_prefix("pinned to "),
+                ) {
+                    (Some("hosts"), Some(list)) => {
+                        list.split(", ").filter_map(|a| a.parse().ok()).collect()
+                    }
+                    _ => continue,
+                };
+                if !pod_addresses.is_empty() && pod_addresses.iter().all(|a| pins.contains(a)) {
+                    step.bypassed_by_node_local = false;
+                    notes.push(format!(
+                        "node-local-dns's Corefile would forward {} to {} without CoreDNS, but the \
+                         pod's answer ({}) is the CoreDNS hosts pin (Corefile line {}): this query \
+                         reached CoreDNS, so no bypass is claimed (node-local-dns does not \
+                         intercept this pod's queries)",
+                        e.query,
+                        nodelocal
+                            .other_upstream
+                            .as_deref()
+                            .unwrap_or("its upstream"),
+                        pod_addresses
+                            .iter()
+                            .map(IpAddr::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        e.line.map(|l| l.to_string()).unwrap_or_else(|| "?".into()),
+                    ));
+                }
+            }
             for step in &coredns {
                 let coredns_rule = matches!(
                     step.explanation.answered_by.as_deref(),

@@ -1713,11 +1713,23 @@ spec:
         .find(|s| s["answered"] == true)
         .map(|s| s["line"].clone())
         .unwrap_or_else(|| panic!("{}", r.dump()));
+    // node-local-dns here is a DaemonSet pod that intercepts nothing: the probe's query went
+    // to the kube-dns Service and the real CoreDNS answered with its hosts pin. The Corefile's
+    // bypass is named but never claimed against that observed answer (trial item 7).
     assert!(
         h["notes"].as_array().unwrap().iter().any(|n| n
             == &json!(format!(
-                "NodeLocal DNSCache forwards gitea.prod.example.dev. to {corp} without CoreDNS: the CoreDNS hosts rule (Corefile line {line}) is bypassed"
+                "node-local-dns's Corefile would forward gitea.prod.example.dev. to {corp} without CoreDNS, but the pod's answer ({PIN}) is the CoreDNS hosts pin (Corefile line {line}): this query reached CoreDNS, so no bypass is claimed (node-local-dns does not intercept this pod's queries)"
             ))),
+        "{}",
+        r.dump()
+    );
+    assert!(
+        h["coredns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["bypassedByNodeLocal"] == false),
         "{}",
         r.dump()
     );

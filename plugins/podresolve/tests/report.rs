@@ -195,16 +195,14 @@ fn nodelocal_bypass_is_flagged() {
     let r = run(&["gitea.example.dev"], vec![ws(&[])], None, Some(nl));
     assert!(r.cluster_dns.node_local.detected);
     let h = &r.hosts[0];
-    let last = h.coredns.last().unwrap();
-    assert!(last.bypassed_by_node_local);
+    // The pod's answer is the CoreDNS hosts pin (192.168.2.20), so CoreDNS answered it: the
+    // Corefile's bypass is named but not claimed (trial item 7; the claimed case, an answer
+    // other than the pin, is in nodelocal_literal_ip_of_kube_dns_upstream_is_not_a_bypass).
+    assert!(h.coredns.iter().all(|s| !s.bypassed_by_node_local));
     assert!(
-        !h.coredns[0].bypassed_by_node_local,
-        "cluster.local names still reach CoreDNS"
-    );
-    assert!(
-        h.notes
-            .iter()
-            .any(|n| n.contains("NodeLocal DNSCache forwards gitea.example.dev.")),
+        h.notes.iter().any(|n| n.starts_with(
+            "node-local-dns's Corefile would forward gitea.example.dev. to /etc/resolv.conf without CoreDNS, but the pod's answer (192.168.2.20) is the CoreDNS hosts pin"
+        )),
         "{:?}",
         h.notes
     );
@@ -608,9 +606,15 @@ fn nodelocal_literal_ip_of_kube_dns_upstream_is_not_a_bypass() {
         "{:?}",
         r.cluster_dns.node_local.evidence
     );
+    // The pod's answer (192.168.2.20) is not the CoreDNS pin (10.9.9.9): the bypass is what
+    // the answer shows.
+    let pinned_elsewhere = COREFILE.replace(
+        "192.168.2.20 gitea.example.dev",
+        "10.9.9.9 gitea.example.dev",
+    );
     let r = build_from(
         "probe-glibc-bind.log",
-        COREFILE,
+        &pinned_elsewhere,
         &["gitea.example.dev"],
         vec![ws(&[])],
         |c| {
@@ -624,6 +628,33 @@ fn nodelocal_literal_ip_of_kube_dns_upstream_is_not_a_bypass() {
         r.hosts[0].notes.iter().any(|n| n.contains(
             "NodeLocal DNSCache forwards gitea.example.dev. to 10.96.200.1 without CoreDNS"
         )),
+        "{:?}",
+        r.hosts[0].notes
+    );
+    // Trial item 7: the pod got exactly the CoreDNS hosts pin: CoreDNS answered, whatever the
+    // node-local-dns Corefile says; no bypass is claimed, and the note says why.
+    let r = build_from(
+        "probe-glibc-bind.log",
+        COREFILE,
+        &["gitea.example.dev"],
+        vec![ws(&[])],
+        |c| {
+            c.nodelocal_corefile = Some(nl.into());
+            c.kube_system_services = Some(vec![svc("kube-dns", "127.0.0.77", true)]);
+            c.nodelocal_daemonset = Some(Ok(1));
+        },
+        Some("twin-node"),
+    );
+    assert!(r.hosts[0].coredns.iter().all(|s| !s.bypassed_by_node_local));
+    assert!(
+        r.hosts[0].notes.iter().any(|n| n.starts_with(
+            "node-local-dns's Corefile would forward gitea.example.dev. to 10.96.200.1 without CoreDNS, but the pod's answer (192.168.2.20) is the CoreDNS hosts pin (Corefile line "
+        )),
+        "{:?}",
+        r.hosts[0].notes
+    );
+    assert!(
+        !r.hosts[0].notes.iter().any(|n| n.contains("is bypassed")),
         "{:?}",
         r.hosts[0].notes
     );
