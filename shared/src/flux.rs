@@ -851,6 +851,31 @@ pub async fn served_version(
         .map(str::to_string))
 }
 
+/// Why a controller Deployment (apps/v1, as JSON) runs no controller, or `None` when it does
+/// (or its status is not known yet). Kubernetes omits zero counts from a Deployment's status
+/// (apps/v1 DeploymentStatus fields are `omitempty`), so an absent `status.readyReplicas` is 0
+/// once the deployment controller has written the status (`status.observedGeneration`
+/// present):
+/// - `spec.replicas: 0` (`kubectl scale --replicas=0`, a freeze by hand or by a script):
+///   `0 replicas`;
+/// - replicas wanted but none Ready (`status.readyReplicas` 0 or absent in an observed
+///   status: crash loop, image pull failure, pod deleted and not back yet):
+///   `no ready pod, 0 of N ready`.
+///
+/// A Deployment with no status yet (just created, or a hand-written fixture) is not judged.
+/// Shared by `kubectl unstick` (a stopped controller is a root cause) and `kubectl cutover`
+/// (`--finish` names it when nothing settles).
+pub fn deployment_not_running(d: &serde_json::Value) -> Option<String> {
+    let int = |path: &str| d.pointer(path).and_then(serde_json::Value::as_i64);
+    let replicas = int("/spec/replicas").unwrap_or(1);
+    if replicas == 0 {
+        return Some("0 replicas".into());
+    }
+    int("/status/observedGeneration")?;
+    let ready = int("/status/readyReplicas").unwrap_or(0);
+    (ready == 0).then(|| format!("no ready pod, 0 of {replicas} ready"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

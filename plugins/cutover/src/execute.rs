@@ -746,6 +746,55 @@ pub async fn finish(
     timeout: Duration,
     progress: &Progress,
 ) -> Result<FinishReport> {
+    let mut report = finish_inner(conn, ns, name, timeout, progress).await?;
+    if report.in_progress_at_deadline.is_some() {
+        // Nothing settled: a stopped Flux controller is the likeliest reason, and waiting
+        // longer cannot help until it runs.
+        report.notes.extend(stopped_controllers(conn).await);
+    }
+    Ok(report)
+}
+
+/// Notes for each of source-controller and kustomize-controller (Deployments in
+/// `flux-system`, the flux CLI's default) that runs no controller
+/// ([`cluster_loop::flux::deployment_not_running`]). Unreadable Deployments say nothing.
+async fn stopped_controllers(conn: &Connection) -> Vec<String> {
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(
+        conn.client.clone(),
+        cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
+    );
+    let mut notes = vec![];
+    for (name, does) in [
+        ("source-controller", "nothing fetches the GitRepository"),
+        (
+            "kustomize-controller",
+            "nothing applies the root Kustomization",
+        ),
+    ] {
+        let Ok(Some(d)) = api.get_opt(name).await else {
+            continue;
+        };
+        if let Some(why) = serde_json::to_value(&d)
+            .ok()
+            .and_then(|v| cluster_loop::flux::deployment_not_running(&v))
+        {
+            let ns = cluster_loop::cli::FLUX_DEFAULT_NAMESPACE;
+            notes.push(format!(
+                "{name} in {ns} is not running ({why}): {does} until it runs, so waiting longer \
+                 cannot help (kubectl -n {ns} scale deployment {name} --replicas=1)"
+            ));
+        }
+    }
+    notes
+}
+
+async fn finish_inner(
+    conn: &Connection,
+    ns: &str,
+    name: &str,
+    timeout: Duration,
+    progress: &Progress,
+) -> Result<FinishReport> {
     let deadline = tokio::time::Instant::now() + timeout;
     let api: Api<GitRepository> = Api::namespaced(conn.client.clone(), ns);
     let get_repo = || async {

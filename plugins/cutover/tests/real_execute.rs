@@ -2092,3 +2092,89 @@ async fn a_leftover_hold_is_named_by_every_run() {
     assert_eq!(v["preflight"]["current"]["held"], true, "{}", r.stdout);
     assert!(checks(&v).contains(&("hold".into(), hold)), "{}", r.stdout);
 }
+
+/// kustomize-controller scaled to 0 for the life of this value; scaled back to 1 (and waited
+/// for Ready) when dropped, also when an assertion fails. Hold [`SOURCE`] exclusively.
+struct KustomizeControllerStopped(&'static Cluster);
+
+impl KustomizeControllerStopped {
+    fn new(c: &'static Cluster) -> KustomizeControllerStopped {
+        c.kubectl(&[
+            "-n",
+            "flux-system",
+            "scale",
+            "deployment",
+            "kustomize-controller",
+            "--replicas=0",
+        ])
+        .unwrap();
+        KustomizeControllerStopped(c)
+    }
+}
+
+impl Drop for KustomizeControllerStopped {
+    fn drop(&mut self) {
+        let _ = self.0.kubectl(&[
+            "-n",
+            "flux-system",
+            "scale",
+            "deployment",
+            "kustomize-controller",
+            "--replicas=1",
+        ]);
+        eventually(T, "kustomize-controller runs again", || {
+            let d = self.0.get_json(&[
+                "-n",
+                "flux-system",
+                "get",
+                "deployment",
+                "kustomize-controller",
+            ]);
+            (d["status"]["readyReplicas"] == 1 && d["status"]["replicas"] == 1).then_some(())
+        });
+    }
+}
+
+/// Trial item 9: `--finish` while kustomize-controller is scaled to 0 and the source moved to
+/// a new commit: the root can never settle, so at the deadline it names the stopped
+/// controller and the command that starts it, and says no hold stays when there is none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finish_at_the_deadline_names_a_stopped_kustomize_controller() {
+    let _only = SOURCE.write().await;
+    let f = Fleet::start("cutover-kcstop", true).await;
+    let _stopped = KustomizeControllerStopped::new(f.c);
+    let w = f.work.path();
+    git(
+        w,
+        &["commit", "-q", "--allow-empty", "-m", "a new revision"],
+        &[],
+    );
+    let next = git(w, &["rev-parse", "HEAD"], &[]);
+    push(w, &f.old, &f.old_url(), &next, TOKEN);
+    let r = f
+        .run(&f.finish_args(&["--timeout", "5s", "-o", "json"]))
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["verified"], false, "{v}");
+    assert!(v["inProgressAtDeadline"].is_object(), "{v}");
+    let notes: Vec<&str> = v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes.contains(
+            &"kustomize-controller in flux-system is not running (0 replicas): nothing applies \
+              the root Kustomization until it runs, so waiting longer cannot help (kubectl -n \
+              flux-system scale deployment kustomize-controller --replicas=1)"
+        ),
+        "{notes:?}"
+    );
+    assert!(
+        !notes.iter().any(|n| n.contains("the hold stays")),
+        "no hold here: {notes:?}"
+    );
+    assert!(!held(&f.live()));
+}

@@ -228,14 +228,9 @@ impl ControllerFacts {
 ///   `no ready pod, 0 of N ready`.
 ///
 /// A Deployment with no status yet (just created, or a hand-written fixture) is not judged.
+/// The rule lives in `cluster_loop::flux::deployment_not_running` (shared with cutover).
 pub fn not_running(d: &Value) -> Option<String> {
-    let replicas = obj::i(d, &["spec", "replicas"]).unwrap_or(1);
-    if replicas == 0 {
-        return Some("0 replicas".into());
-    }
-    obj::i(d, &["status", "observedGeneration"])?;
-    let ready = obj::i(d, &["status", "readyReplicas"]).unwrap_or(0);
-    (ready == 0).then(|| format!("no ready pod, 0 of {replicas} ready"))
+    cluster_loop::flux::deployment_not_running(d)
 }
 
 /// The tag of an image reference (`ghcr.io/fluxcd/kustomize-controller:v1.8.3@sha256:..`
