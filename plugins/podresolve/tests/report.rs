@@ -961,3 +961,61 @@ fn nslookup_exec_failure_is_kept_and_not_called_a_missing_tool() {
     );
     assert!(!text.contains("not found in image"), "{text}");
 }
+
+/// Trial item 10: a loopback answer that comes from a CoreDNS hosts line is not told to "use a
+/// CoreDNS hosts entry" as the fix: the advice asks for the server's real address there.
+#[test]
+fn loopback_from_a_coredns_hosts_line_asks_for_the_real_address() {
+    let text = fixture("probe-glibc-bind.log")
+        .replace("192.168.2.20", "127.0.0.2")
+        .replacen(
+            "#podresolve begin v1\n",
+            "#podresolve begin v1\n#podresolve libc glibc\n",
+            1,
+        );
+    let log = ProbeLog::parse(&text);
+    let corefile = COREFILE.replace(
+        "192.168.2.20 gitea.example.dev",
+        "127.0.0.2 gitea.example.dev",
+    );
+    let hosts = vec![parse_host("gitea.example.dev").unwrap()];
+    let c = ClusterDns {
+        corefile: Some(Corefile::parse(&corefile).map_err(|e| e.to_string())),
+        kube_dns_ips: vec!["127.0.0.77".into()],
+        nodelocal_corefile: None,
+        kube_system_services: None,
+        nodelocal_daemonset: None,
+    };
+    let r = build(Inputs {
+        log: &log,
+        hosts: &hosts,
+        cluster: &c,
+        workstation: vec![ws(&[])],
+        expect: None,
+        probe: ProbeInfo {
+            carrier: "job".into(),
+            namespace: "team".into(),
+            name: "podresolve-test".into(),
+            image: "alpine:3.22".into(),
+            ..Default::default()
+        },
+    });
+    let h = &r.hosts[0];
+    let l = h.loopback.as_deref().expect("a loopback answer");
+    assert!(
+        l.starts_with("gitea.example.dev resolves to the loopback (127.0.0.2): inside a pod that is the pod itself"),
+        "{l}"
+    );
+    assert!(
+        l.ends_with("use a name the cluster resolves to the server (a Service, or a CoreDNS hosts/template entry giving the server's address, not a loopback one)"),
+        "{l}"
+    );
+    assert_eq!(h.verdict, Verdict::Loopback);
+    assert!(
+        h.coredns.iter().any(|s| s.answered
+            && s.explanation.answered_by.as_deref() == Some("hosts")
+            && s.explanation.detail == "pinned to 127.0.0.2"),
+        "{:?}",
+        h.coredns
+    );
+}
