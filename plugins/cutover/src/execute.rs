@@ -747,6 +747,15 @@ pub async fn finish(
     progress: &Progress,
 ) -> Result<FinishReport> {
     let mut report = finish_inner(conn, ns, name, timeout, progress).await?;
+    if !report.verified && !report.hold_removed {
+        // Every run names a hold it leaves in place (one a killed --hold-root run left, too).
+        let api: Api<GitRepository> = Api::namespaced(conn.client.clone(), ns);
+        if let Ok(repo) = api.get(name).await
+            && crate::preflight::is_held(&repo)
+        {
+            report.notes.push(crate::preflight::hold_message(ns, name));
+        }
+    }
     if report.in_progress_at_deadline.is_some() {
         // Nothing settled: a stopped Flux controller is the likeliest reason, and waiting
         // longer cannot help until it runs.

@@ -479,10 +479,18 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
         json!(f.head_rev())
     );
 
-    // --finish before the authored change lands: not verified, the hold stays.
+    // --finish before the authored change lands: not verified, the hold stays (and is named).
     let r = f.run(&f.finish_args(&[])).await;
     assert_eq!(r.code, 1, "{}", r.all());
     assert!(r.stdout.contains("not verified"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!(
+            "GitRepository {0}/{0} carries the hold kustomize.toolkit.fluxcd.io/reconcile: disabled",
+            f.ns
+        )),
+        "{}",
+        r.stdout
+    );
     assert!(held(&f.live()));
 
     // Trial item 9: the source must not fetch the pushed commit by itself (interval 10m, a
