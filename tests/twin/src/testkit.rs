@@ -374,7 +374,11 @@ mod tests {
 
     #[tokio::test]
     async fn interrupt_ends_a_running_plugin() {
-        let script = OsStr::new("exec sleep 600");
+        // SIGINT's default action for the stand-in plugin even when this test runs with SIGINT
+        // ignored: a background job of a non-interactive shell (`cmd &` in a CI script)
+        // inherits SIG_IGN, exec keeps it, and a plain `sleep` would then never end. A real
+        // plugin installs its own handler, so it does not depend on the inherited disposition.
+        let script = OsStr::new("exec env --default-signal=INT sleep 600");
         let child = wrapped_plugin_command(
             &[OsStr::new("sh"), OsStr::new("-c"), script],
             "x",
