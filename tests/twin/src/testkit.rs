@@ -387,6 +387,20 @@ mod tests {
         )
         .spawn()
         .unwrap();
+        // Signal only once `env` has reset SIGINT and exec'd sleep: with SIGINT ignored on
+        // entry, a signal that reaches `sh` before that is discarded, and sleep runs on.
+        let pid = child.id().unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .map(|c| c.trim() != "sleep")
+            .unwrap_or(true)
+        {
+            assert!(
+                std::time::Instant::now() < until,
+                "pid {pid} never became sleep"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let r = interrupt(child, Duration::from_secs(60)).await;
         assert_eq!(r.code, -1, "ended by the signal: {r:?}");
     }
