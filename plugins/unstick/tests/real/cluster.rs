@@ -6,26 +6,9 @@ use std::time::Duration;
 
 use realcluster::testkit::{condition, eventually};
 
-use realcluster::Cluster;
 use serde_json::Value;
 
-use crate::{BIN, cluster};
-
-/// Runs the plugin with the cluster's kubeconfig; (exit code, stdout, stderr).
-fn unstick(c: &Cluster, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(BIN)
-        .arg("--kubeconfig")
-        .arg(c.kubeconfig())
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::{BIN, cluster, unstick};
 
 /// The catalogue's Job case on the real controller: `wait: true` over a Job whose pod cannot
 /// pull its image. kustomize-controller holds the check (its Job status reader: InProgress

@@ -52,6 +52,23 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
 
 /// The shared cluster of this binary (`Cluster::shared()`, default options). Panics with the
 /// start error.
+/// Runs the plugin against `c` with its admin kubeconfig and NO_COLOR; (exit code, stdout,
+/// stderr), exit code -1 when ended by a signal.
+pub fn unstick(c: &Cluster, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 pub fn cluster() -> &'static Cluster {
     Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
 }

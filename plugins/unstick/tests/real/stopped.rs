@@ -6,29 +6,13 @@
 //! would stop every other test's runs. Also the proof wait on a fresh run (trial item 8, on the
 //! quiet cluster).
 
-use std::process::Command;
 use std::time::Duration;
 
 use realcluster::testkit::{condition, eventually};
 use realcluster::{Cluster, ClusterOptions, FLUX_NS};
 use serde_json::Value;
 
-use crate::BIN;
-
-fn unstick(c: &Cluster, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .arg("--kubeconfig")
-        .arg(c.kubeconfig())
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::unstick;
 
 fn json(c: &Cluster, args: &[&str]) -> (i32, Value) {
     let mut a = args.to_vec();
