@@ -4,6 +4,11 @@
 //! the real job controller completes the Job; `kubectl logs` goes through the real
 //! kube-apiserver to the node agent's kubelet endpoint over TLS.
 //!
+//! The pod runtime's own rules as a kubelet (resolver files, cluster DNS from the ConfigMap and
+//! Services, the upstream, exit codes and container states, deadline and deletion, the
+//! registry list of pullable images) are proved here too: they were proved on the twin's
+//! in-memory store until it was retired (session 6).
+//!
 //! Skips (with a message) when the pod runtime cannot run here (root, unshare, dnsmasq, busybox).
 
 use std::time::Duration;
@@ -172,4 +177,420 @@ fn kubectl_logs_of_a_host_process_controller_is_its_output() {
         .kubectl(&["-n", "flux-system", "logs", &pod, "--limit-bytes=64"])
         .unwrap();
     assert_eq!(served.as_bytes(), &on_disk[..64]);
+}
+
+// ---- the pod runtime as a kubelet (ported from the twin's store-backed podexec suite) ----
+
+/// CoreDNS `hosts` pins every test of this binary sees (a split-horizon name, as operators
+/// pin it in kube-system/coredns).
+const PINS: &str = "192.168.2.20 gitea.prod.example.dev";
+
+/// Sets [`PINS`] and the upstream records once per test binary, before any test that reads
+/// them: the tests below only add to this, never remove from it.
+fn dns(c: &Cluster) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        c.set_corefile_hosts(PINS).unwrap();
+        c.set_upstream("registry.example.com", &["203.0.113.7"])
+            .unwrap();
+        c.set_upstream("gitea.prod.example.dev", &["203.0.113.99"])
+            .unwrap();
+    });
+}
+
+/// Creates Pod `ns/name` (restartPolicy Never: the runtime never restarts a container) with
+/// `spec`.
+fn create_pod(c: &Cluster, ns: &str, name: &str, mut spec: serde_json::Value) {
+    spec["restartPolicy"] = serde_json::json!("Never");
+    let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns}, "spec": spec});
+    c.apply_yaml(&pod.to_string()).unwrap();
+}
+
+/// The pod as the apiserver has it once `pred` holds (polled for up to 120 s).
+fn wait_pod(
+    c: &Cluster,
+    ns: &str,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    eventually(
+        Duration::from_secs(120),
+        &format!("pod {ns}/{name}: {what}"),
+        || {
+            let p = c.get_json(&["-n", ns, "get", "pod", name]);
+            pred(&p).then_some(p)
+        },
+    )
+}
+
+fn terminal(p: &serde_json::Value) -> bool {
+    matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+}
+
+/// `kubectl logs` (through the real apiserver to the node agent's log endpoint).
+fn logs(c: &Cluster, ns: &str, name: &str) -> String {
+    c.kubectl(&["-n", ns, "logs", name]).unwrap()
+}
+
+/// Bind mounts of /etc/resolv.conf or /etc/hosts in this process's mount namespace (the
+/// runtime mounts them in each container's private namespace only).
+fn resolv_mounts() -> usize {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(" /etc/resolv.conf ") || l.contains(" /etc/hosts "))
+        .count()
+}
+
+/// Whether host process `pid` is gone (or a zombie waiting for its parent).
+fn process_gone(pid: u32) -> bool {
+    let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    st.is_empty() || st.contains("State:\tZ")
+}
+
+/// The first line of a log that starts with the container's `$$` (its host pid: the runtime
+/// gives containers no PID namespace).
+fn pid_line(log: &str) -> u32 {
+    log.lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pid on the first log line: {log}"))
+}
+
+/// A probe pod's resolver files are the kubelet's (ClusterFirst search list and ndots:5,
+/// hostAliases), names resolve through the cluster DNS built from the real
+/// kube-system/coredns ConfigMap and Services (the CoreDNS hosts pin before the upstream's
+/// answer, a short Service name through the search list, other names forwarded to the
+/// upstream, NXDOMAIN), it runs as the pod's user with the pod's hostname, no mount leaks
+/// into the host's namespace and its process is gone when the pod is Succeeded.
+#[test]
+fn a_probe_pod_resolves_through_the_cluster_dns_as_the_kubelet_set_it_up() {
+    let Some(c) = cluster() else { return };
+    dns(c);
+    ns(c, "probe-dns");
+    let mounts_before = resolv_mounts();
+    create_pod(
+        c,
+        "probe-dns",
+        "probe",
+        serde_json::json!({"containers": [{"name": "c", "image": "alpine:3.22",
+            "securityContext": {"runAsUser": 65534, "runAsGroup": 65534},
+            "command": ["sh", "-c", "echo $$; id -u; hostname; cat /etc/resolv.conf; cat /etc/hosts; for h in \"$@\"; do echo \"== $h\"; getent ahosts \"$h\"; echo \"rc=$?\"; done; nslookup gitea.prod.example.dev; command -v openssl || echo no-openssl",
+                "probe", "gitea.prod.example.dev", "kube-dns.kube-system", "registry.example.com", "nosuch.example.dev", "pinned.example.dev"]}],
+            "hostAliases": [{"ip": "10.0.0.5", "hostnames": ["pinned.example.dev"]}]}),
+    );
+    let p = wait_pod(c, "probe-dns", "probe", "ended", terminal);
+    let out = logs(c, "probe-dns", "probe");
+    assert_eq!(p["status"]["phase"], "Succeeded", "{out}\n{}", p["status"]);
+    let st = &p["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(st["exitCode"], 0, "{p}");
+    assert_eq!(st["reason"], "Completed", "{p}");
+    let pid = pid_line(&out);
+    assert!(process_gone(pid), "container process {pid} still runs");
+    let rest = out.split_once('\n').unwrap().1;
+    assert!(rest.starts_with("65534\nprobe\n"), "{out}");
+    assert!(
+        out.contains("search probe-dns.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("# Entries added by HostAliases.\n10.0.0.5\tpinned.example.dev\n"),
+        "{out}"
+    );
+    // The CoreDNS hosts pin answers before the upstream (plugin order), though the upstream
+    // says 203.0.113.99.
+    assert!(
+        out.contains("== gitea.prod.example.dev\n192.168.2.20    STREAM gitea.prod.example.dev"),
+        "{out}"
+    );
+    // ndots:5 and the search list: the short name is kube-dns.kube-system.svc.cluster.local,
+    // the real Service's ClusterIP.
+    assert!(
+        out.contains("10.96.0.10      STREAM kube-dns.kube-system.svc.cluster.local"),
+        "{out}"
+    );
+    // Outside the cluster zone: forwarded to the upstream.
+    assert!(
+        out.contains("203.0.113.7     STREAM registry.example.com"),
+        "{out}"
+    );
+    // NXDOMAIN everywhere: getent exits 2.
+    assert!(out.contains("== nosuch.example.dev\nrc=2\n"), "{out}");
+    // hostAliases: answered by libc from /etc/hosts.
+    assert!(
+        out.contains("10.0.0.5        STREAM pinned.example.dev"),
+        "{out}"
+    );
+    // BusyBox nslookup on the wire, to the ClusterIP.
+    assert!(out.contains("Server:\t\t10.96.0.10"), "{out}");
+    assert!(out.contains("Address: 192.168.2.20"), "{out}");
+    // alpine has no openssl: the image's tools, not the host's.
+    assert!(out.contains("no-openssl"), "{out}");
+    assert_eq!(resolv_mounts(), mounts_before, "no mount in our namespace");
+    let _ = c.kubectl(&["delete", "namespace", "probe-dns", "--wait=false"]);
+}
+
+/// Exit codes and the kubelet's container states: a failing command (Failed, Error, the log
+/// tail as message under FallbackToLogsOnError), a command missing from the image
+/// (StartError, 128), runAsNonRoot over an image that runs as root (Pending,
+/// CreateContainerConfigError with the kubelet's message), and dnsPolicy Default (the
+/// node's resolver: the upstream's answer, not the CoreDNS pin).
+#[test]
+fn exit_codes_start_error_run_as_non_root_and_dns_policy_default() {
+    let Some(c) = cluster() else { return };
+    dns(c);
+    let n = "probe-exit";
+    ns(c, n);
+    create_pod(
+        c,
+        n,
+        "fails",
+        serde_json::json!({"containers": [{"name": "c", "image": "busybox:1.36", "terminationMessagePolicy": "FallbackToLogsOnError",
+            "command": ["sh", "-c", "echo boom >&2; exit 3"]}]}),
+    );
+    create_pod(
+        c,
+        n,
+        "nocmd",
+        serde_json::json!({"containers": [{"name": "c", "image": "alpine:3.22", "command": ["openssl", "version"]}]}),
+    );
+    create_pod(
+        c,
+        n,
+        "default",
+        serde_json::json!({"dnsPolicy": "Default", "containers": [{"name": "c", "image": "alpine:3.22",
+            "command": ["sh", "-c", "cat /etc/resolv.conf; getent ahosts gitea.prod.example.dev"]}]}),
+    );
+    create_pod(
+        c,
+        n,
+        "asroot",
+        serde_json::json!({"securityContext": {"runAsNonRoot": true}, "containers": [{"name": "c", "image": "alpine:3.22", "command": ["true"]}]}),
+    );
+    let p = wait_pod(c, n, "asroot", "CreateContainerConfigError", |p| {
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
+            == "CreateContainerConfigError"
+    });
+    assert_eq!(p["status"]["phase"], "Pending", "{p}");
+    let uid = p["metadata"]["uid"].as_str().unwrap();
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["message"],
+        format!(
+            "container has runAsNonRoot and image will run as root (pod: \"asroot_{n}({uid})\", container: c)"
+        ),
+        "{p}"
+    );
+
+    let p = wait_pod(c, n, "fails", "ended", terminal);
+    assert_eq!(p["status"]["phase"], "Failed", "{p}");
+    let t = &p["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(t["exitCode"], 3, "{p}");
+    assert_eq!(t["reason"], "Error", "{p}");
+    assert_eq!(t["message"], "boom", "{p}");
+    assert_eq!(logs(c, n, "fails"), "boom\n");
+
+    let p = wait_pod(c, n, "nocmd", "ended", terminal);
+    assert_eq!(p["status"]["phase"], "Failed", "{p}");
+    let t = &p["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(t["exitCode"], 128, "{p}");
+    assert_eq!(t["reason"], "StartError", "{p}");
+    assert!(
+        t["message"]
+            .as_str()
+            .unwrap()
+            .contains("exec: \"openssl\": executable file not found in $PATH"),
+        "{p}"
+    );
+
+    let p = wait_pod(c, n, "default", "ended", terminal);
+    let out = logs(c, n, "default");
+    assert_eq!(p["status"]["phase"], "Succeeded", "{out}\n{p}");
+    assert!(out.starts_with("nameserver 172.18.0.1\n"), "{out}");
+    assert!(
+        out.contains("203.0.113.99    STREAM gitea.prod.example.dev"),
+        "{out}"
+    );
+    let _ = c.kubectl(&["delete", "namespace", n, "--wait=false"]);
+}
+
+/// The cluster DNS follows the API: a new CoreDNS hosts pin in the real kube-system/coredns
+/// ConfigMap and a new Service (its ClusterIP allocated by the real apiserver) answer in a
+/// pod started after the reload; before, the pinned name was NXDOMAIN.
+#[test]
+fn a_corefile_pin_and_a_new_service_answer_after_the_reload() {
+    let Some(c) = cluster() else { return };
+    dns(c);
+    let n = "probe-reload";
+    ns(c, n);
+    let script = "getent ahosts new.example.dev; echo \"rc=$?\"; getent ahosts web; echo \"rc=$?\"";
+    create_pod(
+        c,
+        n,
+        "before",
+        serde_json::json!({"containers": [{"name": "c", "image": "alpine:3.22", "command": ["sh", "-c", script]}]}),
+    );
+    let p = wait_pod(c, n, "before", "ended", terminal);
+    let out = logs(c, n, "before");
+    assert_eq!(p["status"]["phase"], "Succeeded", "{out}");
+    assert_eq!(out, "rc=2\nrc=2\n");
+
+    c.apply_yaml(&format!(
+        "apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {n}}}
+spec:
+  selector: {{app: web}}
+  ports: [{{port: 80, protocol: TCP}}]
+"
+    ))
+    .unwrap();
+    let ip = c.get_json(&["-n", n, "get", "service", "web"])["spec"]["clusterIP"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(ip.starts_with("10.96."), "{ip}");
+    // Rewrites the ConfigMap and waits until dnsmasq re-read the records (the Service's too).
+    c.set_corefile_hosts(&format!("{PINS}\n192.168.2.30 new.example.dev"))
+        .unwrap();
+    create_pod(
+        c,
+        n,
+        "after",
+        serde_json::json!({"containers": [{"name": "c", "image": "alpine:3.22", "command": ["sh", "-c", script]}]}),
+    );
+    let p = wait_pod(c, n, "after", "ended", terminal);
+    let out = logs(c, n, "after");
+    assert_eq!(p["status"]["phase"], "Succeeded", "{out}");
+    assert!(
+        out.starts_with("192.168.2.30    STREAM new.example.dev\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("{ip:<15} STREAM web.{n}.svc.cluster.local\n")),
+        "{out}"
+    );
+    assert!(!out.contains("rc=2"), "{out}");
+    let _ = c.kubectl(&["delete", "namespace", n, "--wait=false"]);
+}
+
+/// activeDeadlineSeconds SIGKILLs the container (Failed, DeadlineExceeded, exit 137, the log
+/// up to then); deleting a running pod kills its process, and the node agent confirms the
+/// deletion so the pod is gone from the apiserver.
+#[test]
+fn the_deadline_and_a_deletion_kill_the_process() {
+    let Some(c) = cluster() else { return };
+    let n = "probe-kill";
+    ns(c, n);
+    create_pod(
+        c,
+        n,
+        "slow",
+        serde_json::json!({"activeDeadlineSeconds": 2, "containers": [{"name": "c", "image": "busybox:1.36",
+            "command": ["sh", "-c", "echo $$; echo started; sleep 600"]}]}),
+    );
+    create_pod(
+        c,
+        n,
+        "doomed",
+        serde_json::json!({"containers": [{"name": "c", "image": "busybox:1.36",
+            "command": ["sh", "-c", "echo $$; exec sleep 600"]}]}),
+    );
+    let p = wait_pod(c, n, "slow", "ended", terminal);
+    assert_eq!(p["status"]["phase"], "Failed", "{p}");
+    assert_eq!(p["status"]["reason"], "DeadlineExceeded", "{p}");
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 137,
+        "{p}"
+    );
+    let out = logs(c, n, "slow");
+    assert!(out.ends_with("\nstarted\n"), "{out}");
+    let pid = pid_line(&out);
+    assert!(process_gone(pid), "{pid} survived the deadline");
+
+    wait_pod(c, n, "doomed", "Running", |p| {
+        p["status"]["phase"] == "Running"
+    });
+    let pid = eventually(Duration::from_secs(30), "doomed's pid in its log", || {
+        c.kubectl(&["-n", n, "logs", "doomed"])
+            .ok()
+            .and_then(|l| l.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
+    });
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    assert_eq!(
+        cmdline, b"sleep\x00600\x00",
+        "pid {pid} is the container's sleep"
+    );
+    c.kubectl(&["-n", n, "delete", "pod", "doomed", "--wait=false"])
+        .unwrap();
+    eventually(Duration::from_secs(60), "doomed's process killed", || {
+        process_gone(pid).then_some(())
+    });
+    eventually(Duration::from_secs(60), "doomed deleted", || {
+        c.kubectl(&["-n", n, "get", "pod", "doomed"])
+            .is_err()
+            .then_some(())
+    });
+    let _ = c.kubectl(&["delete", "namespace", n, "--wait=false"]);
+}
+
+/// The registry list decides what the node agent "pulls" (references normalised as the
+/// container runtime reports them: `nginx:1.25` is `docker.io/library/nginx:1.25`, a
+/// repository entry with `:*` takes any tag): a listed image runs, an unlisted one shows
+/// ErrImagePull with containerd's message and then ImagePullBackOff, as the kubelet does.
+#[test]
+fn the_registry_list_decides_what_the_node_pulls() {
+    let Some(c) = cluster() else { return };
+    let n = "probe-pull";
+    ns(c, n);
+    c.registry().add("docker.io/library/nginx:1.25");
+    c.registry().add("ghcr.io/stefanprodan/podinfo:*");
+    for (name, image) in [
+        ("short", "nginx:1.25"),
+        ("any-tag", "ghcr.io/stefanprodan/podinfo:6.9.2"),
+        ("other-tag", "nginx:1.26"),
+    ] {
+        create_pod(
+            c,
+            n,
+            name,
+            serde_json::json!({"containers": [{"name": "c", "image": image}]}),
+        );
+    }
+    for name in ["short", "any-tag"] {
+        let p = wait_pod(c, n, name, "Running", |p| p["status"]["phase"] == "Running");
+        assert_eq!(p["status"]["containerStatuses"][0]["ready"], true, "{p}");
+    }
+    let p = wait_pod(c, n, "other-tag", "ErrImagePull or later", |p| {
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"].is_string()
+    });
+    assert_eq!(p["status"]["phase"], "Pending", "{p}");
+    let p = wait_pod(c, n, "other-tag", "ImagePullBackOff", |p| {
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ImagePullBackOff"
+    });
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["message"],
+        "Back-off pulling image \"nginx:1.26\"",
+        "{p}"
+    );
+    let events = c.get_json(&[
+        "-n",
+        n,
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=other-tag",
+    ]);
+    let messages: Vec<&str> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert!(
+        messages.contains(&"Failed to pull image \"nginx:1.26\": rpc error: code = NotFound desc = failed to pull and unpack image \"docker.io/library/nginx:1.26\": failed to resolve reference \"docker.io/library/nginx:1.26\": docker.io/library/nginx:1.26: not found"),
+        "{messages:?}"
+    );
+    let _ = c.kubectl(&["delete", "namespace", n, "--wait=false"]);
 }
