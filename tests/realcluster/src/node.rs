@@ -226,6 +226,16 @@ fn key(pod: &Value) -> String {
 }
 
 impl Agent {
+    /// A new, empty directory for the pod process `name`'s temporary files,
+    /// `<cluster dir>/pods/<name>/tmp` (beside the log dir; removed with the cluster).
+    fn pod_tmp(&self, name: &str) -> Result<PathBuf, String> {
+        let base = self.log_dir.parent().unwrap_or(&self.log_dir);
+        let tmp = base.join("pods").join(name).join("tmp");
+        std::fs::create_dir_all(&tmp)
+            .map(|()| tmp.clone())
+            .map_err(|e| format!("pod temp dir {}: {e}", tmp.display()))
+    }
+
     async fn run(self) {
         let api: Api<Pod> = Api::all(self.client.clone());
         let mut cache: HashMap<String, Value> = HashMap::new();
@@ -381,18 +391,34 @@ impl Agent {
                                 .collect()
                         })
                         .unwrap_or_default();
+                    let name = format!("{}-{}", k.replace('/', "_"), &uid[..uid.len().min(8)]);
+                    let mut env: Vec<(OsString, OsString)> = host
+                        .env
+                        .iter()
+                        .map(|(a, b)| (OsString::from(a), OsString::from(b)))
+                        .collect();
+                    // The pod's own /tmp, as the Flux Deployments mount an emptyDir there
+                    // (kustomize-controller and source-controller config/manager/
+                    // deployment.yaml, volume `temp`/`tmp`): Go's os.TempDir() reads TMPDIR.
+                    // Never the host's shared /tmp: kustomize-controller v1.9.6 main.go
+                    // purgeStaleTempDirs removes every `kustomization-*` directory in
+                    // os.TempDir() when it starts, so one controller starting (another
+                    // cluster, a restarted pod) deleted the artifact directories of runs in
+                    // flight in every other cluster on the machine ("kustomize build failed:
+                    // ... lstat /tmp/kustomization-N: no such file or directory"), and with a
+                    // long interval the failed run was never retried.
+                    match self.pod_tmp(&name) {
+                        Ok(tmp) => env.push(("TMPDIR".into(), tmp.into_os_string())),
+                        Err(e) => eprintln!("realcluster node agent: {e}"),
+                    }
                     let spec = Spec {
-                        name: format!("{}-{}", k.replace('/', "_"), &uid[..uid.len().min(8)]),
+                        name,
                         program: host.program.clone(),
                         args: (host.rewrite)(&args)
                             .into_iter()
                             .map(OsString::from)
                             .collect(),
-                        env: host
-                            .env
-                            .iter()
-                            .map(|(a, b)| (OsString::from(a), OsString::from(b)))
-                            .collect(),
+                        env,
                     };
                     match Proc::start(&spec, &self.log_dir) {
                         Ok(p) => {

@@ -17,7 +17,6 @@ use crate::{BIN, cluster, unstick};
 /// row names the same blocker.
 #[test]
 fn a_job_that_cannot_pull_is_named_and_the_deadline_matches_the_real_controller() {
-    let _two = crate::two_at_a_time();
     let c = cluster();
     let ns = "unstick-job";
     c.fleet(
@@ -148,7 +147,6 @@ fn find_deadline(v: &Value) -> Option<String> {
 /// the real apiserver, counted by the proxy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_faults_exit_3_and_all_stays_within_its_request_bound() {
-    let _two = crate::two_at_a_time();
     use realcluster::proxy::{Fault, FaultAction, FaultProxy};
     let c = cluster();
     c.fleet(

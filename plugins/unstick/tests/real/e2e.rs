@@ -259,7 +259,6 @@ fn proxy_for(c: &'static Cluster) -> (tokio::runtime::Runtime, FaultProxy) {
 /// Every e2e scenario at once on the e2e cluster.
 #[test]
 fn e2e_on_the_real_controllers() {
-    let _two = crate::two_at_a_time();
     let c = e2e_cluster();
     source(c);
     concurrently(&[

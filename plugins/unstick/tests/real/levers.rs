@@ -120,7 +120,6 @@ fn find_str(v: &Value, key: &str) -> Option<String> {
 /// fresh run applies the fix.
 #[test]
 fn current_gate_off_restart_controller_frees_the_real_check() {
-    let _two = crate::two_at_a_time();
     let (lever, v, took) =
         hold_fix_and_unstick(ClusterOptions::default(), &["--restart-controller"]);
     assert_eq!(lever, "restart-controller", "{v}");
@@ -134,7 +133,6 @@ fn current_gate_off_restart_controller_frees_the_real_check() {
 /// (Ready=False HealthCheckCanceled) and the fresh run applies the fix.
 #[test]
 fn current_gate_on_request_reconcile_frees_the_real_check() {
-    let _two = crate::two_at_a_time();
     let (lever, v, took) = hold_fix_and_unstick(
         ClusterOptions {
             kustomize_controller_args: vec![
@@ -158,7 +156,6 @@ fn current_gate_on_request_reconcile_frees_the_real_check() {
 /// fix (reconcile-source) is what frees the check.
 #[test]
 fn v17_gate_on_new_revision_frees_the_real_check() {
-    let _two = crate::two_at_a_time();
     let (lever, v, took) = hold_fix_and_unstick(
         ClusterOptions {
             kustomize_controller: bins::KC_V17.into(),

@@ -18,34 +18,9 @@ mod race;
 mod situations;
 mod stopped;
 
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use realcluster::{Cluster, ClusterOptions};
-
-/// This binary's tests run two at a time whatever `--test-threads` is (the workspace runs 8
-/// per binary, `.cargo/config.toml`): its tests hold real health checks on the shared
-/// cluster's 4 kustomize-controller workers and predict their ends within 10 %, and start up to
-/// six clusters of their own. With 8 at once (session 5, a loaded machine) the e2e scenarios
-/// missed their 180 s deadlines in every run where other tests' own clusters ran beside the
-/// e2e cluster (cause not found), and `checks::wrong_namespace_health_check_is_named_and_its_end_predicted`
-/// failed once. Each test holds the returned guard for its whole run.
-pub fn two_at_a_time() -> impl Drop {
-    struct Slot;
-    static RUNNING: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
-    impl Drop for Slot {
-        fn drop(&mut self) {
-            let mut n = RUNNING.0.lock().unwrap_or_else(|e| e.into_inner());
-            *n -= 1;
-            RUNNING.1.notify_one();
-        }
-    }
-    let mut n = RUNNING.0.lock().unwrap_or_else(|e| e.into_inner());
-    while *n >= 2 {
-        n = RUNNING.1.wait(n).unwrap_or_else(|e| e.into_inner());
-    }
-    *n += 1;
-    Slot
-}
 
 /// The plugin binary this build made.
 pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");

@@ -101,7 +101,6 @@ fn sample(c: &Cluster, stop: Arc<AtomicBool>) -> Vec<String> {
 
 #[test]
 fn all_and_single_object_agree_at_every_step() {
-    let _two = crate::two_at_a_time();
     let c = quiet_cluster();
     let first = "registry.example.local:5000/podinfo:6.7.0";
     let later = "registry.example.local:5000/podinfo:7.0.0-mv";

@@ -111,7 +111,6 @@ pub(crate) fn concurrently(scenarios: &[(&str, fn())]) {
 /// deadline, SIGINT); a dependsOn cycle; a quoted source message.
 #[test]
 fn situations_on_the_shared_cluster() {
-    let _two = crate::two_at_a_time();
     concurrently(&[
         (
             "suspended_helmrelease_is_named_with_resume_and_the_end_predicted",
@@ -610,7 +609,6 @@ fn source_failing_on_a_missing_secret_is_quoted_verbatim() {
 /// Kustomization's real run starts within 10 % (of the holder's timeout) of that estimate.
 #[test]
 fn worker_starvation_names_the_holder_and_predicts_when_the_worker_frees() {
-    let _two = crate::two_at_a_time();
     let c = Cluster::start(ClusterOptions {
         kustomize_controller_args: vec!["--concurrent=1".into()],
         ..ClusterOptions::default()

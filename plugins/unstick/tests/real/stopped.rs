@@ -82,7 +82,6 @@ fn row<'a>(all: &'a Value, key: &str) -> &'a Value {
 
 #[test]
 fn a_stopped_controller_is_the_root_cause_and_a_running_one_is_not() {
-    let _two = crate::two_at_a_time();
     let c = std::thread::spawn(|| Cluster::start(ClusterOptions::default()))
         .join()
         .unwrap()
@@ -206,7 +205,6 @@ fn a_stopped_controller_is_the_root_cause_and_a_running_one_is_not() {
 /// `status.history` shows, never on the held run's own end.
 #[test]
 fn failed_again_only_after_the_fresh_run_it_waited_for() {
-    let _two = crate::two_at_a_time();
     let c = crate::quiet_cluster();
     let name = "freshrun";
     let dep = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: freshrun\nspec:\n  replicas: 1\n  progressDeadlineSeconds: 3600\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: 0.1.1\n";
