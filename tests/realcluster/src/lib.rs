@@ -137,6 +137,14 @@ impl Cluster {
     /// Errors: [`Error`] naming the step and, for a process, its log tail.
     pub fn start(opts: ClusterOptions) -> Result<Cluster, Error> {
         let started = std::time::Instant::now();
+        // How long each step took, for the "up in" line: where a start's time goes.
+        let mut steps: Vec<(&str, Duration)> = Vec::new();
+        let mut step_start = started;
+        let mut step = |name: &'static str| {
+            let now = std::time::Instant::now();
+            steps.push((name, now - step_start));
+            step_start = now;
+        };
         remove_stale_dirs();
         let mut dir = tempfile::Builder::new()
             .prefix(&format!("realcluster-{}-", std::process::id()))
@@ -159,6 +167,7 @@ impl Cluster {
         let logs = d.join("logs");
         std::fs::create_dir_all(&logs).map_err(|e| Error::Setup(e.to_string()))?;
         let pki = pki::generate(d)?;
+        step("pki");
         let mut procs = Vec::new();
 
         // etcd (retry on a port taken between free_port() and bind).
@@ -191,6 +200,7 @@ impl Cluster {
                 Err(e) => return Err(e),
             }
         }
+        step("etcd");
 
         // kube-apiserver.
         let mut server = String::new();
@@ -272,6 +282,7 @@ impl Cluster {
             let log = procs.last().map(|p| p.log_tail(20)).unwrap_or_default();
             Error::Setup(format!("{e}: {last}\nkube-apiserver log tail:\n{log}"))
         })?;
+        step("kube-apiserver");
 
         // kube-controller-manager, kubeadm style: its own identity, one service account per
         // controller.
@@ -334,6 +345,7 @@ impl Cluster {
                 "--timeout=60s",
             ],
         )?;
+        step("crds");
 
         let registry = node::Registry::new(&opts.images);
         let mut hosts = node::HostImages::new();
@@ -418,6 +430,7 @@ impl Cluster {
                 Ok::<_, Error>((agent, podexec, log_server))
             }))
             .map_err(|e| Error::Setup(format!("node agent start: {e}")))??;
+        step("node agent");
 
         let cluster = Cluster {
             _lock: lock,
@@ -439,10 +452,16 @@ impl Cluster {
         for name in ["source-controller", "kustomize-controller"] {
             cluster.rollout_status(name, Duration::from_secs(120))?;
         }
+        step("flux rollout");
+        let steps: Vec<String> = steps
+            .iter()
+            .map(|(n, d)| format!("{n} {:.1}s", d.as_secs_f64()))
+            .collect();
         eprintln!(
-            "realcluster: kube-apiserver {} and Flux up in {:.1}s ({})",
+            "realcluster: kube-apiserver {} and Flux up in {:.1}s ({}; {})",
             bins::KUBE_VERSION,
             started.elapsed().as_secs_f64(),
+            steps.join(", "),
             cluster.dir().display()
         );
         Ok(cluster)
