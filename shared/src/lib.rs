@@ -8,6 +8,7 @@
 //! - [`flux`]: typed Flux objects (Kustomization, GitRepository, OCIRepository, image
 //!   automation) and their rules (effective timeout, inventory ids).
 //! - [`conditions`], [`kstatus`]: status conditions and kstatus evaluation.
+//! - [`helm`]: HelmRelease status as helm-controller v1.4 writes it (phase, failures, levers).
 //! - [`wait`]: watch-based waiting with a deadline and a progress spinner.
 //! - [`duration`]: Go duration parse/format.
 //! - [`probe`]: the probe pod that looks at the cluster from inside the pod network (spec,
@@ -21,6 +22,7 @@ pub mod duration;
 pub mod envsubst;
 pub mod error;
 pub mod flux;
+pub mod helm;
 pub mod kstatus;
 pub mod output;
 pub mod probe;

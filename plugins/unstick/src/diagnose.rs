@@ -149,9 +149,15 @@ pub struct BlockingObject {
     /// Terminating object go, fix a healthChecks namespace, install a missing CRD).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
-    /// Pod-level reasons below a workload.
+    /// Pod-level reasons below a workload (for a HelmRelease: below the workloads of its
+    /// release, found by helm-controller's origin labels).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pods: Vec<PodReason>,
+    /// Its own controller reports an action in progress within its own timeout and no
+    /// failure is visible (a HelmRelease whose install/upgrade runs, none failed, no pod of
+    /// its release failing): waiting, not stuck. `false` for every other kind.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub progressing: bool,
 }
 
 /// Why a pod of a blocking workload is not ready.
@@ -1240,6 +1246,7 @@ impl<'a> Engine<'a> {
                 message,
                 fix,
                 pods,
+                progressing: false,
             }
         };
         let found = self.idx.objects.get(&key).copied().or_else(|| {
@@ -1334,6 +1341,12 @@ impl<'a> Engine<'a> {
                     "resume it: flux resume {} {name} -n {ns} (or remove spec.suspend in Git); kustomize-controller waits on it until its timeout otherwise (fluxcd/kustomize-controller#1100, #709)",
                     flux_cli_kind(kind)
                 ));
+            } else if (group, kind) == ("helm.toolkit.fluxcd.io", "HelmRelease") {
+                let pods = self.release_pods(o);
+                let (message, fix, progressing) = helm_release_reading(o, &message, &pods);
+                let mut b = mk(r.status.to_string(), message, fix, pods);
+                b.progressing = progressing;
+                return Some(b);
             }
             return Some(mk(r.status.to_string(), message, fix, self.pod_reasons(o)));
         }
@@ -1433,6 +1446,34 @@ impl<'a> Engine<'a> {
             let matches = labels.is_some_and(|l| sel.iter().all(|(k, v)| l.get(k) == Some(v)));
             if matches {
                 out.extend(self.reasons_of_pod(p));
+            }
+        }
+        out
+    }
+
+    /// Pod-level reasons below the workloads of a HelmRelease's release: the Deployments,
+    /// StatefulSets, DaemonSets and Jobs of the snapshot that carry helm-controller's origin
+    /// labels for it ([`cluster_loop::helm::ORIGIN_NAME_LABEL`], helm-controller v1.4
+    /// internal/postrender/build.go `NewOriginLabels`).
+    fn release_pods(&self, hr: &Value) -> Vec<PodReason> {
+        let (name, ns) = (obj::name(hr), obj::namespace(hr));
+        let mut out = Vec::new();
+        for o in &self.idx.snap.objects {
+            let labels = obj::at(o, &["metadata", "labels"]);
+            let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+            if label(cluster_loop::helm::ORIGIN_NAME_LABEL) != Some(name)
+                || label(cluster_loop::helm::ORIGIN_NAMESPACE_LABEL) != Some(ns)
+                || !matches!(
+                    obj::kind(o),
+                    "Deployment" | "StatefulSet" | "DaemonSet" | "Job"
+                )
+            {
+                continue;
+            }
+            for p in self.pod_reasons(o) {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
             }
         }
         out
@@ -1580,6 +1621,159 @@ impl<'a> Engine<'a> {
             });
         }
         out
+    }
+}
+
+/// What a HelmRelease in the wait set says, read as helm-controller v1.4 writes it
+/// ([`cluster_loop::helm`]): (message, fix, progressing). `kstatus_message`: the message of
+/// its kstatus as kustomize-controller reads it (the generic reader: a HelmRelease has no custom status
+/// reader in kustomize-controller v1.9, so `Reconciling=True` is InProgress, `Stalled=True`
+/// is Failed, which ends the health check early, and Ready=False/Unknown is InProgress).
+/// `pods`: the failing pods of its release ([`Engine::release_pods`]).
+///
+/// - An action running with no failure on record and no failing pod: in progress, not stuck
+///   (`progressing`); it ends by its own timeout at the latest.
+/// - A running action whose pods fail, a failed attempt being retried
+///   (`ProgressingWithRetry`), or retries exhausted (`Stalled=True` `RetriesExceeded`): the
+///   failure quoted, its pods, and the fix. A reconcile of the Kustomization re-applies the
+///   same HelmRelease and does not move it (helm-controller reacts to a new generation or a
+///   request annotation on the HelmRelease itself, and a stalled one returned a terminal
+///   error); what does: a change of its spec or chart in Git (a new generation, chart version
+///   or values digest clears the failure count, internal/action/reset.go
+///   `MustResetFailures`), or, when the cause went away outside Git (the image exists now),
+///   a force request (`flux reconcile helmrelease --force`).
+fn helm_release_reading(
+    hr: &Value,
+    kstatus_message: &str,
+    pods: &[PodReason],
+) -> (String, Option<String>, bool) {
+    use cluster_loop::helm::{self, Phase};
+    let f = helm::facts(hr);
+    let (name, ns) = (obj::name(hr), obj::namespace(hr));
+    let action = f.last_action.clone().unwrap_or_else(|| "install".into());
+    let pod_line = pods
+        .iter()
+        .map(|p| match &p.image {
+            Some(i) => format!("pod {}/{} {} ({i})", f.release_namespace, p.pod, p.reason),
+            None => format!("pod {}/{} {}", f.release_namespace, p.pod, p.reason),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let image_fix = pods.iter().find_map(|p| {
+        p.image.as_ref().map(|i| {
+            format!(
+                "the release's pods cannot pull {i} ({}): make that image pullable, or point the chart's values at one that is. ",
+                p.reason
+            )
+        })
+    });
+    let retries_left = if f.retries < 0 {
+        "unlimited retries (spec.{action}.remediation.retries: -1)".to_string()
+    } else {
+        format!(
+            "{} of {} attempt(s) failed (spec.{action}.remediation.retries: {})",
+            f.failures,
+            f.retries + 1,
+            f.retries
+        )
+    };
+    let git_fix = format!(
+        "{}fix the chart or its values in Git: a change to HelmRelease {ns}/{name}'s spec (values, chart version) gives it a new generation, which clears the failure count, and helm-controller tries again as soon as the Kustomization applies it (helm-controller v1.4 MustResetFailures; a chart read from a GitRepository needs a new Chart.yaml version, HelmChart reconcileStrategy ChartVersion). A reconcile of the Kustomization alone re-applies the same HelmRelease and changes nothing",
+        image_fix.clone().unwrap_or_default()
+    );
+    let force = format!(
+        "if the cause went away without a Git change: {} runs one {action} despite the exhausted retries ({} with the same token as reconcile.fluxcd.io/requestedAt; `--reset` writes {} and clears the failure count instead)",
+        helm::HelmReleaseFacts::force_commands(name, ns, "$T"),
+        helm::FORCE_AT,
+        helm::RESET_AT
+    );
+    let failure = f
+        .failure_message()
+        .map(|m| format!(": {m}"))
+        .unwrap_or_default();
+    let pods_said = if pod_line.is_empty() {
+        String::new()
+    } else {
+        format!("; {pod_line}")
+    };
+    match &f.phase {
+        Phase::Running {
+            action: a,
+            timeout,
+            since,
+        } if !f.has_failed() && pods.is_empty() => {
+            let ends = since
+                .as_deref()
+                .and_then(obj::parse_time)
+                .zip(parse_go_duration(timeout).ok())
+                .and_then(|(s, d)| s.checked_add(secs(d.as_secs_f64())).ok());
+            let what = if a.is_empty() {
+                "helm-controller is reconciling it".to_string()
+            } else {
+                format!("helm-controller is running '{a}' (timeout {timeout})")
+            };
+            (
+                format!(
+                    "{what}{}: in progress, no failure seen, not stuck{}",
+                    since
+                        .as_deref()
+                        .map(|s| format!(" since {s}"))
+                        .unwrap_or_default(),
+                    ends.map(|e| format!(
+                        "; it ends by {} at the latest, and the health check passes if it succeeds",
+                        short_time(e)
+                    ))
+                    .unwrap_or_default()
+                ),
+                None,
+                true,
+            )
+        }
+        Phase::Running {
+            action: a, timeout, ..
+        } => (
+            format!(
+                "helm-controller is running '{a}' (timeout {timeout}), but {}{pods_said}: it fails the same way unless the cause is fixed{}",
+                if f.has_failed() {
+                    format!("{retries_left}{failure}")
+                } else {
+                    "the release's pods are failing".to_string()
+                },
+                if f.failures > 0 || f.retries == 0 {
+                    String::new()
+                } else {
+                    "; helm-controller retries, then stalls when the retries run out".into()
+                }
+            ),
+            Some(git_fix),
+            false,
+        ),
+        Phase::Retrying => (
+            format!(
+                "{action} failed and helm-controller retries (Reconciling ProgressingWithRetry): {retries_left}{failure}{pods_said}; each attempt fails the same way until the cause is fixed, then it stalls (RetriesExceeded)"
+            ),
+            Some(git_fix),
+            false,
+        ),
+        Phase::Stalled { reason } if reason == "RetriesExceeded" => (
+            format!(
+                "helm-controller gave up (Stalled RetriesExceeded: {}){failure}{pods_said}; it does not try again until the HelmRelease's spec, chart or values change or a force/reset request is made, and kustomize-controller reads it as Failed, ending every health check on it early",
+                f.stalled.as_ref().map(|c| c.message()).unwrap_or_default()
+            ),
+            Some(format!("{git_fix}; {force}")),
+            false,
+        ),
+        Phase::Stalled { reason } => (
+            format!(
+                "Stalled ({reason}): {}{pods_said}",
+                f.stalled.as_ref().map(|c| c.message()).unwrap_or_default()
+            ),
+            Some(format!(
+                "fix what it says in Git (HelmRelease {ns}/{name}); helm-controller does not retry a stalled HelmRelease until its spec changes"
+            )),
+            false,
+        ),
+        _ => (format!("{kstatus_message}{pods_said}"), None, false),
     }
 }
 
@@ -2026,7 +2220,20 @@ pub fn controller_io_error(d: &Diagnosis) -> Option<String> {
 /// dependsOn ordering working, not a fault". One rule for both views, so `--all` and
 /// `ks/NAME` never disagree on the same snapshot.
 pub fn is_finding(d: &Diagnosis) -> bool {
-    !(matches!(d.class, Class::Healthy | Class::Reconciling) || dependency_progressing(d))
+    !(matches!(d.class, Class::Healthy | Class::Reconciling)
+        || dependency_progressing(d)
+        || waits_on_progress_only(d))
+}
+
+/// Whether `d` is a health check in flight whose every blocking object is
+/// [`BlockingObject::progressing`]: its own controller reports an action running within its
+/// own timeout and no failure is visible (a HelmRelease installing: helm-controller v1.4
+/// `Running 'install' action with timeout of 5m0s`). Waiting, not stuck: not a finding, and
+/// the plan writes nothing ([`crate::lever::Lever::Wait`]).
+pub fn waits_on_progress_only(d: &Diagnosis) -> bool {
+    d.class == Class::HealthCheckInFlight
+        && !d.blocking.is_empty()
+        && d.blocking.iter().all(|b| b.progressing)
 }
 
 /// A `reconcile.fluxcd.io/requestedAt` value as a point in time: RFC 3339 (what `flux

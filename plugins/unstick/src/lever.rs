@@ -518,6 +518,39 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                 )
             }
         }
+        // A failed check whose every blocking object needs a fix of its own (a HelmRelease
+        // whose retries are exhausted, a suspended one, ...) and no newer revision that may
+        // carry it: a new run re-applies the same objects and fails on them the same way
+        // (helm-controller v1.4 does not act on a re-applied, unchanged HelmRelease).
+        Class::HealthCheckFailed
+            if !d.blocking.is_empty()
+                && d.blocking.iter().all(|b| b.fix.is_some())
+                && !d
+                    .source
+                    .as_ref()
+                    .is_some_and(|s| s.newer_revision_available)
+                && !opts.with_source
+                && !opts.restart_controller =>
+        {
+            for b in &d.blocking {
+                why.push(format!(
+                    "{} is {}: {}",
+                    b.object,
+                    b.kstatus,
+                    b.fix.as_deref().unwrap_or_default()
+                ));
+            }
+            why.push("no write to the Kustomization frees it: a new run applies the same objects and its health check fails on them the same way until they are fixed".into());
+            alternatives.push(format!(
+                "after a fix pushed to Git: kubectl unstick ks/{name} -n {ns} --with-source (fetch and run now instead of spec.retryInterval after the failure)"
+            ));
+            wait_for_token = false;
+            (
+                Lever::FixBlockers,
+                "fix the blocking objects as each one says; the next run after the fix passes"
+                    .to_string(),
+            )
+        }
         Class::HealthCheckFailed
         | Class::HealthCheckCanceled
         | Class::ReconcileFailed
@@ -574,7 +607,29 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             // Kustomization does not help a suspended HelmRelease).
             let all_need_own_fix =
                 !d.blocking.is_empty() && d.blocking.iter().all(|b| b.fix.is_some());
-            if all_need_own_fix && !newer && !opts.restart_controller && !opts.with_source {
+            if crate::diagnose::waits_on_progress_only(d)
+                && !opts.restart_controller
+                && !opts.with_source
+            {
+                // Every blocker is its own controller's action in progress with no failure
+                // seen (a HelmRelease installing): nothing is stuck; a cancel would only
+                // start the same wait again.
+                for b in &d.blocking {
+                    why.push(format!("{}: {}", b.object, b.message));
+                }
+                why.push("nothing is stuck: the check waits on work in progress, which ends by its own timeout at the latest".into());
+                alternatives.push(format!(
+                    "wait: the check itself ends at {} ({} from now) if it has not passed by then",
+                    short_time(fresh_after),
+                    obj::human_secs(fresh_after.duration_since(now).as_secs())
+                ));
+                wait_for_token = false;
+                recommend_gate_arg = None;
+                (
+                    Lever::Wait,
+                    "no write: the check passes when the work it waits on succeeds".to_string(),
+                )
+            } else if all_need_own_fix && !newer && !opts.restart_controller && !opts.with_source {
                 for b in &d.blocking {
                     why.push(format!(
                         "{} is {}: {}",

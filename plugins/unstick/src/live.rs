@@ -199,7 +199,9 @@ pub struct Scope {
 /// discovery request per API group of a custom kind named by a health check (plus 1 list per
 /// kind it serves),
 /// each status-bearing kind named by a health check of a non-healthy Kustomization (1 each,
-/// across namespaces when several are involved), Pods (1) and Warning Events (1).
+/// across namespaces when several are involved), for HelmReleases among them that are not Ready
+/// the workloads of their releases (4: Deployments, StatefulSets, DaemonSets, Jobs with
+/// helm-controller's origin label), Pods (1) and Warning Events (1).
 /// Permission errors on the optional reads (controller, pods, events, workloads) degrade to
 /// "not read" and are returned as notes; on the Kustomizations they are errors.
 pub async fn gather(
@@ -487,6 +489,52 @@ pub async fn gather(
             }
             Err(e) => return Err(e),
         }
+    }
+    // The workloads of the releases of HelmReleases that are not Ready: helm-controller labels
+    // every object of a release with the HelmRelease's name and namespace (v1.4
+    // internal/postrender/build.go `NewOriginLabels`), so one list per workload kind with
+    // that label, in the release namespace, finds the pods an install or upgrade waits on.
+    let release_ns: BTreeSet<String> = snap
+        .objects
+        .iter()
+        .filter(|o| {
+            obj::group(o) == "helm.toolkit.fluxcd.io"
+                && obj::kind(o) == "HelmRelease"
+                && !obj::condition(o, "Ready").is_some_and(|c| c.is_true())
+        })
+        .map(|o| cluster_loop::helm::facts(o).release_namespace)
+        .collect();
+    if !release_ns.is_empty() {
+        let ns = one_namespace(&release_ns);
+        let lp = ListParams::default().labels(cluster_loop::helm::ORIGIN_NAME_LABEL);
+        let seen: BTreeSet<String> = snap
+            .objects
+            .iter()
+            .filter_map(|o| obj::s(o, &["metadata", "uid"]).map(String::from))
+            .collect();
+        for (g, kind) in [
+            ("apps", "Deployment"),
+            ("apps", "StatefulSet"),
+            ("apps", "DaemonSet"),
+            ("batch", "Job"),
+        ] {
+            let Some(ar) = api_resource(g, kind) else {
+                continue;
+            };
+            match r.list(conn, &ar, ns, &lp).await {
+                Ok(v) => {
+                    snap.objects.extend(v.into_iter().filter(|o| {
+                        obj::s(o, &["metadata", "uid"]).is_none_or(|u| !seen.contains(u))
+                            && release_ns.contains(obj::namespace(o))
+                    }));
+                }
+                Err(e) if matches!(e.status_code(), Some(403) | Some(404)) => {
+                    notes.push(format!("{kind} of HelmRelease releases not read: {e}"))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        workload_ns.extend(release_ns.iter().cloned());
     }
     if !snap.objects.is_empty() {
         let pod_ar = Kind::Pod.api_resource("v1");

@@ -17,10 +17,10 @@ use unstick::proof::{Expect, Verdict, judge};
 use unstick::report::root_cause_cell;
 use unstick::snapshot::Snapshot;
 
-const REV: &str = "main@sha1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
-const OLD: &str = "main@sha1:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+pub(crate) const REV: &str = "main@sha1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+pub(crate) const OLD: &str = "main@sha1:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 
-fn controller(tag: &str) -> Value {
+pub(crate) fn controller(tag: &str) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "kustomize-controller", "namespace": "flux-system"},
         "spec": {"selector": {"matchLabels": {"app": "kustomize-controller"}},
@@ -30,7 +30,7 @@ fn controller(tag: &str) -> Value {
         "status": {"readyReplicas": 1}})
 }
 
-fn gitrepo(rev: &str) -> Value {
+pub(crate) fn gitrepo(rev: &str) -> Value {
     json!({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
         "metadata": {"name": "flux-system", "namespace": "flux-system", "generation": 1},
         "spec": {"interval": "1m"},
@@ -40,7 +40,7 @@ fn gitrepo(rev: &str) -> Value {
 }
 
 /// A Kustomization with its health check in flight at REV.
-fn in_flight(name: &str, spec: Value, inventory: &[&str]) -> Value {
+pub(crate) fn in_flight(name: &str, spec: Value, inventory: &[&str]) -> Value {
     let mut k = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
         "metadata": {"name": name, "namespace": "flux-system", "generation": 1},
         "spec": {"interval": "10m", "timeout": "5m", "path": "./apps",
@@ -60,7 +60,7 @@ fn in_flight(name: &str, spec: Value, inventory: &[&str]) -> Value {
     k
 }
 
-fn snap(
+pub(crate) fn snap(
     tag: &str,
     ks: Vec<Value>,
     objects: Vec<Value>,
@@ -80,11 +80,11 @@ fn snap(
     }
 }
 
-fn diag(s: &Snapshot, name: &str) -> Diagnosis {
+pub(crate) fn diag(s: &Snapshot, name: &str) -> Diagnosis {
     Engine::new(s).diagnose("flux-system", name).unwrap()
 }
 
-fn plan(s: &Snapshot, name: &str) -> lever::Plan {
+pub(crate) fn plan(s: &Snapshot, name: &str) -> lever::Plan {
     let e = Engine::new(s);
     let d = e.diagnose("flux-system", name).unwrap();
     let k = e.idx.kustomization("flux-system", name).unwrap();
