@@ -1060,6 +1060,8 @@ pub fn run_scanned(cfg: &Config, mut scan: impl FnMut(&Path) -> ScanResult) -> R
                 };
             let mut reps = Vec::new();
             let mut changes = Vec::new();
+            // unchanged values kyaml re-quotes when the file is rewritten anyway
+            let mut requote = Vec::new();
             let mut outside_reported = false;
             // --normalize: a marker Flux would act on, outside a kind: List item
             let mut normalizable = false;
@@ -1116,9 +1118,28 @@ pub fn run_scanned(cfg: &Config, mut scan: impl FnMut(&Path) -> ScanResult) -> R
                                 old: t.value.clone(),
                                 new: v.clone(),
                             });
+                        } else if t.style == crate::yamltree::Style::Plain
+                            && simulate::is_yaml11_non_string(v)
+                            && simulate::go_yaml_v3_tag(v) != "null"
+                        {
+                            // the same value: no change of its own, but when the file is
+                            // rewritten for another marker the setter has set this one too
+                            // (filter.go `set` runs for every marked field) and
+                            // `FormatNonStringStyle` double-quotes a YAML 1.1 non-string
+                            // (`yes`, `1.10`); go-yaml drops the kept tag, which the value
+                            // still resolves to (differential test iac_real: `tag: yes`)
+                            requote.push(Replacement {
+                                start: t.start,
+                                end: t.end,
+                                value: v.clone(),
+                                style: t.style,
+                            });
                         }
                     }
                 }
+            }
+            if !reps.is_empty() {
+                reps.append(&mut requote);
             }
             if cfg.normalize {
                 // the layout kyaml writes, every value as it is: no replacements at all
@@ -1771,13 +1792,14 @@ fn extract_setter_guess(comment: &str) -> String {
         .to_string()
 }
 
-/// Render a unified diff (similar crate) of a file change, paths `a/FILE` and `b/FILE`.
+/// Render a unified diff (similar crate) of a file change, paths `a/FILE` and `b/FILE`, from
+/// the file's bytes as they are to the bytes the automation commits, so that `git apply` and
+/// `patch -p1` apply it to the checkout. A CRLF file becomes LF (kyaml `ByteReader`): every
+/// line is in the diff, under a note line that says so (patch tools skip it as leading text).
 pub fn unified_diff(c: &FileChange) -> String {
-    let old = c.old.replace("\r\n", "\n");
-    let d = similar::TextDiff::from_lines(&old, &c.new);
+    let d = similar::TextDiff::from_lines(&c.old, &c.new);
     let mut out = String::new();
     if c.old.contains("\r\n") {
-        // show the real CRLF -> LF change as a note; the diff itself is on LF text
         out.push_str(&format!("# {}: CRLF line endings become LF\n", c.file));
     }
     let (a, b) = diff_header_paths(&c.file);

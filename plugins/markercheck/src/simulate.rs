@@ -5,8 +5,10 @@
 //! Modelled exactly (kyaml v0.21.1): CRLF -> LF (`ByteReader.Read`), documents re-joined with
 //! `---` and empty documents dropped (`splitDocuments` + `IsMissingOrNull`), a leading `---`
 //! dropped, blank lines removed (go-yaml v3 keeps no blank lines; fluxcd/image-automation-controller
-//! issue 844) except after the document's head comment, trailing spaces removed, one space
-//! before a line comment, one final newline, and the new value quoted per kyaml
+//! issue 844) except after the document's head comment (not after an explicit leading `---`),
+//! unchanged YAML 1.1 non-string values of other markers double-quoted (check.rs), trailing
+//! spaces removed, one space before a line comment, one final newline, and the new value
+//! quoted per kyaml
 //! `yaml.FormatNonStringStyle` (YAML 1.1 non-strings such as `1.10`, `123`, `yes` double-quoted,
 //! quoted values stay quoted) and go-yaml's plain-scalar analysis.
 //!
@@ -904,6 +906,7 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
         let mut blank_run_done = false;
         let mut bi = 0;
         let mut saw_blank_after_comment = false;
+        let mut saw_doc_start = false;
         for (li, line) in lines.iter().take(nlines).enumerate() {
             while bi < block_lines.len() && block_lines[bi].1 < li {
                 bi += 1;
@@ -926,7 +929,13 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
                 if t.is_empty() {
                     if !out.is_empty() && !saw_blank_after_comment {
                         saw_blank_after_comment = true;
-                        out.push('\n');
+                        // after an explicit `---` go-yaml v3 reads the comment as the head
+                        // comment of the first key, not of the document, and writes no blank
+                        // line after it (differential test iac_real, leading-separator +
+                        // head-comment-blank)
+                        if !saw_doc_start {
+                            out.push('\n');
+                        }
                     }
                     continue;
                 }
@@ -937,6 +946,9 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
                             line_base + li + 1
                         ));
                     }
+                    // (only the file's first line can be a `---` here: kyaml's
+                    // splitDocuments cuts at every other one)
+                    saw_doc_start = true;
                     continue;
                 }
                 if t.starts_with('%') {
@@ -1173,6 +1185,20 @@ mod tests {
             r.text,
             format!("data:\n  b: \"1.10\" {m}\n  c: |\n    keep\nitems:\n- \"1.10\" {m}\n- y\n")
         );
+    }
+
+    /// A head comment and a blank line after an explicit `---`: go-yaml v3 writes no blank
+    /// line (the real image-automation-controller v1.1.2, differential test iac_real, layout
+    /// classes leading-separator + head-comment-blank); without `---` it keeps one.
+    #[test]
+    fn blank_after_the_head_comment_goes_after_an_explicit_document_start() {
+        let m = r#"# {"$imagepolicy": "ns:p"}"#;
+        let r = set_all(&format!("---\n# head\n\na: old {m}\n"), "v2");
+        assert!(r.exact, "{:?}", r.caveats);
+        assert_eq!(r.text, format!("# head\na: v2 {m}\n"));
+        let r = set_all(&format!("# head\n\na: old {m}\n"), "v2");
+        assert!(r.exact, "{:?}", r.caveats);
+        assert_eq!(r.text, format!("# head\n\na: v2 {m}\n"));
     }
 
     #[test]

@@ -487,6 +487,49 @@ fn diff_headers_apply_with_git_apply_and_patch() {
     );
 }
 
+/// The `--simulate` diff of a CRLF file applies to the file as it is (every line, CRLF -> LF)
+/// with `git apply` and `patch -p1`, and gives exactly the bytes `--write` writes (it was a
+/// diff of the LF text that applied to nothing: differential test iac_real, layout class crlf).
+#[test]
+fn a_crlf_files_diff_applies_and_gives_the_written_bytes() {
+    let d = tempfile::tempdir().unwrap();
+    let crlf = img(M).replace('\n', "\r\n");
+    write_tree(
+        d.path(),
+        &[("flux/images.yaml", IMAGES), ("apps/web.yaml", &crlf)],
+    );
+    let o = run_in(d.path(), &["apps/web.yaml", "-o", "json", "--set", SET]);
+    let diff = o.json["changes"][0]["diff"].as_str().unwrap().to_string();
+    let w = run_in(d.path(), &["apps/web.yaml", "--write", "--set", SET]);
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    let written = std::fs::read(d.path().join("apps/web.yaml")).unwrap();
+    assert!(!written.contains(&b'\r'));
+    for tool in [&["git", "apply", "-"][..], &["patch", "-p1"][..]] {
+        std::fs::write(d.path().join("apps/web.yaml"), &crlf).unwrap();
+        let mut c = Command::new(tool[0])
+            .args(&tool[1..])
+            .current_dir(d.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        c.stdin.take().unwrap().write_all(diff.as_bytes()).unwrap();
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{tool:?}: {}\n{diff}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            std::fs::read(d.path().join("apps/web.yaml")).unwrap(),
+            written,
+            "{tool:?}"
+        );
+    }
+}
+
 /// A closed stderr (`kubectl markercheck 2>&1 | head -0`) is not a crash: the verdict's exit
 /// code stays 0/1, never Rust's panic code 101 (notes go to stderr and ignore EPIPE).
 #[test]

@@ -80,6 +80,37 @@ fn cronjob_compact_indent_and_helmrelease_values() {
     assert_eq!(cjc["exact"], false);
 }
 
+/// An unchanged plain value that is a YAML 1.1 non-string (`1.10`) is double-quoted when the
+/// file is rewritten for another marker (kyaml's setter sets every marked field and
+/// `FormatNonStringStyle` quotes it), and alone it changes nothing (the real
+/// image-automation-controller v1.1.2, differential test iac_real: `tag: yes` was `"yes"`).
+#[test]
+fn an_unchanged_non_string_value_is_quoted_when_the_file_is_rewritten() {
+    let both = deployment(&format!(
+        "          image: ghcr.io/org/app:1.0.0 # {M}\n          env:\n            - name: TAG\n              value: 1.10 # {T}"
+    ));
+    let alone = deployment(&format!(
+        "          image: ghcr.io/org/app:1.10\n          env:\n            - name: TAG\n              value: 1.10 # {T}"
+    ));
+    let (o, d) = simulate(
+        &[("apps/both.yaml", &both), ("apps/alone.yaml", &alone)],
+        "flux-system:app=ghcr.io/org/app:1.10",
+    );
+    assert_eq!(o.code, 0, "{:?}", o.findings());
+    assert_eq!(
+        read(&d, "apps/both.yaml"),
+        both.replace("app:1.0.0", "app:1.10")
+            .replace("value: 1.10", "value: \"1.10\"")
+    );
+    let changes = o.json["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{}", o.stdout);
+    assert_eq!(changes[0]["file"], "apps/both.yaml");
+    assert_eq!(changes[0]["exact"], true, "{}", o.stdout);
+    // the quoting is no value change of its own
+    assert_eq!(changes[0]["changes"].as_array().unwrap().len(), 1);
+    assert_eq!(read(&d, "apps/alone.yaml"), alone);
+}
+
 #[test]
 fn unchanged_values_leave_files_alone() {
     let dep = deployment(&format!("          image: ghcr.io/org/app:1.2.3 # {M}"));
