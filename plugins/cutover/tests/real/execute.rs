@@ -15,11 +15,9 @@
 //! source-controller process (SIGSTOP, SIGCONT when done, also on panic): deterministic, no
 //! timing. They hold [`SOURCE`] exclusively; every other test holds it shared.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use realcluster::Cluster;
 use realcluster::proxy::FaultProxy;
 use realcluster::testkit::{condition, eventually};

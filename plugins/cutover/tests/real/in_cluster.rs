@@ -16,13 +16,11 @@
 //! parallel; the two that change the probe image's CA bundle (one per runtime) hold a lock the
 //! others share. Skips (with a message) when the pod runtime cannot run here.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
-use realcluster::Cluster;
+use crate::common::*;
 use realcluster::testkit::{condition, eventually};
+use realcluster::{Cluster, ClusterOptions};
 use serde_json::{Value, json};
 use twin::git::{GitServer, GitServerOptions};
 use twin::testkit::{PluginRun, run_command};
@@ -30,13 +28,26 @@ use twin::testkit::{PluginRun, run_command};
 /// Held shared by every test, exclusively by the tests that change the image CA bundle.
 static IMAGE_CA: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
+/// This module's cluster, started on first use with the default options; not
+/// `Cluster::shared()`, which [`crate::execute`]'s tests use: they stop source-controller
+/// (SIGSTOP) and scale kustomize-controller to 0, which the probes here must never meet.
+/// `None` (with a message) when the pod runtime cannot run here.
 fn cluster() -> Option<&'static Cluster> {
+    static PROBES: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
     let m = twin::podexec::missing_prerequisites();
     if !m.is_empty() {
         eprintln!("SKIPPED: the pod runtime needs {}", m.join(", "));
         return None;
     }
-    Some(Cluster::shared().unwrap_or_else(|e| panic!("{e}")))
+    let c = PROBES.get_or_init(|| {
+        // On a thread of its own: start() runs a runtime of its own, which tokio refuses
+        // inside a caller's runtime (these are #[tokio::test]s).
+        std::thread::spawn(|| Cluster::start(ClusterOptions::default()))
+            .join()
+            .unwrap_or_else(|_| Err(realcluster::Error::Setup("cluster start panicked".into())))
+            .map_err(|e| e.to_string())
+    });
+    Some(c.as_ref().unwrap_or_else(|e| panic!("{e}")))
 }
 
 /// One test's world: GitRepository + Kustomization `name` in namespace `name`, reconciled by the

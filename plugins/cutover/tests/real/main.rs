@@ -1,0 +1,12 @@
+//! kubectl-cutover (the real binary) against the real control plane and the real Flux
+//! controllers (tests/realcluster): one test binary, so `cargo test` runs both groups at once
+//! (it runs test binaries one after another; most of their time is real time waiting on the
+//! controllers, not CPU).
+//!
+//! - [`execute`]: execute, `--finish`, the preflight's verdicts, on `Cluster::shared()`; some
+//!   of its tests stop source-controller or scale kustomize-controller to 0.
+//! - [`in_cluster`]: `--verify-in-cluster` with probe Jobs the pod runtime runs for real, on a
+//!   cluster of its own, so no probe meets a controller the other group stopped.
+mod common;
+mod execute;
+mod in_cluster;
