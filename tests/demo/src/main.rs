@@ -36,6 +36,29 @@ use serde_json::{Value, json};
 use twin::flux::cluster::s;
 use twin::git::Change;
 
+std::thread_local! {
+    /// Where this thread's demo output goes: `None` prints each line at once; `Some` holds it
+    /// for a step that runs beside another, printed whole, in step order, once it is done.
+    static HELD: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `println!` for the steps: prints, or appends to this thread's held output ([`HELD`]).
+macro_rules! say {
+    ($($t:tt)*) => {
+        say(format!($($t)*))
+    };
+}
+
+fn say(line: String) {
+    HELD.with(|h| match h.borrow_mut().as_mut() {
+        Some(held) => {
+            held.push_str(&line);
+            held.push('\n');
+        }
+        None => println!("{line}"),
+    })
+}
+
 /// Replay the failure catalogue's incidents on the twin cluster with the real plugins.
 #[derive(Parser, Debug)]
 #[command(name = "cluster-loop-demo", version)]
@@ -87,7 +110,7 @@ struct Step {
 
 impl Step {
     fn new(name: &'static str) -> Self {
-        println!("\n=== {name} ===");
+        say!("\n=== {name} ===");
         Step {
             name,
             proved: vec![],
@@ -98,10 +121,10 @@ impl Step {
     fn check(&mut self, ok: bool, what: impl Into<String>) -> bool {
         let what = what.into();
         if ok {
-            println!("  PROVES: {what}");
+            say!("  PROVES: {what}");
             self.proved.push(what);
         } else {
-            println!("  FAILED: {what}");
+            say!("  FAILED: {what}");
             self.failed.push(what);
         }
         ok
@@ -128,7 +151,7 @@ impl Ctx {
             self.bin_dir.display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        println!("\n  $ kubectl {}", args.join(" "));
+        say!("\n  $ kubectl {}", args.join(" "));
         let mut cmd = Command::new("kubectl");
         cmd.args(args).env("PATH", path).env("NO_COLOR", "1");
         match kubeconfig {
@@ -143,7 +166,7 @@ impl Ctx {
         let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
-                println!("    cannot run kubectl: {e}");
+                say!("    cannot run kubectl: {e}");
                 return Out {
                     code: -1,
                     stdout: String::new(),
@@ -181,7 +204,7 @@ impl Ctx {
         drop(tx);
         let mut stdout = String::new();
         for (is_err, line) in rx {
-            println!("    {line}");
+            say!("    {line}");
             if !is_err {
                 stdout.push_str(&line);
                 stdout.push('\n');
@@ -191,7 +214,7 @@ impl Ctx {
             let _ = r.join();
         }
         let code = child.wait().ok().and_then(|st| st.code()).unwrap_or(-1);
-        println!("    (exit {code})");
+        say!("    (exit {code})");
         Out { code, stdout }
     }
 
@@ -256,7 +279,7 @@ fn step_markercheck(ctx: &Ctx) -> Step {
         format!("{BACKEND} has the plain marker"),
     );
     std::fs::write(&file, text.replace(GOOD_LINE, TAG_MARKER_LINE)).unwrap();
-    println!("\n  (the change under review: the marker on the image: line gets a :tag suffix)");
+    say!("\n  (the change under review: the marker on the image: line gets a :tag suffix)");
     let r = ctx.kubectl(
         None,
         &[
@@ -459,9 +482,12 @@ fn request_reconcile(c: &realcluster::Cluster, ns: &str, kind: &str, name: &str)
 /// own server holds the same repository one commit behind. The root Kustomization renders the
 /// GitRepository itself. The real source- and kustomize-controller run as host processes, so
 /// the servers listen on 127.0.0.1 and the cutover needs `--allow-loopback`.
+/// The cutover step's title.
+const CUTOVER_STEP: &str =
+    "4. cutover: moving the Git source without rolling prod back (real cluster)";
+
 fn step_cutover(ctx: &Ctx, real: &Real, keep: &mut Vec<twin::git::GitServer>) -> Step {
-    let mut st =
-        Step::new("4. cutover: moving the Git source without rolling prod back (real cluster)");
+    let mut st = Step::new(CUTOVER_STEP);
     let Some(c) = real_cluster(real, &mut st) else {
         return st;
     };
@@ -657,7 +683,7 @@ fn step_cutover(ctx: &Ctx, real: &Real, keep: &mut Vec<twin::git::GitServer>) ->
             return st;
         }
     };
-    println!(
+    say!(
         "\n  landed the authored change {} on the new server; `flux reconcile source git flux-system` (the requestedAt annotation)",
         &landed[..7]
     );
@@ -750,7 +776,7 @@ fn step_fleetlint(ctx: &Ctx) -> Step {
     };
     let seeded = format!("{}{}", &text[..at], &text[at + WAVE2_POSTBUILD.len()..]);
     std::fs::write(&apps, &seeded).unwrap();
-    println!(
+    say!(
         "\n  (the change under review: apps-wave-2 in clusters/base/apps.yaml loses its postBuild.substituteFrom)"
     );
     let r = ctx.kubectl(None, &["fleetlint", &c, "--overlay", &dev, "--no-cache"]);
@@ -775,7 +801,7 @@ fn step_fleetlint(ctx: &Ctx) -> Step {
         "--explain FL030 gives the story and the fix",
     );
     std::fs::write(&apps, &text).unwrap();
-    println!("\n  (the fix: postBuild.substituteFrom restored)");
+    say!("\n  (the fix: postBuild.substituteFrom restored)");
     let fixed = ctx.kubectl(None, &["fleetlint", &c, "--overlay", &dev, "--no-cache"]);
     st.check(
         fixed.code == 0 && fixed.stdout.is_empty(),
@@ -1101,7 +1127,7 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
             return st;
         }
     }
-    println!(
+    say!(
         "  clusters/dev applied to the real cluster; its GitRepository flux-system fetches {url}; a MetalLB stand-in assigns LoadBalancer IPs"
     );
     let ks_json = |name: &str| kget(c, &["get", "ks", name, "-n", "flux-system", "-o", "json"]);
@@ -1144,7 +1170,7 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
             return st;
         }
     };
-    println!(
+    say!(
         "\n  pushed the automation commit {} (image: 0.1.1); `flux reconcile source git flux-system`",
         &bad[..7]
     );
@@ -1198,7 +1224,7 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
             return st;
         }
     };
-    println!(
+    say!(
         "\n  pushed the fix {}; `flux reconcile source git flux-system`",
         &fixed[..7]
     );
@@ -1270,7 +1296,7 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
             "image: registry.example.local:5000/podinfo:6.7.0",
         ),
     ] {
-        println!("\n  $ {cmd}");
+        say!("\n  $ {cmd}");
         let ok = Command::new("sh")
             .arg("-c")
             .arg(cmd)
@@ -1352,7 +1378,7 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
 /// source- and kustomize-controller); the node's registry holds the images the steps' fleets
 /// pull successfully.
 fn start_real() -> Real {
-    println!(
+    say!(
         "\n  starting the real cluster: etcd, kube-apiserver {}, kube-controller-manager, source- and kustomize-controller {} (first run builds them: tests/realcluster/build.sh)",
         realcluster::bins::KUBE_VERSION,
         realcluster::bins::KC_CURRENT,
@@ -1380,7 +1406,7 @@ fn start_real() -> Real {
     .join();
     match c {
         Ok(Ok(c)) => {
-            println!("  up in {:.1}s", started.elapsed().as_secs_f64());
+            say!("  up in {:.1}s", started.elapsed().as_secs_f64());
             Ok(c)
         }
         Ok(Err(e)) => Err(e.to_string()),
@@ -1490,20 +1516,44 @@ async fn main() {
         .any(|s| want(s))
         .then(start_real);
     let mut fleet_keep = None;
-    if let Some(real) = &real
-        && want("unstick")
-    {
-        steps.push(step_unstick_real(&ctx, real, &mut fleet_keep));
-    }
     let mut git_servers = vec![];
-    if let Some(real) = &real {
-        if want("podresolve") {
+    std::thread::scope(|scope| {
+        // The cutover step runs beside the unstick step, whose held health check is a real
+        // minute of waiting: it has its own namespace, Git servers and Kustomizations, changes
+        // no DNS and restarts no controller. Its output is held and printed in step order.
+        let cutover = real.as_ref().filter(|_| want("cutover")).map(|real| {
+            scope.spawn(|| {
+                HELD.set(Some(String::new()));
+                let mut servers = vec![];
+                let st = step_cutover(&ctx, real, &mut servers);
+                (st, servers, HELD.take().unwrap_or_default())
+            })
+        });
+        if let Some(real) = &real
+            && want("unstick")
+        {
+            steps.push(step_unstick_real(&ctx, real, &mut fleet_keep));
+        }
+        if let Some(real) = &real
+            && want("podresolve")
+        {
             steps.push(step_podresolve(&ctx, real));
         }
-        if want("cutover") {
-            steps.push(step_cutover(&ctx, real, &mut git_servers));
+        if let Some(cutover) = cutover {
+            match cutover.join() {
+                Ok((st, servers, held)) => {
+                    print!("{held}");
+                    steps.push(st);
+                    git_servers = servers;
+                }
+                Err(_) => {
+                    let mut st = Step::new(CUTOVER_STEP);
+                    st.check(false, "the cutover step panicked (its output is lost)");
+                    steps.push(st);
+                }
+            }
         }
-    }
+    });
     if want("fleetlint") {
         steps.push(step_fleetlint(&ctx));
     }
