@@ -234,13 +234,13 @@ impl HelmReleaseFacts {
             .filter(|m| !m.is_empty())
     }
 
-    /// The `flux` commands that make helm-controller act on a HelmRelease whose retries are
-    /// exhausted without a spec change, and the kubectl equivalent (the same annotations with
-    /// one token): `--force` runs one install/upgrade now, `--reset` clears the failure
-    /// count. Only useful once the cause is gone outside Git.
-    pub fn force_commands(name: &str, ns: &str, token: &str) -> String {
+    /// The `flux` command that makes helm-controller act on a HelmRelease whose retries are
+    /// exhausted without a spec change, and its kubectl equivalent (both annotations with one
+    /// token, as flux2 `reconcile helmrelease --force` writes them; the shell sets `T`):
+    /// `--force` runs one install/upgrade now. Only useful once the cause is gone outside Git.
+    pub fn force_commands(name: &str, ns: &str) -> String {
         format!(
-            "flux reconcile helmrelease {name} -n {ns} --force (or: kubectl -n {ns} annotate --overwrite helmrelease/{name} reconcile.fluxcd.io/requestedAt={token} {FORCE_AT}={token})"
+            "flux reconcile helmrelease {name} -n {ns} --force (or: T=$(date +%s); kubectl -n {ns} annotate --overwrite helmrelease/{name} reconcile.fluxcd.io/requestedAt=$T {FORCE_AT}=$T)"
         )
     }
 }

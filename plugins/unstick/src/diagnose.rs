@@ -1683,7 +1683,7 @@ fn helm_release_reading(
     );
     let force = format!(
         "if the cause went away without a Git change: {} runs one {action} despite the exhausted retries ({} with the same token as reconcile.fluxcd.io/requestedAt; `--reset` writes {} and clears the failure count instead)",
-        helm::HelmReleaseFacts::force_commands(name, ns, "$T"),
+        helm::HelmReleaseFacts::force_commands(name, ns),
         helm::FORCE_AT,
         helm::RESET_AT
     );
