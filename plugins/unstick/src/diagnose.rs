@@ -1731,18 +1731,25 @@ fn helm_release_reading(
         }
         Phase::Running {
             action: a, timeout, ..
+        } if f.has_failed() => (
+            format!(
+                "helm-controller is running '{a}' (timeout {timeout}) after a failed {action}: {retries_left}{failure}{pods_said}; each new attempt fails the same way until the cause is fixed, then it stalls (RetriesExceeded)"
+            ),
+            Some(git_fix),
+            false,
+        ),
+        Phase::Running {
+            action: a, timeout, ..
         } => (
             format!(
-                "helm-controller is running '{a}' (timeout {timeout}), but {}{pods_said}: it fails the same way unless the cause is fixed{}",
-                if f.has_failed() {
-                    format!("{retries_left}{failure}")
-                } else {
-                    "the release's pods are failing".to_string()
-                },
-                if f.failures > 0 || f.retries == 0 {
+                "helm-controller is running '{a}' (timeout {timeout}), but the release's pods are failing{pods_said}: the {a} fails at its timeout unless that changes{}",
+                if f.retries == 0 {
                     String::new()
                 } else {
-                    "; helm-controller retries, then stalls when the retries run out".into()
+                    format!(
+                        "; helm-controller then retries (spec.{action}.remediation.retries: {}) and stalls when the retries run out",
+                        f.retries
+                    )
                 }
             ),
             Some(git_fix),
