@@ -145,11 +145,9 @@ fn an_install_whose_pod_cannot_pull_names_the_pod_and_the_image() {
         b.pods[0].image.as_deref(),
         Some("registry.example.local/web:missing")
     );
-    assert!(
-        b.message
-            .contains("pod apps/web-7d9f-x2 ErrImagePull (registry.example.local/web:missing)"),
-        "{}",
-        b.message
+    assert_eq!(
+        b.message,
+        "helm-controller is running 'install' (timeout 10s), but the release's pods are failing; pod apps/web-7d9f-x2 ErrImagePull (registry.example.local/web:missing): the install fails at its timeout unless that changes; helm-controller then retries (spec.install.remediation.retries: 1) and stalls when the retries run out"
     );
     let fix = b.fix.as_deref().unwrap();
     assert!(
