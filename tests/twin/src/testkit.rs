@@ -1,8 +1,9 @@
-//! Helpers for tests: the keys of Flux objects in `flux-system`, condition checks the way Flux
-//! controllers write conditions, a bare twin API server, a Secret in source-controller's
-//! shape, and running a plugin binary as a process (with a deadline, SIGINT, and an API
-//! endpoint that never answers). The scenario helpers that drove the twin's Flux models were
-//! retired with them in session 5.
+//! Helpers for tests: running a plugin binary as a process (with a deadline, SIGINT, and an API
+//! endpoint that never answers) and skipping a test the pod runtime cannot run on this host.
+//! The scenario helpers that drove the twin's Flux models were retired with them in session 5;
+//! the Flux object keys and condition checks, the bare API server and the Secret helper over
+//! its store with the in-memory API server in session 6 (the real-cluster tests read objects
+//! with `realcluster::testkit`).
 //!
 //! Shared by this crate's tests and the plugins' tests (a dev-dependency on `twin` is enough;
 //! no feature). Every helper panics on failure, as a test should. Product code must not use
@@ -13,123 +14,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use base64::Engine as _;
 use serde_json::Value;
-
-use crate::flux::cluster::{ObjKey, s};
-
-/// The namespace `flux install` creates.
-pub const FLUX_SYSTEM: &str = "flux-system";
-
-/// Key of the `kustomize.toolkit.fluxcd.io/v1` Kustomization `name` in `flux-system`.
-pub fn ks(name: &str) -> ObjKey {
-    ObjKey::new(
-        "kustomize.toolkit.fluxcd.io/v1",
-        "Kustomization",
-        FLUX_SYSTEM,
-        name,
-    )
-}
-
-/// Key of the `source.toolkit.fluxcd.io/v1` GitRepository `name` in `flux-system`.
-pub fn gitrepo(name: &str) -> ObjKey {
-    ObjKey::new(
-        "source.toolkit.fluxcd.io/v1",
-        "GitRepository",
-        FLUX_SYSTEM,
-        name,
-    )
-}
-
-/// The condition of type `type_` in `status.conditions` (the first one; Kubernetes keeps
-/// types unique), as raw JSON; `None` when the object has no such condition (or none at all).
-pub fn cond<'a>(o: &'a Value, type_: &str) -> Option<&'a Value> {
-    o.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-}
-
-/// Whether condition `type_` exists with `status` (`True`, `False`, `Unknown`).
-pub fn cond_status(o: &Value, type_: &str, status: &str) -> bool {
-    cond(o, type_).is_some_and(|c| c["status"] == status)
-}
-
-/// Whether condition `type_` exists with `status` and `reason` (e.g. `Ready`, `False`,
-/// `HealthCheckFailed`).
-pub fn cond_is(o: &Value, type_: &str, status: &str, reason: &str) -> bool {
-    cond(o, type_).is_some_and(|c| c["status"] == status && c["reason"] == reason)
-}
-
-/// Whether a Kustomization is `Ready=True` with reason `ReconciliationSucceeded`: its last run
-/// applied the revision and passed its health checks (kustomize-controller v1 `meta.ReadyCondition`,
-/// `meta.ReconciliationSucceededReason`). A predicate for [`wait`].
-pub fn ready_succeeded(o: &Value) -> bool {
-    cond_is(o, "Ready", "True", "ReconciliationSucceeded")
-}
-
-/// Whether kustomize-controller is running the health check of a revision other than
-/// `applied`: `Healthy=Unknown` reason `Progressing` and `status.lastAttemptedRevision` not
-/// `applied` (kustomize-controller marks Healthy Unknown when a run starts its health checks).
-pub fn checking_new_revision(o: &Value, applied: &str) -> bool {
-    cond_is(o, "Healthy", "Unknown", "Progressing")
-        && s(o, "/status/lastAttemptedRevision") != applied
-}
-
-/// The `status.inventory.entries[].id` of a Kustomization (`<namespace>_<name>_<group>_<Kind>`,
-/// fluxcd/pkg ssa `ObjMetadata` format), in order. Panics when the object has no inventory.
-pub fn inventory_ids(o: &Value) -> Vec<&str> {
-    o["status"]["inventory"]["entries"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no status.inventory.entries: {o}"))
-        .iter()
-        .map(|e| e["id"].as_str().unwrap_or_default())
-        .collect()
-}
-
-/// Starts a bare twin API server as after `flux install` (the Flux CRDs and the
-/// `flux-system` namespace) with the extra `namespaces`; every other option is the default.
-/// Panics when it cannot start.
-pub async fn start_twin(namespaces: &[&str]) -> crate::Twin {
-    let opts = crate::TwinOptions {
-        namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
-        ..Default::default()
-    };
-    crate::Twin::start(opts)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Creates (or replaces) the Secret `namespace/name` in the shape source-controller reads for
-/// a Git source over HTTPS with basic auth: keys `username`, `password` and, when `ca_crt` is
-/// given, `ca.crt` (a PEM bundle), base64 in `data`, type `Opaque` (source-controller v1
-/// `GitRepository.spec.secretRef`, fluxcd/pkg git `NewAuthOptions`). An existing Secret of
-/// that name is deleted first. Panics when the store refuses it.
-pub fn basic_auth_secret(
-    twin: &crate::Twin,
-    namespace: &str,
-    name: &str,
-    username: &str,
-    password: &str,
-    ca_crt: Option<&str>,
-) {
-    let b = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let mut data = serde_json::json!({ "username": b(username), "password": b(password) });
-    if let Some(ca) = ca_crt {
-        data["ca.crt"] = serde_json::json!(b(ca));
-    }
-    let store = twin.store();
-    let gvr = store.gvr("", "v1", "secrets").expect("secrets are served");
-    let _ = store.delete(&gvr, Some(namespace), name);
-    store
-        .create(
-            &gvr,
-            serde_json::json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": name, "namespace": namespace},
-                "type": "Opaque", "data": data}),
-        )
-        .unwrap_or_else(|e| panic!("creating Secret {namespace}/{name}: {e}"));
-}
 
 /// For tests that need the podexec model (probe images run for real in private namespaces):
 /// `true`, after printing `SKIPPED: ...` on stderr with what is missing and how to install it,
@@ -145,25 +30,6 @@ pub fn skip_without_podexec() -> bool {
         m.join(", ")
     );
     true
-}
-
-/// The stderr line every plugin prints (then exits 3) when an object the user named is not in
-/// the twin: `error: <Kind> "<name>" not found in namespace "<namespace>" (context "twin",
-/// <server>); list what exists with: kubectl get <short> -A --context twin` and a newline
-/// (`cluster_loop::error` missing-object message; `short` is the name the user typed, e.g.
-/// `ks`, `gitrepo`, `deploy`). The server is the twin's URL without its trailing slash.
-pub fn not_found_line(
-    twin: &crate::Twin,
-    kind: &str,
-    name: &str,
-    namespace: &str,
-    short: &str,
-) -> String {
-    let server = twin.server_url().trim_end_matches('/').to_string();
-    format!(
-        "error: {kind} \"{name}\" not found in namespace \"{namespace}\" (context \"twin\", \
-         {server}); list what exists with: kubectl get {short} -A --context twin\n"
-    )
 }
 
 /// What a plugin binary run left: its exit code (`-1` when a signal ended it) and its stdout
@@ -337,28 +203,6 @@ pub async fn signal_while_api_hangs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn conditions_and_inventory() {
-        let o = json!({"status": {
-            "conditions": [
-                {"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded"},
-                {"type": "Healthy", "status": "Unknown", "reason": "Progressing"}],
-            "lastAttemptedRevision": "main@sha1:b",
-            "inventory": {"entries": [{"id": "apps_podinfo_apps_Deployment", "v": "v1"}]}}});
-        assert_eq!(cond(&o, "Healthy").unwrap()["reason"], "Progressing");
-        assert!(cond(&o, "Stalled").is_none());
-        assert!(cond(&json!({}), "Ready").is_none());
-        assert!(ready_succeeded(&o));
-        assert!(cond_status(&o, "Healthy", "Unknown"));
-        assert!(!cond_is(&o, "Ready", "True", "Progressing"));
-        assert!(checking_new_revision(&o, "main@sha1:a"));
-        assert!(!checking_new_revision(&o, "main@sha1:b"));
-        assert_eq!(inventory_ids(&o), vec!["apps_podinfo_apps_Deployment"]);
-        assert_eq!(ks("apps").namespace, FLUX_SYSTEM);
-        assert_eq!(gitrepo("fleet").kind, "GitRepository");
-    }
 
     #[tokio::test]
     async fn wrapped_command_order_and_output() {

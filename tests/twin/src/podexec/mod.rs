@@ -1,13 +1,13 @@
-//! Pod execution for "probe images": the twin's kubelet runs the containers of pods (and
+//! Pod execution for "probe images": the kubelet half that runs the containers of pods (and
 //! ephemeral containers) whose image is a small multi-tool image FOR REAL, with host tools
 //! standing in for the image's, in private namespaces whose resolver setup is generated from
 //! the pod spec exactly as the kubelet does ([`dns`]), against a real DNS server (dnsmasq)
 //! configured from the CoreDNS ConfigMap, the Services and the upstream records set with [`PodExec::set_upstream`].
 //!
-//! One runtime, two API servers: it is a client of [`PodApi`] ([`api`]): the twin's store
-//! ([`StoreApi`], [`PodExec::start`]) or, in `tests/realcluster`, the real kube-apiserver
-//! through kube-rs ([`PodExec::start_with`]), where the node agent hands it the probe-image pods
-//! and the real job controller, garbage collector and ttl-after-finished controller do the rest.
+//! A client of the API server through [`PodApi`] ([`api`]): in `tests/realcluster` the real
+//! kube-apiserver through kube-rs ([`PodExec::start_with`]), where the node agent hands it the
+//! probe-image pods and the real job controller, garbage collector and ttl-after-finished
+//! controller do the rest. (Until session 6 the twin's in-memory store was a second client.)
 //!
 //! How a container runs (no shell string of ours anywhere; every step is an argv):
 //! 1. A per-container mount+UTS namespace is created by a holder process
@@ -68,7 +68,8 @@
 //! (the kubelet would retry it with back-off).
 //!
 //! Images ([`ImageKind`]): `alpine:*`, `busybox:*`, `alpine/git:*`, `nicolaka/netshoot:*`
-//! (docker.io). Other images are not run here; the workload model still fails to pull them.
+//! (docker.io). Other images are not run here; the real cluster's node agent pulls them from
+//! its registry list ([`crate::workload::Registry`]) or fails the pull.
 
 pub mod api;
 pub mod dns;
@@ -86,19 +87,15 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::sync::Notify;
 
-use crate::flux::cluster::{Cluster, ObjKey, now_rfc3339, s};
-use crate::store::Store;
+use crate::flux::cluster::{ObjKey, now_rfc3339, s};
 
-pub use api::{ApiEvent, PodApi, StoreApi};
+pub use api::{ApiEvent, PodApi};
 pub use dns::NodeDns;
 
-/// Annotation on Node `twin-node` while a [`PodExec`] serves the cluster; the workload
-/// model's kubelet leaves pods of probe images alone when it is present ([`claims`]).
-pub const NODE_ANNOTATION: &str = "podexec.twin.cluster-loop.dev/runtime";
 /// The system CA bundle path of the probe images (Alpine's and Debian's `ca-certificates`;
 /// their libcurl's default CA file); see [`PodExec::set_image_ca_bundle`].
 pub const IMAGE_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
-/// The node the twin's pods run on.
+/// The default node name ([`PodExecOptions::node_name`]; the real cluster passes its own).
 pub const NODE_NAME: &str = "twin-node";
 /// Default kube-dns ClusterIP (kubeadm/kind default) when no `kube-system/kube-dns` Service
 /// exists at start.
@@ -174,20 +171,6 @@ pub fn is_probe_pod(pod: &Value) -> bool {
     all_probe_images(pod)
 }
 
-/// Hook for the workload model: true when `pod`'s containers all use probe images and a
-/// [`PodExec`] serves this cluster (Node `twin-node` carries [`NODE_ANNOTATION`]).
-pub fn claims(cluster: &dyn Cluster, pod: &Value) -> bool {
-    all_probe_images(pod)
-        && cluster
-            .get(&ObjKey::new("v1", "Node", "", NODE_NAME))
-            .ok()
-            .flatten()
-            .is_some_and(|n| {
-                n.pointer("/metadata/annotations")
-                    .is_some_and(|a| a.get(NODE_ANNOTATION).is_some())
-            })
-}
-
 /// Host tools that must exist (and root) for the model; empty when all are there.
 pub fn missing_prerequisites() -> Vec<String> {
     let mut out: Vec<String> = [
@@ -250,31 +233,6 @@ impl Default for PodExecOptions {
             cluster_dns: None,
             node_name: NODE_NAME.into(),
             host_ip: "172.18.0.2".into(),
-        }
-    }
-}
-
-/// DNS settings of the runtime (see `tests/twin/README.md`).
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DnsSpec {
-    /// Upstream records: `name: [ip, ...]`.
-    #[serde(default)]
-    pub upstream: BTreeMap<String, Vec<String>>,
-    /// Cluster domain (default `cluster.local`).
-    pub cluster_domain: Option<String>,
-}
-
-impl DnsSpec {
-    /// As model options.
-    pub fn options(&self) -> PodExecOptions {
-        PodExecOptions {
-            upstream: self.upstream.clone(),
-            cluster_domain: self
-                .cluster_domain
-                .clone()
-                .unwrap_or_else(|| "cluster.local".into()),
-            ..PodExecOptions::default()
         }
     }
 }
@@ -699,14 +657,9 @@ fn build_bins(root: &Path) -> Result<HashMap<ImageKind, PathBuf>, PodExecError> 
 }
 
 impl PodExec {
-    /// Starts the model on the twin's `store` ([`StoreApi`]); see [`PodExec::start_with`].
-    pub async fn start(store: Store, opts: PodExecOptions) -> Result<PodExec, PodExecError> {
-        PodExec::start_with(Arc::new(StoreApi::new(store)), opts).await
-    }
-
-    /// Starts the runtime as a client of `api` (the twin's store or a real apiserver): checks
-    /// prerequisites, creates the network namespace, starts both dnsmasq processes (waiting
-    /// until they serve), marks the node ([`PodApi::mark_node`]), then follows
+    /// Starts the runtime as a client of `api` (the real apiserver in tests/realcluster):
+    /// checks prerequisites, creates the network namespace, starts both dnsmasq processes
+    /// (waiting until they serve), then follows
     /// [`PodApi::watch`]: pods (run, kill) and the DNS sources (reload). Must run inside a
     /// multi-thread Tokio runtime.
     /// Errors: [`PodExecError`] for a missing prerequisite or a failed setup step.
@@ -814,7 +767,6 @@ impl PodExec {
         });
         guard.0 = None;
         let mut rx = api.watch().await.map_err(PodExecError::Setup)?;
-        api.mark_node(true);
         let mut tasks = Vec::new();
         let i = inner.clone();
         tasks.push(tokio::spawn(async move {
@@ -840,7 +792,8 @@ impl PodExec {
         })
     }
 
-    /// Regenerates the cluster DNS records from the store now and, when they changed,
+    /// Regenerates the cluster DNS records from the API now (the `kube-system/coredns`
+    /// ConfigMap and every Service) and, when they changed,
     /// reloads dnsmasq and waits until it re-read them. Returns the hosts-format records.
     pub async fn sync_dns(&self) -> Result<String, PodExecError> {
         self.inner.sync_dns().await
@@ -950,7 +903,6 @@ impl Drop for PodExec {
         for t in &self.tasks {
             t.abort();
         }
-        self.inner.api.mark_node(false);
         for (_, r) in self.inner.running.lock().unwrap().drain() {
             if let Some(g) = r.pgid {
                 kill_pid("-KILL", &format!("-{g}"));
@@ -991,38 +943,6 @@ impl Drop for LinkGuard {
         if let Some(l) = self.0.take() {
             l.delete();
         }
-    }
-}
-
-pub(crate) fn mark_node(cluster: &dyn Cluster, on: bool) {
-    let key = ObjKey::new("v1", "Node", "", NODE_NAME);
-    let value = if on { json!("host-tools") } else { Value::Null };
-    match cluster.get(&key) {
-        Ok(Some(_)) => {
-            let _ = cluster.merge_patch(
-                &key,
-                json!({"metadata": {"annotations": {NODE_ANNOTATION: value}}}),
-                "twin-podexec",
-            );
-        }
-        _ if on => {
-            let _ = cluster.create(json!({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": NODE_NAME,
-                    "labels": {"kubernetes.io/hostname": NODE_NAME, "kubernetes.io/os": "linux"},
-                    "annotations": {NODE_ANNOTATION: "host-tools"}},
-                "spec": {},
-            }));
-            let _ = cluster.merge_patch_status(
-                &key,
-                json!({"status": {
-                    "addresses": [{"type": "InternalIP", "address": "172.18.0.2"}, {"type": "Hostname", "address": NODE_NAME}],
-                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}],
-                }}),
-                "kubelet",
-            );
-        }
-        _ => {}
     }
 }
 
@@ -1511,22 +1431,8 @@ impl Inner {
         }
         let deadline_hit = outcomes.iter().any(|o| o.end == End::Deadline);
         let ok = outcomes.iter().all(|o| o.exit == 0) && !deadline_hit;
-        if let Some(j) = job
-            && !ok
-        {
-            let (reason, msg) = if deadline_hit {
-                (
-                    "DeadlineExceeded",
-                    "Job was active longer than specified deadline",
-                )
-            } else {
-                (
-                    "BackoffLimitExceeded",
-                    "Job has reached the specified backoff limit",
-                )
-            };
-            self.api.job_failed(j, reason, msg).await;
-        }
+        // A failed Job pod: kube-controller-manager's job controller sets the Job's Failed
+        // condition from this pod status, as on any cluster (nothing for a kubelet to write).
         let statuses: Vec<Value> = outcomes.iter().map(|o| o.status(false)).collect();
         let mut st = self.pod_status(
             &pod,

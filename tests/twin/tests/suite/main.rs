@@ -1,8 +1,4 @@
-//! The twin's integration tests, one binary (one link, and wait-bound tests of different
-//! areas overlap): each module is one area.
-mod api_kube;
-mod api_kubectl;
+//! The twin's integration tests, one binary (one link): each module is one area.
 mod clusters_render;
 mod git_server;
-mod podexec_model;
-mod service_table;
+mod podexec_runtime;
