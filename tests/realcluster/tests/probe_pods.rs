@@ -476,7 +476,7 @@ spec:
 }
 
 /// activeDeadlineSeconds SIGKILLs the container (Failed, DeadlineExceeded, exit 137, the log
-/// up to then); deleting a running pod kills its process, and the node agent confirms the
+/// up to then and no process left); deleting a running pod kills its process, and the node agent confirms the
 /// deletion so the pod is gone from the apiserver.
 #[test]
 fn the_deadline_and_a_deletion_kill_the_process() {
@@ -504,15 +504,22 @@ fn the_deadline_and_a_deletion_kill_the_process() {
         p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 137,
         "{p}"
     );
+    // The deadline counts from the pod's start, so on a loaded machine the kill may come
+    // before the shell printed anything: the log is some prefix of "<pid>\nstarted\n", and
+    // when the pid is there, that process is gone.
     let out = logs(c, n, "slow");
-    assert!(out.ends_with("\nstarted\n"), "{out}");
-    let pid = pid_line(&out);
-    assert!(process_gone(pid), "{pid} survived the deadline");
+    let mut lines = out.lines();
+    if let Some(pid) = lines.next() {
+        let pid: u32 = pid.parse().unwrap_or_else(|_| panic!("{out}"));
+        assert!(process_gone(pid), "{pid} survived the deadline");
+        assert!(matches!(lines.next(), None | Some("started")), "{out}");
+        assert_eq!(lines.next(), None, "{out}");
+    }
 
     wait_pod(c, n, "doomed", "Running", |p| {
         p["status"]["phase"] == "Running"
     });
-    let pid = eventually(Duration::from_secs(30), "doomed's pid in its log", || {
+    let pid = eventually(Duration::from_secs(60), "doomed's pid in its log", || {
         c.kubectl(&["-n", n, "logs", "doomed"])
             .ok()
             .and_then(|l| l.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
