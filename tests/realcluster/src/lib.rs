@@ -3,10 +3,10 @@
 //!
 //! Real (built from Go modules by `build.sh`, versions in [`bins`]): etcd (embedded, our small
 //! main), kube-apiserver and kube-controller-manager from `k8s.io/kubernetes`, source-controller
-//! and kustomize-controller (the current release and v1.7.3), the Flux CRDs as released in the
-//! controllers' modules, and the HelmRelease and image automation CRDs generated with
-//! controller-gen from their api modules ([`bins::generated_crd_dir`]; those controllers do not
-//! run: the Go module proxy refuses them). Ours (nothing real can run here): the node agent
+//! and kustomize-controller (the current release and v1.7.3), image-reflector-controller,
+//! image-automation-controller and helm-controller (the releases the Go module proxy serves,
+//! built but run only when [`ClusterOptions`] asks), and every Flux CRD as released in those
+//! controllers' modules. Ours (nothing real can run here): the node agent
 //! ([`node`]: kubelet and scheduler half; with [`kubelet`] it runs probe-image pods for real
 //! through the twin's pod runtime and serves their logs), the Git server (`twin::git`,
 //! git-http-backend behind our HTTP front),
@@ -24,6 +24,7 @@
 pub mod bins;
 pub mod kubelet;
 pub mod node;
+pub mod oci;
 pub mod pki;
 pub mod proc;
 pub mod proxy;
@@ -66,6 +67,16 @@ pub struct ClusterOptions {
     pub kustomize_controller_args: Vec<String>,
     /// Images the node can pull (see [`node::Registry`]).
     pub images: Vec<String>,
+    /// Also run image-reflector-controller ([`bins::IRC_CURRENT`]) as a Deployment (off by
+    /// default: each controller adds to every cluster's start and CPU; the CRDs are always
+    /// installed). It reconciles ImageRepository and ImagePolicy (main shard, as the others),
+    /// and the cluster serves a real OCI registry for it to scan ([`Cluster::oci`]).
+    pub image_reflector_controller: bool,
+    /// Also run image-automation-controller ([`bins::IAC_CURRENT`]): ImageUpdateAutomation,
+    /// pushing to the cluster's Git server. Off by default.
+    pub image_automation_controller: bool,
+    /// Also run helm-controller ([`bins::HELM_CURRENT`]): HelmRelease. Off by default.
+    pub helm_controller: bool,
 }
 
 impl Default for ClusterOptions {
@@ -74,6 +85,9 @@ impl Default for ClusterOptions {
             kustomize_controller: bins::KC_CURRENT.to_owned(),
             kustomize_controller_args: Vec::new(),
             images: Vec::new(),
+            image_reflector_controller: false,
+            image_automation_controller: false,
+            helm_controller: false,
         }
     }
 }
@@ -87,6 +101,7 @@ pub struct Cluster {
     podexec: Mutex<Option<Arc<twin::podexec::PodExec>>>,
     log_server: Mutex<Option<kubelet::LogServer>>,
     procs: Mutex<Vec<Proc>>,
+    oci: Option<oci::OciRegistry>,
     git: twin::git::GitServer,
     registry: node::Registry,
     rt: tokio::runtime::Runtime,
@@ -325,10 +340,12 @@ impl Cluster {
         for dir in [
             bins::crd_dir("source-controller", bins::SC_CURRENT)?,
             bins::crd_dir("kustomize-controller", &opts.kustomize_controller)?,
-            // Generated with controller-gen (HelmRelease, ImageRepository, ImagePolicy,
-            // ImageUpdateAutomation): installed so health checks and plugins meet the real
-            // schema; their controllers do not run (the Go module proxy refuses them).
-            bins::generated_crd_dir()?,
+            // ImageRepository, ImagePolicy, ImageUpdateAutomation and HelmRelease as released
+            // with the controllers build.sh builds, installed in every cluster so health checks
+            // and plugins meet the real schema whether or not those controllers run.
+            bins::crd_dir("image-reflector-controller", bins::IRC_CURRENT)?,
+            bins::crd_dir("image-automation-controller", bins::IAC_CURRENT)?,
+            bins::crd_dir("helm-controller", bins::HELM_CURRENT)?,
         ] {
             kubectl(
                 &kubeconfig,
@@ -347,6 +364,12 @@ impl Cluster {
         )?;
         step("crds");
 
+        // A real OCI registry for image-reflector-controller to scan.
+        let oci = if opts.image_reflector_controller {
+            Some(oci::OciRegistry::start(&logs)?)
+        } else {
+            None
+        };
         let registry = node::Registry::new(&opts.images);
         let mut hosts = node::HostImages::new();
         let env = vec![
@@ -362,18 +385,29 @@ impl Cluster {
             ("source-controller", bins::SC_CURRENT),
             ("kustomize-controller", bins::KC_CURRENT),
             ("kustomize-controller", bins::KC_V17),
+            ("image-reflector-controller", bins::IRC_CURRENT),
+            ("image-automation-controller", bins::IAC_CURRENT),
+            ("helm-controller", bins::HELM_CURRENT),
         ] {
             let Ok(program) = bins::bin(&format!("{name}-{version}")) else {
                 continue;
             };
-            let storage = storage.clone();
+            // source-controller's artifact storage and image-reflector-controller's image
+            // database (badger, `--storage-path`, default /data) live in the cluster dir.
+            let storage = match name {
+                "source-controller" => Some(storage.clone()),
+                "image-reflector-controller" => Some(d.join("image-reflector-controller-db")),
+                _ => None,
+            };
             let is_source = name == "source-controller";
             hosts.insert(
                 format!("ghcr.io/fluxcd/{name}:{version}"),
                 node::HostImage {
                     program,
                     env: env.clone(),
-                    rewrite: Arc::new(move |args: &[String]| host_args(args, is_source, &storage)),
+                    rewrite: Arc::new(move |args: &[String]| {
+                        host_args(args, is_source, storage.as_deref())
+                    }),
                 },
             );
         }
@@ -438,6 +472,7 @@ impl Cluster {
             podexec: Mutex::new(podexec),
             log_server: Mutex::new(Some(log_server)),
             procs: Mutex::new(procs),
+            oci,
             git,
             registry,
             rt,
@@ -449,7 +484,30 @@ impl Cluster {
             &opts.kustomize_controller,
             &opts.kustomize_controller_args,
         ))?;
-        for name in ["source-controller", "kustomize-controller"] {
+        let extra = extra_deployments(&opts);
+        if !extra.is_empty() {
+            cluster.apply_yaml(
+                &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": extra})
+                    .to_string(),
+            )?;
+        }
+        let mut names = vec!["source-controller", "kustomize-controller"];
+        names.extend(
+            [
+                (
+                    opts.image_reflector_controller,
+                    "image-reflector-controller",
+                ),
+                (
+                    opts.image_automation_controller,
+                    "image-automation-controller",
+                ),
+                (opts.helm_controller, "helm-controller"),
+            ]
+            .into_iter()
+            .filter_map(|(on, name)| on.then_some(name)),
+        );
+        for name in names {
             cluster.rollout_status(name, Duration::from_secs(120))?;
         }
         step("flux rollout");
@@ -521,6 +579,12 @@ impl Cluster {
     /// The registry the node pulls from.
     pub fn registry(&self) -> &node::Registry {
         &self.registry
+    }
+
+    /// The real OCI registry (go-containerregistry's cmd/registry), started when
+    /// [`ClusterOptions::image_reflector_controller`] is on.
+    pub fn oci(&self) -> Option<&oci::OciRegistry> {
+        self.oci.as_ref()
     }
 
     /// The working directory (logs under `logs/`).
@@ -647,9 +711,11 @@ impl Drop for Cluster {
 }
 
 /// Rewrites a controller's in-cluster args for a host process: no leader election, metrics and
-/// health listeners off (several controllers share the host), and for source-controller its
-/// storage on a loopback port (in a cluster `--storage-adv-addr` names its Service).
-fn host_args(args: &[String], is_source: bool, storage: &Path) -> Vec<String> {
+/// health listeners off (several controllers share the host), `--storage-path` in `storage`
+/// when given (source-controller's artifacts, image-reflector-controller's database), and for
+/// source-controller its storage served on a loopback port (in a cluster `--storage-adv-addr`
+/// names its Service).
+fn host_args(args: &[String], is_source: bool, storage: Option<&Path>) -> Vec<String> {
     let mut out: Vec<String> = args
         .iter()
         .filter(|a| {
@@ -663,61 +729,92 @@ fn host_args(args: &[String], is_source: bool, storage: &Path) -> Vec<String> {
     out.push("--enable-leader-election=false".into());
     out.push("--metrics-addr=0".into());
     out.push("--health-addr=0".into());
+    if let Some(storage) = storage {
+        out.push(format!("--storage-path={}", storage.display()));
+    }
     if is_source {
         let port = free_port().unwrap_or(0);
-        out.push(format!("--storage-path={}", storage.display()));
         out.push(format!("--storage-addr=127.0.0.1:{port}"));
         out.push(format!("--storage-adv-addr=127.0.0.1:{port}"));
     }
     out
 }
 
-/// The Deployments `flux install` makes for source- and kustomize-controller (flux2
-/// manifests/bases: image, args), at the versions this harness builds, both as the main shard
-/// of a sharded install ([`HELD_SHARD_LABEL`]).
-pub fn flux_deployments(kc_version: &str, kc_args: &[String]) -> String {
-    let mut kc = vec![
+/// The main-shard args `flux install` gives every controller (flux2 manifests/bases and
+/// install patches: `--watch-all-namespaces=true`, `--log-level=info`, `--log-encoding=json`,
+/// `--enable-leader-election`), with `--events-addr=` empty (no notification-controller here)
+/// and the main shard's `--watch-label-selector=!sharding.fluxcd.io/key` ([`HELD_SHARD_LABEL`]).
+fn main_shard_args() -> Vec<String> {
+    vec![
         "--events-addr=".to_owned(),
         "--watch-all-namespaces=true".to_owned(),
         format!("--watch-label-selector=!{HELD_SHARD_LABEL}"),
         "--log-level=info".to_owned(),
         "--log-encoding=json".to_owned(),
         "--enable-leader-election".to_owned(),
-    ];
+    ]
+}
+
+/// A flux-system Deployment as `flux install` makes it for controller `name` (image
+/// `ghcr.io/fluxcd/<name>:<version>`, container `manager`, `RUNTIME_NAMESPACE` from the pod's
+/// namespace, the given args).
+fn flux_deployment(name: &str, version: &str, args: Vec<String>) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": FLUX_NS, "labels": {"app": name, "app.kubernetes.io/part-of": "flux"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"terminationGracePeriodSeconds": 10, "containers": [{
+                    "name": "manager", "image": format!("ghcr.io/fluxcd/{name}:{version}"),
+                    "args": args,
+                    "env": [{"name": "RUNTIME_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+                }]}}}
+    })
+}
+
+/// The Deployments `flux install` makes for source- and kustomize-controller (flux2
+/// manifests/bases: image, args), at the versions this harness builds, both as the main shard
+/// of a sharded install ([`HELD_SHARD_LABEL`]).
+pub fn flux_deployments(kc_version: &str, kc_args: &[String]) -> String {
+    let mut kc = main_shard_args();
     kc.extend(kc_args.iter().cloned());
-    let selector = format!("--watch-label-selector=!{HELD_SHARD_LABEL}");
-    let sc = [
-        "--events-addr=",
-        "--watch-all-namespaces=true",
-        selector.as_str(),
-        "--log-level=info",
-        "--log-encoding=json",
-        "--enable-leader-election",
-        "--storage-path=/data",
-        "--storage-adv-addr=source-controller.$(RUNTIME_NAMESPACE).svc.cluster.local.",
-    ];
-    let deploy = |name: &str, version: &str, args: Vec<String>| {
-        serde_json::json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name, "namespace": FLUX_NS, "labels": {"app": name, "app.kubernetes.io/part-of": "flux"}},
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
-                "template": {"metadata": {"labels": {"app": name}},
-                    "spec": {"terminationGracePeriodSeconds": 10, "containers": [{
-                        "name": "manager", "image": format!("ghcr.io/fluxcd/{name}:{version}"),
-                        "args": args,
-                        "env": [{"name": "RUNTIME_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
-                    }]}}}
-        })
-    };
+    let mut sc = main_shard_args();
+    sc.push("--storage-path=/data".to_owned());
+    sc.push(
+        "--storage-adv-addr=source-controller.$(RUNTIME_NAMESPACE).svc.cluster.local.".to_owned(),
+    );
     serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
-        deploy(
-            "source-controller",
-            bins::SC_CURRENT,
-            sc.iter().map(|s| (*s).to_owned()).collect()
-        ),
-        deploy("kustomize-controller", kc_version, kc),
+        flux_deployment("source-controller", bins::SC_CURRENT, sc),
+        flux_deployment("kustomize-controller", kc_version, kc),
     ]})
     .to_string()
+}
+
+/// The Deployments of the controllers `opts` opts into (image-reflector-controller,
+/// image-automation-controller, helm-controller), with the same main-shard args: each of them
+/// takes `--watch-label-selector` (fluxcd/pkg runtime `helper.WatchOptions`) and filters only
+/// its own kinds by it (main.go cache `ByObject`: image-reflector-controller v1.1.1
+/// ImageRepository and ImagePolicy; image-automation-controller v1.1.2 ImageUpdateAutomation;
+/// helm-controller v1.4.3 HelmRelease). image-reflector-controller keeps its default
+/// `--storage-path=/data` (rewritten for the host process).
+pub fn extra_deployments(opts: &ClusterOptions) -> Vec<serde_json::Value> {
+    [
+        (
+            opts.image_reflector_controller,
+            "image-reflector-controller",
+            bins::IRC_CURRENT,
+        ),
+        (
+            opts.image_automation_controller,
+            "image-automation-controller",
+            bins::IAC_CURRENT,
+        ),
+        (opts.helm_controller, "helm-controller", bins::HELM_CURRENT),
+    ]
+    .into_iter()
+    .filter(|(on, _, _)| *on)
+    .map(|(_, name, version)| flux_deployment(name, version, main_shard_args()))
+    .collect()
 }
 
 /// kubeadm's kube-dns Service (cmd/kubeadm/app/phases/addons/dns/manifests.go

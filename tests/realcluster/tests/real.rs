@@ -49,49 +49,86 @@ fn flux_controllers_run_as_real_processes_with_released_crds() {
     assert_eq!(est["status"], "True");
 }
 
-/// The CRDs of the controllers the Go module proxy refuses are generated with controller-gen
-/// from their api modules (build.sh, crds/ module) and Established; their controllers do not run,
-/// so an object of theirs is stored as written and no controller writes its status.
+/// The CRDs of image-reflector-, image-automation- and helm-controller are the ones released
+/// with the controllers build.sh builds (config/crd/bases of each controller's module), installed
+/// and Established in every cluster; by default those controllers do not run (opt-in through
+/// ClusterOptions), so an object of theirs is stored as written and no controller writes its
+/// status.
 #[test]
-fn generated_crds_are_established_and_their_objects_are_stored_with_the_real_schema() {
+fn image_and_helm_crds_are_the_released_ones_and_their_objects_are_stored_with_the_real_schema() {
     let c = cluster();
-    let dir = bins::generated_crd_dir().unwrap();
-    let mut files: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".yaml"))
-        .collect();
-    files.sort();
-    assert_eq!(
-        files,
-        [
-            "helm.toolkit.fluxcd.io_helmreleases.yaml",
-            "image.toolkit.fluxcd.io_imagepolicies.yaml",
-            "image.toolkit.fluxcd.io_imagerepositories.yaml",
-            "image.toolkit.fluxcd.io_imageupdateautomations.yaml",
-        ]
-    );
-    for (crd, storage) in [
-        ("helmreleases.helm.toolkit.fluxcd.io", "v2"),
-        ("imagerepositories.image.toolkit.fluxcd.io", "v1"),
-        ("imagepolicies.image.toolkit.fluxcd.io", "v1"),
-        ("imageupdateautomations.image.toolkit.fluxcd.io", "v1"),
+    for (controller, version, crds) in [
+        (
+            "image-reflector-controller",
+            bins::IRC_CURRENT,
+            &[
+                (
+                    "image.toolkit.fluxcd.io_imagepolicies.yaml",
+                    "imagepolicies.image.toolkit.fluxcd.io",
+                    "v1",
+                ),
+                (
+                    "image.toolkit.fluxcd.io_imagerepositories.yaml",
+                    "imagerepositories.image.toolkit.fluxcd.io",
+                    "v1",
+                ),
+            ][..],
+        ),
+        (
+            "image-automation-controller",
+            bins::IAC_CURRENT,
+            &[(
+                "image.toolkit.fluxcd.io_imageupdateautomations.yaml",
+                "imageupdateautomations.image.toolkit.fluxcd.io",
+                "v1",
+            )][..],
+        ),
+        (
+            "helm-controller",
+            bins::HELM_CURRENT,
+            &[(
+                "helm.toolkit.fluxcd.io_helmreleases.yaml",
+                "helmreleases.helm.toolkit.fluxcd.io",
+                "v2",
+            )][..],
+        ),
     ] {
-        let crd = c.get_json(&["get", "crd", crd]);
-        assert_eq!(
-            crd["metadata"]["annotations"]["controller-gen.kubebuilder.io/version"], "v0.21.0",
-            "{}",
-            crd["metadata"]
-        );
-        assert_eq!(condition(&crd, "Established")["status"], "True", "{crd}");
-        let stored: Vec<&str> = crd["spec"]["versions"]
-            .as_array()
+        let dir = bins::crd_dir(controller, version).unwrap();
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
-            .iter()
-            .filter(|v| v["storage"] == true)
-            .map(|v| v["name"].as_str().unwrap())
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".yaml"))
             .collect();
-        assert_eq!(stored, [storage], "{}", crd["metadata"]["name"]);
+        files.sort();
+        let want: Vec<&str> = crds.iter().map(|(f, _, _)| *f).collect();
+        assert_eq!(files, want, "{}", dir.display());
+        for (file, crd, storage) in crds {
+            // The controller-gen version the release was generated with, as the file says it.
+            let text = std::fs::read_to_string(dir.join(file)).unwrap();
+            let gen_version = text
+                .lines()
+                .find_map(|l| {
+                    l.trim()
+                        .strip_prefix("controller-gen.kubebuilder.io/version: ")
+                })
+                .unwrap_or_else(|| panic!("{file}: no controller-gen annotation"));
+            let crd = c.get_json(&["get", "crd", crd]);
+            assert_eq!(
+                crd["metadata"]["annotations"]["controller-gen.kubebuilder.io/version"],
+                gen_version,
+                "{}",
+                crd["metadata"]
+            );
+            assert_eq!(condition(&crd, "Established")["status"], "True", "{crd}");
+            let stored: Vec<&str> = crd["spec"]["versions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|v| v["storage"] == true)
+                .map(|v| v["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(stored, [*storage], "{}", crd["metadata"]["name"]);
+        }
     }
     // The real schema validates: a HelmRelease without spec.chart or spec.chartRef is refused by
     // the CEL rule of helm-controller api/v2 (HelmReleaseSpec: "either chart or chartRef must be set").
@@ -200,4 +237,281 @@ fn a_job_that_cannot_pull_holds_the_health_check_until_the_timeout() {
         elapsed >= Duration::from_secs(35),
         "ended after {elapsed:?}: {m}"
     );
+}
+
+/// The cluster of the image automation and helm tests: image-reflector-controller,
+/// image-automation-controller and helm-controller run (ClusterOptions), with the real OCI
+/// registry, and the podinfo image the chart's Deployment uses is pullable.
+fn controllers_cluster() -> &'static Cluster {
+    static C: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
+    C.get_or_init(|| {
+        std::thread::spawn(|| {
+            Cluster::start(realcluster::ClusterOptions {
+                image_reflector_controller: true,
+                image_automation_controller: true,
+                helm_controller: true,
+                images: vec![PODINFO.to_owned()],
+                ..realcluster::ClusterOptions::default()
+            })
+        })
+        .join()
+        .unwrap_or_else(|_| Err(realcluster::Error::Setup("start panicked".into())))
+        .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+const PODINFO: &str = "ghcr.io/stefanprodan/podinfo:6.7.0";
+
+/// The opt-in controllers run as real processes of their Deployments' pods, with the
+/// main-shard args `flux install` gives them.
+#[test]
+fn opt_in_controllers_run_as_real_processes_of_their_deployments() {
+    let c = controllers_cluster();
+    let procs = c.host_processes();
+    for (name, version) in [
+        ("image-reflector-controller", bins::IRC_CURRENT),
+        ("image-automation-controller", bins::IAC_CURRENT),
+        ("helm-controller", bins::HELM_CURRENT),
+    ] {
+        let (pod, pid) = procs
+            .iter()
+            .find(|(k, _)| k.starts_with(&format!("{FLUX_NS}/{name}-")))
+            .unwrap_or_else(|| panic!("no {name} process: {procs:?}"));
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+        assert!(
+            exe.to_string_lossy()
+                .ends_with(&format!("{name}-{version}")),
+            "{pod}: pid {pid} runs {}",
+            exe.display()
+        );
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        assert!(
+            args.contains(&"--watch-label-selector=!sharding.fluxcd.io/key".to_owned()),
+            "{name}: {args:?}"
+        );
+        let deploy = c.get_json(&["-n", FLUX_NS, "get", "deployment", name]);
+        assert_eq!(
+            deploy["spec"]["template"]["spec"]["containers"][0]["image"],
+            format!("ghcr.io/fluxcd/{name}:{version}")
+        );
+    }
+}
+
+/// The real image automation loop: tags pushed to a real OCI registry (go-containerregistry's
+/// cmd/registry), the real image-reflector-controller scans them into an ImageRepository and
+/// its ImagePolicy (semver) selects the highest, and the real image-automation-controller
+/// commits the setter change to our Git server and pushes it.
+#[test]
+fn image_policy_selects_the_pushed_tag_and_automation_commits_the_setter() {
+    let c = controllers_cluster();
+    let oci = c
+        .oci()
+        .expect("the registry runs with image-reflector-controller");
+    oci.push("team/app", &["1.0.0", "1.1.0", "2.0.0-rc.1"])
+        .unwrap();
+    let mut tags = oci.tags("team/app").unwrap();
+    tags.sort();
+    assert_eq!(tags, ["1.0.0", "1.1.0", "2.0.0-rc.1"]);
+    let image = format!("{}/team/app", oci.host());
+    let deploy = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app\n  namespace: auto\nspec:\n  selector:\n    matchLabels: {{app: app}}\n  template:\n    metadata:\n      labels: {{app: app}}\n    spec:\n      containers:\n        - name: app\n          image: {image}:1.0.0 # {{\"$imagepolicy\": \"{FLUX_NS}:app\"}}\n"
+    );
+    let repo = "org/auto";
+    c.git().create_repo(repo, "main").unwrap();
+    let first = c
+        .git()
+        .commit(
+            repo,
+            &[twin::git::Change::write(
+                "deploy/app.yaml",
+                deploy.as_bytes().to_vec(),
+            )],
+            "app 1.0.0",
+        )
+        .unwrap();
+    let url = c.git().url_http(repo);
+    c.apply_yaml(&format!(
+        r#"apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageRepository
+metadata: {{name: app, namespace: {FLUX_NS}}}
+spec: {{image: "{image}", interval: 1m, insecure: true}}
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata: {{name: app, namespace: {FLUX_NS}}}
+spec:
+  imageRepositoryRef: {{name: app}}
+  policy: {{semver: {{range: ">=1.0.0"}}}}
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {{name: auto, namespace: {FLUX_NS}}}
+spec: {{interval: 1m, url: "{url}", ref: {{branch: main}}}}
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageUpdateAutomation
+metadata: {{name: auto, namespace: {FLUX_NS}}}
+spec:
+  interval: 1m
+  sourceRef: {{kind: GitRepository, name: auto}}
+  git:
+    checkout: {{ref: {{branch: main}}}}
+    commit:
+      author: {{name: fluxcdbot, email: fluxcdbot@users.noreply.github.com}}
+      messageTemplate: "automation: {{{{range .Changed.Changes}}}}{{{{.OldValue}}}} -> {{{{.NewValue}}}} {{{{end}}}}"
+    push: {{branch: main}}
+  update: {{path: ./deploy, strategy: Setters}}
+"#
+    ))
+    .unwrap();
+    // image-reflector-controller: the scan, then the policy's choice (2.0.0-rc.1 is a
+    // pre-release, outside ">=1.0.0" by semver rules).
+    let scanned = eventually(Duration::from_secs(120), "ImageRepository scanned", || {
+        let r = c.get_json(&["-n", FLUX_NS, "get", "imagerepository", "app"]);
+        (condition(&r, "Ready")["status"] == "True").then_some(r)
+    });
+    assert_eq!(
+        scanned["status"]["lastScanResult"]["tagCount"], 3,
+        "{scanned}"
+    );
+    let policy = eventually(Duration::from_secs(120), "ImagePolicy latestRef", || {
+        let p = c.get_json(&["-n", FLUX_NS, "get", "imagepolicy", "app"]);
+        (condition(&p, "Ready")["status"] == "True").then_some(p)
+    });
+    assert_eq!(policy["status"]["latestRef"]["name"], image, "{policy}");
+    assert_eq!(policy["status"]["latestRef"]["tag"], "1.1.0", "{policy}");
+    // image-automation-controller: a commit on main with the setter's new value, pushed.
+    let pushed = eventually(Duration::from_secs(180), "automation push", || {
+        let head = c.git().head(repo, "main").ok()?;
+        (head != first).then_some(head)
+    });
+    let text =
+        String::from_utf8(c.git().read_file(repo, &pushed, "deploy/app.yaml").unwrap()).unwrap();
+    assert!(
+        text.contains(&format!(
+            "image: {image}:1.1.0 # {{\"$imagepolicy\": \"{FLUX_NS}:app\"}}"
+        )),
+        "{text}"
+    );
+    let log = c.git().log(repo, "main").unwrap();
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert_eq!(log[0].sha, pushed);
+    assert_eq!(
+        log[0].subject,
+        // The template's trailing space is gone: git keeps no trailing whitespace on a line.
+        format!("automation: {image}:1.0.0 -> {image}:1.1.0"),
+        "{log:?}"
+    );
+    let auto = eventually(Duration::from_secs(60), "lastPushCommit", || {
+        let a = c.get_json(&["-n", FLUX_NS, "get", "imageupdateautomation", "auto"]);
+        (a["status"]["lastPushCommit"] == pushed.as_str()).then_some(a)
+    });
+    assert_eq!(condition(&auto, "Ready")["status"], "True", "{auto}");
+}
+
+/// A HelmRelease of a chart in a GitRepository, installed into the real cluster by the real
+/// helm-controller (the chart built by the real source-controller as a HelmChart artifact):
+/// the release's objects exist, the Deployment rolled out, the Helm release Secret is stored.
+#[test]
+fn helm_release_from_a_git_chart_installs_into_the_cluster() {
+    let c = controllers_cluster();
+    let ns = "helm-demo";
+    c.kubectl(&["create", "namespace", ns]).unwrap();
+    let chart = "apiVersion: v2\nname: demo\nversion: 0.1.0\nappVersion: \"6.7.0\"\n";
+    let values = format!("image: {PODINFO}\nmessage: from values\n");
+    let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: {{ .Release.Name }}}\n  template:\n    metadata:\n      labels: {app: {{ .Release.Name }}}\n    spec:\n      containers:\n        - name: app\n          image: {{ .Values.image }}\n";
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-config\ndata:\n  message: {{ .Values.message | quote }}\n  chart: {{ .Chart.Name }}-{{ .Chart.Version }}\n";
+    let repo = "org/charts";
+    c.git().create_repo(repo, "main").unwrap();
+    let files = [
+        ("charts/demo/Chart.yaml", chart.to_owned()),
+        ("charts/demo/values.yaml", values),
+        ("charts/demo/templates/deployment.yaml", deploy.to_owned()),
+        ("charts/demo/templates/configmap.yaml", cm.to_owned()),
+    ];
+    let changes: Vec<twin::git::Change> = files
+        .iter()
+        .map(|(p, t)| twin::git::Change::write(*p, t.as_bytes().to_vec()))
+        .collect();
+    c.git().commit(repo, &changes, "demo chart 0.1.0").unwrap();
+    let url = c.git().url_http(repo);
+    c.apply_yaml(&format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {{name: charts, namespace: {FLUX_NS}}}\nspec: {{interval: 10m, url: \"{url}\", ref: {{branch: main}}}}\n"
+    ))
+    .unwrap();
+    c.apply_yaml(&format!(
+        r#"apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {{name: demo, namespace: {FLUX_NS}}}
+spec:
+  interval: 10m
+  targetNamespace: {ns}
+  chart:
+    spec:
+      chart: ./charts/demo
+      sourceRef: {{kind: GitRepository, name: charts}}
+  values:
+    message: from the HelmRelease
+"#
+    ))
+    .unwrap();
+    let hr = eventually(Duration::from_secs(180), "HelmRelease Ready", || {
+        let hr = c.get_json(&["-n", FLUX_NS, "get", "helmrelease", "demo"]);
+        (condition(&hr, "Ready")["status"] == "True").then_some(hr)
+    });
+    let release = format!("{ns}-demo");
+    let history = &hr["status"]["history"][0];
+    assert_eq!(history["name"], release.as_str(), "{hr}");
+    assert_eq!(history["chartName"], "demo", "{hr}");
+    assert_eq!(history["chartVersion"], "0.1.0", "{hr}");
+    assert_eq!(history["status"], "deployed", "{hr}");
+    // The HelmChart source-controller built from the GitRepository at the pushed commit.
+    let chart_obj = c.get_json(&[
+        "-n",
+        FLUX_NS,
+        "get",
+        "helmchart",
+        &format!("{FLUX_NS}-demo"),
+    ]);
+    assert_eq!(
+        condition(&chart_obj, "Ready")["status"],
+        "True",
+        "{chart_obj}"
+    );
+    assert_eq!(
+        chart_obj["status"]["artifact"]["revision"], "0.1.0",
+        "{chart_obj}"
+    );
+    let cm = c.get_json(&["-n", ns, "get", "configmap", &format!("{release}-config")]);
+    assert_eq!(cm["data"]["message"], "from the HelmRelease", "{cm}");
+    assert_eq!(cm["data"]["chart"], "demo-0.1.0", "{cm}");
+    let d = c.get_json(&["-n", ns, "get", "deployment", &release]);
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        PODINFO
+    );
+    assert_eq!(d["status"]["readyReplicas"], 1, "{d}");
+    // The Helm storage (release Secrets) is in the HelmRelease's namespace unless
+    // spec.storageNamespace says otherwise (helm-controller api/v2 HelmReleaseSpec).
+    let secrets = c.get_json(&[
+        "-n",
+        FLUX_NS,
+        "get",
+        "secret",
+        "-l",
+        &format!("owner=helm,name={release}"),
+    ]);
+    let names: Vec<&str> = secrets["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, [format!("sh.helm.release.v1.{release}.v1")]);
 }
