@@ -146,7 +146,7 @@ fn image_and_helm_crds_are_the_released_ones_and_their_objects_are_stored_with_t
     ] {
         assert!(
             !procs.iter().any(|(k, _)| k.contains(name)),
-            "{name} does not run here: {procs:?}"
+            "{name} does not run in the default cluster: {procs:?}"
         );
     }
 }

@@ -241,8 +241,9 @@ fn check_waits_for_the_run_in_progress_and_says_recovered() {
 }
 
 /// A HelmRelease under `wait: true` that is itself suspended (kustomize-controller#1100,
-/// #709), on the real generated HelmRelease CRD (helm-controller/api v1.6.5). helm-controller
-/// does not run here, so the test leaves the status its run would have left: helm-controller
+/// #709), on the real HelmRelease CRD (as released with helm-controller v1.4.3). helm-controller
+/// does not run in this cluster (opt-in: `ClusterOptions::helm_controller`), so the test leaves
+/// the status its run would have left: helm-controller
 /// internal/reconcile/atomic_release.go (`AtomicRelease.Reconcile`: before a release action,
 /// `conditions.MarkReconciling(obj, meta.ProgressingReason, "Running '%s' action with timeout
 /// of %s")` and, for a release action, `MarkUnknown(obj, meta.ReadyCondition, ...)` with the
