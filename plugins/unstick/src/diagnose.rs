@@ -1662,7 +1662,7 @@ fn helm_release_reading(
     let image_fix = pods.iter().find_map(|p| {
         p.image.as_ref().map(|i| {
             format!(
-                "the release's pods cannot pull {i} ({}): make that image pullable, or point the chart's values at one that is. ",
+                "the release's pods cannot pull {i} ({}): make that image pullable, or ",
                 p.reason
             )
         })
@@ -1678,11 +1678,16 @@ fn helm_release_reading(
         )
     };
     let git_fix = format!(
-        "{}fix the chart or its values in Git: a change to HelmRelease {ns}/{name}'s spec (values, chart version) gives it a new generation, which clears the failure count, and helm-controller tries again as soon as the Kustomization applies it (helm-controller v1.4 MustResetFailures; a chart read from a GitRepository needs a new Chart.yaml version, HelmChart reconcileStrategy ChartVersion). A reconcile of the Kustomization alone re-applies the same HelmRelease and changes nothing",
-        image_fix.clone().unwrap_or_default()
+        "{}fix the chart or its values in Git{}: a change to HelmRelease {ns}/{name}'s spec (values, chart version) gives it a new generation, which clears the failure count, and helm-controller tries again as soon as the Kustomization applies it (helm-controller v1.4 MustResetFailures; a chart read from a GitRepository needs a new Chart.yaml version, HelmChart reconcileStrategy ChartVersion). A reconcile of the Kustomization alone re-applies the same HelmRelease and changes nothing",
+        image_fix.clone().unwrap_or_default(),
+        if image_fix.is_some() {
+            " to use one that is"
+        } else {
+            ""
+        }
     );
     let force = format!(
-        "if the cause went away without a Git change: {} runs one {action} despite the exhausted retries ({} with the same token as reconcile.fluxcd.io/requestedAt; `--reset` writes {} and clears the failure count instead)",
+        "if the cause went away without a Git change: {} runs one Helm release action (install, or upgrade of the failed release) despite the exhausted retries ({} with the same token as reconcile.fluxcd.io/requestedAt; `--reset` writes {} and clears the failure count instead)",
         helm::HelmReleaseFacts::force_commands(name, ns),
         helm::FORCE_AT,
         helm::RESET_AT

@@ -7,11 +7,13 @@
 //! tests whose assertions need kustomize-controller's workers free (the shared cluster holds
 //! several health checks to their timeouts at once). `levers` and the worker-starvation
 //! situation start clusters of their own (another controller generation or flags), and so does
-//! `e2e` (`--concurrent=10 --requeue-dependency=5s`, its scenarios at once).
+//! `e2e` (`--concurrent=10 --requeue-dependency=5s`, its scenarios at once) and `helm` (the real
+//! helm-controller v1.4.3 beside them).
 //! Tests stay apart by namespace and object names.
 mod checks;
 mod cluster;
 mod e2e;
+mod helm;
 mod levers;
 mod moving_fleet;
 mod race;
