@@ -601,3 +601,71 @@ fn the_registry_list_decides_what_the_node_pulls() {
     );
     let _ = c.kubectl(&["delete", "namespace", n, "--wait=false"]);
 }
+
+/// A Job's own activeDeadlineSeconds (none on its pod template) is the real job controller's:
+/// it fails the Job `DeadlineExceeded` and deletes the running pod, and the deletion kills
+/// the container; the node never marks the pod Failed for it (a kubelet enforces only the
+/// pod's own deadline, pkg/kubelet active_deadline.go).
+#[test]
+fn a_jobs_deadline_is_the_job_controllers_and_its_deletion_kills_the_pod() {
+    let Some(c) = cluster() else { return };
+    let n = "probe-jobdeadline";
+    ns(c, n);
+    c.apply_yaml(&format!(
+        "apiVersion: batch/v1
+kind: Job
+metadata: {{name: slow, namespace: {n}}}
+spec:
+  backoffLimit: 0
+  activeDeadlineSeconds: 3
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox:1.36
+        command: [sh, -c, 'echo $$; exec sleep 600']
+"
+    ))
+    .unwrap();
+    // The pod as the runtime sees it while it runs (its pid on the first log line, when the
+    // shell got that far before the deadline).
+    let pod = eventually(Duration::from_secs(60), "the Job's pod", || {
+        let pods = c.get_json(&["-n", n, "get", "pods", "-l", "job-name=slow"]);
+        pods["items"][0]["metadata"]["name"]
+            .as_str()
+            .map(str::to_owned)
+    });
+    let pid = c
+        .kubectl(&["-n", n, "logs", &pod])
+        .ok()
+        .and_then(|l| l.lines().next().and_then(|l| l.trim().parse::<u32>().ok()));
+    let job = eventually(Duration::from_secs(90), "Job Failed", || {
+        let j = c.get_json(&["-n", n, "get", "job", "slow"]);
+        (condition(&j, "Failed")["status"] == "True").then_some(j)
+    });
+    assert_eq!(
+        condition(&job, "Failed")["reason"],
+        "DeadlineExceeded",
+        "{job}"
+    );
+    // Deleted by the job controller, never Failed by the node.
+    let mut seen = Vec::new();
+    eventually(Duration::from_secs(60), "the pod deleted", || {
+        let p = c.get_json(&["-n", n, "get", "pod", &pod]);
+        if p.is_null() {
+            return Some(());
+        }
+        seen.push(p["status"]["phase"].as_str().unwrap_or_default().to_owned());
+        None
+    });
+    assert!(!seen.iter().any(|s| s == "Failed"), "{seen:?}");
+    if let Some(pid) = pid {
+        eventually(
+            Duration::from_secs(30),
+            "the container's process killed",
+            || process_gone(pid).then_some(()),
+        );
+    }
+    let _ = c.kubectl(&["delete", "namespace", n, "--wait=false"]);
+}

@@ -19,7 +19,7 @@
 //! 3. The container's `command` + `args` run as given through `nsenter --net=TWIN_NETNS
 //!    --mount=... --uts=... -S UID -G GID -- ARGV...` with `PATH` = the image's tool directory,
 //!    its own process group, stdout/stderr appended to `pods/log` as they arrive.
-//!    `activeDeadlineSeconds` (pod or owning Job, the smaller) and deleting the pod SIGKILL the
+//!    The pod's `activeDeadlineSeconds` and deleting the pod SIGKILL the
 //!    process group. The namespaces (and their mounts) vanish with their last process: nothing
 //!    is mounted in the host's namespace.
 //!
@@ -1240,23 +1240,6 @@ impl Inner {
         self.api.event(involved, t, reason, msg.to_string()).await;
     }
 
-    async fn owner_job(&self, pod: &Value) -> Option<Value> {
-        let r = pod
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)?
-            .iter()
-            .find(|r| r["kind"] == "Job" && r["controller"] == true)?
-            .clone();
-        self.api
-            .get(ObjKey::new(
-                "batch/v1",
-                "Job",
-                s(pod, "/metadata/namespace"),
-                s(&r, "/name"),
-            ))
-            .await
-    }
-
     fn pod_status(
         &self,
         pod: &Value,
@@ -1346,19 +1329,14 @@ impl Inner {
             return;
         }
         let t0 = Instant::now();
-        let job = self.owner_job(&pod).await;
-        let deadline = [
-            pod.pointer("/spec/activeDeadlineSeconds")
-                .and_then(Value::as_i64),
-            job.as_ref().and_then(|j| {
-                j.pointer("/spec/activeDeadlineSeconds")
-                    .and_then(Value::as_i64)
-            }),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-        .map(|d| Duration::from_secs(d.max(1) as u64));
+        // The pod's own deadline only, as a kubelet (k8s.io/kubernetes pkg/kubelet
+        // active_deadline.go `pastActiveDeadline` reads `pod.Spec.ActiveDeadlineSeconds`). A
+        // Job's `spec.activeDeadlineSeconds` is the job controller's: it fails the Job
+        // (`DeadlineExceeded`) and deletes the active pods, and a deletion kills the container.
+        let deadline = pod
+            .pointer("/spec/activeDeadlineSeconds")
+            .and_then(Value::as_i64)
+            .map(|d| Duration::from_secs(d.max(1) as u64));
         let containers: Vec<Value> = pod
             .pointer("/spec/containers")
             .and_then(Value::as_array)
