@@ -669,3 +669,33 @@ spec:
     }
     let _ = c.kubectl(&["delete", "namespace", n, "--wait=false"]);
 }
+
+/// `kubectl logs` of a Running container that has printed nothing yet is empty, as from a
+/// kubelet (not "waiting to start"), and `-f` then streams what it prints. The container waits
+/// for a file this test creates (the runtime gives containers the host's filesystem), so
+/// "not printed yet" holds however slow the machine is.
+#[test]
+fn kubectl_logs_of_a_running_container_that_has_not_printed_is_empty() {
+    let Some(c) = cluster() else { return };
+    let n = "probe-quiet";
+    ns(c, n);
+    let go = c.dir().join("probe-quiet-go");
+    let _ = std::fs::remove_file(&go);
+    create_pod(
+        c,
+        n,
+        "quiet",
+        serde_json::json!({"containers": [{"name": "c", "image": "busybox:1.36",
+            "command": ["sh", "-c", format!("while [ ! -e {} ]; do sleep 0.2; done; echo late", go.display())]}]}),
+    );
+    wait_pod(c, n, "quiet", "Running", |p| {
+        p["status"]["phase"] == "Running"
+    });
+    assert_eq!(logs(c, n, "quiet"), "");
+    std::fs::write(&go, b"").unwrap();
+    let followed = c.kubectl(&["-n", n, "logs", "-f", "quiet"]).unwrap();
+    assert_eq!(followed, "late\n");
+    let p = wait_pod(c, n, "quiet", "ended", terminal);
+    assert_eq!(p["status"]["phase"], "Succeeded", "{p}");
+    let _ = c.kubectl(&["delete", "namespace", n, "--wait=false"]);
+}

@@ -1385,6 +1385,13 @@ impl Inner {
             )
             .await;
         }
+        // Each container's log exists (empty) before the pod is reported Running: a kubelet
+        // streams `kubectl logs [-f]` of a running container that has not printed yet, it
+        // does not answer "waiting to start".
+        let (ns, pname) = (s(&pod, "/metadata/namespace"), s(&pod, "/metadata/name"));
+        for c in &containers {
+            self.api.append_log(ns, pname, s(c, "/name"), b"");
+        }
         self.api
             .patch_status(
                 key.clone(),
@@ -1495,6 +1502,12 @@ impl Inner {
             &format!("Started container {name}"),
         )
         .await;
+        self.api.append_log(
+            s(&pod, "/metadata/namespace"),
+            s(&pod, "/metadata/name"),
+            &name,
+            b"",
+        );
         self.set_ephemeral_status(
             &key,
             &pod,
