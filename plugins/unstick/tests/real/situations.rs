@@ -1,7 +1,7 @@
 //! Issue 15 situations on the real control plane and the real kustomize-controller v1.9.6
 //! (tests/realcluster), each of which had fixture tests only: `--check` during a run in
-//! progress, a suspended HelmRelease under `wait: true` (generated CRD; helm-controller does not
-//! run here), a Terminating PVC held by the real pvc-protection controller, a missing CRD in
+//! progress, a suspended HelmRelease under `wait: true` (the released CRD; helm-controller does
+//! not run in this cluster), a Terminating PVC held by the real pvc-protection controller, a missing CRD in
 //! the wait set, a dependsOn cycle, a source failing on a missing secret (quoted verbatim), and
 //! worker starvation (`--concurrent=1`). Each asserts the class, the named blockers, the lever
 //! and, where the controller ends a check, a predicted end within 10 % of the real end.
