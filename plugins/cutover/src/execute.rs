@@ -221,15 +221,22 @@ pub fn judge(obj: &GitRepository, to: &str, expected_revision: &str) -> Verdict 
 
 /// The rollback reason when the deadline passed without proof: what was missing, never a
 /// bare copy of the Ready condition (which, still describing the old URL's fetch, reads like
-/// success). Missing is one of: source-controller never handled the new spec
-/// (`status.observedGeneration` < `metadata.generation`), so the new URL was never fetched
-/// and the artifact is still the old URL's; or it handled it but reported neither success at
-/// the expected revision nor a failure (Ready Unknown/False without FetchFailed or Stalled,
-/// source-controller api/v1 conditions).
+/// success). Missing is one of:
+/// - no reconcile of the new spec ended (`status.observedGeneration` < `metadata.generation`;
+///   source-controller records it only when a reconcile ends): with
+///   `source_controller_stopped` (why its Deployment runs no controller, see
+///   [`controller_not_running`]) nothing fetched at all, so the new server is never blamed
+///   and the lever is the scale command; otherwise the fetch of the new URL did not end in
+///   time or the controller never got to it, and the message says both (the status cannot
+///   tell them apart);
+/// - it handled the spec but reported neither success at the expected revision nor a failure
+///   (Ready Unknown/False without FetchFailed or Stalled, source-controller api/v1
+///   conditions).
 pub fn no_proof_message(
     obj: Option<&GitRepository>,
     pre: &Preflight,
     timeout: std::time::Duration,
+    source_controller_stopped: Option<&str>,
 ) -> String {
     let within = cluster_loop::duration::format_go_duration(timeout);
     let Some(o) = obj else {
@@ -254,11 +261,8 @@ pub fn no_proof_message(
             pre.to, pre.current.url
         )
     } else if !o.generation_observed() {
-        format!(
-            "no proof within {within}: the new URL never answered: source-controller did not \
-             handle the new spec (status.observedGeneration {} < generation {}), so {} was never \
-             fetched and the artifact ({artifact}) is still from the old URL's fetch ({}); the \
-             last condition, {ready}, describes that old fetch",
+        let observed = format!(
+            "status.observedGeneration {} < generation {}",
             o.status
                 .observed_generation
                 .map(|g| g.to_string())
@@ -267,9 +271,34 @@ pub fn no_proof_message(
                 .generation
                 .map(|g| g.to_string())
                 .unwrap_or_else(|| "?".into()),
-            pre.to,
-            pre.current.url
-        )
+        );
+        match source_controller_stopped {
+            // Nothing fetched at all: the new server was never asked, so it is not blamed.
+            Some(why) => format!(
+                "no proof within {within}: source-controller in {} is not running ({why}), so \
+                 nothing fetched: {} was never asked ({observed}) and the artifact ({artifact}) \
+                 is still from the old URL's fetch ({}). Start it ({}), then run the cutover \
+                 again",
+                cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
+                pre.to,
+                pre.current.url,
+                scale_up_command("source-controller")
+            ),
+            // Its Deployment runs, but no fetch of the new spec ended: source-controller
+            // records observedGeneration only when a reconcile ends, and a fetch still in
+            // flight (a server that does not answer holds it until the GitRepository's
+            // spec.timeout) looks the same as a controller that never got to it.
+            None => format!(
+                "no proof within {within}: no fetch of the new spec ended ({observed}): either \
+                 {} did not answer in time, or source-controller never got to it (hung, or busy \
+                 with other objects: kubectl -n {} logs deployment/source-controller); the \
+                 artifact ({artifact}) is still from the old URL's fetch ({}), and the last \
+                 condition, {ready}, describes that old fetch",
+                pre.to,
+                cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
+                pre.current.url
+            ),
+        }
     } else {
         format!(
             "no proof within {within}: source-controller handled the new spec but reported \
@@ -375,11 +404,19 @@ pub async fn execute(
                     format!("the source failed at the new URL: {m}"),
                     rev,
                 ),
-                (Verdict::Waiting, _) => (
-                    Ending::RolledBack,
-                    no_proof_message(out.object.as_ref(), pre, opts.timeout),
-                    rev,
-                ),
+                (Verdict::Waiting, _) => {
+                    let stopped = controller_not_running(conn, "source-controller").await;
+                    (
+                        Ending::RolledBack,
+                        no_proof_message(
+                            out.object.as_ref(),
+                            pre,
+                            opts.timeout,
+                            stopped.as_deref(),
+                        ),
+                        rev,
+                    )
+                }
             }
         }
     };
@@ -764,14 +801,33 @@ pub async fn finish(
     Ok(report)
 }
 
-/// Notes for each of source-controller and kustomize-controller (Deployments in
-/// `flux-system`, the flux CLI's default) that runs no controller
-/// ([`cluster_loop::flux::deployment_not_running`]). Unreadable Deployments say nothing.
-async fn stopped_controllers(conn: &Connection) -> Vec<String> {
+/// Why the Flux controller Deployment `name` in `flux-system` (the flux CLI's default
+/// namespace) runs no controller, e.g. `0 replicas` or `no ready pod, 0 of 1 ready`, by the
+/// rule unstick uses ([`cluster_loop::flux::deployment_not_running`]). `None` when it runs, or
+/// when the Deployment is missing or unreadable (Flux installed elsewhere, no RBAC to read
+/// Deployments): best effort, never an error.
+pub async fn controller_not_running(conn: &Connection, name: &str) -> Option<String> {
     let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(
         conn.client.clone(),
         cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
     );
+    let d = api.get_opt(name).await.ok()??;
+    serde_json::to_value(&d)
+        .ok()
+        .and_then(|v| cluster_loop::flux::deployment_not_running(&v))
+}
+
+/// The lever for a stopped controller `name`: `kubectl -n flux-system scale deployment NAME
+/// --replicas=1`.
+pub fn scale_up_command(name: &str) -> String {
+    let ns = cluster_loop::cli::FLUX_DEFAULT_NAMESPACE;
+    format!("kubectl -n {ns} scale deployment {name} --replicas=1")
+}
+
+/// Notes for each of source-controller and kustomize-controller (Deployments in
+/// `flux-system`, the flux CLI's default) that runs no controller
+/// ([`controller_not_running`]). Unreadable Deployments say nothing.
+async fn stopped_controllers(conn: &Connection) -> Vec<String> {
     let mut notes = vec![];
     for (name, does) in [
         ("source-controller", "nothing fetches the GitRepository"),
@@ -780,17 +836,12 @@ async fn stopped_controllers(conn: &Connection) -> Vec<String> {
             "nothing applies the root Kustomization",
         ),
     ] {
-        let Ok(Some(d)) = api.get_opt(name).await else {
-            continue;
-        };
-        if let Some(why) = serde_json::to_value(&d)
-            .ok()
-            .and_then(|v| cluster_loop::flux::deployment_not_running(&v))
-        {
+        if let Some(why) = controller_not_running(conn, name).await {
             let ns = cluster_loop::cli::FLUX_DEFAULT_NAMESPACE;
             notes.push(format!(
                 "{name} in {ns} is not running ({why}): {does} until it runs, so waiting longer \
-                 cannot help (kubectl -n {ns} scale deployment {name} --replicas=1)"
+                 cannot help ({})",
+                scale_up_command(name)
             ));
         }
     }
@@ -1230,16 +1281,35 @@ mod tests {
             )
         };
         let t = Duration::from_secs(8);
-        let m = no_proof_message(Some(&obj(2, 1, false, &ready)), &pre(None), t);
+        let m = no_proof_message(Some(&obj(2, 1, false, &ready)), &pre(None), t, None);
         assert_eq!(
             m,
-            "no proof within 8s: the new URL never answered: source-controller did not handle \
-             the new spec (status.observedGeneration 1 < generation 2), so https://new/x.git \
-             was never fetched and the artifact (main@sha1:abc) is still from the old URL's \
-             fetch (https://old/x.git); the last condition, Ready=True Succeeded: stored \
-             artifact for revision 'main@sha1:abc', describes that old fetch"
+            "no proof within 8s: no fetch of the new spec ended (status.observedGeneration 1 < \
+             generation 2): either https://new/x.git did not answer in time, or \
+             source-controller never got to it (hung, or busy with other objects: kubectl -n \
+             flux-system logs deployment/source-controller); the artifact (main@sha1:abc) is \
+             still from the old URL's fetch (https://old/x.git), and the last condition, \
+             Ready=True Succeeded: stored artifact for revision 'main@sha1:abc', describes that \
+             old fetch"
         );
-        let m = no_proof_message(Some(&obj(2, 1, true, &ready)), &pre(None), t);
+        // Session 6 trial (D): with source-controller scaled to 0 nothing fetched, so the new
+        // URL is not blamed; the stopped controller and its lever are named.
+        let m = no_proof_message(
+            Some(&obj(9, 6, false, &ready)),
+            &pre(None),
+            t,
+            Some("0 replicas"),
+        );
+        assert_eq!(
+            m,
+            "no proof within 8s: source-controller in flux-system is not running (0 replicas), \
+             so nothing fetched: https://new/x.git was never asked (status.observedGeneration 6 \
+             < generation 9) and the artifact (main@sha1:abc) is still from the old URL's fetch \
+             (https://old/x.git). Start it (kubectl -n flux-system scale deployment \
+             source-controller --replicas=1), then run the cutover again"
+        );
+        assert!(!m.contains("never answered"), "{m}");
+        let m = no_proof_message(Some(&obj(2, 1, true, &ready)), &pre(None), t, None);
         assert!(
             m.starts_with(
                 "no proof within 8s: the GitRepository was suspended during the run \
@@ -1249,7 +1319,7 @@ mod tests {
         );
         let progressing = json!([{"type": "Ready", "status": "Unknown", "reason": "Progressing",
             "message": "building artifact", "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
-        let m = no_proof_message(Some(&obj(2, 2, false, &progressing)), &pre(None), t);
+        let m = no_proof_message(Some(&obj(2, 2, false, &progressing)), &pre(None), t, None);
         assert!(
             m.starts_with(
                 "no proof within 8s: source-controller handled the new spec but reported \
@@ -1262,7 +1332,7 @@ mod tests {
             "{m}"
         );
         assert_eq!(
-            no_proof_message(None, &pre(None), t),
+            no_proof_message(None, &pre(None), t, None),
             "no proof within 8s: the GitRepository could not be read"
         );
     }

@@ -114,8 +114,9 @@ struct Cli {
     #[arg(long)]
     dry_run: bool,
 
-    /// Do not ask for confirmation
-    #[arg(short = 'y', long)]
+    /// Do not ask for confirmation (conflicts with --dry-run, which changes nothing, as in
+    /// kubectl unstick)
+    #[arg(short = 'y', long, conflicts_with = "dry_run")]
     yes: bool,
 
     /// Annotate the GitRepository kustomize.toolkit.fluxcd.io/reconcile=disabled so the root
@@ -629,14 +630,23 @@ fn print_preflight(pre: &Preflight, out: &Painter) {
     println!("  runs {} from {}", pre.current.revision, pre.current.url);
     if let Some(root) = &pre.current.root {
         println!(
-            "  applied by root Kustomization {} (path {}){}",
+            "  {} root Kustomization {} (path {}){}{}",
+            if pre.current.root_found_by.as_deref() == Some("path") {
+                "defined (not applied yet) in the path of"
+            } else {
+                "applied by"
+            },
             root.name,
             root.path,
             if root.same_source {
                 ": the self-reference"
             } else {
                 ""
-            }
+            },
+            root.last_failure
+                .as_deref()
+                .map(|f| format!("; its last run failed: {f}"))
+                .unwrap_or_default()
         );
     }
     for c in &pre.current.consumers {

@@ -154,7 +154,10 @@ pub struct Current {
     /// Kustomization whose `status.inventory` lists it (kustomize-controller records every
     /// applied object there, `<ns>_<name>_source.toolkit.fluxcd.io_GitRepository`).
     pub root: Option<Consumer>,
-    /// How [`Current::root`] was found: `label` or `inventory`.
+    /// How [`Current::root`] was found: `label`, `inventory`, or `path` (no label and in no
+    /// inventory, but a Kustomization of this source whose `spec.path` at the commit the
+    /// cluster runs defines this GitRepository: it has not applied it yet, typically because
+    /// its runs fail, and reverts a live patch at its first successful apply).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub root_found_by: Option<String>,
     /// The GitRepository carries the hold `kustomize.toolkit.fluxcd.io/reconcile: disabled`
@@ -178,6 +181,12 @@ pub struct Consumer {
     /// `spec.suspend`: kustomize-controller applies nothing while it is set (and so reverts
     /// nothing).
     pub suspended: bool,
+    /// Its last run failed: `Reason: message` of its `Ready=False` condition (e.g.
+    /// `BuildFailed: ...`, kustomize-controller api/v1 reasons). Such a Kustomization applies
+    /// nothing (and so reverts nothing) until a run succeeds. `None` when Ready is True,
+    /// Unknown or absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<String>,
 }
 
 /// A check of the preflight, shown in order.
@@ -396,6 +405,10 @@ pub async fn read_current(
         last_applied_revision: k.status.last_applied_revision.clone(),
         same_source: is_ours(k),
         suspended: k.suspended(),
+        last_failure: k
+            .ready()
+            .filter(|c| c.is_false())
+            .map(|c| format!("{}: {}", c.reason(), c.message())),
     };
     let consumers = all
         .items
@@ -515,6 +528,25 @@ pub async fn preflight(
         ),
     });
 
+    // A stopped source-controller fetches nothing: no cutover can be proven, and a run would
+    // only roll back at --timeout blaming nobody in particular (session 6 trial, D). Refused
+    // before any write, with the lever. A stopped kustomize-controller reverts nothing and
+    // applies nothing: said, not refused (--hold-root and the authored change still work).
+    if let Some(why) = crate::execute::controller_not_running(conn, "source-controller").await {
+        checks.push(Check {
+            id: "controller",
+            result: CheckResult::Fail,
+            message: source_controller_stopped_message(&req.namespace, &req.name, &why),
+        });
+    }
+    if let Some(why) = crate::execute::controller_not_running(conn, "kustomize-controller").await
+    {
+        checks.push(Check {
+            id: "controller",
+            result: CheckResult::Warn,
+            message: kustomize_controller_stopped_message(&why),
+        });
+    }
     if repo.suspended() {
         checks.push(Check {
             id: "source-suspended",
@@ -864,6 +896,33 @@ pub fn suspended_source_message(ns: &str, name: &str) -> String {
     )
 }
 
+/// The preflight's refusal when source-controller (Deployment `flux-system/source-controller`)
+/// runs no controller (`why`: [`cluster_loop::flux::deployment_not_running`], e.g. `0
+/// replicas`): nothing fetches GitRepository `ns/name`, so nothing can prove the new URL and
+/// an execute would only roll back at `--timeout`.
+pub fn source_controller_stopped_message(ns: &str, name: &str, why: &str) -> String {
+    format!(
+        "source-controller in {} is not running ({why}): nothing fetches GitRepository \
+         {ns}/{name} while it is stopped, so no fetch can prove the new URL and the run would \
+         roll back at --timeout. Refused: start it first ({})",
+        cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
+        crate::execute::scale_up_command("source-controller")
+    )
+}
+
+/// The preflight's warning when kustomize-controller runs no controller (`why` as in
+/// [`source_controller_stopped_message`]): no Kustomization applies anything, so nothing
+/// reverts a live patch now and `--finish` cannot verify until it runs.
+pub fn kustomize_controller_stopped_message(why: &str) -> String {
+    format!(
+        "kustomize-controller in {} is not running ({why}): no root Kustomization reverts a \
+         live patch or applies the committed spec.url until it runs, so --finish cannot verify \
+         before then ({})",
+        cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
+        crate::execute::scale_up_command("kustomize-controller")
+    )
+}
+
 /// What a suspended root Kustomization means for a cutover (kustomize-controller skips a
 /// suspended Kustomization entirely: no apply, no prune, no revert).
 pub fn suspended_root_message(root: &str) -> String {
@@ -904,6 +963,10 @@ pub fn drift_message(
                 " (kept only by the {RECONCILE_ANNOTATION}: disabled hold: once it is removed \
                  the root Kustomization puts the committed value back at its next apply)"
             )
+        } else if root.last_failure.is_some() {
+            "; the root Kustomization's last run failed, so it puts the committed value back at \
+             its first run that succeeds"
+                .into()
         } else {
             "; the root Kustomization will put the committed value back at its next apply".into()
         }
@@ -991,6 +1054,38 @@ fn drift_only(
             ),
         }
     })
+}
+
+/// The root found by its path: the first of `consumers` (Kustomizations of this same source)
+/// whose `spec.path` in `tree` (the tree at the commit the cluster runs) defines GitRepository
+/// `ns/name` ([`authored::find_authored_url`]). Used only when the object carries no owner
+/// label and no Kustomization lists it in `status.inventory`: such a Kustomization has not
+/// applied it yet (its runs fail, or it is new), and its first successful apply reverts a live
+/// patch. `None` when no consumer's path defines it.
+pub fn root_by_path(
+    consumers: &[Consumer],
+    tree: &std::path::Path,
+    ns: &str,
+    name: &str,
+) -> Option<Consumer> {
+    consumers
+        .iter()
+        .filter(|c| c.same_source)
+        .find(|c| authored::find_authored_url(tree, &c.path, ns, name).is_ok())
+        .cloned()
+}
+
+/// ` (path P defines this GitRepository, but it has not applied it yet: no owner label, in no
+/// inventory)` for a root found by its path, else empty.
+fn not_applied_yet(found_by: Option<&str>, path: &str) -> String {
+    if found_by == Some("path") {
+        format!(
+            " (its path {path} defines this GitRepository, but it has not applied it yet: no \
+             {OWNER_NAME_LABEL} label, in no inventory)"
+        )
+    } else {
+        String::new()
+    }
 }
 
 /// The authored check when no Kustomization applies the GitRepository (no owner labels, in no
@@ -1289,6 +1384,15 @@ fn authored_check(
     }
     let source = pre.source.clone();
     let (ns, name) = source.split_once('/').unwrap_or(("", &source));
+    // No label and in no inventory: a Kustomization of this source may still render this
+    // object from its path and simply never have applied it (its runs fail: session 6 trial,
+    // E). It is the root all the same: its first successful apply reverts a live patch.
+    let root = root.or_else(|| {
+        let by_path = root_by_path(&pre.current.consumers, tree.path(), ns, name)?;
+        pre.current.root = Some(by_path.clone());
+        pre.current.root_found_by = Some("path".into());
+        Some(by_path)
+    });
     let Some(root) = root else {
         return unapplied_authored_check(pre, tree.path(), req, ns, name);
     };
@@ -1385,13 +1489,29 @@ fn authored_check(
                              applies it.{secret_too}",
                             a.url, root.name
                         )
+                    } else if let Some(failure) = &root.last_failure {
+                        // kustomize-controller applies nothing while its runs fail: no revert
+                        // now, but the first run that succeeds applies the committed value.
+                        format!(
+                            "the committed spec.url at {where_} is still {}: root Kustomization \
+                             {}{} failed its last run ({failure}), so it reverts nothing now, \
+                             but the first run that succeeds puts {} back over the live patch \
+                             unless that file changes; commit the change below before its build \
+                             is fixed (or use --hold-root until it lands).{secret_too}",
+                            a.url,
+                            root.name,
+                            not_applied_yet(pre.current.root_found_by.as_deref(), &root.path),
+                            a.url
+                        )
                     } else {
                         format!(
                             "the committed spec.url at {where_} is still {}: root Kustomization \
-                             {} will revert the live patch within its interval unless that \
+                             {}{} will revert the live patch within its interval unless that \
                              file changes; commit the change below through the window (or use \
                              --hold-root until it lands).{secret_too}",
-                            a.url, root.name
+                            a.url,
+                            root.name,
+                            not_applied_yet(pre.current.root_found_by.as_deref(), &root.path)
                         )
                     },
                 }

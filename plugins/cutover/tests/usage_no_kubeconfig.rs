@@ -58,3 +58,35 @@ fn short_probe_timeout_and_no_confirmation_exit_2_without_a_kubeconfig() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// `--dry-run --yes` asks for two opposite things (change nothing; change without asking):
+/// refused as kubectl unstick refuses it, exit 2 before the kubeconfig, nothing on stdout
+/// (session 6 trial: cutover accepted it and ran the dry run).
+#[test]
+fn dry_run_with_yes_exits_2_without_a_kubeconfig() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-kubeconfig");
+    for yes in ["--yes", "-y"] {
+        let out = Command::new(BIN)
+            .args([
+                "gitrepository/flux-system",
+                "--to",
+                "https://git.example.dev/org/fleet.git",
+                "--dry-run",
+                yes,
+            ])
+            .env("KUBECONFIG", &missing)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{yes}: {stderr}");
+        assert!(
+            stderr.contains("the argument '--dry-run' cannot be used with '--yes'")
+                || stderr.contains("the argument '--yes' cannot be used with '--dry-run'"),
+            "{yes}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{yes}");
+    }
+}

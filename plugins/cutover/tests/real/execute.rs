@@ -269,6 +269,18 @@ spec:
         v
     }
 
+    /// [`Fleet::args`] for a preflight only: `--dry-run` instead of `--yes` (the two
+    /// conflict), followed by `extra`.
+    fn dry_args(&self, extra: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .args(&["--dry-run"])
+            .into_iter()
+            .filter(|a| a != "--yes")
+            .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    }
+
     /// `--finish` for this fleet followed by `extra`.
     fn finish_args(&self, extra: &[&str]) -> Vec<String> {
         let mut v: Vec<String> = [self.target().as_str(), "-n", &self.ns, "--finish"]
@@ -612,16 +624,19 @@ async fn no_proof_before_the_deadline_is_rolled_back() {
     assert_eq!(r.code, 1, "{}", r.all());
     let observed = before["status"]["observedGeneration"].as_i64().unwrap();
     let patched = before["metadata"]["generation"].as_i64().unwrap() + 1;
+    // The controller's Deployment still reads as running (SIGSTOP): the message says both
+    // causes the status cannot tell apart, and does not claim the new URL never answered.
     assert!(
         r.stdout.contains(&format!(
-            "no proof within 3s: the new URL never answered: source-controller did not handle \
-             the new spec (status.observedGeneration {observed} < generation {patched}), so {} \
-             was never fetched",
+            "no proof within 3s: no fetch of the new spec ended (status.observedGeneration \
+             {observed} < generation {patched}): either {} did not answer in time, or \
+             source-controller never got to it",
             f.to()
         )),
         "{}",
         r.stdout
     );
+    assert!(!r.stdout.contains("never answered"), "{}", r.stdout);
     assert!(
         r.stdout.contains("is still from the old URL's fetch"),
         "{}",
@@ -884,7 +899,7 @@ async fn not_applied_by_a_kustomization_the_authoring_file_is_still_found() {
             .is_none(),
         "{live}"
     );
-    let r = f.run(&f.args(&["--dry-run"])).await;
+    let r = f.run(&f.dry_args(&[])).await;
     assert_eq!(r.code, 0, "{}", r.all());
     assert!(
         r.stdout.contains(&format!(
@@ -929,7 +944,7 @@ async fn without_the_owner_label_the_root_is_found_by_its_inventory() {
         "kustomize.toolkit.fluxcd.io/namespace-",
     ])
     .unwrap();
-    let r = f.run(&f.args(&["--dry-run"])).await;
+    let r = f.run(&f.dry_args(&[])).await;
     assert_eq!(r.code, 0, "{}", r.all());
     assert!(
         r.stdout
@@ -943,7 +958,7 @@ async fn without_the_owner_label_the_root_is_found_by_its_inventory() {
         "{}",
         r.stdout
     );
-    let r = f.run(&f.args(&["--dry-run", "-o", "json"])).await;
+    let r = f.run(&f.dry_args(&["-o", "json"])).await;
     assert_eq!(r.json()["preflight"]["current"]["rootFoundBy"], "inventory");
     // --finish finds the same root (it said "no root Kustomization applies it" and removed
     // the hold): the root applied the source's revision, whose committed spec.url is the live
@@ -999,7 +1014,7 @@ async fn sigkill_after_the_patch_leaves_a_mark_the_next_run_reads() {
         assert!(r.stdout.contains(s.as_str()), "{s:?} not in:\n{}", r.stdout);
     }
     // Finishing (--to the URL it patched in) is offered: the preflight runs, warns, passes.
-    let r = f.run(&f.args(&["--dry-run"])).await;
+    let r = f.run(&f.dry_args(&[])).await;
     assert_eq!(r.code, 0, "{}", r.all());
     assert!(r.stdout.contains(&left), "{}", r.stdout);
     assert!(!r.stdout.contains("nothing to do"), "{}", r.stdout);
@@ -2101,41 +2116,39 @@ async fn a_leftover_hold_is_named_by_every_run() {
 
 /// kustomize-controller scaled to 0 for the life of this value; scaled back to 1 (and waited
 /// for Ready) when dropped, also when an assertion fails. Hold [`SOURCE`] exclusively.
-struct KustomizeControllerStopped(&'static Cluster);
+/// A Flux controller Deployment in flux-system scaled to 0 (the node agent stops its host
+/// process), scaled back to 1 when dropped (also on panic), waiting until it runs again.
+struct ControllerScaledDown(&'static Cluster, &'static str);
 
-impl KustomizeControllerStopped {
-    fn new(c: &'static Cluster) -> KustomizeControllerStopped {
+impl ControllerScaledDown {
+    fn new(c: &'static Cluster, name: &'static str) -> ControllerScaledDown {
         c.kubectl(&[
             "-n",
             "flux-system",
             "scale",
             "deployment",
-            "kustomize-controller",
+            name,
             "--replicas=0",
         ])
         .unwrap();
-        KustomizeControllerStopped(c)
+        ControllerScaledDown(c, name)
     }
 }
 
-impl Drop for KustomizeControllerStopped {
+impl Drop for ControllerScaledDown {
     fn drop(&mut self) {
         let _ = self.0.kubectl(&[
             "-n",
             "flux-system",
             "scale",
             "deployment",
-            "kustomize-controller",
+            self.1,
             "--replicas=1",
         ]);
-        eventually(T, "kustomize-controller runs again", || {
-            let d = self.0.get_json(&[
-                "-n",
-                "flux-system",
-                "get",
-                "deployment",
-                "kustomize-controller",
-            ]);
+        eventually(T, &format!("{} runs again", self.1), || {
+            let d = self
+                .0
+                .get_json(&["-n", "flux-system", "get", "deployment", self.1]);
             (d["status"]["readyReplicas"] == 1 && d["status"]["replicas"] == 1).then_some(())
         });
     }
@@ -2148,7 +2161,7 @@ impl Drop for KustomizeControllerStopped {
 async fn finish_at_the_deadline_names_a_stopped_kustomize_controller() {
     let _only = SOURCE.write().await;
     let f = Fleet::start("cutover-kcstop", true).await;
-    let _stopped = KustomizeControllerStopped::new(f.c);
+    let _stopped = ControllerScaledDown::new(f.c, "kustomize-controller");
     let w = f.work.path();
     git(
         w,
@@ -2183,4 +2196,146 @@ async fn finish_at_the_deadline_names_a_stopped_kustomize_controller() {
         "no hold here: {notes:?}"
     );
     assert!(!held(&f.live()));
+}
+
+/// Session 6 trial (D): with source-controller scaled to 0 the preflight said only ok/warn,
+/// patched, and rolled back at the deadline blaming the new URL ("the new URL never
+/// answered"). Now the preflight reads the controller's Deployment (the rule unstick and
+/// --finish use) and refuses before any write, naming the controller and the lever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_source_controller_is_refused_before_any_write() {
+    let _only = SOURCE.write().await;
+    let f = Fleet::start("cutover-scstop", true).await;
+    let before = f.live();
+    let stopped = ControllerScaledDown::new(f.c, "source-controller");
+    let r = f.run(&f.args(&["--hold-root", "--timeout", "15s"])).await;
+    let refusal = format!(
+        "FAIL controller source-controller in flux-system is not running (0 replicas): nothing \
+         fetches GitRepository {0}/{0} while it is stopped, so no fetch can prove the new URL \
+         and the run would roll back at --timeout. Refused: start it first (kubectl -n \
+         flux-system scale deployment source-controller --replicas=1)",
+        f.ns
+    );
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(r.stdout.contains(&refusal), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("refused: see the failed checks above"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("never answered"), "{}", r.stdout);
+    assert!(f.gitrepo_patches().is_empty(), "nothing was patched");
+    let after = f.live();
+    assert_eq!(after["spec"], before["spec"], "{after}");
+    assert_eq!(
+        after["metadata"]["annotations"], before["metadata"]["annotations"],
+        "{after}"
+    );
+    let r = f.run(&f.dry_args(&["-o", "json"])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["mode"], "refused", "{v}");
+    let check = v["preflight"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "controller")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(check["result"], "fail", "{v}");
+    assert!(
+        check["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("source-controller in flux-system is not running (0 replicas)"),
+        "{v}"
+    );
+    drop(stopped);
+    // Running again, the same cutover passes the preflight (the refusal was the controller).
+    let r = f.run(&f.dry_args(&[])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(!r.stdout.contains("FAIL"), "{}", r.stdout);
+}
+
+/// Session 6 trial (E): the root Kustomization exists and its path defines the GitRepository,
+/// but it has never applied it (its runs fail: no owner label, in no inventory). The preflight
+/// said "no Kustomization applies GitRepository ..., so nothing reverts a live patch". Now it
+/// finds the root by its path, says its last run failed and that its first successful run
+/// puts the committed URL back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_whose_runs_fail_is_found_by_its_path_and_reverts_once_it_builds() {
+    let _shared = SOURCE.read().await;
+    // The root applies only clusters/prod/apps: the GitRepository gets no owner label and is
+    // in no inventory. Then the root is pointed at clusters/prod (which defines the
+    // GitRepository) with a substitution from a ConfigMap that does not exist: every run fails
+    // before anything is applied.
+    let f = Fleet::start_with("cutover-rootfail", 2, 1, 1, false).await;
+    patch_live(
+        &f,
+        "kustomization",
+        "merge",
+        &json!({"spec": {"path": "./clusters/prod",
+            "postBuild": {"substituteFrom": [{"kind": "ConfigMap", "name": "no-such-vars"}]}}}),
+    );
+    let failure = eventually(T, "the root's run fails at its new path", || {
+        let k = f.root();
+        let ready = condition(&k, "Ready");
+        // kustomize-controller records status.observedGeneration only on success; the Ready
+        // condition carries the generation it judged.
+        (ready["observedGeneration"] == k["metadata"]["generation"] && ready["status"] == "False")
+            .then(|| {
+                format!(
+                    "{}: {}",
+                    ready["reason"].as_str().unwrap_or_default(),
+                    ready["message"].as_str().unwrap_or_default()
+                )
+            })
+    });
+    let live = f.live();
+    assert!(
+        live["metadata"]["labels"]
+            .get("kustomize.toolkit.fluxcd.io/name")
+            .is_none(),
+        "never applied by the root: {live}"
+    );
+    let text = std::fs::read_to_string(f.work.path().join(SYNC_FILE)).unwrap();
+    let at = format!("{SYNC_FILE}:{}", url_line(&text));
+    let r = f.run(&f.dry_args(&[])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(
+        !r.stdout.contains("no Kustomization applies"),
+        "the root exists: {}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "defined (not applied yet) in the path of root Kustomization {0}/{0} (path \
+             ./clusters/prod): the self-reference; its last run failed: {failure}",
+            f.ns
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "the committed spec.url at {at} is still {1}: root Kustomization {0}/{0} (its path \
+             ./clusters/prod defines this GitRepository, but it has not applied it yet: no \
+             kustomize.toolkit.fluxcd.io/name label, in no inventory) failed its last run \
+             ({failure}), so it reverts nothing now, but the first run that succeeds puts {1} \
+             back over the live patch unless that file changes",
+            f.ns,
+            f.old_url()
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains(&format!("+  url: {}", f.to())), "{}", r.stdout);
+    let r = f.run(&f.dry_args(&["-o", "json"])).await;
+    let v = r.json();
+    assert_eq!(v["preflight"]["current"]["rootFoundBy"], "path", "{v}");
+    assert_eq!(
+        v["preflight"]["current"]["root"]["lastFailure"],
+        json!(failure),
+        "{v}"
+    );
 }
