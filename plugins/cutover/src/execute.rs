@@ -1217,6 +1217,7 @@ mod tests {
                 root: None,
                 root_found_by: None,
                 held: false,
+                url_manager: None,
             },
             new_head: None,
             in_cluster: None,

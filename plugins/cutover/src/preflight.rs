@@ -160,6 +160,12 @@ pub struct Current {
     /// its runs fail, and reverts a live patch at its first successful apply).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub root_found_by: Option<String>,
+    /// The field manager that last wrote `spec.url` (metadata.managedFields), e.g.
+    /// `kustomize-controller` (the root applied it), `kubectl-cutover` (an earlier cutover
+    /// patched it), `kubectl-patch`/`kubectl-edit` (a hand patch). `None` when the server sent
+    /// no managedFields.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url_manager: Option<String>,
     /// The GitRepository carries the hold `kustomize.toolkit.fluxcd.io/reconcile: disabled`
     /// (what `--hold-root` adds): kustomize-controller skips the object, so the root neither
     /// reverts nor applies its spec.url while it is there.
@@ -449,6 +455,7 @@ pub async fn read_current(
         root,
         root_found_by,
         held: is_held(&repo),
+        url_manager: url_field_manager(&repo),
     };
     Ok((repo, current))
 }
@@ -859,6 +866,25 @@ pub async fn preflight(
     Ok((repo, finish(pre)))
 }
 
+/// The field manager that owns `spec.url` of `repo`: the `metadata.managedFields` entry whose
+/// `fieldsV1` lists `f:spec` / `f:url` (Kubernetes server-side field management: an update
+/// moves ownership of the fields it changed to its manager), the latest by `time` when several
+/// list it. `None` when no entry does.
+pub fn url_field_manager(repo: &GitRepository) -> Option<String> {
+    repo.metadata
+        .managed_fields
+        .as_ref()?
+        .iter()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .and_then(|f| f.0.pointer("/f:spec/f:url"))
+                .is_some()
+        })
+        .max_by_key(|m| m.time.as_ref().map(|t| t.0))
+        .and_then(|m| m.manager.clone())
+}
+
 /// True when `repo` carries `kustomize.toolkit.fluxcd.io/reconcile: disabled`, the value
 /// kustomize-controller skips an object for (fluxcd/pkg/ssa `AnnotationReconcile` /
 /// `DisabledValue`; kustomize-controller v1.1+ leaves such an object as it is in the cluster).
@@ -936,7 +962,10 @@ pub fn suspended_root_message(root: &str) -> String {
 
 /// The drift found before the move: the committed spec.url (at `at`) differs from the live
 /// one. `interrupted`: the mark an interrupted cutover left ([`IN_FLIGHT_ANNOTATION`]); when
-/// it patched in the live URL the drift is that run's, not a hand patch. `held`: the
+/// it patched in the live URL the drift is that run's, not a hand patch. `url_manager`: the
+/// field manager that last wrote spec.url ([`url_field_manager`]); when it is
+/// [`crate::execute::FIELD_MANAGER`] an earlier cutover patched the live URL in (a completed
+/// `--hold-root` run leaves exactly that until `--finish`), not a hand patch. `held`: the
 /// GitRepository carries the [`RECONCILE_ANNOTATION`] hold (the root reverts nothing while it
 /// is there).
 pub fn drift_message(
@@ -946,12 +975,18 @@ pub fn drift_message(
     root: &Consumer,
     held: bool,
     interrupted: Option<&InFlight>,
+    url_manager: Option<&str>,
 ) -> String {
     let how = match interrupted {
         Some(m) if m.to == live || m.to.is_empty() => {
-            "the live URL is the one an interrupted cutover patched in"
+            "the live URL is the one an interrupted cutover patched in".to_string()
         }
-        _ => "the cluster already runs a hand-patched URL",
+        _ if url_manager == Some(crate::execute::FIELD_MANAGER) => format!(
+            "the live URL is the one an earlier cutover patched in (spec.url's field manager is \
+             {})",
+            crate::execute::FIELD_MANAGER
+        ),
+        _ => "the cluster already runs a hand-patched URL".to_string(),
     };
     format!(
         "before this move, the committed spec.url ({at}) is {committed} but the live one is \
@@ -1051,6 +1086,7 @@ fn drift_only(
                 root,
                 pre.current.held,
                 pre.interrupted_run.as_ref(),
+                pre.current.url_manager.as_deref(),
             ),
         }
     })
@@ -1418,6 +1454,7 @@ fn authored_check(
                             &root,
                             pre.current.held,
                             pre.interrupted_run.as_ref(),
+                            pre.current.url_manager.as_deref(),
                         ),
                     },
                 );

@@ -503,6 +503,22 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
     );
     assert!(held(&f.live()));
 
+    // Session 6 trial: the URL this completed --hold-root run left live is the earlier
+    // cutover's (spec.url's field manager says so), not "hand-patched".
+    let r = f.run(&dry(&f, &f.to(), &["--secret", NEW_SECRET])).await;
+    assert_eq!(r.code, 1, "drift is a finding: {}", r.all());
+    assert!(
+        r.stdout.contains(&format!(
+            "the live one is {}: the live URL is the one an earlier cutover patched in \
+             (spec.url's field manager is kubectl-cutover) (kept only by the \
+             kustomize.toolkit.fluxcd.io/reconcile: disabled hold",
+            f.to()
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("hand-patched"), "{}", r.stdout);
+
     // Trial item 9: the source must not fetch the pushed commit by itself (interval 10m, a
     // spec change the root leaves alone while held), so --finish meets "pushed, not fetched
     // yet" for certain.
