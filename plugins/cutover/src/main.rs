@@ -16,6 +16,20 @@ use cutover::preflight::{self, CheckResult, Preflight, Request};
 
 const EXAMPLES: &str = "\
 Examples:
+  # On ./demo --keep (runs as written in its shell): preflight moving prod's source to the same
+  # Git server under another name; the demo's servers listen on this workstation, hence
+  # --allow-loopback (a real server needs none)
+  kubectl cutover gitrepository/flux-system -n prod --secret prod-creds --allow-loopback \\
+      --dry-run --to \"$(kubectl get gitrepository/flux-system -n prod \\
+      -o jsonpath='{.spec.url}' | sed 's/127.0.0.1/localhost/')\"
+
+  # On ./demo --keep: verify that the root Kustomization applies the committed spec.url, and
+  # remove a --hold-root hold (waits up to --timeout for a root that is mid-run)
+  kubectl cutover gitrepository/flux-system -n prod --finish --timeout 5m
+
+  # The examples below need your own Git server: gitea.prod.example.dev stands for it (the
+  # demo has no server under a name the cluster resolves).
+
   # Preflight only: what the cluster runs, what the new server has, where the URL is authored
   kubectl cutover gitrepository/flux-system --to https://gitea.prod.example.dev/org/fleet.git \\
       --dry-run
@@ -25,7 +39,6 @@ Examples:
       --repo ~/src/fleet --write-patch --hold-root --yes
 
   # After the authored change has landed through the window: verify and remove the hold
-  # (waits up to --timeout for a root Kustomization that is mid-run to settle first)
   kubectl cutover gitrepo/flux-system --finish --timeout 5m
 
   # Also contact the new URL from a pod in flux-system, as source-controller will: its DNS

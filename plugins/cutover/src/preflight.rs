@@ -546,8 +546,7 @@ pub async fn preflight(
             message: source_controller_stopped_message(&req.namespace, &req.name, &why),
         });
     }
-    if let Some(why) = crate::execute::controller_not_running(conn, "kustomize-controller").await
-    {
+    if let Some(why) = crate::execute::controller_not_running(conn, "kustomize-controller").await {
         checks.push(Check {
             id: "controller",
             result: CheckResult::Warn,

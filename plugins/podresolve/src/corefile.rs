@@ -841,8 +841,10 @@ pub struct NodeLocal {
     pub detected: bool,
     /// Why we think so.
     pub evidence: Vec<String>,
-    /// Zones node-local-dns sends to CoreDNS (kube-dns upstream: `__PILLAR__CLUSTER__DNS__`
-    /// or a cluster IP), e.g. `cluster.local.`, `in-addr.arpa.`, `ip6.arpa.`.
+    /// Zones node-local-dns sends to CoreDNS: server blocks whose `forward` reaches it
+    /// ([`NodeLocalForward::reaches_coredns`] true: `__PILLAR__CLUSTER__DNS__`, or the ClusterIP
+    /// of a Service that fronts CoreDNS), e.g. `cluster.local.`, `in-addr.arpa.`, `ip6.arpa.`.
+    /// A block forwarding elsewhere (or to an IP no Service owns) is not listed.
     pub to_coredns_zones: Vec<String>,
     /// Where node-local-dns sends every other name (`__PILLAR__UPSTREAM__SERVERS__`, i.e. the
     /// node's /etc/resolv.conf, or explicit servers) when that is NOT CoreDNS.
@@ -853,10 +855,35 @@ pub struct NodeLocal {
 
 impl NodeLocal {
     /// Does a query for `fqdn` skip CoreDNS (and so its hosts/rewrite/template blocks)?
+    /// Judged per zone, as CoreDNS serves a query from the server block with the most specific
+    /// zone that contains it (coredns core/dnsserver: longest zone match): that block's
+    /// `forward` must be known not to reach CoreDNS ([`NodeLocalForward::reaches_coredns`]
+    /// false). Unknown targets claim nothing.
     pub fn bypasses_coredns(&self, fqdn: &str) -> bool {
-        self.detected
-            && self.other_upstream.is_some()
-            && !self.to_coredns_zones.iter().any(|z| in_zone(fqdn, z))
+        self.bypass_upstream(fqdn).is_some()
+    }
+
+    /// Where node-local-dns sends `fqdn` when that skips CoreDNS (the `forward` targets as
+    /// written, e.g. `__PILLAR__UPSTREAM__SERVERS__` or `10.96.0.11`); `None` when it reaches
+    /// CoreDNS or that cannot be told (see [`NodeLocal::bypasses_coredns`]).
+    pub fn bypass_upstream(&self, fqdn: &str) -> Option<&str> {
+        if !self.detected {
+            return None;
+        }
+        let zone_len = |f: &NodeLocalForward| {
+            f.zones
+                .iter()
+                .filter(|z| in_zone(fqdn, &normalize_zone(z)))
+                .map(|z| normalize_zone(z).len())
+                .max()
+        };
+        let best = self
+            .forwards
+            .iter()
+            .filter_map(|f| zone_len(f).map(|l| (l, f)))
+            .max_by_key(|(l, _)| *l)?
+            .1;
+        (best.reaches_coredns == Some(false)).then_some(best.to.as_str())
     }
 
     /// Read the node-local-dns ConfigMap `Corefile` (kubernetes/dns
@@ -922,10 +949,23 @@ impl NodeLocal {
                 }
                 let root = s.zones.iter().any(|z| z == ".");
                 match (reaches, root) {
-                    (Some(true), _) | (_, false) => {
-                        nl.to_coredns_zones.extend(s.zones.iter().cloned())
-                    }
+                    (Some(true), _) => nl.to_coredns_zones.extend(s.zones.iter().cloned()),
                     (Some(false), true) => nl.other_upstream = Some(to.clone()),
+                    (Some(false), false) => nl.evidence.push(format!(
+                        "the {} block forwards to {to}, which is not CoreDNS{}: its names \
+                         skip CoreDNS",
+                        s.zones.join(" "),
+                        if literal && owner.is_none() {
+                            " (no kube-system Service owns that IP)"
+                        } else {
+                            ""
+                        }
+                    )),
+                    (None, false) => nl.evidence.push(format!(
+                        "the {} block forwards to {to}; Services in kube-system could not be \
+                         listed, so whether that is CoreDNS cannot be told: no bypass is claimed",
+                        s.zones.join(" ")
+                    )),
                     (None, true) => nl.evidence.push(format!(
                         "the . block forwards to {to}; Services in kube-system could not be \
                          listed, so whether that is CoreDNS (kube-dns-upstream) cannot be told: \
@@ -1178,10 +1218,13 @@ consul.local:53 {
                 .iter()
                 .any(|e| e.contains("cannot be told"))
         );
+        // Both blocks forward to a Service that does not select CoreDNS: every name skips it,
+        // the cluster domain too (judged per zone; it was listed as reaching CoreDNS).
         let other = [kube_dns("kube-system/dnsmasq", "10.96.200.1", false)];
         let nl = NodeLocal::from_corefile(cf, &other, true).unwrap();
-        assert!(!nl.bypasses_coredns("x.cluster.local."));
+        assert!(nl.bypasses_coredns("x.cluster.local."));
         assert!(nl.bypasses_coredns("gitea.prod.example.dev."));
+        assert!(nl.to_coredns_zones.is_empty(), "{:?}", nl.to_coredns_zones);
     }
 
     #[test]
@@ -1236,13 +1279,58 @@ in-addr.arpa:53 {
         )
         .unwrap();
         assert!(!rendered.bypasses_coredns("anything.example."));
+        let cf = "cluster.local:53 {\n forward . 10.96.200.1 {\n  force_tcp\n }\n}\n.:53 {\n forward . /etc/resolv.conf\n}\n";
         let rendered = NodeLocal::from_corefile(
-            "cluster.local:53 {\n forward . 10.96.200.1 {\n  force_tcp\n }\n}\n.:53 {\n forward . /etc/resolv.conf\n}\n",
-            &[],
+            cf,
+            &[kube_dns(
+                "kube-system/kube-dns-upstream",
+                "10.96.200.1",
+                true,
+            )],
             true,
         )
         .unwrap();
         assert!(rendered.bypasses_coredns("gitea.prod.example.dev."));
+        assert_eq!(
+            rendered.bypass_upstream("gitea.prod.example.dev."),
+            Some("/etc/resolv.conf")
+        );
         assert!(!rendered.bypasses_coredns("api.default.svc.cluster.local."));
+        assert_eq!(rendered.to_coredns_zones, vec!["cluster.local."]);
+    }
+
+    /// Session 6 trial: the JSON listed `cluster.local.` in toCorednsZones while that zone's
+    /// forward said reachesCoredns false (a literal IP no kube-system Service owns). The
+    /// zone list, the forward and the bypass judgement now agree, per zone.
+    #[test]
+    fn a_cluster_zone_forwarding_to_an_unowned_ip_is_not_listed_as_reaching_coredns() {
+        let cf = "cluster.local:53 {\n forward . 10.96.0.11\n}\n.:53 {\n forward . 10.96.0.10\n}\n";
+        let svcs = [kube_dns("kube-system/kube-dns", "10.96.0.10", true)];
+        let nl = NodeLocal::from_corefile(cf, &svcs, true).unwrap();
+        assert_eq!(nl.forwards[0].zones, vec!["cluster.local."]);
+        assert_eq!(nl.forwards[0].reaches_coredns, Some(false));
+        assert_eq!(nl.forwards[0].owner, None);
+        assert_eq!(nl.forwards[1].reaches_coredns, Some(true));
+        assert_eq!(nl.to_coredns_zones, vec!["."]);
+        assert_eq!(nl.other_upstream, None);
+        assert!(nl.bypasses_coredns("api.default.svc.cluster.local."));
+        assert_eq!(
+            nl.bypass_upstream("api.default.svc.cluster.local."),
+            Some("10.96.0.11")
+        );
+        assert!(!nl.bypasses_coredns("gitea.prod.example.dev."));
+        assert!(
+            nl.evidence.contains(
+                &"the cluster.local. block forwards to 10.96.0.11, which is not CoreDNS (no \
+                  kube-system Service owns that IP): its names skip CoreDNS"
+                    .to_string()
+            ),
+            "{:?}",
+            nl.evidence
+        );
+        // Services unreadable: nothing is claimed for either block.
+        let unknown = NodeLocal::from_corefile(cf, &[], false).unwrap();
+        assert!(!unknown.bypasses_coredns("api.default.svc.cluster.local."));
+        assert!(unknown.to_coredns_zones.is_empty());
     }
 }

@@ -191,6 +191,34 @@ pub struct CorednsStep {
     pub answered: bool,
 }
 
+/// One name of the query order and whether the pod's libc asked it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryAsked {
+    /// The FQDN.
+    pub name: String,
+    /// A DNS query for it was made.
+    pub asked: bool,
+    /// Its answer is the pod's answer.
+    pub answered: bool,
+}
+
+/// Which names of `order` libc asked, given the answer: none when /etc/hosts answered
+/// (`etc_hosts`), those up to and including `answered` (the name that produced the answer),
+/// or all of them when no name answered (libc tries every one before giving up).
+pub fn queries_asked(order: &[String], answered: Option<&str>, etc_hosts: bool) -> Vec<QueryAsked> {
+    let at = answered.and_then(|q| order.iter().position(|o| o == q));
+    order
+        .iter()
+        .enumerate()
+        .map(|(i, name)| QueryAsked {
+            name: name.clone(),
+            asked: !etc_hosts && at.is_none_or(|a| i <= a),
+            answered: !etc_hosts && at == Some(i),
+        })
+        .collect()
+}
+
 /// The report for one host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -200,8 +228,13 @@ pub struct HostReport {
     /// True for an IP address: no lookup is needed to reach it (getent returns it as given);
     /// nslookup of it is a reverse (PTR) lookup.
     pub ip_literal: bool,
-    /// FQDNs the pod's libc asks, in order.
+    /// FQDNs the pod's libc would ask, in order (the search-list rule for this name); which of
+    /// them it really asked is in [`HostReport::queries`].
     pub query_order: Vec<String>,
+    /// [`HostReport::query_order`] with what really happened to each name, as the text's
+    /// "queried" line says: none asked when the pod's /etc/hosts answered (libc reads it
+    /// before DNS), and none after the one that answered (libc stops at the first answer).
+    pub queries: Vec<QueryAsked>,
     /// Set when the name means the pod itself (`localhost`, `*.localhost`, a loopback
     /// literal or a loopback answer): the sentence the report shows first.
     pub loopback: Option<String>,
@@ -553,6 +586,7 @@ pub fn build(inp: Inputs<'_>) -> Report {
             }
             // Never contradict the observed answer: a pod that got exactly the CoreDNS hosts
             // pin was answered by CoreDNS, whatever node-local-dns's Corefile says.
+            let mut intercepted = true;
             for step in coredns.iter_mut().filter(|s| s.bypassed_by_node_local) {
                 let e = &step.explanation;
                 let pins: Vec<IpAddr> = match (
@@ -566,6 +600,7 @@ pub fn build(inp: Inputs<'_>) -> Report {
                 };
                 if !pod_addresses.is_empty() && pod_addresses.iter().all(|a| pins.contains(a)) {
                     step.bypassed_by_node_local = false;
+                    intercepted = false;
                     notes.push(format!(
                         "node-local-dns's Corefile would forward {} to {} without CoreDNS, but the \
                          pod's answer ({}) is the CoreDNS hosts pin (Corefile line {}): this query \
@@ -573,8 +608,7 @@ pub fn build(inp: Inputs<'_>) -> Report {
                          intercept this pod's queries)",
                         e.query,
                         nodelocal
-                            .other_upstream
-                            .as_deref()
+                            .bypass_upstream(&e.query)
                             .unwrap_or("its upstream"),
                         pod_addresses
                             .iter()
@@ -583,6 +617,13 @@ pub fn build(inp: Inputs<'_>) -> Report {
                             .join(", "),
                         e.line.map(|l| l.to_string()).unwrap_or_else(|| "?".into()),
                     ));
+                }
+            }
+            // That answer shows node-local-dns does not intercept this pod's queries (the
+            // note says so): no other query of the same pod is claimed to skip CoreDNS either.
+            if !intercepted {
+                for step in coredns.iter_mut() {
+                    step.bypassed_by_node_local = false;
                 }
             }
             for step in &coredns {
@@ -594,7 +635,7 @@ pub fn build(inp: Inputs<'_>) -> Report {
                     notes.push(format!(
                         "NodeLocal DNSCache forwards {} to {} without CoreDNS: the CoreDNS {} rule (Corefile line {}) is bypassed",
                         step.explanation.query,
-                        nodelocal.other_upstream.as_deref().unwrap_or("its upstream"),
+                        nodelocal.bypass_upstream(&step.explanation.query).unwrap_or("its upstream"),
                         step.explanation.answered_by.as_deref().unwrap_or("rewrite"),
                         step.explanation.line.map(|l| l.to_string()).unwrap_or_else(|| "?".into()),
                     ));
@@ -709,10 +750,18 @@ pub fn build(inp: Inputs<'_>) -> Report {
         if v == Verdict::PodCannotResolve || expect_match == Some(false) {
             exit_code = 1;
         }
+        let queries = queries_asked(
+            &query_order,
+            answer.as_ref().and_then(|a| a.query.as_deref()),
+            answer
+                .as_ref()
+                .is_some_and(|a| a.rule == AnswerRule::EtcHosts),
+        );
         hosts.push(HostReport {
             ip_literal: matches!(host, Host::Ip(_)),
             host: arg,
             query_order,
+            queries,
             loopback,
             answer,
             pod: PodView {
@@ -964,11 +1013,15 @@ pub fn render_text(r: &Report) -> String {
         }
         // Only the queries libc made: none when /etc/hosts answered (it is read before DNS),
         // and none after the one that answered (libc stops at the first answer).
-        let answered_at = h.answer.as_ref().and_then(|a| {
-            a.query
-                .as_ref()
-                .and_then(|q| h.query_order.iter().position(|o| o == q))
-        });
+        // The same facts as the JSON's `queries` (one source for both).
+        let names = |asked: bool| {
+            h.queries
+                .iter()
+                .filter(|q| q.asked == asked)
+                .map(|q| q.name.as_str())
+                .collect::<Vec<_>>()
+        };
+        let (asked, not_asked) = (names(true), names(false));
         if h.answer
             .as_ref()
             .is_some_and(|a| a.rule == AnswerRule::EtcHosts)
@@ -977,15 +1030,15 @@ pub fn render_text(r: &Report) -> String {
                 out,
                 "  queried: no DNS query (the pod's /etc/hosts answered first)"
             );
-        } else if let Some(i) = answered_at.filter(|i| i + 1 < h.query_order.len()) {
+        } else if !not_asked.is_empty() && !asked.is_empty() {
             let _ = writeln!(
                 out,
                 "  queried in order: {} (answered; not asked: {})",
-                h.query_order[..=i].join(" -> "),
-                h.query_order[i + 1..].join(", ")
+                asked.join(" -> "),
+                not_asked.join(", ")
             );
-        } else if !h.query_order.is_empty() {
-            let _ = writeln!(out, "  queried in order: {}", h.query_order.join(" -> "));
+        } else if !asked.is_empty() {
+            let _ = writeln!(out, "  queried in order: {}", asked.join(" -> "));
         }
         for s in &h.coredns {
             let e = &s.explanation;
@@ -1089,4 +1142,30 @@ pub fn render_text(r: &Report) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Session 6 trial: JSON `queries` says which names were asked, as the text does.
+    #[test]
+    fn queries_asked_follow_the_answer() {
+        let order: Vec<String> = ["a.ns.svc.cluster.local.", "a.svc.cluster.local.", "a."]
+            .map(String::from)
+            .to_vec();
+        let flags = |q: &[QueryAsked]| q.iter().map(|q| (q.asked, q.answered)).collect::<Vec<_>>();
+        assert_eq!(
+            flags(&queries_asked(&order, Some("a.svc.cluster.local."), false)),
+            [(true, false), (true, true), (false, false)]
+        );
+        assert_eq!(
+            flags(&queries_asked(&order, None, false)),
+            [(true, false), (true, false), (true, false)]
+        );
+        assert_eq!(
+            flags(&queries_asked(&order, None, true)),
+            [(false, false), (false, false), (false, false)]
+        );
+    }
 }

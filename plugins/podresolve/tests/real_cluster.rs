@@ -832,6 +832,42 @@ spec:
     assert_eq!(h["answer"]["rule"], "search-before-name", "{}", r.dump());
     assert_eq!(h["answer"]["evidence"], "libc-canonical-name");
     assert_eq!(h["answer"]["searchDomain"], "wild.example");
+    // Session 6 trial: the JSON agrees with the text's "queried" line: the four search
+    // expansions asked in order, the answering one marked, the bare name not asked.
+    let asked = |flag: &str| -> Vec<(String, bool)> {
+        h["queries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| (q["name"].as_str().unwrap().to_string(), q[flag] == true))
+            .collect()
+    };
+    assert_eq!(
+        asked("asked"),
+        [
+            (
+                "podinfo.dev.example.local.podresolve-search.svc.cluster.local.",
+                true
+            ),
+            ("podinfo.dev.example.local.svc.cluster.local.", true),
+            ("podinfo.dev.example.local.cluster.local.", true),
+            ("podinfo.dev.example.local.wild.example.", true),
+            ("podinfo.dev.example.local.", false),
+        ]
+        .map(|(n, a)| (n.to_string(), a)),
+        "{}",
+        r.dump()
+    );
+    assert_eq!(
+        asked("answered")
+            .into_iter()
+            .filter(|(_, a)| *a)
+            .map(|(n, _)| n)
+            .collect::<Vec<_>>(),
+        ["podinfo.dev.example.local.wild.example."],
+        "{}",
+        r.dump()
+    );
     let steps = h["coredns"].as_array().unwrap();
     let last = steps.last().unwrap();
     assert_eq!(last["query"], "podinfo.dev.example.local.wild.example.");
@@ -1325,6 +1361,17 @@ fn localhost_in_a_real_pod_is_the_pod_itself_said_first() {
     assert_eq!(sorted, ["127.0.0.1", "::1"], "{}", r.dump());
     assert_eq!(h["answer"]["rule"], "etc-hosts", "{}", r.dump());
     assert_eq!(h["answer"]["query"], Value::Null, "{}", r.dump());
+    // Session 6 trial: JSON agrees with the text (no DNS query): every name of the query
+    // order is marked not asked.
+    let queries = h["queries"].as_array().unwrap();
+    assert_eq!(queries.len(), h["queryOrder"].as_array().unwrap().len());
+    assert!(
+        queries
+            .iter()
+            .all(|q| q["asked"] == false && q["answered"] == false),
+        "{}",
+        r.dump()
+    );
     let sentence = format!(
         "localhost resolves to the loopback ({}): inside a pod that is the pod itself (its own network namespace), not this workstation, the node or another Service. A Flux URL with it makes source-controller connect to itself; use a name the cluster resolves to the server (a Service, or a CoreDNS hosts entry)",
         pod.join(", ")

@@ -2345,7 +2345,11 @@ async fn a_root_whose_runs_fail_is_found_by_its_path_and_reverts_once_it_builds(
         "{}",
         r.stdout
     );
-    assert!(r.stdout.contains(&format!("+  url: {}", f.to())), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!("+  url: {}", f.to())),
+        "{}",
+        r.stdout
+    );
     let r = f.run(&f.dry_args(&["-o", "json"])).await;
     let v = r.json();
     assert_eq!(v["preflight"]["current"]["rootFoundBy"], "path", "{v}");
