@@ -916,6 +916,37 @@ async fn finish_inner(
         }
     };
     let Some((root_name, root_ns)) = root_ref.as_ref() else {
+        // A Kustomization of this source that has not applied anything yet (its runs fail)
+        // may still define this object in its path: the root, whose first successful run
+        // applies the committed spec.url (session 6 trial, E). Its hold is not removed.
+        let all_ks: Api<cluster_loop::flux::Kustomization> = Api::all(conn.client.clone());
+        let all = all_ks
+            .list(&kube::api::ListParams::default())
+            .await
+            .api_context(|| {
+                conn.ctx()
+                    .verb("list")
+                    .resource_of::<cluster_loop::flux::Kustomization>()
+                    .namespace(None::<String>)
+            })?;
+        let failing = unapplied_consumers(&all.items, ns, name);
+        if !failing.is_empty() {
+            report.notes.push(format!(
+                "no Kustomization has applied GitRepository {ns}/{name} (no {OWNER_NAME_LABEL} \
+                 label, in no status.inventory), but {} of this source {} not applying now: if \
+                 its path defines this GitRepository (the preflight then names it as the root), \
+                 its first successful run applies the committed spec.url over the live one \
+                 ({live_url}). Not verified{}: fix that Kustomization, then run --finish again",
+                failing.join("; "),
+                if failing.len() == 1 { "is" } else { "are" },
+                if crate::preflight::is_held(&repo) {
+                    "; the hold stays"
+                } else {
+                    ""
+                }
+            ));
+            return Ok(report);
+        }
         // Nothing to compare the live URL with: no committed spec.url is applied, so this is
         // not verified (exit 1). The hold only stops a root Kustomization; without one it
         // protects nothing, so it is removed.
@@ -1163,6 +1194,39 @@ fn artifact_revision(repo: &GitRepository) -> String {
         .as_ref()
         .map(|a| a.revision.clone())
         .unwrap_or_default()
+}
+
+/// Kustomizations whose sourceRef is GitRepository `ns/name` and that have applied nothing
+/// yet (no `status.lastAppliedRevision`) or whose last run failed (`Ready=False`), as
+/// `Kustomization NS/NAME (Reason: message)`: a root that has not applied its own source
+/// object yet is among them. kustomize-controller applies nothing from a failed run.
+pub fn unapplied_consumers(
+    all: &[cluster_loop::flux::Kustomization],
+    ns: &str,
+    name: &str,
+) -> Vec<String> {
+    all.iter()
+        .filter(|k| {
+            let r = &k.spec.source_ref;
+            r.kind == "GitRepository"
+                && r.name == name
+                && r.namespace.as_deref().or(k.metadata.namespace.as_deref()) == Some(ns)
+        })
+        .filter_map(|k| {
+            let failure = k.ready().filter(|c| c.is_false());
+            if failure.is_none() && k.status.last_applied_revision.is_some() {
+                return None;
+            }
+            Some(format!(
+                "Kustomization {}/{} ({})",
+                k.metadata.namespace.as_deref().unwrap_or_default(),
+                k.metadata.name.as_deref().unwrap_or_default(),
+                failure
+                    .map(|c| format!("its last run failed: {}: {}", c.reason(), c.message()))
+                    .unwrap_or_else(|| "it has applied no revision yet".into())
+            ))
+        })
+        .collect()
 }
 
 async fn remove_hold(

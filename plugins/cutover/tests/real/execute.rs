@@ -2358,4 +2358,38 @@ async fn a_root_whose_runs_fail_is_found_by_its_path_and_reverts_once_it_builds(
         json!(failure),
         "{v}"
     );
+    // The cutover with --hold-root, then --finish: the failing root has applied nothing, so
+    // it is not verified and the hold stays (it was removed as "protecting nothing").
+    let r = f.run(&f.args(&["--hold-root", "--timeout", "120s"])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(held(&f.live()));
+    let r = f.run(&f.finish_args(&["-o", "json"])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["verified"], false, "{v}");
+    assert_eq!(v["holdRemoved"], false, "{v}");
+    let note = format!(
+        "no Kustomization has applied GitRepository {0}/{0} (no kustomize.toolkit.fluxcd.io/name \
+         label, in no status.inventory), but Kustomization {0}/{0} (its last run failed: \
+         {failure}) of this source is not applying now: if its path defines this GitRepository \
+         (the preflight then names it as the root), its first successful run applies the \
+         committed spec.url over the live one ({1}). Not verified; the hold stays: fix that \
+         Kustomization, then run --finish again",
+        f.ns,
+        f.to()
+    );
+    assert_eq!(v["notes"][0], json!(note), "{v}");
+    // The hold it leaves in place is named with how to remove it, as by every run.
+    assert!(
+        v["notes"][1]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(&format!(
+                "GitRepository {0}/{0} carries the hold kustomize.toolkit.fluxcd.io/reconcile: \
+                 disabled",
+                f.ns
+            )),
+        "{v}"
+    );
+    assert!(held(&f.live()), "the hold stays");
 }
