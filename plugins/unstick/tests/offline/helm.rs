@@ -8,7 +8,9 @@
 //! - a failed install being retried: the attempts counted against the retries;
 //! - retries exhausted (Stalled RetriesExceeded) after the check failed early: the HelmRelease
 //!   is named with its last failure, the Git fix and the force request; no write to the
-//!   Kustomization unless `--with-source` (after a fix was pushed).
+//!   Kustomization unless `--with-source` (after a fix was pushed);
+//! - an upgrade out of retries after its rollback: the upgrade counters and the failed
+//!   upgrade's message, not the rollback's.
 
 use serde_json::{Value, json};
 use unstick::diagnose::{Class, Engine, is_finding};
@@ -257,4 +259,51 @@ fn retries_exhausted_is_named_with_the_git_fix_and_the_force_request() {
     let p = with_source(&s, "web");
     assert_eq!(p.lever, Lever::ReconcileSource, "{p:?}");
     assert_eq!(p.steps.len(), 2, "{:?}", p.steps);
+}
+
+/// An upgrade out of retries after its rollback remediation (helm-controller v1.4:
+/// `spec.upgrade.remediation.retries: 2`, remediateLastFailure defaults to true with retries,
+/// so the last failure is rolled back, then `Stalled RetriesExceeded`): the upgrade counters
+/// and retries are the ones read, the quoted failure is the Released condition's (the upgrade
+/// that failed), not Ready's summary of the rollback.
+#[test]
+fn an_upgrade_out_of_retries_reads_the_upgrade_counters() {
+    const UPGRADE_FAILED: &str =
+        "Helm upgrade failed for release apps/web with chart web@0.2.0: context deadline exceeded";
+    let mut h = hr(
+        json!([{"type": "Stalled", "status": "True", "reason": "RetriesExceeded",
+            "message": "Failed to upgrade after 3 attempt(s)"},
+            {"type": "Ready", "status": "False", "reason": "RollbackSucceeded",
+            "message": "Helm rollback to previous release apps/web.v1 with chart web@0.1.0 succeeded"},
+            {"type": "Released", "status": "False", "reason": "UpgradeFailed", "message": UPGRADE_FAILED},
+            {"type": "Remediated", "status": "True", "reason": "RollbackSucceeded",
+            "message": "Helm rollback to previous release apps/web.v1 with chart web@0.1.0 succeeded"}]),
+        json!({"installFailures": 0, "upgradeFailures": 3, "failures": 3,
+            "lastAttemptedReleaseAction": "upgrade"}),
+    );
+    h["spec"]["upgrade"] = json!({"remediation": {"retries": 2}});
+    let s = snap(
+        "v1.9.6",
+        vec![in_flight("web", json!({"wait": true}), &[HR_ID])],
+        vec![h],
+        vec![],
+        &["helm.toolkit.fluxcd.io/HelmRelease"],
+    );
+    let d = diag(&s, "web");
+    let b = &d.blocking[0];
+    assert_eq!(b.kstatus, "Failed");
+    assert_eq!(
+        b.message,
+        format!(
+            "helm-controller gave up (Stalled RetriesExceeded: Failed to upgrade after 3 attempt(s)): {UPGRADE_FAILED}; it does not try again until the HelmRelease's spec, chart or values change or a force/reset request is made, and kustomize-controller reads it as Failed, ending every health check on it early"
+        )
+    );
+    assert!(
+        b.fix
+            .as_deref()
+            .unwrap()
+            .contains("runs one Helm release action (install, or upgrade of the failed release)"),
+        "{:?}",
+        b.fix
+    );
 }
