@@ -225,6 +225,36 @@ pub struct SourceFacts {
     pub newer_revision_available: bool,
     /// `spec.suspend` of the source.
     pub suspended: bool,
+    /// A failure condition of the source that is True while its Ready condition is not False:
+    /// the first of [`SOURCE_FAILURE_CONDITIONS`]. source-controller v1.9
+    /// gitrepository_controller.go keeps `FetchFailed` from the last attempt until a fetch
+    /// succeeds, while a source without an artifact marks Ready=Unknown "building artifact"
+    /// at the start of every attempt (`reconcileStorage`, `ProgressiveStatus(true, ...)`): a
+    /// source that fails every attempt reads "building artifact" for the length of each one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failing: Option<Condition>,
+}
+
+/// source-controller's negative-polarity condition types (source-controller api v1
+/// condition_types.go: `FetchFailed`, `BuildFailed` (HelmChart), `StorageOperationFailed`,
+/// `IncludeUnavailable`): True while the failure lasts, removed on success.
+pub const SOURCE_FAILURE_CONDITIONS: [&str; 4] = [
+    "FetchFailed",
+    "BuildFailed",
+    "StorageOperationFailed",
+    "IncludeUnavailable",
+];
+
+impl SourceFacts {
+    /// What makes the source fail now: its Ready condition when False, else a True
+    /// [`SourceFacts::failing`] condition (a retry of a failing source in progress). `None`
+    /// for a source that is ready or working without a recorded failure.
+    pub fn failure(&self) -> Option<&Condition> {
+        self.ready
+            .as_ref()
+            .filter(|c| c.is_false())
+            .or(self.failing.as_ref())
+    }
 }
 
 /// State of the reconcile request annotation.
@@ -730,7 +760,7 @@ impl<'a> Engine<'a> {
             )
         } else if source
             .as_ref()
-            .is_some_and(|s| s.ready.as_ref().is_some_and(|c| c.is_false()) || !s.found)
+            .is_some_and(|s| s.failure().is_some() || !s.found)
         {
             let s = source.as_ref().unwrap();
             (
@@ -742,7 +772,7 @@ impl<'a> Engine<'a> {
                     if s.found {
                         format!(
                             "not ready: {}",
-                            s.ready.as_ref().map(|c| c.message.as_str()).unwrap_or("")
+                            s.failure().map(|c| c.message.as_str()).unwrap_or("")
                         )
                     } else {
                         "missing".to_string()
@@ -782,7 +812,7 @@ impl<'a> Engine<'a> {
 
         // Source hints.
         if let Some(s) = &source {
-            if let Some(c) = &s.ready {
+            if let Some(c) = s.failure().or(s.ready.as_ref()) {
                 let m = c.message.to_ascii_lowercase();
                 let secret_key = self
                     .source_obj(ks)
@@ -836,6 +866,14 @@ impl<'a> Engine<'a> {
                         s.source, c.reason, c.message,
                     ));
                 }
+            }
+            if let (Some(f), Some(r)) = (&s.failing, &s.ready)
+                && !r.is_false()
+            {
+                hints.push(format!(
+                    "{} is retrying now (Ready {}: \"{}\"), and its {} condition still holds the last attempt's failure: \"{}\"; each attempt fails the same way until that is fixed",
+                    s.source, r.status, r.message, f.type_, f.message
+                ));
             }
             if s.newer_revision_available {
                 hints.push(format!(
@@ -963,6 +1001,14 @@ impl<'a> Engine<'a> {
             last_applied_revision: obj::s(ks, &["status", "lastAppliedRevision"]).map(String::from),
             newer_revision_available: newer,
             suspended: src.is_some_and(|s| obj::b(s, &["spec", "suspend"])),
+            failing: src
+                .filter(|s| obj::condition(s, "Ready").is_none_or(|c| !c.is_true()))
+                .and_then(|s| {
+                    SOURCE_FAILURE_CONDITIONS
+                        .iter()
+                        .filter_map(|t| obj::condition(s, t))
+                        .find(Condition::is_true)
+                }),
         })
     }
 
@@ -2349,7 +2395,7 @@ pub fn token_state(ks: &Value, token: &str) -> TokenState {
 /// suspended): either way a run that found no artifact is not stuck on the source.
 fn source_moving_or_ready(source: Option<&SourceFacts>) -> bool {
     let Some(s) = source else { return false };
-    if !s.found || s.suspended {
+    if !s.found || s.suspended || s.failing.is_some() {
         return false;
     }
     match s.ready.as_ref() {

@@ -228,8 +228,8 @@ pub fn root_cause_cell(d: &Diagnosis) -> String {
         return format!(
             "{} {}",
             s.source,
-            s.ready
-                .as_ref()
+            s.failure()
+                .or(s.ready.as_ref())
                 .map(|c| c.reason.as_str())
                 .unwrap_or(if s.found { "not ready" } else { "missing" })
         );

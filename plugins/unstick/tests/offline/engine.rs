@@ -973,6 +973,37 @@ fn artifact_not_found_follows_the_source_as_it_is_now() {
         "{:?}",
         d.hints
     );
+    // The source failed and is retrying: source-controller v1.9 marks a source without an
+    // artifact Ready=Unknown "building artifact" at the start of every attempt and keeps
+    // FetchFailed=True from the last one (seen on the real controller: a missing secretRef
+    // read so for part of every retry). Not "still fetching": the failure is quoted.
+    let mut s = fleet();
+    set(&mut s, Some(("Unknown", "building artifact")), false);
+    let msg = "failed to get secret 'flux-system/git-creds': secrets \"git-creds\" not found";
+    s.sources
+        .iter_mut()
+        .find(|g| g["metadata"]["name"] == "flux-system")
+        .unwrap()["status"]["conditions"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "FetchFailed", "status": "True", "reason": "AuthenticationFailed", "message": msg}));
+    let d = diag(&s, "build-broken");
+    assert_eq!(d.class, Class::SourceNotReady, "{}", d.summary);
+    assert!(
+        !d.hints.iter().any(|h| h.contains("still fetching")),
+        "{:?}",
+        d.hints
+    );
+    assert!(
+        d.hints
+            .iter()
+            .any(|h| h.contains("is retrying now") && h.contains(msg)),
+        "{:?}",
+        d.hints
+    );
+    assert_eq!(d.source.as_ref().unwrap().failure().unwrap().message, msg);
+    let p = plan_for(&s, "build-broken", &Options::default());
+    assert_eq!(p.lever, Lever::FixInGit);
     // The source failed: that is what keeps it failing.
     let mut s = fleet();
     set(
