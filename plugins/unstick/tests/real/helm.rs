@@ -17,9 +17,10 @@
 //!   request finishes the Kustomization (proof: recovered).
 //! - [`installing_is_waiting_not_stuck`]: an install in progress with no failure (the chart's
 //!   LoadBalancer Service has no ingress yet, so Helm's wait holds): unstick says waiting, exit
-//!   0, lever `wait`, no write; once the ingress is set the install succeeds and the real check
-//!   passes with nothing written to the Kustomization.
+//!   0, lever `wait`, no write; run without `--dry-run` it watches, the ingress is set, the
+//!   install succeeds and the real check passes: proof `recovered`, nothing written.
 
+use std::io::{BufRead, BufReader};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -349,8 +350,9 @@ fn out_of_retries_then_the_image_appears() {
 
 /// An install in progress with no failure: Helm's wait holds on the chart's LoadBalancer
 /// Service (no ingress), the Deployment's pod runs. unstick: waiting, exit 0, lever `wait`, no
-/// write. Once the ingress is set the install succeeds and the real check passes with nothing
-/// written to the Kustomization (no request, no suspend): waiting was the right verdict.
+/// write. Run again without `--dry-run` it watches; once it printed its plan the ingress is set,
+/// the install succeeds and the real check passes: it says recovered, having written nothing
+/// (no request, no suspend): waiting was the right verdict.
 fn installing_is_waiting_not_stuck() {
     let c = helm_cluster();
     let (name, ns) = ("hr-wait", "hr-wait");
@@ -391,8 +393,35 @@ fn installing_is_waiting_not_stuck() {
     );
     assert_eq!(v["plan"]["lever"], "wait", "{v:#}");
     assert_eq!(v["plan"]["steps"], serde_json::json!([]), "{v:#}");
-    // The ingress, as a cloud's service controller would write it: Helm's wait ends, the
-    // install succeeds and the real check passes, with nothing written by anyone else.
+    // Not --dry-run: the `wait` lever writes nothing and watches. Its plan is printed (text
+    // output, line-buffered) after it read the cluster, so the ingress is set only once it
+    // has judged the install in progress: then Helm's wait ends, the install succeeds, the
+    // real check passes, and the watch proves it.
+    let mut watch = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args([&format!("ks/{name}"), "-n", FLUX_NS, "--yes"])
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        let lever = l.starts_with("Lever: ");
+        seen.push(l);
+        if lever {
+            break;
+        }
+    }
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("Lever: wait"),
+        "{seen:#?}"
+    );
+    // The ingress, as a cloud's service controller would write it.
     c.kubectl(&[
         "-n",
         ns,
@@ -405,14 +434,21 @@ fn installing_is_waiting_not_stuck() {
         r#"{"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.10"}]}}}"#,
     ])
     .unwrap();
-    eventually(
-        Duration::from_secs(120),
-        "the real check passes once the install succeeds",
-        || {
-            let k = c.kustomization(name);
-            (condition(&k, "Ready")["status"] == "True").then_some(())
-        },
+    seen.extend(lines.map(Result::unwrap));
+    let status = watch.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut watch.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(0), "{seen:#?}\n{err}");
+    assert!(
+        seen.iter().any(|l| l
+            == &format!("recovered: {FLUX_NS}/{name} is Ready at the source's current revision")),
+        "{seen:#?}\n{err}"
     );
+    assert!(
+        !seen.iter().any(|l| l.starts_with('✓')),
+        "a write was made: {seen:#?}"
+    );
+    assert_eq!(condition(&c.kustomization(name), "Ready")["status"], "True");
     let hr = get(c, ns, "helmrelease/web");
     assert_eq!(
         condition(&hr, "Ready")["reason"],
