@@ -224,18 +224,51 @@ fn main() {
         std::process::exit(code);
     }
     let cli: Cli = cluster_loop::cli::parse("cutover");
+    let format = cli.output.output;
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => cluster_loop::exit_with(&Error::Other(format!("cannot start runtime: {e}"))),
+        Err(e) => exit_with_document(format, &Error::Other(format!("cannot start runtime: {e}"))),
     };
     match rt.block_on(run(cli)) {
         Ok(code) => std::process::exit(code),
-        Err(e) => cluster_loop::exit_with(&e),
+        Err(e) => exit_with_document(format, &e),
     }
+}
+
+/// `-o json|yaml` of a run that ends with an error instead of a report (exit 1, e.g. a
+/// GitRepository with no artifact yet; exit 3, a cluster/API error such as a GitRepository
+/// that does not exist): `{apiVersion: cutover.cluster-loop.dev/v1, kind: CutoverError,
+/// exitCode, error}`, `error` being the message also printed on stderr after `error: `; the
+/// shape of podresolve's `PodResolveError` and unstick's `UnstickError`. Usage errors (exit 2)
+/// print none: they are decided before any output format applies.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CutoverError {
+    api_version: &'static str,
+    kind: &'static str,
+    exit_code: i32,
+    error: String,
+}
+
+/// Prints the [`CutoverError`] document on stdout with `-o json|yaml` (not for usage errors),
+/// then `error: MESSAGE` on stderr, and exits with the error's code.
+fn exit_with_document(format: cluster_loop::output::OutputFormat, e: &Error) -> ! {
+    if format.is_machine() && e.exit_code() != cluster_loop::error::EXIT_USAGE {
+        let _ = print_machine(
+            format,
+            &CutoverError {
+                api_version: API_VERSION,
+                kind: "CutoverError",
+                exit_code: e.exit_code(),
+                error: e.to_string(),
+            },
+        );
+    }
+    cluster_loop::exit_with(e)
 }
 
 async fn run(cli: Cli) -> Result<i32> {

@@ -52,6 +52,40 @@ fn kubeconfig_errors_exit_3() {
     );
     assert_eq!(err.to_lowercase().matches("error").count(), 1, "{err}");
 
+    // Session 6 trial: with -o json an exit-3 run prints the error document on stdout (it
+    // printed nothing), the same message as stderr's `error: ` line.
+    for format in ["json", "yaml"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubectl-cutover"))
+            .args([
+                "gitrepo/flux-system",
+                "--finish",
+                "-o",
+                format,
+                "--kubeconfig",
+            ])
+            .arg(&missing)
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{stderr}");
+        let message = stderr
+            .strip_prefix("error: ")
+            .and_then(|m| m.strip_suffix('\n'))
+            .unwrap_or_else(|| panic!("{stderr}"));
+        let doc: serde_json::Value = if format == "json" {
+            serde_json::from_slice(&out.stdout).unwrap()
+        } else {
+            serde_saphyr::from_str(&String::from_utf8_lossy(&out.stdout)).unwrap()
+        };
+        assert_eq!(
+            doc,
+            serde_json::json!({"apiVersion": "cutover.cluster-loop.dev/v1",
+                "kind": "CutoverError", "exitCode": 3, "error": message}),
+            "{format}"
+        );
+    }
+
     // The same garbage file through KUBECONFIG: the same exit code.
     let (code, err) = run(&[], Some(&garbage));
     assert_eq!(code, Some(3), "{err}");

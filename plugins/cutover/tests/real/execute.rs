@@ -1957,6 +1957,19 @@ async fn missing_gitrepository_exits_3_naming_it_and_the_context() {
         assert_eq!(out.code, 3, "{args:?}: {}", out.stderr);
         assert_eq!(out.stderr, want, "{args:?}");
         assert!(out.stdout.is_empty(), "{args:?}");
+        // Session 6 trial: with -o json the same error is a document on stdout (it printed
+        // nothing), its message the stderr line's.
+        let json_args: Vec<&str> = args.iter().copied().chain(["-o", "json"]).collect();
+        let out = run_plugin(BIN, proxy.kubeconfig(), &json_args, RUN_TIMEOUT).await;
+        assert_eq!(out.code, 3, "{args:?}: {}", out.stderr);
+        assert_eq!(out.stderr, want, "{args:?}");
+        assert_eq!(
+            out.json(),
+            json!({"apiVersion": "cutover.cluster-loop.dev/v1", "kind": "CutoverError",
+                "exitCode": 3,
+                "error": want.strip_prefix("error: ").unwrap().strip_suffix('\n').unwrap()}),
+            "{args:?}"
+        );
     }
 }
 
