@@ -193,6 +193,9 @@ pub struct Overlay {
     pub objects: Vec<Applied>,
     /// Failed renders.
     pub render_errors: Vec<RenderError>,
+    /// Linted as an overlay only because its render failed during discovery
+    /// ([`Discovery::unrendered`]): whether it is one is unknown.
+    pub unconfirmed: bool,
     /// Envsubst problems found while substituting: (owner, object index, problem).
     pub subst_problems: Vec<SubstProblem>,
 }
@@ -365,6 +368,20 @@ pub fn cluster_scoped(kind: &str) -> bool {
     )
 }
 
+/// What [`find_overlays`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Discovery {
+    /// Overlays: candidates whose render holds a Flux Kustomization whose `spec.path` is the
+    /// candidate itself.
+    pub overlays: Vec<String>,
+    /// Candidates whose render failed (`kubectl kustomize` exited non-zero): whether they are
+    /// overlays cannot be known without a render, so they are never dropped; [`crate::run`]
+    /// lints each one no overlay reaches as an overlay, which reports the failure as FL001.
+    pub unrendered: Vec<String>,
+    /// Candidates rendered or tried.
+    pub candidates: usize,
+}
+
 /// Finds the overlays of a repository: directories whose render holds a Flux Kustomization
 /// whose `spec.path` is that same directory (the `flux-system` root `flux bootstrap` writes),
 /// and that no other kustomization includes (a base such as `clusters/base` renders its own
@@ -372,8 +389,12 @@ pub fn cluster_scoped(kind: &str) -> bool {
 ///
 /// Candidates are the kustomize directories nothing includes and the directories named by a
 /// Flux Kustomization's `spec.path` in the files; only those whose inputs hold a Flux
-/// Kustomization are rendered.
-pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Vec<String> {
+/// Kustomization, or read files outside the directory that was walked (`fleetlint
+/// clusters/dev` with its base in `clusters/base`: those files are not parsed here), are
+/// rendered. A candidate whose render fails is returned in [`Discovery::unrendered`], never
+/// dropped: an overlay's own root Kustomization is often set by a patch (the example fleet's
+/// `clusters/dev` patches `spec.path` of base's `flux-system`), so only a render tells.
+pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Discovery {
     let mut referenced = BTreeSet::new();
     for d in &repo.kustomize_dirs {
         for r in repo.kustomization_refs(d).0 {
@@ -410,7 +431,7 @@ pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Vec<Strin
         .filter(|c| {
             repo.closure(c)
                 .iter()
-                .any(|f| flux_files.contains(f.as_str()))
+                .any(|f| flux_files.contains(f.as_str()) || !repo.in_scope(f))
         })
         .collect();
     let units: Vec<Unit> = cands
@@ -422,9 +443,15 @@ pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Vec<Strin
         .collect();
     let rendered = renderer.render_all(repo, &units, jobs);
     let mut out = Vec::new();
+    let mut unrendered = Vec::new();
     for u in units {
-        let Some(Ok(docs)) = rendered.get(&u).map(|r| r.result.as_ref()) else {
-            continue;
+        let docs = match rendered.get(&u).map(|r| r.result.as_ref()) {
+            Some(Ok(docs)) => docs,
+            Some(Err(_)) => {
+                unrendered.push(u.dir);
+                continue;
+            }
+            None => continue,
         };
         let self_root = docs.iter().any(|d| {
             is_flux_ks(&d.value)
@@ -449,7 +476,64 @@ pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Vec<Strin
         })
         .map(|(_, d)| d.clone())
         .collect();
-    keep
+    Discovery {
+        overlays: keep,
+        unrendered,
+        candidates: cands.len(),
+    }
+}
+
+/// The candidates of [`Discovery::unrendered`] that nothing else reports, each to be linted
+/// as an overlay (which reports its render error, FL001), given the overlays `built`:
+/// - not the directory of a Kustomization an overlay applies (that overlay reports the
+///   failure under the Kustomization, or the Kustomization belongs to another source);
+/// - a candidate that is only a `spec.path` target (no kustomization file): only while a raw
+///   Flux Kustomization naming it sits in a file no overlay rendered; when every one that names
+///   it was rendered by an overlay, the overlay read it as applied (a patch may point it
+///   elsewhere, as a tenant's base Kustomization without `spec.path` is patched per cluster;
+///   and one of another source, the tenant's own repository, is never rendered here);
+/// - of two such candidates where one's inputs are a strict subset of the other's (a
+///   `flux-system` directory inside a cluster directory without a kustomization file), the
+///   outer one only: its error holds the inner one's.
+pub fn unrendered_to_report(repo: &Repo, unrendered: &[String], built: &[Overlay]) -> Vec<String> {
+    let mut applied_dirs: BTreeSet<&str> = BTreeSet::new();
+    let mut inputs: BTreeSet<String> = BTreeSet::new();
+    for ov in built {
+        inputs.extend(repo.closure(&ov.dir));
+        for k in &ov.ks {
+            if let Some(d) = &k.dir {
+                applied_dirs.insert(d);
+                if k.followed {
+                    inputs.extend(repo.closure(d));
+                }
+            }
+        }
+    }
+    let kept: Vec<&String> = unrendered
+        .iter()
+        .filter(|c| !applied_dirs.contains(c.as_str()))
+        .filter(|c| {
+            repo.kustomize_dirs.contains(*c)
+                || repo.docs.iter().any(|d| {
+                    d.kind == "Kustomization"
+                        && group(&d.api_version) == KUSTOMIZE_GROUP
+                        && tree::normalize(d.spec_path.as_deref().unwrap_or("./")).as_deref()
+                            == Some(c.as_str())
+                        && !inputs.contains(&d.file)
+                })
+        })
+        .collect();
+    let closures: Vec<BTreeSet<String>> = kept.iter().map(|d| repo.closure(d)).collect();
+    kept.iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            !closures
+                .iter()
+                .enumerate()
+                .any(|(j, c)| j != *i && closures[*i].is_subset(c) && closures[*i].len() < c.len())
+        })
+        .map(|(_, d)| (*d).clone())
+        .collect()
 }
 
 /// Builds one overlay: renders its directory, then every followed Kustomization's path, level

@@ -44,6 +44,89 @@ pub struct Config {
     pub kubectl: String,
     /// Run markercheck's rules.
     pub markers: bool,
+    /// Live counters for a progress line (`None`: none kept).
+    pub progress: Option<std::sync::Arc<RunProgress>>,
+}
+
+/// Phases of a run, as [`RunProgress::phase`] holds them.
+pub mod phase {
+    /// Walking and reading the tree.
+    pub const WALK: u8 = 0;
+    /// Rendering the overlay candidates ([`crate::fleet::find_overlays`]).
+    pub const DISCOVER: u8 = 1;
+    /// Building and linting the overlays.
+    pub const OVERLAYS: u8 = 2;
+    /// Waiting for markercheck's rules.
+    pub const MARKERS: u8 = 3;
+}
+
+/// Live counters of a run, written by [`run`] and read by a progress line (the binary's, on
+/// stderr): phase ([`phase`]), YAML files read by the walk, renders asked and finished (from
+/// the cache or by `kubectl kustomize`), overlays found and linted. All counts only grow.
+#[derive(Debug, Default)]
+pub struct RunProgress {
+    /// One of [`phase`].
+    pub phase: std::sync::atomic::AtomicU8,
+    /// YAML files the walk has read.
+    pub files: std::sync::atomic::AtomicUsize,
+    /// Renders asked of the renderer (memoised ones not counted).
+    pub renders_asked: std::sync::atomic::AtomicUsize,
+    /// Renders finished.
+    pub renders_done: std::sync::atomic::AtomicUsize,
+    /// Overlays to lint.
+    pub overlays_total: std::sync::atomic::AtomicUsize,
+    /// Overlays linted.
+    pub overlays_done: std::sync::atomic::AtomicUsize,
+}
+
+impl RunProgress {
+    /// One status line, e.g. `walking /tmp: 12345 YAML files read`, `finding overlays:
+    /// 3/7 renders`, `overlay 2/3: 9/12 renders`. `coarse`: only what changes seldom (the
+    /// phase, the overlay number, the file count in steps of 10000), for progress printed as
+    /// one plain line per change.
+    pub fn status(&self, path: &str, coarse: bool) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        let renders = || {
+            if coarse {
+                String::new()
+            } else {
+                format!(
+                    ": {}/{} renders",
+                    self.renders_done.load(Relaxed),
+                    self.renders_asked.load(Relaxed)
+                )
+            }
+        };
+        match self.phase.load(Relaxed) {
+            phase::WALK => {
+                let n = self.files.load(Relaxed);
+                if !coarse {
+                    format!("walking {path}: {n} YAML files read")
+                } else if n >= 10_000 {
+                    format!(
+                        "walking {path}: over {} YAML files read",
+                        n / 10_000 * 10_000
+                    )
+                } else {
+                    format!("walking {path}")
+                }
+            }
+            phase::DISCOVER => format!("finding overlays{}", renders()),
+            phase::OVERLAYS => format!(
+                "overlay {}/{}{}",
+                (self.overlays_done.load(Relaxed) + 1).min(self.overlays_total.load(Relaxed)),
+                self.overlays_total.load(Relaxed),
+                renders()
+            ),
+            _ => "marker rules".to_string(),
+        }
+    }
+
+    fn set_phase(p: &Option<std::sync::Arc<RunProgress>>, ph: u8) {
+        if let Some(p) = p {
+            p.phase.store(ph, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
 }
 
 impl Default for Config {
@@ -60,6 +143,7 @@ impl Default for Config {
             cache_dir: render::default_cache_dir(),
             kubectl: "kubectl".into(),
             markers: true,
+            progress: None,
         }
     }
 }
@@ -122,6 +206,9 @@ pub struct OverlayReport {
     pub kustomizations: Vec<GraphNode>,
     /// Objects applied (after rendering).
     pub objects: usize,
+    /// False when the overlay's own directory does not render (FL001): nothing of it was
+    /// linted.
+    pub rendered: bool,
 }
 
 /// Counters.
@@ -139,6 +226,8 @@ pub struct Stats {
     /// Of those, the ones whose findings are reported: all of them without `--changed-since`,
     /// with it the Kustomizations the change affects.
     pub affected: usize,
+    /// Overlay candidates rendered during discovery (0 with `--overlay`).
+    pub candidates: usize,
 }
 
 /// Result of a run.
@@ -336,8 +425,15 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
             Some(c) => {
                 // one walk and one read of every file for both: markercheck's parallel scan
                 // hands back the bytes of the YAML files it read
+                let counted = |n: &str| {
+                    let yaml = tree::yaml_name(n);
+                    if yaml && let Some(p) = &cfg.progress {
+                        p.files.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    yaml
+                };
                 let (scan, kept) =
-                    markercheck::scan::scan_root_keeping(&scope, c.max_file_size, tree::yaml_name);
+                    markercheck::scan::scan_root_keeping(&scope, c.max_file_size, counted);
                 let changed = git_result(git)?;
                 let (files, unreadable) = shared_files(&root, &scope, &scan, kept);
                 let mut scan = Some(scan);
@@ -358,34 +454,108 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
                 (Some(markers), repo, changed)
             }
             None => {
-                let repo = tree::Repo::load_cached(&root, &scope, cfg.cache_dir.as_deref())
-                    .map_err(load_error)?;
+                let repo = tree::Repo::load_counted(
+                    &root,
+                    &scope,
+                    cfg.cache_dir.as_deref(),
+                    cfg.progress.as_deref().map(|p| &p.files),
+                )
+                .map_err(load_error)?;
                 (None, repo, git_result(git)?)
             }
         };
-        let renderer = render::Renderer::new(&cfg.kubectl, cfg.cache_dir.clone());
-        let mut overlay_dirs = overlay_dirs;
-        if overlay_dirs.is_empty() {
-            overlay_dirs = fleet::find_overlays(&repo, &renderer, cfg.jobs);
-        }
+        let renderer = render::Renderer::new(&cfg.kubectl, cfg.cache_dir.clone())
+            .with_progress(cfg.progress.clone());
         let mut report = Report {
             root: root.clone(),
             notes,
             ..Default::default()
         };
-        for dir in &overlay_dirs {
-            let ov = fleet::build_overlay(&repo, &renderer, dir, cfg.jobs);
-            let mut findings = lint::lint_overlay(&repo, &ov, &cfg.options);
-            let chains = lint::timeout_chains(&ov);
+        let mut overlay_dirs = overlay_dirs;
+        let mut unrendered = Vec::new();
+        if overlay_dirs.is_empty() {
+            RunProgress::set_phase(&cfg.progress, phase::DISCOVER);
+            let found = fleet::find_overlays(&repo, &renderer, cfg.jobs);
+            overlay_dirs = found.overlays;
+            unrendered = found.unrendered;
+            report.stats.candidates = found.candidates;
+        }
+        // an overlay below PATH that reads files outside it (`fleetlint clusters/dev`, its
+        // base in clusters/base): its rules need those files parsed (positions, raw
+        // documents, the inputs of every Kustomization it applies), so the repository is read
+        // whole for them; markercheck's rules still cover PATH only
+        let repo = if !repo.scope.is_empty()
+            && overlay_dirs
+                .iter()
+                .chain(&unrendered)
+                .any(|d| repo.closure(d).iter().any(|f| !repo.in_scope(f)))
+        {
+            report.notes.push(format!(
+                "the overlays under {} read files outside it: the repository {} is read for their rules (marker rules cover {} only)",
+                cfg.path.display(),
+                root.display(),
+                cfg.path.display()
+            ));
+            RunProgress::set_phase(&cfg.progress, phase::WALK);
+            tree::Repo::load_counted(
+                &root,
+                &root,
+                cfg.cache_dir.as_deref(),
+                cfg.progress.as_deref().map(|p| &p.files),
+            )
+            .map_err(load_error)?
+        } else {
+            repo
+        };
+        RunProgress::set_phase(&cfg.progress, phase::OVERLAYS);
+        if let Some(p) = &cfg.progress {
+            p.overlays_total.store(
+                overlay_dirs.len() + unrendered.len(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+        // the overlays found, then every candidate that did not render and that no overlay
+        // reaches (an overlay that reaches it reports its render error under its
+        // Kustomization): linted as an overlay, which reports the failure (FL001)
+        let mut built: Vec<fleet::Overlay> = overlay_dirs
+            .iter()
+            .map(|dir| {
+                let ov = fleet::build_overlay(&repo, &renderer, dir, cfg.jobs);
+                if let Some(p) = &cfg.progress {
+                    p.overlays_done
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                ov
+            })
+            .collect();
+        for dir in fleet::unrendered_to_report(&repo, &unrendered, &built) {
+            let mut ov = fleet::build_overlay(&repo, &renderer, &dir, cfg.jobs);
+            ov.unconfirmed = true;
+            built.push(ov);
+        }
+        if let Some(p) = &cfg.progress {
+            p.overlays_done
+                .fetch_add(unrendered.len(), std::sync::atomic::Ordering::Relaxed);
+        }
+        built.sort_by(|a, b| a.dir.cmp(&b.dir));
+        for ov in &built {
+            let dir = &ov.dir;
+            let mut findings = lint::lint_overlay(&repo, ov, &cfg.options);
+            let chains = lint::timeout_chains(ov);
             // --changed-since: the Kustomizations whose inputs changed, their descendants and
             // their dependents
             let affected: BTreeSet<String> = match &changed {
                 None => ov.ks.iter().map(fleet::FluxKs::id).collect(),
-                Some(ch) => affected_ks(&repo, &ov, ch),
+                Some(ch) => affected_ks(&repo, ov, ch),
             };
+            // an overlay whose own directory does not render is reported whatever changed:
+            // none of it could be linted, so nothing shows the change is safe
+            let unrendered_root = |f: &Finding| f.rule == "FL001" && f.kustomizations.is_empty();
             if let Some(ch) = &changed {
                 findings.retain(|f| {
-                    f.kustomizations.iter().any(|k| affected.contains(k)) || ch.contains(&f.file)
+                    f.kustomizations.iter().any(|k| affected.contains(k))
+                        || ch.contains(&f.file)
+                        || unrendered_root(f)
                 });
             }
             report.stats.kustomizations += ov.ks.len();
@@ -393,7 +563,7 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
             report.overlays.push(OverlayReport {
                 dir: dir.clone(),
                 root: ov.root.map(|r| ov.ks[r].id()),
-                kustomizations: graph_order(&ov)
+                kustomizations: graph_order(ov)
                     .into_iter()
                     .map(|i| (i, &ov.ks[i]))
                     .map(|(i, k)| GraphNode {
@@ -419,10 +589,12 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
                     })
                     .collect(),
                 objects: ov.objects.len(),
+                rendered: !ov.render_errors.iter().any(|e| e.ks.is_none()),
             });
             report.findings.extend(findings);
         }
         if let Some(mc) = markers {
+            RunProgress::set_phase(&cfg.progress, phase::MARKERS);
             let mc = mc
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));

@@ -162,6 +162,10 @@ fn render_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                 ov.ks[i].id(),
                 fleet::unit_dir(&e.unit)
             ),
+            None if ov.unconfirmed => format!(
+                "overlay candidate {} (nothing includes it, its inputs hold a Flux Kustomization, no overlay reaches it)",
+                fleet::unit_dir(&e.unit)
+            ),
             None => format!("overlay {}", fleet::unit_dir(&e.unit)),
         };
         out.push(finding(

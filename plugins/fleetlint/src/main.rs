@@ -29,8 +29,9 @@ const EXAMPLES: &str = r#"Examples:
   kubectl fleetlint clusters --format github
   kubectl fleetlint clusters --format sarif > fleetlint.sarif
 
-Exit codes: 0 no error findings, 1 error findings, 2 usage (bad path,
-overlay, revision or rule ID; kubectl not found), 130 interrupted.
+Exit codes: 0 no error findings, 1 error findings (an overlay that does
+not render is one), 2 usage (bad path or no overlay under it, overlay,
+revision or rule ID; kubectl not found), 130 interrupted.
 Rules: FL001..FL071 and markercheck's MC rules, listed with
 --list-rules. Offline: no kubeconfig is read."#;
 
@@ -131,30 +132,56 @@ fn main() {
 
 /// Runs the lint on a blocking thread while the main thread watches SIGINT/SIGTERM: on a signal
 /// the temporary files of this run are removed and the process exits 130 (nothing outside the
-/// render cache is ever written, and the cache only receives complete renders).
-fn run_interruptible(cfg: &Config) -> Result<fleetlint::Report> {
+/// render cache is ever written, and the cache only receives complete renders). On a terminal
+/// (table output) the main thread also draws the progress line on stderr from the run's
+/// counters ([`fleetlint::RunProgress`]): a spinner redrawn every 100 ms with colour, else one
+/// plain line per change of phase, overlay or ten thousand files, with no escape codes.
+fn run_interruptible(cfg: &Config, output: &OutputArgs) -> Result<fleetlint::Report> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::Other(format!("cannot start the async runtime: {e}")))?;
-    let cfg2 = cfg.clone();
+    let progress = cluster_loop::wait::Progress::for_output("fleetlint", output);
+    let plain = !output.stderr_painter().enabled();
+    let counters = progress
+        .is_visible()
+        .then(|| std::sync::Arc::new(fleetlint::RunProgress::default()));
+    let mut cfg2 = cfg.clone();
+    cfg2.progress = counters.clone();
+    let shown_path = cfg.path.display().to_string();
     rt.block_on(async move {
         let mut signals = cluster_loop::signals::Signals::install();
-        let task = tokio::task::spawn_blocking(move || fleetlint::run(&cfg2));
-        tokio::select! {
-            r = task => match r {
-                Ok(Ok(report)) => Ok(report),
-                Ok(Err(RunError::Usage(m))) => Err(Error::Usage(m)),
-                Ok(Err(RunError::Other(m))) => Err(Error::Usage(m)),
-                Err(e) => Err(Error::Other(format!("the lint failed: {e}"))),
-            },
-            s = signals.recv() => {
-                fleetlint::render::cleanup_interrupted(cfg.cache_dir.as_deref());
-                let _ = {
-                    use std::io::Write as _;
-                    writeln!(std::io::stderr(), "interrupted by {s}: nothing changed (the render cache keeps only complete renders)")
-                };
-                std::process::exit(cluster_loop::signals::EXIT_INTERRUPTED)
+        let mut task = tokio::task::spawn_blocking(move || fleetlint::run(&cfg2));
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(if plain {
+            500
+        } else {
+            100
+        }));
+        loop {
+            tokio::select! {
+                r = &mut task => {
+                    progress.finish();
+                    return match r {
+                        Ok(Ok(report)) => Ok(report),
+                        Ok(Err(RunError::Usage(m))) => Err(Error::Usage(m)),
+                        Ok(Err(RunError::Other(m))) => Err(Error::Usage(m)),
+                        Err(e) => Err(Error::Other(format!("the lint failed: {e}"))),
+                    };
+                }
+                s = signals.recv() => {
+                    progress.finish();
+                    fleetlint::render::cleanup_interrupted(cfg.cache_dir.as_deref());
+                    let _ = {
+                        use std::io::Write as _;
+                        writeln!(std::io::stderr(), "interrupted by {s}: nothing changed (the render cache keeps only complete renders)")
+                    };
+                    std::process::exit(cluster_loop::signals::EXIT_INTERRUPTED)
+                }
+                _ = tick.tick(), if counters.is_some() => {
+                    if let Some(c) = &counters {
+                        progress.set_status(c.status(&shown_path, plain));
+                    }
+                }
             }
         }
     })
@@ -229,10 +256,17 @@ fn run(cli: Cli) -> Result<i32> {
         },
         kubectl: cli.kubectl.clone(),
         markers: !cli.no_markers,
+        progress: None,
     };
     let started = std::time::Instant::now();
-    let report = run_interruptible(&cfg)?;
+    let report = run_interruptible(&cfg, &cli.output)?;
     let elapsed = started.elapsed();
+    if report.overlays.is_empty() {
+        // nothing was linted: not a pass (exit 0 would let a CI gate on a mistyped or too
+        // narrow path pass every fleet), and not a finding about the fleet (exit 1 says the
+        // fleet has an error): the path given is the mistake, as for a path that does not exist
+        return Err(Error::usage(nothing_to_lint(&cfg, &report)));
+    }
     match cli.format {
         Format::Github => write_stdout(&report::github(&report.findings))?,
         Format::Sarif => print_machine(OutputFormat::Json, &report::sarif(&report.findings))?,
@@ -252,15 +286,21 @@ fn run(cli: Cli) -> Result<i32> {
     let count = |s: Severity| report.findings.iter().filter(|f| f.severity == s).count();
     let (e, w) = (count(Severity::Error), count(Severity::Warning));
     let ep = cli.output.stderr_painter();
-    let overlays: Vec<&str> = report.overlays.iter().map(|o| o.dir.as_str()).collect();
+    let overlays: Vec<String> = report
+        .overlays
+        .iter()
+        .map(|o| {
+            if o.rendered {
+                o.dir.clone()
+            } else {
+                format!("{}: does not render", o.dir)
+            }
+        })
+        .collect();
     let summary = format!(
         "{} overlay(s) ({}), {}, {} files; {} kubectl kustomize run(s){}{}; {e} errors, {w} warnings in {:.2}s",
         overlays.len(),
-        if overlays.is_empty() {
-            "none found".to_string()
-        } else {
-            overlays.join(", ")
-        },
+        overlays.join(", "),
         if report.changed_files.is_some() {
             format!(
                 "{} of {} Kustomizations affected by the change (only their findings reported)",
@@ -303,4 +343,17 @@ fn run(cli: Cli) -> Result<i32> {
     } else {
         EXIT_OK
     })
+}
+
+/// The usage error of a run that found no overlay: what was read and what to pass instead.
+fn nothing_to_lint(cfg: &Config, report: &fleetlint::Report) -> String {
+    let s = &report.stats;
+    format!(
+        "nothing to lint under {}: no overlay found ({} YAML files, {} kustomize directories, {} overlay candidate(s) rendered; an overlay is a directory whose render holds the Flux Kustomization whose spec.path is that directory, the root `flux bootstrap` writes). \
+Pass the directory that holds the cluster directories or the repository root (e.g. `kubectl fleetlint clusters`), or name one with --overlay DIR",
+        cfg.path.display(),
+        s.files,
+        s.kustomize_dirs,
+        s.candidates
+    )
 }

@@ -55,6 +55,8 @@ pub struct Renderer {
     pack: std::sync::OnceLock<Mutex<PackState>>,
     /// Number of `kubectl kustomize` processes run.
     pub runs: std::sync::atomic::AtomicUsize,
+    /// Where renders asked and done are counted for the progress line.
+    progress: Option<std::sync::Arc<crate::RunProgress>>,
 }
 
 /// What the last run of a repository read from the cache, as one file: every render and every
@@ -155,7 +157,14 @@ impl Renderer {
             memo: Mutex::new(BTreeMap::new()),
             pack: std::sync::OnceLock::new(),
             runs: Default::default(),
+            progress: None,
         }
+    }
+
+    /// The same renderer, counting its renders in `progress` ([`crate::RunProgress`]).
+    pub fn with_progress(mut self, progress: Option<std::sync::Arc<crate::RunProgress>>) -> Self {
+        self.progress = progress;
+        self
     }
 
     /// Renders every unit not yet rendered, up to `jobs` at once, and returns them all.
@@ -165,6 +174,10 @@ impl Renderer {
             units.iter().filter(|u| !memo.contains_key(*u)).collect()
         };
         let next = std::sync::atomic::AtomicUsize::new(0);
+        if let Some(p) = &self.progress {
+            p.renders_asked
+                .fetch_add(todo.len(), std::sync::atomic::Ordering::Relaxed);
+        }
         std::thread::scope(|s| {
             for _ in 0..jobs.max(1).min(todo.len().max(1)) {
                 s.spawn(|| {
@@ -173,6 +186,10 @@ impl Renderer {
                         let Some(u) = todo.get(i) else { break };
                         let r = self.render_one(repo, u);
                         self.memo.lock().expect("memo").insert((*u).clone(), r);
+                        if let Some(p) = &self.progress {
+                            p.renders_done
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
                     }
                 });
             }
@@ -386,7 +403,7 @@ impl Renderer {
                         })
                     })
                     .collect()),
-                PackRender::Error(e) => Err(e),
+                PackRender::Error(e) => Err(strip_klog(&e)),
             };
             return Rendered {
                 result,
@@ -419,7 +436,7 @@ impl Renderer {
             } else if let Some(out) = s.strip_prefix("ok\n") {
                 Some(Ok(shared(parse_output(out))))
             } else {
-                Some(Err(s.strip_prefix("error\n").unwrap_or(&s).to_string()))
+                Some(Err(strip_klog(s.strip_prefix("error\n").unwrap_or(&s))))
             };
             // an unreadable entry (cut short by a full disk) is rendered again
             if let Some(result) = result {
@@ -511,7 +528,7 @@ impl Renderer {
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            let err = strip_klog(String::from_utf8_lossy(&out.stderr).trim());
             // temporary paths mean nothing to the reader: show repository-relative ones
             let root = format!("{}/", repo.root.display());
             let rel_root = format!(
@@ -525,6 +542,54 @@ impl Renderer {
             Err(err.trim().to_string())
         }
     }
+}
+
+/// kubectl's error text without klog's line header, which carries the time and process of
+/// one run (`E1201 18:28:48.123456   2729 run.go:72] `, k8s.io/klog/v2 `formatHeader`:
+/// severity letter, MMDD, hh:mm:ss.uuuuuu, thread id, file:line, `] `) and so must never be
+/// shown from the render cache as if it were this run's. kubectl 1.32's structured form
+/// `"command failed" err=<` followed by the tab-indented message and ` >` (klog's multi-line
+/// value, klog/v2 internal/serialize) becomes that message; `error: ` (kubectl's
+/// `cmdutil.CheckErr`) is kept. Text without a header is returned unchanged.
+pub fn strip_klog(s: &str) -> String {
+    static HEADER: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let header = HEADER.get_or_init(|| {
+        regex::Regex::new(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [^\s\]]+:\d+\] ")
+            .expect("klog header regex")
+    });
+    let mut out: Vec<String> = Vec::new();
+    let mut lines = s.lines();
+    while let Some(line) = lines.next() {
+        let Some(m) = header.find(line) else {
+            out.push(line.to_string());
+            continue;
+        };
+        let rest = &line[m.end()..];
+        if let Some(msg) = rest.strip_suffix("err=<") {
+            // "command failed" err=<\n\t<message lines>\n >
+            let msg = msg.trim().trim_matches('"');
+            let mut block = Vec::new();
+            for l in lines.by_ref() {
+                if l.trim() == ">" {
+                    break;
+                }
+                block.push(l.strip_prefix('\t').unwrap_or(l).to_string());
+            }
+            if block.is_empty() && !msg.is_empty() {
+                out.push(msg.to_string());
+            }
+            out.extend(block);
+        } else if let Some((_, err)) = rest.split_once(" err=\"") {
+            // "command failed" err="<message>" (a one-line value, Go-quoted)
+            let err = err.strip_suffix('"').unwrap_or(err);
+            let err = serde_json::from_str::<String>(&format!("\"{err}\""))
+                .unwrap_or_else(|_| err.to_string());
+            out.push(err);
+        } else {
+            out.push(rest.to_string());
+        }
+    }
+    out.join("\n").trim().to_string()
 }
 
 /// A directory for messages ("." for the repository root).

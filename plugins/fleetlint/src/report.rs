@@ -10,7 +10,7 @@ pub const SCHEMA: &str = "fleetlint.cluster-loop.dev/v1";
 
 /// `-o json|yaml` of a run (`kind: FleetLintReport`):
 /// `{apiVersion, kind, root, changedFiles?, stats{files, kustomizeDirs, rendersRun,
-/// kustomizations, affected}, overlays[{dir, root, objects, kustomizations[{id, file, line, path,
+/// kustomizations, affected, candidates}, overlays[{dir, root, objects, rendered, kustomizations[{id, file, line, path,
 /// sourceRef, dependsOn[], wait, timeout, timeoutChain, targetNamespace, postBuild,
 /// variables[], followed, appliedBy, affected}]}], findings[{file, line, rule, name, severity,
 /// overlay, message, fix}]}`.

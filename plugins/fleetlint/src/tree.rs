@@ -474,6 +474,19 @@ impl Repo {
         scope: &Path,
         cache_dir: Option<&Path>,
     ) -> std::io::Result<Repo> {
+        Repo::load_counted(root, scope, cache_dir, None)
+    }
+
+    /// [`Repo::load_cached`], adding one to `read` for every YAML file read (the progress
+    /// line's count).
+    ///
+    /// Errors: `root` or `scope` cannot be read.
+    pub fn load_counted(
+        root: &Path,
+        scope: &Path,
+        cache_dir: Option<&Path>,
+        read: Option<&std::sync::atomic::AtomicUsize>,
+    ) -> std::io::Result<Repo> {
         let root = std::fs::canonicalize(root)?;
         let scope = std::fs::canonicalize(scope)?;
         let mut files: Vec<(String, Vec<u8>)> = Vec::new();
@@ -492,6 +505,9 @@ impl Repo {
                 continue;
             }
             let r = rel(&root, e.path());
+            if let Some(n) = read {
+                n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             match std::fs::read(e.path()) {
                 Ok(b) => files.push((r, b)),
                 Err(_) => unreadable.push(r),
@@ -675,6 +691,15 @@ impl Repo {
             };
             self.texts.contains_key(&p).then_some(p)
         })
+    }
+
+    /// True when the repository-relative path `p` is at or below the directory that was walked
+    /// ([`Repo::scope`]); a file outside it was not read or parsed here.
+    pub fn in_scope(&self, p: &str) -> bool {
+        self.scope.is_empty()
+            || p == self.scope
+            || p.strip_prefix(self.scope.as_str())
+                .is_some_and(|r| r.starts_with('/'))
     }
 
     /// True when `dir` (repository-relative) exists as a directory.

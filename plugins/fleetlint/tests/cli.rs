@@ -766,3 +766,397 @@ fn the_shared_walk_reads_the_same_tree_as_fleetlints_own() {
     assert_eq!(shared.stats.files, own.stats.files);
     assert_eq!(shared.stats.kustomize_dirs, own.stats.kustomize_dirs);
 }
+
+/// A copy of the example fleet (clusters/ of this repository) in a new Git repository with one
+/// commit, as a user's checkout.
+fn fleet_checkout() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let cp = Command::new("cp")
+        .arg("-r")
+        .arg(common::workspace().join("clusters"))
+        .arg(tmp.path())
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    git(tmp.path(), &["init", "-q", "-b", "main"]);
+    git(tmp.path(), &["add", "-A"]);
+    git(tmp.path(), &["commit", "-q", "-m", "fleet"]);
+    tmp
+}
+
+/// The trial's edit: the overlay's patch names a file that does not exist, so
+/// `kubectl kustomize clusters/<overlay>` fails.
+fn break_overlay(dir: &std::path::Path, overlay: &str) {
+    let k = dir.join(format!("clusters/{overlay}/kustomization.yaml"));
+    let text = std::fs::read_to_string(&k).unwrap();
+    assert!(text.contains("- path: cluster-vars.yaml"));
+    std::fs::write(
+        &k,
+        text.replace("- path: cluster-vars.yaml", "- path: cluster-varz.yaml"),
+    )
+    .unwrap();
+}
+
+fn json_of(o: &Out) -> serde_json::Value {
+    serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", o.stdout, o.stderr))
+}
+
+/// (rule, file) of every finding.
+fn rule_files(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_string(),
+                f["file"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn overlay_dirs(v: &serde_json::Value) -> Vec<(String, bool)> {
+    v["overlays"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["dir"].as_str().unwrap().to_string(),
+                o["rendered"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// klog's line header (`E1201 18:28:48.995418    2729 run.go:72] `): time and process of one
+/// kubectl run.
+fn has_klog_header(s: &str) -> bool {
+    regex::Regex::new(r"(^|\n|\| )[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+ ")
+        .unwrap()
+        .is_match(s)
+}
+
+/// An overlay whose directory does not render is a finding (FL001 naming the directory and
+/// kubectl's own error), never dropped from discovery: both overlays broken, only dev broken
+/// (prod still linted), with --changed-since HEAD, and with a kubectl whose kustomize always
+/// fails. Before, each of these printed "0 overlay(s) (none found)" or lost dev, exit 0.
+#[test]
+fn an_overlay_that_does_not_render_is_a_finding_never_dropped() {
+    let repo = fleet_checkout();
+    let lint = |extra: &[&str]| {
+        run(bin()
+            .current_dir(repo.path())
+            .args(["clusters", "--no-cache", "-o", "json"])
+            .args(extra))
+    };
+    break_overlay(repo.path(), "dev");
+    break_overlay(repo.path(), "prod");
+    let both = lint(&[]);
+    assert_eq!(both.code, 1, "{}", both.stderr);
+    let v = json_of(&both);
+    assert_eq!(
+        overlay_dirs(&v),
+        [
+            ("clusters/dev".into(), false),
+            ("clusters/prod".into(), false)
+        ]
+    );
+    let fl001: Vec<&serde_json::Value> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "FL001")
+        .collect();
+    assert_eq!(fl001.len(), 2, "{}", both.stdout);
+    for (f, o) in fl001.iter().zip(["dev", "prod"]) {
+        assert_eq!(f["file"], format!("clusters/{o}/kustomization.yaml"));
+        let m = f["message"].as_str().unwrap();
+        assert!(
+            m.contains(&format!("clusters/{o}"))
+                && m.contains("cluster-varz.yaml")
+                && m.contains("no such file or directory"),
+            "{m}"
+        );
+        assert!(!has_klog_header(m), "{m}");
+    }
+    assert!(!both.stderr.contains("none found"), "{}", both.stderr);
+    assert!(
+        both.stderr.contains(
+            "2 overlay(s) (clusters/dev: does not render, clusters/prod: does not render)"
+        ),
+        "{}",
+        both.stderr
+    );
+
+    // only dev broken: dev reported, prod linted as before (its FL040)
+    git(repo.path(), &["checkout", "-q", "clusters/prod"]);
+    let dev = lint(&[]);
+    assert_eq!(dev.code, 1, "{}", dev.stderr);
+    let v = json_of(&dev);
+    assert_eq!(
+        overlay_dirs(&v),
+        [
+            ("clusters/dev".into(), false),
+            ("clusters/prod".into(), true)
+        ]
+    );
+    assert_eq!(
+        rule_files(&v),
+        [
+            ("FL001".into(), "clusters/dev/kustomization.yaml".into()),
+            ("FL040".into(), "clusters/prod/cluster-vars.yaml".into())
+        ]
+    );
+    // the same error --overlay clusters/dev gives
+    let one = lint(&["--overlay", "clusters/dev"]);
+    assert_eq!(one.code, 1);
+    let error = |v: &serde_json::Value| {
+        let m = v["findings"][0]["message"].as_str().unwrap().to_string();
+        m[m.find(" does not render: ").unwrap()..].to_string()
+    };
+    assert_eq!(error(&json_of(&one)), error(&v));
+    assert!(
+        v["findings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("overlay candidate clusters/dev "),
+        "{}",
+        v["findings"][0]
+    );
+
+    // --changed-since HEAD (the uncommitted edit of dev): dev's failure is reported
+    let changed = lint(&["--changed-since", "HEAD"]);
+    assert_eq!(changed.code, 1, "{}", changed.stderr);
+    assert!(
+        rule_files(&json_of(&changed))
+            .contains(&("FL001".into(), "clusters/dev/kustomization.yaml".into())),
+        "{}",
+        changed.stdout
+    );
+    // committed, then a change elsewhere: the overlay that does not render still fails the run
+    git(repo.path(), &["commit", "-q", "-am", "break dev"]);
+    let readme = repo.path().join("clusters/README.md");
+    std::fs::write(&readme, "changed\n").unwrap();
+    let elsewhere = lint(&["--changed-since", "HEAD"]);
+    assert_eq!(elsewhere.code, 1, "{}", elsewhere.stderr);
+    assert!(
+        rule_files(&json_of(&elsewhere))
+            .contains(&("FL001".into(), "clusters/dev/kustomization.yaml".into())),
+        "{}",
+        elsewhere.stdout
+    );
+    git(repo.path(), &["reset", "-q", "--hard", "HEAD~1"]);
+
+    // a kubectl whose kustomize always fails: every candidate is a finding with its message
+    let tools = tempfile::tempdir().unwrap();
+    let fake = tools.path().join("kubectl");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'error: kustomize is not available in this kubectl' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let broken = lint(&["--kubectl", fake.to_str().unwrap()]);
+    assert_eq!(broken.code, 1, "{}", broken.stderr);
+    let v = json_of(&broken);
+    assert!(!broken.stderr.contains("none found"), "{}", broken.stderr);
+    let dirs: Vec<String> = overlay_dirs(&v).into_iter().map(|(d, _)| d).collect();
+    assert!(
+        dirs.contains(&"clusters/dev".to_string()) && dirs.contains(&"clusters/prod".to_string()),
+        "{dirs:?}"
+    );
+    let findings = v["findings"].as_array().unwrap();
+    assert!(!findings.is_empty());
+    for f in findings.iter().filter(|f| f["rule"] == "FL001") {
+        assert!(
+            f["message"]
+                .as_str()
+                .unwrap()
+                .contains("kustomize is not available in this kubectl"),
+            "{f}"
+        );
+    }
+    assert_eq!(
+        findings.iter().filter(|f| f["rule"] == "FL001").count(),
+        dirs.len(),
+        "{}",
+        broken.stdout
+    );
+}
+
+/// A path that is itself an overlay is linted as that overlay (the same report as `clusters
+/// --overlay DIR`); a path where no overlay is found is a usage error (exit 2) saying what to
+/// pass, never "0 overlay(s) (none found) ... 0 errors" and exit 0.
+#[test]
+fn a_path_that_is_an_overlay_is_linted_as_one_and_nothing_to_lint_is_a_usage_error() {
+    let repo = fleet_checkout();
+    let lint = |args: &[&str]| {
+        run(bin()
+            .current_dir(repo.path())
+            .args(["--no-cache", "-o", "json"])
+            .args(args))
+    };
+    for (overlay, code) in [("dev", 0), ("prod", 1)] {
+        let dir = format!("clusters/{overlay}");
+        let alone = lint(&[&dir]);
+        assert_eq!(alone.code, code, "{}", alone.stderr);
+        let named = lint(&["clusters", "--overlay", &dir]);
+        let (a, n) = (json_of(&alone), json_of(&named));
+        assert_eq!(overlay_dirs(&a), [(dir.clone(), true)]);
+        assert_eq!(
+            a["overlays"][0]["kustomizations"],
+            n["overlays"][0]["kustomizations"]
+        );
+        assert!(a["overlays"][0]["kustomizations"].as_array().unwrap().len() > 1);
+        assert_eq!(rule_files(&a), rule_files(&n));
+    }
+    for path in ["clusters/apps", "clusters/apps/wave-0"] {
+        let none = lint(&[path]);
+        assert_eq!(none.code, 2, "{}{}", none.stdout, none.stderr);
+        assert!(
+            none.stderr
+                .contains(&format!("nothing to lint under {path}"))
+                && none.stderr.contains("kubectl fleetlint clusters")
+                && none.stderr.contains("--overlay"),
+            "{}",
+            none.stderr
+        );
+        assert!(!none.stderr.contains("0 errors"), "{}", none.stderr);
+    }
+}
+
+/// A render error replayed from the cache carries no kubectl log header of the run that
+/// cached it (klog's `E1201 18:28:48.995418  2729 run.go:72]`), and reads the same as the
+/// fresh run's.
+#[test]
+fn a_cached_render_error_carries_no_other_runs_klog_header() {
+    let repo = fleet_checkout();
+    let cache = tempfile::tempdir().unwrap();
+    break_overlay(repo.path(), "dev");
+    let lint = || {
+        run(bin()
+            .current_dir(repo.path())
+            .args(["clusters/dev", "-o", "json", "--cache-dir"])
+            .arg(cache.path()))
+    };
+    let first = lint();
+    let second = lint();
+    assert_eq!(first.code, 1, "{}", first.stderr);
+    assert_eq!(second.code, 1, "{}", second.stderr);
+    assert!(
+        second.stderr.contains("0 kubectl kustomize run(s)"),
+        "{}",
+        second.stderr
+    );
+    let (a, b) = (json_of(&first), json_of(&second));
+    let m = a["findings"][0]["message"].as_str().unwrap();
+    assert!(m.contains("cluster-varz.yaml"), "{m}");
+    assert!(!has_klog_header(m), "{m}");
+    assert_eq!(a["findings"], b["findings"]);
+}
+
+/// Under a real pseudo-terminal (util-linux `script`) the progress line shows what the run is
+/// doing: a spinner with colour, one plain line per change and no escape code at all with
+/// `NO_COLOR`/`--color never`. The kubectl is a stand-in that waits for the test's STOP file
+/// then fails, so the run is held in "finding overlays" as long as the test needs, with no
+/// timing luck.
+#[test]
+fn progress_on_a_terminal_and_no_escape_codes_without_colour() {
+    use std::io::Read as _;
+    let repo = fleet_checkout();
+    for (env, args, colour) in [
+        (vec!["NO_COLOR=1"], vec![], false),
+        (vec![], vec!["--color", "never"], false),
+        (vec![], vec![], true),
+    ] {
+        let tools = tempfile::tempdir().unwrap();
+        let stop = tools.path().join("STOP");
+        let fake = tools.path().join("kubectl");
+        std::fs::write(
+            &fake,
+            format!(
+                "#!/bin/sh\nwhile [ ! -e '{}' ]; do sleep 0.05; done\necho 'error: stopped' >&2\nexit 1\n",
+                stop.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+        let mut cmd = String::from("env -u NO_COLOR TERM=xterm-256color COLUMNS=120 ");
+        for e in &env {
+            cmd.push_str(&quote(e));
+            cmd.push(' ');
+        }
+        cmd.push_str(&quote(env!("CARGO_BIN_EXE_kubectl-fleetlint")));
+        for a in [
+            "clusters",
+            "--no-cache",
+            "--kubectl",
+            fake.to_str().unwrap(),
+        ]
+        .iter()
+        .chain(args.iter())
+        {
+            cmd.push(' ');
+            cmd.push_str(&quote(a));
+        }
+        let mut child = Command::new("script")
+            .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+            .current_dir(repo.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("util-linux `script` is needed for the pty test");
+        // whatever happens below (a failed assertion too), the stand-in kubectl is released,
+        // so the run ends and leaves no process behind
+        struct Release<'a>(&'a std::path::Path);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                let _ = std::fs::write(self.0, "");
+            }
+        }
+        let release = Release(&stop);
+        let mut stdout = child.stdout.take().unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let reader = {
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = stdout.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    seen.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            })
+        };
+        // wait (up to 120 s, a bound, not a timing assumption) for the progress line
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !String::from_utf8_lossy(&seen.lock().unwrap()).contains("finding overlays") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no progress line: {}",
+                String::from_utf8_lossy(&seen.lock().unwrap())
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        drop(release);
+        child.wait().unwrap();
+        reader.join().unwrap();
+        let out = String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
+        assert!(out.contains("FL001"), "{out}");
+        if colour {
+            assert!(
+                out.contains("\u{1b}["),
+                "the control: a spinner is drawn: {out:?}"
+            );
+        } else {
+            assert!(!out.contains('\u{1b}'), "{env:?} {args:?}: {out:?}");
+            assert!(out.contains("fleetlint: finding overlays\r\n"), "{out:?}");
+        }
+    }
+}
