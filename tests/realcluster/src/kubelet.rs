@@ -238,17 +238,6 @@ impl PodApi for KubeApi {
         })
     }
 
-    /// Nothing: kube-controller-manager's job controller sets the Job's Failed condition
-    /// from the pod's status.
-    fn job_failed(
-        &self,
-        _job: Value,
-        _reason: &'static str,
-        _message: &'static str,
-    ) -> BoxFuture<'static, ()> {
-        Box::pin(async {})
-    }
-
     fn append_log(&self, namespace: &str, pod: &str, container: &str, bytes: &[u8]) {
         self.logs.append(namespace, pod, container, bytes);
     }

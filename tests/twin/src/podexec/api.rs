@@ -46,21 +46,6 @@ pub trait PodApi: Send + Sync + 'static {
         reason: &'static str,
         message: String,
     ) -> BoxFuture<'static, ()>;
-    /// The Job controller's half when a probe Job's pod failed (`reason`: `BackoffLimitExceeded`
-    /// or `DeadlineExceeded`). Not called by the runtime any more: on a real cluster
-    /// kube-controller-manager's job controller sets the Job's Failed condition from the pod's
-    /// status (the twin's store, which had no job controller, was the one client that needed
-    /// it). Kept, with this no-op default, only so the existing implementation
-    /// (`realcluster::kubelet::KubeApi`, also a no-op) compiles; remove both together.
-    fn job_failed(
-        &self,
-        job: Value,
-        reason: &'static str,
-        message: &'static str,
-    ) -> BoxFuture<'static, ()> {
-        let _ = (job, reason, message);
-        Box::pin(async {})
-    }
     /// Appends container output to the log `pods/log` serves (`namespace/pod/container`).
     fn append_log(&self, namespace: &str, pod: &str, container: &str, bytes: &[u8]);
     /// Marks that log finished (a `follow` reader ends after its last byte).
