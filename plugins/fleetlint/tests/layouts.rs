@@ -371,3 +371,66 @@ spec:
     );
     assert_eq!(tenant.source_ref, "GitRepository/apps/dev-team");
 }
+
+/// The layout `flux bootstrap` writes (clusters/test holds no kustomization file, only
+/// flux-system/ and plain manifests, rendered as kustomize-controller generates it): when the
+/// cluster directory does not render (two files define the same ConfigMap), it is reported once
+/// as FL001 naming it and kustomize's error, not dropped (before: no overlay, no finding); when
+/// its flux-system/ does not render either, the one finding is the cluster directory's, whose
+/// error holds flux-system's.
+#[test]
+fn a_bootstrap_cluster_directory_that_does_not_render_is_reported_once() {
+    let f = Fleet {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    f.write(
+        "clusters/test/flux-system/gotk-sync.yaml",
+        common::GOTK_SYNC,
+    );
+    f.write(
+        "clusters/test/flux-system/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - gotk-sync.yaml\n",
+    );
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: flux-system\ndata:\n  a: \"1\"\n";
+    f.write("clusters/test/settings.yaml", cm);
+    let clean = f.lint();
+    assert!(clean.findings.is_empty(), "{}", show(&clean));
+    assert_eq!(clean.overlays.len(), 1);
+    assert_eq!(clean.overlays[0].dir, "clusters/test");
+    assert!(clean.overlays[0].rendered);
+
+    f.write("clusters/test/settings-copy.yaml", cm);
+    let broken = f.lint();
+    let fl001: Vec<_> = broken
+        .findings
+        .iter()
+        .filter(|x| x.rule == "FL001")
+        .collect();
+    assert_eq!(fl001.len(), 1, "{}", show(&broken));
+    assert!(
+        fl001[0].message.contains("clusters/test")
+            && fl001[0].message.contains("already registered id"),
+        "{}",
+        fl001[0].message
+    );
+    assert_eq!(broken.overlays.len(), 1);
+    assert_eq!(broken.overlays[0].dir, "clusters/test");
+    assert!(!broken.overlays[0].rendered);
+    assert!(broken.has_errors());
+
+    f.write(
+        "clusters/test/flux-system/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - gotk-sync.yaml\n  - gotk-components.yaml\n",
+    );
+    let both = f.lint();
+    let fl001: Vec<_> = both.findings.iter().filter(|x| x.rule == "FL001").collect();
+    assert_eq!(fl001.len(), 1, "{}", show(&both));
+    assert!(
+        fl001[0]
+            .message
+            .contains("overlay candidate clusters/test ")
+            && fl001[0].message.contains("gotk-components.yaml"),
+        "{}",
+        fl001[0].message
+    );
+}
