@@ -82,19 +82,22 @@ pub struct RunProgress {
 impl RunProgress {
     /// One status line, e.g. `walking /tmp: 12345 YAML files read`, `finding overlays:
     /// 3/7 renders`, `overlay 2/3: 9/12 renders`. `coarse`: only what changes seldom (the
-    /// phase, the overlay number, the file count in steps of 10000), for progress printed as
-    /// one plain line per change.
+    /// phase, the overlay number, the file count in steps of 10000, renders done in quarters of
+    /// those asked), for progress printed as one plain line per change.
     pub fn status(&self, path: &str, coarse: bool) -> String {
         use std::sync::atomic::Ordering::Relaxed;
         let renders = || {
-            if coarse {
+            let (done, asked) = (
+                self.renders_done.load(Relaxed),
+                self.renders_asked.load(Relaxed),
+            );
+            if !coarse {
+                format!(": {done}/{asked} renders")
+            } else if asked == 0 {
                 String::new()
             } else {
-                format!(
-                    ": {}/{} renders",
-                    self.renders_done.load(Relaxed),
-                    self.renders_asked.load(Relaxed)
-                )
+                // in quarters, so a plain line is printed at most five times per phase
+                format!(": {} of {asked} renders done", done * 4 / asked * asked / 4)
             }
         };
         match self.phase.load(Relaxed) {
