@@ -154,7 +154,9 @@ impl Cluster {
         let started = std::time::Instant::now();
         // How long each step took, for the "up in" line: where a start's time goes.
         let mut steps: Vec<(&str, Duration)> = Vec::new();
-        let mut step_start = started;
+        let _slot = start_slot();
+        steps.push(("waiting for a start slot", started.elapsed()));
+        let mut step_start = std::time::Instant::now();
         let mut step = |name: &'static str| {
             let now = std::time::Instant::now();
             steps.push((name, now - step_start));
@@ -945,6 +947,33 @@ async fn client_for(kubeconfig: &Path) -> Result<kube::Client, Error> {
         .await
         .map_err(|e| Error::Setup(format!("kubeconfig: {e}")))?;
     Ok(kube::Client::try_from(cfg)?)
+}
+
+/// How many clusters one test process starts at once ([`Cluster::start`] waits for a slot).
+/// A start is CPU-bound (kube-apiserver's post-start hooks and OpenAPI for the CRDs, the
+/// controllers filling their caches): on a 2-core machine starting more at once makes every
+/// one of them slower (8 at once in unstick's real binary: 38-58 s each at load 27-67, where
+/// one alone takes 10-15 s), and a test on a running cluster waits behind all of them.
+pub const STARTS_AT_ONCE: usize = 2;
+
+/// A start slot, held for the whole start; freed on drop (also when the start fails).
+fn start_slot() -> impl Drop {
+    struct Slot;
+    static STARTING: (Mutex<usize>, std::sync::Condvar) =
+        (Mutex::new(0), std::sync::Condvar::new());
+    impl Drop for Slot {
+        fn drop(&mut self) {
+            let mut n = STARTING.0.lock().unwrap_or_else(|e| e.into_inner());
+            *n -= 1;
+            STARTING.1.notify_one();
+        }
+    }
+    let mut n = STARTING.0.lock().unwrap_or_else(|e| e.into_inner());
+    while *n >= STARTS_AT_ONCE {
+        n = STARTING.1.wait(n).unwrap_or_else(|e| e.into_inner());
+    }
+    *n += 1;
+    Slot
 }
 
 /// Removes `$TMPDIR/realcluster-<pid>-*` directories no running cluster holds: their `.lock`
