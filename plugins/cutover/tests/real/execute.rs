@@ -13,7 +13,8 @@
 //! own Git servers and its own proxy, so tests run in parallel on the binary's one cluster.
 //! The tests that need "source-controller has not handled the patch yet" stop the real
 //! source-controller process (SIGSTOP, SIGCONT when done, also on panic): deterministic, no
-//! timing. They hold [`SOURCE`] exclusively; every other test holds it shared.
+//! timing. They hold [`SOURCE`] exclusively while a controller is stopped (their fleet starts
+//! under the shared hold first); every other test holds it shared.
 
 use std::time::Duration;
 
@@ -25,7 +26,8 @@ use serde_json::{Value, json};
 use twin::git::{GitServer, GitServerOptions};
 use twin::testkit::{PluginRun, interrupt, plugin_command, run_command, run_plugin};
 
-/// Held shared by every test, exclusively by the tests that stop source-controller.
+/// Held shared by every test (for its whole run), exclusively by the tests that stop
+/// source-controller or kustomize-controller (only while it is stopped).
 static SOURCE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 /// Real-time bound on waiting for the real controllers (a loaded 2-core machine).
@@ -596,8 +598,13 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
 /// Source-controller stopped, so the binary is mid-wait: SIGINT restores the spec, exit 130.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_mid_wait_rolls_back() {
+    // The fleet starts under the shared hold (its reconcile needs source-controller), so
+    // only the window with a controller stopped is exclusive.
+    let f = {
+        let _shared = SOURCE.read().await;
+        Fleet::start("cutover-sigint", true).await
+    };
     let _only = SOURCE.write().await;
-    let f = Fleet::start("cutover-sigint", true).await;
     let stopped = SourceStopped::new(f.c);
     let child = f
         .command(&f.args(&["--hold-root", "--timeout", "300s"]))
@@ -631,8 +638,13 @@ async fn ctrl_c_mid_wait_rolls_back() {
 /// the message says what was missing (the real observedGeneration < generation).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_proof_before_the_deadline_is_rolled_back() {
+    // The fleet starts under the shared hold (its reconcile needs source-controller), so
+    // only the window with a controller stopped is exclusive.
+    let f = {
+        let _shared = SOURCE.read().await;
+        Fleet::start("cutover-noproof", true).await
+    };
     let _only = SOURCE.write().await;
-    let f = Fleet::start("cutover-noproof", true).await;
     let before = f.live();
     let stopped = SourceStopped::new(f.c);
     let r = f.run(&f.args(&["--hold-root", "--timeout", "3s"])).await;
@@ -667,8 +679,13 @@ async fn no_proof_before_the_deadline_is_rolled_back() {
 /// the new URL and the binary restores the old spec, quoting the failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn source_failing_after_the_patch_is_rolled_back() {
+    // The fleet starts under the shared hold (its reconcile needs source-controller), so
+    // only the window with a controller stopped is exclusive.
+    let f = {
+        let _shared = SOURCE.read().await;
+        Fleet::start("cutover-revoked", true).await
+    };
     let _only = SOURCE.write().await;
-    let f = Fleet::start("cutover-revoked", true).await;
     let stopped = SourceStopped::new(f.c);
     let child = tokio::spawn(run_command(
         f.command(&f.args(&["--hold-root", "--timeout", "120s"])),
@@ -992,8 +1009,13 @@ async fn without_the_owner_label_the_root_is_found_by_its_inventory() {
 /// and `--finish` say what it left and how to finish or roll back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_after_the_patch_leaves_a_mark_the_next_run_reads() {
+    // The fleet starts under the shared hold (its reconcile needs source-controller), so
+    // only the window with a controller stopped is exclusive.
+    let f = {
+        let _shared = SOURCE.read().await;
+        Fleet::start("cutover-sigkill", true).await
+    };
     let _only = SOURCE.write().await;
-    let f = Fleet::start("cutover-sigkill", true).await;
     let (old, to) = (f.old_url(), f.to());
     let stopped = SourceStopped::new(f.c);
     let mut child = f.command(&f.args(&["--timeout", "5m"])).spawn().unwrap();
@@ -2188,8 +2210,13 @@ impl Drop for ControllerScaledDown {
 /// controller and the command that starts it, and says no hold stays when there is none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finish_at_the_deadline_names_a_stopped_kustomize_controller() {
+    // The fleet starts under the shared hold (its reconcile needs source-controller), so
+    // only the window with a controller stopped is exclusive.
+    let f = {
+        let _shared = SOURCE.read().await;
+        Fleet::start("cutover-kcstop", true).await
+    };
     let _only = SOURCE.write().await;
-    let f = Fleet::start("cutover-kcstop", true).await;
     let _stopped = ControllerScaledDown::new(f.c, "kustomize-controller");
     let w = f.work.path();
     git(
@@ -2233,8 +2260,13 @@ async fn finish_at_the_deadline_names_a_stopped_kustomize_controller() {
 /// --finish use) and refuses before any write, naming the controller and the lever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_source_controller_is_refused_before_any_write() {
+    // The fleet starts under the shared hold (its reconcile needs source-controller), so
+    // only the window with a controller stopped is exclusive.
+    let f = {
+        let _shared = SOURCE.read().await;
+        Fleet::start("cutover-scstop", true).await
+    };
     let _only = SOURCE.write().await;
-    let f = Fleet::start("cutover-scstop", true).await;
     let before = f.live();
     let stopped = ControllerScaledDown::new(f.c, "source-controller");
     let r = f.run(&f.args(&["--hold-root", "--timeout", "15s"])).await;
