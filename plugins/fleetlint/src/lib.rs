@@ -92,12 +92,12 @@ impl RunProgress {
                 self.renders_asked.load(Relaxed),
             );
             if !coarse {
-                format!(": {done}/{asked} renders")
-            } else if asked == 0 {
-                String::new()
-            } else {
-                // in quarters, so a plain line is printed at most five times per phase
-                format!(": {} of {asked} renders done", done * 4 / asked * asked / 4)
+                return format!(": {done}/{asked} renders");
+            }
+            // in quarters, so a plain line is printed at most five times per phase
+            match (done * 4).checked_div(asked) {
+                Some(quarters) => format!(": {} of {asked} renders done", quarters * asked / 4),
+                None => String::new(),
             }
         };
         match self.phase.load(Relaxed) {
