@@ -18,7 +18,7 @@
 //! Not modelled: go-yaml re-indentation of non-canonical layouts, other flow collections,
 //! multi-line flow scalars, folded scalars, re-escaping of double-quoted escapes, comments
 //! after the document's last node (except after a flow scalar at column 0), a block scalar
-//! ending a file without a final newline. A file with any of those gets `exact = false` and
+//! ending a file without a final newline, an empty value with a line comment. A file with any of those gets `exact = false` and
 //! the reasons, instead of a claim of byte-exactness. Each rule is checked against the real
 //! image-automation-controller v1.1.2 by the differential test (tests/iac_real).
 
