@@ -254,6 +254,59 @@ pub fn print_machine(format: OutputFormat, value: &impl Serialize) -> Result<()>
     write_stdout(&s)
 }
 
+/// The `-o json|yaml` document of a run that ends without its report (exit 1 when a check
+/// cannot even start, exit 3 on a cluster/API error): one shape for every plugin, so a
+/// script reading stdout always gets a document:
+///
+/// ```json
+/// {"apiVersion": "unstick.cluster-loop.dev/v1", "kind": "UnstickError", "exitCode": 3,
+///  "error": "kustomizations.kustomize.toolkit.fluxcd.io \"nosuch\" not found ..."}
+/// ```
+///
+/// `kind` is `<Plugin>Error` (`UnstickError`, `CutoverError`, `PodResolveError`), `apiVersion`
+/// the plugin's report schema, `error` the message also printed on stderr after `error: `.
+/// Usage errors (exit 2) print no document: clap reports them before any output format
+/// applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorDocument {
+    /// The plugin's schema, e.g. `unstick.cluster-loop.dev/v1`.
+    pub api_version: &'static str,
+    /// `<Plugin>Error`.
+    pub kind: &'static str,
+    /// The process exit status (1 or 3; never 0 or 2).
+    pub exit_code: i32,
+    /// What went wrong and what to do: the error's message, without the `error: ` prefix.
+    pub error: String,
+}
+
+impl ErrorDocument {
+    /// The document of `err` for the plugin with schema `api_version` and kind `kind`.
+    pub fn of(api_version: &'static str, kind: &'static str, err: &Error) -> Self {
+        ErrorDocument {
+            api_version,
+            kind,
+            exit_code: err.exit_code(),
+            error: err.to_string(),
+        }
+    }
+}
+
+/// What every plugin's `main` does with an error that ends the run: with `-o json|yaml`
+/// and an exit code other than 2 (usage), print the [`ErrorDocument`] on stdout; then
+/// `error: MESSAGE` on stderr and exit with the error's code ([`crate::error::exit_with`]).
+pub fn exit_with_document(
+    format: OutputFormat,
+    api_version: &'static str,
+    kind: &'static str,
+    err: &Error,
+) -> ! {
+    if format.is_machine() && err.exit_code() != crate::error::EXIT_USAGE {
+        let _ = print_machine(format, &ErrorDocument::of(api_version, kind, err));
+    }
+    crate::error::exit_with(err)
+}
+
 /// Write text to stdout, treating a broken pipe as success.
 pub fn write_stdout(s: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
@@ -351,5 +404,19 @@ mod tests {
             "name: apps\nready: true\n"
         );
         assert!(to_machine_string(OutputFormat::Table, &r).is_err());
+    }
+
+    #[test]
+    fn error_document_has_one_shape_with_the_errors_code_and_message() {
+        let e = Error::Other("the cluster said no".into());
+        let d = ErrorDocument::of("unstick.cluster-loop.dev/v1", "UnstickError", &e);
+        assert_eq!(d.exit_code, e.exit_code());
+        assert_eq!(
+            to_machine_string(OutputFormat::Json, &d).unwrap(),
+            format!(
+                "{{\n  \"apiVersion\": \"unstick.cluster-loop.dev/v1\",\n  \"kind\": \"UnstickError\",\n  \"exitCode\": {},\n  \"error\": \"the cluster said no\"\n}}\n",
+                e.exit_code()
+            )
+        );
     }
 }
