@@ -127,6 +127,41 @@ pub fn parse<C: clap::Parser>(plugin: &str) -> C {
     C::from_arg_matches(&matches).unwrap_or_else(|e| e.with_cmd(&cmd).exit())
 }
 
+/// clap `value_parser` for a flag naming a local clone (cutover `--repo`): a directory inside
+/// a Git work tree, as `git -C PATH rev-parse --is-inside-work-tree` answers `true` (real git;
+/// a bare repository answers `false`). Decided before any kubeconfig is read: a path that
+/// does not exist, is not a directory, or is not in a work tree is a usage error (exit 2)
+/// naming the path and what to pass instead. Returns the path as given.
+pub fn parse_git_work_tree(s: &str) -> std::result::Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if !p.is_dir() {
+        return Err(format!(
+            "{s}: not a directory (pass a local clone of the Git repository)"
+        ));
+    }
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&p)
+        .args(["rev-parse", "--is-inside-work-tree"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("{s}: cannot run git to check it is a Git work tree: {e}"))?;
+    if out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "true" {
+        Ok(p)
+    } else {
+        Err(format!(
+            "{s}: not a Git repository (git rev-parse --is-inside-work-tree: {}); pass a local clone of the repository (git clone URL DIR)",
+            String::from_utf8_lossy(&out.stderr)
+                .trim()
+                .trim_start_matches("fatal: ")
+                .lines()
+                .next()
+                .filter(|l| !l.is_empty())
+                .unwrap_or("false")
+        ))
+    }
+}
+
 /// The namespace Flux is installed in by default (flux CLI `--namespace` default).
 pub const FLUX_DEFAULT_NAMESPACE: &str = "flux-system";
 
@@ -148,7 +183,7 @@ pub struct ClusterArgs {
     pub user: Option<String>,
     /// The namespace (default: the context's namespace, else "default"; Flux objects:
     /// "flux-system")
-    #[arg(short = 'n', long, value_name = "NAMESPACE", global = true)]
+    #[arg(short = 'n', long, value_name = "NAMESPACE", global = true, value_parser = crate::refs::parse_namespace)]
     pub namespace: Option<String>,
     /// How long to wait for a single server request: 0 (no timeout), a number of seconds,
     /// or a duration like 30s, 1m
@@ -829,11 +864,20 @@ users:
             .await
             .unwrap_err();
         assert!(e.to_string().contains("has no contexts"), "{e}");
-        // bad -n
-        let e = args(&["-n", "Bad_NS"])
-            .resolve_with(&env)
-            .await
-            .unwrap_err();
+        // bad -n: refused by clap's value parser (exit 2 before any kubeconfig is read),
+        // and by resolve for ClusterArgs built in code.
+        let e = Cli::try_parse_from(["kubectl-x", "-n", "Bad_NS"])
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+        assert_eq!(e.exit_code(), 2);
+        let e = ClusterArgs {
+            namespace: Some("Bad_NS".into()),
+            ..args(&[])
+        }
+        .resolve_with(&env)
+        .await
+        .unwrap_err();
         assert_eq!(e.exit_code(), 2);
     }
 
@@ -889,5 +933,28 @@ users:
     fn flux_namespace_default() {
         assert_eq!(args(&[]).flux_namespace(), "flux-system");
         assert_eq!(args(&["-n", "x"]).flux_namespace(), "x");
+    }
+
+    #[test]
+    fn git_work_tree_parser_runs_real_git() {
+        let d = tempfile::tempdir().unwrap();
+        let plain = d.path().join("plain");
+        std::fs::create_dir(&plain).unwrap();
+        let e = parse_git_work_tree(plain.to_str().unwrap()).unwrap_err();
+        assert!(e.contains("not a Git repository"), "{e}");
+        let missing = d.path().join("missing");
+        let e = parse_git_work_tree(missing.to_str().unwrap()).unwrap_err();
+        assert!(e.contains("not a directory"), "{e}");
+        let repo = d.path().join("repo");
+        let st = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .arg(&repo)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        std::fs::create_dir(repo.join("sub")).unwrap();
+        for p in [repo.clone(), repo.join("sub")] {
+            assert_eq!(parse_git_work_tree(p.to_str().unwrap()), Ok(p.clone()));
+        }
     }
 }

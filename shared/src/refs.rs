@@ -528,6 +528,29 @@ pub fn validate_name(name: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// clap `value_parser` for a namespace (`-n/--namespace`, `--controller-namespace`): an RFC
+/// 1123 label, as the API server validates namespace names (k8s.io/apimachinery
+/// validation `ValidateNamespaceName` = `IsDNS1123Label`: at most 63 characters of `[a-z0-9-]`,
+/// starting and ending alphanumeric). A bad one is a usage error (exit 2) decided before any
+/// kubeconfig is read, instead of a 404 or 422 from the cluster.
+pub fn parse_namespace(s: &str) -> std::result::Result<String, String> {
+    if is_dns1123_label(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a namespace name: an RFC 1123 label, at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+        ))
+    }
+}
+
+/// clap `value_parser` for the name of an object the user names by flag (a Secret, a
+/// Deployment): a DNS-1123 subdomain ([`validate_name`], k8s.io/apimachinery
+/// `IsDNS1123Subdomain`, what `metadata.name` of Secrets and Deployments must be). A bad
+/// one is a usage error (exit 2) decided before any kubeconfig is read.
+pub fn parse_object_name(s: &str) -> std::result::Result<String, String> {
+    validate_name(s).map(|()| s.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -663,5 +686,23 @@ mod tests {
         assert_eq!(ar.plural, "gitrepositories");
         assert!(Kind::ImagePolicy.is_flux() && !Kind::Deployment.is_flux());
         assert_eq!(Kind::from_kind_str("Deployment"), Some(Kind::Deployment));
+    }
+
+    #[test]
+    fn namespace_and_object_name_value_parsers() {
+        for ok in ["flux-system", "a", "team-1", &"a".repeat(63)] {
+            assert_eq!(parse_namespace(ok).as_deref(), Ok(ok));
+        }
+        for bad in ["Bad_NS", "", "-a", "a-", "a.b", "UPPER", &"a".repeat(64)] {
+            let e = parse_namespace(bad).unwrap_err();
+            assert!(e.contains("RFC 1123 label"), "{bad}: {e}");
+        }
+        assert_eq!(
+            parse_object_name("git-creds.v2").as_deref(),
+            Ok("git-creds.v2")
+        );
+        for bad in ["Bad_S", "", "a..b", "-x"] {
+            assert!(parse_object_name(bad).is_err(), "{bad}");
+        }
     }
 }

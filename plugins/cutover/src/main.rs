@@ -87,12 +87,12 @@ struct Cli {
 
     /// Secret (in the source's namespace) the source should use at the new URL; default: its
     /// current spec.secretRef. Also used for the preflight's contact with the new server.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = cluster_loop::refs::parse_object_name)]
     secret: Option<String>,
 
     /// A local clone of the repository: history to compare commits, and the tree --write-patch
     /// changes. Read only unless --write-patch.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = cluster_loop::cli::parse_git_work_tree)]
     repo: Option<PathBuf>,
 
     /// Allow a new server whose branch is ahead of what the cluster runs (deploys those commits)

@@ -90,3 +90,43 @@ fn dry_run_with_yes_exits_2_without_a_kubeconfig() {
         assert!(out.stdout.is_empty(), "{yes}");
     }
 }
+
+/// Names and paths the cluster or git would refuse are refused before the kubeconfig
+/// (shared clap value parsers): `-n` an RFC 1123 label, `--secret` a DNS-1123 subdomain,
+/// `--repo` a Git work tree (real git).
+#[test]
+fn bad_namespace_secret_and_repo_exit_2_without_a_kubeconfig() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-kubeconfig");
+    let plain = dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let plain = plain.to_str().unwrap().to_string();
+    let to = "https://git.example.dev/org/fleet.git";
+    for (args, want) in [
+        (
+            vec!["-n", "Bad_NS"],
+            "\"Bad_NS\" is not a namespace name".to_string(),
+        ),
+        (
+            vec!["--secret", "Bad_S"],
+            "name \"Bad_S\" contains 'B'".to_string(),
+        ),
+        (
+            vec!["--repo", plain.as_str()],
+            format!("{plain}: not a Git repository"),
+        ),
+    ] {
+        let out = Command::new(BIN)
+            .args(["gitrepository/flux-system", "--to", to, "--dry-run"])
+            .args(&args)
+            .env("KUBECONFIG", &missing)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&want), "{args:?}: {stderr}");
+        assert!(!stderr.contains("kubeconfig"), "{args:?}: {stderr}");
+    }
+}

@@ -287,6 +287,13 @@ const DELETE_IN_DOUBT_WITHIN: Duration = Duration::from_secs(5);
 
 /// Run the command; returns the exit code (errors carry their own).
 pub async fn run(cli: Cli) -> Result<i32> {
+    // clap's `requires = "cleanup"` is not enforced: the flag it names has the default
+    // `false`, which clap counts as present. Decided here, before any kubeconfig is read.
+    if cli.all_namespaces && !cli.cleanup {
+        return Err(Error::usage(
+            "-A/--all-namespaces only works with --cleanup: a probe runs in one namespace (-n NAMESPACE)",
+        ));
+    }
     let v = validate(&cli)?;
     if cli.cleanup {
         let conn = cli.cluster.connect().await?;

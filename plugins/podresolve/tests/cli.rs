@@ -67,6 +67,10 @@ fn bad_flags_exit_2() {
         vec!["gitea.example.dev", "--image", "Alpine:3.22"],
         vec!["gitea.example.dev", "--image", "alpine:"],
         vec![],
+        // -A belongs to --cleanup; a namespace the cluster would refuse is refused here.
+        vec!["gitea.example.dev", "-A"],
+        vec!["gitea.example.dev", "-n", "Bad_NS"],
+        vec!["--cleanup", "-n", "Bad_NS"],
     ] {
         let out = bin().args(&args).output().unwrap();
         assert_eq!(
