@@ -339,9 +339,60 @@ pub struct Diagnosis {
     /// earliest predicted end of those runs (a worker frees then).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker_free_at: Option<Timestamp>,
+    /// The Flux controller this Kustomization needs that is not running
+    /// ([`Engine::stopped_controller_for`]), whatever its class: a finding in every view
+    /// ([`is_finding`]), with the command that starts it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_controller: Option<StoppedController>,
     /// Further facts and advice, one sentence each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hints: Vec<String>,
+}
+
+/// A Flux controller Deployment that is not running
+/// (`cluster_loop::flux::deployment_not_running`: `spec.replicas` 0, or observed status with
+/// no ready pod). JSON: `{"controller": "source-controller", "namespace": "flux-system",
+/// "why": "0 replicas", "consequence": "nothing fetches", "command": "kubectl -n flux-system
+/// scale deployment/source-controller --replicas=1"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoppedController {
+    /// The Deployment's name (`kustomize-controller`, `source-controller`).
+    pub controller: String,
+    /// The Deployment's namespace.
+    pub namespace: String,
+    /// `0 replicas` or `no ready pod, 0 of N ready`.
+    pub why: String,
+    /// `nothing reconciles` (kustomize-controller) or `nothing fetches` (source-controller).
+    pub consequence: String,
+    /// The lever, as a command to run: `kubectl -n NS scale deployment/NAME --replicas=1` at
+    /// 0 replicas, else `kubectl -n NS describe deployment/NAME` (why its pod is not ready).
+    pub command: String,
+}
+
+impl StoppedController {
+    /// `source-controller is not running (0 replicas): nothing fetches`.
+    pub fn line(&self) -> String {
+        format!(
+            "{} is not running ({}): {}",
+            self.controller, self.why, self.consequence
+        )
+    }
+
+    /// What to do, as the plan's effect: `scale it up: kubectl ...; then ...`.
+    pub fn effect(&self) -> String {
+        if self.why == "0 replicas" {
+            format!(
+                "scale it up: {}; then its runs resume by themselves",
+                self.command
+            )
+        } else {
+            format!(
+                "find why its pod is not ready: {}; its runs resume once it is",
+                self.command
+            )
+        }
+    }
 }
 
 static RUNNING_HC: LazyLock<Regex> = LazyLock::new(|| {
@@ -415,22 +466,53 @@ impl<'a> Engine<'a> {
     /// when `ks` reads a source it serves (GitRepository, OCIRepository, Bucket: their
     /// artifacts are served by source-controller's storage server, so a run cannot even
     /// download its manifests). `None` when both run or are not read.
-    pub fn stopped_controller_for(&self, ks: &Value) -> Option<(String, String, &'static str)> {
-        if let Some(why) = self.controller.as_ref().and_then(|c| c.not_running.clone()) {
-            return Some(("kustomize-controller".into(), why, "nothing reconciles"));
+    pub fn stopped_controller_for(&self, ks: &Value) -> Option<StoppedController> {
+        let stopped = |name: &str, namespace: &str, why: String, consequence: &str| {
+            let command = if why == "0 replicas" {
+                format!("kubectl -n {namespace} scale deployment/{name} --replicas=1")
+            } else {
+                format!("kubectl -n {namespace} describe deployment/{name}")
+            };
+            StoppedController {
+                controller: name.to_string(),
+                namespace: namespace.to_string(),
+                why,
+                consequence: consequence.to_string(),
+                command,
+            }
+        };
+        if let Some(c) = self.controller.as_ref()
+            && let Some(why) = c.not_running.clone()
+        {
+            return Some(stopped(&c.name, &c.namespace, why, "nothing reconciles"));
         }
         let (kind, _, _) = source_ref(ks);
         if matches!(kind.as_str(), "GitRepository" | "OCIRepository" | "Bucket")
-            && let Some(why) = self
-                .idx
-                .snap
-                .source_controller
-                .as_ref()
-                .and_then(crate::controller::not_running)
+            && let Some(sc) = self.idx.snap.source_controller.as_ref()
+            && let Some(why) = crate::controller::not_running(sc)
         {
-            return Some(("source-controller".into(), why, "nothing fetches"));
+            return Some(stopped(
+                obj::name(sc),
+                obj::namespace(sc),
+                why,
+                "nothing fetches",
+            ));
         }
         None
+    }
+
+    /// Every Flux controller that is not running and that some Kustomization of the snapshot
+    /// needs ([`Engine::stopped_controller_for`]), each once, kustomize-controller first.
+    pub fn stopped_controllers(&self) -> Vec<StoppedController> {
+        let mut v: Vec<StoppedController> = Vec::new();
+        for k in &self.idx.snap.kustomizations {
+            if let Some(s) = self.stopped_controller_for(k)
+                && !v.contains(&s)
+            {
+                v.push(s);
+            }
+        }
+        v
     }
 
     /// Kustomizations currently holding a kustomize-controller worker: a run in progress
@@ -540,6 +622,15 @@ impl<'a> Engine<'a> {
                         )
                     });
                 }
+            } else if d.class == Class::WaitingOnDependencies {
+                // Every dependency is Ready now: the DependencyNotReady message names one
+                // that was not ready when the controller last checked. Said as such, never
+                // as the current state (the controller re-checks every --requeue-dependency).
+                if let Some(stale) = d.ready.as_ref().map(|r| r.message.clone()) {
+                    d.hints
+                        .push(format!("as last written by kustomize-controller: {stale}"));
+                }
+                d.summary = "waiting on dependencies: every dependency is Ready now; the controller's next dependsOn check starts its run".to_string();
             }
         }
         Some(d)
@@ -936,8 +1027,9 @@ impl<'a> Engine<'a> {
         // A controller that is not running decides everything else: the conditions above are
         // what it last wrote, and nothing moves (no run, no fetch, no ETA) until it runs.
         let mut class = class;
-        if let Some((who, why, what)) = self.stopped_controller_for(ks) {
-            let line = format!("{who} is not running ({why}): {what}");
+        let stopped_controller = self.stopped_controller_for(ks);
+        if let Some(sc) = &stopped_controller {
+            let line = sc.line();
             if matches!(class, Class::Healthy | Class::Suspended) {
                 hints.push(format!(
                     "{line}; {} stays as it is until it runs",
@@ -970,6 +1062,7 @@ impl<'a> Engine<'a> {
             suspended_by_unstick_at: if suspended { marker } else { None },
             missing_crds,
             worker_free_at,
+            stopped_controller,
             hints,
         }
     }
@@ -2276,11 +2369,16 @@ pub fn controller_io_error(d: &Diagnosis) -> Option<String> {
 /// at dependsOn by a dependency that is only progressing ([`dependency_progressing`]): the
 /// failure catalogue (section 1) calls `dependency 'ns/x' is not ready` mid-rollout "the
 /// dependsOn ordering working, not a fault". One rule for both views, so `--all` and
-/// `ks/NAME` never disagree on the same snapshot.
+/// `ks/NAME` never disagree on the same snapshot. A Flux controller it needs that is not
+/// running ([`Diagnosis::stopped_controller`]) is a finding whatever the class: a Healthy
+/// Kustomization stays as last applied, no change in Git reaches it, and no lever works
+/// until the controller runs (`--help`: exit 1 when kustomize- or source-controller is not
+/// running).
 pub fn is_finding(d: &Diagnosis) -> bool {
-    !(matches!(d.class, Class::Healthy | Class::Reconciling)
-        || dependency_progressing(d)
-        || waits_on_progress_only(d))
+    d.stopped_controller.is_some()
+        || !(matches!(d.class, Class::Healthy | Class::Reconciling)
+            || dependency_progressing(d)
+            || waits_on_progress_only(d))
 }
 
 /// Whether `d` is a health check in flight whose every blocking object is

@@ -316,6 +316,9 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
         .unwrap_or(0)
         .max(0) as f64;
     let mut wait_for_token = true;
+    // The sentences before this point (a missing source for --with-source) stay whatever
+    // the class arm says; a stopped controller replaces the class arm's own (below).
+    let why_before_class = why.len();
 
     let (lever, effect) = match d.class {
         Class::Healthy | Class::Reconciling if opts.with_source => {
@@ -344,34 +347,13 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                 "{}: no write to {ns}/{name} helps until it runs (a reconcile request stays unhandled)",
                 d.summary
             ));
-            let (who, cns) = if d.summary.starts_with("source-controller") {
-                (
-                    "source-controller",
-                    controller.map_or("flux-system", |c| c.namespace.as_str()),
-                )
-            } else {
-                (
-                    "kustomize-controller",
-                    controller.map_or("flux-system", |c| c.namespace.as_str()),
-                )
-            };
-            let dname = if who == "kustomize-controller" {
-                controller.map_or(who, |c| c.name.as_str())
-            } else {
-                who
-            };
             wait_for_token = false;
             (
                 Lever::StartController,
-                if d.summary.contains("(0 replicas)") {
-                    format!(
-                        "scale it up: kubectl -n {cns} scale deployment/{dname} --replicas=1; then its runs resume by themselves"
-                    )
-                } else {
-                    format!(
-                        "find why its pod is not ready: kubectl -n {cns} describe deployment/{dname}; its runs resume once it is"
-                    )
-                },
+                d.stopped_controller
+                    .as_ref()
+                    .map(crate::diagnose::StoppedController::effect)
+                    .unwrap_or_else(|| "start the controller named above".to_string()),
             )
         }
         Class::Healthy | Class::Reconciling => {
@@ -834,32 +816,52 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             }
         }
     };
-    // kustomize-controller not running: whatever the class (a Healthy one with
-    // --with-source, a lever asked for by flag), a request stays unhandled and a restart has
-    // no pod to delete. Only healing our own suspend (Resume) is still written.
-    let (lever, effect) = match controller.and_then(|c| c.not_running.as_deref()) {
-        Some(why_down) if lever.mutates() && lever != Lever::Resume => {
-            let c = controller.unwrap();
+    // A Flux controller this Kustomization needs is not running (kustomize-controller: nothing
+    // reconciles; source-controller: nothing fetches): whatever the class (a Healthy one, with
+    // --with-source or not, a lever asked for by flag), a request stays unhandled, a refetch
+    // never happens and a restart has no pod to delete, so the lever is starting it and
+    // nothing is written. Only healing our own suspend (Resume) is still written, and a
+    // Kustomization someone else suspended is left as it is.
+    let stopped = d.stopped_controller.clone().or_else(|| {
+        let c = controller?;
+        let why_down = c.not_running.clone()?;
+        Some(crate::diagnose::StoppedController {
+            command: if why_down == "0 replicas" {
+                format!(
+                    "kubectl -n {} scale deployment/{} --replicas=1",
+                    c.namespace, c.name
+                )
+            } else {
+                format!("kubectl -n {} describe deployment/{}", c.namespace, c.name)
+            },
+            controller: c.name.clone(),
+            namespace: c.namespace.clone(),
+            why: why_down,
+            consequence: "nothing reconciles".into(),
+        })
+    });
+    let (lever, effect) = match stopped {
+        Some(sc)
+            if lever != Lever::Resume
+                && lever != Lever::StartController
+                && d.class != Class::Suspended =>
+        {
+            why.truncate(why_before_class);
             why.push(format!(
-                "kustomize-controller is not running ({why_down}): nothing reconciles, so no write to {ns}/{name} is made (a request would stay unhandled)"
+                "{}: no write to {ns}/{name} is made and nothing it asks for happens until it runs (a request or a refetch would stay unhandled){}",
+                sc.line(),
+                if matches!(d.class, Class::Healthy | Class::Reconciling) {
+                    format!("; {name} stays as last applied, and no change in Git reaches it")
+                } else {
+                    String::new()
+                }
             ));
             steps.clear();
+            alternatives.clear();
+            also_cancels.clear();
             wait_for_token = false;
             fresh_run_at = None;
-            (
-                Lever::StartController,
-                if why_down == "0 replicas" {
-                    format!(
-                        "scale it up: kubectl -n {} scale deployment/{} --replicas=1; then its runs resume by themselves",
-                        c.namespace, c.name
-                    )
-                } else {
-                    format!(
-                        "find why its pod is not ready: kubectl -n {} describe deployment/{}; its runs resume once it is",
-                        c.namespace, c.name
-                    )
-                },
-            )
+            (Lever::StartController, sc.effect())
         }
         _ => (lever, effect),
     };

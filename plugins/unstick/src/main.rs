@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{CommandFactory, Parser};
 use cluster_loop::cli::{ClusterArgs, Connection};
 use cluster_loop::completion::{self, ObjectKind, Want};
-use cluster_loop::error::{EXIT_FINDING, EXIT_OK, Error, Result, exit_with};
+use cluster_loop::error::{EXIT_FINDING, EXIT_OK, Error, Result};
 use cluster_loop::output::{OutputArgs, print_machine, write_stdout};
 use cluster_loop::refs::{Kind, ResourceRef};
 use cluster_loop::wait::Progress;
@@ -36,7 +36,7 @@ Examples:
   kubectl unstick ks/apps-wave-0 --yes --cascade
 
   # After pushing a fix to Git: refetch the source first (v1.7 gate, token rotation)
-  kubectl unstick ks/apps --with-source --yes
+  kubectl unstick ks/apps-wave-1 --with-source --yes
 
   # The whole fleet in one table (healthy rows too); only the problems, as JSON
   kubectl unstick --all -A
@@ -72,11 +72,12 @@ Exit codes:
      dependency that is progressing; after healing; kustomize- or source-controller not
      running: 0 replicas or no ready pod), or there are no Kustomizations in
      the namespace (nothing was checked; it says \"no Kustomizations in namespace X\")
-  2  usage error (bad flags or arguments, e.g. ks/ or ks/Bad_Name; decided before any
-     kubeconfig is read)
+  2  usage error (bad flags or arguments, e.g. ks/ or ks/Bad_Name, -n Bad_NS, -A or
+     --problems without --all; decided before any kubeconfig is read)
   3  cluster or API error: unreachable, 403 (names the missing permission), or the
      Kustomization does not exist in that namespace on that context (names both);
-     --all -n NS: namespace NS does not exist (list them with kubectl get ns)
+     --all -n NS: namespace NS does not exist (list them with kubectl get ns);
+     with -o json|yaml also {apiVersion, kind: UnstickError, exitCode, error} on stdout
   130 interrupted (anything we suspended was resumed first)";
 
 /// Diagnose a stuck Flux Kustomization and pull the lever that really frees it.
@@ -152,10 +153,10 @@ struct Cli {
     cascade: bool,
 
     /// Namespace of the kustomize-controller Deployment
-    #[arg(long, default_value = "flux-system", value_name = "NAMESPACE")]
+    #[arg(long, default_value = "flux-system", value_name = "NAMESPACE", value_parser = cluster_loop::refs::parse_namespace)]
     controller_namespace: String,
     /// Name of the kustomize-controller Deployment
-    #[arg(long, default_value = "kustomize-controller", value_name = "NAME")]
+    #[arg(long, default_value = "kustomize-controller", value_name = "NAME", value_parser = cluster_loop::refs::parse_object_name)]
     controller_name: String,
 
     #[command(flatten)]
@@ -181,24 +182,43 @@ fn main() {
         std::process::exit(code);
     }
     let cli: Cli = cluster_loop::cli::parse("unstick");
+    let format = cli.output.output;
+    // -o json|yaml: a run that ends in an error still prints one document on stdout
+    // (kind UnstickError, the shape every plugin shares); usage errors (exit 2) print none.
+    let fail = |e: &Error| -> ! {
+        cluster_loop::output::exit_with_document(format, report::SCHEMA, "UnstickError", e)
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => exit_with(&Error::Other(format!("cannot start runtime: {e}"))),
+        Err(e) => fail(&Error::Other(format!("cannot start runtime: {e}"))),
     };
     match rt.block_on(run(cli)) {
         Ok(code) => {
             rt.shutdown_timeout(Duration::from_millis(100));
             std::process::exit(code)
         }
-        Err(e) => exit_with(&e),
+        Err(e) => fail(&e),
     }
 }
 
 async fn run(cli: Cli) -> Result<i32> {
+    // clap's `requires = "all"` is not enforced: `--all` is a flag whose default `false`
+    // clap counts as present. Without --all, -A and --problems were silently ignored (the
+    // trial: `ks/flux-system -A` looked in flux-system only): a usage error.
+    for (given, flag) in [
+        (cli.all_namespaces, "-A/--all-namespaces"),
+        (cli.problems, "--problems"),
+    ] {
+        if given && !cli.all {
+            return Err(Error::usage(format!(
+                "{flag} only works with --all (the fleet view); a Kustomization is named in one namespace: ks/NAME -n NAMESPACE"
+            )));
+        }
+    }
     if cli.target.is_none() && !cli.all {
         return Err(Error::usage(
             "name a Kustomization (ks/NAME) or use --all; see --help",
@@ -320,6 +340,16 @@ async fn single(
             engine.controller.as_ref(),
             &holding,
         ))?;
+        // source-controller down: said beside the Controller line (which is about
+        // kustomize-controller), with its lever.
+        if let Some(sc) = d.stopped_controller.as_ref().filter(|s| {
+            engine
+                .controller
+                .as_ref()
+                .is_none_or(|c| c.name != s.controller)
+        }) {
+            out(&report::stopped_text(&painter, std::slice::from_ref(sc)))?;
+        }
         for n in &notes {
             out(&format!("note: {n}\n"))?;
         }
@@ -891,7 +921,10 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
         }
     }
     if cli.problems {
-        report.items.retain(|i| i.class != Class::Healthy);
+        // Not healthy, or healthy as last written while a controller it needs is down.
+        report
+            .items
+            .retain(|i| i.class != Class::Healthy || unstick::diagnose::is_finding(&i.diagnosis));
     }
     let mut code = if findings { EXIT_FINDING } else { EXIT_OK };
     // No Kustomizations: a namespace that does not exist is the cluster's answer (exit 3);
@@ -936,10 +969,25 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
             if !report.items.is_empty() {
                 out(&report::fleet_table(&p, &report.items))?;
             }
-            if report.not_healthy == 0 {
+            // A stopped controller is said with its lever, and the summary never calls
+            // the fleet healthy while one is down: the rows show what it last wrote.
+            out(&report::stopped_text(&p, &report.stopped_controllers))?;
+            if report.not_healthy == 0 && report.findings == 0 {
                 out(&format!(
                     "all {} Kustomizations are healthy\n",
                     report.total
+                ))?;
+            } else if report.not_healthy == 0 {
+                out(&format!(
+                    "{} of {} Kustomizations need attention: {} not running, so none of them changes (their rows are what the controllers last wrote)\n",
+                    report.findings,
+                    report.total,
+                    report
+                        .stopped_controllers
+                        .iter()
+                        .map(|s| s.controller.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" and ")
                 ))?;
             } else {
                 out(&format!(

@@ -178,8 +178,29 @@ pub struct FleetReport {
     pub holding_workers: Vec<String>,
     /// Kustomizations left suspended by an interrupted run and resumed now.
     pub healed: Vec<String>,
+    /// The Flux controllers that are not running and that listed Kustomizations need
+    /// ([`crate::diagnose::StoppedController`], kustomize-controller first), each once: every
+    /// row needing one is a finding (exit 1), healthy or not. `[]` when all run.
+    pub stopped_controllers: Vec<crate::diagnose::StoppedController>,
     /// Reads that were skipped.
     pub notes: Vec<String>,
+}
+
+/// One line per stopped controller, with its lever:
+/// `source-controller is not running (0 replicas): nothing fetches; lever start-controller:
+/// kubectl -n flux-system scale deployment/source-controller --replicas=1`.
+pub fn stopped_text(p: &Painter, stopped: &[crate::diagnose::StoppedController]) -> String {
+    stopped
+        .iter()
+        .map(|s| {
+            format!(
+                "{}; lever {}: {}\n",
+                p.err(&s.line()),
+                p.bold(Lever::StartController.as_str()),
+                s.command
+            )
+        })
+        .collect()
 }
 
 /// The short root cause of a diagnosis for a table cell.
@@ -534,12 +555,25 @@ pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetR
             token: &token,
         };
         let plan = crate::lever::plan(&d, &inputs, o);
+        // A row that needs no attention (reconciling, a dependsOn rollout, a check waiting
+        // on progress) shows no lever to pull: `ks/NAME` would only request a run to have a
+        // token to prove, which the fleet view never does. The summary line calls these
+        // "none needs attention", and the lever column says the same: wait.
+        let (lever, lever_effect) = if plan.lever.mutates() && !crate::diagnose::is_finding(&d) {
+            (
+                    Lever::Wait,
+                    "nothing to pull: it moves by itself (kubectl unstick ks/NAME waits for it with proof)"
+                        .to_string(),
+                )
+        } else {
+            (plan.lever, plan.effect.clone())
+        };
         items.push(FleetItem {
             kustomization: d.kustomization.clone(),
             class: d.class,
             root_cause: root_cause_cell(&d),
-            lever: plan.lever,
-            lever_effect: plan.effect.clone(),
+            lever,
+            lever_effect,
             summary: d.summary.clone(),
             diagnosis: d,
         });
@@ -549,6 +583,15 @@ pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetR
         .filter(|i| crate::diagnose::is_finding(&i.diagnosis))
         .count();
     let not_healthy = items.iter().filter(|i| i.class != Class::Healthy).count();
+    let mut stopped_controllers: Vec<crate::diagnose::StoppedController> = Vec::new();
+    for sc in items
+        .iter()
+        .filter_map(|i| i.diagnosis.stopped_controller.as_ref())
+    {
+        if !stopped_controllers.contains(sc) {
+            stopped_controllers.push(sc.clone());
+        }
+    }
     (
         FleetReport {
             api_version: SCHEMA,
@@ -560,6 +603,7 @@ pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetR
             controller: engine.controller.clone(),
             holding_workers: holding,
             healed: vec![],
+            stopped_controllers,
             notes,
         },
         findings > 0,

@@ -222,6 +222,45 @@ fn fleet_exit_agrees_with_single_object_on_a_depends_on_rollout() {
     assert!(!findings);
     let classes: Vec<Class> = r.items.iter().map(|i| i.class).collect();
     assert_eq!(classes, [Class::WaitingOnDependencies, Class::Reconciling]);
+    // The summary says "none needs attention", so no row offers a lever to pull (the
+    // trial: request-reconcile on a row the summary called fine).
+    for i in &r.items {
+        assert!(
+            !i.lever.mutates(),
+            "{}: lever {} on a row that needs no attention",
+            i.kustomization,
+            i.lever
+        );
+    }
+    // Its dependency Ready now, `after-lagging` still carries the controller's last
+    // DependencyNotReady: the summary never quotes that stale message as the state.
+    let l = rollout
+        .kustomizations
+        .iter_mut()
+        .find(|k| k["metadata"]["name"] == "lagging")
+        .unwrap();
+    let b = "main@sha1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    l["status"]["lastAppliedRevision"] = json!(b);
+    l["status"]["lastAttemptedRevision"] = json!(b);
+    assert_eq!(diag(&rollout, "lagging").class, Class::Healthy);
+    let after = diag(&rollout, "after-lagging");
+    assert_eq!(after.class, Class::WaitingOnDependencies, "{after:#?}");
+    assert!(after.root_cause.is_none(), "{after:#?}");
+    assert!(!is_finding(&after));
+    assert!(!after.summary.contains("is not ready"), "{}", after.summary);
+    assert!(
+        after.summary.contains("every dependency is Ready now"),
+        "{}",
+        after.summary
+    );
+    assert!(
+        after
+            .hints
+            .iter()
+            .any(|h| h.starts_with("as last written by kustomize-controller: dependency")),
+        "{:#?}",
+        after.hints
+    );
 }
 
 #[test]
@@ -1161,11 +1200,30 @@ fn a_controller_at_zero_replicas_is_the_root_cause() {
         text.starts_with("Controller flux-system/kustomize-controller: NOT RUNNING (0 replicas)"),
         "{text}"
     );
-    // A Healthy one stays healthy (with a note), and no lever writes while nothing
-    // reconciles: `--with-source --yes` (the trial waited 2m30s on an unhandled request) and
-    // `--restart-controller` plan start-controller, no steps.
+    // A Healthy one stays healthy as last written (with a note) but is a finding with lever
+    // start-controller (the trial: `--all` said "all healthy", exit 0, under a NOT RUNNING
+    // line), and no lever writes while nothing reconciles: `--with-source --yes` (the trial
+    // waited 2m30s on an unhandled request) and `--restart-controller` plan
+    // start-controller, no steps.
     let h = diag(&s, "platform");
     assert_eq!(h.class, Class::Healthy);
+    assert!(is_finding(&h), "{h:#?}");
+    assert_eq!(
+        h.stopped_controller.as_ref().map(|c| c.command.as_str()),
+        Some("kubectl -n flux-system scale deployment/kustomize-controller --replicas=1")
+    );
+    assert_eq!(
+        plan_for(&s, "platform", &Options::default()).lever,
+        Lever::StartController
+    );
+    let (r, findings) = unstick::report::fleet_report(&s, vec![], &Options::default());
+    assert!(findings);
+    assert_eq!(
+        r.findings, r.total,
+        "every row needs the controller: {r:#?}"
+    );
+    assert_eq!(r.stopped_controllers.len(), 1, "{r:#?}");
+    assert_eq!(r.stopped_controllers[0].controller, "kustomize-controller");
     assert!(
         h.hints
             .iter()
@@ -1185,11 +1243,6 @@ fn a_controller_at_zero_replicas_is_the_root_cause() {
     ] {
         for name in ["platform", "lagging", "apps-wave-0"] {
             let p = plan_for(&s, name, &opts);
-            if name == "platform" && opts.restart_controller {
-                // Healthy: nothing to do, nothing written.
-                assert_eq!(p.lever, Lever::None, "{p:#?}");
-                continue;
-            }
             assert_eq!(p.lever, Lever::StartController, "{name}: {p:#?}");
             assert!(p.steps.is_empty(), "{name}: {p:#?}");
             assert!(!p.wait_for_request_token, "{name}");
@@ -1211,6 +1264,70 @@ fn a_controller_at_zero_replicas_is_the_root_cause() {
     // Running again: the old verdict.
     s.source_controller.as_mut().unwrap()["status"]["readyReplicas"] = json!(1);
     assert_eq!(diag(&s, "lagging").class, Class::Reconciling);
+    assert!(!is_finding(&diag(&s, "platform")));
+
+    // source-controller at 0 replicas, every Kustomization Ready as last written (the trial:
+    // `--all` said "all 6 healthy", exit 0, never naming it; `--with-source --dry-run`
+    // planned the refetch and said "the source fetches now").
+    s.source_controller.as_mut().unwrap()["spec"]["replicas"] = json!(0);
+    let h = diag(&s, "platform");
+    assert_eq!(h.class, Class::Healthy);
+    assert!(is_finding(&h), "{h:#?}");
+    let sc = h
+        .stopped_controller
+        .clone()
+        .expect("source-controller named");
+    assert_eq!(
+        sc.line(),
+        "source-controller is not running (0 replicas): nothing fetches"
+    );
+    assert_eq!(
+        sc.command,
+        "kubectl -n flux-system scale deployment/source-controller --replicas=1"
+    );
+    let p = plan_for(
+        &s,
+        "platform",
+        &Options {
+            with_source: true,
+            ..Options::default()
+        },
+    );
+    assert_eq!(p.lever, Lever::StartController, "{p:#?}");
+    assert!(p.steps.is_empty(), "{p:#?}");
+    assert!(
+        p.why.iter().all(|w| !w.contains("fetches now")),
+        "nothing fetches while source-controller is down: {:#?}",
+        p.why
+    );
+    assert!(
+        p.effect.contains("scale deployment/source-controller"),
+        "{}",
+        p.effect
+    );
+    let (r, findings) = unstick::report::fleet_report(&s, vec![], &Options::default());
+    assert!(findings, "{r:#?}");
+    assert_eq!(
+        r.stopped_controllers
+            .iter()
+            .map(|c| c.controller.as_str())
+            .collect::<Vec<_>>(),
+        ["source-controller"]
+    );
+    let row = r
+        .items
+        .iter()
+        .find(|i| i.kustomization == "flux-system/platform")
+        .unwrap();
+    assert_eq!(row.lever, Lever::StartController);
+    let text = unstick::report::stopped_text(
+        &cluster_loop::output::Painter::for_stream(cluster_loop::output::ColorChoice::Never, false),
+        &r.stopped_controllers,
+    );
+    assert_eq!(
+        text,
+        "source-controller is not running (0 replicas): nothing fetches; lever start-controller: kubectl -n flux-system scale deployment/source-controller --replicas=1\n"
+    );
 }
 
 /// Fresh-user trial item 5: `BuildFailed` on kustomize-controller's own temp dir (`lstat

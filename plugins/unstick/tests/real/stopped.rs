@@ -112,8 +112,35 @@ fn a_stopped_controller_is_the_root_cause_and_a_running_one_is_not() {
         "{out}"
     );
 
-    // kustomize-controller at 0 replicas, and a new revision fetched by source-controller.
+    // kustomize-controller at 0 replicas, the Kustomization still Ready as last written (the
+    // s6 trial: a NOT RUNNING line, then "all 2 Kustomizations are healthy", exit 0): a
+    // finding in every view, named with its lever.
     scale(&c, "kustomize-controller", 0);
+    let kc_lever = "kubectl -n flux-system scale deployment/kustomize-controller --replicas=1";
+    let (code, v) = json(&c, &["--all", "-n", FLUX_NS]);
+    assert_eq!(code, 1, "a stopped controller is a finding: {v:#}");
+    let r = row(&v, "flux-system/down");
+    assert_eq!(r["class"], "healthy", "{r:#}");
+    assert_eq!(r["lever"], "start-controller", "{r:#}");
+    assert_eq!(
+        v["stoppedControllers"][0]["controller"], "kustomize-controller",
+        "{v:#}"
+    );
+    assert_eq!(v["stoppedControllers"][0]["command"], kc_lever, "{v:#}");
+    let (code, out, err) = unstick(&c, &["--all", "-n", FLUX_NS]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(!out.contains("are healthy"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "kustomize-controller is not running (0 replicas): nothing reconciles; lever start-controller: {kc_lever}"
+        )),
+        "{out}"
+    );
+    let (code, out, err) = unstick(&c, &["ks/down", "-n", FLUX_NS, "--dry-run"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains(kc_lever), "{out}");
+
+    // And a new revision fetched by source-controller.
     let rev2 = c.push(name, &[("cm.yaml", &cm("2"))], "two").unwrap();
     c.kubectl(&[
         "-n",
@@ -168,9 +195,40 @@ fn a_stopped_controller_is_the_root_cause_and_a_running_one_is_not() {
     assert_eq!(code, 0, "{v:#}");
     assert_eq!(row(&v, "flux-system/down")["class"], "healthy", "{v:#}");
 
-    // source-controller at 0 and a reconcile requested: the run cannot download its
-    // manifests; nothing fetches.
+    // source-controller at 0, the Kustomization Ready as last written (the s6 trial: "all
+    // healthy", exit 0, source-controller never named; `--with-source --dry-run` planned the
+    // refetch and said "the source fetches now").
     scale(&c, "source-controller", 0);
+    let sc_lever = "kubectl -n flux-system scale deployment/source-controller --replicas=1";
+    let (code, v) = json(&c, &["--all", "-n", FLUX_NS]);
+    assert_eq!(code, 1, "{v:#}");
+    let r = row(&v, "flux-system/down");
+    assert_eq!(r["class"], "healthy", "{r:#}");
+    assert_eq!(r["lever"], "start-controller", "{r:#}");
+    assert_eq!(
+        v["stoppedControllers"][0]["controller"], "source-controller",
+        "{v:#}"
+    );
+    let (code, out, err) = unstick(&c, &["--all", "-n", FLUX_NS]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(!out.contains("are healthy"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "source-controller is not running (0 replicas): nothing fetches; lever start-controller: {sc_lever}"
+        )),
+        "{out}"
+    );
+    let (code, out, err) = unstick(
+        &c,
+        &["ks/down", "-n", FLUX_NS, "--with-source", "--dry-run"],
+    );
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(!out.contains("fetches now"), "{out}");
+    assert!(!out.contains("PATCH"), "nothing is planned: {out}");
+    assert!(out.contains("Lever: start-controller"), "{out}");
+    assert!(out.contains(sc_lever), "{out}");
+
+    // And a reconcile requested: the run cannot download its manifests; nothing fetches.
     c.kubectl(&[
         "-n",
         FLUX_NS,
