@@ -494,6 +494,20 @@ fn print_table(run: &Run) {
     for (c, (n, x, e)) in class_table(run) {
         eprintln!("{c:<28} {n:>5} {x:>13} {e:>14}");
     }
+    // (a file markercheck does not rewrite counts as claimed exact above)
+    let rewritten: Vec<&Value> = run.report["changes"].as_array().unwrap().iter().collect();
+    eprintln!(
+        "{} files, {} rewritten by markercheck: {} claimed exact, {} equal to the controller's commit; the controller modified {} and added {} (List items)",
+        run.layouts.len(),
+        rewritten.len(),
+        rewritten.iter().filter(|c| c["exact"] == true).count(),
+        rewritten
+            .iter()
+            .filter(|c| !run.differs.contains(c["file"].as_str().unwrap_or("")))
+            .count(),
+        run.iac_changed.values().filter(|s| **s == 'M').count(),
+        run.iac_changed.values().filter(|s| **s == 'A').count()
+    );
 }
 
 /// Every file markercheck claims exact is byte for byte what the controller committed, and
