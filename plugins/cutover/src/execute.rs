@@ -1196,10 +1196,12 @@ fn artifact_revision(repo: &GitRepository) -> String {
         .unwrap_or_default()
 }
 
-/// Kustomizations whose sourceRef is GitRepository `ns/name` and that have applied nothing
-/// yet (no `status.lastAppliedRevision`) or whose last run failed (`Ready=False`), as
-/// `Kustomization NS/NAME (Reason: message)`: a root that has not applied its own source
-/// object yet is among them. kustomize-controller applies nothing from a failed run.
+/// Kustomizations whose sourceRef is GitRepository `ns/name` and that are not known to apply
+/// it now: applied nothing yet (no `status.lastAppliedRevision`), last run failed
+/// (`Ready=False`), or mid-run (`Ready=Unknown`: kustomize-controller v1 marks a run in
+/// progress so, and a failing Kustomization retried every `retryInterval` is often caught
+/// there), as `Kustomization NS/NAME (why)`. A root that has not applied its own source
+/// object yet is among them: kustomize-controller applies nothing from a failed run.
 pub fn unapplied_consumers(
     all: &[cluster_loop::flux::Kustomization],
     ns: &str,
@@ -1213,17 +1215,31 @@ pub fn unapplied_consumers(
                 && r.namespace.as_deref().or(k.metadata.namespace.as_deref()) == Some(ns)
         })
         .filter_map(|k| {
-            let failure = k.ready().filter(|c| c.is_false());
-            if failure.is_none() && k.status.last_applied_revision.is_some() {
-                return None;
-            }
+            let ready = k.ready();
+            let why = match ready {
+                Some(c) if c.is_true() && k.status.last_applied_revision.is_some() => {
+                    return None;
+                }
+                Some(c) if c.is_false() => {
+                    format!("its last run failed: {}: {}", c.reason(), c.message())
+                }
+                _ if k.status.last_applied_revision.is_none() => {
+                    "it has applied no revision yet".to_string()
+                }
+                // Mid-run (Ready=Unknown while kustomize-controller works on it; a failing
+                // one retried every retryInterval spends part of its time here).
+                Some(c) => format!(
+                    "a run is in progress: Ready={} {}: {}",
+                    c.status,
+                    c.reason(),
+                    c.message()
+                ),
+                None => "it has no Ready condition yet".to_string(),
+            };
             Some(format!(
-                "Kustomization {}/{} ({})",
+                "Kustomization {}/{} ({why})",
                 k.metadata.namespace.as_deref().unwrap_or_default(),
                 k.metadata.name.as_deref().unwrap_or_default(),
-                failure
-                    .map(|c| format!("its last run failed: {}: {}", c.reason(), c.message()))
-                    .unwrap_or_else(|| "it has applied no revision yet".into())
             ))
         })
         .collect()

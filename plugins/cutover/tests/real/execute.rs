@@ -2335,7 +2335,9 @@ async fn a_root_whose_runs_fail_is_found_by_its_path_and_reverts_once_it_builds(
         &f,
         "kustomization",
         "merge",
-        &json!({"spec": {"path": "./clusters/prod",
+        // retryInterval 1h: after its first failure the root stays failed (Ready=False) for
+        // the rest of the test instead of cycling through runs in progress every 5 s.
+        &json!({"spec": {"path": "./clusters/prod", "retryInterval": "1h",
             "postBuild": {"substituteFrom": [{"kind": "ConfigMap", "name": "no-such-vars"}]}}}),
     );
     let failure = eventually(T, "the root's run fails at its new path", || {
