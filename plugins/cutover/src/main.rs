@@ -241,34 +241,10 @@ fn main() {
 
 /// `-o json|yaml` of a run that ends with an error instead of a report (exit 1, e.g. a
 /// GitRepository with no artifact yet; exit 3, a cluster/API error such as a GitRepository
-/// that does not exist): `{apiVersion: cutover.cluster-loop.dev/v1, kind: CutoverError,
-/// exitCode, error}`, `error` being the message also printed on stderr after `error: `; the
-/// shape of podresolve's `PodResolveError` and unstick's `UnstickError`. Usage errors (exit 2)
-/// print none: they are decided before any output format applies.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct CutoverError {
-    api_version: &'static str,
-    kind: &'static str,
-    exit_code: i32,
-    error: String,
-}
-
-/// Prints the [`CutoverError`] document on stdout with `-o json|yaml` (not for usage errors),
-/// then `error: MESSAGE` on stderr, and exits with the error's code.
+/// that does not exist): the shared [`cluster_loop::output::ErrorDocument`] with `kind:
+/// CutoverError` on stdout (none for usage errors), then `error: MESSAGE` on stderr.
 fn exit_with_document(format: cluster_loop::output::OutputFormat, e: &Error) -> ! {
-    if format.is_machine() && e.exit_code() != cluster_loop::error::EXIT_USAGE {
-        let _ = print_machine(
-            format,
-            &CutoverError {
-                api_version: API_VERSION,
-                kind: "CutoverError",
-                exit_code: e.exit_code(),
-                error: e.to_string(),
-            },
-        );
-    }
-    cluster_loop::exit_with(e)
+    cluster_loop::output::exit_with_document(format, API_VERSION, "CutoverError", e)
 }
 
 async fn run(cli: Cli) -> Result<i32> {
