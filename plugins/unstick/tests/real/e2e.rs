@@ -1160,7 +1160,19 @@ fn missing_kustomization_or_namespace_is_exit_3_and_an_empty_namespace_exit_1() 
             ),
             "{args:?}"
         );
-        assert!(o.stdout.is_empty(), "{args:?}: {o}");
+        if args.contains(&"json") {
+            // -o json: the shared error document on stdout (s6 trial: nothing was printed).
+            let v = o.json();
+            assert_eq!(v["kind"], "UnstickError", "{args:?}: {o}");
+            assert_eq!(v["exitCode"], 3, "{args:?}: {o}");
+            assert_eq!(
+                format!("error: {}\n", v["error"].as_str().unwrap()),
+                o.stderr,
+                "{args:?}"
+            );
+        } else {
+            assert!(o.stdout.is_empty(), "{args:?}: {o}");
+        }
     }
     let o = unstick(c, &["ks/apps", "--dry-run", "-n", "e2e-nf", "-o", "json"]);
     assert_ne!(o.code, 3, "{o}");
@@ -1178,7 +1190,19 @@ fn missing_kustomization_or_namespace_is_exit_3_and_an_empty_namespace_exit_1() 
     assert!(!o.stdout.contains("healthy"), "{o}");
     let o = unstick(c, &["--all", "-n", "e2e-nonexistent", "-o", "json"]);
     assert_eq!(o.code, 3, "{o}");
-    assert!(o.stdout.is_empty(), "{o}");
+    let v = o.json();
+    assert_eq!(
+        (v["kind"].as_str(), v["exitCode"].as_i64()),
+        (Some("UnstickError"), Some(3)),
+        "{o}"
+    );
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Namespace \"e2e-nonexistent\" not found"),
+        "{o}"
+    );
     let o = unstick(c, &["--all", "-n", "e2e-empty"]);
     assert_eq!(o.code, 1, "{o}");
     assert!(
