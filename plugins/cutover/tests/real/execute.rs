@@ -2330,7 +2330,9 @@ async fn a_root_whose_runs_fail_is_found_by_its_path_and_reverts_once_it_builds(
     // in no inventory. Then the root is pointed at clusters/prod (which defines the
     // GitRepository) with a substitution from a ConfigMap that does not exist: every run fails
     // before anything is applied.
-    let f = Fleet::start_with("cutover-rootfail", 2, 1, 1, false).await;
+    // Its own namespace (finish_with_a_root_failing_at_the_source_revision_says_fix_not_wait
+    // has cutover-rootfail; a shared one is deleted under the other test).
+    let f = Fleet::start_with("cutover-rootpath", 2, 1, 1, false).await;
     patch_live(
         &f,
         "kustomization",
