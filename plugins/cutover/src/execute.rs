@@ -894,20 +894,26 @@ async fn finish_inner(
         (Some(n), Some(r)) => Some((n.clone(), r.clone())),
         _ => None,
     };
+    // Every Kustomization, listed once and only when the labels do not name the root.
+    let list_all = || async {
+        let all_ks: Api<cluster_loop::flux::Kustomization> = Api::all(conn.client.clone());
+        all_ks
+            .list(&kube::api::ListParams::default())
+            .await
+            .map(|l| l.items)
+            .api_context(|| {
+                conn.ctx()
+                    .verb("list")
+                    .resource_of::<cluster_loop::flux::Kustomization>()
+                    .namespace(None::<String>)
+            })
+    };
+    let mut all: Option<Vec<cluster_loop::flux::Kustomization>> = None;
     let root_ref = match by_label {
         Some(r) => Some(r),
         None => {
-            let all_ks: Api<cluster_loop::flux::Kustomization> = Api::all(conn.client.clone());
-            let all = all_ks
-                .list(&kube::api::ListParams::default())
-                .await
-                .api_context(|| {
-                    conn.ctx()
-                        .verb("list")
-                        .resource_of::<cluster_loop::flux::Kustomization>()
-                        .namespace(None::<String>)
-                })?;
-            crate::preflight::root_by_inventory(&all.items, ns, name).map(|k| {
+            let items = all.insert(list_all().await?);
+            crate::preflight::root_by_inventory(items, ns, name).map(|k| {
                 (
                     k.metadata.name.clone().unwrap_or_default(),
                     k.metadata.namespace.clone().unwrap_or_default(),
@@ -919,17 +925,11 @@ async fn finish_inner(
         // A Kustomization of this source that has not applied anything yet (its runs fail)
         // may still define this object in its path: the root, whose first successful run
         // applies the committed spec.url (session 6 trial, E). Its hold is not removed.
-        let all_ks: Api<cluster_loop::flux::Kustomization> = Api::all(conn.client.clone());
-        let all = all_ks
-            .list(&kube::api::ListParams::default())
-            .await
-            .api_context(|| {
-                conn.ctx()
-                    .verb("list")
-                    .resource_of::<cluster_loop::flux::Kustomization>()
-                    .namespace(None::<String>)
-            })?;
-        let failing = unapplied_consumers(&all.items, ns, name);
+        let items = match all.take() {
+            Some(items) => items,
+            None => list_all().await?,
+        };
+        let failing = unapplied_consumers(&items, ns, name);
         if !failing.is_empty() {
             report.notes.push(format!(
                 "no Kustomization has applied GitRepository {ns}/{name} (no {OWNER_NAME_LABEL} \

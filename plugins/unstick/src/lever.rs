@@ -514,14 +514,7 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                 && !opts.with_source
                 && !opts.restart_controller =>
         {
-            for b in &d.blocking {
-                why.push(format!(
-                    "{} is {}: {}",
-                    b.object,
-                    b.kstatus,
-                    b.fix.as_deref().unwrap_or_default()
-                ));
-            }
+            why.extend(blocking_fixes(d));
             why.push("no write to the Kustomization frees it: a new run applies the same objects and its health check fails on them the same way until they are fixed".into());
             alternatives.push(format!(
                 "after a fix pushed to Git: kubectl unstick ks/{name} -n {ns} --with-source (fetch and run now instead of spec.retryInterval after the failure)"
@@ -612,14 +605,7 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                     "no write: the check passes when the work it waits on succeeds".to_string(),
                 )
             } else if all_need_own_fix && !newer && !opts.restart_controller && !opts.with_source {
-                for b in &d.blocking {
-                    why.push(format!(
-                        "{} is {}: {}",
-                        b.object,
-                        b.kstatus,
-                        b.fix.as_deref().unwrap_or_default()
-                    ));
-                }
+                why.extend(blocking_fixes(d));
                 why.push("no write to the Kustomization frees this check: a fresh run (requestedAt, suspend+resume, --restart-controller) waits on the same objects the same way until they are fixed".into());
                 alternatives.push(format!(
                     "wait: the check ends by itself at {} ({} from now), failing; the next run holds the same way until the objects are fixed",
@@ -996,4 +982,17 @@ fn requeue_text(controller: Option<&crate::controller::ControllerFacts>) -> Stri
         ),
         None => "re-checked every --requeue-dependency, 30s by default".to_string(),
     }
+}
+
+/// One line per object the health check waits on: `Kind/ns/name is <kstatus>: <its own fix>`
+/// (the `why` of the levers whose blockers each need their own fix).
+fn blocking_fixes(d: &Diagnosis) -> impl Iterator<Item = String> + '_ {
+    d.blocking.iter().map(|b| {
+        format!(
+            "{} is {}: {}",
+            b.object,
+            b.kstatus,
+            b.fix.as_deref().unwrap_or_default()
+        )
+    })
 }
