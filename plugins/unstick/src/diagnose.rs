@@ -312,6 +312,12 @@ pub struct Diagnosis {
     /// Expected end of a normal run, when it can be estimated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eta: Option<Timestamp>,
+    /// Seconds a run in progress (Reconciling=True, "... with a timeout of T") is past its own
+    /// timeout: kustomize-controller v1.9 ends every run at `spec.timeout` (a fetch of the
+    /// artifact it keeps retrying, e.g. from a source-controller it cannot reach, is what
+    /// outlives it), so such a run is not "reconciling normally". A finding.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overdue_secs: Option<i64>,
     /// The reconcile request annotation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request: Option<RequestFacts>,
@@ -395,6 +401,11 @@ impl StoppedController {
     }
 }
 
+/// The Reconciling message of a run in progress, kustomize-controller v1.9
+/// kustomization_controller.go: `Fetching manifests for revision R with a timeout of T` (and
+/// the later steps' messages of the same shape).
+static RUN_TIMEOUT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"with a timeout of (\S+)").unwrap());
 static RUNNING_HC: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"Running health checks for revision (\S+) with a timeout of (\S+)").unwrap()
 });
@@ -650,6 +661,7 @@ impl<'a> Engine<'a> {
         let mut hints = Vec::new();
         let mut health_check = None;
         let mut eta = None;
+        let mut overdue_secs = None;
         let mut blocking = Vec::new();
         let mut signatures = Vec::new();
         let mut missing_crds = Vec::new();
@@ -745,17 +757,66 @@ impl<'a> Engine<'a> {
         } else if let Some(c) = reconciling.as_ref() {
             let started = c.last_transition_time;
             let expected = last_duration_secs(ks);
+            // An estimate already in the past is no estimate (a run longer than the last).
             eta = match (started, expected) {
                 (Some(s), Some(e)) => s.checked_add(secs(e)).ok(),
                 _ => None,
+            }
+            .filter(|t| *t > now);
+            let run_timeout = RUN_TIMEOUT
+                .captures(&c.message)
+                .and_then(|m| parse_go_duration(&m[1]).ok());
+            // This run's start: Reconciling keeps its lastTransitionTime across failed runs
+            // (True/ProgressingWithRetry, then True/Progressing again), while every run marks
+            // Ready Unknown "Reconciliation in progress" as it starts (kustomization_controller.go
+            // v1.9.6 line 331), a transition from the last run's True or False. Judged only
+            // while Ready is Unknown/Progressing.
+            let run_started = ready
+                .as_ref()
+                .filter(|r| r.status == "Unknown" && r.reason == "Progressing")
+                .and_then(|r| match (started, r.last_transition_time) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                });
+            overdue_secs = match (run_started, run_timeout) {
+                (Some(s), Some(t)) => s
+                    .checked_add(secs(t.as_secs_f64()))
+                    .ok()
+                    .map(|end| end.duration_since(now).as_secs())
+                    .filter(|left| *left < 0)
+                    .map(|left| -left),
+                _ => None,
             };
-            let e = eta
-                .map(|t| format!("; ETA {}", short_time(t)))
-                .unwrap_or_default();
-            (
-                Class::Reconciling,
-                format!("reconciling normally: {}{e}", c.message),
-            )
+            match overdue_secs {
+                Some(o) => {
+                    eta = None;
+                    let cns = self
+                        .controller
+                        .as_ref()
+                        .map_or("flux-system", |c| c.namespace.as_str());
+                    hints.push(format!(
+                        "a run ends at its timeout; this one is {} past it: kustomize-controller is stuck in it (often retrying the artifact download from source-controller). Its log says why: kubectl -n {cns} logs deploy/kustomize-controller --since=5m",
+                        obj::human_secs(o)
+                    ));
+                    (
+                        Class::Reconciling,
+                        format!(
+                            "run in progress past its timeout (by {}): {}",
+                            obj::human_secs(o),
+                            c.message
+                        ),
+                    )
+                }
+                None => {
+                    let e = eta
+                        .map(|t| format!("; ETA {}", short_time(t)))
+                        .unwrap_or_default();
+                    (
+                        Class::Reconciling,
+                        format!("reconciling normally: {}{e}", c.message),
+                    )
+                }
+            }
         } else if let Some(r) = ready.as_ref().filter(|r| !r.is_true()) {
             let class = match r.reason.as_str() {
                 "DependencyNotReady" => Class::WaitingOnDependencies,
@@ -1054,6 +1115,7 @@ impl<'a> Engine<'a> {
             timeout_secs,
             health_check,
             eta,
+            overdue_secs,
             request,
             root_cause: None,
             blocking,
@@ -2376,6 +2438,7 @@ pub fn controller_io_error(d: &Diagnosis) -> Option<String> {
 /// running).
 pub fn is_finding(d: &Diagnosis) -> bool {
     d.stopped_controller.is_some()
+        || d.overdue_secs.is_some()
         || !(matches!(d.class, Class::Healthy | Class::Reconciling)
             || dependency_progressing(d)
             || waits_on_progress_only(d))

@@ -356,6 +356,16 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                     .unwrap_or_else(|| "start the controller named above".to_string()),
             )
         }
+        Class::Reconciling if d.overdue_secs.is_some() => {
+            why.push(format!(
+                "{}: no write reaches a run in progress; the controller's log says what it waits on",
+                d.summary
+            ));
+            alternatives.push(format!(
+                "if the log shows it hung: kubectl unstick ks/{name} -n {ns} --restart-controller"
+            ));
+            (Lever::None, "nothing to write".to_string())
+        }
         Class::Healthy | Class::Reconciling => {
             why.push(format!("{}: nothing is stuck", d.summary));
             (Lever::None, "nothing to do".to_string())

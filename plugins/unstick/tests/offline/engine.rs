@@ -1456,3 +1456,89 @@ fn the_first_non_ready_dependency_sentence_is_said_once() {
         "{text}"
     );
 }
+
+/// A run in progress past its own timeout (kustomize-controller v1.9 Reconciling message
+/// "Fetching manifests for revision R with a timeout of T"; seen on the real controllers: a
+/// restarted kustomize-controller retrying the artifact download from a source-controller it
+/// could not reach) is not "reconciling normally ... nothing is stuck", and an ETA already in
+/// the past is never printed (s6 trial N1: "ETA 23:03:03Z" = the run's start, 90 s earlier).
+#[test]
+fn a_run_past_its_timeout_is_a_finding_and_a_past_eta_is_not_shown() {
+    use unstick::diagnose::is_finding;
+    let set = |s: &mut Snapshot, started: &str| {
+        let k = s
+            .kustomizations
+            .iter_mut()
+            .find(|k| k["metadata"]["name"] == "busy")
+            .unwrap();
+        for c in k["status"]["conditions"].as_array_mut().unwrap() {
+            c["lastTransitionTime"] = json!(started);
+            if c["type"] == "Reconciling" {
+                c["message"] = json!(
+                    "Fetching manifests for revision main@sha1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb with a timeout of 1m0s"
+                );
+            }
+        }
+        // The last run took 0.5 s: start + 0.5 s is long past.
+        k["status"]["history"][0]["lastReconciledDuration"] = json!("0.5s");
+    };
+    // Started 10 s before `now` (07:30:00): within its 1m timeout, not a finding.
+    let mut s = fleet();
+    set(&mut s, "2026-11-30T07:29:50Z");
+    let d = diag(&s, "busy");
+    assert_eq!(d.class, Class::Reconciling, "{}", d.summary);
+    assert!(
+        d.summary.starts_with("reconciling normally"),
+        "{}",
+        d.summary
+    );
+    assert!(d.overdue_secs.is_none());
+    assert!(d.eta.is_none(), "an ETA in the past is no ETA: {:?}", d.eta);
+    assert!(!d.summary.contains("ETA"), "{}", d.summary);
+    assert!(!is_finding(&d));
+    // Started 90 s before `now`: 30 s past its timeout.
+    let mut s = fleet();
+    set(&mut s, "2026-11-30T07:28:30Z");
+    let d = diag(&s, "busy");
+    assert_eq!(d.overdue_secs, Some(30), "{}", d.summary);
+    assert!(
+        d.summary.contains("past its timeout (by 30s)"),
+        "{}",
+        d.summary
+    );
+    assert!(!d.summary.contains("normally"), "{}", d.summary);
+    assert!(d.eta.is_none());
+    assert!(
+        d.hints
+            .iter()
+            .any(|h| h.contains("logs deploy/kustomize-controller")),
+        "{:?}",
+        d.hints
+    );
+    assert!(is_finding(&d), "a run past its timeout is a finding");
+    let p = plan_for(&s, "busy", &Options::default());
+    assert_eq!(p.lever, Lever::None);
+    assert!(p.steps.is_empty(), "{:?}", p.steps);
+    assert!(
+        !p.why.iter().any(|w| w.contains("nothing is stuck")),
+        "{:?}",
+        p.why
+    );
+    // A retry after failed runs: Reconciling kept its lastTransitionTime from the first
+    // failure (07:00), Ready went Unknown when this run started (07:29:50): not overdue.
+    let mut s = fleet();
+    set(&mut s, "2026-11-30T07:29:50Z");
+    let k = s
+        .kustomizations
+        .iter_mut()
+        .find(|k| k["metadata"]["name"] == "busy")
+        .unwrap();
+    for c in k["status"]["conditions"].as_array_mut().unwrap() {
+        if c["type"] == "Reconciling" {
+            c["lastTransitionTime"] = json!("2026-11-30T07:00:00Z");
+        }
+    }
+    let d = diag(&s, "busy");
+    assert!(d.overdue_secs.is_none(), "{}", d.summary);
+    assert!(!is_finding(&d));
+}
