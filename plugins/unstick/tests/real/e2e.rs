@@ -830,9 +830,16 @@ fn classes_healthy_build_failed_and_source_not_ready() {
             "  interval: 100h\n  path: ./app\n  prune: true\n",
         )
         .unwrap();
+    // Ready with its generation observed: fluxcd/pkg runtime/patch writes the conditions and
+    // status.observedGeneration in separate requests, so a reader can see Ready=True with
+    // observedGeneration -1 for a moment (seen in .ci/run), which unstick rightly reads as
+    // still reconciling.
     eventually(T, "e2e-classes Ready", || {
         let k = c.kustomization(name);
-        (ready_true(&k) && condition(&k, "Reconciling").is_null()).then_some(())
+        (ready_true(&k)
+            && condition(&k, "Reconciling").is_null()
+            && k["status"]["observedGeneration"] == k["metadata"]["generation"])
+            .then_some(())
     });
     let o = unstick(c, &["ks/e2e-classes", "--dry-run", "-o", "json"]);
     assert_eq!(o.code, 0, "{o}");
