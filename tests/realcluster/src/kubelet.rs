@@ -11,8 +11,10 @@
 //! `status.daemonEndpoints.kubeletEndpoint.Port`, query `follow`, `previous`, `timestamps`,
 //! `sinceSeconds`, `sinceTime`, `tailLines`, `limitBytes`). Supported here: `follow`,
 //! `tailLines`, `limitBytes` (what `kubectl logs [-f] [--tail] [--limit-bytes]` and the
-//! plugins send; podresolve and cutover send `limitBytes`); `previous` answers 400 (no
-//! restarts here); `timestamps`, `sinceSeconds` and `sinceTime` answer 400 ("not supported by
+//! plugins send; podresolve and cutover send `limitBytes`), and `previous` for a host-process
+//! container that exited (the last terminated run's file; none yet: the kubelet's 400
+//! `previous terminated container ... not found`; probe pods never restart, so it is always
+//! that 400 for them); `timestamps`, `sinceSeconds` and `sinceTime` answer 400 ("not supported by
 //! the realcluster node agent"), never a silently different log. Errors for a container with no
 //! log use the kubelet's wording (pkg/kubelet/kubelet_pods.go `validateContainerLogStatus`).
 //! Besides the probe pods' output, the Flux controllers the node agent runs as host processes
@@ -60,18 +62,67 @@ struct LogBuf {
 #[derive(Clone, Default)]
 pub struct LogStore {
     inner: Arc<Mutex<HashMap<LogKey, LogBuf>>>,
-    files: Arc<Mutex<HashMap<LogKey, std::path::PathBuf>>>,
+    files: Arc<Mutex<HashMap<LogKey, HostLog>>>,
     changed: Arc<tokio::sync::Notify>,
+}
+
+/// A host process's log files for one container: the latest container's (growing while it
+/// runs, `exited` once it has ended) and, after an exit, the one `previous=true` serves.
+#[derive(Clone, Default)]
+struct HostLog {
+    current: Option<std::path::PathBuf>,
+    exited: bool,
+    previous: Option<std::path::PathBuf>,
 }
 
 impl LogStore {
     /// Serves `path` (a host process's output, growing while it runs) as the log of
-    /// `namespace/pod/container` until [`LogStore::forget_pod`].
+    /// `namespace/pod/container` until [`LogStore::forget_pod`]; a restarted container's
+    /// new file replaces the old one, which stays the `previous` log if
+    /// [`LogStore::container_exited`] was called.
     pub fn register_file(&self, ns: &str, pod: &str, container: &str, path: &std::path::Path) {
-        self.files.lock().unwrap().insert(
-            (ns.into(), pod.into(), container.into()),
-            path.to_path_buf(),
-        );
+        let mut files = self.files.lock().unwrap();
+        let e = files
+            .entry((ns.into(), pod.into(), container.into()))
+            .or_default();
+        e.current = Some(path.to_path_buf());
+        e.exited = false;
+    }
+
+    /// The host process of `namespace/pod/container` has exited: its file is complete (a
+    /// follow ends) and, when `restarted` (the container will be restarted, so the kubelet
+    /// reports this run as `lastState.terminated`), it is the log `previous=true` serves from
+    /// now on, as the kubelet serves `lastState.terminated.containerID`'s log
+    /// (pkg/kubelet/kubelet_pods.go `validateContainerLogStatus`: `previous` reads the last
+    /// terminated container; without it a container waiting to restart (CrashLoopBackOff)
+    /// also shows that one). A container not restarted (restartPolicy Never) has no previous
+    /// log.
+    pub fn container_exited(&self, ns: &str, pod: &str, container: &str, restarted: bool) {
+        if let Some(e) =
+            self.files
+                .lock()
+                .unwrap()
+                .get_mut(&(ns.into(), pod.into(), container.into()))
+        {
+            e.exited = true;
+            if restarted {
+                e.previous = e.current.clone();
+            }
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// The previous (last terminated) container's log of `namespace/pod/container`, if one
+    /// has exited since the pod started.
+    pub fn read_previous(&self, ns: &str, pod: &str, container: &str) -> Option<Vec<u8>> {
+        let path = self
+            .files
+            .lock()
+            .unwrap()
+            .get(&(ns.into(), pod.into(), container.into()))?
+            .previous
+            .clone()?;
+        Some(std::fs::read(path).unwrap_or_default())
     }
 
     fn append(&self, ns: &str, pod: &str, container: &str, bytes: &[u8]) {
@@ -110,7 +161,8 @@ impl LogStore {
 
     /// The bytes from `offset` and whether the log is finished; `None` when the container
     /// has written nothing and not finished (not started), or its pod is gone. A host
-    /// process's file is never finished while registered.
+    /// process's file is finished once the process has exited ([`LogStore::container_exited`])
+    /// until its restart registers a new one.
     pub fn read(
         &self,
         ns: &str,
@@ -122,9 +174,9 @@ impl LogStore {
         if let Some(b) = self.inner.lock().unwrap().get(&key) {
             return Some((b.data.get(offset..).unwrap_or_default().to_vec(), b.closed));
         }
-        let path = self.files.lock().unwrap().get(&key).cloned()?;
-        let data = std::fs::read(path).unwrap_or_default();
-        Some((data.get(offset..).unwrap_or_default().to_vec(), false))
+        let log = self.files.lock().unwrap().get(&key).cloned()?;
+        let data = std::fs::read(log.current?).unwrap_or_default();
+        Some((data.get(offset..).unwrap_or_default().to_vec(), log.exited))
     }
 }
 
@@ -473,12 +525,7 @@ async fn serve(
             ));
         }
     }
-    if q.get("previous").is_some_and(|v| v == "true") {
-        return Ok(text(
-            400,
-            format!("previous terminated container \"{container}\" in pod \"{pod}\" not found\n"),
-        ));
-    }
+    let previous = q.get("previous").is_some_and(|v| v == "true");
     let num = |k: &str| -> Result<Option<usize>, String> {
         q.get(k)
             .map(|v| {
@@ -492,6 +539,30 @@ async fn serve(
         (Err(e), _) | (_, Err(e)) => return Ok(text(400, format!("{e}\n"))),
     };
     let follow = q.get("follow").is_some_and(|v| v == "true");
+    if previous {
+        // kubelet validateContainerLogStatus: only a container that has terminated since the
+        // pod started has a previous log; it is complete, so `follow` ends with it.
+        let Some(data) = logs.read_previous(ns, pod, container) else {
+            return Ok(text(
+                400,
+                format!(
+                    "previous terminated container \"{container}\" in pod \"{pod}\" not found\n"
+                ),
+            ));
+        };
+        let mut first = match tail {
+            Some(n) => tail_lines(&data, n).to_vec(),
+            None => data,
+        };
+        if let Some(l) = limit {
+            first.truncate(l);
+        }
+        let mut r = text(200, String::new());
+        *r.body_mut() = Full::new(Bytes::from(first))
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        return Ok(r);
+    }
     let Some((data, closed)) = logs.read(ns, pod, container, 0) else {
         // kubelet: the container has not started (or is unknown here).
         return Ok(text(

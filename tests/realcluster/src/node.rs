@@ -77,8 +77,116 @@ struct PodState {
     pull_failed_at: Option<Instant>,
     last_reason: String,
     written: Option<Value>,
-    proc: Option<Proc>,
+    /// Host-process containers by container name.
+    host: HashMap<String, HostContainer>,
+    /// The Ready condition as last written and when it last changed.
+    ready: Option<(bool, String)>,
     ip: String,
+}
+
+/// One host-process container of a pod across its restarts, as the kubelet keeps it
+/// (the runtime's containers of that name: the latest one and the one before it).
+#[derive(Default)]
+struct HostContainer {
+    /// The running process of the latest container, if it runs.
+    proc: Option<Proc>,
+    /// `restartCount`: the attempt number of the latest container (0 for the first),
+    /// as containerd's attempt annotation gives it to kubelet_pods.go
+    /// `convertToAPIContainerStatuses` (`RestartCount: int32(cs.RestartCount)`).
+    attempt: u32,
+    /// `startedAt` and `containerID` of the latest container.
+    started_at: String,
+    container_id: String,
+    /// The latest container once it has exited and until it is restarted: its
+    /// `terminated` state, when it exited and its exit code.
+    exited: Option<(Value, Instant, i32)>,
+    /// `lastState.terminated` while the latest container runs: the one before it.
+    last: Option<Value>,
+    /// The crash-loop back-off entry (client-go flowcontrol.Backoff `backoffEntry`):
+    /// the current back-off and when it was last moved (`lastUpdate`).
+    backoff: Option<(Duration, Instant)>,
+    /// The exit (attempt) whose back-off Event was recorded, so each back-off is one Event.
+    backoff_event: Option<u32>,
+    /// Why the latest start failed (`RunContainerError`), if it did.
+    start_error: Option<String>,
+}
+
+/// The kubelet's first crash-loop back-off (pkg/kubelet/kubelet.go `initialCrashLoopBackOff`
+/// 10 s), doubled on each restart (client-go util/flowcontrol/backoff.go `Next`).
+pub const CRASH_LOOP_BACKOFF: Duration = Duration::from_secs(10);
+
+/// The cap of the crash-loop back-off (pkg/kubelet/kubelet.go `MaxCrashLoopBackOff` =
+/// kubelet config v1beta1 `MaxContainerBackOff`, 300 s).
+pub const MAX_CRASH_LOOP_BACKOFF: Duration = Duration::from_secs(300);
+
+/// After this long between the last back-off step and a new exit the back-off starts again
+/// at [`CRASH_LOOP_BACKOFF`] (pkg/kubelet/kubelet.go: `crashLoopBackOff.HasExpiredFunc`,
+/// `eventTime.Sub(lastUpdate) > 600*time.Second`).
+pub const CRASH_LOOP_RESET: Duration = Duration::from_secs(600);
+
+/// A Go `time.Duration` as `%s` prints it for whole seconds (`10s`, `1m20s`, `5m0s`): the
+/// back-off in kubelet's `back-off 20s restarting failed container=...` message.
+pub fn go_seconds(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, s % 3600 / 60, s % 60) {
+        (0, 0, sec) => format!("{sec}s"),
+        (0, m, sec) => format!("{m}m{sec}s"),
+        (h, m, sec) => format!("{h}h{m}m{sec}s"),
+    }
+}
+
+/// The next back-off after an exit at `exited_at` (client-go flowcontrol.Backoff `Next` with
+/// the kubelet's settings): the first, or the first after [`CRASH_LOOP_RESET`] without a
+/// step, is [`CRASH_LOOP_BACKOFF`]; each later one doubles, capped at
+/// [`MAX_CRASH_LOOP_BACKOFF`]. No jitter (the kubelet's back-off has none).
+fn next_backoff(entry: Option<(Duration, Instant)>, exited_at: Instant) -> Duration {
+    match entry {
+        Some((b, last)) if exited_at.saturating_duration_since(last) <= CRASH_LOOP_RESET => {
+            (b * 2).min(MAX_CRASH_LOOP_BACKOFF)
+        }
+        _ => CRASH_LOOP_BACKOFF,
+    }
+}
+
+/// Whether a container that exited at `exited_at` is still in its back-off (client-go
+/// flowcontrol.Backoff `IsInBackOffSince(key, finishedAt)`, which kuberuntime_manager.go
+/// `doBackOff` asks before every restart).
+fn in_backoff(entry: Option<(Duration, Instant)>, exited_at: Instant) -> Option<Duration> {
+    let (b, last) = entry?;
+    if exited_at.saturating_duration_since(last) > CRASH_LOOP_RESET {
+        return None;
+    }
+    (exited_at.elapsed() < b).then_some(b)
+}
+
+/// Whether a container that exited with `code` is restarted under the pod's `restartPolicy`
+/// (pkg/kubelet/container/helpers.go `ShouldContainerBeRestarted`: Always; OnFailure after a
+/// non-zero exit; Never not).
+fn restarts(policy: &str, code: i32) -> bool {
+    match policy {
+        "Never" => false,
+        "OnFailure" => code != 0,
+        _ => true,
+    }
+}
+
+/// The `terminated` state of a container that exited with `status` (CRI via containerd:
+/// reason `Completed` for exit code 0, `Error` otherwise; a signal `N` is exit code 128+N).
+fn terminated(
+    status: std::process::ExitStatus,
+    started_at: &str,
+    container_id: &str,
+) -> (Value, i32) {
+    use std::os::unix::process::ExitStatusExt;
+    let code = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(9));
+    let reason = if code == 0 { "Completed" } else { "Error" };
+    (
+        json!({"exitCode": code, "reason": reason, "startedAt": started_at,
+            "finishedAt": now(), "containerID": container_id}),
+        code,
+    )
 }
 
 /// The running agent; dropping it stops the host processes (the watch task ends with the
@@ -136,7 +244,12 @@ impl NodeAgent {
         let pods = self.pods.lock().unwrap();
         let mut v: Vec<(String, u32)> = pods
             .iter()
-            .filter_map(|(k, st)| st.proc.as_ref().and_then(Proc::pid).map(|p| (k.clone(), p)))
+            .flat_map(|(k, st)| {
+                st.host
+                    .values()
+                    .filter_map(|h| h.proc.as_ref().and_then(Proc::pid))
+                    .map(|p| (k.clone(), p))
+            })
             .collect();
         v.sort();
         v
@@ -344,6 +457,7 @@ impl Agent {
         pod: &Value,
     ) -> (Option<Value>, Vec<(&'static str, &'static str, String)>) {
         let k = key(pod);
+        let (pns, pname) = k.split_once('/').unwrap_or_default();
         let uid = pod["metadata"]["uid"]
             .as_str()
             .unwrap_or_default()
@@ -356,13 +470,16 @@ impl Agent {
                 pull_failed_at: None,
                 last_reason: String::new(),
                 written: None,
-                proc: None,
+                host: HashMap::new(),
+                ready: None,
                 ip: format!("10.244.{}.{}", *n / 250, *n % 250 + 2),
             }
         });
         let is_job = pod["metadata"]["ownerReferences"]
             .as_array()
             .is_some_and(|a| a.iter().any(|r| r["kind"] == "Job"));
+        // The pod's restartPolicy (Always for a Deployment's pods, the apiserver's default).
+        let policy = pod["spec"]["restartPolicy"].as_str().unwrap_or("Always");
         let containers = pod["spec"]["containers"]
             .as_array()
             .cloned()
@@ -373,79 +490,192 @@ impl Agent {
             .unwrap_or_else(now);
         let mut events = Vec::new();
         let mut statuses = Vec::new();
-        let mut all_ok = true;
+        let mut pulls_ok = true;
         let mut reason_now = String::from("ok");
+        // kubelet_pods.go getPhase counters.
+        let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
+        let mut unready: Vec<&str> = Vec::new();
         for c in &containers {
             let image = c["image"].as_str().unwrap_or_default();
             let cname = c["name"].as_str().unwrap_or_default();
             if let Some(host) = self.host_images.get(image) {
-                if st.proc.as_mut().is_some_and(|p| p.exited().is_some()) {
-                    st.proc = None;
+                let hc = st.host.entry(cname.to_owned()).or_default();
+                // The latest container's process ended (what the kubelet's PLEG reports as
+                // ContainerDied): it is `terminated` until restarted.
+                if let Some(p) = hc.proc.as_mut()
+                    && let Some(status) = p.exited()
+                {
+                    let (term, code) = terminated(status, &hc.started_at, &hc.container_id);
+                    hc.proc = None;
+                    hc.exited = Some((term, Instant::now(), code));
+                    // A container that will be restarted shows this one as lastState (its
+                    // log is then `--previous`); one that will not stays `terminated`.
+                    self.logs
+                        .container_exited(pns, pname, cname, restarts(policy, code));
                 }
-                if st.proc.is_none() {
-                    let args: Vec<String> = c["args"]
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|x| x.as_str().map(str::to_owned))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    let name = format!("{}-{}", k.replace('/', "_"), &uid[..uid.len().min(8)]);
-                    let mut env: Vec<(OsString, OsString)> = host
-                        .env
-                        .iter()
-                        .map(|(a, b)| (OsString::from(a), OsString::from(b)))
-                        .collect();
-                    // The pod's own /tmp, as the Flux Deployments mount an emptyDir there
-                    // (kustomize-controller and source-controller config/manager/
-                    // deployment.yaml, volume `temp`/`tmp`): Go's os.TempDir() reads TMPDIR.
-                    // Never the host's shared /tmp: kustomize-controller v1.9.6 main.go
-                    // purgeStaleTempDirs removes every `kustomization-*` directory in
-                    // os.TempDir() when it starts, so one controller starting (another
-                    // cluster, a restarted pod) deleted the artifact directories of runs in
-                    // flight in every other cluster on the machine ("kustomize build failed:
-                    // ... lstat /tmp/kustomization-N: no such file or directory"), and with a
-                    // long interval the failed run was never retried.
-                    match self.pod_tmp(&name) {
-                        Ok(tmp) => env.push(("TMPDIR".into(), tmp.into_os_string())),
-                        Err(e) => eprintln!("realcluster node agent: {e}"),
-                    }
-                    let spec = Spec {
-                        name,
-                        program: host.program.clone(),
-                        args: (host.rewrite)(&args)
-                            .into_iter()
-                            .map(OsString::from)
-                            .collect(),
-                        env,
-                    };
-                    match Proc::start(&spec, &self.log_dir) {
-                        Ok(p) => {
-                            let (ns, pod) = k.split_once('/').unwrap_or_default();
-                            self.logs.register_file(ns, pod, cname, p.log_path());
-                            st.proc = Some(p);
+                // kuberuntime_manager.go computePodActions/doBackOff: a container that is not
+                // running is started (the first time), or restarted per restartPolicy
+                // (kubecontainer.ShouldContainerBeRestarted: Always; OnFailure after a non-zero
+                // exit; Never not), unless it is in its crash-loop back-off.
+                let mut wait: Option<(&'static str, String)> = None;
+                if hc.proc.is_none() {
+                    let restart = hc
+                        .exited
+                        .as_ref()
+                        .is_none_or(|(_, _, code)| restarts(policy, *code));
+                    let backoff = hc
+                        .exited
+                        .as_ref()
+                        .and_then(|(_, at, _)| in_backoff(hc.backoff, *at));
+                    if restart && let Some(b) = backoff {
+                        // doBackOff: the waiting reason is kubecontainer.ErrCrashLoopBackOff,
+                        // the message its error, and a BackOff Event (one per back-off here;
+                        // the kubelet records one per sync, which the recorder aggregates).
+                        let pod_desc = format!("{pname}_{pns}({uid})");
+                        wait = Some((
+                            "CrashLoopBackOff",
+                            format!(
+                                "back-off {} restarting failed container={cname} pod={pod_desc}",
+                                go_seconds(b)
+                            ),
+                        ));
+                        if hc.backoff_event != Some(hc.attempt) {
+                            hc.backoff_event = Some(hc.attempt);
+                            events.push((
+                                "Warning",
+                                "BackOff",
+                                format!(
+                                    "Back-off restarting failed container {cname} in pod {pod_desc}"
+                                ),
+                            ));
                         }
-                        Err(e) => eprintln!("realcluster node agent: {e}"),
+                    } else if restart {
+                        let base = format!("{}-{}", k.replace('/', "_"), &uid[..uid.len().min(8)]);
+                        match self.start_host(
+                            host,
+                            c,
+                            &base,
+                            hc.attempt + u32::from(hc.exited.is_some()),
+                        ) {
+                            Ok(p) => {
+                                if let Some((term, at, _)) = hc.exited.take() {
+                                    // doBackOff's `backOff.Next(key, finishedAt)` before the
+                                    // restart; the exited container becomes lastState.
+                                    hc.backoff =
+                                        Some((next_backoff(hc.backoff, at), Instant::now()));
+                                    hc.last = Some(term);
+                                    hc.attempt += 1;
+                                }
+                                hc.started_at = now();
+                                hc.container_id = format!(
+                                    "containerd://{:064x}",
+                                    std::time::SystemTime::now()
+                                        .duration_since(std::time::UNIX_EPOCH)
+                                        .unwrap_or_default()
+                                        .as_nanos()
+                                );
+                                self.logs.register_file(pns, pname, cname, p.log_path());
+                                hc.proc = Some(p);
+                                hc.start_error = None;
+                                // kuberuntime_container.go startContainer and
+                                // images/image_manager.go (v1.36 wording).
+                                events.push((
+                                    "Normal",
+                                    "Pulled",
+                                    format!(
+                                        "Container image \"{image}\" already present on machine"
+                                    ),
+                                ));
+                                events.push(("Normal", "Created", "Container created".to_owned()));
+                                events.push(("Normal", "Started", "Container started".to_owned()));
+                            }
+                            Err(e) => {
+                                let e = e.to_string();
+                                if hc.start_error.as_deref() != Some(e.as_str()) {
+                                    eprintln!("realcluster node agent: {e}");
+                                }
+                                hc.start_error = Some(e);
+                            }
+                        }
+                    }
+                    if hc.proc.is_none()
+                        && wait.is_none()
+                        && let Some(e) = &hc.start_error
+                    {
+                        wait = Some(("RunContainerError", e.clone()));
                     }
                 }
-                statuses.push(json!({"name": cname, "image": image, "imageID": format!("{image}@sha256:{:0>64}", 0),
-                    "ready": st.proc.is_some(), "started": st.proc.is_some(), "restartCount": 0,
-                    "state": {"running": {"startedAt": start}}}));
-                all_ok &= st.proc.is_some();
+                let term_state = |t: &Option<Value>| match t {
+                    Some(t) => json!({"terminated": t}),
+                    None => json!({}),
+                };
+                let (state, last) = if hc.proc.is_some() {
+                    (
+                        json!({"running": {"startedAt": hc.started_at}}),
+                        term_state(&hc.last),
+                    )
+                } else if let Some((reason, message)) = wait {
+                    // kubelet_pods.go convertToAPIContainerStatuses: a container to be
+                    // restarted is Waiting with the start failure's reason, and its
+                    // terminated state moves to lastState.
+                    let last = match &hc.exited {
+                        Some((t, _, _)) => json!({"terminated": t}),
+                        None => term_state(&hc.last),
+                    };
+                    (
+                        json!({"waiting": {"reason": reason, "message": message}}),
+                        last,
+                    )
+                } else if let Some((t, _, _)) = &hc.exited {
+                    (json!({"terminated": t}), term_state(&hc.last))
+                } else {
+                    (
+                        json!({"waiting": {"reason": "ContainerCreating"}}),
+                        json!({}),
+                    )
+                };
+                let is_running = hc.proc.is_some();
+                match (&state["terminated"], &last["terminated"]) {
+                    (t, _) if t.is_object() => {
+                        stopped += 1;
+                        if t["exitCode"] == 0 {
+                            succeeded += 1;
+                        }
+                    }
+                    _ if is_running => running += 1,
+                    (_, l) if l.is_object() => stopped += 1,
+                    _ => waiting += 1,
+                }
+                if !is_running {
+                    unready.push(cname);
+                }
+                let mut cs = json!({"name": cname, "image": image,
+                    "imageID": format!("{image}@sha256:{:0>64}", 0),
+                    "ready": is_running, "started": is_running, "restartCount": hc.attempt,
+                    "state": state, "lastState": last});
+                if !hc.container_id.is_empty() {
+                    cs["containerID"] = json!(hc.container_id);
+                }
+                statuses.push(cs);
                 continue;
             }
             if self.registry.can_pull(image) {
                 let state = if is_job {
+                    stopped += 1;
+                    succeeded += 1;
+                    unready.push(cname);
                     json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": start, "finishedAt": start}})
                 } else {
+                    running += 1;
                     json!({"running": {"startedAt": start}})
                 };
                 statuses.push(json!({"name": cname, "image": image,
                     "imageID": format!("{}@sha256:{:0>64}", twin::workload::normalize_image(image), 0),
                     "ready": !is_job, "started": !is_job, "restartCount": 0, "state": state}));
             } else {
-                all_ok = false;
+                pulls_ok = false;
+                waiting += 1;
+                unready.push(cname);
                 let failed_at = *st.pull_failed_at.get_or_insert_with(Instant::now);
                 let full = twin::workload::normalize_image(image);
                 let (reason, message) = if failed_at.elapsed() >= IMAGE_BACKOFF {
@@ -481,34 +711,55 @@ impl Agent {
             }
         }
         st.last_reason = reason_now;
-        if all_ok {
+        if pulls_ok {
             st.pull_failed_at = None;
         }
-        let ready = all_ok && !is_job;
-        let phase = match (all_ok, is_job) {
-            (true, true) => "Succeeded",
-            (true, false) => "Running",
-            _ => "Pending",
+        // kubelet_pods.go getPhase (regular containers, no init containers here).
+        let phase = if waiting > 0 {
+            "Pending"
+        } else if running > 0 {
+            "Running"
+        } else if stopped > 0 {
+            match policy {
+                "Always" => "Running",
+                _ if stopped == succeeded => "Succeeded",
+                "Never" => "Failed",
+                _ => "Running",
+            }
+        } else {
+            "Pending"
+        };
+        let terminal = phase == "Succeeded" || phase == "Failed";
+        // pkg/kubelet/status/generate.go GenerateContainersReadyCondition /
+        // GeneratePodReadyCondition: not ready while any container is not ready, naming them
+        // ("containers with unready status: [manager]"); a pod that has completed reads
+        // PodCompleted.
+        let ready = unready.is_empty() && !terminal;
+        let changed_at = match &st.ready {
+            Some((r, at)) if *r == ready => at.clone(),
+            _ => {
+                let at = if st.ready.is_none() {
+                    start.clone()
+                } else {
+                    now()
+                };
+                st.ready = Some((ready, at.clone()));
+                at
+            }
         };
         let tf = |b: bool| if b { "True" } else { "False" };
         let mut ready_cond =
-            json!({"type": "Ready", "status": tf(ready), "lastTransitionTime": start});
-        let mut cr_cond =
-            json!({"type": "ContainersReady", "status": tf(ready), "lastTransitionTime": start});
-        if !ready && !is_job {
-            let names: Vec<&str> = containers
-                .iter()
-                .filter_map(|c| c["name"].as_str())
-                .collect();
-            let msg = format!("containers with unready status: [{}]", names.join(" "));
+            json!({"type": "Ready", "status": tf(ready), "lastTransitionTime": changed_at});
+        let mut cr_cond = json!({"type": "ContainersReady", "status": tf(ready), "lastTransitionTime": changed_at});
+        if terminal && phase == "Succeeded" {
+            for c in [&mut ready_cond, &mut cr_cond] {
+                c["reason"] = json!("PodCompleted");
+            }
+        } else if !ready {
+            let msg = format!("containers with unready status: [{}]", unready.join(" "));
             for c in [&mut ready_cond, &mut cr_cond] {
                 c["reason"] = json!("ContainersNotReady");
                 c["message"] = json!(msg);
-            }
-        }
-        if is_job && all_ok {
-            for c in [&mut ready_cond, &mut cr_cond] {
-                c["reason"] = json!("PodCompleted");
             }
         }
         let status = json!({
@@ -531,6 +782,59 @@ impl Agent {
         }
         st.written = Some(status.clone());
         (Some(status), events)
+    }
+
+    /// Starts the host process of container `c` (image `host`) of the pod whose processes are
+    /// named `base`, for its `attempt`-th run (log file `<base>.log`, then `<base>-<attempt>.log`,
+    /// so the previous run's log stays for `kubectl logs --previous`).
+    fn start_host(
+        &self,
+        host: &HostImage,
+        c: &Value,
+        base: &str,
+        attempt: u32,
+    ) -> Result<Proc, crate::Error> {
+        let args: Vec<String> = c["args"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut env: Vec<(OsString, OsString)> = host
+            .env
+            .iter()
+            .map(|(a, b)| (OsString::from(a), OsString::from(b)))
+            .collect();
+        // The pod's own /tmp, as the Flux Deployments mount an emptyDir there
+        // (kustomize-controller and source-controller config/manager/deployment.yaml, volume
+        // `temp`/`tmp`): Go's os.TempDir() reads TMPDIR. An emptyDir lives as long as the pod,
+        // so a restarted container gets the same one. Never the host's shared /tmp:
+        // kustomize-controller v1.9.6 main.go purgeStaleTempDirs removes every
+        // `kustomization-*` directory in os.TempDir() when it starts, so one controller
+        // starting (another cluster, a restarted pod) deleted the artifact directories of runs
+        // in flight in every other cluster on the machine ("kustomize build failed: ... lstat
+        // /tmp/kustomization-N: no such file or directory"), and with a long interval the
+        // failed run was never retried.
+        match self.pod_tmp(base) {
+            Ok(tmp) => env.push(("TMPDIR".into(), tmp.into_os_string())),
+            Err(e) => eprintln!("realcluster node agent: {e}"),
+        }
+        let spec = Spec {
+            name: if attempt == 0 {
+                base.to_owned()
+            } else {
+                format!("{base}-{attempt}")
+            },
+            program: host.program.clone(),
+            args: (host.rewrite)(&args)
+                .into_iter()
+                .map(OsString::from)
+                .collect(),
+            env,
+        };
+        Proc::start(&spec, &self.log_dir)
     }
 
     async fn event(&self, pod: &Value, type_: &str, reason: &str, message: &str) {

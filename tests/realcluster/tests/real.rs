@@ -515,3 +515,172 @@ spec:
         .collect();
     assert_eq!(names, [format!("sh.helm.release.v1.{release}.v1")]);
 }
+
+/// The back-off of a crash-looping container after `restarts` restarts, as the kubelet words
+/// it: 10 s after the second exit (the first restarts at once), doubling per restart, capped at
+/// 5 min (client-go flowcontrol.Backoff with kubelet.go `initialCrashLoopBackOff` and
+/// `MaxCrashLoopBackOff`), printed as a Go duration.
+fn backoff_after(restarts: u64) -> String {
+    let s = (10u64 << (restarts.max(1) - 1).min(5)).min(300);
+    if s < 60 {
+        format!("{s}s")
+    } else {
+        format!("{}m{}s", s / 60, s % 60)
+    }
+}
+
+/// A controller whose process exits is reported as a kubelet reports it: kustomize-controller
+/// v1.9.6 run with an unknown feature gate exits 1 at once (main.go: `unable to load feature
+/// gates`, fluxcd/pkg runtime/features `feature-gate 'NoSuchGate' not supported`). In a
+/// Deployment's pod (restartPolicy Always) it is restarted, then held in CrashLoopBackOff with
+/// the kubelet's message and doubling back-off, restartCount counting the restarts, lastState
+/// the exit; the pod and the container are not ready, and the real deployment controller marks
+/// the Deployment unavailable. `kubectl logs --previous` shows the exited run's log. A pod
+/// with restartPolicy Never ends Failed, not restarted. Its own namespace of the shared
+/// cluster; the cluster's own kustomize-controller is not touched.
+#[test]
+fn an_exited_controller_crash_loops_as_a_kubelet_reports_it() {
+    let c = cluster();
+    let image = format!("ghcr.io/fluxcd/kustomize-controller:{}", bins::KC_CURRENT);
+    c.apply_yaml(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: crashloop}}\n---\n\
+apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: crashy, namespace: crashloop}}\n\
+spec:\n  replicas: 1\n  selector: {{matchLabels: {{app: crashy}}}}\n  template:\n    metadata: {{labels: {{app: crashy}}}}\n    spec:\n      containers:\n      - name: manager\n        image: {image}\n        args: [--log-encoding=json, --feature-gates=NoSuchGate=true]\n---\n\
+apiVersion: v1\nkind: Pod\nmetadata: {{name: once, namespace: crashloop}}\n\
+spec:\n  restartPolicy: Never\n  containers:\n  - name: manager\n    image: {image}\n    args: [--log-encoding=json, --feature-gates=NoSuchGate=true]\n"
+    ))
+    .unwrap();
+    let crashing = |min_restarts: u64| {
+        eventually(
+            Duration::from_secs(120),
+            &format!("crashy in CrashLoopBackOff after {min_restarts}+ restarts"),
+            || {
+                let pods = c.get_json(&["-n", "crashloop", "get", "pods", "-l", "app=crashy"]);
+                let pod = pods["items"].as_array()?.first()?.clone();
+                let cs = &pod["status"]["containerStatuses"][0];
+                (cs["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+                    && cs["restartCount"].as_u64()? >= min_restarts)
+                    .then_some(pod)
+            },
+        )
+    };
+    let pod = crashing(1);
+    let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
+    let uid = pod["metadata"]["uid"].as_str().unwrap().to_owned();
+    let cs = &pod["status"]["containerStatuses"][0];
+    let n = cs["restartCount"].as_u64().unwrap();
+    assert_eq!(
+        cs["state"]["waiting"]["message"],
+        format!(
+            "back-off {} restarting failed container=manager pod={name}_crashloop({uid})",
+            backoff_after(n)
+        ),
+        "{pod:#}"
+    );
+    let last = &cs["lastState"]["terminated"];
+    assert_eq!(last["exitCode"], 1, "{pod:#}");
+    assert_eq!(last["reason"], "Error", "{pod:#}");
+    for f in ["startedAt", "finishedAt", "containerID"] {
+        assert!(last[f].is_string(), "{f}: {pod:#}");
+    }
+    assert_eq!(cs["ready"], false, "{pod:#}");
+    assert_eq!(cs["started"], false, "{pod:#}");
+    // kubelet getPhase: restartPolicy Always, every container restarting: Running.
+    assert_eq!(pod["status"]["phase"], "Running", "{pod:#}");
+    for t in ["Ready", "ContainersReady"] {
+        let cond = condition(&pod, t);
+        assert_eq!(cond["status"], "False", "{t}: {pod:#}");
+        assert_eq!(cond["reason"], "ContainersNotReady", "{t}: {pod:#}");
+        assert_eq!(
+            cond["message"], "containers with unready status: [manager]",
+            "{t}: {pod:#}"
+        );
+    }
+    // The real deployment controller: no available replica, Available False.
+    let d = eventually(Duration::from_secs(60), "crashy unavailable", || {
+        let d = c.get_json(&["-n", "crashloop", "get", "deployment", "crashy"]);
+        (condition(&d, "Available")["status"] == "False" && d["status"]["unavailableReplicas"] == 1)
+            .then_some(d)
+    });
+    assert_eq!(
+        condition(&d, "Available")["reason"],
+        "MinimumReplicasUnavailable",
+        "{d:#}"
+    );
+    assert!(d["status"]["readyReplicas"].is_null(), "{d:#}");
+    // The next restart, and the back-off doubled.
+    let pod = crashing(n + 1);
+    let cs = &pod["status"]["containerStatuses"][0];
+    let m = cs["restartCount"].as_u64().unwrap();
+    assert_eq!(
+        pod["metadata"]["uid"],
+        uid.as_str(),
+        "the same pod restarts"
+    );
+    assert_eq!(
+        cs["state"]["waiting"]["message"],
+        format!(
+            "back-off {} restarting failed container=manager pod={name}_crashloop({uid})",
+            backoff_after(m)
+        ),
+        "{pod:#}"
+    );
+    // The exited run's own log, through the real apiserver's pods/log.
+    let prev = c
+        .kubectl(&[
+            "-n",
+            "crashloop",
+            "logs",
+            &name,
+            "-c",
+            "manager",
+            "--previous",
+        ])
+        .unwrap();
+    assert!(
+        prev.contains("\"msg\":\"unable to load feature gates\"")
+            && prev.contains("feature-gate 'NoSuchGate' not supported"),
+        "{prev}"
+    );
+    let events = c.get_json(&[
+        "-n",
+        "crashloop",
+        "get",
+        "events",
+        "--field-selector",
+        &format!("involvedObject.name={name},reason=BackOff"),
+    ]);
+    assert!(
+        events["items"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|e| e["message"]
+                == format!(
+                    "Back-off restarting failed container manager in pod {name}_crashloop({uid})"
+                )
+                && e["type"] == "Warning")),
+        "{events:#}"
+    );
+
+    // restartPolicy Never: terminated, not restarted, the pod Failed.
+    let once = eventually(Duration::from_secs(60), "pod once Failed", || {
+        let p = c.get_json(&["-n", "crashloop", "get", "pod", "once"]);
+        (p["status"]["phase"] == "Failed").then_some(p)
+    });
+    let cs = &once["status"]["containerStatuses"][0];
+    assert_eq!(cs["state"]["terminated"]["exitCode"], 1, "{once:#}");
+    assert_eq!(cs["state"]["terminated"]["reason"], "Error", "{once:#}");
+    assert_eq!(cs["restartCount"], 0, "{once:#}");
+    assert_eq!(cs["lastState"], serde_json::json!({}), "{once:#}");
+    let err = c
+        .kubectl(&["-n", "crashloop", "logs", "once", "--previous"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("previous terminated container \"manager\" in pod \"once\" not found"),
+        "{err}"
+    );
+    let log = c.kubectl(&["-n", "crashloop", "logs", "once"]).unwrap();
+    assert!(log.contains("unable to load feature gates"), "{log}");
+    c.kubectl(&["delete", "namespace", "crashloop", "--wait=false"])
+        .unwrap();
+}
