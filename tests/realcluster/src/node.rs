@@ -16,6 +16,19 @@
 //! - Runs pods of the Flux controllers' images as real host processes (the Go binaries built
 //!   by build.sh), with the pod's own args, so a controller's version and feature gates are the
 //!   ones in its Deployment, and deleting the pod restarts the controller (see [`HostImages`]).
+//!   A process that exits is reported as the kubelet reports an exited container
+//!   (kubelet_pods.go `convertToAPIContainerStatuses` and `getPhase`, kuberuntime_manager.go
+//!   `doBackOff`): `state.terminated` {exitCode, reason `Error` (non-zero) or `Completed`
+//!   (0), startedAt, finishedAt, containerID}; restarted per `restartPolicy` (Always;
+//!   OnFailure after a non-zero exit; Never not, the pod then Failed or Succeeded); the first
+//!   exit restarts at once, each later one waits in `CrashLoopBackOff` with the kubelet's
+//!   message `back-off 10s restarting failed container=NAME pod=POD_NS(UID)` and a `BackOff`
+//!   Event, the back-off doubling per restart to 5 min ([`CRASH_LOOP_BACKOFF`],
+//!   [`MAX_CRASH_LOOP_BACKOFF`], reset after [`CRASH_LOOP_RESET`]); `restartCount` is the
+//!   restarts so far, `lastState.terminated` the run before; the container is not ready and the
+//!   pod's Ready and ContainersReady conditions are False (`ContainersNotReady`, `containers
+//!   with unready status: [NAME]`), so the real deployment controller counts the replica
+//!   unavailable. The exited run's output is its log for `kubectl logs --previous`.
 //! - Hands pods whose containers all use a probe image (alpine, busybox, alpine/git,
 //!   nicolaka/netshoot) to the pod runtime when one runs ([`crate::kubelet`]: the twin's
 //!   PodExec as a client of this apiserver), which runs them for real in network and mount
@@ -27,8 +40,10 @@
 //!   grace period 0, as the kubelet does once its containers have stopped.
 //!
 //! Where it differs from a kubelet: containers other than the controllers and probe images
-//! never run (no processes, no logs, no probes; ready at once); no restarts or CrashLoopBackOff; no resource
-//! accounting or scheduling constraints; pod IPs are 10.244.0.N from a counter.
+//! never run (no processes, no logs, no probes; ready at once, so they never exit or restart);
+//! a host process has no liveness or readiness probe (ready while it runs), no OOMKilled (no
+//! memory limit), and its restart follows within the agent's 1 s resync of the back-off's end;
+//! no resource accounting or scheduling constraints; pod IPs are 10.244.0.N from a counter.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
