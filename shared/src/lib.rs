@@ -7,6 +7,7 @@
 //! - [`refs`]: `ks/NAME`-style references.
 //! - [`flux`]: typed Flux objects (Kustomization, GitRepository, OCIRepository, image
 //!   automation) and their rules (effective timeout, inventory ids).
+//! - [`klog`]: kubectl's error text without klog's line header.
 //! - [`conditions`], [`kstatus`]: status conditions and kstatus evaluation.
 //! - [`helm`]: HelmRelease status as helm-controller v1.4 writes it (phase, failures, levers).
 //! - [`wait`]: watch-based waiting with a deadline and a progress spinner.
@@ -23,6 +24,7 @@ pub mod envsubst;
 pub mod error;
 pub mod flux;
 pub mod helm;
+pub mod klog;
 pub mod kstatus;
 pub mod output;
 pub mod probe;

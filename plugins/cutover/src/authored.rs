@@ -160,7 +160,9 @@ fn render_dir(dir: &Path, root_path: &str) -> Result<Vec<serde_json::Value>, Aut
         if !out.status.success() {
             return Err(AuthoredError::Render {
                 path: root_path.into(),
-                message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+                // kubectl 1.32 reports through klog: without its header (time, process) and
+                // the `"command failed" err=` wrapper, only kustomize's message.
+                message: cluster_loop::klog::strip_klog(&String::from_utf8_lossy(&out.stderr)),
             });
         }
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -397,5 +399,15 @@ mod tests {
         let e =
             find_authored_url(t.path(), "clusters/prod", "flux-system", "flux-system").unwrap_err();
         assert!(matches!(e, AuthoredError::Render { .. }), "{e}");
+        // kustomize's own message, without klog's header or its structured wrapper (session 6
+        // trial: `E1201 23:01:02.123456  1234 run.go:72] "command failed" err="..."`).
+        let m = e.to_string();
+        assert!(
+            m.starts_with("kubectl kustomize clusters/prod failed: accumulating resources: "),
+            "{m}"
+        );
+        assert!(m.contains("missing.yaml"), "{m}");
+        assert!(!m.contains("run.go:"), "{m}");
+        assert!(!m.contains("command failed"), "{m}");
     }
 }

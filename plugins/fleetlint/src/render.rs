@@ -8,6 +8,7 @@
 //! file, sub-directories with a kustomization as one resource), and `spec.targetNamespace`
 //! becomes the kustomization's `namespace:` (`GenerateManifest`).
 
+use cluster_loop::klog::strip_klog;
 use crate::tree::Repo;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -542,54 +543,6 @@ impl Renderer {
             Err(err.trim().to_string())
         }
     }
-}
-
-/// kubectl's error text without klog's line header, which carries the time and process of
-/// one run (`E1201 18:28:48.123456   2729 run.go:72] `, k8s.io/klog/v2 `formatHeader`:
-/// severity letter, MMDD, hh:mm:ss.uuuuuu, thread id, file:line, `] `) and so must never be
-/// shown from the render cache as if it were this run's. kubectl 1.32's structured form
-/// `"command failed" err=<` followed by the tab-indented message and ` >` (klog's multi-line
-/// value, klog/v2 internal/serialize) becomes that message; `error: ` (kubectl's
-/// `cmdutil.CheckErr`) is kept. Text without a header is returned unchanged.
-pub fn strip_klog(s: &str) -> String {
-    static HEADER: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    let header = HEADER.get_or_init(|| {
-        regex::Regex::new(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [^\s\]]+:\d+\] ")
-            .expect("klog header regex")
-    });
-    let mut out: Vec<String> = Vec::new();
-    let mut lines = s.lines();
-    while let Some(line) = lines.next() {
-        let Some(m) = header.find(line) else {
-            out.push(line.to_string());
-            continue;
-        };
-        let rest = &line[m.end()..];
-        if let Some(msg) = rest.strip_suffix("err=<") {
-            // "command failed" err=<\n\t<message lines>\n >
-            let msg = msg.trim().trim_matches('"');
-            let mut block = Vec::new();
-            for l in lines.by_ref() {
-                if l.trim() == ">" {
-                    break;
-                }
-                block.push(l.strip_prefix('\t').unwrap_or(l).to_string());
-            }
-            if block.is_empty() && !msg.is_empty() {
-                out.push(msg.to_string());
-            }
-            out.extend(block);
-        } else if let Some((_, err)) = rest.split_once(" err=\"") {
-            // "command failed" err="<message>" (a one-line value, Go-quoted)
-            let err = err.strip_suffix('"').unwrap_or(err);
-            let err = serde_json::from_str::<String>(&format!("\"{err}\""))
-                .unwrap_or_else(|_| err.to_string());
-            out.push(err);
-        } else {
-            out.push(rest.to_string());
-        }
-    }
-    out.join("\n").trim().to_string()
 }
 
 /// A directory for messages ("." for the repository root).
