@@ -132,9 +132,9 @@ mod tests {
         assert!(!clean.contains("run.go"), "{clean}");
         assert!(!clean.contains("command failed"), "{clean}");
         assert!(
-            !clean
-                .lines()
-                .any(|l| l.len() > 5 && l.as_bytes()[0] == b'E' && l[1..5].bytes().all(|b| b.is_ascii_digit())),
+            !clean.lines().any(|l| l.len() > 5
+                && l.as_bytes()[0] == b'E'
+                && l[1..5].bytes().all(|b| b.is_ascii_digit())),
             "{clean}"
         );
     }

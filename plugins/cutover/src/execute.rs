@@ -478,8 +478,24 @@ pub struct FinishReport {
     /// `--timeout` passed: nothing was judged (`verified` is false, the hold stays). `null`
     /// otherwise.
     pub in_progress_at_deadline: Option<StillInProgress>,
+    /// The Flux controllers found not running when `--finish` started
+    /// ([`controller_not_running`]): then nothing was waited for, judged or changed
+    /// (`verified` false, exit 1). Empty when both run.
+    pub stopped_controllers: Vec<StoppedController>,
     /// What was found, one line per fact.
     pub notes: Vec<String>,
+}
+
+/// A Flux controller Deployment (in `flux-system`) that runs no controller.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct StoppedController {
+    /// `source-controller` or `kustomize-controller`.
+    pub name: String,
+    /// Why it runs none, e.g. `0 replicas` ([`cluster_loop::flux::deployment_not_running`]).
+    pub reason: String,
+    /// The command that starts it ([`scale_up_command`]).
+    pub command: String,
 }
 
 /// An object `--finish` waited for that was still mid-reconcile at the deadline.
@@ -783,14 +799,25 @@ pub async fn finish(
     timeout: Duration,
     progress: &Progress,
 ) -> Result<FinishReport> {
-    let mut report = finish_inner(conn, ns, name, timeout, progress).await?;
+    // The controllers first: a stopped one makes any wait useless (nothing fetches, nothing
+    // applies), so it is said at once, with the lever, and nothing is changed (session 6
+    // trial: --finish waited its whole --timeout before saying so).
+    let stopped = stopped_controller_list(conn).await;
+    let mut report = if stopped.is_empty() {
+        finish_inner(conn, ns, name, timeout, progress).await?
+    } else {
+        finish_refused(conn, ns, name, stopped).await?
+    };
     if !report.verified && !report.hold_removed {
-        // Every run names a hold it leaves in place (one a killed --hold-root run left, too).
+        // Every run names a hold it leaves in place, and who left it (an interrupted run, a
+        // --hold-root run that ended, someone else).
         let api: Api<GitRepository> = Api::namespaced(conn.client.clone(), ns);
         if let Ok(repo) = api.get(name).await
-            && crate::preflight::is_held(&repo)
+            && let Some(origin) = crate::preflight::hold_origin(&repo)
         {
-            report.notes.push(crate::preflight::hold_message(ns, name));
+            report
+                .notes
+                .push(crate::preflight::hold_message(ns, name, &origin));
         }
     }
     if report.in_progress_at_deadline.is_some() {
@@ -824,18 +851,91 @@ pub fn scale_up_command(name: &str) -> String {
     format!("kubectl -n {ns} scale deployment {name} --replicas=1")
 }
 
+/// What each of source-controller and kustomize-controller does for `--finish`: fetch the
+/// GitRepository, apply the root Kustomization.
+const FINISH_CONTROLLERS: [(&str, &str); 2] = [
+    ("source-controller", "nothing fetches the GitRepository"),
+    (
+        "kustomize-controller",
+        "nothing applies the root Kustomization",
+    ),
+];
+
+/// source-controller and kustomize-controller (Deployments in `flux-system`) that run no
+/// controller ([`controller_not_running`]), in that order. Unreadable Deployments count as
+/// running (best effort: Flux installed elsewhere, no RBAC to read Deployments).
+pub async fn stopped_controller_list(conn: &Connection) -> Vec<StoppedController> {
+    let mut out = vec![];
+    for (name, _) in FINISH_CONTROLLERS {
+        if let Some(reason) = controller_not_running(conn, name).await {
+            out.push(StoppedController {
+                name: name.to_string(),
+                reason,
+                command: scale_up_command(name),
+            });
+        }
+    }
+    out
+}
+
+/// The note of `--finish` for a controller found stopped before it started: what it does not
+/// do, that nothing was waited for or changed, and the command that starts it.
+pub fn finish_stopped_note(c: &StoppedController) -> String {
+    let does = FINISH_CONTROLLERS
+        .iter()
+        .find(|(n, _)| *n == c.name)
+        .map(|(_, d)| *d)
+        .unwrap_or("it does nothing");
+    format!(
+        "{} in {} is not running ({}): {does} until it runs, so --finish cannot verify and \
+         does not wait; nothing changed. Start it ({}), then run --finish again",
+        c.name,
+        cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
+        c.reason,
+        c.command
+    )
+}
+
+/// `--finish` with a Flux controller stopped ([`stopped_controller_list`]): reads the
+/// GitRepository only (it must exist: exit 3 otherwise), judges nothing, writes nothing. The
+/// notes name each stopped controller ([`finish_stopped_note`]) and an interrupted run's mark.
+async fn finish_refused(
+    conn: &Connection,
+    ns: &str,
+    name: &str,
+    stopped: Vec<StoppedController>,
+) -> Result<FinishReport> {
+    let api: Api<GitRepository> = Api::namespaced(conn.client.clone(), ns);
+    let repo = api.get(name).await.api_context(|| {
+        conn.ctx()
+            .verb("get")
+            .resource_of::<GitRepository>()
+            .namespace(Some(ns))
+            .name(name)
+    })?;
+    let mut notes: Vec<String> = stopped.iter().map(finish_stopped_note).collect();
+    if let Some(m) = InFlight::of(&repo) {
+        notes.push(m.message(ns, name, &repo.spec.url));
+    }
+    Ok(FinishReport {
+        verified: false,
+        live_url: repo.spec.url.clone(),
+        root_revision: None,
+        authored_url: None,
+        authored_at: None,
+        hold_removed: false,
+        in_progress_at_deadline: None,
+        stopped_controllers: stopped,
+        notes,
+    })
+}
+
 /// Notes for each of source-controller and kustomize-controller (Deployments in
 /// `flux-system`, the flux CLI's default) that runs no controller
 /// ([`controller_not_running`]). Unreadable Deployments say nothing.
 async fn stopped_controllers(conn: &Connection) -> Vec<String> {
     let mut notes = vec![];
-    for (name, does) in [
-        ("source-controller", "nothing fetches the GitRepository"),
-        (
-            "kustomize-controller",
-            "nothing applies the root Kustomization",
-        ),
-    ] {
+    for (name, does) in FINISH_CONTROLLERS {
         if let Some(why) = controller_not_running(conn, name).await {
             let ns = cluster_loop::cli::FLUX_DEFAULT_NAMESPACE;
             notes.push(format!(
@@ -876,6 +976,7 @@ async fn finish_inner(
         authored_at: None,
         hold_removed: false,
         in_progress_at_deadline: None,
+        stopped_controllers: vec![],
         notes: vec![],
     };
     if let Some(m) = InFlight::of(&repo) {
@@ -1297,6 +1398,7 @@ mod tests {
                 root: None,
                 root_found_by: None,
                 held: false,
+                hold_origin: None,
                 url_manager: None,
             },
             new_head: None,

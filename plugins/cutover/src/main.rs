@@ -316,6 +316,10 @@ async fn run(cli: Cli) -> Result<i32> {
                 "{}",
                 if report.verified {
                     out.ok("verified: the committed and live spec.url agree")
+                } else if !report.stopped_controllers.is_empty() {
+                    out.err(
+                        "not judged: a Flux controller is not running (see above); nothing changed",
+                    )
                 } else if report.in_progress_at_deadline.is_some() {
                     out.warn(
                         "not judged: still mid-reconcile at the --timeout deadline (see above)",
@@ -410,7 +414,7 @@ async fn run(cli: Cli) -> Result<i32> {
             );
         } else {
             for c in pre.checks.iter().filter(|c| c.result != CheckResult::Ok) {
-                println!("{} {:<9} {}", out.warn("warn"), c.id, c.message);
+                println!("{} {:<9} {}", check_tag(c.result, &out), c.id, c.message);
             }
             println!(
                 "gitrepository {ns}/{} already points there ({to}); nothing to do{}",
@@ -593,9 +597,12 @@ async fn run(cli: Cli) -> Result<i32> {
                 if let Some(p) = &report.rollback_patch {
                     println!("restored with merge patch {p}");
                 }
-                if pre.current.held {
+                if let Some(origin) = &pre.current.hold_origin {
                     // The hold was there before this run, so the rollback kept it.
-                    println!("{}", out.warn(&preflight::hold_message(&ns, &source.name)));
+                    println!(
+                        "{}",
+                        out.warn(&preflight::hold_message(&ns, &source.name, origin))
+                    );
                 }
             }
         }
@@ -647,6 +654,15 @@ fn validate_to(to: &str) -> Result<()> {
     Ok(())
 }
 
+/// A check's tag as every text line shows it: `ok  `, `warn`, `FAIL` (the JSON `result`).
+fn check_tag(r: CheckResult, out: &Painter) -> String {
+    match r {
+        CheckResult::Ok => out.ok("ok  "),
+        CheckResult::Warn => out.warn("warn"),
+        CheckResult::Fail => out.err("FAIL"),
+    }
+}
+
 fn print_preflight(pre: &Preflight, out: &Painter) {
     println!("{} {} -> {}", out.bold("cutover"), pre.source, pre.to);
     println!("  runs {} from {}", pre.current.revision, pre.current.url);
@@ -682,12 +698,7 @@ fn print_preflight(pre: &Preflight, out: &Painter) {
     }
     println!();
     for c in &pre.checks {
-        let tag = match c.result {
-            CheckResult::Ok => out.ok("ok  "),
-            CheckResult::Warn => out.warn("warn"),
-            CheckResult::Fail => out.err("FAIL"),
-        };
-        println!("{tag} {:<9} {}", c.id, c.message);
+        println!("{} {:<9} {}", check_tag(c.result, out), c.id, c.message);
     }
     if let Some(ic) = &pre.in_cluster {
         print_in_cluster(ic);

@@ -170,6 +170,9 @@ pub struct Current {
     /// (what `--hold-root` adds): kustomize-controller skips the object, so the root neither
     /// reverts nor applies its spec.url while it is there.
     pub held: bool,
+    /// Who left the hold, read from the object ([`hold_origin`]); absent when not held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hold_origin: Option<HoldOrigin>,
 }
 
 /// A Kustomization that reads from the source.
@@ -455,6 +458,7 @@ pub async fn read_current(
         root,
         root_found_by,
         held: is_held(&repo),
+        hold_origin: hold_origin(&repo),
         url_manager: url_field_manager(&repo),
     };
     Ok((repo, current))
@@ -539,11 +543,28 @@ pub async fn preflight(
     // only roll back at --timeout blaming nobody in particular (session 6 trial, D). Refused
     // before any write, with the lever. A stopped kustomize-controller reverts nothing and
     // applies nothing: said, not refused (--hold-root and the authored change still work).
+    // --to the live URL (same secret, no interrupted run): nothing to patch, so nothing is
+    // refused; what would refuse a move is said as a warning, with the same lever, and the
+    // JSON says what the text says (warn, exit 0).
+    let no_op = InFlight::of(&repo).is_none()
+        && current.url == req.to
+        && req
+            .secret
+            .as_ref()
+            .is_none_or(|s| current.secret_ref.as_ref() == Some(s));
     if let Some(why) = crate::execute::controller_not_running(conn, "source-controller").await {
-        checks.push(Check {
-            id: "controller",
-            result: CheckResult::Fail,
-            message: source_controller_stopped_message(&req.namespace, &req.name, &why),
+        checks.push(if no_op {
+            Check {
+                id: "controller",
+                result: CheckResult::Warn,
+                message: source_controller_stopped_no_op_message(&req.namespace, &req.name, &why),
+            }
+        } else {
+            Check {
+                id: "controller",
+                result: CheckResult::Fail,
+                message: source_controller_stopped_message(&req.namespace, &req.name, &why),
+            }
         });
     }
     if let Some(why) = crate::execute::controller_not_running(conn, "kustomize-controller").await {
@@ -556,8 +577,21 @@ pub async fn preflight(
     if repo.suspended() {
         checks.push(Check {
             id: "source-suspended",
-            result: CheckResult::Fail,
-            message: suspended_source_message(&req.namespace, &req.name),
+            result: if no_op {
+                CheckResult::Warn
+            } else {
+                CheckResult::Fail
+            },
+            message: if no_op {
+                format!(
+                    "GitRepository {0}/{1} is suspended (spec.suspend: true): source-controller \
+                     fetches nothing while it is; no patch is needed here, but resume it to \
+                     fetch again (flux resume source git {1} -n {0})",
+                    req.namespace, req.name
+                )
+            } else {
+                suspended_source_message(&req.namespace, &req.name)
+            },
         });
     }
     if let Some(root) = current.root.as_ref().filter(|r| r.suspended) {
@@ -567,11 +601,11 @@ pub async fn preflight(
             message: suspended_root_message(&root.name),
         });
     }
-    if current.held {
+    if let Some(origin) = &current.hold_origin {
         checks.push(Check {
             id: "hold",
             result: CheckResult::Warn,
-            message: hold_message(&req.namespace, &req.name),
+            message: hold_message(&req.namespace, &req.name, origin),
         });
     }
     let in_flight = InFlight::of(&repo);
@@ -595,12 +629,7 @@ pub async fn preflight(
             };
             return Ok((repo, finish(pre)));
         }
-    } else if current.url == req.to
-        && req
-            .secret
-            .as_ref()
-            .is_none_or(|s| current.secret_ref.as_ref() == Some(s))
-    {
+    } else if no_op {
         checks.push(Check {
             id: "target",
             result: CheckResult::Ok,
@@ -870,6 +899,12 @@ pub async fn preflight(
 /// moves ownership of the fields it changed to its manager), the latest by `time` when several
 /// list it. `None` when no entry does.
 pub fn url_field_manager(repo: &GitRepository) -> Option<String> {
+    field_manager(repo, "/f:spec/f:url")
+}
+
+/// The field manager owning the field at `pointer` (a JSON pointer into `fieldsV1`, e.g.
+/// `/f:spec/f:url`), by the rule of [`url_field_manager`].
+fn field_manager(repo: &GitRepository, pointer: &str) -> Option<String> {
     repo.metadata
         .managed_fields
         .as_ref()?
@@ -877,11 +912,56 @@ pub fn url_field_manager(repo: &GitRepository) -> Option<String> {
         .filter(|m| {
             m.fields_v1
                 .as_ref()
-                .and_then(|f| f.0.pointer("/f:spec/f:url"))
+                .and_then(|f| f.0.pointer(pointer))
                 .is_some()
         })
         .max_by_key(|m| m.time.as_ref().map(|t| t.0))
         .and_then(|m| m.manager.clone())
+}
+
+/// Who left the [`RECONCILE_ANNOTATION`] hold, read from what the object carries: the
+/// annotation's field manager (metadata.managedFields, as [`url_field_manager`]) and the
+/// in-flight mark ([`IN_FLIGHT_ANNOTATION`]: a run's forward patch writes the mark and the
+/// hold together; a run that ends, proven or rolled back, removes the mark; a rollback also
+/// removes a hold that run added).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "by")]
+pub enum HoldOrigin {
+    /// Field manager `kubectl-cutover` and the in-flight mark still there: the `--hold-root`
+    /// run that added it was killed (SIGKILL) or lost its connection before it ended.
+    InterruptedRun,
+    /// Field manager `kubectl-cutover` and no in-flight mark: a `--hold-root` run added it and
+    /// ended; the hold stays by design until `--finish` proves the root applies the committed
+    /// spec.url.
+    HoldRoot,
+    /// Another field manager (`kubectl-annotate`, `kustomize-controller` applying it from
+    /// Git, ...), or none listed (`manager: null`).
+    #[serde(rename_all = "camelCase")]
+    Other {
+        /// The field manager, when the server listed one.
+        manager: Option<String>,
+    },
+}
+
+/// [`HoldOrigin`] of `repo`'s hold; `None` when it carries none ([`is_held`]).
+pub fn hold_origin(repo: &GitRepository) -> Option<HoldOrigin> {
+    if !is_held(repo) {
+        return None;
+    }
+    let manager = field_manager(
+        repo,
+        &format!(
+            "/f:metadata/f:annotations/f:{}",
+            RECONCILE_ANNOTATION.replace('~', "~0").replace('/', "~1")
+        ),
+    );
+    Some(match manager.as_deref() {
+        Some(crate::execute::FIELD_MANAGER) if InFlight::of(repo).is_some() => {
+            HoldOrigin::InterruptedRun
+        }
+        Some(crate::execute::FIELD_MANAGER) => HoldOrigin::HoldRoot,
+        _ => HoldOrigin::Other { manager },
+    })
 }
 
 /// True when `repo` carries `kustomize.toolkit.fluxcd.io/reconcile: disabled`, the value
@@ -895,16 +975,28 @@ pub fn is_held(repo: &GitRepository) -> bool {
         .is_some_and(|v| v == "disabled")
 }
 
-/// The hold found on the GitRepository, what it does and how to remove it: said by every run
-/// that finds it (a `--hold-root` run killed with SIGKILL leaves it behind, and nothing else
-/// removes it).
-pub fn hold_message(ns: &str, name: &str) -> String {
+/// The hold found on the GitRepository, who left it ([`HoldOrigin`]), what it does and how to
+/// remove it: said by every run that finds it (nothing but `--finish` or a hand edit removes
+/// it). Only a hold whose in-flight mark is still there is called left behind by an
+/// interrupted run; a hold a `--hold-root` run kept when it ended is named as that.
+pub fn hold_message(ns: &str, name: &str, origin: &HoldOrigin) -> String {
+    let who = match origin {
+        HoldOrigin::InterruptedRun => format!(
+            ", left behind by an interrupted kubectl cutover --hold-root run (its \
+             {IN_FLIGHT_ANNOTATION} mark is still there)"
+        ),
+        HoldOrigin::HoldRoot => format!(
+            " that kubectl cutover --hold-root added and keeps until --finish (no cutover is in \
+             flight: no {IN_FLIGHT_ANNOTATION} mark)"
+        ),
+        HoldOrigin::Other { manager: Some(m) } => format!(", set by {m}, not by kubectl cutover"),
+        HoldOrigin::Other { manager: None } => ", set outside kubectl cutover".to_string(),
+    };
     format!(
-        "GitRepository {ns}/{name} carries the hold {RECONCILE_ANNOTATION}: disabled (added by \
-         --hold-root, left behind when that run was killed or not finished): the root \
-         Kustomization neither reverts nor applies its spec.url while it is there. Remove it \
-         once the committed spec.url is the live one: kubectl cutover gitrepository/{name} -n \
-         {ns} --finish (proves the root applies it, then removes the hold), or by hand: \
+        "GitRepository {ns}/{name} carries the hold {RECONCILE_ANNOTATION}: disabled{who}: the \
+         root Kustomization neither reverts nor applies its spec.url while it is there. Remove \
+         it once the committed spec.url is the live one: kubectl cutover gitrepository/{name} \
+         -n {ns} --finish (proves the root applies it, then removes the hold), or by hand: \
          kubectl annotate gitrepository -n {ns} {name} {RECONCILE_ANNOTATION}-"
     )
 }
@@ -930,6 +1022,17 @@ pub fn source_controller_stopped_message(ns: &str, name: &str, why: &str) -> Str
         "source-controller in {} is not running ({why}): nothing fetches GitRepository \
          {ns}/{name} while it is stopped, so no fetch can prove the new URL and the run would \
          roll back at --timeout. Refused: start it first ({})",
+        cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
+        crate::execute::scale_up_command("source-controller")
+    )
+}
+
+/// [`source_controller_stopped_message`] when `--to` is already the live URL: nothing to
+/// patch and nothing refused, but nothing fetches the source either (a warning, exit 0).
+pub fn source_controller_stopped_no_op_message(ns: &str, name: &str, why: &str) -> String {
+    format!(
+        "source-controller in {} is not running ({why}): nothing fetches GitRepository \
+         {ns}/{name} while it is stopped; no patch is needed here, but start it ({})",
         cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
         crate::execute::scale_up_command("source-controller")
     )
@@ -1721,6 +1824,108 @@ mod tests {
             c.message.contains("secret flux-system/creds has no ca.crt"),
             "{}",
             c.message
+        );
+    }
+
+    /// A GitRepository with `annotations` whose hold annotation (if any) was written by
+    /// `manager` (managedFields as the apiserver records an Update).
+    fn held_repo(annotations: serde_json::Value, manager: Option<&str>) -> GitRepository {
+        let mut fields = serde_json::json!({"f:metadata": {"f:annotations": {}}});
+        for k in annotations.as_object().unwrap().keys() {
+            fields["f:metadata"]["f:annotations"][format!("f:{k}")] = serde_json::json!({});
+        }
+        let managed = match manager {
+            Some(m) => serde_json::json!([{"manager": m, "operation": "Update",
+                "apiVersion": "source.toolkit.fluxcd.io/v1", "fieldsType": "FieldsV1",
+                "fieldsV1": fields, "time": "2026-12-01T23:00:00Z"}]),
+            None => serde_json::json!([]),
+        };
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+            "metadata": {"name": "flux-system", "namespace": "flux-system",
+                "annotations": annotations, "managedFields": managed},
+            "spec": {"url": "https://new/x.git", "interval": "1m"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_hold_is_named_by_what_the_object_carries() {
+        let mark = r#"{"from":"https://old/x.git","to":"https://new/x.git","startedAt":"2026-12-01T23:00:00Z"}"#;
+        let hold_and_mark =
+            serde_json::json!({RECONCILE_ANNOTATION: "disabled", IN_FLIGHT_ANNOTATION: mark});
+        let hold = serde_json::json!({RECONCILE_ANNOTATION: "disabled"});
+        // A --hold-root run's forward patch, never ended (SIGKILL): mark and hold.
+        let r = held_repo(hold_and_mark.clone(), Some("kubectl-cutover"));
+        assert_eq!(hold_origin(&r), Some(HoldOrigin::InterruptedRun));
+        // A --hold-root run that ended: its done patch removed the mark, the hold stays.
+        let r = held_repo(hold.clone(), Some("kubectl-cutover"));
+        assert_eq!(hold_origin(&r), Some(HoldOrigin::HoldRoot));
+        // Someone else's hold, with or without a cutover in flight.
+        for a in [hold.clone(), hold_and_mark] {
+            let r = held_repo(a, Some("kubectl-annotate"));
+            assert_eq!(
+                hold_origin(&r),
+                Some(HoldOrigin::Other {
+                    manager: Some("kubectl-annotate".into())
+                })
+            );
+        }
+        let r = held_repo(hold, None);
+        assert_eq!(hold_origin(&r), Some(HoldOrigin::Other { manager: None }));
+        // No hold: no origin (an in-flight mark alone is not a hold).
+        let r = held_repo(
+            serde_json::json!({IN_FLIGHT_ANNOTATION: mark}),
+            Some("kubectl-cutover"),
+        );
+        assert_eq!(hold_origin(&r), None);
+
+        let m = |o| hold_message("ns", "gr", &o);
+        let ended = m(HoldOrigin::HoldRoot);
+        assert!(
+            ended.contains(
+                "disabled that kubectl cutover --hold-root added and keeps until --finish (no \
+                 cutover is in flight: no cutover.cluster-loop.dev/in-flight mark)"
+            ),
+            "{ended}"
+        );
+        assert!(!ended.contains("left behind"), "{ended}");
+        assert!(!ended.contains("interrupted"), "{ended}");
+        let killed = m(HoldOrigin::InterruptedRun);
+        assert!(
+            killed.contains(
+                "disabled, left behind by an interrupted kubectl cutover --hold-root run (its \
+                 cutover.cluster-loop.dev/in-flight mark is still there)"
+            ),
+            "{killed}"
+        );
+        let other = m(HoldOrigin::Other {
+            manager: Some("kubectl-annotate".into()),
+        });
+        assert!(
+            other.contains("disabled, set by kubectl-annotate, not by kubectl cutover: the root"),
+            "{other}"
+        );
+        // Every one says how to remove it.
+        for t in [ended, killed, other] {
+            assert!(
+                t.ends_with(
+                    "kubectl annotate gitrepository -n ns gr kustomize.toolkit.fluxcd.io/reconcile-"
+                ),
+                "{t}"
+            );
+        }
+        // The JSON of the origin (preflight.current.holdOrigin).
+        assert_eq!(
+            serde_json::to_value(HoldOrigin::HoldRoot).unwrap(),
+            serde_json::json!({"by": "holdRoot"})
+        );
+        assert_eq!(
+            serde_json::to_value(HoldOrigin::Other {
+                manager: Some("x".into())
+            })
+            .unwrap(),
+            serde_json::json!({"by": "other", "manager": "x"})
         );
     }
 }

@@ -8,8 +8,8 @@
 //! file, sub-directories with a kustomization as one resource), and `spec.targetNamespace`
 //! becomes the kustomization's `namespace:` (`GenerateManifest`).
 
-use cluster_loop::klog::strip_klog;
 use crate::tree::Repo;
+use cluster_loop::klog::strip_klog;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -36,9 +36,6 @@ const T: Duration = Duration::from_secs(180);
 /// The Secret the cutover moves the source to: the new server's token and CA.
 const NEW_SECRET: &str = "new-creds";
 
-/// The authoring file of the GitRepository and root Kustomization, as bootstrap writes it.
-const SYNC_FILE: &str = "clusters/prod/flux-system/gotk-sync.yaml";
-
 /// One test's fleet: GitRepository + root Kustomization `ns` in namespace `ns`.
 struct Fleet {
     c: &'static Cluster,
@@ -85,15 +82,7 @@ impl Fleet {
         self_applied: bool,
     ) -> Fleet {
         let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
-        let old = GitServer::start(GitServerOptions::default()).unwrap();
-        let new = GitServer::start(GitServerOptions::default()).unwrap();
-        for s in [&old, &new] {
-            s.create_repo("org/fleet", "main").unwrap();
-        }
-        old.set_auth("org/fleet", USER, &[TOKEN]).unwrap();
-        // The new server also takes the token Flux holds (a rotation keeps both valid).
-        new.set_auth("org/fleet", USER, &[TOKEN, NEW_TOKEN])
-            .unwrap();
+        let (old, new) = fleet_servers(GitServerOptions::default());
         let work = tempfile::tempdir().unwrap();
         let w = work.path();
         git(w, &["init", "-q", "-b", "main"], &[]);
@@ -103,55 +92,19 @@ impl Fleet {
         // 5 s (retryInterval; the default is the interval): seen once under load, a build of
         // a complete artifact failed on a missing directory of the controller's temp copy
         // and would otherwise have waited 10 minutes.
-        let root_path = if self_applied {
-            "./clusters/prod"
-        } else {
-            "./clusters/prod/apps"
-        };
-        let sync = format!(
-            "---
-apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata:
-  name: {ns}
-  namespace: {ns}
-spec:
-  interval: 5s
-  ref:
-    branch: main
-  secretRef:
-    name: {ns}
-  url: {}
----
-apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata:
-  name: {ns}
-  namespace: {ns}
-spec:
-  interval: 10m0s
-  retryInterval: 5s
-  path: {root_path}
-  prune: true
-  sourceRef:
-    kind: GitRepository
-    name: {ns}
-",
-            old.url_https("org/fleet")
-        );
-        std::fs::create_dir_all(w.join("clusters/prod/flux-system")).unwrap();
-        std::fs::create_dir_all(w.join("clusters/prod/apps")).unwrap();
-        std::fs::write(w.join(SYNC_FILE), &sync).unwrap();
-        std::fs::write(
-            w.join("clusters/prod/flux-system/kustomization.yaml"),
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- gotk-sync.yaml\n",
-        )
-        .unwrap();
-        std::fs::write(
-            w.join("clusters/prod/kustomization.yaml"),
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- flux-system\n- apps.yaml\n",
-        )
-        .unwrap();
+        let sync = Sync {
+            name: ns,
+            url: &old.url_https("org/fleet"),
+            source_interval: "5s",
+            root_path: if self_applied {
+                "./clusters/prod"
+            } else {
+                "./clusters/prod/apps"
+            },
+            retry_interval: Some("5s"),
+        }
+        .yaml();
+        write_bootstrap_layout(w, &sync);
         let mut commits = Vec::new();
         for i in 0..n {
             std::fs::write(
@@ -189,18 +142,15 @@ spec:
         };
         let _ = c.kubectl(&["create", "namespace", ns]);
         let both = format!("{}{}", f.old.ca_pem(), f.new.ca_pem());
-        f.secret(ns, USER, TOKEN, &both);
-        f.secret(NEW_SECRET, USER, NEW_TOKEN, f.new.ca_pem());
+        f.secret(ns, TOKEN, &both);
+        f.secret(NEW_SECRET, NEW_TOKEN, f.new.ca_pem());
         c.apply_yaml(&sync).unwrap();
         f.root_applied(&f.head_rev());
         f
     }
 
-    fn secret(&self, name: &str, user: &str, token: &str, ca: &str) {
-        let s = json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name, "namespace": self.ns},
-            "stringData": {"username": user, "password": token, "ca.crt": ca}});
-        self.c.apply_yaml(&s.to_string()).unwrap();
+    fn secret(&self, name: &str, token: &str, ca: &str) {
+        basic_auth_secret(self.c, &self.ns, name, token, Some(ca));
     }
 
     fn head_rev(&self) -> String {
@@ -218,24 +168,7 @@ spec:
     /// Waits until the root Kustomization is Ready with `revision` applied; panics after [`T`]
     /// with both objects' status.
     fn root_applied(&self, revision: &str) -> Value {
-        let until = std::time::Instant::now() + T;
-        loop {
-            let k = self.root();
-            if condition(&k, "Ready")["status"] == "True"
-                && k["status"]["lastAppliedRevision"] == json!(revision)
-            {
-                return k;
-            }
-            assert!(
-                std::time::Instant::now() < until,
-                "root {0}/{0} did not apply {revision} within {T:?}:\nKustomization status: \
-                 {1}\nGitRepository status: {2}",
-                self.ns,
-                k["status"],
-                self.live()["status"]
-            );
-            std::thread::sleep(Duration::from_millis(500));
-        }
+        wait_root_applied(self.c, &self.ns, revision, T)
     }
 
     fn root(&self) -> Value {
@@ -358,6 +291,27 @@ spec:
         assert_eq!(l["spec"]["secretRef"]["name"], json!(self.ns), "{l}");
     }
 }
+
+/// The hold line every run prints for GitRepository `ns/ns`, `who` being what it says about who
+/// left the hold (preflight::hold_message).
+fn hold_text(ns: &str, who: &str) -> String {
+    format!(
+        "GitRepository {ns}/{ns} carries the hold kustomize.toolkit.fluxcd.io/reconcile: \
+         disabled{who}: the root Kustomization neither reverts nor applies its spec.url while it \
+         is there. Remove it once the committed spec.url is the live one: kubectl cutover \
+         gitrepository/{ns} -n {ns} --finish (proves the root applies it, then removes the \
+         hold), or by hand: kubectl annotate gitrepository -n {ns} {ns} \
+         kustomize.toolkit.fluxcd.io/reconcile-"
+    )
+}
+
+/// [`hold_text`]'s `who` for a hold a `--hold-root` run added and kept when it ended.
+const KEPT_BY_HOLD_ROOT: &str = " that kubectl cutover --hold-root added and keeps until \
+    --finish (no cutover is in flight: no cutover.cluster-loop.dev/in-flight mark)";
+
+/// [`hold_text`]'s `who` for a hold whose run was interrupted (its in-flight mark is there).
+const LEFT_BY_INTERRUPTED_RUN: &str = ", left behind by an interrupted kubectl cutover \
+    --hold-root run (its cutover.cluster-loop.dev/in-flight mark is still there)";
 
 fn held(o: &Value) -> bool {
     o["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/reconcile"] == "disabled"
@@ -491,18 +445,19 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
         json!(f.head_rev())
     );
 
-    // --finish before the authored change lands: not verified, the hold stays (and is named).
+    // --finish before the authored change lands: not verified, the hold stays and is named as
+    // the one this --hold-root run kept when it ended, not as one a killed run left behind
+    // (session 6 trial).
     let r = f.run(&f.finish_args(&[])).await;
     assert_eq!(r.code, 1, "{}", r.all());
     assert!(r.stdout.contains("not verified"), "{}", r.stdout);
     assert!(
-        r.stdout.contains(&format!(
-            "GitRepository {0}/{0} carries the hold kustomize.toolkit.fluxcd.io/reconcile: disabled",
-            f.ns
-        )),
+        r.stdout.contains(&hold_text(&f.ns, KEPT_BY_HOLD_ROOT)),
         "{}",
         r.stdout
     );
+    assert!(!r.stdout.contains("left behind"), "{}", r.stdout);
+    assert!(!r.stdout.contains("killed"), "{}", r.stdout);
     assert!(held(&f.live()));
 
     // Session 6 trial: the URL this completed --hold-root run left live is the earlier
@@ -1162,7 +1117,7 @@ async fn wrong_and_revoked_tokens_say_authentication_required() {
     let f = Fleet::start("cutover-pf-tokens", true).await;
     let to = f.to();
     let both = format!("{}{}", f.old.ca_pem(), f.new.ca_pem());
-    f.secret("wrong", USER, "not-the-token", &both);
+    f.secret("wrong", "not-the-token", &both);
     let r = f.run(&dry(&f, &to, &["--secret", "wrong"])).await;
     assert_eq!(r.code, 1, "{}", r.all());
     assert!(r.stdout.contains("authentication required"), "{}", r.stdout);
@@ -1214,7 +1169,7 @@ async fn missing_ca_names_the_secret_key() {
 async fn secret_ca_adds_to_the_system_bundle_not_replaces_it() {
     let _shared = SOURCE.read().await;
     let f = Fleet::start("cutover-pf-sysca", true).await;
-    f.secret("unrelated-ca", USER, TOKEN, f.old.ca_pem());
+    f.secret("unrelated-ca", TOKEN, f.old.ca_pem());
     let to = f.to();
     let args = dry(&f, &to, &["--secret", "unrelated-ca"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -1444,6 +1399,12 @@ async fn finish_without_root_is_not_verified() {
 
 /// The GitRepository `<ns>/<ns>`, as `kubectl patch --type=<kind> -p <body>`.
 fn patch_live(f: &Fleet, resource: &str, kind: &str, body: &Value) {
+    patch_live_as(f, "kubectl-patch", resource, kind, body);
+}
+
+/// [`patch_live`] with field manager `manager` (kubectl's own is `kubectl-patch`), e.g.
+/// `kubectl-cutover` to write exactly what a cutover run writes.
+fn patch_live_as(f: &Fleet, manager: &str, resource: &str, kind: &str, body: &Value) {
     f.c.kubectl(&[
         "-n",
         &f.ns,
@@ -1451,6 +1412,7 @@ fn patch_live(f: &Fleet, resource: &str, kind: &str, body: &Value) {
         resource,
         &f.ns,
         &format!("--type={kind}"),
+        &format!("--field-manager={manager}"),
         "-p",
         &body.to_string(),
     ])
@@ -2071,9 +2033,11 @@ async fn a_leftover_hold_is_named_by_every_run() {
     let f = Fleet::start("cutover-lefthold", true).await;
     let (old, new) = (f.old_url(), f.to());
     let mark = json!({"from": old, "to": new, "startedAt": "2026-12-01T18:00:00Z"}).to_string();
-    // Exactly what a --hold-root run's forward patch writes, left behind by SIGKILL.
-    patch_live(
+    // Exactly what a --hold-root run's forward patch writes (its field manager too), left
+    // behind by SIGKILL.
+    patch_live_as(
         &f,
+        "kubectl-cutover",
         "gitrepository",
         "merge",
         &json!({"metadata": {"annotations": {
@@ -2081,15 +2045,7 @@ async fn a_leftover_hold_is_named_by_every_run() {
             "cutover.cluster-loop.dev/in-flight": mark,
         }}, "spec": {"url": new}}),
     );
-    let hold = format!(
-        "GitRepository {0}/{0} carries the hold kustomize.toolkit.fluxcd.io/reconcile: disabled \
-         (added by --hold-root, left behind when that run was killed or not finished): the root \
-         Kustomization neither reverts nor applies its spec.url while it is there. Remove it \
-         once the committed spec.url is the live one: kubectl cutover gitrepository/{0} -n {0} \
-         --finish (proves the root applies it, then removes the hold), or by hand: kubectl \
-         annotate gitrepository -n {0} {0} kustomize.toolkit.fluxcd.io/reconcile-",
-        f.ns
-    );
+    let hold = hold_text(&f.ns, LEFT_BY_INTERRUPTED_RUN);
     let checks = |v: &Value| -> Vec<(String, String)> {
         v["preflight"]["checks"]
             .as_array()
@@ -2134,10 +2090,29 @@ async fn a_leftover_hold_is_named_by_every_run() {
         authored.contains("keeps root Kustomization") && authored.contains("then run --finish"),
         "{authored}"
     );
-    // The rollback as it ends (the mark removed, the hold kept, the old URL live): the
-    // no-op run names the hold and how to remove it.
-    patch_live(
+    // --finish names the interrupted run (finish or roll back) and its hold as left behind by
+    // it; nothing is verified or removed.
+    let r = f.run(&f.finish_args(&["-o", "json"])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["verified"], false, "{v}");
+    assert_eq!(v["holdRemoved"], false, "{v}");
+    let notes = v["notes"].as_array().unwrap();
+    assert!(
+        notes[0]
+            .as_str()
+            .unwrap()
+            .starts_with("an interrupted cutover (started 2026-12-01T18:00:00Z) left spec.url at"),
+        "{v}"
+    );
+    assert!(notes.contains(&json!(hold)), "{v}");
+    // The rollback as it ends (the mark removed, the hold kept, the old URL live; by
+    // kubectl-cutover, as the rollback patch): no cutover is in flight, so the hold is named
+    // as one --hold-root keeps until --finish, with how to remove it.
+    let hold = hold_text(&f.ns, KEPT_BY_HOLD_ROOT);
+    patch_live_as(
         &f,
+        "kubectl-cutover",
         "gitrepository",
         "json",
         &json!([
@@ -2205,11 +2180,12 @@ impl Drop for ControllerScaledDown {
     }
 }
 
-/// Trial item 9: `--finish` while kustomize-controller is scaled to 0 and the source moved to
-/// a new commit: the root can never settle, so at the deadline it names the stopped
-/// controller and the command that starts it, and says no hold stays when there is none.
+/// Trial item 9 and session 6 trial: `--finish` while kustomize-controller is scaled to 0 and
+/// the source moved to a new commit (the root can never settle) waited its whole --timeout
+/// before naming the stopped controller. Now it reads the controllers first and says it at
+/// once, with the command that starts it: exit 1, nothing waited for, nothing patched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn finish_at_the_deadline_names_a_stopped_kustomize_controller() {
+async fn finish_with_a_stopped_kustomize_controller_says_so_at_once() {
     // The fleet starts under the shared hold (its reconcile needs source-controller), so
     // only the window with a controller stopped is exclusive.
     let f = {
@@ -2217,6 +2193,7 @@ async fn finish_at_the_deadline_names_a_stopped_kustomize_controller() {
         Fleet::start("cutover-kcstop", true).await
     };
     let _only = SOURCE.write().await;
+    let before = f.live();
     let _stopped = ControllerScaledDown::new(f.c, "kustomize-controller");
     let w = f.work.path();
     git(
@@ -2226,32 +2203,47 @@ async fn finish_at_the_deadline_names_a_stopped_kustomize_controller() {
     );
     let next = git(w, &["rev-parse", "HEAD"], &[]);
     push(w, &f.old, &f.old_url(), &next, TOKEN);
+    // A --timeout the old behaviour would have spent in full, ending in inProgressAtDeadline.
     let r = f
-        .run(&f.finish_args(&["--timeout", "5s", "-o", "json"]))
+        .run(&f.finish_args(&["--timeout", "30s", "-o", "json"]))
         .await;
     assert_eq!(r.code, 1, "{}", r.all());
     let v = r.json();
     assert_eq!(v["verified"], false, "{v}");
-    assert!(v["inProgressAtDeadline"].is_object(), "{v}");
-    let notes: Vec<&str> = v["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap())
-        .collect();
+    assert_eq!(v["inProgressAtDeadline"], Value::Null, "{v}");
+    assert_eq!(
+        v["stoppedControllers"],
+        json!([{"name": "kustomize-controller", "reason": "0 replicas",
+            "command": "kubectl -n flux-system scale deployment kustomize-controller --replicas=1"}]),
+        "{v}"
+    );
+    assert_eq!(
+        v["notes"],
+        json!([
+            "kustomize-controller in flux-system is not running (0 replicas): nothing applies \
+             the root Kustomization until it runs, so --finish cannot verify and does not wait; \
+             nothing changed. Start it (kubectl -n flux-system scale deployment \
+             kustomize-controller --replicas=1), then run --finish again"
+        ]),
+        "no hold here, none named: {v}"
+    );
+    assert!(!r.stderr.contains("waiting up to"), "{}", r.stderr);
+    let r = f.run(&f.finish_args(&["--timeout", "30s"])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
     assert!(
-        notes.contains(
-            &"kustomize-controller in flux-system is not running (0 replicas): nothing applies \
-              the root Kustomization until it runs, so waiting longer cannot help (kubectl -n \
-              flux-system scale deployment kustomize-controller --replicas=1)"
+        r.stdout.ends_with(
+            "not judged: a Flux controller is not running (see above); nothing changed\n"
         ),
-        "{notes:?}"
+        "{}",
+        r.stdout
     );
-    assert!(
-        !notes.iter().any(|n| n.contains("the hold stays")),
-        "no hold here: {notes:?}"
+    assert!(f.gitrepo_patches().is_empty(), "nothing was patched");
+    let after = f.live();
+    assert_eq!(after["spec"], before["spec"], "{after}");
+    assert_eq!(
+        after["metadata"]["annotations"], before["metadata"]["annotations"],
+        "{after}"
     );
-    assert!(!held(&f.live()));
 }
 
 /// Session 6 trial (D): with source-controller scaled to 0 the preflight said only ok/warn,
@@ -2311,6 +2303,44 @@ async fn a_stopped_source_controller_is_refused_before_any_write() {
             .starts_with("source-controller in flux-system is not running (0 replicas)"),
         "{v}"
     );
+    // --to the live URL: nothing to patch, so nothing is refused; the stopped controller is a
+    // warning in the text and in the JSON alike, exit 0 (cofix2 left: the text said warn, the
+    // JSON fail).
+    let noop = format!(
+        "source-controller in flux-system is not running (0 replicas): nothing fetches \
+         GitRepository {0}/{0} while it is stopped; no patch is needed here, but start it \
+         (kubectl -n flux-system scale deployment source-controller --replicas=1)",
+        f.ns
+    );
+    let r = f.run(&dry(&f, &f.old_url(), &[])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(
+        r.stdout.contains(&format!("warn controller {noop}")),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("already points there"), "{}", r.stdout);
+    let r = f.run(&dry(&f, &f.old_url(), &["-o", "json"])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["mode"], "nothing-to-do", "{v}");
+    assert_eq!(v["preflight"]["go"], true, "{v}");
+    let results: Vec<(&str, &str)> = v["preflight"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["id"].as_str().unwrap(), c["result"].as_str().unwrap()))
+        .collect();
+    assert!(results.contains(&("controller", "warn")), "{v}");
+    assert!(!results.iter().any(|(_, r)| *r == "fail"), "{v}");
+    let msg = v["preflight"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "controller")
+        .map(|c| c["message"].clone());
+    assert_eq!(msg, Some(json!(noop)), "{v}");
+    assert!(f.gitrepo_patches().is_empty(), "nothing was patched");
     drop(stopped);
     // Running again, the same cutover passes the preflight (the refusal was the controller).
     let r = f.run(&f.dry_args(&[])).await;

@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use crate::common::*;
-use realcluster::testkit::{condition, eventually};
+use realcluster::testkit::eventually;
 use realcluster::{Cluster, ClusterOptions};
 use serde_json::{Value, json};
 use twin::git::{GitServer, GitServerOptions};
@@ -100,64 +100,23 @@ impl RealWorld {
         } else {
             c.set_upstream(host, &[]).unwrap();
         }
-        let old = GitServer::start(GitServerOptions::default()).unwrap();
-        let new = GitServer::start(GitServerOptions {
+        let (old, new) = fleet_servers(GitServerOptions {
             dns_names: vec![host.into()],
             listen,
             ..Default::default()
-        })
-        .unwrap();
-        for s in [&old, &new] {
-            s.create_repo("org/fleet", "main").unwrap();
-        }
-        old.set_auth("org/fleet", USER, &[TOKEN]).unwrap();
-        new.set_auth("org/fleet", USER, &[TOKEN, NEW_TOKEN])
-            .unwrap();
+        });
         let work = tempfile::tempdir().unwrap();
         let w = work.path();
         git(w, &["init", "-q", "-b", "main"], &[]);
-        let sync = format!(
-            "---
-apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata:
-  name: {name}
-  namespace: {name}
-spec:
-  interval: 1m0s
-  ref:
-    branch: main
-  secretRef:
-    name: {name}
-  url: {}
----
-apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata:
-  name: {name}
-  namespace: {name}
-spec:
-  interval: 10m0s
-  path: ./clusters/prod
-  prune: true
-  sourceRef:
-    kind: GitRepository
-    name: {name}
-",
-            old.url_https("org/fleet")
-        );
-        std::fs::create_dir_all(w.join("clusters/prod/flux-system")).unwrap();
-        std::fs::write(w.join("clusters/prod/flux-system/gotk-sync.yaml"), &sync).unwrap();
-        std::fs::write(
-            w.join("clusters/prod/flux-system/kustomization.yaml"),
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- gotk-sync.yaml\n",
-        )
-        .unwrap();
-        std::fs::write(
-            w.join("clusters/prod/kustomization.yaml"),
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- flux-system\n- apps.yaml\n",
-        )
-        .unwrap();
+        let sync = Sync {
+            name,
+            url: &old.url_https("org/fleet"),
+            source_interval: "1m0s",
+            root_path: "./clusters/prod",
+            retry_interval: None,
+        }
+        .yaml();
+        write_bootstrap_layout(w, &sync);
         std::fs::write(
             w.join("clusters/prod/apps.yaml"),
             format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: release-{name}\n  namespace: {name}\ndata:\n  n: \"1\"\n"),
@@ -208,16 +167,11 @@ spec:
         c.apply_yaml(&sync).unwrap();
         // The real controllers fetch and apply it (gotk-sync.yaml applies itself, so the
         // GitRepository carries kustomize-controller's owner labels as after a bootstrap).
-        let rev = format!("main@sha1:{}", world.head);
-        eventually(
+        wait_root_applied(
+            c,
+            name,
+            &format!("main@sha1:{}", world.head),
             Duration::from_secs(120),
-            "Kustomization applied the head",
-            || {
-                let k = c.get_json(&["-n", name, "get", "kustomization", name]);
-                (condition(&k, "Ready")["status"] == "True"
-                    && k["status"]["lastAppliedRevision"] == json!(rev))
-                .then_some(())
-            },
         );
         world
     }
@@ -230,22 +184,7 @@ spec:
 
     /// A basic-auth Secret `<namespace>/<secret>` with `ca` as `ca.crt` (none: no such key).
     fn secret_with(&self, secret: &str, token: &str, ca: Option<&str>) {
-        let mut data = json!({"username": USER, "password": token});
-        if let Some(ca) = ca {
-            data["ca.crt"] = json!(ca);
-        }
-        let _ = self.c.kubectl(&[
-            "-n",
-            &self.name,
-            "delete",
-            "secret",
-            secret,
-            "--ignore-not-found",
-        ]);
-        let s = json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": secret, "namespace": self.name},
-            "stringData": data});
-        self.c.apply_yaml(&s.to_string()).unwrap();
+        basic_auth_secret(self.c, &self.name, secret, token, ca);
     }
 
     /// Makes the new server hold each response `secs` seconds (`0`: answer at once).

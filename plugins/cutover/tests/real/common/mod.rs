@@ -1,6 +1,8 @@
 //! Shared helpers for kubectl-cutover's real-cluster tests: git and push against the test Git
 //! servers (HTTPS with their own CAs and basic auth), the tokens, the real plugin binary run as
-//! a process (with `twin::testkit`'s plugin runner), a workstation's /etc/hosts and CA bundle.
+//! a process (with `twin::testkit`'s plugin runner), a workstation's /etc/hosts and CA bundle,
+//! and the set-up both groups share: the two Git servers, the bootstrap layout
+//! (`gotk-sync.yaml`), the source's Secret and the wait for the root to apply the head.
 #![allow(dead_code)]
 
 use std::ffi::OsStr;
@@ -9,7 +11,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine as _;
-use twin::git::GitServer;
+use realcluster::Cluster;
+use realcluster::testkit::condition;
+use serde_json::{Value, json};
+use twin::git::{GitServer, GitServerOptions};
 use twin::testkit::{PluginRun, wrapped_plugin_command};
 
 pub const USER: &str = "flux";
@@ -152,5 +157,140 @@ impl NoSecrets for PluginRun {
                 self.all()
             );
         }
+    }
+}
+
+/// The old and new Git servers of one test, each holding an empty `org/fleet` (branch `main`)
+/// with basic auth: the old one takes [`TOKEN`] (what Flux holds), the new one [`TOKEN`] and
+/// [`NEW_TOKEN`] (a rotation keeps both valid). `new`: the new server's options (its DNS names
+/// and listen address).
+pub fn fleet_servers(new: GitServerOptions) -> (GitServer, GitServer) {
+    let old = GitServer::start(GitServerOptions::default()).unwrap();
+    let new = GitServer::start(new).unwrap();
+    for s in [&old, &new] {
+        s.create_repo("org/fleet", "main").unwrap();
+    }
+    old.set_auth("org/fleet", USER, &[TOKEN]).unwrap();
+    new.set_auth("org/fleet", USER, &[TOKEN, NEW_TOKEN])
+        .unwrap();
+    (old, new)
+}
+
+/// The authoring file of the GitRepository and root Kustomization, as bootstrap writes it.
+pub const SYNC_FILE: &str = "clusters/prod/flux-system/gotk-sync.yaml";
+
+/// What differs between the tests' `gotk-sync.yaml` files.
+pub struct Sync<'a> {
+    /// Name and namespace of both the GitRepository and the root Kustomization.
+    pub name: &'a str,
+    /// The GitRepository's spec.url (the old server's).
+    pub url: &'a str,
+    /// The GitRepository's spec.interval (Go duration).
+    pub source_interval: &'a str,
+    /// The root Kustomization's spec.path.
+    pub root_path: &'a str,
+    /// The root Kustomization's spec.retryInterval (default: its interval).
+    pub retry_interval: Option<&'a str>,
+}
+
+impl Sync<'_> {
+    /// `gotk-sync.yaml` as `flux bootstrap` writes it: GitRepository (branch main, secretRef
+    /// `name`) and root Kustomization (interval 10m, prune) of that source.
+    pub fn yaml(&self) -> String {
+        let Sync {
+            name,
+            url,
+            source_interval,
+            root_path,
+            retry_interval,
+        } = self;
+        let retry = retry_interval
+            .map(|r| format!("  retryInterval: {r}\n"))
+            .unwrap_or_default();
+        format!(
+            "---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata:
+  name: {name}
+  namespace: {name}
+spec:
+  interval: {source_interval}
+  ref:
+    branch: main
+  secretRef:
+    name: {name}
+  url: {url}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: {name}
+  namespace: {name}
+spec:
+  interval: 10m0s
+{retry}  path: {root_path}
+  prune: true
+  sourceRef:
+    kind: GitRepository
+    name: {name}
+"
+        )
+    }
+}
+
+/// Writes the bootstrap layout into the work tree `w`: [`SYNC_FILE`] (`sync`) with its
+/// `kustomization.yaml`, `clusters/prod/kustomization.yaml` (resources `flux-system` and
+/// `apps.yaml`, which the caller writes) and an empty `clusters/prod/apps`.
+pub fn write_bootstrap_layout(w: &Path, sync: &str) {
+    std::fs::create_dir_all(w.join("clusters/prod/flux-system")).unwrap();
+    std::fs::create_dir_all(w.join("clusters/prod/apps")).unwrap();
+    std::fs::write(w.join(SYNC_FILE), sync).unwrap();
+    std::fs::write(
+        w.join("clusters/prod/flux-system/kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- gotk-sync.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(
+        w.join("clusters/prod/kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- flux-system\n- apps.yaml\n",
+    )
+    .unwrap();
+}
+
+/// A basic-auth Secret `ns/name` ([`USER`], `token`) with `ca` as `ca.crt` (none: no such
+/// key), replacing any Secret of that name (apply alone would keep a removed key).
+pub fn basic_auth_secret(c: &Cluster, ns: &str, name: &str, token: &str, ca: Option<&str>) {
+    let mut data = json!({"username": USER, "password": token});
+    if let Some(ca) = ca {
+        data["ca.crt"] = json!(ca);
+    }
+    let _ = c.kubectl(&["-n", ns, "delete", "secret", name, "--ignore-not-found"]);
+    let s = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": ns},
+        "stringData": data});
+    c.apply_yaml(&s.to_string()).unwrap();
+}
+
+/// Waits until Kustomization `ns/ns` (the root) is Ready=True with `revision`
+/// (`main@sha1:...`) as its lastAppliedRevision and returns it; panics after `within` with
+/// its status and the GitRepository's.
+pub fn wait_root_applied(c: &Cluster, ns: &str, revision: &str, within: Duration) -> Value {
+    let until = std::time::Instant::now() + within;
+    loop {
+        let k = c.get_json(&["-n", ns, "get", "kustomization", ns]);
+        if condition(&k, "Ready")["status"] == "True"
+            && k["status"]["lastAppliedRevision"] == json!(revision)
+        {
+            return k;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "root {ns}/{ns} did not apply {revision} within {within:?}:\nKustomization status: \
+             {}\nGitRepository status: {}",
+            k["status"],
+            c.get_json(&["-n", ns, "get", "gitrepository", ns])["status"]
+        );
+        std::thread::sleep(Duration::from_millis(500));
     }
 }
