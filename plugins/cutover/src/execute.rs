@@ -282,7 +282,7 @@ pub fn no_proof_message(
                 cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
                 pre.to,
                 pre.current.url,
-                scale_up_command("source-controller")
+                start_command("source-controller", why)
             ),
             // Its Deployment runs, but no fetch of the new spec ended: source-controller
             // records observedGeneration only when a reconcile ends, and a fetch still in
@@ -486,15 +486,22 @@ pub struct FinishReport {
     pub notes: Vec<String>,
 }
 
-/// A Flux controller Deployment (in `flux-system`) that runs no controller.
+/// A Flux controller Deployment that runs no controller: the shape of unstick's
+/// `stoppedControllers` entries.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct StoppedController {
-    /// `source-controller` or `kustomize-controller`.
-    pub name: String,
-    /// Why it runs none, e.g. `0 replicas` ([`cluster_loop::flux::deployment_not_running`]).
-    pub reason: String,
-    /// The command that starts it ([`scale_up_command`]).
+    /// The Deployment's name: `source-controller` or `kustomize-controller`.
+    pub controller: String,
+    /// The Deployment's namespace (`flux-system`, the flux CLI's default).
+    pub namespace: String,
+    /// `0 replicas` or `no ready pod, 0 of N ready`
+    /// ([`cluster_loop::flux::deployment_not_running`]).
+    pub why: String,
+    /// What does not happen while it is stopped: `nothing fetches the GitRepository`,
+    /// `nothing applies the root Kustomization`.
+    pub consequence: String,
+    /// The lever ([`start_command`]).
     pub command: String,
 }
 
@@ -844,11 +851,18 @@ pub async fn controller_not_running(conn: &Connection, name: &str) -> Option<Str
         .and_then(|v| cluster_loop::flux::deployment_not_running(&v))
 }
 
-/// The lever for a stopped controller `name`: `kubectl -n flux-system scale deployment NAME
-/// --replicas=1`.
-pub fn scale_up_command(name: &str) -> String {
+/// The lever for a controller `name` (Deployment in `flux-system`) that runs none, by `why`
+/// ([`cluster_loop::flux::deployment_not_running`], the rule unstick's `start-controller`
+/// lever follows): at `0 replicas`, `kubectl -n flux-system scale deployment NAME
+/// --replicas=1`; with replicas wanted but no ready pod, scaling changes nothing, so `kubectl
+/// -n flux-system describe deployment NAME` (why its pod is not ready).
+pub fn start_command(name: &str, why: &str) -> String {
     let ns = cluster_loop::cli::FLUX_DEFAULT_NAMESPACE;
-    format!("kubectl -n {ns} scale deployment {name} --replicas=1")
+    if why == "0 replicas" {
+        format!("kubectl -n {ns} scale deployment {name} --replicas=1")
+    } else {
+        format!("kubectl -n {ns} describe deployment {name}: why its pod is not ready")
+    }
 }
 
 /// What each of source-controller and kustomize-controller does for `--finish`: fetch the
@@ -866,12 +880,14 @@ const FINISH_CONTROLLERS: [(&str, &str); 2] = [
 /// running (best effort: Flux installed elsewhere, no RBAC to read Deployments).
 pub async fn stopped_controller_list(conn: &Connection) -> Vec<StoppedController> {
     let mut out = vec![];
-    for (name, _) in FINISH_CONTROLLERS {
-        if let Some(reason) = controller_not_running(conn, name).await {
+    for (name, does) in FINISH_CONTROLLERS {
+        if let Some(why) = controller_not_running(conn, name).await {
             out.push(StoppedController {
-                name: name.to_string(),
-                reason,
-                command: scale_up_command(name),
+                controller: name.to_string(),
+                namespace: cluster_loop::cli::FLUX_DEFAULT_NAMESPACE.to_string(),
+                command: start_command(name, &why),
+                why,
+                consequence: does.to_string(),
             });
         }
     }
@@ -881,18 +897,10 @@ pub async fn stopped_controller_list(conn: &Connection) -> Vec<StoppedController
 /// The note of `--finish` for a controller found stopped before it started: what it does not
 /// do, that nothing was waited for or changed, and the command that starts it.
 pub fn finish_stopped_note(c: &StoppedController) -> String {
-    let does = FINISH_CONTROLLERS
-        .iter()
-        .find(|(n, _)| *n == c.name)
-        .map(|(_, d)| *d)
-        .unwrap_or("it does nothing");
     format!(
-        "{} in {} is not running ({}): {does} until it runs, so --finish cannot verify and \
-         does not wait; nothing changed. Start it ({}), then run --finish again",
-        c.name,
-        cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
-        c.reason,
-        c.command
+        "{} in {} is not running ({}): {} until it runs, so --finish cannot verify and does \
+         not wait; nothing changed. Start it ({}), then run --finish again",
+        c.controller, c.namespace, c.why, c.consequence, c.command
     )
 }
 
@@ -941,7 +949,7 @@ async fn stopped_controllers(conn: &Connection) -> Vec<String> {
             notes.push(format!(
                 "{name} in {ns} is not running ({why}): {does} until it runs, so waiting longer \
                  cannot help ({})",
-                scale_up_command(name)
+                start_command(name, &why)
             ));
         }
     }
@@ -1450,6 +1458,34 @@ mod tests {
 
     /// Issue 19 item 8: a rollback for lack of proof says what was missing, and never reads
     /// like success (the old fetch's Ready=True is named as the old fetch's).
+    #[test]
+    fn a_stopped_controller_gets_the_lever_its_reason_calls_for() {
+        assert_eq!(
+            start_command("kustomize-controller", "0 replicas"),
+            "kubectl -n flux-system scale deployment kustomize-controller --replicas=1"
+        );
+        // Replicas wanted but no ready pod: scaling to 1 changes nothing.
+        assert_eq!(
+            start_command("source-controller", "no ready pod, 0 of 1 ready"),
+            "kubectl -n flux-system describe deployment source-controller: why its pod is not \
+             ready"
+        );
+        let c = StoppedController {
+            controller: "kustomize-controller".into(),
+            namespace: "flux-system".into(),
+            why: "no ready pod, 0 of 1 ready".into(),
+            consequence: "nothing applies the root Kustomization".into(),
+            command: start_command("kustomize-controller", "no ready pod, 0 of 1 ready"),
+        };
+        assert_eq!(
+            finish_stopped_note(&c),
+            "kustomize-controller in flux-system is not running (no ready pod, 0 of 1 ready): \
+             nothing applies the root Kustomization until it runs, so --finish cannot verify and \
+             does not wait; nothing changed. Start it (kubectl -n flux-system describe deployment \
+             kustomize-controller: why its pod is not ready), then run --finish again"
+        );
+    }
+
     #[test]
     fn no_proof_says_what_was_missing() {
         let ready = json!([{"type": "Ready", "status": "True", "reason": "Succeeded",

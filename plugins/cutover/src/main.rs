@@ -56,7 +56,9 @@ Exit codes:
      head from inside the cluster), rolled back (failure or deadline), or --finish
      not verified (also when no root Kustomization applies the GitRepository: there is no
      committed spec.url to compare with) or not judged because the GitRepository or root
-     Kustomization was still mid-reconcile at the --timeout deadline (the hold stays)
+     Kustomization was still mid-reconcile at the --timeout deadline (the hold stays), or
+     because source-controller or kustomize-controller runs no pod (said at once, with the
+     command that starts it; nothing waited for or changed)
   2  usage error (bad reference, bad flag, --repo not a git repository)
   3  cluster or API error (kubeconfig, connection, RBAC, e.g. cannot create jobs for the
      in-cluster probe), the in-cluster probe did not finish before --probe-timeout, or the

@@ -1023,7 +1023,7 @@ pub fn source_controller_stopped_message(ns: &str, name: &str, why: &str) -> Str
          {ns}/{name} while it is stopped, so no fetch can prove the new URL and the run would \
          roll back at --timeout. Refused: start it first ({})",
         cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
-        crate::execute::scale_up_command("source-controller")
+        crate::execute::start_command("source-controller", why)
     )
 }
 
@@ -1034,7 +1034,7 @@ pub fn source_controller_stopped_no_op_message(ns: &str, name: &str, why: &str) 
         "source-controller in {} is not running ({why}): nothing fetches GitRepository \
          {ns}/{name} while it is stopped; no patch is needed here, but start it ({})",
         cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
-        crate::execute::scale_up_command("source-controller")
+        crate::execute::start_command("source-controller", why)
     )
 }
 
@@ -1047,7 +1047,7 @@ pub fn kustomize_controller_stopped_message(why: &str) -> String {
          live patch or applies the committed spec.url until it runs, so --finish cannot verify \
          before then ({})",
         cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
-        crate::execute::scale_up_command("kustomize-controller")
+        crate::execute::start_command("kustomize-controller", why)
     )
 }
 

@@ -2213,7 +2213,8 @@ async fn finish_with_a_stopped_kustomize_controller_says_so_at_once() {
     assert_eq!(v["inProgressAtDeadline"], Value::Null, "{v}");
     assert_eq!(
         v["stoppedControllers"],
-        json!([{"name": "kustomize-controller", "reason": "0 replicas",
+        json!([{"controller": "kustomize-controller", "namespace": "flux-system",
+            "why": "0 replicas", "consequence": "nothing applies the root Kustomization",
             "command": "kubectl -n flux-system scale deployment kustomize-controller --replicas=1"}]),
         "{v}"
     );
