@@ -18,7 +18,8 @@
 //!   ones in its Deployment, and deleting the pod restarts the controller (see [`HostImages`]).
 //!   A process that exits is reported as the kubelet reports an exited container
 //!   (kubelet_pods.go `convertToAPIContainerStatuses` and `getPhase`, kuberuntime_manager.go
-//!   `doBackOff`): `state.terminated` {exitCode, reason `Error` (non-zero) or `Completed`
+//!   `doBackOff`): ready once it has logged [`READY_MARKER`] (the readiness probe's stand-in)
+//!   and while it runs; `state.terminated` {exitCode, reason `Error` (non-zero) or `Completed`
 //!   (0), startedAt, finishedAt, containerID}; restarted per `restartPolicy` (Always;
 //!   OnFailure after a non-zero exit; Never not, the pod then Failed or Succeeded); the first
 //!   exit restarts at once, each later one waits in `CrashLoopBackOff` with the kubelet's
@@ -42,7 +43,7 @@
 //! Where it differs from a kubelet: containers other than the controllers and probe images
 //! never run (no processes, no logs, no probes; ready at once, so they never exit or restart);
 //! a host process has no liveness or readiness probe (ready while it runs), no OOMKilled (no
-//! memory limit), and its restart follows within the agent's 1 s resync of the back-off's end;
+//! memory limit), and its restart follows within the agent's 250 ms resync ([`RESYNC`]) of the back-off's end;
 //! no resource accounting or scheduling constraints; pod IPs are 10.244.0.N from a counter.
 
 use std::collections::HashMap;
@@ -124,7 +125,24 @@ struct HostContainer {
     backoff_event: Option<u32>,
     /// Why the latest start failed (`RunContainerError`), if it did.
     start_error: Option<String>,
+    /// The running process has passed its readiness check ([`READY_MARKER`] in its log).
+    ready: bool,
 }
+
+/// What a Flux controller logs just before `mgr.Start`, which starts the health probe server
+/// whose `/readyz` the Deployments' readinessProbe asks (`setupLog.Info("starting manager")`
+/// in main.go of kustomize-controller v1.9.6 and v1.7.3, source-controller v1.9.6,
+/// image-reflector-controller v1.1.1, image-automation-controller v1.1.2, helm-controller
+/// v1.4.3). The agent turns the controllers' health listeners off (they share the host), so
+/// this line in the process's output stands in for the probe: a host-process container is
+/// ready once it has logged it and while it runs. A controller that exits before it (a flag it
+/// refuses) is never ready, as with the real probe; one run with `--log-level=error` never
+/// logs it and so never reads ready here.
+pub const READY_MARKER: &str = "starting manager";
+
+/// How often the agent looks at every pod again (host processes' exits and readiness, the
+/// end of a back-off, image pull back-off).
+pub const RESYNC: Duration = Duration::from_millis(250);
 
 /// The kubelet's first crash-loop back-off (pkg/kubelet/kubelet.go `initialCrashLoopBackOff`
 /// 10 s), doubled on each restart (client-go util/flowcontrol/backoff.go `Next`).
@@ -369,7 +387,8 @@ impl Agent {
         let mut cache: HashMap<String, Value> = HashMap::new();
         let stream = watcher(api, watcher::Config::default());
         futures::pin_mut!(stream);
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        // The resync: exits, back-off ends and readiness are seen within this.
+        let mut tick = tokio::time::interval(RESYNC);
         loop {
             tokio::select! {
                 ev = stream.next() => {
@@ -592,6 +611,7 @@ impl Agent {
                                 self.logs.register_file(pns, pname, cname, p.log_path());
                                 hc.proc = Some(p);
                                 hc.start_error = None;
+                                hc.ready = false;
                                 // kuberuntime_container.go startContainer and
                                 // images/image_manager.go (v1.36 wording).
                                 events.push((
@@ -650,6 +670,13 @@ impl Agent {
                     )
                 };
                 let is_running = hc.proc.is_some();
+                if let Some(p) = hc.proc.as_ref().filter(|_| !hc.ready) {
+                    hc.ready = std::fs::read(p.log_path()).is_ok_and(|log| {
+                        log.windows(READY_MARKER.len())
+                            .any(|w| w == READY_MARKER.as_bytes())
+                    });
+                }
+                let is_ready = is_running && hc.ready;
                 match (&state["terminated"], &last["terminated"]) {
                     (t, _) if t.is_object() => {
                         stopped += 1;
@@ -661,12 +688,12 @@ impl Agent {
                     (_, l) if l.is_object() => stopped += 1,
                     _ => waiting += 1,
                 }
-                if !is_running {
+                if !is_ready {
                     unready.push(cname);
                 }
                 let mut cs = json!({"name": cname, "image": image,
                     "imageID": format!("{image}@sha256:{:0>64}", 0),
-                    "ready": is_running, "started": is_running, "restartCount": hc.attempt,
+                    "ready": is_ready, "started": is_running, "restartCount": hc.attempt,
                     "state": state, "lastState": last});
                 if !hc.container_id.is_empty() {
                     cs["containerID"] = json!(hc.container_id);
