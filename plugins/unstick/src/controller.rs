@@ -110,6 +110,9 @@ pub struct ControllerFacts {
     pub not_running: Option<String>,
     /// `spec.replicas` (1 when unset, the Deployment default).
     pub replicas: i64,
+    /// The pod that says why it is not running ([`ControllerFacts::with_pods`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodTrouble>,
 }
 
 impl ControllerFacts {
@@ -191,7 +194,24 @@ impl ControllerFacts {
             selector,
             not_running: not_running(d),
             replicas: obj::i(d, &["spec", "replicas"]).unwrap_or(1),
+            pod: None,
         }
+    }
+
+    /// The facts of Deployment `d` with the pod that says why it is not running, from
+    /// `pods` (the Deployment's pods, read when it has no ready one) and `logs` (last log
+    /// lines of ended runs by `namespace/pod/container`): [`not_running_with_pods`].
+    pub fn with_pods(
+        d: &Value,
+        pods: &[Value],
+        logs: &BTreeMap<String, Vec<String>>,
+    ) -> ControllerFacts {
+        let mut f = ControllerFacts::from_deployment(d);
+        if let Some((why, pod)) = not_running_with_pods(d, pods, logs) {
+            f.not_running = Some(why);
+            f.pod = pod;
+        }
+        f
     }
 
     /// Whether the health check fails fast when a member turns Failed: kustomize-controller
@@ -231,6 +251,200 @@ impl ControllerFacts {
 /// The rule lives in `cluster_loop::flux::deployment_not_running` (shared with cutover).
 pub fn not_running(d: &Value) -> Option<String> {
     cluster_loop::flux::deployment_not_running(d)
+}
+
+/// Why a controller's pod is not running, read from the pod status the kubelet writes
+/// (k8s.io/kubernetes pkg/kubelet/kubelet_pods.go `convertToAPIContainerStatuses`): the
+/// container's waiting reason (`CrashLoopBackOff`: the process exited and the kubelet holds
+/// its restart in a back-off of 10 s doubling to 5 min, kuberuntime_manager.go `doBackOff`;
+/// `ImagePullBackOff`, `ErrImagePull`, `CreateContainerConfigError`, ...), its restart count
+/// and its last exit (`lastState.terminated`, or `state.terminated` when it is not restarted).
+/// JSON: `{"pod": "kustomize-controller-7d9c5-x2b4q", "container": "manager", "reason":
+/// "CrashLoopBackOff", "message": "back-off 20s restarting failed container=manager pod=...",
+/// "restarts": 2, "lastExitCode": 1, "lastExitReason": "Error", "lastLogLines": [...]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodTrouble {
+    /// The pod's name (in the Deployment's namespace).
+    pub pod: String,
+    /// The container that is not ready (`manager` in a Flux install).
+    pub container: String,
+    /// `state.waiting.reason`, `Terminated` (not restarted), or `NotReady` (running but not
+    /// ready: its readiness probe fails).
+    pub reason: String,
+    /// `state.waiting.message`, when the kubelet wrote one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `restartCount`.
+    pub restarts: i64,
+    /// Exit code of the last run that ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_exit_code: Option<i64>,
+    /// The runtime's reason for that exit (`Error`, `Completed`, `OOMKilled`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_exit_reason: Option<String>,
+    /// When that run ended (RFC 3339, as the kubelet wrote it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_finished_at: Option<String>,
+    /// The last lines of that run's log (`pods/log?previous=true`), when they could be read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub last_log_lines: Vec<String>,
+}
+
+impl PodTrouble {
+    /// `pod kustomize-controller-7d9c5-x2b4q CrashLoopBackOff, 2 restarts, last exit code 1
+    /// Error`: the part of the not-running reason that names the pod.
+    pub fn describe(&self) -> String {
+        let mut o = format!("pod {} {}", self.pod, self.reason);
+        if self.restarts > 0 {
+            let s = if self.restarts == 1 { "" } else { "s" };
+            o.push_str(&format!(", {} restart{s}", self.restarts));
+        }
+        if let Some(code) = self.last_exit_code {
+            o.push_str(&format!(", last exit code {code}"));
+            if let Some(r) = &self.last_exit_reason {
+                o.push_str(&format!(" {r}"));
+            }
+        }
+        o
+    }
+
+    /// The ended run's last log lines, indented under a header naming the pod, or empty:
+    /// `  last log lines of pod/POD container manager (exit code 1):\n    {...}\n`.
+    pub fn log_text(&self) -> String {
+        if self.last_log_lines.is_empty() {
+            return String::new();
+        }
+        let mut o = format!(
+            "  last log lines of pod/{} container {}{}:\n",
+            self.pod,
+            self.container,
+            self.last_exit_code
+                .map(|c| format!(" (exit code {c})"))
+                .unwrap_or_default()
+        );
+        for l in &self.last_log_lines {
+            o.push_str(&format!("    {l}\n"));
+        }
+        o
+    }
+
+    /// Whether the pod may become ready by itself: a container being created or started
+    /// that has never exited (`ContainerCreating`, `PodInitializing`, running but not ready
+    /// yet). A process that exited (CrashLoopBackOff, Error), an image that does not pull or a
+    /// container config error stays so until someone changes something.
+    pub fn may_come_back(&self) -> bool {
+        self.last_exit_code.is_none()
+            && matches!(
+                self.reason.as_str(),
+                "ContainerCreating" | "PodInitializing" | "NotReady"
+            )
+    }
+
+    /// What to run to see why: the ended run's log when there is one (`kubectl -n NS logs
+    /// POD -c CONTAINER --previous` while the container is restarting; without `--previous`
+    /// when it was not restarted), else `kubectl -n NS describe pod/POD` (its Events say why
+    /// a pull or a start fails).
+    pub fn command(&self, namespace: &str) -> String {
+        match (self.last_exit_code, self.reason.as_str()) {
+            (Some(_), "Terminated") => format!(
+                "kubectl -n {namespace} logs {} -c {}",
+                self.pod, self.container
+            ),
+            (Some(_), _) => format!(
+                "kubectl -n {namespace} logs {} -c {} --previous",
+                self.pod, self.container
+            ),
+            (None, _) => format!("kubectl -n {namespace} describe pod/{}", self.pod),
+        }
+    }
+}
+
+/// The pod of `deployment` (its namespace and `spec.selector.matchLabels`) among `pods` that
+/// says best why it is not running: not being deleted, a container not ready, the one with a
+/// waiting reason or an exit first, then the newest. `None` when no pod matches or all are
+/// ready. `logs` holds the last log lines of ended runs by `namespace/pod/container`.
+pub fn pod_trouble(
+    deployment: &Value,
+    pods: &[Value],
+    logs: &BTreeMap<String, Vec<String>>,
+) -> Option<PodTrouble> {
+    let ns = obj::namespace(deployment);
+    let selector = obj::at(deployment, &["spec", "selector", "matchLabels"])?.as_object()?;
+    if selector.is_empty() {
+        return None;
+    }
+    let mut best: Option<(u8, &str, PodTrouble)> = None;
+    for p in pods {
+        if obj::namespace(p) != ns
+            || obj::at(p, &["metadata", "deletionTimestamp"]).is_some()
+            || !selector
+                .iter()
+                .all(|(k, v)| obj::at(p, &["metadata", "labels", k]) == Some(v))
+        {
+            continue;
+        }
+        for cs in obj::arr(p, &["status", "containerStatuses"]) {
+            if obj::b(cs, &["ready"]) {
+                continue;
+            }
+            let waiting = obj::at(cs, &["state", "waiting"]);
+            let term_now = obj::at(cs, &["state", "terminated"]);
+            let last = term_now.or_else(|| obj::at(cs, &["lastState", "terminated"]));
+            let reason = match (waiting, term_now) {
+                (Some(w), _) => obj::s(w, &["reason"]).unwrap_or("Waiting").to_string(),
+                (None, Some(_)) => "Terminated".to_string(),
+                (None, None) => "NotReady".to_string(),
+            };
+            let container = obj::s(cs, &["name"]).unwrap_or("").to_string();
+            let pod = obj::name(p).to_string();
+            let t = PodTrouble {
+                last_log_lines: logs
+                    .get(&format!("{ns}/{pod}/{container}"))
+                    .cloned()
+                    .unwrap_or_default(),
+                pod,
+                container,
+                reason,
+                message: waiting
+                    .and_then(|w| obj::s(w, &["message"]))
+                    .map(String::from),
+                restarts: obj::i(cs, &["restartCount"]).unwrap_or(0),
+                last_exit_code: last.and_then(|t| obj::i(t, &["exitCode"])),
+                last_exit_reason: last.and_then(|t| obj::s(t, &["reason"])).map(String::from),
+                last_finished_at: last
+                    .and_then(|t| obj::s(t, &["finishedAt"]))
+                    .map(String::from),
+            };
+            let rank = u8::from(waiting.is_some() || last.is_some());
+            let created = obj::s(p, &["metadata", "creationTimestamp"]).unwrap_or("");
+            if best
+                .as_ref()
+                .is_none_or(|(r, c, _)| (rank, created) > (*r, *c))
+            {
+                best = Some((rank, created, t));
+            }
+        }
+    }
+    best.map(|(_, _, t)| t)
+}
+
+/// Why a controller Deployment runs no controller ([`not_running`]) with the pod that says
+/// why ([`pod_trouble`]): `no ready pod, 0 of 1 ready; pod kustomize-controller-7d9c5-x2b4q
+/// CrashLoopBackOff, 2 restarts, last exit code 1 Error`. `None` when it runs.
+pub fn not_running_with_pods(
+    deployment: &Value,
+    pods: &[Value],
+    logs: &BTreeMap<String, Vec<String>>,
+) -> Option<(String, Option<PodTrouble>)> {
+    let why = not_running(deployment)?;
+    if why == "0 replicas" {
+        return Some((why, None));
+    }
+    match pod_trouble(deployment, pods, logs) {
+        Some(t) => Some((format!("{why}; {}", t.describe()), Some(t))),
+        None => Some((why, None)),
+    }
 }
 
 /// The tag of an image reference (`ghcr.io/fluxcd/kustomize-controller:v1.8.3@sha256:..`
@@ -351,6 +565,116 @@ mod tests {
         assert_eq!(
             ControllerFacts::from_deployment(&d).not_running.as_deref(),
             Some("0 replicas")
+        );
+    }
+
+    /// A kustomize-controller pod as the kubelet writes it while its process crash-loops
+    /// (kubelet_pods.go convertToAPIContainerStatuses, kuberuntime_manager.go doBackOff).
+    fn crashing_pod(name: &str, created: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": "flux-system", "creationTimestamp": created,
+                "labels": {"app": "kustomize-controller", "pod-template-hash": "7d9c5"}},
+            "status": {"phase": "Running", "containerStatuses": [{"name": "manager", "ready": false,
+                "started": false, "restartCount": 3,
+                "state": {"waiting": {"reason": "CrashLoopBackOff",
+                    "message": "back-off 40s restarting failed container=manager pod=x_flux-system(u)"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
+                    "startedAt": "2026-12-02T00:15:56Z", "finishedAt": "2026-12-02T00:15:57Z"}}}]}})
+    }
+
+    #[test]
+    fn a_crash_looping_pod_is_named_with_its_reason_restarts_exit_and_previous_log() {
+        let mut d = deploy("kc:v1.9.6", &[]);
+        d["metadata"]["namespace"] = json!("flux-system");
+        d["status"] = json!({"observedGeneration": 2, "replicas": 1, "unavailableReplicas": 1});
+        let ready = json!({"metadata": {"name": "kustomize-controller-old", "namespace": "flux-system",
+                "creationTimestamp": "2026-12-02T00:20:00Z", "labels": {"app": "kustomize-controller"}},
+            "status": {"containerStatuses": [{"name": "manager", "ready": true, "restartCount": 0,
+                "state": {"running": {}}}]}});
+        let other_app = json!({"metadata": {"name": "source-controller-1", "namespace": "flux-system",
+                "labels": {"app": "source-controller"}},
+            "status": {"containerStatuses": [{"name": "manager", "ready": false, "restartCount": 9,
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}});
+        let pods = vec![
+            ready,
+            other_app,
+            crashing_pod("kustomize-controller-7d9c5-x2b4q", "2026-12-02T00:10:00Z"),
+        ];
+        let mut logs = BTreeMap::new();
+        logs.insert(
+            "flux-system/kustomize-controller-7d9c5-x2b4q/manager".to_string(),
+            vec![r#"{"level":"error","msg":"unable to load feature gates"}"#.to_string()],
+        );
+        let (why, pod) = not_running_with_pods(&d, &pods, &logs).unwrap();
+        assert_eq!(
+            why,
+            "no ready pod, 0 of 1 ready; pod kustomize-controller-7d9c5-x2b4q CrashLoopBackOff, 3 restarts, last exit code 1 Error"
+        );
+        let pod = pod.unwrap();
+        assert_eq!(pod.restarts, 3);
+        assert_eq!(
+            pod.command("flux-system"),
+            "kubectl -n flux-system logs kustomize-controller-7d9c5-x2b4q -c manager --previous"
+        );
+        assert_eq!(
+            pod.log_text(),
+            "  last log lines of pod/kustomize-controller-7d9c5-x2b4q container manager (exit code 1):\n    {\"level\":\"error\",\"msg\":\"unable to load feature gates\"}\n"
+        );
+        // Restarted, running until it exits again: not ready, the exit as lastState.
+        let mut between = pods[2].clone();
+        between["status"]["containerStatuses"][0]["state"] =
+            json!({"running": {"startedAt": "2026-12-02T00:16:07Z"}});
+        between["status"]["containerStatuses"][0]["started"] = json!(true);
+        let t = pod_trouble(&d, &[between], &logs).unwrap();
+        assert_eq!(
+            t.describe(),
+            "pod kustomize-controller-7d9c5-x2b4q NotReady, 3 restarts, last exit code 1 Error"
+        );
+        assert!(t.command("flux-system").ends_with("--previous"));
+        assert!(!t.may_come_back());
+        let f = ControllerFacts::with_pods(&d, &pods, &logs);
+        assert_eq!(f.not_running.as_deref(), Some(why.as_str()));
+        // No pod read (RBAC): the Deployment's own reason, nothing invented.
+        assert_eq!(
+            not_running_with_pods(&d, &[], &logs),
+            Some(("no ready pod, 0 of 1 ready".to_string(), None))
+        );
+        // Scaled to 0: the pods are not asked.
+        d["spec"]["replicas"] = json!(0);
+        assert_eq!(
+            not_running_with_pods(&d, &pods, &logs),
+            Some(("0 replicas".to_string(), None))
+        );
+    }
+
+    #[test]
+    fn a_pod_that_cannot_pull_points_at_describe_and_one_not_restarted_at_its_log() {
+        let mut d = deploy("kc:v1.9.6", &[]);
+        d["metadata"]["namespace"] = json!("flux-system");
+        d["status"] = json!({"observedGeneration": 1, "replicas": 1});
+        let pull = json!({"metadata": {"name": "kc-1", "namespace": "flux-system",
+                "labels": {"app": "kustomize-controller"}},
+            "status": {"containerStatuses": [{"name": "manager", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "ImagePullBackOff",
+                    "message": "Back-off pulling image \"kc:v1.9.6\""}}}]}});
+        let (why, pod) = not_running_with_pods(&d, &[pull], &BTreeMap::new()).unwrap();
+        assert_eq!(why, "no ready pod, 0 of 1 ready; pod kc-1 ImagePullBackOff");
+        assert_eq!(
+            pod.unwrap().command("flux-system"),
+            "kubectl -n flux-system describe pod/kc-1"
+        );
+        let mut done = crashing_pod("kc-2", "2026-12-02T00:10:00Z");
+        done["metadata"]["labels"] = json!({"app": "kustomize-controller"});
+        done["status"]["containerStatuses"][0]["state"] =
+            json!({"terminated": {"exitCode": 0, "reason": "Completed"}});
+        done["status"]["containerStatuses"][0]["restartCount"] = json!(0);
+        let pod = pod_trouble(&d, &[done], &BTreeMap::new()).unwrap();
+        assert_eq!(
+            pod.describe(),
+            "pod kc-2 Terminated, last exit code 0 Completed"
+        );
+        assert_eq!(
+            pod.command("flux-system"),
+            "kubectl -n flux-system logs kc-2 -c manager"
         );
     }
 

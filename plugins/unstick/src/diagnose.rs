@@ -372,11 +372,43 @@ pub struct StoppedController {
     /// `nothing reconciles` (kustomize-controller) or `nothing fetches` (source-controller).
     pub consequence: String,
     /// The lever, as a command to run: `kubectl -n NS scale deployment/NAME --replicas=1` at
-    /// 0 replicas, else `kubectl -n NS describe deployment/NAME` (why its pod is not ready).
+    /// 0 replicas; for a pod that is not ready the command that shows why
+    /// ([`crate::controller::PodTrouble::command`]: the ended run's log, `kubectl -n NS logs
+    /// POD -c manager --previous`, for a crash loop); else `kubectl -n NS describe
+    /// deployment/NAME`.
     pub command: String,
+    /// The pod that says why it is not running, when its pods were read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<crate::controller::PodTrouble>,
 }
 
 impl StoppedController {
+    /// A stopped controller `namespace/name` (a Deployment), `why` it is not running, what
+    /// that stops (`consequence`) and the pod that says why, with the command of its lever.
+    pub fn new(
+        name: &str,
+        namespace: &str,
+        why: String,
+        consequence: &str,
+        pod: Option<crate::controller::PodTrouble>,
+    ) -> StoppedController {
+        let command = match &pod {
+            _ if why == "0 replicas" => {
+                format!("kubectl -n {namespace} scale deployment/{name} --replicas=1")
+            }
+            Some(p) => p.command(namespace),
+            None => format!("kubectl -n {namespace} describe deployment/{name}"),
+        };
+        StoppedController {
+            controller: name.to_string(),
+            namespace: namespace.to_string(),
+            why,
+            consequence: consequence.to_string(),
+            command,
+            pod,
+        }
+    }
+
     /// `source-controller is not running (0 replicas): nothing fetches`.
     pub fn line(&self) -> String {
         format!(
@@ -390,6 +422,15 @@ impl StoppedController {
         if self.why == "0 replicas" {
             format!(
                 "scale it up: {}; then its runs resume by themselves",
+                self.command
+            )
+        } else if self
+            .pod
+            .as_ref()
+            .is_some_and(|p| p.last_exit_code.is_some())
+        {
+            format!(
+                "read why its process exits: {}; fix its Deployment (args, image, resources) and its runs resume once its pod is ready",
                 self.command
             )
         } else {
@@ -458,10 +499,9 @@ impl<'a> Engine<'a> {
     pub fn new(snap: &'a Snapshot) -> Self {
         Engine {
             idx: Index::new(snap),
-            controller: snap
-                .controller
-                .as_ref()
-                .map(ControllerFacts::from_deployment),
+            controller: snap.controller.as_ref().map(|d| {
+                ControllerFacts::with_pods(d, &snap.controller_pods, &snap.controller_logs)
+            }),
             hosts: std::sync::OnceLock::new(),
             holding: std::sync::OnceLock::new(),
             holders: std::sync::OnceLock::new(),
@@ -478,35 +518,33 @@ impl<'a> Engine<'a> {
     /// artifacts are served by source-controller's storage server, so a run cannot even
     /// download its manifests). `None` when both run or are not read.
     pub fn stopped_controller_for(&self, ks: &Value) -> Option<StoppedController> {
-        let stopped = |name: &str, namespace: &str, why: String, consequence: &str| {
-            let command = if why == "0 replicas" {
-                format!("kubectl -n {namespace} scale deployment/{name} --replicas=1")
-            } else {
-                format!("kubectl -n {namespace} describe deployment/{name}")
-            };
-            StoppedController {
-                controller: name.to_string(),
-                namespace: namespace.to_string(),
-                why,
-                consequence: consequence.to_string(),
-                command,
-            }
-        };
         if let Some(c) = self.controller.as_ref()
             && let Some(why) = c.not_running.clone()
         {
-            return Some(stopped(&c.name, &c.namespace, why, "nothing reconciles"));
+            return Some(StoppedController::new(
+                &c.name,
+                &c.namespace,
+                why,
+                "nothing reconciles",
+                c.pod.clone(),
+            ));
         }
         let (kind, _, _) = source_ref(ks);
+        let snap = self.idx.snap;
         if matches!(kind.as_str(), "GitRepository" | "OCIRepository" | "Bucket")
-            && let Some(sc) = self.idx.snap.source_controller.as_ref()
-            && let Some(why) = crate::controller::not_running(sc)
+            && let Some(sc) = snap.source_controller.as_ref()
+            && let Some((why, pod)) = crate::controller::not_running_with_pods(
+                sc,
+                &snap.controller_pods,
+                &snap.controller_logs,
+            )
         {
-            return Some(stopped(
+            return Some(StoppedController::new(
                 obj::name(sc),
                 obj::namespace(sc),
                 why,
                 "nothing fetches",
+                pod,
             ));
         }
         None
@@ -2349,8 +2387,15 @@ pub fn heading(d: &Diagnosis) -> Heading {
             d.summary
         )),
         // A controller scaled to 0 stays so until someone scales it up; one with replicas but
-        // no ready pod yet (a restart, `--restart-controller`'s own) may come back by itself.
-        Class::ControllerNotRunning if !d.summary.contains("(0 replicas)") => {
+        // no ready pod yet (a restart, `--restart-controller`'s own) may come back by itself;
+        // a pod whose process exits (CrashLoopBackOff) or whose image does not pull does not.
+        Class::ControllerNotRunning
+            if !d.summary.contains("(0 replicas)")
+                && d.stopped_controller
+                    .as_ref()
+                    .and_then(|s| s.pod.as_ref())
+                    .is_none_or(crate::controller::PodTrouble::may_come_back) =>
+        {
             Heading::Moving(format!("{}; waiting for it to be back", d.summary))
         }
         Class::WaitingOnDependencies => match &d.root_cause {

@@ -820,21 +820,13 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
     // Kustomization someone else suspended is left as it is.
     let stopped = d.stopped_controller.clone().or_else(|| {
         let c = controller?;
-        let why_down = c.not_running.clone()?;
-        Some(crate::diagnose::StoppedController {
-            command: if why_down == "0 replicas" {
-                format!(
-                    "kubectl -n {} scale deployment/{} --replicas=1",
-                    c.namespace, c.name
-                )
-            } else {
-                format!("kubectl -n {} describe deployment/{}", c.namespace, c.name)
-            },
-            controller: c.name.clone(),
-            namespace: c.namespace.clone(),
-            why: why_down,
-            consequence: "nothing reconciles".into(),
-        })
+        Some(crate::diagnose::StoppedController::new(
+            &c.name,
+            &c.namespace,
+            c.not_running.clone()?,
+            "nothing reconciles",
+            c.pod.clone(),
+        ))
     });
     let (lever, effect) = match stopped {
         Some(sc)

@@ -180,6 +180,45 @@ impl Reader {
     }
 }
 
+impl Reader {
+    /// The last `lines` lines of container `container` of pod `ns/name`, at most 8 KiB
+    /// (`pods/log` with `tailLines` and `limitBytes`; `previous`: the run before the current
+    /// one, what `kubectl logs --previous` shows). Errors: the API's (400 when there is no
+    /// such log, e.g. `previous terminated container "manager" in pod "X" not found`).
+    pub async fn pod_log_tail(
+        &self,
+        conn: &Connection,
+        ns: &str,
+        name: &str,
+        container: &str,
+        previous: bool,
+        lines: i64,
+    ) -> Result<Vec<String>> {
+        self.count();
+        let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(conn.client.clone(), ns);
+        let ctx = conn
+            .ctx()
+            .verb("get")
+            .resource("", "pods/log")
+            .namespace(Some(ns))
+            .name(name);
+        let text = api
+            .logs(
+                name,
+                &kube::api::LogParams {
+                    container: Some(container.to_string()),
+                    previous,
+                    tail_lines: Some(lines),
+                    limit_bytes: Some(8192),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| Error::from_kube(e, ctx))?;
+        Ok(text.lines().map(String::from).collect())
+    }
+}
+
 fn ks_ar() -> ApiResource {
     Kind::Kustomization.api_resource("v1")
 }
@@ -201,7 +240,9 @@ pub struct Scope {
 /// each status-bearing kind named by a health check of a non-healthy Kustomization (1 each,
 /// across namespaces when several are involved), for HelmReleases among them that are not Ready
 /// the workloads of their releases (4: Deployments, StatefulSets, DaemonSets, Jobs with
-/// helm-controller's origin label), Pods (1) and Warning Events (1).
+/// helm-controller's origin label), Pods (1) and Warning Events (1); for a controller
+/// Deployment with replicas but no ready pod, its pods (1) and the last log lines of its
+/// exited container (1).
 /// Permission errors on the optional reads (controller, pods, events, workloads) degrade to
 /// "not read" and are returned as notes; on the Kustomizations they are errors.
 pub async fn gather(
@@ -330,6 +371,65 @@ pub async fn gather(
         Err(e) if e.status_code() == Some(403) => None,
         Err(e) => return Err(e),
     };
+    // A controller Deployment with replicas but no ready pod: its pods say why (the kubelet's
+    // waiting reason, restart count, last exit), and a container that has exited its last
+    // log lines (one list per such Deployment, one log read per exited container). Not
+    // readable: the reason stays the Deployment's own (`no ready pod, 0 of N ready`).
+    let mut controller_pods = Vec::new();
+    let mut controller_logs = BTreeMap::new();
+    let pod_ar = Kind::Pod.api_resource("v1");
+    for d in [controller.as_ref(), source_controller.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        if crate::controller::not_running(d).is_none_or(|w| w == "0 replicas") {
+            continue;
+        }
+        let Some(sel) = obj::at(d, &["spec", "selector", "matchLabels"])
+            .and_then(Value::as_object)
+            .filter(|m| !m.is_empty())
+        else {
+            continue;
+        };
+        let sel: Vec<String> = sel
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+            .collect();
+        let dns = obj::namespace(d);
+        let pods = match r
+            .list(
+                conn,
+                &pod_ar,
+                Some(dns),
+                &ListParams::default().labels(&sel.join(",")),
+            )
+            .await
+        {
+            Ok(p) => p,
+            Err(e) if e.status_code() == Some(403) => {
+                notes.push(format!("pods of {dns}/{} not read: {e}", obj::name(d)));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(t) = crate::controller::pod_trouble(d, &pods, &BTreeMap::new())
+            && t.last_exit_code.is_some()
+        {
+            // The ended run: `--previous` while the container restarts, its current log
+            // when it is not restarted (`state.terminated`).
+            let previous = t.reason != "Terminated";
+            match r
+                .pod_log_tail(conn, dns, &t.pod, &t.container, previous, 5)
+                .await
+            {
+                Ok(lines) => {
+                    controller_logs.insert(format!("{dns}/{}/{}", t.pod, t.container), lines);
+                }
+                Err(e) => notes.push(format!("log of {dns}/{} not read: {e}", t.pod)),
+            }
+        }
+        controller_pods.extend(pods);
+    }
     // The key names of the Secret of a source that reports an authentication failure, to
     // tell a refused credential from none at all (one GET per such source; values are not
     // kept). Not readable: not judged.
@@ -373,6 +473,8 @@ pub async fn gather(
         sources,
         controller,
         source_controller,
+        controller_pods,
+        controller_logs,
         secret_keys,
         ..Default::default()
     };

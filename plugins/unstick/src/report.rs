@@ -194,10 +194,14 @@ pub fn stopped_text(p: &Painter, stopped: &[crate::diagnose::StoppedController])
         .iter()
         .map(|s| {
             format!(
-                "{}; lever {}: {}\n",
+                "{}; lever {}: {}\n{}",
                 p.err(&s.line()),
                 p.bold(Lever::StartController.as_str()),
-                s.command
+                s.command,
+                s.pod
+                    .as_ref()
+                    .map(crate::controller::PodTrouble::log_text)
+                    .unwrap_or_default()
             )
         })
         .collect()
@@ -431,7 +435,7 @@ pub fn controller_text(c: Option<&ControllerFacts>, holding: &[String]) -> Strin
         None => "Controller: not read (see notes)\n".into(),
         // Its Deployment's version and flags describe what would run, not what runs.
         Some(c) if c.not_running.is_some() => format!(
-            "Controller {}/{}: NOT RUNNING ({}): nothing reconciles; its Deployment would run {} ({}), {}={}, --concurrent={}\n",
+            "Controller {}/{}: NOT RUNNING ({}): nothing reconciles; its Deployment would run {} ({}), {}={}, --concurrent={}\n{}",
             c.namespace,
             c.name,
             c.not_running.as_deref().unwrap_or_default(),
@@ -442,6 +446,11 @@ pub fn controller_text(c: Option<&ControllerFacts>, holding: &[String]) -> Strin
             crate::controller::CANCEL_GATE,
             c.cancel_gate,
             c.concurrent,
+            // The exited run's own words (a crash loop's cause is in its log).
+            c.pod
+                .as_ref()
+                .map(crate::controller::PodTrouble::log_text)
+                .unwrap_or_default(),
         ),
         Some(c) => format!(
             "Controller {}/{}: {} ({}), {}={}, --concurrent={}; holding a worker now: {}\n",

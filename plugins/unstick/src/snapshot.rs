@@ -36,6 +36,15 @@ pub struct Snapshot {
     /// namespace, as `flux install` names it), when it could be read.
     #[serde(default)]
     pub source_controller: Option<Value>,
+    /// The pods of those two Deployments, read only when one has no ready pod (to say why:
+    /// `controller::pod_trouble`).
+    #[serde(default)]
+    pub controller_pods: Vec<Value>,
+    /// The last lines of the log of a controller container's ended run
+    /// (`pods/log?previous=true`, or the current log of one not restarted), by
+    /// `namespace/pod/container`.
+    #[serde(default)]
+    pub controller_logs: BTreeMap<String, Vec<String>>,
     /// Key names (never values) of the `spec.secretRef` Secrets of sources that report an
     /// authentication failure, by `namespace/name`; read only for those sources.
     #[serde(default)]

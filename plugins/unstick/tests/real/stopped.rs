@@ -254,6 +254,173 @@ fn a_stopped_controller_is_the_root_cause_and_a_running_one_is_not() {
     );
     assert!(!out.contains("ETA"), "no ETA while nothing runs: {out}");
     scale(&c, "source-controller", 1);
+
+    crash_looping_controller(&c, name, &cm);
+}
+
+/// kustomize-controller's Deployment at 1 replica, its pod crash-looping (the 2 a.m. case: a
+/// flag the controller refuses; kustomize-controller v1.9.6 main.go exits 1 on
+/// `--feature-gates=NoSuchGate=true`, "unable to load feature gates"; the node agent reports
+/// it as a kubelet does: CrashLoopBackOff, restartCount, lastState): `--all` and `ks/NAME`
+/// name the controller as not running with the pod's reason, restarts and last exit, the
+/// exited run's log lines and the `kubectl logs --previous` command that shows them (run here
+/// as printed), exit 1, no write; healthy again once the Deployment is fixed.
+fn crash_looping_controller(c: &Cluster, name: &str, cm: &dyn Fn(&str) -> String) {
+    let rev3 = c.push(name, &[("cm.yaml", &cm("3"))], "three").unwrap();
+    // Recreate: the running pod goes before the new one starts (with the default rolling
+    // update the old pod keeps running beside the crashing one, and the controller runs).
+    let patch = r#"[{"op": "replace", "path": "/spec/strategy", "value": {"type": "Recreate"}},
+        {"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--feature-gates=NoSuchGate=true"}]"#;
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "patch",
+        "deployment/kustomize-controller",
+        "--type=json",
+        "-p",
+        patch,
+    ])
+    .unwrap();
+    let pod = eventually(
+        Duration::from_secs(90),
+        "kustomize-controller's new pod in CrashLoopBackOff",
+        || {
+            let pods = c.get_json(&[
+                "-n",
+                FLUX_NS,
+                "get",
+                "pods",
+                "-l",
+                "app=kustomize-controller",
+            ]);
+            let items = pods["items"].as_array()?;
+            let p = items.first().filter(|_| items.len() == 1)?;
+            let cs = &p["status"]["containerStatuses"][0];
+            (cs["state"]["waiting"]["reason"] == "CrashLoopBackOff").then(|| p.clone())
+        },
+    );
+    let pod_name = pod["metadata"]["name"].as_str().unwrap().to_owned();
+    eventually(
+        Duration::from_secs(60),
+        "the Deployment observed, none ready",
+        || {
+            let d = c.get_json(&["-n", FLUX_NS, "get", "deployment", "kustomize-controller"]);
+            (d["status"]["observedGeneration"] == d["metadata"]["generation"]
+                && d["status"]["readyReplicas"].is_null())
+            .then_some(())
+        },
+    );
+    // The new revision is fetched (source-controller runs), and nothing applies it.
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "annotate",
+        "--overwrite",
+        "gitrepository/down",
+        "reconcile.fluxcd.io/requestedAt=three",
+    ])
+    .unwrap();
+    eventually(Duration::from_secs(60), "revision three fetched", || {
+        let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", name]);
+        g["status"]["artifact"]["revision"]
+            .as_str()
+            .is_some_and(|r| r.ends_with(&rev3))
+            .then_some(())
+    });
+    let logs_cmd = format!("kubectl -n flux-system logs {pod_name} -c manager --previous");
+    let before = c.kustomization(name);
+    let (code, v) = json(c, &["--all", "-n", FLUX_NS]);
+    assert_eq!(code, 1, "a crash-looping controller is a finding: {v:#}");
+    let sc = &v["stoppedControllers"][0];
+    assert_eq!(sc["controller"], "kustomize-controller", "{v:#}");
+    assert_eq!(sc["command"], logs_cmd.as_str(), "{v:#}");
+    assert_eq!(sc["pod"]["pod"], pod_name.as_str(), "{v:#}");
+    // Between two back-offs the restarted process runs (not ready) until it exits again: a
+    // read in that moment sees it running with the last exit as lastState.
+    let reason = sc["pod"]["reason"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        reason == "CrashLoopBackOff" || reason == "NotReady",
+        "{v:#}"
+    );
+    assert_eq!(sc["pod"]["lastExitCode"], 1, "{v:#}");
+    assert_eq!(sc["pod"]["lastExitReason"], "Error", "{v:#}");
+    let restarts = sc["pod"]["restarts"].as_i64().unwrap_or(0);
+    assert!(restarts >= 1, "{v:#}");
+    let s = if restarts == 1 { "" } else { "s" };
+    let why = format!(
+        "no ready pod, 0 of 1 ready; pod {pod_name} {reason}, {restarts} restart{s}, last exit code 1 Error"
+    );
+    assert_eq!(sc["why"], why.as_str(), "{v:#}");
+    assert!(
+        sc["pod"]["lastLogLines"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|l| l
+                .as_str()
+                .is_some_and(|l| l.contains("unable to load feature gates")))),
+        "{v:#}"
+    );
+    let r = row(&v, "flux-system/down");
+    assert_eq!(r["class"], "controller-not-running", "{r:#}");
+    assert_eq!(r["lever"], "start-controller", "{r:#}");
+    // The text runs read the pod again: its restart count may have grown since (the
+    // kubelet restarts it every 10 s, 20 s, ...), so the count is matched by shape.
+    let why_re = format!(
+        r"no ready pod, 0 of 1 ready; pod {} (CrashLoopBackOff|NotReady), \d+ restarts?, last exit code 1 Error",
+        regex::escape(&pod_name)
+    );
+    let line = regex::Regex::new(&format!(
+        r"kustomize-controller is not running \({why_re}\): nothing reconciles; lever start-controller: {}\n",
+        regex::escape(&logs_cmd)
+    ))
+    .unwrap();
+    let (code, out, err) = unstick(c, &["--all", "-n", FLUX_NS]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(!out.contains("are healthy"), "{out}");
+    assert!(line.is_match(&out), "{out}");
+    assert!(out.contains("unable to load feature gates"), "{out}");
+    let (code, out, err) = unstick(c, &["ks/down", "-n", FLUX_NS]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(!out.contains("healthy"), "{out}");
+    assert!(!out.contains("nothing is stuck"), "{out}");
+    let controller_line = regex::Regex::new(&format!(
+        r"Controller flux-system/kustomize-controller: NOT RUNNING \({why_re}\): nothing reconciles"
+    ))
+    .unwrap();
+    assert!(controller_line.is_match(&out), "{out}");
+    assert!(out.contains(&logs_cmd), "{out}");
+    assert!(
+        out.contains(&format!(
+            "last log lines of pod/{pod_name} container manager (exit code 1):"
+        )) && out.contains("feature-gate 'NoSuchGate' not supported"),
+        "{out}"
+    );
+    // No write: the Kustomization is as the controller last wrote it.
+    let after = c.kustomization(name);
+    assert_eq!(
+        after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"],
+        "unstick wrote to the Kustomization: {after:#}"
+    );
+    // The printed command runs as written and shows the exited run.
+    let args: Vec<&str> = logs_cmd.split(' ').skip(1).collect();
+    let prev = c.kubectl(&args).unwrap();
+    assert!(prev.contains("unable to load feature gates"), "{prev}");
+
+    // Fixed: the flag removed, the controller applies the revision, healthy again.
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "patch",
+        "deployment/kustomize-controller",
+        "--type=json",
+        "-p",
+        r#"[{"op": "test", "path": "/spec/template/spec/containers/0/args/6", "value": "--feature-gates=NoSuchGate=true"},
+            {"op": "remove", "path": "/spec/template/spec/containers/0/args/6"}]"#,
+    ])
+    .unwrap();
+    ready_at(c, name, &rev3);
+    let (code, v) = json(c, &["--all", "-n", FLUX_NS]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(row(&v, "flux-system/down")["class"], "healthy", "{v:#}");
 }
 
 /// Fresh-user trial item 8, on kustomize-controller v1.9.6 with the cancel gate off: a held
