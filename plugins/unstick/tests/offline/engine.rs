@@ -3,9 +3,11 @@
 
 use serde_json::{Value, json};
 use unstick::controller::{CancelMode, ControllerFacts};
-use unstick::diagnose::{Class, Diagnosis, Engine};
+use unstick::diagnose::{Class, Engine};
 use unstick::lever::{self, Lever, Options, Step};
 use unstick::snapshot::Snapshot;
+
+use crate::support::{cond_mut, diag, ks_mut, named_mut, plan_with};
 
 fn fleet() -> Snapshot {
     let text = std::fs::read_to_string(concat!(
@@ -14,10 +16,6 @@ fn fleet() -> Snapshot {
     ))
     .unwrap();
     serde_json::from_str(&text).unwrap()
-}
-
-fn diag(snap: &Snapshot, name: &str) -> Diagnosis {
-    Engine::new(snap).diagnose("flux-system", name).unwrap()
 }
 
 fn ks<'a>(snap: &'a Snapshot, name: &str) -> &'a Value {
@@ -39,20 +37,7 @@ fn with_controller(snap: &mut Snapshot, image: &str, gates: Option<&str>) {
 }
 
 fn plan_for(snap: &Snapshot, name: &str, opts: &Options) -> lever::Plan {
-    let e = Engine::new(snap);
-    let d = e.diagnose("flux-system", name).unwrap();
-    let k = ks(snap, name);
-    let src = e.source_obj(k);
-    let holding = e.holding_workers();
-    let inputs = lever::Inputs {
-        ks: k,
-        source: src,
-        controller: e.controller.as_ref(),
-        holding: &holding,
-        now: snap.now,
-        token: "2026-11-30T07:30:00.5Z",
-    };
-    lever::plan(&d, &inputs, opts)
+    plan_with(snap, name, "2026-11-30T07:30:00.5Z", opts)
 }
 
 #[test]
@@ -103,17 +88,9 @@ fn health_check_in_flight_with_deadline_blocking_pod_and_signature() {
 #[test]
 fn image_without_registry_is_a_signature_when_the_fleet_uses_one() {
     let mut s = fleet();
-    let d = s
-        .objects
-        .iter_mut()
-        .find(|o| o["metadata"]["name"] == "podinfo")
-        .unwrap();
+    let d = named_mut(&mut s.objects, "podinfo");
     d["spec"]["template"]["spec"]["containers"][0]["image"] = json!("podinfo:0.1.1");
-    let p = s
-        .pods
-        .iter_mut()
-        .find(|o| o["metadata"]["name"] == "podinfo-7d9c-x2x")
-        .unwrap();
+    let p = named_mut(&mut s.pods, "podinfo-7d9c-x2x");
     p["spec"]["containers"][0]["image"] = json!("podinfo:0.1.1");
     let d = diag(&s, "apps-wave-0");
     assert_eq!(d.signatures.len(), 1, "{:#?}", d.signatures);
@@ -234,11 +211,7 @@ fn fleet_exit_agrees_with_single_object_on_a_depends_on_rollout() {
     }
     // Its dependency Ready now, `after-lagging` still carries the controller's last
     // DependencyNotReady: the summary never quotes that stale message as the state.
-    let l = rollout
-        .kustomizations
-        .iter_mut()
-        .find(|k| k["metadata"]["name"] == "lagging")
-        .unwrap();
+    let l = ks_mut(&mut rollout, "lagging");
     let b = "main@sha1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
     l["status"]["lastAppliedRevision"] = json!(b);
     l["status"]["lastAttemptedRevision"] = json!(b);
@@ -543,11 +516,7 @@ fn gate_on_v17_with_newer_source_revision_reconciles_source() {
         "kustomize-controller:v1.7.0",
         Some("CancelHealthCheckOnNewRevision=true"),
     );
-    let src = s
-        .sources
-        .iter_mut()
-        .find(|o| o["metadata"]["name"] == "flux-system")
-        .unwrap();
+    let src = named_mut(&mut s.sources, "flux-system");
     src["status"]["artifact"]["revision"] =
         json!("main@sha1:dddddddddddddddddddddddddddddddddddddddd");
     let p = plan_for(&s, "apps-wave-0", &Options::default());
@@ -635,11 +604,7 @@ fn heading_moving_while_dependencies_move_terminal_when_they_fail() {
         "{h:?}"
     );
     // ...and for a dependent of it.
-    let k = s
-        .kustomizations
-        .iter_mut()
-        .find(|k| k["metadata"]["name"] == "after-lagging")
-        .unwrap();
+    let k = ks_mut(&mut s, "after-lagging");
     k["spec"]["dependsOn"] = json!([{"name": "hc-failed"}]);
     k["status"]["conditions"][0]["message"] =
         json!("dependency 'flux-system/hc-failed' is not ready");
@@ -656,11 +621,7 @@ fn heading_moving_while_dependencies_move_terminal_when_they_fail() {
     ));
     // A failure at an older revision than the source now has: the controller runs the new
     // one next, so still moving.
-    let k = s
-        .kustomizations
-        .iter_mut()
-        .find(|k| k["metadata"]["name"] == "hc-failed")
-        .unwrap();
+    let k = ks_mut(&mut s, "hc-failed");
     k["status"]["lastAttemptedRevision"] =
         json!("main@sha1:0000000000000000000000000000000000000000");
     let d = diag(&s, "hc-failed");
@@ -735,20 +696,13 @@ fn missing_path_is_the_kustomization_not_its_source() {
     // ArtifactFailed "kustomization path not found: stat ...: no such file or directory";
     // the GitRepository is Ready, so this is not a source problem.
     let mut s = fleet();
-    let k = s
-        .kustomizations
-        .iter_mut()
-        .find(|k| k["metadata"]["name"] == "build-broken")
-        .unwrap();
+    let k = ks_mut(&mut s, "build-broken");
     k["spec"]["path"] = json!("./does-not-exist");
-    for c in k["status"]["conditions"].as_array_mut().unwrap() {
-        if c["type"] == "Ready" {
-            c["reason"] = json!("ArtifactFailed");
-            c["message"] = json!(
-                "kustomization path not found: stat /tmp/kustomization-1/does-not-exist: no such file or directory"
-            );
-        }
-    }
+    let c = cond_mut(k, "Ready");
+    c["reason"] = json!("ArtifactFailed");
+    c["message"] = json!(
+        "kustomization path not found: stat /tmp/kustomization-1/does-not-exist: no such file or directory"
+    );
     let d = diag(&s, "build-broken");
     assert_eq!(d.class, Class::BuildFailed);
     assert!(
@@ -821,11 +775,7 @@ fn token_state_handled_pending_superseded_not_found() {
 #[test]
 fn healthy_with_a_reconciling_dependency_has_no_root_cause() {
     let mut s = fleet();
-    let k = s
-        .kustomizations
-        .iter_mut()
-        .find(|k| k["metadata"]["name"] == "platform-config")
-        .unwrap();
+    let k = ks_mut(&mut s, "platform-config");
     k["spec"]["dependsOn"] = json!([{"name": "busy"}]);
     assert_eq!(diag(&s, "busy").class, Class::Reconciling);
     let d = diag(&s, "platform-config");
@@ -961,22 +911,11 @@ fn with_source_and_a_missing_source_object_says_so_and_patches_no_source() {
 #[test]
 fn artifact_not_found_follows_the_source_as_it_is_now() {
     let set = |s: &mut Snapshot, src_ready: Option<(&str, &str)>, artifact: bool| {
-        let k = s
-            .kustomizations
-            .iter_mut()
-            .find(|k| k["metadata"]["name"] == "build-broken")
-            .unwrap();
-        for c in k["status"]["conditions"].as_array_mut().unwrap() {
-            if c["type"] == "Ready" {
-                c["reason"] = json!("ArtifactFailed");
-                c["message"] = json!("Source artifact not found, retrying in 30s");
-            }
-        }
-        let g = s
-            .sources
-            .iter_mut()
-            .find(|g| g["metadata"]["name"] == "flux-system")
-            .unwrap();
+        let k = ks_mut(s, "build-broken");
+        let c = cond_mut(k, "Ready");
+        c["reason"] = json!("ArtifactFailed");
+        c["message"] = json!("Source artifact not found, retrying in 30s");
+        let g = named_mut(&mut s.sources, "flux-system");
         if !artifact {
             g["status"].as_object_mut().unwrap().remove("artifact");
         }
@@ -1019,10 +958,7 @@ fn artifact_not_found_follows_the_source_as_it_is_now() {
     let mut s = fleet();
     set(&mut s, Some(("Unknown", "building artifact")), false);
     let msg = "failed to get secret 'flux-system/git-creds': secrets \"git-creds\" not found";
-    s.sources
-        .iter_mut()
-        .find(|g| g["metadata"]["name"] == "flux-system")
-        .unwrap()["status"]["conditions"]
+    named_mut(&mut s.sources, "flux-system")["status"]["conditions"]
         .as_array_mut()
         .unwrap()
         .push(json!({"type": "FetchFailed", "status": "True", "reason": "AuthenticationFailed", "message": msg}));
@@ -1092,11 +1028,7 @@ fn failed_check_whose_objects_are_current_now_passes_on_retry_and_is_not_termina
         "{h:?}"
     );
     // A dependent of it: moving too (the dependency's next run passes).
-    let k = s
-        .kustomizations
-        .iter_mut()
-        .find(|k| k["metadata"]["name"] == "after-lagging")
-        .unwrap();
+    let k = ks_mut(&mut s, "after-lagging");
     k["spec"]["dependsOn"] = json!([{"name": "hc-failed"}]);
     k["status"]["conditions"][0]["message"] =
         json!("dependency 'flux-system/hc-failed' is not ready");
@@ -1338,11 +1270,7 @@ fn a_controller_at_zero_replicas_is_the_root_cause() {
 fn a_build_failure_on_the_controllers_temp_dir_gets_a_request() {
     let mut s = fleet();
     let set = |s: &mut Snapshot, msg: &str| {
-        let k = s
-            .kustomizations
-            .iter_mut()
-            .find(|k| k["metadata"]["name"] == "lagging")
-            .unwrap();
+        let k = ks_mut(s, "lagging");
         k["status"]["lastAttemptedRevision"] =
             json!("main@sha1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
         k["status"]["conditions"][0] = json!({"type": "Ready", "status": "False",
@@ -1466,11 +1394,7 @@ fn the_first_non_ready_dependency_sentence_is_said_once() {
 fn a_run_past_its_timeout_is_a_finding_and_a_past_eta_is_not_shown() {
     use unstick::diagnose::is_finding;
     let set = |s: &mut Snapshot, started: &str| {
-        let k = s
-            .kustomizations
-            .iter_mut()
-            .find(|k| k["metadata"]["name"] == "busy")
-            .unwrap();
+        let k = ks_mut(s, "busy");
         for c in k["status"]["conditions"].as_array_mut().unwrap() {
             c["lastTransitionTime"] = json!(started);
             if c["type"] == "Reconciling" {
@@ -1528,16 +1452,8 @@ fn a_run_past_its_timeout_is_a_finding_and_a_past_eta_is_not_shown() {
     // failure (07:00), Ready went Unknown when this run started (07:29:50): not overdue.
     let mut s = fleet();
     set(&mut s, "2026-11-30T07:29:50Z");
-    let k = s
-        .kustomizations
-        .iter_mut()
-        .find(|k| k["metadata"]["name"] == "busy")
-        .unwrap();
-    for c in k["status"]["conditions"].as_array_mut().unwrap() {
-        if c["type"] == "Reconciling" {
-            c["lastTransitionTime"] = json!("2026-11-30T07:00:00Z");
-        }
-    }
+    let k = ks_mut(&mut s, "busy");
+    cond_mut(k, "Reconciling")["lastTransitionTime"] = json!("2026-11-30T07:00:00Z");
     let d = diag(&s, "busy");
     assert!(d.overdue_secs.is_none(), "{}", d.summary);
     assert!(!is_finding(&d));

@@ -13,11 +13,12 @@
 //!   upgrade's message, not the rollback's.
 
 use serde_json::{Value, json};
-use unstick::diagnose::{Class, Engine, is_finding};
+use unstick::diagnose::{Class, is_finding};
 use unstick::lever::{self, Lever, Options};
 use unstick::snapshot::Snapshot;
 
-use crate::wait_set::{REV, diag, in_flight, plan, snap};
+use crate::support::plan_with;
+use crate::wait_set::{REV, TOKEN, diag, in_flight, plan, snap};
 
 const HR_ID: &str = "apps_web_helm.toolkit.fluxcd.io_HelmRelease";
 const FAILED: &str =
@@ -71,20 +72,10 @@ fn release_deployment_and_pod() -> (Value, Value) {
 }
 
 fn with_source(s: &Snapshot, name: &str) -> lever::Plan {
-    let e = Engine::new(s);
-    let d = e.diagnose("flux-system", name).unwrap();
-    let k = e.idx.kustomization("flux-system", name).unwrap();
-    let holding = e.holding_workers();
-    lever::plan(
-        &d,
-        &lever::Inputs {
-            ks: k,
-            source: e.source_obj(k),
-            controller: e.controller.as_ref(),
-            holding: &holding,
-            now: s.now,
-            token: "2026-11-30T07:21:00.5Z",
-        },
+    plan_with(
+        s,
+        name,
+        TOKEN,
         &Options {
             with_source: true,
             ..Options::default()

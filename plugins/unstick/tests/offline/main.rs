@@ -4,5 +4,6 @@
 mod engine;
 mod helm;
 mod interrupt_hang;
+mod support;
 mod usage;
 mod wait_set;

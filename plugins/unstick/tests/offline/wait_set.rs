@@ -11,11 +11,14 @@
 //!   source's failure is quoted verbatim.
 
 use serde_json::{Value, json};
-use unstick::diagnose::{Class, Diagnosis, Engine, wait_set};
+use unstick::diagnose::{Class, Engine, wait_set};
 use unstick::lever::{self, Lever, Options};
 use unstick::proof::{Expect, Verdict, judge};
 use unstick::report::root_cause_cell;
 use unstick::snapshot::Snapshot;
+
+pub(crate) use crate::support::diag;
+use crate::support::plan_with;
 
 pub(crate) const REV: &str = "main@sha1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 pub(crate) const OLD: &str = "main@sha1:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -80,28 +83,13 @@ pub(crate) fn snap(
     }
 }
 
-pub(crate) fn diag(s: &Snapshot, name: &str) -> Diagnosis {
-    Engine::new(s).diagnose("flux-system", name).unwrap()
+/// The plan for `flux-system/name` with the default options, as of the snapshots here.
+pub(crate) fn plan(s: &Snapshot, name: &str) -> lever::Plan {
+    plan_with(s, name, TOKEN, &Options::default())
 }
 
-pub(crate) fn plan(s: &Snapshot, name: &str) -> lever::Plan {
-    let e = Engine::new(s);
-    let d = e.diagnose("flux-system", name).unwrap();
-    let k = e.idx.kustomization("flux-system", name).unwrap();
-    let holding = e.holding_workers();
-    lever::plan(
-        &d,
-        &lever::Inputs {
-            ks: k,
-            source: e.source_obj(k),
-            controller: e.controller.as_ref(),
-            holding: &holding,
-            now: s.now,
-            token: "2026-11-30T07:21:00.5Z",
-        },
-        &Options::default(),
-    )
-}
+/// The requestedAt the plans of these snapshots write (their `now` plus half a second).
+pub(crate) const TOKEN: &str = "2026-11-30T07:21:00.5Z";
 
 fn job(suspend: bool, started: bool) -> Value {
     let mut j = json!({"apiVersion": "batch/v1", "kind": "Job",
@@ -377,20 +365,10 @@ fn blockers_that_need_their_own_fix_get_no_kustomization_lever() {
         "{:?}",
         p.why
     );
-    let e = Engine::new(&s);
-    let d = e.diagnose("flux-system", "redis").unwrap();
-    let k = e.idx.kustomization("flux-system", "redis").unwrap();
-    let holding = e.holding_workers();
-    let restart = lever::plan(
-        &d,
-        &lever::Inputs {
-            ks: k,
-            source: e.source_obj(k),
-            controller: e.controller.as_ref(),
-            holding: &holding,
-            now: s.now,
-            token: "2026-11-30T07:21:00.5Z",
-        },
+    let restart = plan_with(
+        &s,
+        "redis",
+        TOKEN,
         &Options {
             restart_controller: true,
             ..Options::default()
