@@ -62,10 +62,12 @@ pub enum Class {
     ReconcileFailed,
     /// Stalled=True: a terminal error the controller will not retry.
     Stalled,
-    /// The controller that must act next is not running ([`crate::controller::not_running`]):
-    /// kustomize-controller (nothing reconciles) for any Kustomization that is not Healthy,
-    /// or source-controller (nothing fetches) for one whose source it serves. Whatever the
-    /// Kustomization's own conditions say, nothing changes until that controller runs.
+    /// A controller it needs is not running ([`crate::controller::not_running`]):
+    /// kustomize-controller (nothing reconciles) for every Kustomization that is not
+    /// suspended, source-controller (nothing fetches) for one whose source it serves
+    /// ([`Diagnosis::stopped_controllers`]). Whatever the Kustomization's own conditions say
+    /// (Ready=True included: that is what it last applied, and no change in Git reaches it),
+    /// nothing changes until the controller runs.
     ControllerNotRunning,
 }
 
@@ -345,11 +347,12 @@ pub struct Diagnosis {
     /// earliest predicted end of those runs (a worker frees then).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker_free_at: Option<Timestamp>,
-    /// The Flux controller this Kustomization needs that is not running
-    /// ([`Engine::stopped_controller_for`]), whatever its class: a finding in every view
-    /// ([`is_finding`]), with the command that starts it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stopped_controller: Option<StoppedController>,
+    /// Every Flux controller this Kustomization needs that is not running
+    /// ([`Engine::stopped_controllers_for`], kustomize-controller first), whatever its class:
+    /// a finding in every view ([`is_finding`]), each with the command that starts it. `[]`
+    /// (absent in JSON) when all run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stopped_controllers: Vec<StoppedController>,
     /// Further facts and advice, one sentence each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hints: Vec<String>,
@@ -440,16 +443,88 @@ impl StoppedController {
             )
         }
     }
+
+    /// What to do about every controller of `stopped` (kustomize-controller first), as one
+    /// effect: `scale kustomize-controller up: kubectl ...; scale source-controller up: kubectl
+    /// ...; then its runs resume by themselves`; a single one reads as
+    /// [`StoppedController::effect`].
+    pub fn effect_of_all(stopped: &[StoppedController]) -> String {
+        match stopped {
+            [] => "start the controller named above".to_string(),
+            [one] => one.effect(),
+            all => format!(
+                "{}; {}",
+                all.iter()
+                    .map(|s| {
+                        if s.scaled_to_zero() {
+                            format!("scale {} up: {}", s.controller, s.command)
+                        } else if s.pod.as_ref().is_some_and(|p| p.last_exit_code.is_some()) {
+                            format!("read why {}'s process exits: {}", s.controller, s.command)
+                        } else {
+                            format!(
+                                "find why {}'s pod is not ready: {}",
+                                s.controller, s.command
+                            )
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                if all.iter().all(StoppedController::scaled_to_zero) {
+                    "then its runs resume by themselves"
+                } else {
+                    "its runs resume once they all run"
+                }
+            ),
+        }
+    }
+
+    /// Whether it stays stopped until someone acts: scaled to 0 replicas (one with replicas
+    /// but no ready pod yet, a restart, may come back by itself).
+    pub fn scaled_to_zero(&self) -> bool {
+        self.why == "0 replicas"
+    }
 }
 
-/// The Reconciling message of a run in progress, kustomize-controller v1.9
-/// kustomization_controller.go: `Fetching manifests for revision R with a timeout of T` (and
-/// the later steps' messages of the same shape).
-static RUN_TIMEOUT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"with a timeout of (\S+)").unwrap());
-static RUNNING_HC: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"Running health checks for revision (\S+) with a timeout of (\S+)").unwrap()
+/// The Reconciling message of a run in progress: one shape for every step
+/// ([`RunStep::parse`]).
+static RUN_STEP: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"([A-Z][a-z]+(?: [a-z]+)*) for revision (\S+) with a timeout of (\S+)").unwrap()
 });
+
+/// The step a run in progress is at, read from its Reconciling message. kustomize-controller
+/// v1.9.6 kustomization_controller.go writes one message per step, each `<step> for revision
+/// <R> with a timeout of <T>` (T is `obj.GetTimeout().String()`, a Go duration):
+/// `Fetching manifests` (the run starts, `reconcile`), `Building manifests`, `Detecting
+/// drift` (before the apply) and `Running health checks` (`checkHealth`). One parser for
+/// all of them: the health-check step is the one whose deadline the levers work against;
+/// any step's timeout bounds the whole run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunStep<'m> {
+    /// `Fetching manifests`, `Building manifests`, `Detecting drift`, `Running health checks`.
+    pub step: &'m str,
+    /// The source revision the run works on (`main@sha1:...`).
+    pub revision: &'m str,
+    /// The run's timeout; `None` when the message's duration does not parse.
+    pub timeout: Option<std::time::Duration>,
+}
+
+impl<'m> RunStep<'m> {
+    /// The step named in `message`, or `None` for any other message.
+    pub fn parse(message: &'m str) -> Option<Self> {
+        let c = RUN_STEP.captures(message)?;
+        Some(RunStep {
+            step: c.get(1)?.as_str(),
+            revision: c.get(2)?.as_str(),
+            timeout: parse_go_duration(c.get(3)?.as_str()).ok(),
+        })
+    }
+
+    /// Whether it is the health check (`Running health checks`, kustomize-controller
+    /// `checkHealth`).
+    pub fn is_health_check(&self) -> bool {
+        self.step == "Running health checks"
+    }
+}
 /// One entry of the ssa WaitForSet error list: `Deployment/apps/podinfo status: 'InProgress'`
 /// (fluxcd/pkg ssa `FmtObjMetadata`: `Kind/namespace/name`, `Kind/name` when cluster-scoped).
 static HC_ENTRY: LazyLock<Regex> = LazyLock::new(|| {
@@ -512,16 +587,18 @@ impl<'a> Engine<'a> {
         self.idx.snap.now
     }
 
-    /// The controller `ks` needs that is not running, as (controller, why, consequence):
-    /// kustomize-controller for every Kustomization (it runs them), else source-controller
+    /// Every controller `ks` needs that is not running, kustomize-controller first:
+    /// kustomize-controller for every Kustomization (it runs them), and source-controller
     /// when `ks` reads a source it serves (GitRepository, OCIRepository, Bucket: their
     /// artifacts are served by source-controller's storage server, so a run cannot even
-    /// download its manifests). `None` when both run or are not read.
-    pub fn stopped_controller_for(&self, ks: &Value) -> Option<StoppedController> {
+    /// download its manifests). Both when both are down: starting one leaves the other's
+    /// work undone. `[]` when they run or are not read.
+    pub fn stopped_controllers_for(&self, ks: &Value) -> Vec<StoppedController> {
+        let mut v = Vec::new();
         if let Some(c) = self.controller.as_ref()
             && let Some(why) = c.not_running.clone()
         {
-            return Some(StoppedController::new(
+            v.push(StoppedController::new(
                 &c.name,
                 &c.namespace,
                 why,
@@ -539,27 +616,13 @@ impl<'a> Engine<'a> {
                 &snap.controller_logs,
             )
         {
-            return Some(StoppedController::new(
+            v.push(StoppedController::new(
                 obj::name(sc),
                 obj::namespace(sc),
                 why,
                 "nothing fetches",
                 pod,
             ));
-        }
-        None
-    }
-
-    /// Every Flux controller that is not running and that some Kustomization of the snapshot
-    /// needs ([`Engine::stopped_controller_for`]), each once, kustomize-controller first.
-    pub fn stopped_controllers(&self) -> Vec<StoppedController> {
-        let mut v: Vec<StoppedController> = Vec::new();
-        for k in &self.idx.snap.kustomizations {
-            if let Some(s) = self.stopped_controller_for(k)
-                && !v.contains(&s)
-            {
-                v.push(s);
-            }
         }
         v
     }
@@ -729,13 +792,13 @@ impl<'a> Engine<'a> {
                 Class::Stalled,
                 format!("stalled ({}): {}", c.reason, c.message),
             )
-        } else if let Some(c) = reconciling
-            .as_ref()
-            .filter(|c| RUNNING_HC.is_match(&c.message))
-        {
-            let caps = RUNNING_HC.captures(&c.message).unwrap();
-            let revision = caps[1].to_string();
-            let t = parse_go_duration(&caps[2]).map_or(timeout_secs, |d| d.as_secs_f64());
+        } else if let Some((c, step)) = reconciling.as_ref().and_then(|c| {
+            RunStep::parse(&c.message)
+                .filter(RunStep::is_health_check)
+                .map(|s| (c, s))
+        }) {
+            let revision = step.revision.to_string();
+            let t = step.timeout.map_or(timeout_secs, |d| d.as_secs_f64());
             let started = c.last_transition_time;
             let deadline = started.and_then(|s| s.checked_add(secs(t)).ok());
             let left = deadline.map(|d| d.duration_since(now).as_secs());
@@ -801,9 +864,7 @@ impl<'a> Engine<'a> {
                 _ => None,
             }
             .filter(|t| *t > now);
-            let run_timeout = RUN_TIMEOUT
-                .captures(&c.message)
-                .and_then(|m| parse_go_duration(&m[1]).ok());
+            let run_timeout = RunStep::parse(&c.message).and_then(|s| s.timeout);
             // This run's start: Reconciling keeps its lastTransitionTime across failed runs
             // (True/ProgressingWithRetry, then True/Progressing again), while every run marks
             // Ready Unknown "Reconciliation in progress" as it starts (kustomization_controller.go
@@ -1124,12 +1185,19 @@ impl<'a> Engine<'a> {
             }
         }
         // A controller that is not running decides everything else: the conditions above are
-        // what it last wrote, and nothing moves (no run, no fetch, no ETA) until it runs.
+        // what it last wrote, and nothing moves (no run, no fetch, no ETA) until it runs. A
+        // Kustomization Ready as last written is not healthy then: nothing in Git reaches it
+        // (the trial: rows classed `healthy` beside "need attention"). Only a suspended one
+        // stays `suspended`: it would not run anyway.
         let mut class = class;
-        let stopped_controller = self.stopped_controller_for(ks);
-        if let Some(sc) = &stopped_controller {
-            let line = sc.line();
-            if matches!(class, Class::Healthy | Class::Suspended) {
+        let stopped_controllers = self.stopped_controllers_for(ks);
+        if !stopped_controllers.is_empty() {
+            let line = stopped_controllers
+                .iter()
+                .map(StoppedController::line)
+                .collect::<Vec<_>>()
+                .join("; ");
+            if class == Class::Suspended {
                 hints.push(format!(
                     "{line}; {} stays as it is until it runs",
                     obj::name(ks)
@@ -1162,7 +1230,7 @@ impl<'a> Engine<'a> {
             suspended_by_unstick_at: if suspended { marker } else { None },
             missing_crds,
             worker_free_at,
-            stopped_controller,
+            stopped_controllers,
             hints,
         }
     }
@@ -2389,12 +2457,14 @@ pub fn heading(d: &Diagnosis) -> Heading {
         // A controller scaled to 0 stays so until someone scales it up; one with replicas but
         // no ready pod yet (a restart, `--restart-controller`'s own) may come back by itself;
         // a pod whose process exits (CrashLoopBackOff) or whose image does not pull does not.
+        // Moving only while every stopped one may come back.
         Class::ControllerNotRunning
-            if !d.summary.contains("(0 replicas)")
-                && d.stopped_controller
-                    .as_ref()
-                    .and_then(|s| s.pod.as_ref())
-                    .is_none_or(crate::controller::PodTrouble::may_come_back) =>
+            if d.stopped_controllers.iter().all(|s| {
+                !s.scaled_to_zero()
+                    && s.pod
+                        .as_ref()
+                        .is_none_or(crate::controller::PodTrouble::may_come_back)
+            }) =>
         {
             Heading::Moving(format!("{}; waiting for it to be back", d.summary))
         }
@@ -2477,12 +2547,12 @@ pub fn controller_io_error(d: &Diagnosis) -> Option<String> {
 /// failure catalogue (section 1) calls `dependency 'ns/x' is not ready` mid-rollout "the
 /// dependsOn ordering working, not a fault". One rule for both views, so `--all` and
 /// `ks/NAME` never disagree on the same snapshot. A Flux controller it needs that is not
-/// running ([`Diagnosis::stopped_controller`]) is a finding whatever the class: a Healthy
-/// Kustomization stays as last applied, no change in Git reaches it, and no lever works
-/// until the controller runs (`--help`: exit 1 when kustomize- or source-controller is not
-/// running).
+/// running ([`Diagnosis::stopped_controllers`]) is a finding whatever the class
+/// ([`Class::ControllerNotRunning`], or `suspended`): what it last applied stays, no change
+/// in Git reaches it, and no lever works until the controller runs (`--help`: exit 1 when
+/// kustomize- or source-controller is not running).
 pub fn is_finding(d: &Diagnosis) -> bool {
-    d.stopped_controller.is_some()
+    !d.stopped_controllers.is_empty()
         || d.overdue_secs.is_some()
         || !(matches!(d.class, Class::Healthy | Class::Reconciling)
             || dependency_progressing(d)
@@ -2608,5 +2678,46 @@ fn source_moving_or_ready(source: Option<&SourceFacts>) -> bool {
         Some(c) if c.is_true() => s.artifact_revision.is_some(),
         Some(c) if c.is_false() => false,
         _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunStep;
+    use std::time::Duration;
+
+    /// Every step message of kustomize-controller v1.9.6 kustomization_controller.go reads
+    /// the same way; only `Running health checks` is the health check; other messages (the
+    /// retry's `ProgressingWithRetry` text, helm-controller's `with timeout of`) are none.
+    #[test]
+    fn every_run_step_message_is_read_by_one_parser() {
+        let rev = "main@sha1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+        for (step, hc) in [
+            ("Fetching manifests", false),
+            ("Building manifests", false),
+            ("Detecting drift", false),
+            ("Running health checks", true),
+        ] {
+            let m = format!("{step} for revision {rev} with a timeout of 1m30s");
+            let s = RunStep::parse(&m).unwrap_or_else(|| panic!("{m}"));
+            assert_eq!(
+                s,
+                RunStep {
+                    step,
+                    revision: rev,
+                    timeout: Some(Duration::from_secs(90)),
+                }
+            );
+            assert_eq!(s.is_health_check(), hc, "{m}");
+        }
+        let odd = format!("Running health checks for revision {rev} with a timeout of soon");
+        assert_eq!(RunStep::parse(&odd).unwrap().timeout, None);
+        for other in [
+            "Reconciliation in progress",
+            "Running 'install' action with timeout of 5m0s",
+            "Detecting drift for revision",
+        ] {
+            assert_eq!(RunStep::parse(other), None, "{other}");
+        }
     }
 }

@@ -316,17 +316,15 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
         .unwrap_or(0)
         .max(0) as f64;
     let mut wait_for_token = true;
-    // The sentences before this point (a missing source for --with-source) stay whatever
-    // the class arm says; a stopped controller replaces the class arm's own (below).
-    let why_before_class = why.len();
 
     let (lever, effect) = match d.class {
         Class::Healthy | Class::Reconciling if opts.with_source => {
             // Nothing is stuck, but the user pushed to Git and asks for proof at the newest
             // revision: refetch the source and request a run we can prove.
+            // The class, not the summary: the diagnosis above says it (with its ETA) once.
             why.push(format!(
                 "{}: nothing is stuck; --with-source: the source fetches now and a requested run proves the Kustomization reaches its newest revision",
-                d.summary
+                d.class
             ));
             if let Some(s) = source_step("--with-source: fetch the latest revision".into()) {
                 steps.push(s);
@@ -341,19 +339,32 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             )
         }
         Class::ControllerNotRunning => {
-            // A request would sit unhandled, a suspend+resume or a restart changes nothing:
-            // only a running controller moves it (kubectl scale; the Deployment's pods).
+            // A controller this Kustomization needs is not running (kustomize-controller:
+            // nothing reconciles; source-controller: nothing fetches): whatever it last wrote
+            // and whatever lever a flag asks for (--with-source, --restart-controller), a
+            // request stays unhandled, a refetch never happens, a suspend+resume changes
+            // nothing and a restart has no pod to delete. The lever is starting it, and
+            // nothing is written. (A suspended Kustomization keeps its own class and lever:
+            // healing our own suspend is still written, someone else's is left as it is.)
+            // The diagnosis above says why each is down; this says what that means here.
+            let names: Vec<&str> = d
+                .stopped_controllers
+                .iter()
+                .map(|s| s.controller.as_str())
+                .collect();
             why.push(format!(
-                "{}: no write to {ns}/{name} helps until it runs (a reconcile request stays unhandled)",
-                d.summary
+                "{} not running: no write to {ns}/{name} is made and nothing it asks for happens until {} (a request or a refetch would stay unhandled); {name} stays as last applied, and no change in Git reaches it",
+                match names.as_slice() {
+                    [] => "the controller it needs is".to_string(),
+                    [one] => format!("{one} is"),
+                    many => format!("{} are", many.join(" and ")),
+                },
+                if names.len() > 1 { "they run" } else { "it runs" }
             ));
             wait_for_token = false;
             (
                 Lever::StartController,
-                d.stopped_controller
-                    .as_ref()
-                    .map(crate::diagnose::StoppedController::effect)
-                    .unwrap_or_else(|| "start the controller named above".to_string()),
+                crate::diagnose::StoppedController::effect_of_all(&d.stopped_controllers),
             )
         }
         Class::Reconciling if d.overdue_secs.is_some() => {
@@ -367,7 +378,8 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             (Lever::None, "nothing to write".to_string())
         }
         Class::Healthy | Class::Reconciling => {
-            why.push(format!("{}: nothing is stuck", d.summary));
+            // The class, not the summary: the diagnosis above says it (with its ETA) once.
+            why.push(format!("{}: nothing is stuck", d.class));
             (Lever::None, "nothing to do".to_string())
         }
         Class::Suspended => {
@@ -416,23 +428,37 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             )
         }
         Class::WaitingOnDependencies if crate::diagnose::dependency_progressing(d) => {
-            // Nothing is stuck: the blocking dependency is reconciling (or already ready).
-            // Request a run so the wait has a token to prove, and wait for the dependency's
-            // run and then ours (dependency_wait below).
+            // Nothing is stuck: the blocking dependency is reconciling (or already ready),
+            // and kustomize-controller re-checks dependsOn every --requeue-dependency
+            // (kustomization_controller.go `checkDependencies`, `RequeueAfter:
+            // r.requeueDependency`). The verdict is "nothing to unstick" (exit 0), so the
+            // lever writes nothing: `wait`, as the `--all` row says; the proof wait watches
+            // the dependency's run and then ours (dependency_wait below), and Ready=True at
+            // the source's revision is the proof (it is Ready=False now). The trial: lever
+            // request-reconcile beside "nothing to unstick".
             if let crate::diagnose::Heading::Moving(m) = crate::diagnose::heading(d) {
                 why.push(format!(
                     "{m}: its dependsOn wait ends by itself ({}); nothing to unstick",
                     requeue_text(controller)
                 ));
             }
-            steps.push(ks_patch(
-                request_patch(token),
-                "reconcile.fluxcd.io/requestedAt = now: a token to prove its next run".into(),
-            ));
-            (
-                Lever::RequestReconcile,
-                "waits for the dependency to become ready, then for its own run".to_string(),
-            )
+            if opts.with_source {
+                // Asked for: the refetch, and a requested run to prove it reached the new
+                // revision.
+                request_lever(
+                    &mut steps,
+                    "reconcile.fluxcd.io/requestedAt = now: a run against the refetched source, once its dependencies are ready",
+                    "the source is fetched again; the Kustomization runs at its newest revision once its dependencies are ready",
+                )
+            } else {
+                wait_for_token = false;
+                (
+                    Lever::Wait,
+                    format!(
+                        "no write: it runs by itself once its dependencies are ready; without --dry-run, kubectl unstick ks/{name} -n {ns} waits for that run with proof"
+                    ),
+                )
+            }
         }
         Class::WaitingOnDependencies => {
             let root = d
@@ -811,47 +837,6 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                 }
             }
         }
-    };
-    // A Flux controller this Kustomization needs is not running (kustomize-controller: nothing
-    // reconciles; source-controller: nothing fetches): whatever the class (a Healthy one, with
-    // --with-source or not, a lever asked for by flag), a request stays unhandled, a refetch
-    // never happens and a restart has no pod to delete, so the lever is starting it and
-    // nothing is written. Only healing our own suspend (Resume) is still written, and a
-    // Kustomization someone else suspended is left as it is.
-    let stopped = d.stopped_controller.clone().or_else(|| {
-        let c = controller?;
-        Some(crate::diagnose::StoppedController::new(
-            &c.name,
-            &c.namespace,
-            c.not_running.clone()?,
-            "nothing reconciles",
-            c.pod.clone(),
-        ))
-    });
-    let (lever, effect) = match stopped {
-        Some(sc)
-            if lever != Lever::Resume
-                && lever != Lever::StartController
-                && d.class != Class::Suspended =>
-        {
-            why.truncate(why_before_class);
-            why.push(format!(
-                "{}: no write to {ns}/{name} is made and nothing it asks for happens until it runs (a request or a refetch would stay unhandled){}",
-                sc.line(),
-                if matches!(d.class, Class::Healthy | Class::Reconciling) {
-                    format!("; {name} stays as last applied, and no change in Git reaches it")
-                } else {
-                    String::new()
-                }
-            ));
-            steps.clear();
-            alternatives.clear();
-            also_cancels.clear();
-            wait_for_token = false;
-            fresh_run_at = None;
-            (Lever::StartController, sc.effect())
-        }
-        _ => (lever, effect),
     };
     if let Some(arg) = &recommend_gate_arg {
         why.push(format!(

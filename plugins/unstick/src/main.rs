@@ -335,37 +335,16 @@ async fn single(
         notes.clone(),
     );
     if !machine {
-        out(&report::diagnosis_text(&painter, &d, ""))?;
-        out(&report::controller_text(
+        out(&report::single_text(
+            &painter,
+            &d,
             engine.controller.as_ref(),
             &holding,
+            &notes,
+            &plan,
         ))?;
-        // source-controller down: said beside the Controller line (which is about
-        // kustomize-controller), with its lever.
-        if let Some(sc) = d.stopped_controller.as_ref().filter(|s| {
-            engine
-                .controller
-                .as_ref()
-                .is_none_or(|c| c.name != s.controller)
-        }) {
-            out(&report::stopped_text(&painter, std::slice::from_ref(sc)))?;
-        }
-        for n in &notes {
-            out(&format!("note: {n}\n"))?;
-        }
-        out(&report::plan_text(&painter, &plan))?;
     }
-    // Read-only runs exit 0 when nothing is stuck: healthy, reconciling, or held at dependsOn
-    // by a dependency that is itself only reconciling (or ready now): the plan then says
-    // "nothing to unstick", and the exit code says the same.
-    // A stopped kustomize-controller is a finding even for a Healthy Kustomization when a
-    // lever was asked for (--with-source, --restart-controller): nothing it asked for runs.
-    let read_only_code =
-        if unstick::diagnose::is_finding(&d) || plan.lever == Lever::StartController {
-            EXIT_FINDING
-        } else {
-            EXIT_OK
-        };
+    let read_only_code = report::read_only_exit(&d, &plan);
     let waits = plan.lever == Lever::Wait;
     if cli.dry_run || (!waits && (!plan.lever.mutates() || plan.steps.is_empty())) {
         rep.action = if cli.dry_run { "dry-run" } else { "not-needed" }.into();
@@ -972,35 +951,7 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
             // A stopped controller is said with its lever, and the summary never calls
             // the fleet healthy while one is down: the rows show what it last wrote.
             out(&report::stopped_text(&p, &report.stopped_controllers))?;
-            if report.not_healthy == 0 && report.findings == 0 {
-                out(&format!(
-                    "all {} Kustomizations are healthy\n",
-                    report.total
-                ))?;
-            } else if report.not_healthy == 0 {
-                out(&format!(
-                    "{} of {} Kustomizations need attention: {} not running, so none of them changes (their rows are what the controllers last wrote)\n",
-                    report.findings,
-                    report.total,
-                    report
-                        .stopped_controllers
-                        .iter()
-                        .map(|s| s.controller.as_str())
-                        .collect::<Vec<_>>()
-                        .join(" and ")
-                ))?;
-            } else {
-                out(&format!(
-                    "{} of {} Kustomizations not healthy; {}\n",
-                    report.not_healthy,
-                    report.total,
-                    match report.findings {
-                        0 => "none needs attention (reconciling, or waiting at dependsOn on a dependency that is progressing)".to_string(),
-                        1 => "1 needs attention".to_string(),
-                        n => format!("{n} need attention"),
-                    }
-                ))?;
-            }
+            out(&report::fleet_summary(&report))?;
         }
         for n in report.notes.iter().filter(|n| Some(*n) != empty.as_ref()) {
             out(&format!("note: {n}\n"))?;

@@ -207,15 +207,79 @@ pub fn stopped_text(p: &Painter, stopped: &[crate::diagnose::StoppedController])
         .collect()
 }
 
+/// The text of a single-Kustomization run before anything is written (`kubectl unstick
+/// ks/NAME`, with or without `--dry-run`): the diagnosis, the Controller line (about
+/// kustomize-controller), every other stopped controller it needs (source-controller) with
+/// its lever, the notes, and the plan.
+pub fn single_text(
+    p: &Painter,
+    d: &Diagnosis,
+    controller: Option<&ControllerFacts>,
+    holding: &[String],
+    notes: &[String],
+    plan: &Plan,
+) -> String {
+    let mut o = diagnosis_text(p, d, "");
+    o.push_str(&controller_text(controller, holding));
+    let others: Vec<_> = d
+        .stopped_controllers
+        .iter()
+        .filter(|s| controller.is_none_or(|c| c.name != s.controller))
+        .cloned()
+        .collect();
+    o.push_str(&stopped_text(p, &others));
+    for n in notes {
+        o.push_str(&format!("note: {n}\n"));
+    }
+    o.push_str(&plan_text(p, plan));
+    o
+}
+
+/// The exit code of a read-only `kubectl unstick ks/NAME` (`--dry-run`, or nothing to write):
+/// 1 when the diagnosis is a finding ([`crate::diagnose::is_finding`], the rule `--all`
+/// counts), or when the lever is starting a stopped controller; 0 when nothing is stuck
+/// (healthy, reconciling, held at dependsOn by a dependency that is only progressing).
+pub fn read_only_exit(d: &Diagnosis, plan: &Plan) -> i32 {
+    if crate::diagnose::is_finding(d) || plan.lever == Lever::StartController {
+        cluster_loop::error::EXIT_FINDING
+    } else {
+        cluster_loop::error::EXIT_OK
+    }
+}
+
+/// The last line of the `--all` text: `all N Kustomizations are healthy`, or how many are not
+/// healthy and how many of those need attention ([`FleetReport::findings`], the exit code's
+/// rule), so the line, the rows' classes and the exit code say the same.
+/// A finding is never classed healthy (a stopped controller makes a Kustomization
+/// `controller-not-running`), so "all healthy" is said only when nothing needs attention.
+pub fn fleet_summary(r: &FleetReport) -> String {
+    if r.not_healthy == 0 {
+        format!("all {} Kustomizations are healthy\n", r.total)
+    } else {
+        format!(
+            "{} of {} Kustomizations not healthy; {}\n",
+            r.not_healthy,
+            r.total,
+            match r.findings {
+                0 => "none needs attention (reconciling, or waiting at dependsOn on a dependency that is progressing)".to_string(),
+                1 => "1 needs attention".to_string(),
+                n => format!("{n} need attention"),
+            }
+        )
+    }
+}
+
 /// The short root cause of a diagnosis for a table cell.
 pub fn root_cause_cell(d: &Diagnosis) -> String {
-    if d.class == Class::ControllerNotRunning {
-        // `kustomize-controller is not running (0 replicas)`: the part before the consequence.
+    if d.class == Class::ControllerNotRunning && !d.stopped_controllers.is_empty() {
+        // `kustomize-controller is not running (0 replicas)`: each line without its
+        // consequence.
         return d
-            .summary
-            .split_once("): ")
-            .map(|(a, _)| format!("{a})"))
-            .unwrap_or_else(|| d.summary.clone());
+            .stopped_controllers
+            .iter()
+            .map(|s| format!("{} is not running ({})", s.controller, s.why))
+            .collect::<Vec<_>>()
+            .join("; ");
     }
     if let Some(rc) = &d.root_cause {
         let what = rc
@@ -324,9 +388,8 @@ pub fn diagnosis_text(p: &Painter, d: &Diagnosis, indent: &str) -> String {
             ));
         }
     }
-    if let Some(eta) = d.eta {
-        o.push_str(&format!("{indent}  ETA {}\n", short_time(eta)));
-    }
+    // The ETA of a run in progress is in the summary line above (`...; ETA 07:22:30Z`):
+    // said once.
     if !d.blocking.is_empty() {
         o.push_str(&format!("{indent}  Blocking objects:\n"));
         for b in d.blocking.iter().take(20) {
@@ -564,25 +627,15 @@ pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetR
             token: &token,
         };
         let plan = crate::lever::plan(&d, &inputs, o);
-        // A row that needs no attention (reconciling, a dependsOn rollout, a check waiting
-        // on progress) shows no lever to pull: `ks/NAME` would only request a run to have a
-        // token to prove, which the fleet view never does. The summary line calls these
-        // "none needs attention", and the lever column says the same: wait.
-        let (lever, lever_effect) = if plan.lever.mutates() && !crate::diagnose::is_finding(&d) {
-            (
-                    Lever::Wait,
-                    "nothing to pull: it moves by itself (kubectl unstick ks/NAME waits for it with proof)"
-                        .to_string(),
-                )
-        } else {
-            (plan.lever, plan.effect.clone())
-        };
+        // The lever `ks/NAME` shows, from the same plan: a row that needs no attention
+        // (reconciling, a dependsOn rollout, a check waiting on progress) has a lever that
+        // writes nothing (none, wait), as the summary line's "none needs attention" says.
         items.push(FleetItem {
             kustomization: d.kustomization.clone(),
             class: d.class,
             root_cause: root_cause_cell(&d),
-            lever,
-            lever_effect,
+            lever: plan.lever,
+            lever_effect: plan.effect,
             summary: d.summary.clone(),
             diagnosis: d,
         });
@@ -595,7 +648,7 @@ pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetR
     let mut stopped_controllers: Vec<crate::diagnose::StoppedController> = Vec::new();
     for sc in items
         .iter()
-        .filter_map(|i| i.diagnosis.stopped_controller.as_ref())
+        .flat_map(|i| i.diagnosis.stopped_controllers.iter())
     {
         if !stopped_controllers.contains(sc) {
             stopped_controllers.push(sc.clone());

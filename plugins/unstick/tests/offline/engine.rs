@@ -7,16 +7,7 @@ use unstick::diagnose::{Class, Engine};
 use unstick::lever::{self, Lever, Options, Step};
 use unstick::snapshot::Snapshot;
 
-use crate::support::{cond_mut, diag, ks_mut, named_mut, plan_with};
-
-fn fleet() -> Snapshot {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/fleet.json"
-    ))
-    .unwrap();
-    serde_json::from_str(&text).unwrap()
-}
+use crate::support::{cond_mut, diag, fleet, ks_mut, named_mut, plan_with};
 
 fn ks<'a>(snap: &'a Snapshot, name: &str) -> &'a Value {
     snap.kustomizations
@@ -533,15 +524,16 @@ fn waiting_on_dependencies_points_at_root() {
 }
 
 #[test]
-fn waiting_on_a_reconciling_dependency_requests_and_waits() {
+fn waiting_on_a_reconciling_dependency_waits_with_no_write() {
     // after-lagging: DependencyNotReady "revision is not up to date"; lagging is Ready at an
-    // older revision, i.e. reconciling towards the new one. Nothing to unstick: a request
-    // (for the proof token) and a wait covering the dependency's run and ours.
+    // older revision, i.e. reconciling towards the new one. Nothing to unstick: lever wait,
+    // no write, and a wait covering the dependency's run and ours.
     let s = fleet();
     let d = diag(&s, "after-lagging");
     assert!(unstick::diagnose::dependency_progressing(&d));
     let p = plan_for(&s, "after-lagging", &Options::default());
-    assert_eq!(p.lever, Lever::RequestReconcile, "{p:#?}");
+    assert_eq!(p.lever, Lever::Wait, "{p:#?}");
+    assert!(p.steps.is_empty(), "{p:#?}");
     // The re-check interval is the controller's own flag (default 30s), said once.
     let why = p.why.join("\n");
     assert!(
@@ -562,8 +554,43 @@ fn waiting_on_a_reconciling_dependency_requests_and_waits() {
         "{:?}",
         pf.why
     );
-    assert_eq!(p.request_token.as_deref(), Some("2026-11-30T07:30:00.5Z"));
-    assert!(p.wait_for_request_token);
+    assert!(p.request_token.is_none(), "{p:#?}");
+    assert!(!p.wait_for_request_token);
+    // What the proof wait judges with no token (main.rs `expect` for a plan that writes
+    // nothing): moving while the dependency moves, recovered once Ready at the revision.
+    use unstick::proof::{Expect, Verdict, judge};
+    assert!(
+        matches!(
+            judge(
+                &Engine::new(&s),
+                "flux-system",
+                "after-lagging",
+                &Expect::default()
+            ),
+            Verdict::Moving(_)
+        ),
+        "{p:#?}"
+    );
+    let mut done = fleet();
+    let k = ks_mut(&mut done, "after-lagging");
+    let b = "main@sha1:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    k["status"]["lastAppliedRevision"] = json!(b);
+    k["status"]["lastAttemptedRevision"] = json!(b);
+    *cond_mut(k, "Ready") = json!({"type": "Ready", "status": "True",
+        "reason": "ReconciliationSucceeded", "message": format!("Applied revision: {b}")});
+    assert!(
+        matches!(
+            judge(
+                &Engine::new(&done),
+                "flux-system",
+                "after-lagging",
+                &Expect::default()
+            ),
+            Verdict::Recovered
+        ),
+        "{:#?}",
+        done.kustomizations
+    );
     let lagging = diag(&s, "lagging");
     assert!(
         p.wait_secs >= d.timeout_secs + lagging.timeout_secs,
@@ -1087,7 +1114,7 @@ fn a_stale_dependency_not_ready_one_level_down_is_still_a_rollout() {
     assert_eq!((r.total, r.findings), (4, 0), "{:#?}", r.items);
     assert!(!findings);
     let p = plan_for(&s, "apps-wave-0", &Options::default());
-    assert_eq!(p.lever, Lever::RequestReconcile, "{p:#?}");
+    assert_eq!(p.lever, Lever::Wait, "{p:#?}");
     // One level further down something is really stuck: the finding stays.
     let mut stuck = s.clone();
     stuck.kustomizations[0]["status"]["conditions"][0] = json!({"type": "Ready",
@@ -1099,9 +1126,10 @@ fn a_stale_dependency_not_ready_one_level_down_is_still_a_rollout() {
 }
 
 /// Fresh-user trial item 1, offline: kustomize-controller at 0 replicas makes every
-/// Kustomization that is not Healthy `controller-not-running` (a finding, lever
-/// start-controller, no ETA); Healthy ones stay healthy with a note. Its replicas back with
-/// a ready pod: the old verdicts.
+/// Kustomization that is not suspended `controller-not-running` (a finding, lever
+/// start-controller, no ETA), Ready ones too, with what they last read as a note (s6 final
+/// trial: `healthy` rows beside "need attention"). Its replicas back with a ready pod: the
+/// old verdicts.
 #[test]
 fn a_controller_at_zero_replicas_is_the_root_cause() {
     use unstick::diagnose::is_finding;
@@ -1132,17 +1160,20 @@ fn a_controller_at_zero_replicas_is_the_root_cause() {
         text.starts_with("Controller flux-system/kustomize-controller: NOT RUNNING (0 replicas)"),
         "{text}"
     );
-    // A Healthy one stays healthy as last written (with a note) but is a finding with lever
+    // One Ready as last written is not healthy (with a note): a finding with lever
     // start-controller (the trial: `--all` said "all healthy", exit 0, under a NOT RUNNING
     // line), and no lever writes while nothing reconciles: `--with-source --yes` (the trial
     // waited 2m30s on an unhandled request) and `--restart-controller` plan
     // start-controller, no steps.
     let h = diag(&s, "platform");
-    assert_eq!(h.class, Class::Healthy);
+    assert_eq!(h.class, Class::ControllerNotRunning);
     assert!(is_finding(&h), "{h:#?}");
     assert_eq!(
-        h.stopped_controller.as_ref().map(|c| c.command.as_str()),
-        Some("kubectl -n flux-system scale deployment/kustomize-controller --replicas=1")
+        h.stopped_controllers
+            .iter()
+            .map(|c| c.command.as_str())
+            .collect::<Vec<_>>(),
+        ["kubectl -n flux-system scale deployment/kustomize-controller --replicas=1"]
     );
     assert_eq!(
         plan_for(&s, "platform", &Options::default()).lever,
@@ -1156,10 +1187,14 @@ fn a_controller_at_zero_replicas_is_the_root_cause() {
     );
     assert_eq!(r.stopped_controllers.len(), 1, "{r:#?}");
     assert_eq!(r.stopped_controllers[0].controller, "kustomize-controller");
+    assert_eq!(
+        h.summary,
+        "kustomize-controller is not running (0 replicas): nothing reconciles"
+    );
     assert!(
         h.hints
             .iter()
-            .any(|x| x.starts_with("kustomize-controller is not running (0 replicas)")),
+            .any(|x| x.starts_with("as last written by the controllers: Ready: ")),
         "{:#?}",
         h.hints
     );
@@ -1203,12 +1238,11 @@ fn a_controller_at_zero_replicas_is_the_root_cause() {
     // planned the refetch and said "the source fetches now").
     s.source_controller.as_mut().unwrap()["spec"]["replicas"] = json!(0);
     let h = diag(&s, "platform");
-    assert_eq!(h.class, Class::Healthy);
+    assert_eq!(h.class, Class::ControllerNotRunning);
     assert!(is_finding(&h), "{h:#?}");
-    let sc = h
-        .stopped_controller
-        .clone()
-        .expect("source-controller named");
+    let [sc] = h.stopped_controllers.as_slice() else {
+        panic!("source-controller named, alone: {h:#?}")
+    };
     assert_eq!(
         sc.line(),
         "source-controller is not running (0 replicas): nothing fetches"

@@ -6,4 +6,5 @@ mod helm;
 mod interrupt_hang;
 mod support;
 mod usage;
+mod views;
 mod wait_set;

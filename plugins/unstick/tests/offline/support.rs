@@ -6,6 +6,17 @@ use unstick::diagnose::{Diagnosis, Engine};
 use unstick::lever::{self, Options, Plan};
 use unstick::snapshot::Snapshot;
 
+/// The unit fixture (tests/fixtures/fleet.json): one Kustomization per class, with its source,
+/// controller, inventory objects and pods.
+pub(crate) fn fleet() -> Snapshot {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/fleet.json"
+    ))
+    .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
 /// The object named `name` in `list` (a snapshot's kustomizations, sources, objects or
 /// pods), to change in place. Panics (a test bug) when there is none.
 pub(crate) fn named_mut<'a>(list: &'a mut [Value], name: &str) -> &'a mut Value {

@@ -353,7 +353,8 @@ fn depends_on_rollout_is_waiting_and_exits_0_in_both_views() {
     assert_eq!(d["class"], "waiting-on-dependencies", "{v:#}");
     assert_eq!(d["rootCause"]["kustomization"], format!("{ns}/platform"));
     assert_eq!(d["rootCause"]["diagnosis"]["class"], "reconciling");
-    assert_eq!(v["plan"]["lever"], "request-reconcile", "{v:#}");
+    assert_eq!(v["plan"]["lever"], "wait", "{v:#}");
+    assert_eq!(v["plan"]["steps"], json!([]), "{v:#}");
     assert!(v["plan"].get("alternatives").is_none(), "{v:#}");
     // The wait covers platform's run and apps' (5m each) plus the 30s margin.
     let wait_secs = v["plan"]["waitSecs"].as_f64().unwrap();
@@ -361,7 +362,7 @@ fn depends_on_rollout_is_waiting_and_exits_0_in_both_views() {
     let h = unstick(c, &["ks/apps", "-n", ns, "--dry-run"]);
     assert_eq!(h.code, 0, "{h}");
     assert!(!h.stdout.contains("first;"), "{h}");
-    assert!(h.stdout.contains("Lever: request-reconcile"), "{h}");
+    assert!(h.stdout.contains("Lever: wait"), "{h}");
     assert!(
         h.stdout.contains(
             "waiting on dependencies: the dependency is progressing (the ordering working, not a fault)"

@@ -120,7 +120,7 @@ fn a_stopped_controller_is_the_root_cause_and_a_running_one_is_not() {
     let (code, v) = json(&c, &["--all", "-n", FLUX_NS]);
     assert_eq!(code, 1, "a stopped controller is a finding: {v:#}");
     let r = row(&v, "flux-system/down");
-    assert_eq!(r["class"], "healthy", "{r:#}");
+    assert_eq!(r["class"], "controller-not-running", "{r:#}");
     assert_eq!(r["lever"], "start-controller", "{r:#}");
     assert_eq!(
         v["stoppedControllers"][0]["controller"], "kustomize-controller",
@@ -203,7 +203,7 @@ fn a_stopped_controller_is_the_root_cause_and_a_running_one_is_not() {
     let (code, v) = json(&c, &["--all", "-n", FLUX_NS]);
     assert_eq!(code, 1, "{v:#}");
     let r = row(&v, "flux-system/down");
-    assert_eq!(r["class"], "healthy", "{r:#}");
+    assert_eq!(r["class"], "controller-not-running", "{r:#}");
     assert_eq!(r["lever"], "start-controller", "{r:#}");
     assert_eq!(
         v["stoppedControllers"][0]["controller"], "source-controller",
