@@ -847,13 +847,7 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
     let start_delay = fresh_run_at
         .map(|t| t.duration_since(now).as_secs_f64().max(0.0))
         .unwrap_or(0.0);
-    // While a dependency is still moving, its run comes first: add its timeout.
-    let dependency_wait = match (&d.root_cause, d.class) {
-        (Some(rc), Class::WaitingOnDependencies) => {
-            rc.diagnosis.as_ref().map_or(0.0, |rd| rd.timeout_secs)
-        }
-        _ => 0.0,
-    };
+    let dependency_wait = dependency_wait(d);
     // A refetch of the source (--with-source) may bring the fix only after the run we
     // trigger has started at the old revision: that run can hold its worker for a full
     // timeout before the new revision's run (gate off), so one more timeout is allowed.
@@ -923,6 +917,18 @@ fn suspend_resume(
     ));
 }
 
+/// Seconds a dependsOn wait adds before `d`'s own run: while a dependency is still moving,
+/// its run comes first, so its timeout (the blocking dependency's, [`Diagnosis::root_cause`]);
+/// 0 otherwise.
+fn dependency_wait(d: &Diagnosis) -> f64 {
+    match (&d.root_cause, d.class) {
+        (Some(rc), Class::WaitingOnDependencies) => {
+            rc.diagnosis.as_ref().map_or(0.0, |rd| rd.timeout_secs)
+        }
+        _ => 0.0,
+    }
+}
+
 /// `now + secs` for display.
 pub fn after(now: Timestamp, secs: f64) -> Timestamp {
     now.checked_add(SignedDuration::from_secs_f64(secs))
@@ -953,9 +959,26 @@ pub fn request_plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             patch: request_patch(inp.token),
             why: "reconcile.fluxcd.io/requestedAt = now".into(),
         }],
-        wait_secs: d.timeout_secs + opts.margin_secs,
+        // Its own run, after the dependency's when it waits on one that is still moving.
+        wait_secs: dependency_wait(d) + d.timeout_secs + opts.margin_secs,
         wait_for_request_token: true,
         request_token: Some(inp.token.to_string()),
+    }
+}
+
+/// The plan `--cascade` runs for a dependent of a Kustomization that just recovered: a
+/// [`request_plan`] when it only waits (its dependsOn wait on a dependency that is
+/// progressing or ready now, [`crate::diagnose::dependency_progressing`]; a run in progress;
+/// a request pending), so the cascade starts it at once and proves that run by its token;
+/// else the lever [`plan`] chooses (a dependent stuck on its own is unstuck as `ks/NAME`
+/// would).
+pub fn cascade_plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
+    if crate::diagnose::dependency_progressing(d)
+        || matches!(d.class, Class::Reconciling | Class::RequestPending)
+    {
+        request_plan(d, inp, opts)
+    } else {
+        plan(d, inp, opts)
     }
 }
 

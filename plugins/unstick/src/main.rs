@@ -775,13 +775,7 @@ async fn cascade(
                 token: &token,
             };
             let o = opts(cli);
-            let plan = if matches!(d.class, Class::WaitingOnDependencies) && d.root_cause.is_none()
-                || matches!(d.class, Class::Reconciling | Class::RequestPending)
-            {
-                lever::request_plan(&d, &inputs, &o)
-            } else {
-                lever::plan(&d, &inputs, &o)
-            };
+            let plan = lever::cascade_plan(&d, &inputs, &o);
             if !plan.lever.mutates() || plan.lever == Lever::None {
                 if !machine {
                     out(&format!("  {key}: not unstuck: {}\n", d.summary))?;

@@ -599,6 +599,27 @@ fn waiting_on_a_reconciling_dependency_waits_with_no_write() {
         d.timeout_secs,
         lagging.timeout_secs
     );
+    // --cascade, after the Kustomization it waits on recovered, starts it at once: a
+    // request with a token to prove, waiting as long as the plan above.
+    let e = Engine::new(&s);
+    let holding = e.holding_workers();
+    let k = e.idx.kustomization("flux-system", "after-lagging").unwrap();
+    let c = lever::cascade_plan(
+        &d,
+        &lever::Inputs {
+            ks: k,
+            source: e.source_obj(k),
+            controller: e.controller.as_ref(),
+            holding: &holding,
+            now: s.now,
+            token: "2026-11-30T07:30:00.5Z",
+        },
+        &Options::default(),
+    );
+    assert_eq!(c.lever, Lever::RequestReconcile, "{c:#?}");
+    assert_eq!(c.request_token.as_deref(), Some("2026-11-30T07:30:00.5Z"));
+    assert!(c.wait_for_request_token);
+    assert_eq!(c.wait_secs, p.wait_secs, "{c:#?}");
     // A dependency whose health check is in flight is the stuck case: fix-dependency.
     assert!(!unstick::diagnose::dependency_progressing(&diag(
         &s,
