@@ -601,19 +601,11 @@ fn waiting_on_a_reconciling_dependency_waits_with_no_write() {
     );
     // --cascade, after the Kustomization it waits on recovered, starts it at once: a
     // request with a token to prove, waiting as long as the plan above.
-    let e = Engine::new(&s);
-    let holding = e.holding_workers();
-    let k = e.idx.kustomization("flux-system", "after-lagging").unwrap();
-    let c = lever::cascade_plan(
-        &d,
-        &lever::Inputs {
-            ks: k,
-            source: e.source_obj(k),
-            controller: e.controller.as_ref(),
-            holding: &holding,
-            now: s.now,
-            token: "2026-11-30T07:30:00.5Z",
-        },
+    let c = crate::support::plan_by(
+        lever::cascade_plan,
+        &s,
+        "after-lagging",
+        "2026-11-30T07:30:00.5Z",
         &Options::default(),
     );
     assert_eq!(c.lever, Lever::RequestReconcile, "{c:#?}");

@@ -17,6 +17,23 @@ pub(crate) fn fleet() -> Snapshot {
     serde_json::from_str(&text).unwrap()
 }
 
+/// The objects `./demo --keep` is built from: `kubectl kustomize clusters/dev` (real kubectl)
+/// as JSON values, in kubectl's order.
+pub(crate) fn demo_objects() -> Vec<Value> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let out = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(format!("{root}/clusters/dev"))
+        .output()
+        .expect("kubectl on PATH");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap()
+}
+
 /// The object named `name` in `list` (a snapshot's kustomizations, sources, objects or
 /// pods), to change in place. Panics (a test bug) when there is none.
 pub(crate) fn named_mut<'a>(list: &'a mut [Value], name: &str) -> &'a mut Value {
@@ -47,11 +64,23 @@ pub(crate) fn diag(snap: &Snapshot, name: &str) -> Diagnosis {
 /// The plan for Kustomization `flux-system/name`, as `kubectl unstick ks/NAME` computes it,
 /// writing `token` as its requestedAt.
 pub(crate) fn plan_with(snap: &Snapshot, name: &str, token: &str, opts: &Options) -> Plan {
+    plan_by(lever::plan, snap, name, token, opts)
+}
+
+/// The plan `choose` ([`lever::plan`], [`lever::cascade_plan`]) makes for Kustomization
+/// `flux-system/name` of `snap`, writing `token` as its requestedAt.
+pub(crate) fn plan_by(
+    choose: fn(&Diagnosis, &lever::Inputs<'_>, &Options) -> Plan,
+    snap: &Snapshot,
+    name: &str,
+    token: &str,
+    opts: &Options,
+) -> Plan {
     let e = Engine::new(snap);
     let d = e.diagnose("flux-system", name).unwrap();
     let k = e.idx.kustomization("flux-system", name).unwrap();
     let holding = e.holding_workers();
-    lever::plan(
+    choose(
         &d,
         &lever::Inputs {
             ks: k,

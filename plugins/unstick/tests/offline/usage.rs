@@ -155,19 +155,7 @@ fn an_error_run_prints_the_shared_error_document() {
 /// not found, exit 3.
 #[test]
 fn help_examples_name_kustomizations_of_the_demo_fleet() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(format!("{root}/clusters/dev"))
-        .output()
-        .expect("kubectl on PATH");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let docs: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    let docs = crate::support::demo_objects();
     let demo: Vec<String> = docs
         .iter()
         .filter(|d| {

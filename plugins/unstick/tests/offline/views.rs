@@ -10,8 +10,6 @@
 //!   show lever `request-reconcile` beside "nothing to unstick";
 //! - the ETA of a run in progress is said once.
 
-use std::process::Command;
-
 use cluster_loop::error::{EXIT_FINDING, EXIT_OK};
 use cluster_loop::output::{ColorChoice, OutputFormat, Painter, to_machine_string};
 use serde::Serialize;
@@ -21,7 +19,7 @@ use unstick::lever::{Lever, Options, Plan};
 use unstick::report::{self, FleetReport, Report, fleet_report};
 use unstick::snapshot::Snapshot;
 
-use crate::support::{cond_mut, diag, fleet, ks_mut, plan_with};
+use crate::support::{cond_mut, demo_objects, diag, fleet, ks_mut, plan_with};
 use crate::wait_set::{REV, TOKEN, controller, gitrepo};
 
 const KC_SCALE: &str = "kubectl -n flux-system scale deployment/kustomize-controller --replicas=1";
@@ -65,20 +63,7 @@ fn demo_fleet() -> Snapshot {
 }
 
 fn read_demo_fleet() -> Snapshot {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(format!("{root}/clusters/dev"))
-        .output()
-        .expect("kubectl on PATH");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let docs: Vec<Value> =
-        serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap();
-    let kustomizations: Vec<Value> = docs
+    let kustomizations: Vec<Value> = demo_objects()
         .into_iter()
         .filter(|d| d["kind"] == "Kustomization" && d["metadata"]["name"] != "flux-system")
         .map(|mut k| {
