@@ -853,15 +853,15 @@ pub async fn controller_not_running(conn: &Connection, name: &str) -> Option<Str
 
 /// The lever for a controller `name` (Deployment in `flux-system`) that runs none, by `why`
 /// ([`cluster_loop::flux::deployment_not_running`], the rule unstick's `start-controller`
-/// lever follows): at `0 replicas`, `kubectl -n flux-system scale deployment NAME
-/// --replicas=1`; with replicas wanted but no ready pod, scaling changes nothing, so `kubectl
-/// -n flux-system describe deployment NAME` (why its pod is not ready).
+/// lever follows, in its spelling): at `0 replicas`, `kubectl -n flux-system scale
+/// deployment/NAME --replicas=1`; with replicas wanted but no ready pod, scaling changes
+/// nothing, so `kubectl -n flux-system describe deployment/NAME` (why its pod is not ready).
 pub fn start_command(name: &str, why: &str) -> String {
     let ns = cluster_loop::cli::FLUX_DEFAULT_NAMESPACE;
     if why == "0 replicas" {
-        format!("kubectl -n {ns} scale deployment {name} --replicas=1")
+        format!("kubectl -n {ns} scale deployment/{name} --replicas=1")
     } else {
-        format!("kubectl -n {ns} describe deployment {name}: why its pod is not ready")
+        format!("kubectl -n {ns} describe deployment/{name}")
     }
 }
 
@@ -1462,13 +1462,12 @@ mod tests {
     fn a_stopped_controller_gets_the_lever_its_reason_calls_for() {
         assert_eq!(
             start_command("kustomize-controller", "0 replicas"),
-            "kubectl -n flux-system scale deployment kustomize-controller --replicas=1"
+            "kubectl -n flux-system scale deployment/kustomize-controller --replicas=1"
         );
         // Replicas wanted but no ready pod: scaling to 1 changes nothing.
         assert_eq!(
             start_command("source-controller", "no ready pod, 0 of 1 ready"),
-            "kubectl -n flux-system describe deployment source-controller: why its pod is not \
-             ready"
+            "kubectl -n flux-system describe deployment/source-controller"
         );
         let c = StoppedController {
             controller: "kustomize-controller".into(),
@@ -1481,8 +1480,8 @@ mod tests {
             finish_stopped_note(&c),
             "kustomize-controller in flux-system is not running (no ready pod, 0 of 1 ready): \
              nothing applies the root Kustomization until it runs, so --finish cannot verify and \
-             does not wait; nothing changed. Start it (kubectl -n flux-system describe deployment \
-             kustomize-controller: why its pod is not ready), then run --finish again"
+             does not wait; nothing changed. Start it (kubectl -n flux-system describe \
+             deployment/kustomize-controller), then run --finish again"
         );
     }
 
@@ -1524,8 +1523,8 @@ mod tests {
             "no proof within 8s: source-controller in flux-system is not running (0 replicas), \
              so nothing fetched: https://new/x.git was never asked (status.observedGeneration 6 \
              < generation 9) and the artifact (main@sha1:abc) is still from the old URL's fetch \
-             (https://old/x.git). Start it (kubectl -n flux-system scale deployment \
-             source-controller --replicas=1), then run the cutover again"
+             (https://old/x.git). Start it (kubectl -n flux-system scale \
+             deployment/source-controller --replicas=1), then run the cutover again"
         );
         assert!(!m.contains("never answered"), "{m}");
         let m = no_proof_message(Some(&obj(2, 1, true, &ready)), &pre(None), t, None);

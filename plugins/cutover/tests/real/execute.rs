@@ -2215,7 +2215,7 @@ async fn finish_with_a_stopped_kustomize_controller_says_so_at_once() {
         v["stoppedControllers"],
         json!([{"controller": "kustomize-controller", "namespace": "flux-system",
             "why": "0 replicas", "consequence": "nothing applies the root Kustomization",
-            "command": "kubectl -n flux-system scale deployment kustomize-controller --replicas=1"}]),
+            "command": "kubectl -n flux-system scale deployment/kustomize-controller --replicas=1"}]),
         "{v}"
     );
     assert_eq!(
@@ -2223,8 +2223,8 @@ async fn finish_with_a_stopped_kustomize_controller_says_so_at_once() {
         json!([
             "kustomize-controller in flux-system is not running (0 replicas): nothing applies \
              the root Kustomization until it runs, so --finish cannot verify and does not wait; \
-             nothing changed. Start it (kubectl -n flux-system scale deployment \
-             kustomize-controller --replicas=1), then run --finish again"
+             nothing changed. Start it (kubectl -n flux-system scale \
+             deployment/kustomize-controller --replicas=1), then run --finish again"
         ]),
         "no hold here, none named: {v}"
     );
@@ -2267,7 +2267,7 @@ async fn a_stopped_source_controller_is_refused_before_any_write() {
         "FAIL controller source-controller in flux-system is not running (0 replicas): nothing \
          fetches GitRepository {0}/{0} while it is stopped, so no fetch can prove the new URL \
          and the run would roll back at --timeout. Refused: start it first (kubectl -n \
-         flux-system scale deployment source-controller --replicas=1)",
+         flux-system scale deployment/source-controller --replicas=1)",
         f.ns
     );
     assert_eq!(r.code, 1, "{}", r.all());
@@ -2310,7 +2310,7 @@ async fn a_stopped_source_controller_is_refused_before_any_write() {
     let noop = format!(
         "source-controller in flux-system is not running (0 replicas): nothing fetches \
          GitRepository {0}/{0} while it is stopped; no patch is needed here, but start it \
-         (kubectl -n flux-system scale deployment source-controller --replicas=1)",
+         (kubectl -n flux-system scale deployment/source-controller --replicas=1)",
         f.ns
     );
     let r = f.run(&dry(&f, &f.old_url(), &[])).await;
