@@ -509,7 +509,19 @@ async fn check(
         .timeout
         .unwrap_or_else(|| Duration::from_secs_f64(first.timeout_secs + cli.margin.as_secs_f64()));
     // (proof, what was seen last, the diagnosis to print, the token state at the end)
-    let (proof, last_seen, d, token_state) = if !handled {
+    // A stopped controller (0 replicas, or no ready pod) makes the status read the last one
+    // it wrote: Ready=True then proves nothing about now, and waiting for a run is useless
+    // (nothing reconciles or fetches). Never `recovered` then (README, exit codes: a stopped
+    // controller is a finding in every view).
+    let (proof, last_seen, d, token_state) = if !first.stopped_controllers.is_empty() {
+        let seen = first
+            .stopped_controllers
+            .iter()
+            .map(|s| s.line())
+            .collect::<Vec<_>>()
+            .join("; ");
+        ("controller-not-running", Some(seen), first, token_state)
+    } else if !handled {
         ("not-handled", None, first, token_state)
     } else {
         match judge(&engine, ns, name, &expect) {
@@ -573,6 +585,12 @@ async fn check(
                     last_seen.as_deref().unwrap_or("the run in progress")
                 ),
                 "interrupted" => "interrupted while waiting for the run in progress".into(),
+                "controller-not-running" => format!(
+                    "not proven: {}: the conditions read are the last ones written before it stopped, and nothing changes them until it runs again; start it and check again",
+                    last_seen
+                        .as_deref()
+                        .unwrap_or("a controller is not running")
+                ),
                 _ => format!("{}not Ready at the source's revision{seen}", tok(", but ")),
             }
         ))?;

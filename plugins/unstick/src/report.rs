@@ -19,14 +19,18 @@ pub const SCHEMA: &str = "unstick.cluster-loop.dev/v1";
 /// Every value of `proof` in an [`UnstickReport`](Report): `recovered`, `failed-again`,
 /// `timed-out`, `interrupted` (from the proof wait), `not-waited` (`--no-wait`: writes done,
 /// check later), `not-handled` (`--check --token`: the controller has not handled the token
-/// yet) and `not-attempted` (nothing was written: `--dry-run`, no lever needed, or declined).
-pub const PROOF_VALUES: [&str; 7] = [
+/// yet), `controller-not-running` (`--check` with kustomize-controller, or source-controller
+/// for a Kustomization reading its sources, not running: the conditions read are stale, so
+/// nothing is proven) and `not-attempted` (nothing was written: `--dry-run`, no lever needed,
+/// or declined).
+pub const PROOF_VALUES: [&str; 8] = [
     "recovered",
     "failed-again",
     "timed-out",
     "interrupted",
     "not-waited",
     "not-handled",
+    "controller-not-running",
     "not-attempted",
 ];
 

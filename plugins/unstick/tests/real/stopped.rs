@@ -139,6 +139,23 @@ fn a_stopped_controller_is_the_root_cause_and_a_running_one_is_not() {
     let (code, out, err) = unstick(&c, &["ks/down", "-n", FLUX_NS, "--dry-run"]);
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(out.contains(kc_lever), "{out}");
+    // --check while it is stopped (ufix3's s7 note: it said "recovered", exit 0): Ready=True
+    // as last written proves nothing about now.
+    let (code, v) = json(&c, &["ks/down", "-n", FLUX_NS, "--check"]);
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(v["proof"], "controller-not-running", "{v:#}");
+    assert!(
+        v["lastSeen"]
+            .as_str()
+            .is_some_and(|s| s.contains("kustomize-controller is not running (0 replicas)")),
+        "{v:#}"
+    );
+    let (code, out, err) = unstick(&c, &["ks/down", "-n", FLUX_NS, "--check"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("check: not proven: kustomize-controller is not running (0 replicas)"),
+        "{out}"
+    );
 
     // And a new revision fetched by source-controller.
     let rev2 = c.push(name, &[("cm.yaml", &cm("2"))], "two").unwrap();
