@@ -28,6 +28,7 @@ pub mod oci;
 pub mod pki;
 pub mod proc;
 pub mod proxy;
+mod start;
 pub mod testkit;
 
 use std::path::{Path, PathBuf};
@@ -149,19 +150,21 @@ impl Cluster {
     /// Starts etcd, kube-apiserver, kube-controller-manager, the node agent, the Git server,
     /// the Flux CRDs and the source- and kustomize-controller Deployments, and waits until
     /// `/readyz` passes, the CRDs are Established and both controllers run.
+    ///
+    /// Independent steps overlap, with API calls made by one kube client instead of kubectl
+    /// processes: the Git server starts and the CRD files are read while kube-apiserver
+    /// starts; once `/readyz` passes, kube-controller-manager starts and, beside it, the CRDs
+    /// and the Deployments are applied and the pod runtime starts; the node agent (which runs
+    /// the controllers' pods) starts once the CRDs are Established, so a controller never
+    /// starts before its kinds are served. Every wait polls at 100 ms.
     /// Errors: [`Error`] naming the step and, for a process, its log tail.
     pub fn start(opts: ClusterOptions) -> Result<Cluster, Error> {
         let started = std::time::Instant::now();
-        // How long each step took, for the "up in" line: where a start's time goes.
-        let mut steps: Vec<(&str, Duration)> = Vec::new();
+        // When each milestone was reached, for the "up in" line: where a start's time goes.
+        let mut marks: Vec<(&str, Duration)> = Vec::new();
         let _slot = start_slot();
-        steps.push(("waiting for a start slot", started.elapsed()));
-        let mut step_start = std::time::Instant::now();
-        let mut step = |name: &'static str| {
-            let now = std::time::Instant::now();
-            steps.push((name, now - step_start));
-            step_start = now;
-        };
+        marks.push(("start slot", started.elapsed()));
+        let mut mark = |name: &'static str| marks.push((name, started.elapsed()));
         remove_stale_dirs();
         let mut dir = tempfile::Builder::new()
             .prefix(&format!("realcluster-{}-", std::process::id()))
@@ -184,7 +187,30 @@ impl Cluster {
         let logs = d.join("logs");
         std::fs::create_dir_all(&logs).map_err(|e| Error::Setup(e.to_string()))?;
         let pki = pki::generate(d)?;
-        step("pki");
+        mark("pki");
+
+        // Beside the control plane's start: the Git server (ours) and reading the CRD files
+        // (released with the controllers build.sh builds; the ImageRepository, ImagePolicy,
+        // ImageUpdateAutomation and HelmRelease CRDs are installed in every cluster so health
+        // checks and plugins meet the real schema whether or not those controllers run).
+        let git_thread = std::thread::Builder::new()
+            .name("realcluster-git".into())
+            .spawn(|| {
+                twin::git::GitServer::start(twin::git::GitServerOptions::default())
+                    .map_err(|e| Error::Setup(format!("git server: {e}")))
+            })
+            .map_err(|e| Error::Setup(format!("git server thread: {e}")))?;
+        let crd_dirs = vec![
+            bins::crd_dir("source-controller", bins::SC_CURRENT)?,
+            bins::crd_dir("kustomize-controller", &opts.kustomize_controller)?,
+            bins::crd_dir("image-reflector-controller", bins::IRC_CURRENT)?,
+            bins::crd_dir("image-automation-controller", bins::IAC_CURRENT)?,
+            bins::crd_dir("helm-controller", bins::HELM_CURRENT)?,
+        ];
+        let crd_thread = std::thread::Builder::new()
+            .name("realcluster-crds".into())
+            .spawn(move || start::read_manifests(&crd_dirs))
+            .map_err(|e| Error::Setup(format!("CRD reader thread: {e}")))?;
         let mut procs = Vec::new();
 
         // etcd (retry on a port taken between free_port() and bind).
@@ -217,7 +243,7 @@ impl Cluster {
                 Err(e) => return Err(e),
             }
         }
-        step("etcd");
+        mark("etcd");
 
         // kube-apiserver.
         let mut server = String::new();
@@ -267,6 +293,7 @@ impl Cluster {
                 Err(e) => return Err(e),
             }
         }
+        mark("kube-apiserver listening");
         let kubeconfig = d.join("admin.kubeconfig");
         write(
             &kubeconfig,
@@ -283,23 +310,47 @@ impl Cluster {
                 "kube-system",
             ),
         )?;
-        let mut last = String::new();
-        wait_for(
-            Duration::from_secs(90),
-            "kube-apiserver /readyz",
-            || match kubectl(&kubeconfig, &["get", "--raw", "/readyz?verbose"]) {
-                Ok(_) => true,
-                Err(e) => {
-                    last = e.to_string();
-                    false
-                }
-            },
-        )
-        .map_err(|e| {
-            let log = procs.last().map(|p| p.log_tail(20)).unwrap_or_default();
-            Error::Setup(format!("{e}: {last}\nkube-apiserver log tail:\n{log}"))
-        })?;
-        step("kube-apiserver");
+
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("realcluster-rt")
+            .build()
+            .map_err(|e| Error::Setup(format!("tokio runtime: {e}")))?;
+        let client = rt.block_on(client_for(&kubeconfig))?;
+        // Bounds for a loaded machine, not expected durations.
+        let ready_until = std::time::Instant::now() + Duration::from_secs(90);
+
+        let crds = crd_thread
+            .join()
+            .map_err(|_| Error::Setup("CRD reader panicked".into()))??;
+        let mut last;
+        loop {
+            match rt.block_on(async {
+                tokio::time::timeout(Duration::from_secs(5), start::readyz(&client)).await
+            }) {
+                Ok(Ok(())) => break,
+                Ok(Err(e)) => last = e,
+                Err(_) => last = "no answer in 5s".into(),
+            }
+            if let Some(p) = procs.last_mut()
+                && let Some(st) = p.exited()
+            {
+                return Err(Error::ProcessExited {
+                    name: p.name().to_owned(),
+                    status: st.to_string(),
+                    log_tail: p.log_tail(30),
+                });
+            }
+            if std::time::Instant::now() >= ready_until {
+                let log = procs.last().map(|p| p.log_tail(20)).unwrap_or_default();
+                return Err(Error::Setup(format!(
+                    "kube-apiserver /readyz: not ready after 90s: {last}\nkube-apiserver log tail:\n{log}"
+                )));
+            }
+            std::thread::sleep(start::POLL);
+        }
+        mark("kube-apiserver ready");
 
         // kube-controller-manager, kubeadm style: its own identity, one service account per
         // controller.
@@ -325,46 +376,38 @@ impl Cluster {
         // No wait here: the Flux Deployments' rollout below needs its deployment and
         // replicaset controllers, and that wait fails at once, with the log tail, if it exits.
         procs.push(Proc::start(&kcm, &logs)?);
+        let api_until = std::time::Instant::now() + Duration::from_secs(90);
 
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .thread_name("realcluster-rt")
-            .build()
-            .map_err(|e| Error::Setup(format!("tokio runtime: {e}")))?;
+        // The CRDs, beside kube-controller-manager's start (the longest step from here: it
+        // builds every controller before the deployment controller makes the Flux pods).
+        // Not before /readyz: creating CRDs while kube-apiserver's post-start hooks run only
+        // slows them down on a loaded machine (each CRD rebuilds the OpenAPI spec).
+        let crd_task = {
+            let client = client.clone();
+            rt.spawn(async move {
+                start::apply_namespace(client.clone(), FLUX_NS, api_until).await?;
+                start::apply_crds(client, crds, api_until).await
+            })
+        };
 
-        // Git server (ours: git-http-backend behind our HTTP front).
-        let git = twin::git::GitServer::start(twin::git::GitServerOptions::default())
-            .map_err(|e| Error::Setup(format!("git server: {e}")))?;
-
-        // Flux: CRDs released with the controllers, then their Deployments.
-        kubectl(&kubeconfig, &["create", "namespace", FLUX_NS])?;
-        for dir in [
-            bins::crd_dir("source-controller", bins::SC_CURRENT)?,
-            bins::crd_dir("kustomize-controller", &opts.kustomize_controller)?,
-            // ImageRepository, ImagePolicy, ImageUpdateAutomation and HelmRelease as released
-            // with the controllers build.sh builds, installed in every cluster so health checks
-            // and plugins meet the real schema whether or not those controllers run.
-            bins::crd_dir("image-reflector-controller", bins::IRC_CURRENT)?,
-            bins::crd_dir("image-automation-controller", bins::IAC_CURRENT)?,
-            bins::crd_dir("helm-controller", bins::HELM_CURRENT)?,
-        ] {
-            kubectl(
-                &kubeconfig,
-                &["apply", "--server-side", "-f", &dir.to_string_lossy()],
-            )?;
+        // The Flux Deployments (the deployment and replicaset controllers make their pods
+        // while the CRDs become Established; no node runs them yet) and the cluster DNS as a
+        // kubeadm cluster has it, which the pod runtime reads when it starts.
+        let mut docs: Vec<serde_json::Value> = Vec::new();
+        for yaml in [COREDNS_SERVICE.to_owned(), coredns_configmap("")] {
+            docs.push(
+                serde_saphyr::from_str(&yaml)
+                    .map_err(|e| Error::Setup(format!("cluster DNS manifest: {e}")))?,
+            );
         }
-        kubectl(
-            &kubeconfig,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "crd",
-                "--all",
-                "--timeout=60s",
-            ],
-        )?;
-        step("crds");
+        let flux: serde_json::Value = serde_json::from_str(&flux_deployments(
+            &opts.kustomize_controller,
+            &opts.kustomize_controller_args,
+        ))
+        .map_err(|e| Error::Setup(format!("Flux Deployments: {e}")))?;
+        docs.extend(flux["items"].as_array().cloned().unwrap_or_default());
+        docs.extend(extra_deployments(&opts));
+        let apply_task = rt.spawn(start::apply_docs(client.clone(), docs, api_until));
 
         // A real OCI registry for image-reflector-controller to scan.
         let oci = if opts.image_reflector_controller {
@@ -413,12 +456,6 @@ impl Cluster {
                 },
             );
         }
-        // Cluster DNS as a kubeadm cluster has it (the pod runtime's dnsmasq serves it).
-        kubectl_stdin(
-            &kubeconfig,
-            &["apply", "--server-side", "-f", "-"],
-            &format!("{COREDNS_SERVICE}---\n{}", coredns_configmap("")),
-        )?;
         // On a runtime worker thread, not this one: the pod runtime starts its processes with
         // PR_SET_PDEATHSIG, sent when the starting thread ends, and the workers live as long as
         // the cluster's runtime (Cluster::shared's caller thread ends after the start).
@@ -428,6 +465,10 @@ impl Cluster {
             .block_on(rt.spawn(async move {
                 let (kubeconfig, registry, logs) = (kc, registry2, logs2);
                 let client = client_for(&kubeconfig).await?;
+                // The cluster DNS objects must exist before the pod runtime reads them.
+                apply_task
+                    .await
+                    .map_err(|e| Error::Setup(format!("apply task: {e}")))??;
                 let log_store = kubelet::LogStore::default();
                 let log_server = kubelet::LogServer::start(log_store.clone(), &cert, &key).await?;
                 // Probe-image pods run for real when this host can (root, unshare, dnsmasq, ...);
@@ -452,6 +493,10 @@ impl Cluster {
                     );
                     None
                 };
+                // The controllers' pods run once their kinds are served.
+                crd_task
+                    .await
+                    .map_err(|e| Error::Setup(format!("CRD task: {e}")))??;
                 let agent = node::NodeAgent::start(
                     client,
                     registry.clone(),
@@ -466,33 +511,11 @@ impl Cluster {
                 Ok::<_, Error>((agent, podexec, log_server))
             }))
             .map_err(|e| Error::Setup(format!("node agent start: {e}")))??;
-        step("node agent");
+        mark("crds established, node agent");
+        let git = git_thread
+            .join()
+            .map_err(|_| Error::Setup("git server start panicked".into()))??;
 
-        let cluster = Cluster {
-            _lock: lock,
-            agent: Mutex::new(Some(agent)),
-            podexec: Mutex::new(podexec),
-            log_server: Mutex::new(Some(log_server)),
-            procs: Mutex::new(procs),
-            oci,
-            git,
-            registry,
-            rt,
-            kubeconfig,
-            server,
-            dir,
-        };
-        cluster.apply_yaml(&flux_deployments(
-            &opts.kustomize_controller,
-            &opts.kustomize_controller_args,
-        ))?;
-        let extra = extra_deployments(&opts);
-        if !extra.is_empty() {
-            cluster.apply_yaml(
-                &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": extra})
-                    .to_string(),
-            )?;
-        }
         let mut names = vec!["source-controller", "kustomize-controller"];
         names.extend(
             [
@@ -509,44 +532,32 @@ impl Cluster {
             .into_iter()
             .filter_map(|(on, name)| on.then_some(name)),
         );
-        for name in names {
-            cluster.rollout_status(name, Duration::from_secs(120))?;
-        }
-        step("flux rollout");
-        let steps: Vec<String> = steps
-            .iter()
-            .map(|(n, d)| format!("{n} {:.1}s", d.as_secs_f64()))
-            .collect();
-        eprintln!(
-            "realcluster: kube-apiserver {} and Flux up in {:.1}s ({}; {})",
-            bins::KUBE_VERSION,
-            started.elapsed().as_secs_f64(),
-            steps.join(", "),
-            cluster.dir().display()
-        );
-        Ok(cluster)
-    }
-
-    /// Waits until the flux-system Deployment `name` has rolled out (`kubectl rollout
-    /// status`, asked in 2 s slices). Errors: [`Error::ProcessExited`] as soon as a
-    /// control-plane process (etcd, kube-apiserver, kube-controller-manager) has exited, or
-    /// [`Error::Setup`] with kubectl's last answer after `timeout`.
-    fn rollout_status(&self, name: &str, timeout: Duration) -> Result<(), Error> {
-        let until = std::time::Instant::now() + timeout;
-        let deploy = format!("deployment/{name}");
-        loop {
-            let last = match self.kubectl(&[
-                "-n",
-                FLUX_NS,
-                "rollout",
-                "status",
-                &deploy,
-                "--timeout=2s",
-            ]) {
-                Ok(_) => return Ok(()),
-                Err(e) => e,
-            };
-            for p in self.procs.lock().unwrap().iter_mut() {
+        let rollout_until = std::time::Instant::now() + Duration::from_secs(120);
+        let mut waiting: Vec<&str> = names;
+        let mut last = String::new();
+        while !waiting.is_empty() {
+            let mut still = Vec::new();
+            for name in waiting {
+                match rt
+                    .block_on(start::get_deployment(client.clone(), FLUX_NS, name))
+                    .and_then(|d| start::rolled_out(&d))
+                {
+                    Ok(true) => {}
+                    Ok(false) => still.push(name),
+                    Err(e) if e.contains("progress deadline") => {
+                        return Err(Error::Setup(e));
+                    }
+                    Err(e) => {
+                        last = e;
+                        still.push(name);
+                    }
+                }
+            }
+            waiting = still;
+            if waiting.is_empty() {
+                break;
+            }
+            for p in procs.iter_mut() {
                 if let Some(st) = p.exited() {
                     return Err(Error::ProcessExited {
                         name: p.name().to_owned(),
@@ -555,12 +566,48 @@ impl Cluster {
                     });
                 }
             }
-            if std::time::Instant::now() >= until {
+            if std::time::Instant::now() >= rollout_until {
                 return Err(Error::Setup(format!(
-                    "{deploy} not rolled out after {timeout:?}: {last}"
+                    "deployment {} not rolled out after 120s{}",
+                    waiting.join(", "),
+                    if last.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {last}")
+                    }
                 )));
             }
+            std::thread::sleep(start::POLL);
         }
+        mark("flux rollout");
+        drop(client);
+
+        let cluster = Cluster {
+            _lock: lock,
+            agent: Mutex::new(Some(agent)),
+            podexec: Mutex::new(podexec),
+            log_server: Mutex::new(Some(log_server)),
+            procs: Mutex::new(procs),
+            oci,
+            git,
+            registry,
+            rt,
+            kubeconfig,
+            server,
+            dir,
+        };
+        let marks: Vec<String> = marks
+            .iter()
+            .map(|(n, d)| format!("{n} {:.1}s", d.as_secs_f64()))
+            .collect();
+        eprintln!(
+            "realcluster: kube-apiserver {} and Flux up in {:.1}s (at: {}; {})",
+            bins::KUBE_VERSION,
+            started.elapsed().as_secs_f64(),
+            marks.join(", "),
+            cluster.dir().display()
+        );
+        Ok(cluster)
     }
 
     /// The admin kubeconfig (context `realcluster`, namespace flux-system).
@@ -894,17 +941,6 @@ fn concat(flag: &str, path: &std::ffi::OsStr) -> std::ffi::OsString {
 
 fn write(path: &Path, text: &str) -> Result<(), Error> {
     std::fs::write(path, text).map_err(|e| Error::Setup(format!("write {}: {e}", path.display())))
-}
-
-fn wait_for(timeout: Duration, what: &str, mut ok: impl FnMut() -> bool) -> Result<(), Error> {
-    let until = std::time::Instant::now() + timeout;
-    while std::time::Instant::now() < until {
-        if ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    Err(Error::Setup(format!("{what}: not ready after {timeout:?}")))
 }
 
 /// Runs real kubectl with `kubeconfig`; stdout on success.
