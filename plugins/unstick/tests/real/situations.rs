@@ -332,7 +332,7 @@ fn suspended_helmrelease_is_named_with_resume_and_the_end_predicted() {
         .unwrap()
         .parse()
         .unwrap();
-    let (ready, ended) = check_ended(c, name, Duration::from_secs(120));
+    let (ready, _) = check_ended(c, name, Duration::from_secs(120));
     assert_eq!(ready["reason"], "HealthCheckFailed", "{ready}");
     assert!(
         ready["message"]
@@ -341,7 +341,7 @@ fn suspended_helmrelease_is_named_with_resume_and_the_end_predicted() {
             .contains(&format!("HelmRelease/{ns}/redis status: 'InProgress'")),
         "{ready}"
     );
-    within_ten_percent(predicted, ended, 45.0);
+    crate::assert_end_predicted(predicted, &ready, 45.0);
 }
 
 /// A PVC under `wait: true` deleted while a pod mounts it: the real pvc-protection controller
@@ -428,14 +428,14 @@ fn terminating_pvc_names_the_finalizer_and_the_pod_and_the_end_is_predicted() {
         .unwrap()
         .parse()
         .unwrap();
-    let (ready, ended) = check_ended(c, name, Duration::from_secs(120));
+    let (ready, _) = check_ended(c, name, Duration::from_secs(120));
     assert!(
         ready["message"].as_str().unwrap().contains(&format!(
             "PersistentVolumeClaim/{ns}/data status: 'Terminating'"
         )),
         "{ready}"
     );
-    within_ten_percent(predicted, ended, 40.0);
+    crate::assert_end_predicted(predicted, &ready, 40.0);
 }
 
 /// A `spec.healthChecks` entry of a kind whose CRD is missing (an ExternalSecret after an
@@ -486,7 +486,7 @@ fn missing_crd_in_the_wait_set_is_unknown_with_the_fix_and_the_end_predicted() {
         .unwrap()
         .parse()
         .unwrap();
-    let (ready, ended) = check_ended(c, name, Duration::from_secs(120));
+    let (ready, _) = check_ended(c, name, Duration::from_secs(120));
     assert!(
         ready["message"]
             .as_str()
@@ -494,7 +494,7 @@ fn missing_crd_in_the_wait_set_is_unknown_with_the_fix_and_the_end_predicted() {
             .contains(&format!("ExternalSecret/{ns}/db-creds status: 'Unknown'")),
         "{ready}"
     );
-    within_ten_percent(predicted, ended, 40.0);
+    crate::assert_end_predicted(predicted, &ready, 40.0);
 }
 
 /// A dependsOn cycle on the real controller (each says `dependency '...' is not ready` and
@@ -706,7 +706,20 @@ fn worker_starvation_names_the_holder_and_predicts_when_the_worker_frees() {
                 .filter_map(|t| t.parse::<jiff::Timestamp>().ok())
                 .min()
         });
-    within_ten_percent(predicted, started, 60.0);
+    // The worker frees when the real controller ends hold's check; how late its timer fired
+    // under load (its own "health check failed after D" beyond the 60s timeout, see
+    // crate::assert_end_predicted) delays the new run by as much, and is not the prediction's.
+    let hold = condition(&c.kustomization("hold"), "Ready");
+    let late_ms = hold["message"]
+        .as_str()
+        .and_then(|m| m.strip_prefix("health check failed after "))
+        .and_then(|m| m.split_once(": "))
+        .and_then(|(d, _)| crate::go_duration_secs(d))
+        .map(|d| ((d - 60.0).max(0.0) * 1000.0) as i64)
+        .unwrap_or_else(|| panic!("hold's check did not end at its timeout: {hold}"));
+    let started_on_time =
+        jiff::Timestamp::from_millisecond(started.as_millisecond() - late_ms).unwrap();
+    within_ten_percent(predicted, started_on_time, 60.0);
     let (code, stdout, stderr) = proof.join().unwrap();
     let v: Value =
         serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
@@ -775,14 +788,14 @@ fn health_check_exprs_member_is_named_unknown_and_the_end_predicted() {
         .unwrap()
         .parse()
         .unwrap();
-    let (ready, ended) = check_ended(c, name, Duration::from_secs(120));
+    let (ready, _) = check_ended(c, name, Duration::from_secs(120));
     assert!(
         ready["message"].as_str().unwrap().contains(&format!(
             "Database/{ns}/db status: 'Unknown': failed to evaluate the CEL expression"
         )),
         "{ready}"
     );
-    within_ten_percent(predicted, ended, 40.0);
+    crate::assert_end_predicted(predicted, &ready, 40.0);
 }
 
 /// `--check` during a run in progress that outlives `--timeout`: `timed-out` (exit 1) saying
@@ -854,8 +867,13 @@ fn check_at_its_deadline_is_timed_out_and_sigint_is_130() {
     assert!(kill.success());
     let out = child.wait_with_output().unwrap();
     let stderr = reader.join().unwrap();
+    // Answered, not waited out: the held check has 3m to run, so an exit within 30 s is the
+    // SIGINT handler's. 30 s, not less: at load 50-80 on this 2-core machine (other helpers'
+    // clusters and builds) the exit took 16.4 s in session 6, and 10.1 s at load 28-41 with 8
+    // test threads in session 7 (spawning `kill`, then the debug binary leaving its wait loop,
+    // printing the document and tearing down, each waiting for CPU).
     assert!(
-        sent.elapsed() < Duration::from_secs(10),
+        sent.elapsed() < Duration::from_secs(30),
         "{:?}",
         sent.elapsed()
     );
