@@ -16,7 +16,13 @@
 //! committed). Each file records its layout classes; the run prints, per class, how many files
 //! markercheck claims exact and how many equal the controller's commit (`--nocapture`), and
 //! `IACDIFF_SHOW=CLASS` prints the differences of that class.
+//!
+//! [`from_cluster`] (`--from-cluster` on a default cluster, `Cluster::shared()`) is in this binary
+//! too: `cargo test` runs test binaries one after another, so as a binary of its own its cluster
+//! start and tests added their whole time to the suite; here they run beside the differential
+//! run.
 
+mod from_cluster;
 mod layouts;
 
 use std::collections::{BTreeMap, BTreeSet};
