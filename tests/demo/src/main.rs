@@ -1070,8 +1070,11 @@ fn spawn_real_image_status(kubeconfig: PathBuf) {
 /// Step 2 on the real cluster: clusters/dev (rendered with `kubectl kustomize`, the root
 /// Kustomization left out: its URL is the production Git host) served by the real cluster's
 /// Git server and reconciled by the real source- and kustomize-controller v1.9.6 (default
-/// feature gates: CancelHealthCheckOnNewRevision off). The waves' `timeout: 15m0s` is 1m0s in
-/// the demo's copy, so the held check ends in real time within the demo.
+/// feature gates: CancelHealthCheckOnNewRevision off). The waves' `timeout: 15m0s` is 40s in
+/// the demo's copy, so the held check ends in real time within the demo. 40s, not less: after
+/// the check is seen in flight, `kubectl get`, `unstick --dry-run`, the fix's push and the
+/// source's fetch of it must all happen before `unstick --yes` reads the check still running
+/// (2 s at load 25 in session 6); 40s leaves room for a machine many times busier.
 fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>) -> Step {
     let mut st = Step::new(
         "2. unstick: the change pushed anyway, a stuck wave freed with proof (real cluster)",
@@ -1083,7 +1086,7 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
     let fleet = ctx.fleet_copy("fleet-src");
     let apps = fleet.join("clusters/base/apps.yaml");
     let text = std::fs::read_to_string(&apps).unwrap_or_default();
-    std::fs::write(&apps, text.replace("timeout: 15m0s", "timeout: 1m0s")).unwrap();
+    std::fs::write(&apps, text.replace("timeout: 15m0s", "timeout: 40s")).unwrap();
     let rendered = Command::new("kubectl")
         .arg("kustomize")
         .arg(fleet.join("clusters/dev"))
@@ -1103,7 +1106,7 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
         c.git().commit(
             FLEET_REPO,
             &[Change::copy_dir(fleet.join("clusters"), "clusters")],
-            "fleet: base, dev and prod overlays (wave timeouts 1m for the demo)",
+            "fleet: base, dev and prod overlays (wave timeouts 40s for the demo)",
         )
     });
     if let Err(e) = pushed {
@@ -1518,8 +1521,8 @@ async fn main() {
     let mut fleet_keep = None;
     let mut git_servers = vec![];
     std::thread::scope(|scope| {
-        // The cutover step runs beside the unstick step, whose held health check is a real
-        // minute of waiting: it has its own namespace, Git servers and Kustomizations, changes
+        // The cutover step runs beside the unstick step, whose held health check is 40 s of
+        // real waiting: it has its own namespace, Git servers and Kustomizations, changes
         // no DNS and restarts no controller. Its output is held and printed in step order.
         let cutover = real.as_ref().filter(|_| want("cutover")).map(|real| {
             scope.spawn(|| {
@@ -1586,7 +1589,7 @@ async fn main() {
         let mut extra = String::new();
         if let Some((break_wave, fix_wave)) = &fleet_keep {
             extra.push_str(&format!(
-                "\n  # clusters/dev (flux-system): healthy at the fix revision; waves' health-check timeout 1m\n  kubectl get ks -n flux-system\n  # break apps-wave-1: the image-automation bare-tag commit (image: 0.1.1), pushed to the cluster's Git server\n  {break_wave}\n  kubectl unstick ks/apps-wave-2 --dry-run        # walks dependsOn to apps-wave-1, names 0.1.1\n  kubectl unstick ks/apps-wave-1 --dry-run\n  # fix it (the full image reference back), then free the wave\n  {fix_wave}\n  kubectl unstick ks/apps-wave-1 --yes --cascade\n"
+                "\n  # clusters/dev (flux-system): healthy at the fix revision; waves' health-check timeout 40s\n  kubectl get ks -n flux-system\n  # break apps-wave-1: the image-automation bare-tag commit (image: 0.1.1), pushed to the cluster's Git server\n  {break_wave}\n  kubectl unstick ks/apps-wave-2 --dry-run        # walks dependsOn to apps-wave-1, names 0.1.1\n  kubectl unstick ks/apps-wave-1 --dry-run\n  # fix it (the full image reference back), then free the wave\n  {fix_wave}\n  kubectl unstick ks/apps-wave-1 --yes --cascade\n"
             ));
             if twin::podexec::missing_prerequisites().is_empty() {
                 extra.push_str(&format!(
