@@ -371,10 +371,17 @@ spec:
     ))
     .unwrap();
     // image-reflector-controller: the scan, then the policy's choice (2.0.0-rc.1 is a
-    // pre-release, outside ">=1.0.0" by semver rules).
+    // pre-release, outside ">=1.0.0" by semver rules). Ready=True and the rest of the status
+    // arrive in separate requests (fluxcd/pkg runtime/patch: conditions first; a run saw
+    // Ready=True with observedGeneration -1 and no lastScanResult yet), so each waits for its
+    // generation to be observed too.
+    let observed = |o: &Value| {
+        condition(o, "Ready")["status"] == "True"
+            && o["status"]["observedGeneration"] == o["metadata"]["generation"]
+    };
     let scanned = eventually(Duration::from_secs(120), "ImageRepository scanned", || {
         let r = c.get_json(&["-n", FLUX_NS, "get", "imagerepository", "app"]);
-        (condition(&r, "Ready")["status"] == "True").then_some(r)
+        observed(&r).then_some(r)
     });
     assert_eq!(
         scanned["status"]["lastScanResult"]["tagCount"], 3,
@@ -382,7 +389,7 @@ spec:
     );
     let policy = eventually(Duration::from_secs(120), "ImagePolicy latestRef", || {
         let p = c.get_json(&["-n", FLUX_NS, "get", "imagepolicy", "app"]);
-        (condition(&p, "Ready")["status"] == "True").then_some(p)
+        observed(&p).then_some(p)
     });
     assert_eq!(policy["status"]["latestRef"]["name"], image, "{policy}");
     assert_eq!(policy["status"]["latestRef"]["tag"], "1.1.0", "{policy}");
