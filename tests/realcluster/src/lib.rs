@@ -170,9 +170,11 @@ impl Cluster {
             .prefix(&format!("realcluster-{}-", std::process::id()))
             .tempdir()
             .map_err(|e| Error::Setup(format!("temp dir: {e}")))?;
-        // REALCLUSTER_KEEP=1 keeps the directory (logs, kubeconfig) for a post-mortem.
+        // REALCLUSTER_KEEP=1 keeps the directory (logs, kubeconfig) for a post-mortem, also
+        // from the next start's remove_stale_dirs (KEEP_MARKER).
         if std::env::var_os("REALCLUSTER_KEEP").is_some() {
             dir.disable_cleanup(true);
+            write(&dir.path().join(KEEP_MARKER), "REALCLUSTER_KEEP\n")?;
         }
         let d = dir.path();
         // Held (flock) for the cluster's life: remove_stale_dirs only removes directories
@@ -1012,7 +1014,13 @@ fn start_slot() -> impl Drop {
     Slot
 }
 
-/// Removes `$TMPDIR/realcluster-<pid>-*` directories no running cluster holds: their `.lock`
+/// A file in a cluster directory kept with `REALCLUSTER_KEEP`: [`remove_stale_dirs`] leaves
+/// that directory alone (the user removes it), so a kept post-mortem survives the next start
+/// of any test process on the machine.
+const KEEP_MARKER: &str = ".keep";
+
+/// Removes `$TMPDIR/realcluster-<pid>-*` directories no running cluster holds (never one kept
+/// with `REALCLUSTER_KEEP`, see [`KEEP_MARKER`]): their `.lock`
 /// can be locked (the owner died: the kernel dropped its flock) or is absent (a start that
 /// died before taking it, and the directory is older than a minute).
 fn remove_stale_dirs() {
@@ -1030,6 +1038,9 @@ fn remove_stale_dirs() {
             .and_then(|p| p.parse::<u32>().ok())
             .is_none()
         {
+            continue;
+        }
+        if e.path().join(KEEP_MARKER).exists() {
             continue;
         }
         let stale = match std::fs::File::open(e.path().join(".lock")) {
@@ -1064,9 +1075,23 @@ mod tests {
             .unwrap()
             .keep();
         std::fs::File::create(stale.join(".lock")).unwrap();
+        let kept = tempfile::Builder::new()
+            .prefix("realcluster-1-kept")
+            .tempdir_in(&tmp)
+            .unwrap()
+            .keep();
+        // The marker first: a directory without `.lock` is not removed before it is a minute
+        // old, so a concurrent start elsewhere cannot take it in between.
+        std::fs::write(kept.join(super::KEEP_MARKER), "").unwrap();
+        std::fs::File::create(kept.join(".lock")).unwrap();
         super::remove_stale_dirs();
         assert!(held.path().exists(), "a directory whose lock is held stays");
         assert!(!stale.exists(), "a directory whose lock is free goes");
+        assert!(
+            kept.exists(),
+            "a directory kept with REALCLUSTER_KEEP stays"
+        );
+        std::fs::remove_dir_all(&kept).unwrap();
         drop(lock);
     }
 }
