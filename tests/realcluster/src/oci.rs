@@ -55,9 +55,12 @@ impl OciRegistry {
             port.is_some()
         })?;
         let port = port.expect("wait_until returned Ok only with a port");
+        // In the cluster's directory (the parent of its log dir), not $TMPDIR: a cluster held
+        // in a static is never dropped, and its directory, unlike a `realcluster-oci-*` of
+        // its own, is removed by the next start once the test process is gone.
         let work = tempfile::Builder::new()
-            .prefix("realcluster-oci-")
-            .tempdir()
+            .prefix("oci-")
+            .tempdir_in(log_dir.parent().unwrap_or(log_dir))
             .map_err(|e| Error::Setup(format!("temp dir: {e}")))?;
         Ok(OciRegistry {
             proc: Mutex::new(proc),
