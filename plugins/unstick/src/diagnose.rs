@@ -129,6 +129,11 @@ pub struct HealthCheck {
     pub ends_at: Option<Timestamp>,
     /// Seconds from the snapshot to `ends_at` (negative: overdue).
     pub ends_in_secs: Option<i64>,
+    /// The wait set is not empty and every member was read (its kind listed, or its CRD known
+    /// missing), so
+    /// an empty [`Diagnosis::blocking`] means every one is Current now, not "not read".
+    #[serde(skip)]
+    pub wait_set_read: bool,
 }
 
 /// A health-checked object that is not Current.
@@ -156,9 +161,10 @@ pub struct BlockingObject {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pods: Vec<PodReason>,
     /// Its own controller reports an action in progress within its own timeout and no
-    /// failure is visible (a HelmRelease whose install/upgrade runs, none failed, no pod of
-    /// its release failing): waiting, not stuck. `false` for every other kind.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    /// failure is visible: waiting, not stuck. A HelmRelease whose install/upgrade runs, none
+    /// failed, no pod of its release failing; a Deployment, StatefulSet or DaemonSet rolling
+    /// out with no pod reason below it (`Engine::rollout_progressing`: e.g. waiting out
+    /// `minReadySeconds`). `false` for every other kind and state.
     pub progressing: bool,
 }
 
@@ -811,7 +817,13 @@ impl<'a> Engine<'a> {
                 .flatten()
                 .filter(|(at, _)| deadline.is_none_or(|d| *at < d));
             let ends_at = fail_fast.as_ref().map(|(at, _)| *at).or(deadline);
+            let members = wait_set(ks);
+            let wait_set_read = !members.is_empty()
+                && members.iter().all(|m| {
+                    self.idx.listed(&m.group, &m.kind) || self.idx.unserved(&m.group, &m.kind)
+                });
             let hc = HealthCheck {
+                wait_set_read,
                 revision: revision.clone(),
                 started_at: started,
                 timeout_secs: t,
@@ -1655,7 +1667,17 @@ impl<'a> Engine<'a> {
                 b.progressing = progressing;
                 return Some(b);
             }
-            return Some(mk(r.status.to_string(), message, fix, self.pod_reasons(o)));
+            let pods = self.pod_reasons(o);
+            let progressing = r.status == KStatus::InProgress
+                && matches!(
+                    (group, kind),
+                    ("apps", "Deployment") | ("apps", "StatefulSet") | ("apps", "DaemonSet")
+                )
+                && pods.is_empty()
+                && self.rollout_progressing(o);
+            let mut b = mk(r.status.to_string(), message, fix, pods);
+            b.progressing = progressing;
+            return Some(b);
         }
         if self.idx.unserved(group, kind) {
             return Some(mk(
@@ -1715,21 +1737,62 @@ impl<'a> Engine<'a> {
         })
     }
 
+    /// Whether a workload that kstatus reads InProgress, with no pod reason below it
+    /// ([`Self::pod_reasons`]: no image pull error, crash loop, config error or unschedulable
+    /// pod), is a rollout still moving rather than held: not when a ReplicaSet cannot create
+    /// its pods (Deployment condition `ReplicaFailure=True`, kubernetes
+    /// pkg/controller/deployment/sync.go), and not when one of its pods has a kubelet
+    /// `Unhealthy` Warning event (pkg/kubelet/prober/prober.go: "Readiness probe failed")
+    /// while a container of it is not ready, and not when none of its pods was read. A rollout waiting out `minReadySeconds`, or pods
+    /// being created, is moving: kstatus turns it Current, or the Deployment's
+    /// `progressDeadlineSeconds` turns it Failed (kstatus Failed: not progressing).
+    fn rollout_progressing(&self, w: &Value) -> bool {
+        if obj::condition(w, "ReplicaFailure").is_some_and(|c| c.is_true()) {
+            return false;
+        }
+        let ns = obj::namespace(w);
+        let pods = self.workload_pods(w);
+        // No pod read: nothing shows it moving (its pods may not exist yet, or were not
+        // read); the fail-fast prediction at its progressDeadlineSeconds stands.
+        !pods.is_empty()
+            && !pods.into_iter().any(|p| {
+                let unready = obj::arr(p, &["status", "containerStatuses"])
+                    .iter()
+                    .any(|cs| !obj::b(cs, &["ready"]));
+                unready
+                    && self
+                        .idx
+                        .events
+                        .get(&("Pod".to_string(), ns.to_string(), obj::name(p).to_string()))
+                        .is_some_and(|evs| {
+                            evs.iter().any(|e| {
+                                obj::s(e, &["type"]) == Some("Warning")
+                                    && obj::s(e, &["reason"]) == Some("Unhealthy")
+                            })
+                        })
+            })
+    }
+
     /// Pod-level reasons for a workload: its pods by owner (a Job's pods carry an
     /// ownerReference to it) or by `spec.selector.matchLabels` (Deployments, StatefulSets,
     /// DaemonSets, ReplicaSets).
     fn pod_reasons(&self, w: &Value) -> Vec<PodReason> {
+        self.workload_pods(w)
+            .into_iter()
+            .flat_map(|p| self.reasons_of_pod(p))
+            .collect()
+    }
+
+    /// The pods of a workload: by owner (a Job's pods carry an ownerReference to it), else by
+    /// `spec.selector.matchLabels` (Deployments, StatefulSets, DaemonSets, ReplicaSets).
+    fn workload_pods(&self, w: &Value) -> Vec<&Value> {
         let ns = obj::namespace(w);
-        let mut out = Vec::new();
         if let Some(pods) = self.idx.pods_by_owner.get(&(
             ns.to_string(),
             obj::kind(w).to_string(),
             obj::name(w).to_string(),
         )) {
-            for p in pods {
-                out.extend(self.reasons_of_pod(p));
-            }
-            return out;
+            return pods.iter().copied().collect();
         }
         let Some(sel) = obj::at(w, &["spec", "selector", "matchLabels"]).and_then(Value::as_object)
         else {
@@ -1738,8 +1801,7 @@ impl<'a> Engine<'a> {
         let Some((k0, v0)) = sel.iter().next() else {
             return Vec::new();
         };
-        let candidates = self
-            .idx
+        self.idx
             .pods_by_label
             .get(&(
                 ns.to_string(),
@@ -1747,15 +1809,14 @@ impl<'a> Engine<'a> {
                 v0.as_str().unwrap_or("").to_string(),
             ))
             .map(Vec::as_slice)
-            .unwrap_or(&[]);
-        for p in candidates {
-            let labels = obj::at(p, &["metadata", "labels"]).and_then(Value::as_object);
-            let matches = labels.is_some_and(|l| sel.iter().all(|(k, v)| l.get(k) == Some(v)));
-            if matches {
-                out.extend(self.reasons_of_pod(p));
-            }
-        }
-        out
+            .unwrap_or(&[])
+            .iter()
+            .copied()
+            .filter(|p| {
+                let labels = obj::at(p, &["metadata", "labels"]).and_then(Value::as_object);
+                labels.is_some_and(|l| sel.iter().all(|(k, v)| l.get(k) == Some(v)))
+            })
+            .collect()
     }
 
     /// Pod-level reasons below the workloads of a HelmRelease's release: the Deployments,
@@ -2562,12 +2623,15 @@ pub fn is_finding(d: &Diagnosis) -> bool {
 /// Whether `d` is a health check in flight whose every blocking object is
 /// [`BlockingObject::progressing`]: its own controller reports an action running within its
 /// own timeout and no failure is visible (a HelmRelease installing: helm-controller v1.4
-/// `Running 'install' action with timeout of 5m0s`). Waiting, not stuck: not a finding, and
+/// `Running 'install' action with timeout of 5m0s`; a Deployment rolling out), or with no
+/// blocking object at all while every member of its wait set was read
+/// ([`HealthCheck::wait_set_read`]): all Current, so the controller's next poll (every 5s,
+/// fluxcd/pkg ssa `WaitForSetWithContext`) passes it. Waiting, not stuck: not a finding, and
 /// the plan writes nothing ([`crate::lever::Lever::Wait`]).
 pub fn waits_on_progress_only(d: &Diagnosis) -> bool {
     d.class == Class::HealthCheckInFlight
-        && !d.blocking.is_empty()
         && d.blocking.iter().all(|b| b.progressing)
+        && (!d.blocking.is_empty() || d.health_check.as_ref().is_some_and(|h| h.wait_set_read))
 }
 
 /// A `reconcile.fluxcd.io/requestedAt` value as a point in time: RFC 3339 (what `flux

@@ -628,6 +628,9 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                 for b in &d.blocking {
                     why.push(format!("{}: {}", b.object, b.message));
                 }
+                if d.blocking.is_empty() {
+                    why.push("every object the check waits on is Current now: the controller's next poll (every 5s) passes it".into());
+                }
                 why.push("nothing is stuck: the check waits on work in progress, which ends by its own timeout at the latest".into());
                 alternatives.push(format!(
                     "wait: the check itself ends at {} ({} from now) if it has not passed by then",

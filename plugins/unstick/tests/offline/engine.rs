@@ -1505,3 +1505,89 @@ fn a_run_past_its_timeout_is_a_finding_and_a_past_eta_is_not_shown() {
     assert!(d.overdue_secs.is_none(), "{}", d.summary);
     assert!(!is_finding(&d));
 }
+
+/// s7 fresh-user trial, wrong verdict A: a health check in flight over a Deployment that is
+/// only rolling out (its pod Running and ready, waiting out `minReadySeconds`; or every
+/// object Current already, right after a fix was pushed) read "health-check-in-flight",
+/// lever suspend-resume, exit 1. It is waiting, not stuck: no finding, lever `wait`, no
+/// write. A pod reason, a ReplicaSet that cannot create pods (`ReplicaFailure`), or a pod
+/// the kubelet reports Unhealthy (readiness probe failing) keep it a finding.
+#[test]
+fn a_rollout_in_progress_under_a_health_check_is_waiting_not_stuck() {
+    use unstick::diagnose::{is_finding, waits_on_progress_only};
+    let stuck = fleet();
+    assert!(is_finding(&diag(&stuck, "apps-wave-0")));
+
+    // The pod pulled its (registry-qualified) image and is ready; the Deployment is not
+    // available yet (minReadySeconds).
+    let mut rolling = fleet();
+    named_mut(&mut rolling.objects, "podinfo")["spec"]["template"]["spec"]["containers"][0]["image"] =
+        json!("ghcr.io/stefanprodan/podinfo:6.7.0");
+    named_mut(&mut rolling.objects, "podinfo")["spec"]["minReadySeconds"] = json!(45);
+    {
+        let p = named_mut(&mut rolling.pods, "podinfo-7d9c-x2x");
+        p["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready",
+            "status": "True", "lastTransitionTime": "2026-11-30T07:29:40Z"}],
+            "containerStatuses": [{"name": "podinfo", "image": "ghcr.io/stefanprodan/podinfo:6.7.0",
+            "ready": true, "restartCount": 0, "started": true,
+            "state": {"running": {"startedAt": "2026-11-30T07:29:35Z"}}}]});
+    }
+    rolling.events.clear();
+    let d = diag(&rolling, "apps-wave-0");
+    assert_eq!(d.class, Class::HealthCheckInFlight);
+    assert_eq!(d.blocking.len(), 1, "{:#?}", d.blocking);
+    assert!(d.blocking[0].progressing, "{:#?}", d.blocking);
+    assert!(waits_on_progress_only(&d));
+    assert!(!is_finding(&d), "{d:#?}");
+    let p = plan_for(&rolling, "apps-wave-0", &Options::default());
+    assert_eq!(p.lever, Lever::Wait, "{p:#?}");
+
+    // A ReplicaSet that cannot create its pods is held, not moving.
+    let mut quota = rolling.clone();
+    named_mut(&mut quota.objects, "podinfo")["status"]["conditions"]
+        .as_array_mut()
+        .unwrap()
+        .push(
+            json!({"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+            "message": "pods \"podinfo-7d9c-abcde\" is forbidden: exceeded quota: compute"}),
+        );
+    let d = diag(&quota, "apps-wave-0");
+    assert!(!d.blocking[0].progressing);
+    assert!(is_finding(&d), "{d:#?}");
+
+    // A pod running but failing its readiness probe (kubelet `Unhealthy` Warning).
+    let mut unready = rolling.clone();
+    {
+        let p = named_mut(&mut unready.pods, "podinfo-7d9c-x2x");
+        p["status"]["containerStatuses"][0]["ready"] = json!(false);
+    }
+    unready
+        .events
+        .push(json!({"type": "Warning", "reason": "Unhealthy",
+        "message": "Readiness probe failed: HTTP probe failed with statuscode: 503",
+        "involvedObject": {"kind": "Pod", "namespace": "apps", "name": "podinfo-7d9c-x2x"},
+        "lastTimestamp": "2026-11-30T07:29:50Z"}));
+    let d = diag(&unready, "apps-wave-0");
+    assert!(!d.blocking[0].progressing);
+    assert!(is_finding(&d), "{d:#?}");
+
+    // Every object Current already (the fix applied, the controller's next poll passes it):
+    // no blocking object, and every kind of the wait set was read.
+    let mut current = rolling.clone();
+    named_mut(&mut current.objects, "podinfo")["status"] =
+        named_mut(&mut current.objects, "web")["status"].clone();
+    let d = diag(&current, "apps-wave-0");
+    assert_eq!(d.class, Class::HealthCheckInFlight);
+    assert!(d.blocking.is_empty(), "{:#?}", d.blocking);
+    assert!(!is_finding(&d), "{d:#?}");
+    assert_eq!(
+        plan_for(&current, "apps-wave-0", &Options::default()).lever,
+        Lever::Wait
+    );
+    // ... but not when a kind of the wait set was not read: empty then means unknown.
+    let mut unread = current.clone();
+    unread.listed_kinds.retain(|k| k != "apps/Deployment");
+    let d = diag(&unread, "apps-wave-0");
+    assert!(d.blocking.is_empty());
+    assert!(is_finding(&d), "{d:#?}");
+}
