@@ -1792,7 +1792,7 @@ impl<'a> Engine<'a> {
             obj::kind(w).to_string(),
             obj::name(w).to_string(),
         )) {
-            return pods.iter().copied().collect();
+            return pods.to_vec();
         }
         let Some(sel) = obj::at(w, &["spec", "selector", "matchLabels"]).and_then(Value::as_object)
         else {
