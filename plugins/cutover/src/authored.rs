@@ -144,6 +144,185 @@ pub fn find_authored_url(
     })
 }
 
+/// Whether a path's build would hold GitRepository `namespace/name`, read without building it
+/// (for a path whose `kubectl kustomize` fails: a missing file, a bad patch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathReach {
+    /// A manifest the path reaches defines it: `file` relative to the tree, `/` separators.
+    Defines {
+        /// The file holding the GitRepository manifest.
+        file: String,
+    },
+    /// Every file the path reaches was read and none defines it.
+    DoesNot,
+    /// It cannot be ruled out: `why` names what could not be read (a listed entry missing
+    /// from the tree, a remote base, a file that is not YAML).
+    Unknown {
+        /// What could not be read, `; `-separated.
+        why: String,
+    },
+}
+
+/// Follows what `root_path` (relative to `tree`) would build, the way kustomize loads it
+/// (sigs.k8s.io/kustomize/api: a directory with a kustomization file loads its `resources`,
+/// `bases` and `components`, each a file or another directory such as `../base`; a directory
+/// without one is read as kustomize-controller's generator does, every `.yaml`/`.yml` below
+/// it), and looks for GitRepository `namespace/name` in every manifest reached. Objects
+/// without a namespace match, and so does any namespace when a kustomization on the way sets
+/// `namespace:` to `namespace`. Patches and generators are not followed (neither creates a
+/// GitRepository).
+///
+/// Used when the build itself fails: a failing build proves nothing about what the path
+/// defines, so a manifest reached is [`PathReach::Defines`], and an entry that cannot be read
+/// makes the answer [`PathReach::Unknown`] unless a manifest was found anyway.
+pub fn path_reaches(tree: &Path, root_path: &str, namespace: &str, name: &str) -> PathReach {
+    let rel = root_path.trim_start_matches("./").trim_end_matches('/');
+    let dir = if rel.is_empty() || rel == "." {
+        tree.to_path_buf()
+    } else {
+        tree.join(rel)
+    };
+    let mut walk = Walk {
+        tree: tree.canonicalize().unwrap_or_else(|_| tree.to_path_buf()),
+        namespace,
+        name,
+        seen: vec![],
+        found: None,
+        gaps: vec![],
+    };
+    if !dir.is_dir() {
+        return PathReach::Unknown {
+            why: format!("path {root_path} does not exist in the tree"),
+        };
+    }
+    walk.dir(&dir, false);
+    match walk.found {
+        Some(file) => PathReach::Defines { file },
+        None if walk.gaps.is_empty() => PathReach::DoesNot,
+        None => PathReach::Unknown {
+            why: walk.gaps.join("; "),
+        },
+    }
+}
+
+struct Walk<'a> {
+    tree: PathBuf,
+    namespace: &'a str,
+    name: &'a str,
+    seen: Vec<PathBuf>,
+    found: Option<String>,
+    gaps: Vec<String>,
+}
+
+impl Walk<'_> {
+    fn rel(&self, p: &Path) -> String {
+        let c = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        c.strip_prefix(&self.tree)
+            .unwrap_or(&c)
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    fn dir(&mut self, dir: &Path, any_ns: bool) {
+        if self.found.is_some() {
+            return;
+        }
+        let Ok(canon) = dir.canonicalize() else {
+            self.gaps.push(format!("{} cannot be read", dir.display()));
+            return;
+        };
+        if !canon.starts_with(&self.tree) {
+            self.gaps
+                .push(format!("{} is outside the repository", dir.display()));
+            return;
+        }
+        if self.seen.contains(&canon) {
+            return;
+        }
+        self.seen.push(canon.clone());
+        let Some(kfile) = KUSTOMIZATION_FILE_NAMES
+            .iter()
+            .map(|f| canon.join(f))
+            .find(|p| p.is_file())
+        else {
+            match yaml_files(&canon) {
+                Ok(files) => {
+                    for f in files {
+                        self.file(&f, any_ns);
+                    }
+                }
+                Err(e) => self.gaps.push(e.to_string()),
+            }
+            return;
+        };
+        let k: serde_json::Value = match std::fs::read_to_string(&kfile)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_saphyr::from_str(&t).map_err(|e| e.to_string()))
+        {
+            Ok(v) => v,
+            Err(e) => {
+                self.gaps
+                    .push(format!("{} cannot be read: {e}", self.rel(&kfile)));
+                return;
+            }
+        };
+        let any_ns = any_ns || k.get("namespace").and_then(|n| n.as_str()) == Some(self.namespace);
+        for key in ["resources", "bases", "components"] {
+            let entries = k.get(key).and_then(|r| r.as_array()).cloned();
+            for e in entries.into_iter().flatten() {
+                let Some(e) = e.as_str() else { continue };
+                if e.contains("://") || e.starts_with("git@") || e.starts_with("github.com/") {
+                    self.gaps.push(format!(
+                        "{} lists the remote {e} (not read here)",
+                        self.rel(&kfile)
+                    ));
+                    continue;
+                }
+                let target = canon.join(e);
+                if target.is_dir() {
+                    self.dir(&target, any_ns);
+                } else if target.is_file() {
+                    self.file(&target, any_ns);
+                } else {
+                    self.gaps.push(format!(
+                        "{} lists {e}, which is not in the tree",
+                        self.rel(&kfile)
+                    ));
+                }
+            }
+        }
+    }
+
+    fn file(&mut self, f: &Path, any_ns: bool) {
+        if self.found.is_some() {
+            return;
+        }
+        let docs: Vec<serde_json::Value> = match std::fs::read_to_string(f)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_saphyr::from_multiple(&t).map_err(|e| e.to_string()))
+        {
+            Ok(d) => d,
+            Err(e) => {
+                self.gaps.push(format!("{} is not YAML: {e}", self.rel(f)));
+                return;
+            }
+        };
+        let defines = docs.iter().any(|d| {
+            d.get("kind").and_then(|k| k.as_str()) == Some("GitRepository")
+                && d.pointer("/metadata/name").and_then(|n| n.as_str()) == Some(self.name)
+                && (any_ns
+                    || d.pointer("/metadata/namespace")
+                        .and_then(|n| n.as_str())
+                        .is_none_or(|n| n == self.namespace))
+        });
+        if defines {
+            self.found = Some(self.rel(f));
+        }
+    }
+}
+
 fn render_dir(dir: &Path, root_path: &str) -> Result<Vec<serde_json::Value>, AuthoredError> {
     let has_kustomization = KUSTOMIZATION_FILE_NAMES
         .iter()
@@ -386,6 +565,62 @@ mod tests {
         let e = find_authored_url(t.path(), "./clusters/prod", "flux-system", "flux-system")
             .unwrap_err();
         assert!(e.to_string().contains("is not rendered by path"));
+    }
+
+    #[test]
+    fn a_path_that_does_not_build_is_followed_into_its_bases() {
+        // Trial 8, B: clusters/prod lists a missing file and reaches the GitRepository only
+        // through ../base.
+        let t = tempfile::tempdir().unwrap();
+        write(t.path(), "base/flux-system/gotk-sync.yaml", SYNC);
+        write(
+            t.path(),
+            "base/flux-system/kustomization.yaml",
+            "resources:\n- gotk-sync.yaml\n",
+        );
+        write(
+            t.path(),
+            "clusters/prod/kustomization.yaml",
+            "resources:\n- ../../base/flux-system\n- missing.yaml\n",
+        );
+        assert!(matches!(
+            find_authored_url(t.path(), "./clusters/prod", "flux-system", "flux-system"),
+            Err(AuthoredError::Render { .. })
+        ));
+        assert_eq!(
+            path_reaches(t.path(), "./clusters/prod", "flux-system", "flux-system"),
+            PathReach::Defines {
+                file: "base/flux-system/gotk-sync.yaml".into()
+            }
+        );
+        // Without the base: the missing file could be the one that defines it.
+        write(
+            t.path(),
+            "clusters/dev/kustomization.yaml",
+            "resources:\n- missing.yaml\n- apps.yaml\n",
+        );
+        write(
+            t.path(),
+            "clusters/dev/apps.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
+        );
+        match path_reaches(t.path(), "clusters/dev", "flux-system", "flux-system") {
+            PathReach::Unknown { why } => assert_eq!(
+                why,
+                "clusters/dev/kustomization.yaml lists missing.yaml, which is not in the tree"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Everything read, nothing defines it.
+        write(
+            t.path(),
+            "clusters/dev/kustomization.yaml",
+            "resources:\n- apps.yaml\n",
+        );
+        assert_eq!(
+            path_reaches(t.path(), "clusters/dev", "flux-system", "flux-system"),
+            PathReach::DoesNot
+        );
     }
 
     #[test]

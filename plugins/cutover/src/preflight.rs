@@ -1209,8 +1209,65 @@ pub fn root_by_path(
     consumers
         .iter()
         .filter(|c| c.same_source)
-        .find(|c| authored::find_authored_url(tree, &c.path, ns, name).is_ok())
+        .find(
+            |c| match authored::find_authored_url(tree, &c.path, ns, name) {
+                Ok(_) => true,
+                // Its build fails here too (trial 8, B: a listed file is missing): what it lists,
+                // followed into other directories (`../base`), may still hold the manifest.
+                Err(authored::AuthoredError::Render { .. }) => matches!(
+                    authored::path_reaches(tree, &c.path, ns, name),
+                    authored::PathReach::Defines { .. }
+                ),
+                Err(_) => false,
+            },
+        )
         .cloned()
+}
+
+/// What a consumer's state says about its runs, for a message: `its last run failed: F`,
+/// `it has never applied anything`, or `None` when it applies normally.
+fn not_applying(c: &Consumer) -> Option<String> {
+    match (&c.last_failure, &c.last_applied_revision) {
+        (Some(f), _) => Some(format!("its last run failed: {f}")),
+        (None, None) => Some("it has never applied anything".into()),
+        (None, Some(_)) => None,
+    }
+}
+
+/// Consumers of this source that are not applying (never applied, or their last run failed)
+/// and whose path cannot be ruled out as defining GitRepository `ns/name` in `tree`: the path
+/// does not build here, and what it lists cannot all be read ([`authored::path_reaches`]), or
+/// it is not in the tree at all. Shape: `(consumer, why it is unknown)`. Such a Kustomization
+/// may be the root: its first successful run would apply the committed spec.url.
+pub fn unknown_roots(
+    consumers: &[Consumer],
+    tree: &std::path::Path,
+    ns: &str,
+    name: &str,
+) -> Vec<(Consumer, String)> {
+    consumers
+        .iter()
+        .filter(|c| c.same_source && not_applying(c).is_some())
+        .filter_map(|c| {
+            let why = match authored::find_authored_url(tree, &c.path, ns, name) {
+                Ok(_) | Err(authored::AuthoredError::NotRendered { .. }) => return None,
+                Err(authored::AuthoredError::NotLiteral(_)) => return None,
+                Err(e @ authored::AuthoredError::Render { .. }) => {
+                    match authored::path_reaches(tree, &c.path, ns, name) {
+                        authored::PathReach::DoesNot => return None,
+                        authored::PathReach::Defines { file } => {
+                            format!("{e}; what it lists reaches {file}, which defines it")
+                        }
+                        authored::PathReach::Unknown { why } => {
+                            format!("{e}; what it lists cannot all be read: {why}")
+                        }
+                    }
+                }
+                Err(e) => e.to_string(),
+            };
+            Some((c.clone(), why))
+        })
+        .collect()
 }
 
 /// ` (path P defines this GitRepository, but it has not applied it yet: no owner label, in no
@@ -1532,6 +1589,36 @@ fn authored_check(
         Some(by_path)
     });
     let Some(root) = root else {
+        // A consumer that is not applying, whose path neither builds here nor can be read
+        // through, may be the root all the same: never "nothing reverts" then (trial 8, B).
+        let unknown = unknown_roots(&pre.current.consumers, tree.path(), ns, name);
+        if !unknown.is_empty() {
+            let each = unknown
+                .iter()
+                .map(|(c, why)| {
+                    format!(
+                        "Kustomization {} (path {}; {}): {why}",
+                        c.name,
+                        c.path,
+                        not_applying(c).unwrap_or_default()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Check {
+                id: "authored",
+                result: CheckResult::Warn,
+                message: format!(
+                    "no Kustomization has applied GitRepository {} (no {OWNER_NAME_LABEL} \
+                     label, in no status.inventory), but whether one will is unknown: {each}. \
+                     If that path defines this GitRepository, its first successful run puts \
+                     the committed spec.url back over a live patch. Fix its build first and \
+                     run the preflight again, or use --hold-root (the hold keeps every \
+                     Kustomization off this GitRepository until --finish)",
+                    pre.source
+                ),
+            };
+        }
         return unapplied_authored_check(pre, tree.path(), req, ns, name);
     };
     match authored::find_authored_url(tree.path(), &root.path, ns, name) {
@@ -1657,6 +1744,38 @@ fn authored_check(
             };
             pre.authored = Some(a);
             check
+        }
+        Err(e @ authored::AuthoredError::Render { .. }) => {
+            // The root's path does not build here either (trial 8, B): the spec.url it would
+            // apply cannot be read, but it is still the root.
+            let reach = match authored::path_reaches(tree.path(), &root.path, ns, name) {
+                authored::PathReach::Defines { file } => {
+                    format!("what it lists reaches {file}, which defines this GitRepository")
+                }
+                authored::PathReach::DoesNot => "what it lists does not define this \
+                                                 GitRepository now"
+                    .into(),
+                authored::PathReach::Unknown { why } => {
+                    format!("what it lists cannot all be read: {why}")
+                }
+            };
+            let state = not_applying(&root)
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default();
+            Check {
+                id: "authored",
+                result: CheckResult::Warn,
+                message: format!(
+                    "root Kustomization {}{}{state}: its path does not build here either ({e}), \
+                     so the committed spec.url it applies cannot be read; {reach}. It reverts \
+                     nothing while its runs fail, but the first run that succeeds puts the \
+                     committed spec.url back over the live patch: fix its build first and run \
+                     the preflight again (it then shows the authored change), or use \
+                     --hold-root until that change lands",
+                    root.name,
+                    not_applied_yet(pre.current.root_found_by.as_deref(), &root.path),
+                ),
+            }
         }
         Err(e) => Check {
             id: "authored",
