@@ -2473,3 +2473,82 @@ async fn a_root_whose_runs_fail_is_found_by_its_path_and_reverts_once_it_builds(
     );
     assert!(held(&f.live()), "the hold stays");
 }
+
+/// Trial 8 (B): the root's path reaches the GitRepository only through another directory
+/// (as `./clusters/prod` reaches `../base`), and its build fails on a missing file, here
+/// too. The preflight said "no Kustomization applies GitRepository ..., so nothing reverts a
+/// live patch"; the first good build then put the committed URL back. Now the root is found
+/// through what its path lists, with its build error and the lever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_whose_path_reaches_the_source_through_a_base_and_does_not_build_is_found() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start_with("cutover-rootbase", 2, 1, 1, false).await;
+    let w = f.work.path();
+    std::fs::create_dir_all(w.join("clusters/broken")).unwrap();
+    std::fs::write(
+        w.join("clusters/broken/kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- \
+         ../prod/flux-system\n- missing.yaml\n",
+    )
+    .unwrap();
+    git(w, &["add", "-A"], &[]);
+    git(
+        w,
+        &["commit", "-q", "-m", "an overlay that does not build"],
+        &[],
+    );
+    let head = git(w, &["rev-parse", "HEAD"], &[]);
+    push(w, &f.old, &f.old_url(), &head, TOKEN);
+    push(w, &f.new, &f.to(), &head, NEW_TOKEN);
+    f.root_applied(&format!("main@sha1:{head}"));
+    patch_live(
+        &f,
+        "kustomization",
+        "merge",
+        &json!({"spec": {"path": "./clusters/broken", "retryInterval": "1h"}}),
+    );
+    let failure = eventually(T, "the root's run fails at its new path", || {
+        let k = f.root();
+        let ready = condition(&k, "Ready");
+        (ready["observedGeneration"] == k["metadata"]["generation"] && ready["status"] == "False")
+            .then(|| {
+                format!(
+                    "{}: {}",
+                    ready["reason"].as_str().unwrap_or_default(),
+                    ready["message"].as_str().unwrap_or_default()
+                )
+            })
+    });
+    let r = f.run(&f.dry_args(&[])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert!(!r.stdout.contains("nothing reverts"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!(
+            "defined (not applied yet) in the path of root Kustomization {0}/{0} (path \
+             ./clusters/broken): the self-reference; its last run failed: {failure}",
+            f.ns
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(
+            "its path does not build here either (kubectl kustomize ./clusters/broken failed: \
+             accumulating resources: "
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "what it lists reaches {SYNC_FILE}, which defines this GitRepository. It reverts \
+             nothing while its runs fail, but the first run that succeeds puts the committed \
+             spec.url back over the live patch: fix its build first"
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("run.go:"), "klog header: {}", r.stdout);
+    let v = f.run(&f.dry_args(&["-o", "json"])).await.json();
+    assert_eq!(v["preflight"]["current"]["rootFoundBy"], "path", "{v}");
+}
