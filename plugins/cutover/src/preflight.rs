@@ -1790,6 +1790,54 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_consumer_not_applying_whose_path_cannot_be_read_through_is_unknown() {
+        // Trial 8, B: never "nothing reverts" while a failing consumer may be the root.
+        let t = tempfile::tempdir().unwrap();
+        let write = |rel: &str, text: &str| {
+            let p = t.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(
+            "clusters/prod/kustomization.yaml",
+            "resources:\n- missing.yaml\n",
+        );
+        write("apps/kustomization.yaml", "resources:\n- missing.yaml\n");
+        let consumer = |name: &str, path: &str, failure: Option<&str>| Consumer {
+            name: name.into(),
+            path: path.into(),
+            last_applied_revision: Some("main@sha1:abc".into()),
+            same_source: true,
+            suspended: false,
+            last_failure: failure.map(str::to_string),
+        };
+        let consumers = [
+            consumer("fs/root", "./clusters/prod", Some("BuildFailed: x")),
+            // Applying normally: it applied at its last run and lists nothing like it.
+            consumer("fs/apps", "./apps", None),
+        ];
+        let unknown = unknown_roots(&consumers, t.path(), "fs", "fs");
+        assert_eq!(unknown.len(), 1, "{unknown:?}");
+        assert_eq!(unknown[0].0.name, "fs/root");
+        assert!(
+            unknown[0]
+                .1
+                .starts_with("kubectl kustomize ./clusters/prod failed: "),
+            "{}",
+            unknown[0].1
+        );
+        assert!(
+            unknown[0].1.ends_with(
+                "what it lists cannot all be read: clusters/prod/kustomization.yaml lists \
+                 missing.yaml, which is not in the tree"
+            ),
+            "{}",
+            unknown[0].1
+        );
+        assert!(root_by_path(&consumers, t.path(), "fs", "fs").is_none());
+    }
+
+    #[test]
     fn revisions_split_like_source_controller() {
         assert_eq!(
             split_revision("main@sha1:0123456789abcdef0123456789abcdef01234567"),
