@@ -145,8 +145,9 @@ pub struct FleetItem {
     pub kustomization: String,
     /// Class.
     pub class: Class,
-    /// Short root cause.
-    pub root_cause: String,
+    /// Short root cause ([`root_cause_cell`]); `null` when there is none (the table shows
+    /// `-`).
+    pub root_cause: Option<String>,
     /// Recommended lever.
     pub lever: Lever,
     /// What the lever does.
@@ -637,7 +638,7 @@ pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetR
         items.push(FleetItem {
             kustomization: d.kustomization.clone(),
             class: d.class,
-            root_cause: root_cause_cell(&d),
+            root_cause: Some(root_cause_cell(&d)).filter(|c| c != "-"),
             lever: plan.lever,
             lever_effect: plan.effect,
             summary: d.summary.clone(),

@@ -1591,3 +1591,23 @@ fn a_rollout_in_progress_under_a_health_check_is_waiting_not_stuck() {
     assert!(d.blocking.is_empty());
     assert!(is_finding(&d), "{d:#?}");
 }
+
+/// s7 trial (minor D): the fleet view's JSON/YAML wrote `rootCause: '-'`, the table's empty
+/// cell, for a row with no root cause; it is `null` there, a string where there is one.
+#[test]
+fn a_fleet_row_without_a_root_cause_has_null_not_a_dash() {
+    use unstick::report::fleet_report;
+    let s = fleet();
+    let (r, _) = fleet_report(&s, vec![], &Options::default());
+    let v = serde_json::to_value(&r).unwrap();
+    let rows = v["items"].as_array().unwrap();
+    let row = |k: &str| {
+        rows.iter()
+            .find(|i| i["kustomization"] == k)
+            .unwrap_or_else(|| panic!("{k}: {v:#}"))
+    };
+    assert_eq!(row("flux-system/platform")["class"], "healthy");
+    assert!(row("flux-system/platform")["rootCause"].is_null(), "{v:#}");
+    assert!(rows.iter().all(|i| i["rootCause"] != "-"), "{v:#}");
+    assert!(rows.iter().any(|i| i["rootCause"].is_string()), "{v:#}");
+}

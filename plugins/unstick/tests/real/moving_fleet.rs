@@ -73,7 +73,7 @@ fn sample(c: &Cluster, stop: Arc<AtomicBool>) -> Vec<String> {
                 let d = engine.diagnose(ns, name).unwrap();
                 assert_eq!(row.class, d.class, "{}", row.kustomization);
                 assert_eq!(
-                    row.root_cause,
+                    row.root_cause.as_deref().unwrap_or("-"),
                     root_cause_cell(&d),
                     "{}: {d:#?}",
                     row.kustomization
@@ -87,7 +87,9 @@ fn sample(c: &Cluster, stop: Arc<AtomicBool>) -> Vec<String> {
                 }
                 seen.push(format!(
                     "{} {} [{}]",
-                    row.kustomization, row.class, row.root_cause
+                    row.kustomization,
+                    row.class,
+                    row.root_cause.as_deref().unwrap_or("-")
                 ));
             }
             if last {
