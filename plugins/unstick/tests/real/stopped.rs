@@ -73,6 +73,31 @@ fn ready_at(c: &Cluster, name: &str, rev: &str) {
     }
 }
 
+/// Requests a fetch of GitRepository `name` (requestedAt `token`) and waits until its
+/// artifact is at `rev` (source-controller runs).
+fn fetch(c: &Cluster, name: &str, token: &str, rev: &str) {
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "annotate",
+        "--overwrite",
+        &format!("gitrepository/{name}"),
+        &format!("reconcile.fluxcd.io/requestedAt={token}"),
+    ])
+    .unwrap();
+    eventually(
+        Duration::from_secs(60),
+        &format!("revision {rev} fetched"),
+        || {
+            let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", name]);
+            g["status"]["artifact"]["revision"]
+                .as_str()
+                .is_some_and(|r| r.ends_with(rev))
+                .then_some(())
+        },
+    );
+}
+
 fn row<'a>(all: &'a Value, key: &str) -> &'a Value {
     all["items"]
         .as_array()
@@ -159,22 +184,7 @@ fn a_stopped_controller_is_the_root_cause_and_a_running_one_is_not() {
 
     // And a new revision fetched by source-controller.
     let rev2 = c.push(name, &[("cm.yaml", &cm("2"))], "two").unwrap();
-    c.kubectl(&[
-        "-n",
-        FLUX_NS,
-        "annotate",
-        "--overwrite",
-        "gitrepository/down",
-        "reconcile.fluxcd.io/requestedAt=one",
-    ])
-    .unwrap();
-    eventually(Duration::from_secs(60), "the new revision fetched", || {
-        let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", name]);
-        g["status"]["artifact"]["revision"]
-            .as_str()
-            .is_some_and(|r| r.ends_with(&rev2))
-            .then_some(())
-    });
+    fetch(&c, name, "one", &rev2);
     let (code, v) = json(&c, &["--all", "-n", FLUX_NS]);
     assert_eq!(code, 1, "a stopped controller is a finding: {v:#}");
     let r = row(&v, "flux-system/down");
@@ -328,22 +338,7 @@ fn crash_looping_controller(c: &Cluster, name: &str, cm: &dyn Fn(&str) -> String
         },
     );
     // The new revision is fetched (source-controller runs), and nothing applies it.
-    c.kubectl(&[
-        "-n",
-        FLUX_NS,
-        "annotate",
-        "--overwrite",
-        "gitrepository/down",
-        "reconcile.fluxcd.io/requestedAt=three",
-    ])
-    .unwrap();
-    eventually(Duration::from_secs(60), "revision three fetched", || {
-        let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", name]);
-        g["status"]["artifact"]["revision"]
-            .as_str()
-            .is_some_and(|r| r.ends_with(&rev3))
-            .then_some(())
-    });
+    fetch(c, name, "three", &rev3);
     let logs_cmd = format!("kubectl -n flux-system logs {pod_name} -c manager --previous");
     let before = c.kustomization(name);
     let (code, v) = json(c, &["--all", "-n", FLUX_NS]);
