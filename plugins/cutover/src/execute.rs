@@ -1325,8 +1325,18 @@ pub fn unapplied_consumers(
         })
         .filter_map(|k| {
             let ready = k.ready();
+            // One that has applied a revision, and whose inventory does not list this object
+            // (the caller found no root by inventory), does not apply it; while it waits on
+            // its dependsOn (DependencyNotReady: the ordering, not a failure) or is mid-run
+            // it applies the same path again (s7 trial D: waves waiting on a dependency were
+            // told to be fixed). A failed run may be of a new revision whose path now defines
+            // it: still listed.
+            let applied = k.status.last_applied_revision.is_some();
             let why = match ready {
-                Some(c) if c.is_true() && k.status.last_applied_revision.is_some() => {
+                Some(c) if c.is_true() && applied => {
+                    return None;
+                }
+                Some(c) if c.is_false() && c.reason() == "DependencyNotReady" && applied => {
                     return None;
                 }
                 Some(c) if c.is_false() => {
@@ -1337,6 +1347,7 @@ pub fn unapplied_consumers(
                 }
                 // Mid-run (Ready=Unknown while kustomize-controller works on it; a failing
                 // one retried every retryInterval spends part of its time here).
+                Some(_) if applied => return None,
                 Some(c) => format!(
                     "a run is in progress: Ready={} {}: {}",
                     c.status,
@@ -1390,6 +1401,52 @@ async fn remove_hold(
 mod tests {
     use super::*;
     use crate::preflight::{Current, Preflight};
+
+    /// s7 trial D: `--finish` with no root told the user to fix waves that were only waiting
+    /// on a dependency or mid-run. Those that have applied a revision are not listed; one
+    /// that never applied, or whose last run failed, is.
+    #[test]
+    fn unapplied_consumers_leave_out_waves_that_applied_and_only_wait_or_run() {
+        let ks = |name: &str, ready: serde_json::Value, applied: bool| {
+            let mut status = serde_json::json!({"conditions": [ready]});
+            if applied {
+                status["lastAppliedRevision"] = serde_json::json!("main@sha1:abc");
+            }
+            serde_json::from_value::<cluster_loop::flux::Kustomization>(serde_json::json!({
+                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": {"name": name, "namespace": "flux-system"},
+                "spec": {"interval": "10m", "path": "./", "prune": true,
+                    "sourceRef": {"kind": "GitRepository", "name": "flux-system"}},
+                "status": status}))
+            .unwrap()
+        };
+        let cond = |status: &str, reason: &str| {
+            serde_json::json!({"type": "Ready", "status": status, "reason": reason,
+                "message": "m", "lastTransitionTime": "2026-12-02T01:00:00Z"})
+        };
+        let all = vec![
+            ks("waiting", cond("False", "DependencyNotReady"), true),
+            ks("running", cond("Unknown", "Progressing"), true),
+            ks("ready", cond("True", "ReconciliationSucceeded"), true),
+            ks("failed", cond("False", "BuildFailed"), true),
+            ks("never", cond("False", "DependencyNotReady"), false),
+            ks("first-run", cond("Unknown", "Progressing"), false),
+        ];
+        let got = unapplied_consumers(&all, "flux-system", "flux-system");
+        let names: Vec<&str> = got
+            .iter()
+            .map(|l| l.split_whitespace().nth(1).unwrap_or(""))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "flux-system/failed",
+                "flux-system/never",
+                "flux-system/first-run"
+            ],
+            "{got:#?}"
+        );
+    }
 
     fn pre(secret: Option<&str>) -> Preflight {
         Preflight {
