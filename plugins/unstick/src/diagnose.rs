@@ -820,7 +820,13 @@ impl<'a> Engine<'a> {
             let members = wait_set(ks);
             let wait_set_read = !members.is_empty()
                 && members.iter().all(|m| {
-                    self.idx.listed(&m.group, &m.kind) || self.idx.unserved(&m.group, &m.kind)
+                    self.idx.listed(&m.group, &m.kind)
+                        || self.idx.unserved(&m.group, &m.kind)
+                        // A built-in kind whose kstatus is trivially Current (Service,
+                        // ConfigMap, RBAC, ...): the live reader does not list it.
+                        || !(crate::live::custom_group(&m.group)
+                            || crate::live::STATUS_KINDS
+                                .contains(&(m.group.as_str(), m.kind.as_str())))
                 });
             let hc = HealthCheck {
                 wait_set_read,
@@ -1742,34 +1748,24 @@ impl<'a> Engine<'a> {
     /// pod), is a rollout still moving rather than held: not when a ReplicaSet cannot create
     /// its pods (Deployment condition `ReplicaFailure=True`, kubernetes
     /// pkg/controller/deployment/sync.go), and not when one of its pods has a kubelet
-    /// `Unhealthy` Warning event (pkg/kubelet/prober/prober.go: "Readiness probe failed")
-    /// while a container of it is not ready, and not when none of its pods was read. A rollout waiting out `minReadySeconds`, or pods
+    /// `Unhealthy` Warning event (pkg/kubelet/prober/prober.go: "Readiness probe failed"),
+    /// and not while any pod of it is not ready, or none was read. A rollout waiting out `minReadySeconds`, or pods
     /// being created, is moving: kstatus turns it Current, or the Deployment's
     /// `progressDeadlineSeconds` turns it Failed (kstatus Failed: not progressing).
     fn rollout_progressing(&self, w: &Value) -> bool {
         if obj::condition(w, "ReplicaFailure").is_some_and(|c| c.is_true()) {
             return false;
         }
-        let ns = obj::namespace(w);
         let pods = self.workload_pods(w);
         // No pod read: nothing shows it moving (its pods may not exist yet, or were not
-        // read); the fail-fast prediction at its progressDeadlineSeconds stands.
+        // read); the fail-fast prediction at its progressDeadlineSeconds stands. A pod not
+        // ready yet (still pulling, starting, or failing its readiness probe: kubelet
+        // `Unhealthy`) is no evidence of progress either: only pods all of whose containers
+        // are ready (a rollout waiting out minReadySeconds) are.
         !pods.is_empty()
-            && !pods.into_iter().any(|p| {
-                let unready = obj::arr(p, &["status", "containerStatuses"])
-                    .iter()
-                    .any(|cs| !obj::b(cs, &["ready"]));
-                unready
-                    && self
-                        .idx
-                        .events
-                        .get(&("Pod".to_string(), ns.to_string(), obj::name(p).to_string()))
-                        .is_some_and(|evs| {
-                            evs.iter().any(|e| {
-                                obj::s(e, &["type"]) == Some("Warning")
-                                    && obj::s(e, &["reason"]) == Some("Unhealthy")
-                            })
-                        })
+            && pods.into_iter().all(|p| {
+                let statuses = obj::arr(p, &["status", "containerStatuses"]);
+                !statuses.is_empty() && statuses.iter().all(|cs| obj::b(cs, &["ready"]))
             })
     }
 
@@ -2589,7 +2585,7 @@ fn dependency_moving(dd: &Diagnosis) -> bool {
     matches!(
         dd.class,
         Class::Healthy | Class::Reconciling | Class::RequestPending | Class::WaitingOnDependencies
-    )
+    ) || waits_on_progress_only(dd)
 }
 
 /// Whether a failed run's message (`Ready` condition) is an I/O error of

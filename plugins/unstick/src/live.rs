@@ -56,7 +56,7 @@ pub fn api_resource(group: &str, kind: &str) -> Option<ApiResource> {
 
 /// The kinds whose kstatus is not trivially Current, listed when a health check names them.
 /// Other inventory kinds (ConfigMap, Service, RBAC, ...) are reported "not read".
-const STATUS_KINDS: &[(&str, &str)] = &[
+pub(crate) const STATUS_KINDS: &[(&str, &str)] = &[
     ("apps", "Deployment"),
     ("apps", "StatefulSet"),
     ("apps", "DaemonSet"),
@@ -82,7 +82,7 @@ fn one_namespace(nss: &BTreeSet<String>) -> Option<&str> {
 
 /// Whether objects of API group `g` may be of a CustomResourceDefinition that is missing:
 /// not a built-in Kubernetes group, not a Flux group this tool reads anyway.
-fn custom_group(g: &str) -> bool {
+pub(crate) fn custom_group(g: &str) -> bool {
     const BUILT_IN: &[&str] = &[
         "rbac.authorization.k8s.io",
         "networking.k8s.io",

@@ -1584,6 +1584,30 @@ fn a_rollout_in_progress_under_a_health_check_is_waiting_not_stuck() {
         plan_for(&current, "apps-wave-0", &Options::default()).lever,
         Lever::Wait
     );
+    // A built-in kind whose kstatus is trivially Current (the Service) is never listed by
+    // the live reader: still read enough (s7 trial9 A3: suspend-resume, exit 1 the seconds
+    // after a rollout finished).
+    let mut no_service = current.clone();
+    no_service.listed_kinds.retain(|k| k != "/Service");
+    assert!(!is_finding(&diag(&no_service, "apps-wave-0")));
+    // A Kustomization waiting on it (dependsOn) waits too (s7 trial9 A2: fix-dependency).
+    let dependents: Vec<String> = rolling
+        .kustomizations
+        .iter()
+        .filter(|k| {
+            k["spec"]["dependsOn"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|x| x["name"] == "apps-wave-0"))
+        })
+        .map(|k| k["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!dependents.is_empty());
+    for name in &dependents {
+        let d = diag(&rolling, name);
+        if d.class == Class::WaitingOnDependencies {
+            assert!(!is_finding(&d), "{name}: {d:#?}");
+        }
+    }
     // ... but not when a kind of the wait set was not read: empty then means unknown.
     let mut unread = current.clone();
     unread.listed_kinds.retain(|k| k != "apps/Deployment");
