@@ -1127,7 +1127,7 @@ pub fn run_scanned(cfg: &Config, mut scan: impl FnMut(&Path) -> ScanResult) -> R
                             // (filter.go `set` runs for every marked field) and
                             // `FormatNonStringStyle` double-quotes a YAML 1.1 non-string
                             // (`yes`, `1.10`); go-yaml drops the kept tag, which the value
-                            // still resolves to (differential test iac_real: `tag: yes`)
+                            // still resolves to (markercheck's differential test: `tag: yes`)
                             requote.push(Replacement {
                                 start: t.start,
                                 end: t.end,

@@ -20,7 +20,8 @@
 //! after the document's last node (except after a flow scalar at column 0), a block scalar
 //! ending a file without a final newline, an empty value with a line comment. A file with any of those gets `exact = false` and
 //! the reasons, instead of a claim of byte-exactness. Each rule is checked against the real
-//! image-automation-controller v1.1.2 by the differential test (tests/iac_real).
+//! image-automation-controller v1.1.2 by the differential test
+//! (tests/real/tests/real/long/markercheck).
 
 use crate::scan::{FileScan, split_documents};
 use crate::yamltree::{Lines, Node, Style};
@@ -361,7 +362,7 @@ fn canonical_flow(text: &str, n: &Node) -> Option<String> {
 /// node that ends there and writes it at that node's indentation, in ways not modelled (the
 /// real image-automation-controller v1.1.2 moved `# end` at column 0 after `images:` items to
 /// column 2 or 4, after a `containers:` item of a file without a final newline to column 8,
-/// and put a blank line before it after a block scalar; differential test iac_real, class
+/// and put a blank line before it after a block scalar; the differential test, class
 /// foot-comment). Returns the comment's 0-based line in `text`, or `None`.
 fn unsure_foot_comment(
     text: &str,
@@ -550,7 +551,7 @@ impl Layout<'_> {
     /// writes it: on one line, `{k: v, k: v}` / `[a, b]`, every element a scalar (or such a
     /// collection) in a style go-yaml keeps as it is, ending by column 80 (go-yaml's
     /// `best_width`: past it `yaml_emitter_emit_flow_*_item` breaks the line)? Then the rewrite
-    /// keeps it byte for byte (differential test iac_real, classes flow-seq and flow-map).
+    /// keeps it byte for byte (the differential test, classes flow-seq and flow-map).
     fn canonical_flow_here(&self, n: &Node, start: usize) -> bool {
         let Some(r) = canonical_flow(self.text, n) else {
             return false;
@@ -651,7 +652,7 @@ impl Layout<'_> {
                 if s.style == Style::Plain && s.start == s.end && !s.tagged {
                     // `key: &a # {"$imagepolicy": ...}` with an empty value: the real
                     // image-automation-controller v1.1.2 wrote `key: &a` and dropped the
-                    // comment (differential test iac_real, empty value + anchor); go-yaml's
+                    // comment (the differential test, empty value + anchor); go-yaml's
                     // comment placement on an empty (null) node is not modelled
                     let le = self.text[s.start..]
                         .find('\n')
@@ -686,7 +687,7 @@ impl Layout<'_> {
                         }
                         // kyaml parses the file's last document without a final newline as it
                         // is: a block scalar ending there has none (the real controller wrote
-                        // `|-` for `|`; differential test iac_real, no-final-newline)
+                        // `|-` for `|`; the differential test, no-final-newline)
                         let eof_without_newline =
                             s.end >= self.text.len() && !self.text.ends_with('\n');
                         let chomp = if s.value.is_empty()
@@ -1080,7 +1081,7 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
                         saw_blank_after_comment = true;
                         // after an explicit `---` go-yaml v3 reads the comment as the head
                         // comment of the first key, not of the document, and writes no blank
-                        // line after it (differential test iac_real, leading-separator +
+                        // line after it (the differential test, leading-separator +
                         // head-comment-blank)
                         if !saw_doc_start {
                             out.push('\n');
@@ -1337,7 +1338,7 @@ mod tests {
     }
 
     /// A head comment and a blank line after an explicit `---`: go-yaml v3 writes no blank
-    /// line (the real image-automation-controller v1.1.2, differential test iac_real, layout
+    /// line (the real image-automation-controller v1.1.2, the differential test, layout
     /// classes leading-separator + head-comment-blank); without `---` it keeps one.
     #[test]
     fn blank_after_the_head_comment_goes_after_an_explicit_document_start() {
@@ -1352,7 +1353,7 @@ mod tests {
 
     /// A flow collection written as go-yaml writes it is kept and claimed exact; any other
     /// spacing, or one that ends past column 80, is not (the real image-automation-controller
-    /// v1.1.2, differential test iac_real, classes flow-seq, flow-map, flow-noncanonical,
+    /// v1.1.2, the differential test, classes flow-seq, flow-map, flow-noncanonical,
     /// flow-long).
     #[test]
     fn only_canonical_flow_collections_are_claimed_exact() {
@@ -1382,7 +1383,7 @@ mod tests {
 
     /// A comment after the document's last node is moved by go-yaml into that node's
     /// indentation in ways not modelled: not claimed exact, unless the node is a flow scalar
-    /// at column 0 (differential test iac_real, class foot-comment).
+    /// at column 0 (the differential test, class foot-comment).
     #[test]
     fn a_foot_comment_is_claimed_exact_only_after_a_root_level_scalar() {
         let m = r#"# {"$imagepolicy": "ns:p"}"#;
@@ -1416,7 +1417,7 @@ mod tests {
 
     /// An empty value with a line comment (here an unchanged empty `:digest` marker beside a
     /// changed one): go-yaml dropped the comment (the real image-automation-controller v1.1.2,
-    /// differential test iac_real seed 15): not claimed exact.
+    /// the differential test, seed 15): not claimed exact.
     #[test]
     fn an_empty_value_with_a_line_comment_is_not_claimed_exact() {
         let m = r#"# {"$imagepolicy": "ns:p"}"#;

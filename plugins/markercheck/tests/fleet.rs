@@ -489,7 +489,7 @@ fn diff_headers_apply_with_git_apply_and_patch() {
 
 /// The `--simulate` diff of a CRLF file applies to the file as it is (every line, CRLF -> LF)
 /// with `git apply` and `patch -p1`, and gives exactly the bytes `--write` writes (it was a
-/// diff of the LF text that applied to nothing: differential test iac_real, layout class crlf).
+/// diff of the LF text that applied to nothing: the differential test, layout class crlf).
 #[test]
 fn a_crlf_files_diff_applies_and_gives_the_written_bytes() {
     let d = tempfile::tempdir().unwrap();

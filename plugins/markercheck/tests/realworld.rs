@@ -71,7 +71,7 @@ fn cronjob_compact_indent_and_helmrelease_values() {
         hr.replace("tag: 1.0.0", "tag: 1.2.3")
     );
     // a flow sequence as go-yaml writes it (`["--once"]`) is kept byte for byte: claimed
-    // exact (the real image-automation-controller keeps it, differential test iac_real)
+    // exact (the real image-automation-controller keeps it, markercheck's differential test)
     let cjc = o.json["changes"]
         .as_array()
         .unwrap()
@@ -84,7 +84,7 @@ fn cronjob_compact_indent_and_helmrelease_values() {
 /// An unchanged plain value that is a YAML 1.1 non-string (`1.10`) is double-quoted when the
 /// file is rewritten for another marker (kyaml's setter sets every marked field and
 /// `FormatNonStringStyle` quotes it), and alone it changes nothing (the real
-/// image-automation-controller v1.1.2, differential test iac_real: `tag: yes` was `"yes"`).
+/// image-automation-controller v1.1.2, markercheck's differential test: `tag: yes` was `"yes"`).
 #[test]
 fn an_unchanged_non_string_value_is_quoted_when_the_file_is_rewritten() {
     let both = deployment(&format!(

@@ -25,7 +25,9 @@
 //! Steps 2, 3, 4 and 6 share ONE real cluster (tests/realcluster), started once; `--keep`
 //! leaves it running.
 //!
-//! Exit code 0 only when every step's outcome is the expected one.
+//! Exit code 0 only when every step's outcome is the expected one. Its end-to-end test is the
+//! `demo` group of the real-cluster test binary (tests/real/tests/real/long/demo.rs:
+//! `cargo test --workspace --tests -- demo::`).
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

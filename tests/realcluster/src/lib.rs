@@ -28,6 +28,7 @@ pub mod oci;
 pub mod pki;
 pub mod proc;
 pub mod proxy;
+mod reads;
 mod start;
 pub mod testkit;
 
@@ -105,6 +106,8 @@ pub struct Cluster {
     oci: Option<oci::OciRegistry>,
     git: twin::git::GitServer,
     registry: node::Registry,
+    /// The in-process reader of [`Cluster::get_json`], made on its first use.
+    reads: tokio::sync::OnceCell<reads::Reads>,
     rt: tokio::runtime::Runtime,
     kubeconfig: PathBuf,
     server: String,
@@ -593,6 +596,7 @@ impl Cluster {
             oci,
             git,
             registry,
+            reads: tokio::sync::OnceCell::new(),
             rt,
             kubeconfig,
             server,

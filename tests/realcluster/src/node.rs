@@ -43,7 +43,7 @@
 //! Where it differs from a kubelet: containers other than the controllers and probe images
 //! never run (no processes, no logs, no probes; ready at once, so they never exit or restart);
 //! a host process has no liveness or readiness probe (ready while it runs), no OOMKilled (no
-//! memory limit), and its restart follows within the agent's 250 ms resync ([`RESYNC`]) of the back-off's end;
+//! memory limit), and its restart follows within the agent's 500 ms resync ([`RESYNC`]) of the back-off's end;
 //! no resource accounting or scheduling constraints; pod IPs are 10.244.0.N from a counter.
 
 use std::collections::HashMap;
@@ -142,7 +142,7 @@ pub const READY_MARKER: &str = "starting manager";
 
 /// How often the agent looks at every pod again (host processes' exits and readiness, the
 /// end of a back-off, image pull back-off).
-pub const RESYNC: Duration = Duration::from_millis(250);
+pub const RESYNC: Duration = Duration::from_millis(500);
 
 /// The kubelet's first crash-loop back-off (pkg/kubelet/kubelet.go `initialCrashLoopBackOff`
 /// 10 s), doubled on each restart (client-go util/flowcontrol/backoff.go `Next`).

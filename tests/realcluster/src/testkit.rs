@@ -34,7 +34,31 @@ pub fn condition(obj: &Value, type_: &str) -> Value {
 
 impl Cluster {
     /// `kubectl ARGS -o json`, parsed; `Value::Null` when kubectl fails or prints no JSON.
+    /// The `get` forms the tests poll with are answered in process, over one kube client of
+    /// this cluster (`crate::reads`: the same JSON, without a kubectl process per poll); any
+    /// other form runs kubectl.
     pub fn get_json(&self, args: &[&str]) -> Value {
+        if let Some(get) = crate::reads::GetArgs::parse(args) {
+            let read = async {
+                let reads = self
+                    .reads
+                    .get_or_try_init(|| async { self.client().await.map(crate::reads::Reads::new) })
+                    .await
+                    .map_err(|_| ())?;
+                reads.get(&get, crate::FLUX_NS).await
+            };
+            // The cluster's own runtime drives the read (its client lives there); from inside
+            // a caller's runtime (a #[tokio::test]) on a thread of its own, as tokio refuses
+            // to block on one runtime inside another.
+            let answer = if tokio::runtime::Handle::try_current().is_ok() {
+                std::thread::scope(|s| s.spawn(|| self.rt.block_on(read)).join()).unwrap_or(Err(()))
+            } else {
+                self.rt.block_on(read)
+            };
+            if let Ok(v) = answer {
+                return v;
+            }
+        }
         let mut a = args.to_vec();
         a.extend(["-o", "json"]);
         self.kubectl(&a)

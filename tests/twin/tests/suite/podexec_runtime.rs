@@ -4,7 +4,7 @@
 //!
 //! Probe pods running for real (the runtime as a kubelet: exit codes, deadlines, deletion,
 //! DNS through dnsmasq, reloads) are tested on the real cluster, where the runtime serves the
-//! real kube-apiserver: `cargo test -p realcluster --test probe_pods`. The live test here
+//! real kube-apiserver: `cargo test --workspace --tests -- probe_pods::`. The live test here
 //! skips (with a message) only when `unshare`/`nsenter`/`dnsmasq`/`busybox` or root are
 //! missing: `apt-get install -y dnsmasq busybox bind9-dnsutils`.
 

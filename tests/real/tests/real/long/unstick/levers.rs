@@ -11,7 +11,7 @@ use realcluster::testkit::eventually;
 use realcluster::{Cluster, ClusterOptions, bins};
 use serde_json::Value;
 
-use crate::BIN;
+use super::BIN;
 const GOOD: &str = "registry.example.local:5000/podinfo:6.7.0";
 /// The held check's timeout: long enough that "waiting it out" is clearly distinguishable.
 const TIMEOUT_SECS: u64 = 240;

@@ -23,7 +23,7 @@ use realcluster::Cluster;
 use realcluster::testkit::{condition, eventually};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_kubectl-podresolve");
+const BIN: &str = crate::bin!("kubectl-podresolve");
 const PIN: &str = "192.168.2.20";
 const UPSTREAM: &str = "203.0.113.10";
 const SC_SERVICE_IP: &str = "10.96.120.5";
@@ -31,10 +31,17 @@ const SEARCH_PIN: &str = "192.168.2.99";
 const SEARCH_UPSTREAM: &str = "172.18.255.200";
 
 /// podresolve reads ConfigMap kube-system/node-local-dns on every run, and one cluster serves
-/// every test of this binary: the NodeLocal DNSCache test holds this for writing while that
+/// every test of this group: the NodeLocal DNSCache test holds this for writing while that
 /// ConfigMap (and its Services) exist, every other test holds it for reading ([`cluster`]), so
 /// no other test's report ever sees them.
 static NODE_LOCAL_DNS: RwLock<()> = RwLock::new(());
+
+/// This group's cluster (default options), started on first use; [`setup`] adds the
+/// split-horizon DNS to it.
+fn own_cluster() -> &'static Cluster {
+    static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
+    crate::group_cluster(&CLUSTER)
+}
 
 /// The shared cluster ([`setup`]) and a read hold on [`NODE_LOCAL_DNS`]; `None` (test
 /// skipped) when the pod runtime cannot run here.
@@ -51,7 +58,7 @@ fn cluster_exclusive() -> Option<(&'static Cluster, RwLockWriteGuard<'static, ()
 }
 
 /// The shared cluster with the split-horizon DNS of the twin's `split-dns` scenario, set up
-/// once per test binary; `None` (test skipped) when the pod runtime cannot run here.
+/// once per run; `None` (test skipped) when the pod runtime cannot run here.
 fn setup() -> Option<&'static Cluster> {
     let m = twin::podexec::missing_prerequisites();
     if !m.is_empty() {
@@ -62,7 +69,7 @@ fn setup() -> Option<&'static Cluster> {
         return None;
     }
     static SETUP: OnceLock<()> = OnceLock::new();
-    let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
+    let c = own_cluster();
     SETUP.get_or_init(|| {
         // source-controller's Service, as `flux install` makes it.
         c.apply_yaml(&format!(
@@ -1048,7 +1055,21 @@ spec:
     assert_eq!(names("pods"), [batch, "web-0".to_string()]);
     assert_eq!(names("jobs"), ["batch"]);
 
-    // A second sweep finds nothing.
+    // A second sweep finds nothing, once the deleted pods are gone (not only terminating: the
+    // Job's pod goes through the real garbage collector and the node agent, later under load).
+    eventually(Duration::from_secs(60), "the swept probe pods gone", || {
+        c.get_json(&[
+            "-n",
+            ns,
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/managed-by=kubectl-podresolve",
+        ])["items"]
+            .as_array()
+            .is_some_and(|a| a.is_empty())
+            .then_some(())
+    });
     let r = run_bin(c.kubeconfig(), &["--cleanup", "-n", ns]);
     assert_eq!(r.code, Some(0), "{}", r.dump());
     assert_eq!(
@@ -1790,7 +1811,7 @@ spec:
 /// created. (On the twin's API server until session 5.)
 #[test]
 fn missing_from_object_exits_3_naming_it_and_the_context() {
-    let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
+    let c = own_cluster();
     let ns = "podresolve-nf";
     c.apply_yaml(&format!(
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n"
@@ -1842,7 +1863,7 @@ fn missing_from_object_exits_3_naming_it_and_the_context() {
 /// API server until session 5.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_namespace_exits_3_naming_the_namespace() {
-    let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
+    let c = own_cluster();
     let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
     let kc = proxy.kubeconfig().to_path_buf();
     let r = tokio::task::spawn_blocking(move || {

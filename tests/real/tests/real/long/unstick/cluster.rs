@@ -8,7 +8,7 @@ use realcluster::testkit::{condition, eventually};
 
 use serde_json::Value;
 
-use crate::{BIN, cluster, unstick};
+use super::{BIN, cluster, unstick};
 
 /// The catalogue's Job case on the real controller: `wait: true` over a Job whose pod cannot
 /// pull its image. kustomize-controller holds the check (its Job status reader: InProgress
@@ -113,7 +113,7 @@ fn a_job_that_cannot_pull_is_named_and_the_deadline_matches_the_real_controller(
     });
     assert_eq!(ready["reason"], "HealthCheckFailed", "{ready}");
     let predicted: jiff::Timestamp = predicted.parse().unwrap();
-    crate::assert_end_predicted(predicted, &ready, 45.0);
+    super::assert_end_predicted(predicted, &ready, 45.0);
 }
 
 /// The first deadline-like timestamp in unstick's JSON (healthCheck.deadline or eta).

@@ -11,7 +11,7 @@ use std::process::Command;
 use realcluster::Cluster;
 use realcluster::proxy::FaultProxy;
 
-const PLUGIN: &str = env!("CARGO_BIN_EXE_cltest-plugin");
+const PLUGIN: &str = crate::bin!("cltest-plugin");
 
 const STATE: &str = "\
 apiVersion: v1
@@ -71,7 +71,9 @@ fn kubectl() -> PathBuf {
 /// The shared real cluster with [`STATE`] applied (idempotent: server-side apply), and a fault
 /// proxy with a kubeconfig of its own whose context namespace is `namespace`.
 fn setup(rt: &tokio::runtime::Runtime, namespace: &str) -> (FaultProxy, tempfile::TempDir) {
-    let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
+    static CLUSTER: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
+    // Its own cluster: the completions below are every Kustomization of flux-system.
+    let c = crate::group_cluster(&CLUSTER);
     c.apply_yaml(STATE).unwrap();
     let proxy = rt.block_on(FaultProxy::start(c)).unwrap();
     let tmp = tempfile::tempdir().unwrap();

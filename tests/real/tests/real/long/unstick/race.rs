@@ -24,7 +24,7 @@ use realcluster::{Cluster, FLUX_NS};
 use serde_json::{Value, json};
 use twin::git::Fault;
 
-use crate::{BIN, quiet_cluster};
+use super::{BIN, quiet_cluster};
 
 /// The image of the first rollout (pullable on the quiet cluster).
 const FIRST: &str = "registry.example.local:5000/podinfo:6.7.0";

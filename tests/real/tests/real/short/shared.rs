@@ -35,7 +35,8 @@ spec:
 "#;
 
 fn cluster() -> &'static Cluster {
-    let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
+    static CLUSTER: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
+    let c = crate::group_cluster(&CLUSTER);
     assert!(KS.contains(HELD_SHARD_LABEL));
     c.apply_yaml(KS).unwrap();
     c

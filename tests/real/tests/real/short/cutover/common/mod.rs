@@ -22,11 +22,18 @@ pub const TOKEN: &str = "tok-3f9c2a71d5e8";
 pub const NEW_TOKEN: &str = "tok-new-88a1b7c4e2";
 
 /// The plugin binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-cutover");
+pub const BIN: &str = crate::bin!("kubectl-cutover");
 
 /// Real-time bound on one plugin run: generous for a loaded 2-core machine and for an
 /// in-cluster probe (its own --probe-timeout is shorter).
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The cluster of [`super::execute`]'s tests (default options), started on first use: some of
+/// them stop source-controller or scale kustomize-controller to 0, so no other group uses it.
+pub fn execute_cluster() -> &'static Cluster {
+    static CLUSTER: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
+    crate::group_cluster(&CLUSTER)
+}
 
 pub fn git(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     let mut cmd = Command::new("git");

@@ -4,7 +4,7 @@
 //! plus the new-user trial's `--all` findings. All on one cluster of their own
 //! ([`e2e_cluster`]: `--concurrent=10`, so the checks held here never make the other scenarios
 //! wait for a worker; `--requeue-dependency=5s`, so a dependsOn re-check is seconds away),
-//! run at once ([`crate::situations::concurrently`]), each in namespaces of its own.
+//! run at once ([`super::situations::concurrently`]), each in namespaces of its own.
 //!
 //! States the real controller passes through in milliseconds (a dependency's run in progress,
 //! a request no worker has taken yet) are held still with a Kustomization of a shard no
@@ -22,8 +22,8 @@ use realcluster::testkit::{condition, eventually};
 use realcluster::{Cluster, ClusterOptions, FLUX_NS, HELD_SHARD_LABEL};
 use serde_json::{Value, json};
 
-use crate::BIN;
-use crate::situations::concurrently;
+use super::BIN;
+use super::situations::concurrently;
 
 const T: Duration = Duration::from_secs(180);
 const MARKER: &str = unstick::diagnose::SUSPEND_MARKER;

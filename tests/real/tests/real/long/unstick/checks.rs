@@ -11,7 +11,7 @@ use realcluster::testkit::{condition, eventually};
 use realcluster::Cluster;
 use serde_json::Value;
 
-use crate::{BIN, cluster};
+use super::{BIN, cluster};
 
 fn unstick(c: &Cluster, args: &[&str]) -> (i32, Value, String) {
     let out = std::process::Command::new(BIN)
@@ -100,7 +100,7 @@ fn wrong_namespace_health_check_is_named_and_its_end_predicted() {
             .contains("Deployment/nowhere/web status: 'NotFound'"),
         "{ready}"
     );
-    crate::assert_end_predicted(predicted, &ready, 40.0);
+    super::assert_end_predicted(predicted, &ready, 40.0);
 }
 
 /// A kind whose CRD is missing, on apply: the real controller fails the run with `no matches

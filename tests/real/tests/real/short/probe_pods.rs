@@ -22,7 +22,8 @@ fn cluster() -> Option<&'static Cluster> {
         eprintln!("SKIPPED: the pod runtime needs {}", m.join(", "));
         return None;
     }
-    Some(Cluster::shared().unwrap_or_else(|e| panic!("{e}")))
+    static PROBES: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
+    Some(crate::group_cluster(&PROBES))
 }
 
 fn ns(c: &Cluster, name: &str) {
@@ -181,11 +182,11 @@ fn kubectl_logs_of_a_host_process_controller_is_its_output() {
 
 // ---- the pod runtime as a kubelet (ported from the twin's store-backed podexec suite) ----
 
-/// CoreDNS `hosts` pins every test of this binary sees (a split-horizon name, as operators
+/// CoreDNS `hosts` pins every test of this group sees (a split-horizon name, as operators
 /// pin it in kube-system/coredns).
 const PINS: &str = "192.168.2.20 gitea.prod.example.dev";
 
-/// Sets [`PINS`] and the upstream records once per test binary, before any test that reads
+/// Sets [`PINS`] and the upstream records once per run, before any test that reads
 /// them: the tests below only add to this, never remove from it.
 fn dns(c: &Cluster) {
     static ONCE: std::sync::Once = std::sync::Once::new();

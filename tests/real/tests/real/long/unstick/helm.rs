@@ -29,8 +29,8 @@ use realcluster::testkit::{condition, eventually};
 use realcluster::{Cluster, ClusterOptions, FLUX_NS};
 use serde_json::Value;
 
-use crate::BIN;
-use crate::situations::concurrently;
+use super::BIN;
+use super::situations::concurrently;
 
 /// The cluster of this file: helm-controller runs, kustomize-controller as by default. Started
 /// on first use, on a thread of its own (start() runs a runtime of its own). Panics with the

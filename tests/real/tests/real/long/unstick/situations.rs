@@ -14,7 +14,7 @@ use realcluster::testkit::{condition, eventually};
 use realcluster::{Cluster, ClusterOptions, FLUX_NS};
 use serde_json::Value;
 
-use crate::{BIN, cluster};
+use super::{BIN, cluster};
 
 /// Runs the plugin with `-o json` added; (exit code, parsed stdout, stderr).
 fn unstick(c: &Cluster, args: &[&str]) -> (i32, Value, String) {
@@ -341,7 +341,7 @@ fn suspended_helmrelease_is_named_with_resume_and_the_end_predicted() {
             .contains(&format!("HelmRelease/{ns}/redis status: 'InProgress'")),
         "{ready}"
     );
-    crate::assert_end_predicted(predicted, &ready, 45.0);
+    super::assert_end_predicted(predicted, &ready, 45.0);
 }
 
 /// A PVC under `wait: true` deleted while a pod mounts it: the real pvc-protection controller
@@ -435,7 +435,7 @@ fn terminating_pvc_names_the_finalizer_and_the_pod_and_the_end_is_predicted() {
         )),
         "{ready}"
     );
-    crate::assert_end_predicted(predicted, &ready, 40.0);
+    super::assert_end_predicted(predicted, &ready, 40.0);
 }
 
 /// A `spec.healthChecks` entry of a kind whose CRD is missing (an ExternalSecret after an
@@ -494,7 +494,7 @@ fn missing_crd_in_the_wait_set_is_unknown_with_the_fix_and_the_end_predicted() {
             .contains(&format!("ExternalSecret/{ns}/db-creds status: 'Unknown'")),
         "{ready}"
     );
-    crate::assert_end_predicted(predicted, &ready, 40.0);
+    super::assert_end_predicted(predicted, &ready, 40.0);
 }
 
 /// A dependsOn cycle on the real controller (each says `dependency '...' is not ready` and
@@ -708,13 +708,13 @@ fn worker_starvation_names_the_holder_and_predicts_when_the_worker_frees() {
         });
     // The worker frees when the real controller ends hold's check; how late its timer fired
     // under load (its own "health check failed after D" beyond the 60s timeout, see
-    // crate::assert_end_predicted) delays the new run by as much, and is not the prediction's.
+    // super::assert_end_predicted) delays the new run by as much, and is not the prediction's.
     let hold = condition(&c.kustomization("hold"), "Ready");
     let late_ms = hold["message"]
         .as_str()
         .and_then(|m| m.strip_prefix("health check failed after "))
         .and_then(|m| m.split_once(": "))
-        .and_then(|(d, _)| crate::go_duration_secs(d))
+        .and_then(|(d, _)| super::go_duration_secs(d))
         .map(|d| ((d - 60.0).max(0.0) * 1000.0) as i64)
         .unwrap_or_else(|| panic!("hold's check did not end at its timeout: {hold}"));
     let started_on_time =
@@ -795,7 +795,7 @@ fn health_check_exprs_member_is_named_unknown_and_the_end_predicted() {
         )),
         "{ready}"
     );
-    crate::assert_end_predicted(predicted, &ready, 40.0);
+    super::assert_end_predicted(predicted, &ready, 40.0);
 }
 
 /// `--check` during a run in progress that outlives `--timeout`: `timed-out` (exit 1) saying

@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use crate::common::*;
+use super::common::*;
 use realcluster::testkit::eventually;
 use realcluster::{Cluster, ClusterOptions};
 use serde_json::{Value, json};
@@ -29,7 +29,7 @@ use twin::testkit::{PluginRun, run_command};
 static IMAGE_CA: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 /// This module's cluster, started on first use with the default options; not
-/// `Cluster::shared()`, which [`crate::execute`]'s tests use: they stop source-controller
+/// [`super::common::execute_cluster`], which [`super::execute`]'s tests use: they stop source-controller
 /// (SIGSTOP) and scale kustomize-controller to 0, which the probes here must never meet.
 /// `None` (with a message) when the pod runtime cannot run here.
 fn cluster() -> Option<&'static Cluster> {

@@ -1,8 +1,7 @@
 //! kubectl-unstick (the real binary and its engine) against the real control plane and the real
-//! Flux controllers (tests/realcluster): one test binary, so one link and as few cluster starts
-//! as the scenarios allow.
+//! Flux controllers (tests/realcluster), with as few cluster starts as the scenarios allow.
 //!
-//! Two clusters serve most tests: [`cluster`] (`Cluster::shared()`, the default options:
+//! Two clusters serve most tests: [`cluster`] (this group's, the default options:
 //! `cluster`, `checks`, `situations`) and [`quiet_cluster`] (`race`, `moving_fleet`), for the
 //! tests whose assertions need kustomize-controller's workers free (the shared cluster holds
 //! several health checks to their timeouts at once). `levers` and the worker-starvation
@@ -25,10 +24,8 @@ use std::sync::OnceLock;
 use realcluster::{Cluster, ClusterOptions};
 
 /// The plugin binary this build made.
-pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-unstick");
+pub const BIN: &str = crate::bin!("kubectl-unstick");
 
-/// The shared cluster of this binary (`Cluster::shared()`, default options). Panics with the
-/// start error.
 /// Runs the plugin against `c` with its admin kubeconfig and NO_COLOR; (exit code, stdout,
 /// stderr), exit code -1 when ended by a signal.
 pub fn unstick(c: &Cluster, args: &[&str]) -> (i32, String, String) {
@@ -46,11 +43,14 @@ pub fn unstick(c: &Cluster, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// This group's shared cluster (default options), started on first use. Panics with the start
+/// error.
 pub fn cluster() -> &'static Cluster {
-    Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
+    static SHARED: OnceLock<Result<Cluster, String>> = OnceLock::new();
+    crate::group_cluster(&SHARED)
 }
 
-/// A second cluster of this binary (`registry.example.local:5000/podinfo:6.7.0` pullable;
+/// A second cluster of this group (`registry.example.local:5000/podinfo:6.7.0` pullable;
 /// kustomize-controller with `--requeue-dependency=5s`), started on first use, for tests that
 /// must not wait behind the shared cluster's held health checks. Its tests walk dependsOn
 /// chains: the flag (kustomize-controller main.go `requeue-dependency`, default 30s) is how

@@ -10,10 +10,11 @@ use std::process::Command;
 use realcluster::proxy::FaultProxy;
 use realcluster::{Cluster, FLUX_NS};
 
-const BIN: &str = env!("CARGO_BIN_EXE_kubectl-markercheck");
+const BIN: &str = crate::bin!("kubectl-markercheck");
 
 fn cluster() -> &'static Cluster {
-    Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
+    static CLUSTER: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
+    crate::group_cluster(&CLUSTER)
 }
 
 fn deploy(policy: &str) -> String {

@@ -21,7 +21,7 @@ use unstick::lever::Options;
 use unstick::live::{self, ControllerRef, Reader, Scope};
 use unstick::report::{self, root_cause_cell};
 
-use crate::quiet_cluster;
+use super::quiet_cluster;
 
 const T: Duration = Duration::from_secs(180);
 

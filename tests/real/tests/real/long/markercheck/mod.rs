@@ -17,10 +17,7 @@
 //! markercheck claims exact and how many equal the controller's commit (`--nocapture`), and
 //! `IACDIFF_SHOW=CLASS` prints the differences of that class.
 //!
-//! [`from_cluster`] (`--from-cluster` on a default cluster, `Cluster::shared()`) is in this binary
-//! too: `cargo test` runs test binaries one after another, so as a binary of its own its cluster
-//! start and tests added their whole time to the suite; here they run beside the differential
-//! run.
+//! [`from_cluster`]: `--from-cluster` on a default cluster of its own.
 
 mod from_cluster;
 mod layouts;
@@ -35,7 +32,7 @@ use realcluster::testkit::condition;
 use realcluster::{Cluster, HELD_SHARD_LABEL};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_kubectl-markercheck");
+const BIN: &str = crate::bin!("kubectl-markercheck");
 
 /// The default seed of the generated layouts.
 const SEED: u64 = 16_05;
@@ -256,7 +253,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// The cluster of this binary, with image-automation-controller running
+/// The cluster of this group, with image-automation-controller running
 /// ([`realcluster::ClusterOptions::image_automation_controller`]; image-reflector-controller
 /// does not run).
 fn cluster() -> &'static Cluster {

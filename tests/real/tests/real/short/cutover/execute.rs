@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use crate::common::*;
+use super::common::*;
 use realcluster::Cluster;
 use realcluster::proxy::FaultProxy;
 use realcluster::testkit::{condition, eventually};
@@ -81,7 +81,7 @@ impl Fleet {
         new_main: usize,
         self_applied: bool,
     ) -> Fleet {
-        let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
+        let c = execute_cluster();
         let (old, new) = fleet_servers(GitServerOptions::default());
         let work = tempfile::tempdir().unwrap();
         let w = work.path();
@@ -1920,7 +1920,7 @@ async fn finish_with_a_root_failing_at_the_source_revision_says_fix_not_wait() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_gitrepository_exits_3_naming_it_and_the_context() {
     let _shared = SOURCE.read().await;
-    let c = Cluster::shared().unwrap_or_else(|e| panic!("{e}"));
+    let c = execute_cluster();
     let proxy = FaultProxy::start(c).await.unwrap();
     // The proxy's kubeconfig: context `proxy`, namespace flux-system.
     let want = format!(

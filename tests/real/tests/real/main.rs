@@ -1,0 +1,138 @@
+//! Every cluster-facing test of cluster-loop, in ONE test binary on the real control plane and
+//! the real Flux controllers (tests/realcluster).
+//!
+//! Why one binary: `cargo test` runs test binaries one after another, and these tests spend
+//! their time waiting on real controllers (health checks held to their timeouts, dependsOn
+//! requeues, reconcile intervals), not on the CPU. As eight binaries their waits added up
+//! (unstick 256 s, cutover 196 s, the demo 152 s, the harness 91 s, podresolve 43 s, the
+//! image-automation differential 32 s, ...); here they overlap.
+//!
+//! The groups keep the clusters they had as binaries of their own, so no group sees another's
+//! changes (a stopped source-controller, a pinned Corefile, a held kustomize-controller worker).
+//! They are under [`long`] (started first: libtest starts tests in name order) and [`short`]:
+//!
+//! - [`long::unstick`]: `kubectl-unstick` on several clusters (the lever matrix, e2e, race,
+//!   moving fleet, stopped controllers, HelmRelease);
+//! - [`long::demo`]: the `cluster-loop-demo` binary, every step on a real cluster of its own;
+//! - [`long::markercheck`]: `--simulate` against the real image-automation-controller, and
+//!   `--from-cluster`;
+//! - [`short::cutover`]: `kubectl-cutover` execute, `--finish` and `--verify-in-cluster`;
+//! - [`short::podresolve`]: `kubectl-podresolve` with probe pods the node agent runs for real;
+//! - [`short::harness`] and [`short::probe_pods`]: the real-cluster harness itself;
+//! - [`short::shared`]: the shared library's waits, kstatus and errors on the real API server;
+//! - [`short::completion`]: completion through `kubectl __complete` on a real cluster.
+//!
+//! The plugins' binaries are other packages' binaries, found in the profile directory
+//! (`target/debug`, [`bin!`]), where `cargo test --workspace` builds every package's binaries
+//! before it runs any test; [`binaries_are_built_from_the_current_sources`] fails when a binary
+//! is older than its sources. So run a group or a test through the workspace, with a filter
+//! (`--tests` leaves out the doc-tests): `cargo test --workspace --tests -- unstick::race`,
+//! `-- cutover::`, `-- demo::`; every other test binary then runs no test.
+mod long;
+mod short;
+
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::SystemTime;
+
+use realcluster::{Cluster, ClusterOptions};
+
+/// The path (a `&'static str`) of a binary of this workspace in the profile directory that
+/// `cargo test --workspace` builds into (tests/real/build.rs), e.g. `bin!("kubectl-unstick")`.
+#[macro_export]
+macro_rules! bin {
+    ($name:literal) => {
+        concat!(env!("REAL_BIN_DIR"), "/", $name)
+    };
+}
+
+/// A cluster of default options (`ClusterOptions::default()`) kept in `cell`: one group's
+/// cluster, started on first use on a thread of its own (`Cluster::start` runs a runtime of its
+/// own, which tokio refuses inside a `#[tokio::test]`). Panics with the start error, each call.
+pub fn group_cluster(cell: &'static OnceLock<Result<Cluster, String>>) -> &'static Cluster {
+    cell.get_or_init(|| {
+        std::thread::spawn(|| Cluster::start(ClusterOptions::default()))
+            .join()
+            .unwrap_or_else(|_| Err(realcluster::Error::Setup("cluster start panicked".into())))
+            .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The binaries these tests run, each with the source folders it is built from (paths from the
+/// workspace root).
+const BINARIES: &[(&str, &[&str])] = &[
+    ("kubectl-unstick", &["plugins/unstick", "shared"]),
+    ("kubectl-cutover", &["plugins/cutover", "shared"]),
+    ("kubectl-podresolve", &["plugins/podresolve", "shared"]),
+    ("kubectl-markercheck", &["plugins/markercheck", "shared"]),
+    (
+        "kubectl-fleetlint",
+        &["plugins/fleetlint", "plugins/markercheck", "shared"],
+    ),
+    (
+        "cluster-loop-demo",
+        &["tests/demo", "tests/realcluster", "tests/twin"],
+    ),
+    ("cltest-plugin", &["tests/dist", "shared"]),
+];
+
+/// The newest modification time of a file under `dir` (a package's `src`) and that file, or
+/// `None` for an empty or missing folder.
+fn newest(dir: &Path) -> Option<(SystemTime, std::path::PathBuf)> {
+    let mut best: Option<(SystemTime, std::path::PathBuf)> = None;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(p);
+            } else if let Ok(m) = meta.modified()
+                && best.as_ref().is_none_or(|(t, _)| m > *t)
+            {
+                best = Some((m, p));
+            }
+        }
+    }
+    best
+}
+
+/// Cargo rebuilds a binary when a file of its package changed after the binary was built; a
+/// run of this package alone (`cargo test -p real-tests`) does not build other packages'
+/// binaries, so a binary older than its sources would test old code. Fails naming the binary,
+/// the newer file and the command that builds it.
+#[test]
+fn binaries_are_built_from_the_current_sources() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut stale = Vec::new();
+    for (name, dirs) in BINARIES {
+        let path = Path::new(env!("REAL_BIN_DIR")).join(name);
+        let built = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e}: build every binary first (`cargo test --workspace` does)",
+                    path.display()
+                )
+            });
+        for dir in *dirs {
+            // Only `src`: cargo rebuilds a binary for the files rustc read (its dep-info), so a
+            // Cargo.toml edit of dev-dependencies leaves the binary as it was.
+            if let Some((changed, file)) = newest(&root.join(dir).join("src"))
+                && changed > built
+            {
+                stale.push(format!("{name} is older than {}", file.display()));
+            }
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "{}: run `cargo test --workspace` (it builds every binary before any test runs)",
+        stale.join("; ")
+    );
+}

@@ -1,0 +1,8 @@
+//! The groups of many shorter tests; they start after [`super::long`]'s (name order) and fill
+//! the test threads as those end.
+pub mod completion;
+pub mod cutover;
+pub mod harness;
+pub mod podresolve;
+pub mod probe_pods;
+pub mod shared;
