@@ -66,18 +66,14 @@ fn spawn_here(spec: &Spec, log: &Path) -> std::io::Result<Child> {
         .stdout(out)
         .stderr(err);
     // Every Go process here (etcd, kube-apiserver, kube-controller-manager, the controllers)
-    // runs with GOGC=200 (default 100: a collection each time the heap doubles; fewer
-    // collections, more memory) and GOMAXPROCS=1 (one scheduler thread running Go code: no
-    // idle Ps spinning for work and no parallel collection, each process's CPU for dozens of
-    // them on two cores). Up to twenty clusters run at once in the real-cluster tests, which
-    // are CPU-bound on this 2-core machine: unstick's 17 tests used 324 busy CPU-s (/proc/stat)
-    // in 169 s with GOGC=200 alone, 245 CPU-s in 150 s with GOMAXPROCS=1 too (2026-12-02).
-    // Memory is not short (a cluster is about 0.7 GB). A value in the environment or the spec
-    // wins.
-    for (key, value) in [("GOGC", "200"), ("GOMAXPROCS", "1")] {
-        if std::env::var_os(key).is_none() && !spec.env.iter().any(|(k, _)| k == key) {
-            cmd.env(key, value);
-        }
+    // runs with GOGC=200 (default 100: a collection each time the heap doubles): fewer
+    // collections, more memory. Up to twenty clusters run at once in the real-cluster tests,
+    // which are CPU-bound on this 2-core machine; memory is not short (a cluster is about
+    // 0.7 GB). A GOGC in the environment or the spec wins. (GOMAXPROCS=1 was tried too: less CPU
+    // for unstick's tests alone, 324 -> 245 busy CPU-s, but the whole real-cluster binary ran
+    // longer with it, over 12 minutes against 10, so it is not set.)
+    if std::env::var_os("GOGC").is_none() && !spec.env.iter().any(|(k, _)| k == "GOGC") {
+        cmd.env("GOGC", "200");
     }
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     cmd.spawn()
