@@ -9,6 +9,8 @@
 //! The answer is kubectl's: the API server's JSON of the object (`GET .../NAME`), or for a list
 //! kubectl's `{"apiVersion":"v1","kind":"List","items":[...],"metadata":{"resourceVersion":""}}`
 //! with `apiVersion` and `kind` set on each item (kubectl's printer for `-o json` of a list).
+//! One difference: `metadata.managedFields` is kept (kubectl >= 1.21 drops it unless
+//! `--show-managed-fields`); no test reads it.
 //! The resource name resolves as kubectl resolves it for the names the tests use: plural,
 //! singular (the kind in lower case) or a short name of [`SHORT_NAMES`], at the group's
 //! preferred version (`kube::Discovery`, `ApiGroup::recommended_resources`), the core group
