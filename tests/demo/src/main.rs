@@ -1614,7 +1614,7 @@ async fn main() {
             extra.push_str(&format!("\n  kubectl unstick ks/{REAL_KS} --dry-run\n"));
         }
         println!(
-            "\nThe real cluster (kube-apiserver {}, source-/kustomize-controller {}) is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get --raw /version\n  kubectl get --raw '/readyz?verbose'\n  kubectl get deploy,pods -n flux-system\n  kubectl unstick --all\n{extra}\n  kubectl markercheck {}/clusters\n  kubectl fleetlint {}/clusters --graph\nCtrl-C stops it.",
+            "\nThe real cluster (kube-apiserver {}, source-/kustomize-controller {}) is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get --raw /version\n  kubectl get --raw '/readyz?verbose'\n  kubectl get deploy,pods -n flux-system\n  kubectl unstick --all\n{extra}\n  kubectl markercheck {}/clusters\n  kubectl fleetlint {}/clusters --graph\nCtrl-C (or SIGTERM) stops it and removes what it made.",
             realcluster::bins::KUBE_VERSION,
             realcluster::bins::KC_CURRENT,
             c.kubeconfig().display(),
@@ -1622,7 +1622,19 @@ async fn main() {
             ctx.repo_root.display(),
             ctx.repo_root.display(),
         );
-        let _ = tokio::signal::ctrl_c().await;
+        // Ctrl-C, or SIGTERM (`kill PID`, a process supervisor): either way the cleanup below
+        // runs, so neither the cluster nor the demo's temp dir is left behind.
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
     }
     // process::exit runs no destructors: stop the twin (Git servers, models, temp dirs) first.
     // The real cluster owns a tokio runtime: drop it off this runtime's threads.

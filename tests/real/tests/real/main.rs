@@ -51,7 +51,7 @@ macro_rules! bin {
 /// own, which tokio refuses inside a `#[tokio::test]`). Panics with the start error, each call.
 pub fn group_cluster(cell: &'static OnceLock<Result<Cluster, String>>) -> &'static Cluster {
     cell.get_or_init(|| {
-        std::thread::spawn(|| Cluster::start(ClusterOptions::default()))
+        std::thread::spawn(|| start_cluster(ClusterOptions::default()))
             .join()
             .unwrap_or_else(|_| Err(realcluster::Error::Setup("cluster start panicked".into())))
             .map_err(|e| e.to_string())
@@ -102,24 +102,22 @@ fn newest(dir: &Path) -> Option<(SystemTime, std::path::PathBuf)> {
     best
 }
 
-/// Cargo rebuilds a binary when a file of its package changed after the binary was built; a
-/// run of this package alone (`cargo test -p real-tests`) does not build other packages'
-/// binaries, so a binary older than its sources would test old code. Fails naming the binary,
-/// the newer file and the command that builds it.
-#[test]
-fn binaries_are_built_from_the_current_sources() {
+/// Every binary of [`BINARIES`] not older than its `src/`, or a message naming each stale one,
+/// the newer file and what to run. Cargo rebuilds a binary when a file its crates read changed;
+/// but a run of this package alone (`cargo test -p real-tests`) builds no other package's
+/// binaries, so a stale binary would test old code.
+fn stale_binaries() -> Result<(), String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut stale = Vec::new();
     for (name, dirs) in BINARIES {
         let path = Path::new(env!("REAL_BIN_DIR")).join(name);
-        let built = std::fs::metadata(&path)
-            .and_then(|m| m.modified())
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{}: {e}: build every binary first (`cargo test --workspace` does)",
-                    path.display()
-                )
-            });
+        let built = match std::fs::metadata(&path).and_then(|m| m.modified()) {
+            Ok(t) => t,
+            Err(e) => {
+                stale.push(format!("{}: {e}", path.display()));
+                continue;
+            }
+        };
         for dir in *dirs {
             // Only `src`: cargo rebuilds a binary for the files rustc read (its dep-info), so a
             // Cargo.toml edit of dev-dependencies leaves the binary as it was.
@@ -130,9 +128,40 @@ fn binaries_are_built_from_the_current_sources() {
             }
         }
     }
-    assert!(
-        stale.is_empty(),
-        "{}: run `cargo test --workspace` (it builds every binary before any test runs)",
+    if stale.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{}: run the tests through the workspace, which builds every binary first: `cargo test \
+         --workspace --tests -- FILTER` (e.g. `-- unstick::race`)",
         stale.join("; ")
-    );
+    ))
+}
+
+/// Panics with [`stale_binaries`]'s message when a binary the tests run is missing or older
+/// than its sources; checked once per run. The demo's test and the harness group call it, and
+/// every cluster start here ([`start_cluster`]) fails with it, so a filtered run says so too.
+pub fn assert_fresh() {
+    if let Err(e) = fresh() {
+        panic!("{e}");
+    }
+}
+
+/// [`stale_binaries`], computed once per run.
+fn fresh() -> Result<(), String> {
+    static FRESH: OnceLock<Result<(), String>> = OnceLock::new();
+    FRESH.get_or_init(stale_binaries).clone()
+}
+
+/// [`Cluster::start`] unless a binary is stale: the cluster start of every group here (often on
+/// a thread of its own, so the stale binaries are its error rather than a panic there).
+/// Errors: `Error::Setup` with [`stale_binaries`]'s message, or the start error.
+pub fn start_cluster(options: ClusterOptions) -> Result<Cluster, realcluster::Error> {
+    fresh().map_err(realcluster::Error::Setup)?;
+    Cluster::start(options)
+}
+
+#[test]
+fn binaries_are_built_from_the_current_sources() {
+    assert_fresh();
 }

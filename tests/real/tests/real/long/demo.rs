@@ -12,6 +12,7 @@ fn bin_dir() -> PathBuf {
 
 #[test]
 fn every_step_of_the_demo_proves_its_outcome() {
+    crate::assert_fresh();
     let dir = bin_dir();
     for p in [
         "unstick",

@@ -10,6 +10,7 @@ use realcluster::{Cluster, FLUX_NS, bins};
 use serde_json::Value;
 
 fn cluster() -> &'static Cluster {
+    crate::assert_fresh();
     Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
 }
 #[test]
@@ -246,7 +247,7 @@ fn controllers_cluster() -> &'static Cluster {
     static C: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
     C.get_or_init(|| {
         std::thread::spawn(|| {
-            Cluster::start(realcluster::ClusterOptions {
+            crate::start_cluster(realcluster::ClusterOptions {
                 image_reflector_controller: true,
                 image_automation_controller: true,
                 helm_controller: true,

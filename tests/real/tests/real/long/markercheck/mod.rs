@@ -261,7 +261,7 @@ fn cluster() -> &'static Cluster {
     C.get_or_init(|| {
         // on a thread of its own: the harness runs a tokio runtime of its own
         std::thread::spawn(|| {
-            Cluster::start(realcluster::ClusterOptions {
+            crate::start_cluster(realcluster::ClusterOptions {
                 image_automation_controller: true,
                 ..Default::default()
             })

@@ -35,7 +35,7 @@ fn e2e_cluster() -> &'static Cluster {
     static E2E: OnceLock<Result<Cluster, String>> = OnceLock::new();
     E2E.get_or_init(|| {
         std::thread::spawn(|| {
-            Cluster::start(ClusterOptions {
+            crate::start_cluster(ClusterOptions {
                 images: vec![GOOD.into()],
                 kustomize_controller_args: vec![
                     "--concurrent=10".into(),

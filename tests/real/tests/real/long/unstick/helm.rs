@@ -39,7 +39,7 @@ fn helm_cluster() -> &'static Cluster {
     static HELM: OnceLock<Result<Cluster, String>> = OnceLock::new();
     HELM.get_or_init(|| {
         std::thread::spawn(|| {
-            Cluster::start(ClusterOptions {
+            crate::start_cluster(ClusterOptions {
                 helm_controller: true,
                 ..ClusterOptions::default()
             })

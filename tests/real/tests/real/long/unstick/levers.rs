@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use realcluster::testkit::eventually;
-use realcluster::{Cluster, ClusterOptions, bins};
+use realcluster::{ClusterOptions, bins};
 use serde_json::Value;
 
 use super::BIN;
@@ -24,7 +24,7 @@ fn deployment(image: &str) -> String {
 
 /// Holds a real check, pushes the fix, runs unstick; returns (lever, unstick JSON).
 fn hold_fix_and_unstick(opts: ClusterOptions, extra: &[&str]) -> (String, Value, Duration) {
-    let c = Cluster::start(ClusterOptions {
+    let c = crate::start_cluster(ClusterOptions {
         images: vec![GOOD.to_owned()],
         ..opts
     })

@@ -63,7 +63,7 @@ pub fn quiet_cluster() -> &'static Cluster {
             // On a thread of its own: start() runs a runtime of its own, which tokio refuses
             // inside a caller's runtime.
             std::thread::spawn(|| {
-                Cluster::start(ClusterOptions {
+                crate::start_cluster(ClusterOptions {
                     images: vec!["registry.example.local:5000/podinfo:6.7.0".into()],
                     kustomize_controller_args: vec!["--requeue-dependency=5s".into()],
                     ..ClusterOptions::default()

@@ -610,7 +610,7 @@ fn source_failing_on_a_missing_secret_is_quoted_verbatim() {
 /// Kustomization's real run starts within 10 % (of the holder's timeout) of that estimate.
 #[test]
 fn worker_starvation_names_the_holder_and_predicts_when_the_worker_frees() {
-    let c = Cluster::start(ClusterOptions {
+    let c = crate::start_cluster(ClusterOptions {
         kustomize_controller_args: vec!["--concurrent=1".into()],
         ..ClusterOptions::default()
     })

@@ -107,7 +107,7 @@ fn row<'a>(all: &'a Value, key: &str) -> &'a Value {
 
 #[test]
 fn a_stopped_controller_is_the_root_cause_and_a_running_one_is_not() {
-    let c = std::thread::spawn(|| Cluster::start(ClusterOptions::default()))
+    let c = std::thread::spawn(|| crate::start_cluster(ClusterOptions::default()))
         .join()
         .unwrap()
         .unwrap_or_else(|e| panic!("{e}"));

@@ -42,7 +42,7 @@ fn cluster() -> Option<&'static Cluster> {
     let c = PROBES.get_or_init(|| {
         // On a thread of its own: start() runs a runtime of its own, which tokio refuses
         // inside a caller's runtime (these are #[tokio::test]s).
-        std::thread::spawn(|| Cluster::start(ClusterOptions::default()))
+        std::thread::spawn(|| crate::start_cluster(ClusterOptions::default()))
             .join()
             .unwrap_or_else(|_| Err(realcluster::Error::Setup("cluster start panicked".into())))
             .map_err(|e| e.to_string())
