@@ -137,17 +137,27 @@ impl Cluster {
     /// Errors: the start error (each later call returns it again).
     pub fn shared() -> Result<&'static Cluster, Error> {
         static SHARED: OnceLock<Result<Cluster, String>> = OnceLock::new();
-        SHARED
-            .get_or_init(|| {
-                // On a thread of its own: start() runs a runtime of its own, which tokio
-                // refuses inside a caller's runtime (a #[tokio::test]).
-                std::thread::spawn(|| Cluster::start(ClusterOptions::default()))
-                    .join()
-                    .unwrap_or_else(|_| Err(Error::Setup("cluster start panicked".into())))
-                    .map_err(|e| e.to_string())
-            })
-            .as_ref()
-            .map_err(|e| Error::Setup(e.clone()))
+        Cluster::start_once(&SHARED, || Cluster::start(ClusterOptions::default()))
+            .map_err(|e| Error::Setup(e.to_owned()))
+    }
+
+    /// The cluster kept in `cell`, made by `start` on first use: the pattern of every
+    /// started-once cluster of a test binary. `start` runs on a thread of its own, as
+    /// [`Cluster::start`] runs a runtime of its own, which tokio refuses inside a caller's
+    /// runtime (a `#[tokio::test]`). Errors: the start error's text (a panicking `start`: "cluster
+    /// start panicked"), the same on every later call.
+    pub fn start_once(
+        cell: &'static OnceLock<Result<Cluster, String>>,
+        start: impl FnOnce() -> Result<Cluster, Error> + Send + 'static,
+    ) -> Result<&'static Cluster, &'static str> {
+        cell.get_or_init(|| {
+            std::thread::spawn(start)
+                .join()
+                .unwrap_or_else(|_| Err(Error::Setup("cluster start panicked".into())))
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(String::as_str)
     }
 
     /// Starts etcd, kube-apiserver, kube-controller-manager, the node agent, the Git server,

@@ -47,17 +47,19 @@ macro_rules! bin {
 }
 
 /// A cluster of default options (`ClusterOptions::default()`) kept in `cell`: one group's
-/// cluster, started on first use on a thread of its own (`Cluster::start` runs a runtime of its
-/// own, which tokio refuses inside a `#[tokio::test]`). Panics with the start error, each call.
+/// cluster, started on first use ([`cluster_with`]). Panics with the start error, each call.
 pub fn group_cluster(cell: &'static OnceLock<Result<Cluster, String>>) -> &'static Cluster {
-    cell.get_or_init(|| {
-        std::thread::spawn(|| start_cluster(ClusterOptions::default()))
-            .join()
-            .unwrap_or_else(|_| Err(realcluster::Error::Setup("cluster start panicked".into())))
-            .map_err(|e| e.to_string())
-    })
-    .as_ref()
-    .unwrap_or_else(|e| panic!("{e}"))
+    cluster_with(cell, ClusterOptions::default)
+}
+
+/// The cluster of `options` kept in `cell`, started on first use through [`start_cluster`] on a
+/// thread of its own (`realcluster::Cluster::start_once`). Panics with the start error, each
+/// call.
+pub fn cluster_with(
+    cell: &'static OnceLock<Result<Cluster, String>>,
+    options: impl FnOnce() -> ClusterOptions + Send + 'static,
+) -> &'static Cluster {
+    Cluster::start_once(cell, || start_cluster(options())).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The binaries these tests run, each with the source folders it is built from (paths from the

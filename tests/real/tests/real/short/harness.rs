@@ -245,22 +245,13 @@ fn a_job_that_cannot_pull_holds_the_health_check_until_the_timeout() {
 /// registry, and the podinfo image the chart's Deployment uses is pullable.
 fn controllers_cluster() -> &'static Cluster {
     static C: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
-    C.get_or_init(|| {
-        std::thread::spawn(|| {
-            crate::start_cluster(realcluster::ClusterOptions {
-                image_reflector_controller: true,
-                image_automation_controller: true,
-                helm_controller: true,
-                images: vec![PODINFO.to_owned()],
-                ..realcluster::ClusterOptions::default()
-            })
-        })
-        .join()
-        .unwrap_or_else(|_| Err(realcluster::Error::Setup("start panicked".into())))
-        .map_err(|e| e.to_string())
+    crate::cluster_with(&C, || realcluster::ClusterOptions {
+        image_reflector_controller: true,
+        image_automation_controller: true,
+        helm_controller: true,
+        images: vec![PODINFO.to_owned()],
+        ..realcluster::ClusterOptions::default()
     })
-    .as_ref()
-    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 const PODINFO: &str = "ghcr.io/stefanprodan/podinfo:6.7.0";

@@ -257,18 +257,10 @@ fn git(dir: &Path, args: &[&str]) -> String {
 /// ([`realcluster::ClusterOptions::image_automation_controller`]; image-reflector-controller
 /// does not run).
 fn cluster() -> &'static Cluster {
-    static C: OnceLock<Cluster> = OnceLock::new();
-    C.get_or_init(|| {
-        // on a thread of its own: the harness runs a tokio runtime of its own
-        std::thread::spawn(|| {
-            crate::start_cluster(realcluster::ClusterOptions {
-                image_automation_controller: true,
-                ..Default::default()
-            })
-        })
-        .join()
-        .unwrap()
-        .unwrap_or_else(|e| panic!("{e}"))
+    static C: OnceLock<Result<Cluster, String>> = OnceLock::new();
+    crate::cluster_with(&C, || realcluster::ClusterOptions {
+        image_automation_controller: true,
+        ..Default::default()
     })
 }
 

@@ -33,23 +33,11 @@ const GOOD: &str = "registry.example.local:5000/podinfo:6.7.0";
 /// The e2e cluster (see the module doc), started on first use. Panics with the start error.
 fn e2e_cluster() -> &'static Cluster {
     static E2E: OnceLock<Result<Cluster, String>> = OnceLock::new();
-    E2E.get_or_init(|| {
-        std::thread::spawn(|| {
-            crate::start_cluster(ClusterOptions {
-                images: vec![GOOD.into()],
-                kustomize_controller_args: vec![
-                    "--concurrent=10".into(),
-                    "--requeue-dependency=5s".into(),
-                ],
-                ..ClusterOptions::default()
-            })
-        })
-        .join()
-        .unwrap_or_else(|_| Err(realcluster::Error::Setup("cluster start panicked".into())))
-        .map_err(|e| e.to_string())
+    crate::cluster_with(&E2E, || ClusterOptions {
+        images: vec![GOOD.into()],
+        kustomize_controller_args: vec!["--concurrent=10".into(), "--requeue-dependency=5s".into()],
+        ..ClusterOptions::default()
     })
-    .as_ref()
-    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// One run of the plugin.

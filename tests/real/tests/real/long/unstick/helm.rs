@@ -37,19 +37,10 @@ use super::situations::concurrently;
 /// start error.
 fn helm_cluster() -> &'static Cluster {
     static HELM: OnceLock<Result<Cluster, String>> = OnceLock::new();
-    HELM.get_or_init(|| {
-        std::thread::spawn(|| {
-            crate::start_cluster(ClusterOptions {
-                helm_controller: true,
-                ..ClusterOptions::default()
-            })
-        })
-        .join()
-        .unwrap_or_else(|_| Err(realcluster::Error::Setup("cluster start panicked".into())))
-        .map_err(|e| e.to_string())
+    crate::cluster_with(&HELM, || ClusterOptions {
+        helm_controller: true,
+        ..ClusterOptions::default()
     })
-    .as_ref()
-    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Runs the plugin with `-o json`; (exit code, parsed stdout, stderr).

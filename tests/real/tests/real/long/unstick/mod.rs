@@ -58,23 +58,11 @@ pub fn cluster() -> &'static Cluster {
 /// the Deployment's args, so 5s only makes the chains move sooner. Panics with the start error.
 pub fn quiet_cluster() -> &'static Cluster {
     static QUIET: OnceLock<Result<Cluster, String>> = OnceLock::new();
-    QUIET
-        .get_or_init(|| {
-            // On a thread of its own: start() runs a runtime of its own, which tokio refuses
-            // inside a caller's runtime.
-            std::thread::spawn(|| {
-                crate::start_cluster(ClusterOptions {
-                    images: vec!["registry.example.local:5000/podinfo:6.7.0".into()],
-                    kustomize_controller_args: vec!["--requeue-dependency=5s".into()],
-                    ..ClusterOptions::default()
-                })
-            })
-            .join()
-            .unwrap_or_else(|_| Err(realcluster::Error::Setup("cluster start panicked".into())))
-            .map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .unwrap_or_else(|e| panic!("{e}"))
+    crate::cluster_with(&QUIET, || ClusterOptions {
+        images: vec!["registry.example.local:5000/podinfo:6.7.0".into()],
+        kustomize_controller_args: vec!["--requeue-dependency=5s".into()],
+        ..ClusterOptions::default()
+    })
 }
 
 /// Seconds of a Go `time.Duration.String()` ("45.012345678s", "1m0.01s", "2h0m5s", "350ms",

@@ -19,8 +19,8 @@
 use std::time::Duration;
 
 use super::common::*;
+use realcluster::Cluster;
 use realcluster::testkit::eventually;
-use realcluster::{Cluster, ClusterOptions};
 use serde_json::{Value, json};
 use twin::git::{GitServer, GitServerOptions};
 use twin::testkit::{PluginRun, run_command};
@@ -39,15 +39,7 @@ fn cluster() -> Option<&'static Cluster> {
         eprintln!("SKIPPED: the pod runtime needs {}", m.join(", "));
         return None;
     }
-    let c = PROBES.get_or_init(|| {
-        // On a thread of its own: start() runs a runtime of its own, which tokio refuses
-        // inside a caller's runtime (these are #[tokio::test]s).
-        std::thread::spawn(|| crate::start_cluster(ClusterOptions::default()))
-            .join()
-            .unwrap_or_else(|_| Err(realcluster::Error::Setup("cluster start panicked".into())))
-            .map_err(|e| e.to_string())
-    });
-    Some(c.as_ref().unwrap_or_else(|e| panic!("{e}")))
+    Some(crate::group_cluster(&PROBES))
 }
 
 /// One test's world: GitRepository + Kustomization `name` in namespace `name`, reconciled by the
