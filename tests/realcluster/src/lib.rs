@@ -13,7 +13,7 @@
 //! the registry (a list of pullable references).
 //!
 //! ```no_run
-//! let cluster = realcluster::Cluster::shared().unwrap();   // once per test binary
+//! let cluster = realcluster::Cluster::shared().unwrap();   // a lease: up while leased
 //! // kubectl --kubeconfig <cluster.kubeconfig()> get ks -n flux-system
 //! ```
 //!
@@ -22,6 +22,7 @@
 //! removed at the next start.
 
 pub mod bins;
+mod cell;
 pub mod kubelet;
 pub mod node;
 pub mod oci;
@@ -32,11 +33,14 @@ mod reads;
 mod start;
 pub mod testkit;
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+pub use cell::{ClusterCell, LINGER, Lease};
 use proc::{Proc, Spec, free_port, listening};
 
 /// Errors of the harness.
@@ -108,12 +112,17 @@ pub struct Cluster {
     registry: node::Registry,
     /// The in-process reader of [`Cluster::get_json`], made on its first use.
     reads: tokio::sync::OnceCell<reads::Reads>,
+    /// [`Cluster::memo`]'s values, by type.
+    memo: Mutex<HashMap<TypeId, Memo>>,
     rt: tokio::runtime::Runtime,
     kubeconfig: PathBuf,
     server: String,
     _lock: std::fs::File,
     dir: tempfile::TempDir,
 }
+
+/// One [`Cluster::memo`] value, made once (other callers wait for it).
+type Memo = Arc<OnceLock<Arc<dyn Any + Send + Sync>>>;
 
 /// Flux's namespace.
 pub const FLUX_NS: &str = "flux-system";
@@ -133,31 +142,33 @@ pub const FLUX_NS: &str = "flux-system";
 pub const HELD_SHARD_LABEL: &str = "sharding.fluxcd.io/key";
 
 impl Cluster {
-    /// The cluster of this test binary, started on first use with default options.
+    /// A lease on this test binary's cluster of default options, started on first use and
+    /// stopped [`LINGER`] after its last lease is dropped ([`ClusterCell`]).
     /// Errors: the start error (each later call returns it again).
-    pub fn shared() -> Result<&'static Cluster, Error> {
-        static SHARED: OnceLock<Result<Cluster, String>> = OnceLock::new();
-        Cluster::start_once(&SHARED, || Cluster::start(ClusterOptions::default()))
-            .map_err(|e| Error::Setup(e.to_owned()))
+    pub fn shared() -> Result<Lease, Error> {
+        static SHARED: ClusterCell = ClusterCell::new();
+        SHARED
+            .lease(|| Cluster::start(ClusterOptions::default()))
+            .map_err(Error::Setup)
     }
 
-    /// The cluster kept in `cell`, made by `start` on first use: the pattern of every
-    /// started-once cluster of a test binary. `start` runs on a thread of its own, as
-    /// [`Cluster::start`] runs a runtime of its own, which tokio refuses inside a caller's
-    /// runtime (a `#[tokio::test]`). Errors: the start error's text (a panicking `start`: "cluster
-    /// start panicked"), the same on every later call.
-    pub fn start_once(
-        cell: &'static OnceLock<Result<Cluster, String>>,
-        start: impl FnOnce() -> Result<Cluster, Error> + Send + 'static,
-    ) -> Result<&'static Cluster, &'static str> {
-        cell.get_or_init(|| {
-            std::thread::spawn(start)
-                .join()
-                .unwrap_or_else(|_| Err(Error::Setup("cluster start panicked".into())))
-                .map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map_err(String::as_str)
+    /// The value of type `T` kept with this cluster, made by `init` on the first call for `T`
+    /// (concurrent callers wait for it): what tests set up on a cluster once (objects every
+    /// test of a group reads, a source's revision). A [`ClusterCell`]'s cluster started again
+    /// is a new cluster with no values, so it is set up again. Key it by a type of the
+    /// caller's own (a newtype) so two uses never share a value by accident.
+    pub fn memo<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Arc<T> {
+        let slot = self
+            .memo
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(TypeId::of::<T>())
+            .or_default()
+            .clone();
+        let value: Arc<dyn Any + Send + Sync> = slot.get_or_init(|| Arc::new(init())).clone();
+        value
+            .downcast::<T>()
+            .unwrap_or_else(|_| unreachable!("memo values are keyed by their type"))
     }
 
     /// Starts etcd, kube-apiserver, kube-controller-manager, the node agent, the Git server,
@@ -607,6 +618,7 @@ impl Cluster {
             git,
             registry,
             reads: tokio::sync::OnceCell::new(),
+            memo: Mutex::new(HashMap::new()),
             rt,
             kubeconfig,
             server,

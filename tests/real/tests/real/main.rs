@@ -9,6 +9,10 @@
 //!
 //! The groups keep the clusters they had as binaries of their own, so no group sees another's
 //! changes (a stopped source-controller, a pinned Corefile, a held kustomize-controller worker).
+//! A group's cluster is a `realcluster::ClusterCell`: its tests hold leases on it ([`group_cluster`],
+//! [`cluster_with`]), and it stops shortly after the last one is dropped, so a group that is done
+//! no longer spends the CPU the groups still running need (tests/realcluster/README.md "Tests
+//! run at once").
 //! They are under [`long`] (started first: libtest starts tests in name order) and [`short`]:
 //!
 //! - [`long::unstick`]: `kubectl-unstick` on several clusters (the lever matrix, e2e, race,
@@ -35,7 +39,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
-use realcluster::{Cluster, ClusterOptions};
+use realcluster::{Cluster, ClusterCell, ClusterOptions, Lease};
 
 /// The path (a `&'static str`) of a binary of this workspace in the profile directory that
 /// `cargo test --workspace` builds into (tests/real/build.rs), e.g. `bin!("kubectl-unstick")`.
@@ -46,20 +50,22 @@ macro_rules! bin {
     };
 }
 
-/// A cluster of default options (`ClusterOptions::default()`) kept in `cell`: one group's
-/// cluster, started on first use ([`cluster_with`]). Panics with the start error, each call.
-pub fn group_cluster(cell: &'static OnceLock<Result<Cluster, String>>) -> &'static Cluster {
+/// A lease on the cluster of default options (`ClusterOptions::default()`) kept in `cell`: one
+/// group's cluster ([`cluster_with`]). Panics with the start error, each call.
+pub fn group_cluster(cell: &'static ClusterCell) -> Lease {
     cluster_with(cell, ClusterOptions::default)
 }
 
-/// The cluster of `options` kept in `cell`, started on first use through [`start_cluster`] on a
-/// thread of its own (`realcluster::Cluster::start_once`). Panics with the start error, each
-/// call.
+/// A lease on the cluster of `options` kept in `cell`: started through [`start_cluster`] when
+/// none runs, stopped `realcluster::LINGER` after the group's last lease is dropped (a group's
+/// tests start one after another, in name order), so a group done with its cluster stops
+/// spending CPU on it while the other groups run. Panics with the start error, each call.
 pub fn cluster_with(
-    cell: &'static OnceLock<Result<Cluster, String>>,
+    cell: &'static ClusterCell,
     options: impl FnOnce() -> ClusterOptions + Send + 'static,
-) -> &'static Cluster {
-    Cluster::start_once(cell, || start_cluster(options())).unwrap_or_else(|e| panic!("{e}"))
+) -> Lease {
+    cell.lease(|| start_cluster(options()))
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The binaries these tests run, each with the source folders it is built from (paths from the

@@ -8,7 +8,6 @@ use std::fs;
 use std::path::PathBuf;
 use std::process::Command;
 
-use realcluster::Cluster;
 use realcluster::proxy::FaultProxy;
 
 const PLUGIN: &str = crate::bin!("cltest-plugin");
@@ -71,11 +70,11 @@ fn kubectl() -> PathBuf {
 /// The shared real cluster with [`STATE`] applied (idempotent: server-side apply), and a fault
 /// proxy with a kubeconfig of its own whose context namespace is `namespace`.
 fn setup(rt: &tokio::runtime::Runtime, namespace: &str) -> (FaultProxy, tempfile::TempDir) {
-    static CLUSTER: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
+    static CLUSTER: realcluster::ClusterCell = realcluster::ClusterCell::new();
     // Its own cluster: the completions below are every Kustomization of flux-system.
     let c = crate::group_cluster(&CLUSTER);
     c.apply_yaml(STATE).unwrap();
-    let proxy = rt.block_on(FaultProxy::start(c)).unwrap();
+    let proxy = rt.block_on(FaultProxy::start(&c)).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let kc = tmp.path().join("kubeconfig");
     fs::copy(proxy.kubeconfig(), &kc).unwrap();

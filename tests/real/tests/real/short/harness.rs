@@ -9,13 +9,13 @@ use realcluster::testkit::{condition, eventually};
 use realcluster::{Cluster, FLUX_NS, bins};
 use serde_json::Value;
 
-fn cluster() -> &'static Cluster {
+fn cluster() -> realcluster::Lease {
     crate::assert_fresh();
     Cluster::shared().unwrap_or_else(|e| panic!("{e}"))
 }
 #[test]
 fn the_control_plane_is_the_real_release_on_etcd() {
-    let c = cluster();
+    let c = &cluster();
     let v: Value =
         serde_json::from_str(&c.kubectl(&["get", "--raw", "/version"]).unwrap()).unwrap();
     assert_eq!(v["gitVersion"], bins::KUBE_VERSION, "{v}");
@@ -26,7 +26,7 @@ fn the_control_plane_is_the_real_release_on_etcd() {
 
 #[test]
 fn flux_controllers_run_as_real_processes_with_released_crds() {
-    let c = cluster();
+    let c = &cluster();
     let procs = c.host_processes();
     for name in ["source-controller", "kustomize-controller"] {
         let (pod, pid) = procs
@@ -57,7 +57,7 @@ fn flux_controllers_run_as_real_processes_with_released_crds() {
 /// status.
 #[test]
 fn image_and_helm_crds_are_the_released_ones_and_their_objects_are_stored_with_the_real_schema() {
-    let c = cluster();
+    let c = &cluster();
     for (controller, version, crds) in [
         (
             "image-reflector-controller",
@@ -169,7 +169,7 @@ fn fleet(c: &Cluster, name: &str, files: &[(&str, &str)], timeout: &str) -> Stri
 /// call the started Job Current and the check would pass at once.
 #[test]
 fn a_job_that_cannot_pull_holds_the_health_check_until_the_timeout() {
-    let c = cluster();
+    let c = &cluster();
     let ns = "job-pull";
     let sha = fleet(
         c,
@@ -243,8 +243,8 @@ fn a_job_that_cannot_pull_holds_the_health_check_until_the_timeout() {
 /// The cluster of the image automation and helm tests: image-reflector-controller,
 /// image-automation-controller and helm-controller run (ClusterOptions), with the real OCI
 /// registry, and the podinfo image the chart's Deployment uses is pullable.
-fn controllers_cluster() -> &'static Cluster {
-    static C: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
+fn controllers_cluster() -> realcluster::Lease {
+    static C: realcluster::ClusterCell = realcluster::ClusterCell::new();
     crate::cluster_with(&C, || realcluster::ClusterOptions {
         image_reflector_controller: true,
         image_automation_controller: true,
@@ -260,7 +260,7 @@ const PODINFO: &str = "ghcr.io/stefanprodan/podinfo:6.7.0";
 /// main-shard args `flux install` gives them.
 #[test]
 fn opt_in_controllers_run_as_real_processes_of_their_deployments() {
-    let c = controllers_cluster();
+    let c = &controllers_cluster();
     let procs = c.host_processes();
     for (name, version) in [
         ("image-reflector-controller", bins::IRC_CURRENT),
@@ -301,7 +301,7 @@ fn opt_in_controllers_run_as_real_processes_of_their_deployments() {
 /// commits the setter change to our Git server and pushes it.
 #[test]
 fn image_policy_selects_the_pushed_tag_and_automation_commits_the_setter() {
-    let c = controllers_cluster();
+    let c = &controllers_cluster();
     let oci = c
         .oci()
         .expect("the registry runs with image-reflector-controller");
@@ -419,7 +419,7 @@ spec:
 /// the release's objects exist, the Deployment rolled out, the Helm release Secret is stored.
 #[test]
 fn helm_release_from_a_git_chart_installs_into_the_cluster() {
-    let c = controllers_cluster();
+    let c = &controllers_cluster();
     let ns = "helm-demo";
     c.kubectl(&["create", "namespace", ns]).unwrap();
     let chart = "apiVersion: v2\nname: demo\nversion: 0.1.0\nappVersion: \"6.7.0\"\n";
@@ -539,7 +539,7 @@ fn backoff_after(restarts: u64) -> String {
 /// cluster; the cluster's own kustomize-controller is not touched.
 #[test]
 fn an_exited_controller_crash_loops_as_a_kubelet_reports_it() {
-    let c = cluster();
+    let c = &cluster();
     let image = format!("ghcr.io/fluxcd/kustomize-controller:{}", bins::KC_CURRENT);
     c.apply_yaml(&format!(
         "apiVersion: v1\nkind: Namespace\nmetadata: {{name: crashloop}}\n---\n\

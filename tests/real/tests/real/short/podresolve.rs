@@ -16,11 +16,11 @@
 #![allow(clippy::await_holding_lock)]
 
 use std::process::Stdio;
-use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-use realcluster::Cluster;
 use realcluster::testkit::{condition, eventually};
+use realcluster::{Cluster, ClusterCell, Lease};
 use serde_json::{Value, json};
 
 const BIN: &str = crate::bin!("kubectl-podresolve");
@@ -36,30 +36,31 @@ const SEARCH_UPSTREAM: &str = "172.18.255.200";
 /// no other test's report ever sees them.
 static NODE_LOCAL_DNS: RwLock<()> = RwLock::new(());
 
-/// This group's cluster (default options), started on first use; [`setup`] adds the
+/// This group's cluster (default options), leased (started on first use, stopped after its last lease); [`setup`] adds the
 /// split-horizon DNS to it.
-fn own_cluster() -> &'static Cluster {
-    static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
+fn own_cluster() -> Lease {
+    static CLUSTER: ClusterCell = ClusterCell::new();
     crate::group_cluster(&CLUSTER)
 }
 
 /// The shared cluster ([`setup`]) and a read hold on [`NODE_LOCAL_DNS`]; `None` (test
 /// skipped) when the pod runtime cannot run here.
-fn cluster() -> Option<(&'static Cluster, RwLockReadGuard<'static, ()>)> {
+fn cluster() -> Option<(Lease, RwLockReadGuard<'static, ()>)> {
     let c = setup()?;
     Some((c, NODE_LOCAL_DNS.read().unwrap_or_else(|e| e.into_inner())))
 }
 
 /// The shared cluster and the write hold on [`NODE_LOCAL_DNS`]: no other test runs podresolve
 /// until it is dropped.
-fn cluster_exclusive() -> Option<(&'static Cluster, RwLockWriteGuard<'static, ()>)> {
+fn cluster_exclusive() -> Option<(Lease, RwLockWriteGuard<'static, ()>)> {
     let c = setup()?;
     Some((c, NODE_LOCAL_DNS.write().unwrap_or_else(|e| e.into_inner())))
 }
 
 /// The shared cluster with the split-horizon DNS of the twin's `split-dns` scenario, set up
-/// once per run; `None` (test skipped) when the pod runtime cannot run here.
-fn setup() -> Option<&'static Cluster> {
+/// once per cluster ([`Cluster::memo`]); `None` (test skipped) when the pod runtime cannot run
+/// here.
+fn setup() -> Option<Lease> {
     let m = twin::podexec::missing_prerequisites();
     if !m.is_empty() {
         eprintln!(
@@ -68,9 +69,10 @@ fn setup() -> Option<&'static Cluster> {
         );
         return None;
     }
-    static SETUP: OnceLock<()> = OnceLock::new();
+    /// The split-horizon DNS is set up on this cluster.
+    struct SplitDns;
     let c = own_cluster();
-    SETUP.get_or_init(|| {
+    c.memo(|| {
         // source-controller's Service, as `flux install` makes it.
         c.apply_yaml(&format!(
             "apiVersion: v1
@@ -92,6 +94,7 @@ spec:
             .unwrap();
         c.set_upstream("podinfo.dev.example.local", &[SEARCH_UPSTREAM])
             .unwrap();
+        SplitDns
     });
     Some(c)
 }
@@ -175,7 +178,10 @@ fn namespace(c: &Cluster, ns: &str) {
 
 #[test]
 fn pinned_name_from_the_pod_expect_pass_and_fail() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let r = run_bin(
         c.kubeconfig(),
         &[
@@ -238,7 +244,10 @@ fn pinned_name_from_the_pod_expect_pass_and_fail() {
 
 #[test]
 fn nxdomain_and_ndots_search_expansion() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let r = run_bin(
         c.kubeconfig(),
         &["nosuch.example.dev", "-n", "flux-system", "-o", "json"],
@@ -342,7 +351,10 @@ subjects: [{{kind: ServiceAccount, name: {name}, namespace: flux-system}}]
 
 #[test]
 fn from_source_controller_ephemeral_and_403_fallback() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let args = [
         "gitea.prod.example.dev",
         "--from",
@@ -429,7 +441,10 @@ fn from_source_controller_ephemeral_and_403_fallback() {
 
 #[test]
 fn hostile_input_refused_and_unknown_image_is_the_node_agents_pull_error() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     namespace(c, "podresolve-pull");
     for bad in [
         "gitea.prod.example.dev;id",
@@ -567,7 +582,10 @@ async fn run_held_at_the_log_read(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigint_after_the_probe_ran_deletes_it() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     namespace(c, "podresolve-sigint");
     let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
     let child = run_held_at_the_log_read(c, &proxy, "podresolve-sigint").await;
@@ -597,7 +615,10 @@ async fn sigint_after_the_probe_ran_deletes_it() {
 /// and gone after it (with its pod, by the real garbage collector).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigkilled_probe_is_named_by_the_next_run_and_collected_by_the_real_ttl_controller() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let ns = "podresolve-ttl";
     namespace(c, ns);
     let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
@@ -705,7 +726,10 @@ async fn a_sigkilled_probe_is_named_by_the_next_run_and_collected_by_the_real_tt
 
 #[test]
 fn git_from_the_pod_reaches_the_pinned_vip_or_says_why_not() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let r = run_bin(
         c.kubeconfig(),
         &[
@@ -792,7 +816,10 @@ fn git_from_the_pod_reaches_the_pinned_vip_or_says_why_not() {
 /// with its DNS setup.
 #[test]
 fn search_domain_answer_is_derived_from_libc_and_explained() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     namespace(c, "podresolve-search");
     c.apply_yaml(
         "apiVersion: v1
@@ -902,7 +929,10 @@ spec:
 /// report says where the workstation's answer came from and the cluster-side fix.
 #[test]
 fn workstation_answer_from_etc_hosts_is_named_with_the_cluster_fix() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let dir = tempfile::tempdir().unwrap();
     let hosts = dir.path().join("hosts");
     let mut text = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
@@ -945,7 +975,10 @@ fn workstation_answer_from_etc_hosts_is_named_with_the_cluster_fix() {
 /// left to the real garbage collector; objects that are not our probes stay.
 #[test]
 fn cleanup_sweeps_probe_jobs_orphaned_and_bare_probe_pods() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let ns = "podresolve-cleanup";
     namespace(c, ns);
     let labels = |run: &str| {
@@ -1084,7 +1117,10 @@ spec:
 /// report gives (`probe.apiRequests`) is the real one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_spec_and_request_budget_on_the_real_apiserver() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let ns = "podresolve-budget";
     namespace(c, ns);
     let dir = tempfile::tempdir().unwrap();
@@ -1166,7 +1202,10 @@ async fn job_spec_and_request_budget_on_the_real_apiserver() {
 /// cleanup noise (nothing was created).
 #[test]
 fn forbidden_create_exits_3_without_cleanup_noise() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let kc = service_account_kubeconfig(
         c,
         "podresolve-readonly",
@@ -1234,7 +1273,10 @@ fn hang_everything(proxy: &realcluster::proxy::FaultProxy) -> usize {
 /// not wait for one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_server_sigint_reports_nothing_created_and_sends_no_delete() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let ns = "podresolve-hung";
     namespace(c, ns);
     let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
@@ -1261,7 +1303,10 @@ async fn hung_server_sigint_reports_nothing_created_and_sends_no_delete() {
 /// says nothing was created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_server_run_is_bounded_by_the_deadline() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let ns = "podresolve-hung-deadline";
     namespace(c, ns);
     let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
@@ -1294,7 +1339,10 @@ async fn hung_server_run_is_bounded_by_the_deadline() {
 /// existed and is really gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unanswered_create_sigint_sends_one_delete_and_says_so() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let ns = "podresolve-unanswered";
     namespace(c, ns);
     let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
@@ -1364,7 +1412,10 @@ spec:
 /// pod itself: the host's block starts with that, and the answer is marked `etc-hosts`.
 #[test]
 fn localhost_in_a_real_pod_is_the_pod_itself_said_first() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let r = run_bin(
         c.kubeconfig(),
         &["localhost", "-n", "flux-system", "-o", "json"],
@@ -1436,7 +1487,10 @@ fn localhost_in_a_real_pod_is_the_pod_itself_said_first() {
 /// `pod.dns.errors` verbatim (never dropped) and a note names the NodeLocal address.
 #[test]
 fn nodelocal_address_without_nodelocal_keeps_the_probe_error() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let ns = "podresolve-nodelocal";
     busybox_pod(
         c,
@@ -1500,7 +1554,10 @@ fn nodelocal_address_without_nodelocal_keeps_the_probe_error() {
 /// with a copy of X's DNS settings, and the report says so; never `node ?`.
 #[test]
 fn from_an_unscheduled_pod_says_not_scheduled_and_copies_its_dns_settings() {
-    let Some((c, _dns)) = cluster() else { return };
+    let Some((lease, _dns)) = cluster() else {
+        return;
+    };
+    let c = &lease;
     let ns = "podresolve-unscheduled";
     busybox_pod(
         c,
@@ -1569,7 +1626,7 @@ fn from_an_unscheduled_pod_says_not_scheduled_and_copies_its_dns_settings() {
 
 /// Deletes the NodeLocal DNSCache objects of [`nodelocal_literal_ip_is_judged_by_the_service_that_owns_it`]
 /// when dropped (also when an assertion fails), before the write hold is released.
-struct NodeLocalObjects(&'static Cluster);
+struct NodeLocalObjects(Lease);
 
 impl Drop for NodeLocalObjects {
     fn drop(&mut self) {
@@ -1636,10 +1693,11 @@ data:
 /// to the IP of a Service that does not select CoreDNS is a bypass, named with the Corefile line.
 #[test]
 fn nodelocal_literal_ip_is_judged_by_the_service_that_owns_it() {
-    let Some((c, _exclusive)) = cluster_exclusive() else {
+    let Some((lease, _exclusive)) = cluster_exclusive() else {
         return;
     };
-    let _objects = NodeLocalObjects(c);
+    let c = &lease;
+    let _objects = NodeLocalObjects(c.clone());
     c.apply_yaml(
         "apiVersion: v1
 kind: Service
@@ -1811,7 +1869,7 @@ spec:
 /// created. (On the twin's API server until session 5.)
 #[test]
 fn missing_from_object_exits_3_naming_it_and_the_context() {
-    let c = own_cluster();
+    let c = &own_cluster();
     let ns = "podresolve-nf";
     c.apply_yaml(&format!(
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n"
@@ -1863,7 +1921,7 @@ fn missing_from_object_exits_3_naming_it_and_the_context() {
 /// API server until session 5.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_namespace_exits_3_naming_the_namespace() {
-    let c = own_cluster();
+    let c = &own_cluster();
     let proxy = realcluster::proxy::FaultProxy::start(c).await.unwrap();
     let kc = proxy.kubeconfig().to_path_buf();
     let r = tokio::task::spawn_blocking(move || {

@@ -16,13 +16,13 @@ use std::time::Duration;
 use realcluster::Cluster;
 use realcluster::testkit::{condition, eventually};
 
-fn cluster() -> Option<&'static Cluster> {
+fn cluster() -> Option<realcluster::Lease> {
     let m = twin::podexec::missing_prerequisites();
     if !m.is_empty() {
         eprintln!("SKIPPED: the pod runtime needs {}", m.join(", "));
         return None;
     }
-    static PROBES: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
+    static PROBES: realcluster::ClusterCell = realcluster::ClusterCell::new();
     Some(crate::group_cluster(&PROBES))
 }
 
@@ -32,7 +32,8 @@ fn ns(c: &Cluster, name: &str) {
 
 #[test]
 fn a_busybox_job_runs_for_real_and_kubectl_logs_reads_it_through_the_apiserver() {
-    let Some(c) = cluster() else { return };
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
     ns(c, "probe-logs");
     // The pod's resolv.conf is the kubelet's for its namespace, and the ClusterIP of
     // kube-dns (a real Service) answers its name through the cluster DNS.
@@ -96,7 +97,8 @@ spec:
 
 #[test]
 fn a_failing_probe_fails_its_job_through_the_real_job_controller_and_follow_ends() {
-    let Some(c) = cluster() else { return };
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
     ns(c, "probe-fail");
     c.apply_yaml(
         "apiVersion: batch/v1
@@ -149,7 +151,8 @@ spec:
 /// real apiserver to the node agent's log endpoint, which serves the process's output file.
 #[test]
 fn kubectl_logs_of_a_host_process_controller_is_its_output() {
-    let Some(c) = cluster() else { return };
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
     let pods = c.get_json(&[
         "-n",
         "flux-system",
@@ -186,16 +189,18 @@ fn kubectl_logs_of_a_host_process_controller_is_its_output() {
 /// pin it in kube-system/coredns).
 const PINS: &str = "192.168.2.20 gitea.prod.example.dev";
 
-/// Sets [`PINS`] and the upstream records once per run, before any test that reads
-/// them: the tests below only add to this, never remove from it.
+/// Sets [`PINS`] and the upstream records once per cluster ([`Cluster::memo`]), before any
+/// test that reads them: the tests below only add to this, never remove from it.
 fn dns(c: &Cluster) {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
+    /// The pins and records are set on this cluster.
+    struct Pinned;
+    c.memo(|| {
         c.set_corefile_hosts(PINS).unwrap();
         c.set_upstream("registry.example.com", &["203.0.113.7"])
             .unwrap();
         c.set_upstream("gitea.prod.example.dev", &["203.0.113.99"])
             .unwrap();
+        Pinned
     });
 }
 
@@ -268,7 +273,8 @@ fn pid_line(log: &str) -> u32 {
 /// into the host's namespace and its process is gone when the pod is Succeeded.
 #[test]
 fn a_probe_pod_resolves_through_the_cluster_dns_as_the_kubelet_set_it_up() {
-    let Some(c) = cluster() else { return };
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
     dns(c);
     ns(c, "probe-dns");
     let mounts_before = resolv_mounts();
@@ -340,7 +346,8 @@ fn a_probe_pod_resolves_through_the_cluster_dns_as_the_kubelet_set_it_up() {
 /// node's resolver: the upstream's answer, not the CoreDNS pin).
 #[test]
 fn exit_codes_start_error_run_as_non_root_and_dns_policy_default() {
-    let Some(c) = cluster() else { return };
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
     dns(c);
     let n = "probe-exit";
     ns(c, n);
@@ -421,7 +428,8 @@ fn exit_codes_start_error_run_as_non_root_and_dns_policy_default() {
 /// pod started after the reload; before, the pinned name was NXDOMAIN.
 #[test]
 fn a_corefile_pin_and_a_new_service_answer_after_the_reload() {
-    let Some(c) = cluster() else { return };
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
     dns(c);
     let n = "probe-reload";
     ns(c, n);
@@ -481,7 +489,8 @@ spec:
 /// deletion so the pod is gone from the apiserver.
 #[test]
 fn the_deadline_and_a_deletion_kill_the_process() {
-    let Some(c) = cluster() else { return };
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
     let n = "probe-kill";
     ns(c, n);
     create_pod(
@@ -549,7 +558,8 @@ fn the_deadline_and_a_deletion_kill_the_process() {
 /// ErrImagePull with containerd's message and then ImagePullBackOff, as the kubelet does.
 #[test]
 fn the_registry_list_decides_what_the_node_pulls() {
-    let Some(c) = cluster() else { return };
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
     let n = "probe-pull";
     ns(c, n);
     c.registry().add("docker.io/library/nginx:1.25");
@@ -609,7 +619,8 @@ fn the_registry_list_decides_what_the_node_pulls() {
 /// pod's own deadline, pkg/kubelet active_deadline.go).
 #[test]
 fn a_jobs_deadline_is_the_job_controllers_and_its_deletion_kills_the_pod() {
-    let Some(c) = cluster() else { return };
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
     let n = "probe-jobdeadline";
     ns(c, n);
     c.apply_yaml(&format!(
@@ -677,7 +688,8 @@ spec:
 /// "not printed yet" holds however slow the machine is.
 #[test]
 fn kubectl_logs_of_a_running_container_that_has_not_printed_is_empty() {
-    let Some(c) = cluster() else { return };
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
     let n = "probe-quiet";
     ns(c, n);
     let go = c.dir().join("probe-quiet-go");

@@ -34,8 +34,8 @@ spec:
     name: flux-system
 "#;
 
-fn cluster() -> &'static Cluster {
-    static CLUSTER: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
+fn cluster() -> realcluster::Lease {
+    static CLUSTER: realcluster::ClusterCell = realcluster::ClusterCell::new();
     let c = crate::group_cluster(&CLUSTER);
     assert!(KS.contains(HELD_SHARD_LABEL));
     c.apply_yaml(KS).unwrap();
@@ -65,7 +65,7 @@ fn ready_status(generation: i64, ready: &str) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typed_flux_objects_wait_and_kstatus_on_the_real_apiserver() {
-    let c = cluster();
+    let c = &cluster();
     let proxy = FaultProxy::start(c).await.unwrap();
     // The first watch ends at once (a dropped watch): the wait must resume from the list's
     // resourceVersion, not fail, re-list or poll.
@@ -197,7 +197,7 @@ async fn typed_flux_objects_wait_and_kstatus_on_the_real_apiserver() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_denial_names_verb_resource_namespace() {
-    let c = cluster();
+    let c = &cluster();
     // May read Kustomizations in flux-system, nothing else (real RBAC: a Role and its binding).
     let kc = read_kustomizations_in_flux_system(c, "shared-ro");
     let conn = conn_for(kc).await;

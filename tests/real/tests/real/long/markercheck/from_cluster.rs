@@ -12,8 +12,8 @@ use realcluster::{Cluster, FLUX_NS};
 
 const BIN: &str = crate::bin!("kubectl-markercheck");
 
-fn cluster() -> &'static Cluster {
-    static CLUSTER: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
+fn cluster() -> realcluster::Lease {
+    static CLUSTER: realcluster::ClusterCell = realcluster::ClusterCell::new();
     crate::group_cluster(&CLUSTER)
 }
 
@@ -88,7 +88,7 @@ fn tree(policy: &str) -> tempfile::TempDir {
 /// (counted by the fault proxy's request log: no write, a list of imagepolicies).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulation_uses_the_real_clusters_latest_ref_and_only_reads() {
-    let c = cluster();
+    let c = &cluster();
     seed(c, "mc-app", "1.4.2");
     let proxy = FaultProxy::start(c).await.unwrap();
     let d = tree("mc-app");
@@ -124,7 +124,7 @@ async fn simulation_uses_the_real_clusters_latest_ref_and_only_reads() {
 /// real RBAC authorizer): exit 3 naming the list permission on image.toolkit.fluxcd.io.
 #[test]
 fn rbac_denial_on_the_real_apiserver_names_the_permission() {
-    let c = cluster();
+    let c = &cluster();
     seed(c, "mc-rbac", "1.4.2");
     c.apply_yaml("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: mc-ci\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: markercheck\n  namespace: mc-ci\n")
         .unwrap();

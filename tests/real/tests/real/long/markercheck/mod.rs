@@ -256,8 +256,8 @@ fn git(dir: &Path, args: &[&str]) -> String {
 /// The cluster of this group, with image-automation-controller running
 /// ([`realcluster::ClusterOptions::image_automation_controller`]; image-reflector-controller
 /// does not run).
-fn cluster() -> &'static Cluster {
-    static C: OnceLock<Result<Cluster, String>> = OnceLock::new();
+fn cluster() -> realcluster::Lease {
+    static C: realcluster::ClusterCell = realcluster::ClusterCell::new();
     crate::cluster_with(&C, || realcluster::ClusterOptions {
         image_automation_controller: true,
         ..Default::default()
@@ -443,7 +443,7 @@ fn seed() -> u64 {
 fn generated() -> &'static Run {
     static RUN: OnceLock<Run> = OnceLock::new();
     RUN.get_or_init(|| {
-        let c = cluster();
+        let c = &cluster();
         c.kubectl(&["create", "namespace", layouts::NS]).unwrap();
         let pols: Vec<(&str, &str, &str, &str)> = layouts::POLICIES
             .iter()
@@ -632,7 +632,7 @@ fn flux_setter_fixtures_match() {
         eprintln!("SKIPPED: ../shared/oracle is absent");
         return;
     };
-    let c = cluster();
+    let c = &cluster();
     let ns = "automation-ns";
     c.kubectl(&["create", "namespace", ns]).unwrap();
     let pols = std::fs::read_to_string(o.join("policies.yaml")).unwrap();

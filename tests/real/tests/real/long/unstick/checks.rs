@@ -59,7 +59,7 @@ fn check_ended(c: &Cluster, name: &str, within: Duration) -> (Value, jiff::Times
 /// as a healthChecks entry (never "in the inventory"), NotFound, and predicts the end.
 #[test]
 fn wrong_namespace_health_check_is_named_and_its_end_predicted() {
-    let c = cluster();
+    let c = &cluster();
     let name = "unstick-hc-ns";
     c.fleet(
         name,
@@ -107,7 +107,7 @@ fn wrong_namespace_health_check_is_named_and_its_end_predicted() {
 /// for kind`; unstick says the CRD is missing and sends no request (fix-in-git).
 #[test]
 fn missing_crd_on_apply_is_said_and_no_request_is_sent() {
-    let c = cluster();
+    let c = &cluster();
     let name = "unstick-nocrd";
     c.fleet(
         name,
@@ -145,7 +145,7 @@ fn missing_crd_on_apply_is_said_and_no_request_is_sent() {
 /// within 10 % of the timeout, and names the Deployment with its pod's pull error.
 #[test]
 fn deadline_predicts_fail_fast_on_the_real_controller() {
-    let c = cluster();
+    let c = &cluster();
     let name = "unstick-ff";
     let ns = "unstick-ff";
     c.fleet(

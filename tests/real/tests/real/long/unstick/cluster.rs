@@ -17,7 +17,7 @@ use super::{BIN, cluster, unstick};
 /// row names the same blocker.
 #[test]
 fn a_job_that_cannot_pull_is_named_and_the_deadline_matches_the_real_controller() {
-    let c = cluster();
+    let c = &cluster();
     let ns = "unstick-job";
     c.fleet(
         "unstick-job",
@@ -139,7 +139,7 @@ fn find_deadline(v: &Value) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_faults_exit_3_and_all_stays_within_its_request_bound() {
     use realcluster::proxy::{Fault, FaultAction, FaultProxy};
-    let c = cluster();
+    let c = &cluster();
     c.fleet(
         "unstick-fault",
         &[("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fault\n  namespace: default\ndata: {a: b}\n")],

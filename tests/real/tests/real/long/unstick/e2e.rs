@@ -14,7 +14,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use realcluster::proxy::{Fault, FaultAction, FaultProxy};
@@ -30,9 +29,9 @@ const MARKER: &str = unstick::diagnose::SUSPEND_MARKER;
 /// An image the e2e cluster's registry holds.
 const GOOD: &str = "registry.example.local:5000/podinfo:6.7.0";
 
-/// The e2e cluster (see the module doc), started on first use. Panics with the start error.
-fn e2e_cluster() -> &'static Cluster {
-    static E2E: OnceLock<Result<Cluster, String>> = OnceLock::new();
+/// The e2e cluster (see the module doc), leased (started on first use, stopped after its last lease). Panics with the start error.
+fn e2e_cluster() -> realcluster::Lease {
+    static E2E: realcluster::ClusterCell = realcluster::ClusterCell::new();
     crate::cluster_with(&E2E, || ClusterOptions {
         images: vec![GOOD.into()],
         kustomize_controller_args: vec!["--concurrent=10".into(), "--requeue-dependency=5s".into()],
@@ -138,10 +137,12 @@ fn ready_true(o: &Value) -> bool {
 }
 
 /// The GitRepository `flux-system/e2e-src` (a fleet with one directory per scenario that the
-/// real controllers apply) and its artifact revision once fetched.
-fn source(c: &Cluster) -> &'static str {
-    static REV: OnceLock<String> = OnceLock::new();
-    REV.get_or_init(|| {
+/// real controllers apply) and its artifact revision once fetched; made once per cluster
+/// ([`Cluster::memo`]).
+fn source(c: &Cluster) -> String {
+    /// The e2e-src revision on this cluster.
+    struct E2eSource(String);
+    c.memo(|| {
         let cm = |name: &str| {
             format!(
                 "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\ndata: {{a: b}}\n"
@@ -160,13 +161,15 @@ fn source(c: &Cluster) -> &'static str {
             "  interval: 100h\n  path: ./src\n  prune: true\n",
         )
         .unwrap();
-        eventually(T, "e2e-src fetched", || {
+        E2eSource(eventually(T, "e2e-src fetched", || {
             let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", "e2e-src"]);
             g["status"]["artifact"]["revision"]
                 .as_str()
                 .map(str::to_owned)
-        })
+        }))
     })
+    .0
+    .clone()
 }
 
 /// A Kustomization `ns/name` of the held shard (no controller reconciles it here), reading
@@ -234,7 +237,7 @@ fn leave_suspended_by_us(c: &Cluster, ns: &str, name: &str) {
 }
 
 /// A runtime whose worker threads serve a fault proxy while the scenario runs.
-fn proxy_for(c: &'static Cluster) -> (tokio::runtime::Runtime, FaultProxy) {
+fn proxy_for(c: &Cluster) -> (tokio::runtime::Runtime, FaultProxy) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -247,7 +250,7 @@ fn proxy_for(c: &'static Cluster) -> (tokio::runtime::Runtime, FaultProxy) {
 /// Every e2e scenario at once on the e2e cluster.
 #[test]
 fn e2e_on_the_real_controllers() {
-    let c = e2e_cluster();
+    let c = &e2e_cluster();
     source(c);
     concurrently(&[
         (
@@ -300,7 +303,7 @@ fn e2e_on_the_real_controllers() {
 /// exit 0 and show it as waiting-on-dependencies; the root cause is said once. Once the
 /// dependency fails at the source's revision, both exit 1.
 fn depends_on_rollout_is_waiting_and_exits_0_in_both_views() {
-    let c = e2e_cluster();
+    let c = &e2e_cluster();
     let rev = source(c);
     let ns = "e2e-rollout";
     namespace(c, ns);
@@ -420,7 +423,7 @@ fn depends_on_rollout_is_waiting_and_exits_0_in_both_views() {
 /// A reconcile request no worker has taken (what a controller whose workers are all busy
 /// shows): request-pending, a finding, and the human output names the request.
 fn request_pending_while_no_controller_has_taken_it() {
-    let c = e2e_cluster();
+    let c = &e2e_cluster();
     let rev = source(c);
     let ns = "e2e-pending";
     namespace(c, ns);
@@ -455,7 +458,7 @@ fn request_pending_while_no_controller_has_taken_it() {
 /// (0 here, it was 1); `healed:` comes before the table. Someone else's suspend is never
 /// touched (a finding, exit 1), unless `ks/NAME --force-resume`.
 fn all_heals_ours_only_and_reports_the_state_after_the_repair() {
-    let c = e2e_cluster();
+    let c = &e2e_cluster();
     source(c);
     let (a, b) = ("e2e-heal-a", "e2e-heal-b");
     namespace(c, a);
@@ -571,7 +574,7 @@ fn spawn_in_the_window(c: &Cluster, proxy: &FaultProxy) -> std::process::Child {
 /// `resume`, and `--all` heals it and shows the state after the repair (the check, still in
 /// flight: exit 1).
 fn interrupted_runs_faults_and_rbac_on_a_real_held_check() {
-    let c = e2e_cluster();
+    let c = &e2e_cluster();
     source(c);
     let ns = "e2e-intr";
     namespace(c, ns);
@@ -684,7 +687,7 @@ fn interrupted_runs_faults_and_rbac_on_a_real_held_check() {
 /// Kustomization left suspended by us (guarded by the listed resourceVersion). Bound: reads
 /// <= 15, plus 1 per write.
 fn fleet_view_request_bound_with_cross_namespace_dependencies_and_healing() {
-    let c = e2e_cluster();
+    let c = &e2e_cluster();
     source(c);
     for ns in ["e2e-deps", "e2e-team-a", "e2e-team-b", "e2e-team-c"] {
         namespace(c, ns);
@@ -801,7 +804,7 @@ fn fleet_view_request_bound_with_cross_namespace_dependencies_and_healing() {
 /// then the source pointed at a repository that does not exist (the source's failure is in
 /// the diagnosis): each from the real controllers.
 fn classes_healthy_build_failed_and_source_not_ready() {
-    let c = e2e_cluster();
+    let c = &e2e_cluster();
     let name = "e2e-classes";
     let sha = c
         .fleet(
@@ -895,7 +898,7 @@ fn classes_healthy_build_failed_and_source_not_ready() {
 /// (fix-dependency). The fix is pushed and fetched: no write frees the check sooner (the
 /// `wait` lever), the wait proves the recovery and the cascade frees wave 2.
 fn gate_off_diagnosis_then_the_wait_lever_recovers_with_cascade() {
-    let c = e2e_cluster();
+    let c = &e2e_cluster();
     let web = |image: &str| {
         format!(
             "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: podinfo\n  namespace: e2e-wave\nspec:\n  replicas: 1\n  progressDeadlineSeconds: 3600\n  selector:\n    matchLabels: {{app: podinfo}}\n  template:\n    metadata:\n      labels: {{app: podinfo}}\n    spec:\n      containers:\n      - name: podinfo\n        image: {image}\n"
@@ -1039,7 +1042,7 @@ fn gate_off_diagnosis_then_the_wait_lever_recovers_with_cascade() {
 /// superseded by a pending one (exit 1); an invalid token is a usage error decided before any
 /// kubeconfig is read.
 fn check_token_superseded_by_a_later_request() {
-    let c = e2e_cluster();
+    let c = &e2e_cluster();
     let name = "e2e-token";
     c.fleet(
         name,
@@ -1135,7 +1138,7 @@ fn check_token_superseded_by_a_later_request() {
 /// (exit 1: nothing was checked); when GET namespaces is forbidden (real RBAC) it says it
 /// could not check.
 fn missing_kustomization_or_namespace_is_exit_3_and_an_empty_namespace_exit_1() {
-    let c = e2e_cluster();
+    let c = &e2e_cluster();
     source(c);
     namespace(c, "e2e-nf");
     namespace(c, "e2e-empty");
@@ -1243,7 +1246,7 @@ fn missing_kustomization_or_namespace_is_exit_3_and_an_empty_namespace_exit_1() 
 /// (DependencyNotReady). That is progress, not failure: the wait goes on until wave 1 is
 /// Ready at the fix revision, and the cascade follows.
 fn restart_controller_waits_while_a_dependency_reconciles() {
-    let c = e2e_cluster();
+    let c = &e2e_cluster();
     let deploy = |name: &str, image: &str| {
         format!(
             "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  replicas: 2\n  progressDeadlineSeconds: 3600\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: {name}\n        image: {image}\n"
@@ -1350,7 +1353,7 @@ fn restart_controller_waits_while_a_dependency_reconciles() {
 fn fleet_view_on_300_kustomizations_uses_at_most_15_requests() {
     use futures::StreamExt;
     use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-    let c = e2e_cluster();
+    let c = &e2e_cluster();
     let rev = source(c).to_owned();
     let ns = "e2e-300";
     namespace(c, ns);

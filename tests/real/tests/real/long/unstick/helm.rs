@@ -22,7 +22,6 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use realcluster::testkit::{condition, eventually};
@@ -35,8 +34,8 @@ use super::situations::concurrently;
 /// The cluster of this file: helm-controller runs, kustomize-controller as by default. Started
 /// on first use, on a thread of its own (start() runs a runtime of its own). Panics with the
 /// start error.
-fn helm_cluster() -> &'static Cluster {
-    static HELM: OnceLock<Result<Cluster, String>> = OnceLock::new();
+fn helm_cluster() -> realcluster::Lease {
+    static HELM: realcluster::ClusterCell = realcluster::ClusterCell::new();
     crate::cluster_with(&HELM, || ClusterOptions {
         helm_controller: true,
         ..ClusterOptions::default()
@@ -163,7 +162,7 @@ fn assert_named_as_stalled(v: &Value, ns: &str) -> String {
 /// request on the Kustomization is handled and changes nothing (the same HelmRelease is
 /// re-applied, helm-controller does not act on it). The Git fix and `--with-source` free it.
 fn out_of_retries_then_a_git_fix() {
-    let c = helm_cluster();
+    let c = &helm_cluster();
     let (name, ns) = ("hr-gitfix", "hr-gitfix");
     let missing = "registry.example.local/hr-gitfix-web:1";
     fleet(c, name, ns, missing, false, "15s");
@@ -282,7 +281,7 @@ fn out_of_retries_then_a_git_fix() {
 /// annotate` form with a token), really makes helm-controller upgrade it; unstick then requests
 /// the Kustomization's run (every object of the failed check is Current now) and proves it.
 fn out_of_retries_then_the_image_appears() {
-    let c = helm_cluster();
+    let c = &helm_cluster();
     let (name, ns) = ("hr-force", "hr-force");
     let image = "registry.example.local/hr-force-web:1";
     fleet(c, name, ns, image, false, "15s");
@@ -345,7 +344,7 @@ fn out_of_retries_then_the_image_appears() {
 /// the install succeeds and the real check passes: it says recovered, having written nothing
 /// (no request, no suspend): waiting was the right verdict.
 fn installing_is_waiting_not_stuck() {
-    let c = helm_cluster();
+    let c = &helm_cluster();
     let (name, ns) = ("hr-wait", "hr-wait");
     let image = "registry.example.local/hr-wait-web:1";
     c.registry().add(image);

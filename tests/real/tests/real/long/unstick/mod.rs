@@ -19,8 +19,6 @@ mod race;
 mod situations;
 mod stopped;
 
-use std::sync::OnceLock;
-
 use realcluster::{Cluster, ClusterOptions};
 
 /// The plugin binary this build made.
@@ -43,21 +41,21 @@ pub fn unstick(c: &Cluster, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// This group's shared cluster (default options), started on first use. Panics with the start
+/// This group's shared cluster (default options), leased (started on first use, stopped after its last lease). Panics with the start
 /// error.
-pub fn cluster() -> &'static Cluster {
-    static SHARED: OnceLock<Result<Cluster, String>> = OnceLock::new();
+pub fn cluster() -> realcluster::Lease {
+    static SHARED: realcluster::ClusterCell = realcluster::ClusterCell::new();
     crate::group_cluster(&SHARED)
 }
 
 /// A second cluster of this group (`registry.example.local:5000/podinfo:6.7.0` pullable;
-/// kustomize-controller with `--requeue-dependency=5s`), started on first use, for tests that
+/// kustomize-controller with `--requeue-dependency=5s`), leased (started on first use, stopped after its last lease), for tests that
 /// must not wait behind the shared cluster's held health checks. Its tests walk dependsOn
 /// chains: the flag (kustomize-controller main.go `requeue-dependency`, default 30s) is how
 /// soon a Kustomization whose dependency is not Ready looks again, and unstick reads it from
 /// the Deployment's args, so 5s only makes the chains move sooner. Panics with the start error.
-pub fn quiet_cluster() -> &'static Cluster {
-    static QUIET: OnceLock<Result<Cluster, String>> = OnceLock::new();
+pub fn quiet_cluster() -> realcluster::Lease {
+    static QUIET: realcluster::ClusterCell = realcluster::ClusterCell::new();
     crate::cluster_with(&QUIET, || ClusterOptions {
         images: vec!["registry.example.local:5000/podinfo:6.7.0".into()],
         kustomize_controller_args: vec!["--requeue-dependency=5s".into()],

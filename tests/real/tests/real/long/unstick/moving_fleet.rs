@@ -103,13 +103,14 @@ fn sample(c: &Cluster, stop: Arc<AtomicBool>) -> Vec<String> {
 
 #[test]
 fn all_and_single_object_agree_at_every_step() {
-    let c = quiet_cluster();
+    let c = &quiet_cluster();
     let first = "registry.example.local:5000/podinfo:6.7.0";
     let later = "registry.example.local:5000/podinfo:7.0.0-mv";
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = {
         let stop = stop.clone();
-        std::thread::spawn(move || sample(c, stop))
+        let c = c.clone();
+        std::thread::spawn(move || sample(&c, stop))
     };
     c.fleet(
         "mv",

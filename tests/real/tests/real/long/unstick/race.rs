@@ -96,7 +96,7 @@ fn request_source(c: &Cluster, tag: &str) -> String {
 
 #[test]
 fn push_fix_then_with_source_while_the_source_is_fetching_never_says_not_recovered() {
-    let c = quiet_cluster();
+    let c = &quiet_cluster();
     c.fleet(
         "race",
         &[

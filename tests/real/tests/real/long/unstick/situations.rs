@@ -169,7 +169,7 @@ fn fix_blockers_only(v: &Value) {
 /// once the image becomes pullable the real run ends Ready and the check says recovered.
 /// Deterministic: the image is made pullable only after the plugin said it is waiting.
 fn check_waits_for_the_run_in_progress_and_says_recovered() {
-    let c = cluster();
+    let c = &cluster();
     let (name, ns) = ("unstick-chk", "unstick-chk");
     let image = "registry.example.local/unstick-chk:1";
     c.fleet(
@@ -255,7 +255,7 @@ fn check_waits_for_the_run_in_progress_and_says_recovered() {
 /// real kustomize-controller reads it InProgress (observedGeneration behind) and holds the
 /// check to its timeout; unstick names it suspended, with `flux resume` as the fix.
 fn suspended_helmrelease_is_named_with_resume_and_the_end_predicted() {
-    let c = cluster();
+    let c = &cluster();
     let (name, ns) = ("unstick-hr", "unstick-hr");
     c.apply_yaml(&ns_yaml(ns)).unwrap();
     let hr = format!(
@@ -349,7 +349,7 @@ fn suspended_helmrelease_is_named_with_resume_and_the_end_predicted() {
 /// kustomize-controller's next run holds the check on it (`status: 'Terminating'`). unstick
 /// names the finalizer and the pod that holds it, and predicts the end.
 fn terminating_pvc_names_the_finalizer_and_the_pod_and_the_end_is_predicted() {
-    let c = cluster();
+    let c = &cluster();
     let (name, ns) = ("unstick-pvc", "unstick-pvc");
     let image = "registry.example.local/unstick-pvc-db:1";
     c.registry().add(image);
@@ -442,7 +442,7 @@ fn terminating_pvc_names_the_finalizer_and_the_pod_and_the_end_is_predicted() {
 /// upgrade): the real controller holds the check to its timeout (`status: 'Unknown'`);
 /// unstick names it Unknown with "install the CRD", and predicts the end.
 fn missing_crd_in_the_wait_set_is_unknown_with_the_fix_and_the_end_predicted() {
-    let c = cluster();
+    let c = &cluster();
     let (name, ns) = ("unstick-hc-crd", "unstick-hc-crd");
     c.fleet(
         name,
@@ -500,7 +500,7 @@ fn missing_crd_in_the_wait_set_is_unknown_with_the_fix_and_the_end_predicted() {
 /// A dependsOn cycle on the real controller (each says `dependency '...' is not ready` and
 /// retries forever): unstick names the cycle and the only lever is "break the cycle in Git".
 fn dependson_cycle_is_break_the_cycle_in_git_only() {
-    let c = cluster();
+    let c = &cluster();
     c.fleet(
         "unstick-cyc-a",
         &[(
@@ -551,7 +551,7 @@ fn dependson_cycle_is_break_the_cycle_in_git_only() {
 /// A GitRepository failing on a missing secret (the real source-controller's message):
 /// unstick quotes only what the object says, never "authentication required".
 fn source_failing_on_a_missing_secret_is_quoted_verbatim() {
-    let c = cluster();
+    let c = &cluster();
     let name = "unstick-nosecret";
     // The GitRepository names the missing secret from its creation, so it never has an
     // artifact (deterministic: no earlier successful fetch to race with).
@@ -744,7 +744,7 @@ fn worker_starvation_names_the_holder_and_predicts_when_the_worker_frees() {
 /// message quotes the CEL error). unstick does not evaluate CEL: it names the object as Unknown
 /// with the expressions, never "nothing blocks" (the generic reading), and predicts the end.
 fn health_check_exprs_member_is_named_unknown_and_the_end_predicted() {
-    let c = cluster();
+    let c = &cluster();
     let (name, ns) = ("unstick-cel", "unstick-cel");
     c.apply_yaml(
         "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: databases.example.com\nspec:\n  group: example.com\n  names: {kind: Database, plural: databases, singular: database, listKind: DatabaseList}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true\n",
@@ -802,7 +802,7 @@ fn health_check_exprs_member_is_named_unknown_and_the_end_predicted() {
 /// what it waited on, never failed-again; and a SIGINT while it waits ends it with exit 130 and
 /// proof `interrupted`, at once (it only reads: nothing to undo).
 fn check_at_its_deadline_is_timed_out_and_sigint_is_130() {
-    let c = cluster();
+    let c = &cluster();
     let (name, ns) = ("unstick-chk-to", "unstick-chk-to");
     c.fleet(
         name,

@@ -442,7 +442,7 @@ fn crash_looping_controller(c: &Cluster, name: &str, cm: &dyn Fn(&str) -> String
 /// `status.history` shows, never on the held run's own end.
 #[test]
 fn failed_again_only_after_the_fresh_run_it_waited_for() {
-    let c = super::quiet_cluster();
+    let c = &super::quiet_cluster();
     let name = "freshrun";
     let dep = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: freshrun\nspec:\n  replicas: 1\n  progressDeadlineSeconds: 3600\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: 0.1.1\n";
     c.fleet(

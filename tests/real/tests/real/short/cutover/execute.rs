@@ -38,7 +38,7 @@ const NEW_SECRET: &str = "new-creds";
 
 /// One test's fleet: GitRepository + root Kustomization `ns` in namespace `ns`.
 struct Fleet {
-    c: &'static Cluster,
+    c: realcluster::Lease,
     ns: String,
     old: GitServer,
     new: GitServer,
@@ -81,7 +81,7 @@ impl Fleet {
         new_main: usize,
         self_applied: bool,
     ) -> Fleet {
-        let c = execute_cluster();
+        let c = &execute_cluster();
         let (old, new) = fleet_servers(GitServerOptions::default());
         let work = tempfile::tempdir().unwrap();
         let w = work.path();
@@ -131,7 +131,7 @@ impl Fleet {
         let head = commits[old_main].clone();
         let proxy = FaultProxy::start(c).await.unwrap();
         let f = Fleet {
-            c,
+            c: c.clone(),
             ns: ns.into(),
             old,
             new,
@@ -150,7 +150,7 @@ impl Fleet {
     }
 
     fn secret(&self, name: &str, token: &str, ca: &str) {
-        basic_auth_secret(self.c, &self.ns, name, token, Some(ca));
+        basic_auth_secret(&self.c, &self.ns, name, token, Some(ca));
     }
 
     fn head_rev(&self) -> String {
@@ -168,7 +168,7 @@ impl Fleet {
     /// Waits until the root Kustomization is Ready with `revision` applied; panics after [`T`]
     /// with both objects' status.
     fn root_applied(&self, revision: &str) -> Value {
-        wait_root_applied(self.c, &self.ns, revision, T)
+        wait_root_applied(&self.c, &self.ns, revision, T)
     }
 
     fn root(&self) -> Value {
@@ -560,7 +560,7 @@ async fn ctrl_c_mid_wait_rolls_back() {
         Fleet::start("cutover-sigint", true).await
     };
     let _only = SOURCE.write().await;
-    let stopped = SourceStopped::new(f.c);
+    let stopped = SourceStopped::new(&f.c);
     let child = f
         .command(&f.args(&["--hold-root", "--timeout", "300s"]))
         .spawn()
@@ -601,7 +601,7 @@ async fn no_proof_before_the_deadline_is_rolled_back() {
     };
     let _only = SOURCE.write().await;
     let before = f.live();
-    let stopped = SourceStopped::new(f.c);
+    let stopped = SourceStopped::new(&f.c);
     let r = f.run(&f.args(&["--hold-root", "--timeout", "3s"])).await;
     drop(stopped);
     assert_eq!(r.code, 1, "{}", r.all());
@@ -641,7 +641,7 @@ async fn source_failing_after_the_patch_is_rolled_back() {
         Fleet::start("cutover-revoked", true).await
     };
     let _only = SOURCE.write().await;
-    let stopped = SourceStopped::new(f.c);
+    let stopped = SourceStopped::new(&f.c);
     let child = tokio::spawn(run_command(
         f.command(&f.args(&["--hold-root", "--timeout", "120s"])),
         RUN_TIMEOUT,
@@ -972,7 +972,7 @@ async fn sigkill_after_the_patch_leaves_a_mark_the_next_run_reads() {
     };
     let _only = SOURCE.write().await;
     let (old, to) = (f.old_url(), f.to());
-    let stopped = SourceStopped::new(f.c);
+    let stopped = SourceStopped::new(&f.c);
     let mut child = f.command(&f.args(&["--timeout", "5m"])).spawn().unwrap();
     f.patched();
     child.start_kill().unwrap();
@@ -1920,7 +1920,7 @@ async fn finish_with_a_root_failing_at_the_source_revision_says_fix_not_wait() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_gitrepository_exits_3_naming_it_and_the_context() {
     let _shared = SOURCE.read().await;
-    let c = execute_cluster();
+    let c = &execute_cluster();
     let proxy = FaultProxy::start(c).await.unwrap();
     // The proxy's kubeconfig: context `proxy`, namespace flux-system.
     let want = format!(
@@ -2144,10 +2144,10 @@ async fn a_leftover_hold_is_named_by_every_run() {
 /// for Ready) when dropped, also when an assertion fails. Hold [`SOURCE`] exclusively.
 /// A Flux controller Deployment in flux-system scaled to 0 (the node agent stops its host
 /// process), scaled back to 1 when dropped (also on panic), waiting until it runs again.
-struct ControllerScaledDown(&'static Cluster, &'static str);
+struct ControllerScaledDown(realcluster::Lease, &'static str);
 
 impl ControllerScaledDown {
-    fn new(c: &'static Cluster, name: &'static str) -> ControllerScaledDown {
+    fn new(c: realcluster::Lease, name: &'static str) -> ControllerScaledDown {
         c.kubectl(&[
             "-n",
             "flux-system",
@@ -2194,7 +2194,7 @@ async fn finish_with_a_stopped_kustomize_controller_says_so_at_once() {
     };
     let _only = SOURCE.write().await;
     let before = f.live();
-    let _stopped = ControllerScaledDown::new(f.c, "kustomize-controller");
+    let _stopped = ControllerScaledDown::new(f.c.clone(), "kustomize-controller");
     let w = f.work.path();
     git(
         w,
@@ -2261,7 +2261,7 @@ async fn a_stopped_source_controller_is_refused_before_any_write() {
     };
     let _only = SOURCE.write().await;
     let before = f.live();
-    let stopped = ControllerScaledDown::new(f.c, "source-controller");
+    let stopped = ControllerScaledDown::new(f.c.clone(), "source-controller");
     let r = f.run(&f.args(&["--hold-root", "--timeout", "15s"])).await;
     let refusal = format!(
         "FAIL controller source-controller in flux-system is not running (0 replicas): nothing \

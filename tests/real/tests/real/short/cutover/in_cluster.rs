@@ -19,7 +19,6 @@
 use std::time::Duration;
 
 use super::common::*;
-use realcluster::Cluster;
 use realcluster::testkit::eventually;
 use serde_json::{Value, json};
 use twin::git::{GitServer, GitServerOptions};
@@ -28,12 +27,12 @@ use twin::testkit::{PluginRun, run_command};
 /// Held shared by every test, exclusively by the tests that change the image CA bundle.
 static IMAGE_CA: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-/// This module's cluster, started on first use with the default options; not
+/// This module's cluster, leased (started on first use, stopped after its last lease) with the default options; not
 /// [`super::common::execute_cluster`], which [`super::execute`]'s tests use: they stop source-controller
 /// (SIGSTOP) and scale kustomize-controller to 0, which the probes here must never meet.
 /// `None` (with a message) when the pod runtime cannot run here.
-fn cluster() -> Option<&'static Cluster> {
-    static PROBES: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
+fn cluster() -> Option<realcluster::Lease> {
+    static PROBES: realcluster::ClusterCell = realcluster::ClusterCell::new();
     let m = twin::podexec::missing_prerequisites();
     if !m.is_empty() {
         eprintln!("SKIPPED: the pod runtime needs {}", m.join(", "));
@@ -45,7 +44,7 @@ fn cluster() -> Option<&'static Cluster> {
 /// One test's world: GitRepository + Kustomization `name` in namespace `name`, reconciled by the
 /// real controllers from `old`; `new` on the pod network as `https://<host>/org/fleet.git`.
 struct RealWorld {
-    c: &'static Cluster,
+    c: realcluster::Lease,
     name: String,
     host: String,
     old: GitServer,
@@ -70,16 +69,16 @@ impl Drop for RealWorld {
 impl RealWorld {
     /// `cluster_knows_host`: the node's upstream resolver answers `host` with the link
     /// address (else the name is NXDOMAIN in the cluster, known only to the workstation).
-    fn start(c: &'static Cluster, name: &str, host: &str, cluster_knows_host: bool) -> RealWorld {
+    fn start(c: realcluster::Lease, name: &str, host: &str, cluster_knows_host: bool) -> RealWorld {
         let listen = c.podexec().expect("pod runtime").host_address();
-        RealWorld::start_listening(c, name, host, cluster_knows_host, listen.into())
+        RealWorld::start_listening(c.clone(), name, host, cluster_knows_host, listen.into())
     }
 
     /// [`RealWorld::start`] with the new server bound to `listen` (e.g. `0.0.0.0`: also on this
     /// machine's loopback, as a `kubectl port-forward` would serve it); the cluster's DNS still
     /// answers `host` with the pod-network address.
     fn start_listening(
-        c: &'static Cluster,
+        c: realcluster::Lease,
         name: &str,
         host: &str,
         cluster_knows_host: bool,
@@ -120,7 +119,7 @@ impl RealWorld {
         push(w, &old, &old.url_https("org/fleet"), &head, TOKEN);
         push(w, &new, &new.url_https("org/fleet"), &head, TOKEN);
         let world = RealWorld {
-            c,
+            c: c.clone(),
             name: name.into(),
             host: host.into(),
             old,
@@ -160,7 +159,7 @@ impl RealWorld {
         // The real controllers fetch and apply it (gotk-sync.yaml applies itself, so the
         // GitRepository carries kustomize-controller's owner labels as after a bootstrap).
         wait_root_applied(
-            c,
+            &c,
             name,
             &format!("main@sha1:{}", world.head),
             Duration::from_secs(120),
@@ -176,7 +175,7 @@ impl RealWorld {
 
     /// A basic-auth Secret `<namespace>/<secret>` with `ca` as `ca.crt` (none: no such key).
     fn secret_with(&self, secret: &str, token: &str, ca: Option<&str>) {
-        basic_auth_secret(self.c, &self.name, secret, token, ca);
+        basic_auth_secret(&self.c, &self.name, secret, token, ca);
     }
 
     /// Makes the new server hold each response `secs` seconds (`0`: answer at once).
@@ -263,8 +262,9 @@ fn check<'a>(v: &'a Value, id: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_head_seen_from_inside_the_real_cluster() {
-    let Some(c) = cluster() else { return };
-    let w = RealWorld::start(c, "fleet-same-head", "gitea.prod.example.dev", true);
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
+    let w = RealWorld::start(c.clone(), "fleet-same-head", "gitea.prod.example.dev", true);
     let _ca = IMAGE_CA.read().await;
     let r = w.run(&["--verify-in-cluster", "-o", "json"]).await;
     assert_eq!(r.code, 0, "{}", r.all());
@@ -323,10 +323,16 @@ async fn same_head_seen_from_inside_the_real_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_dns_is_refused_with_both_answers() {
-    let Some(c) = cluster() else { return };
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
     let _ca = IMAGE_CA.read().await;
     // The cluster's upstream does not know the name; the workstation does.
-    let w = RealWorld::start(c, "fleet-split", "git-split.prod.example.dev", false);
+    let w = RealWorld::start(
+        c.clone(),
+        "fleet-split",
+        "git-split.prod.example.dev",
+        false,
+    );
     let r = w.run(&["--verify-in-cluster"]).await;
     assert_eq!(r.code, 1, "{}", r.all());
     let want = format!(
@@ -341,8 +347,14 @@ async fn split_dns_is_refused_with_both_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoked_token_is_rejected_inside_the_real_cluster() {
-    let Some(c) = cluster() else { return };
-    let w = RealWorld::start(c, "fleet-revoked", "git-revoked.prod.example.dev", true);
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
+    let w = RealWorld::start(
+        c.clone(),
+        "fleet-revoked",
+        "git-revoked.prod.example.dev",
+        true,
+    );
     let _ca = IMAGE_CA.read().await;
     assert!(w.new.revoke_token("org/fleet", TOKEN));
     let r = w.run(&["--verify-in-cluster", "-o", "json"]).await;
@@ -380,8 +392,9 @@ async fn revoked_token_is_rejected_inside_the_real_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_ca_in_the_cluster_names_the_secret_key() {
-    let Some(c) = cluster() else { return };
-    let w = RealWorld::start(c, "fleet-no-ca", "git-no-ca.prod.example.dev", true);
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
+    let w = RealWorld::start(c.clone(), "fleet-no-ca", "git-no-ca.prod.example.dev", true);
     let _ca = IMAGE_CA.read().await;
     w.secret_with("fleet-no-ca-noca", TOKEN, None);
     let r = w
@@ -418,8 +431,14 @@ async fn missing_ca_in_the_cluster_names_the_secret_key() {
 /// probe is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_ca_adds_to_the_image_bundle_in_the_cluster() {
-    let Some(c) = cluster() else { return };
-    let w = RealWorld::start(c, "fleet-image-ca", "git-image-ca.prod.example.dev", true);
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
+    let w = RealWorld::start(
+        c.clone(),
+        "fleet-image-ca",
+        "git-image-ca.prod.example.dev",
+        true,
+    );
     let _ca = IMAGE_CA.write().await;
     w.secret_with("fleet-image-ca-unrelated", TOKEN, Some(w.old.ca_pem()));
     let pe = c.podexec().unwrap();
@@ -480,8 +499,9 @@ async fn secret_ca_adds_to_the_image_bundle_in_the_cluster() {
 /// Real RBAC: a ServiceAccount that may read but not create Jobs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cannot_create_jobs_exits_3_with_the_can_i_line() {
-    let Some(c) = cluster() else { return };
-    let w = RealWorld::start(c, "fleet-rbac", "git-rbac.prod.example.dev", true);
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
+    let w = RealWorld::start(c.clone(), "fleet-rbac", "git-rbac.prod.example.dev", true);
     let _ca = IMAGE_CA.read().await;
     c.apply_yaml(
         "apiVersion: v1
@@ -518,8 +538,9 @@ subjects: [{kind: ServiceAccount, name: cutover-readonly, namespace: flux-system
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_image_without_git_is_refused() {
-    let Some(c) = cluster() else { return };
-    let w = RealWorld::start(c, "fleet-nogit", "git-nogit.prod.example.dev", true);
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
+    let w = RealWorld::start(c.clone(), "fleet-nogit", "git-nogit.prod.example.dev", true);
     let _ca = IMAGE_CA.read().await;
     let r = w
         .run(&["--verify-in-cluster", "--probe-image", "alpine:3.22"])
@@ -536,8 +557,14 @@ async fn probe_image_without_git_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigint_during_the_probe_deletes_it_and_changes_nothing() {
-    let Some(c) = cluster() else { return };
-    let w = RealWorld::start(c, "fleet-sigint", "git-sigint.prod.example.dev", true);
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
+    let w = RealWorld::start(
+        c.clone(),
+        "fleet-sigint",
+        "git-sigint.prod.example.dev",
+        true,
+    );
     let _ca = IMAGE_CA.read().await;
     // A slow server: the probe's git ls-remote (two requests) takes at least 16 s, so the
     // SIGINT sent when its pod is Running always lands while it runs.
@@ -579,8 +606,9 @@ async fn sigint_during_the_probe_deletes_it_and_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_too_slow_for_the_probe_is_refused_not_hung() {
-    let Some(c) = cluster() else { return };
-    let w = RealWorld::start(c, "fleet-slow", "git-slow.prod.example.dev", true);
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
+    let w = RealWorld::start(c.clone(), "fleet-slow", "git-slow.prod.example.dev", true);
     let _ca = IMAGE_CA.read().await;
     // Each response held 6 s: the workstation (no step bound) gets its answer; the probe's
     // git is bound to a third of --probe-timeout 15s = 5 s and is killed.
@@ -613,8 +641,14 @@ async fn a_server_too_slow_for_the_probe_is_refused_not_hung() {
 /// reaches the real server: the in-cluster failure says the pod connected to itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_the_pod_resolves_to_loopback_is_the_pod_itself() {
-    let Some(c) = cluster() else { return };
-    let w = RealWorld::start(c, "fleet-loopback", "git-loopback.prod.example.dev", true);
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
+    let w = RealWorld::start(
+        c.clone(),
+        "fleet-loopback",
+        "git-loopback.prod.example.dev",
+        true,
+    );
     let _ca = IMAGE_CA.read().await;
     c.set_upstream(&w.host, &["127.0.0.1"]).unwrap();
     let r = w.run(&["--verify-in-cluster"]).await;
@@ -640,8 +674,14 @@ async fn a_host_the_pod_resolves_to_loopback_is_the_pod_itself() {
 /// stored stays, which is what a dry run compares.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_ref_in_the_cluster_says_pass_secret() {
-    let Some(c) = cluster() else { return };
-    let w = RealWorld::start(c, "fleet-no-ref", "git-no-ref.prod.example.dev", true);
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
+    let w = RealWorld::start(
+        c.clone(),
+        "fleet-no-ref",
+        "git-no-ref.prod.example.dev",
+        true,
+    );
     let _ca = IMAGE_CA.write().await;
     c.kubectl(&[
         "-n",
@@ -749,10 +789,11 @@ async fn no_secret_ref_in_the_cluster_says_pass_secret() {
 /// --verify-in-cluster --allow-loopback; with them the pod's own answer is checked and passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_only_this_workstation_resolves_to_loopback_is_checked_from_the_pod() {
-    let Some(c) = cluster() else { return };
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
     let any = std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
     let w = RealWorld::start_listening(
-        c,
+        c.clone(),
         "fleet-portfwd",
         "git-portfwd.prod.example.dev",
         true,

@@ -28,10 +28,10 @@ pub const BIN: &str = crate::bin!("kubectl-cutover");
 /// in-cluster probe (its own --probe-timeout is shorter).
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// The cluster of [`super::execute`]'s tests (default options), started on first use: some of
+/// The cluster of [`super::execute`]'s tests (default options), leased (started on first use, stopped after its last lease): some of
 /// them stop source-controller or scale kustomize-controller to 0, so no other group uses it.
-pub fn execute_cluster() -> &'static Cluster {
-    static CLUSTER: std::sync::OnceLock<Result<Cluster, String>> = std::sync::OnceLock::new();
+pub fn execute_cluster() -> realcluster::Lease {
+    static CLUSTER: realcluster::ClusterCell = realcluster::ClusterCell::new();
     crate::group_cluster(&CLUSTER)
 }
 
