@@ -31,6 +31,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
@@ -333,7 +334,7 @@ const PIN: &str = "192.168.2.20";
 const UPSTREAM: &str = "203.0.113.10";
 
 /// The real cluster, or why it is not there (each cluster step fails with the reason).
-type Real = Result<realcluster::Cluster, String>;
+type Real = Result<Arc<realcluster::Cluster>, String>;
 
 /// The real cluster of a step, or a failed check naming why it is missing.
 fn real_cluster<'a>(real: &'a Real, st: &mut Step) -> Option<&'a realcluster::Cluster> {
@@ -453,12 +454,12 @@ const CUTOVER_NS: &str = "prod";
 /// The podinfo image apps-wave-1 of the cutover fleet runs (tests/twin/scenarios/repos/fleet).
 const CUTOVER_IMAGE: &str = "localhost:5000/podinfo:6.5.0";
 
-/// Runs `kubectl ARGS` quietly (setup and waits): its stdout as JSON, `Null` on any error.
+/// `kubectl ARGS` quietly (setup and waits; `ARGS` end in `-o json`): what it prints, parsed,
+/// `Null` on any error. The `get` forms are answered in process over the cluster's client
+/// (`realcluster::Cluster::get_json`: the same JSON, no kubectl process per poll).
 fn kget(c: &realcluster::Cluster, args: &[&str]) -> Value {
-    c.kubectl(args)
-        .ok()
-        .and_then(|o| serde_json::from_str(&o).ok())
-        .unwrap_or(Value::Null)
+    let args = args.strip_suffix(&["-o", "json"]).unwrap_or(args);
+    c.get_json(args)
 }
 
 /// `flux reconcile source git NAME`: the requestedAt annotation the source-controller acts on
@@ -958,19 +959,15 @@ fn real_keep_commands(url: &str) -> (String, String) {
 /// is an IP and that has no address yet gets it as `status.loadBalancer.ingress[0].ip`
 /// (through the status subresource), so kstatus can report it Current. This cluster, like
 /// kind, has no load balancer of its own (failure catalogue: "No addresses have been
-/// assigned"). The thread ends with the process.
-fn spawn_real_load_balancer(kubeconfig: PathBuf) {
+/// assigned"). The list is read in process (`Cluster::get_json`), not by a kubectl process a
+/// second. The thread ends with the cluster.
+fn spawn_real_load_balancer(cluster: std::sync::Weak<realcluster::Cluster>) {
     std::thread::spawn(move || {
         loop {
-            let list = realcluster::kubectl(&kubeconfig, &["get", "svc", "-A", "-o", "json"])
-                .ok()
-                .and_then(|o| serde_json::from_str::<Value>(&o).ok());
-            for svc in list
-                .as_ref()
-                .and_then(|l| l["items"].as_array())
-                .into_iter()
-                .flatten()
-            {
+            // Ends once the cluster is dropped (the demo's end stops it and removes its dir).
+            let Some(c) = cluster.upgrade() else { break };
+            let list = c.get_json(&["get", "svc", "-A"]);
+            for svc in list["items"].as_array().into_iter().flatten() {
                 let ip = s(svc, "/spec/loadBalancerIP");
                 if s(svc, "/spec/type") != "LoadBalancer"
                     || svc.pointer("/status/loadBalancer/ingress").is_some()
@@ -980,57 +977,47 @@ fn spawn_real_load_balancer(kubeconfig: PathBuf) {
                 }
                 let patch =
                     json!({"status": {"loadBalancer": {"ingress": [{"ip": ip, "ipMode": "VIP"}]}}});
-                let _ = realcluster::kubectl(
-                    &kubeconfig,
-                    &[
-                        "patch",
-                        "svc",
-                        "-n",
-                        s(svc, "/metadata/namespace"),
-                        s(svc, "/metadata/name"),
-                        "--subresource=status",
-                        "--type=merge",
-                        "--field-manager=metallb-controller",
-                        "-p",
-                        &patch.to_string(),
-                    ],
-                );
+                let _ = c.kubectl(&[
+                    "patch",
+                    "svc",
+                    "-n",
+                    s(svc, "/metadata/namespace"),
+                    s(svc, "/metadata/name"),
+                    "--subresource=status",
+                    "--type=merge",
+                    "--field-manager=metallb-controller",
+                    "-p",
+                    &patch.to_string(),
+                ]);
             }
+            drop(c);
             std::thread::sleep(Duration::from_secs(1));
         }
     });
 }
 
-/// A stand-in for image-reflector-controller and image-automation-controller, which cannot be
-/// built here (the Go module proxy refuses every version: tests/realcluster/README.md): every
+/// A stand-in for image-reflector-controller and image-automation-controller. The real ones
+/// are built and run in the harness when asked (`realcluster::ClusterOptions`, with a real OCI
+/// registry: markercheck's and the harness's tests), but the demo's fleet names
+/// `registry.example.local:5000/...`, the node's pull list, which no registry serves to
+/// image-reflector-controller here, so the real controllers would never report Ready. Every
 /// second, each ImageRepository, ImagePolicy and ImageUpdateAutomation in flux-system whose
 /// `status.observedGeneration` is not its generation gets the status their reconcilers write
 /// on success (observedGeneration, Ready=True Succeeded). Without it the real
 /// kustomize-controller holds clusters/dev's platform health check on them ("generation is 1,
 /// but latest observed generation is -1") for its whole timeout, as it would on a cluster
-/// without those controllers. The thread ends with the process.
-fn spawn_real_image_status(kubeconfig: PathBuf) {
+/// without those controllers. Read in process (`Cluster::get_json`); ends with the cluster.
+fn spawn_real_image_status(cluster: std::sync::Weak<realcluster::Cluster>) {
     std::thread::spawn(move || {
         loop {
-            let list = realcluster::kubectl(
-                &kubeconfig,
-                &[
-                    "get",
-                    "imagerepositories,imagepolicies,imageupdateautomations",
-                    "-n",
-                    "flux-system",
-                    "-o",
-                    "json",
-                ],
-            )
-            .ok()
-            .and_then(|o| serde_json::from_str::<Value>(&o).ok());
-            for o in list
-                .as_ref()
-                .and_then(|l| l["items"].as_array())
-                .into_iter()
-                .flatten()
-            {
+            let Some(c) = cluster.upgrade() else { break };
+            let lists = [
+                "imagerepositories",
+                "imagepolicies",
+                "imageupdateautomations",
+            ]
+            .map(|r| c.get_json(&["get", r, "-n", "flux-system"]));
+            for o in lists.iter().filter_map(|l| l["items"].as_array()).flatten() {
                 let generation = o
                     .pointer("/metadata/generation")
                     .cloned()
@@ -1048,22 +1035,20 @@ fn spawn_real_image_status(kubeconfig: PathBuf) {
                     "message": "stand-in: the demo's image controller status (no image-reflector/automation controller here)",
                     "observedGeneration": generation, "lastTransitionTime": now}]}});
                 let kind = format!("{}.image.toolkit.fluxcd.io", s(o, "/kind").to_lowercase());
-                let _ = realcluster::kubectl(
-                    &kubeconfig,
-                    &[
-                        "patch",
-                        &kind,
-                        "-n",
-                        "flux-system",
-                        s(o, "/metadata/name"),
-                        "--subresource=status",
-                        "--type=merge",
-                        "--field-manager=demo-image-controllers",
-                        "-p",
-                        &patch.to_string(),
-                    ],
-                );
+                let _ = c.kubectl(&[
+                    "patch",
+                    &kind,
+                    "-n",
+                    "flux-system",
+                    s(o, "/metadata/name"),
+                    "--subresource=status",
+                    "--type=merge",
+                    "--field-manager=demo-image-controllers",
+                    "-p",
+                    &patch.to_string(),
+                ]);
             }
+            drop(c);
             std::thread::sleep(Duration::from_secs(1));
         }
     });
@@ -1115,8 +1100,10 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
         st.check(false, format!("push clusters/ to the Git server: {e}"));
         return st;
     }
-    spawn_real_load_balancer(kc.clone());
-    spawn_real_image_status(kc.clone());
+    if let Ok(arc) = real {
+        spawn_real_load_balancer(Arc::downgrade(arc));
+        spawn_real_image_status(Arc::downgrade(arc));
+    }
     for mut d in docs.into_iter().filter(|d| !d.is_null()) {
         let kind = s(&d, "/kind").to_string();
         let name = s(&d, "/metadata/name").to_string();
@@ -1412,7 +1399,7 @@ fn start_real() -> Real {
     match c {
         Ok(Ok(c)) => {
             say!("  up in {:.1}s", started.elapsed().as_secs_f64());
-            Ok(c)
+            Ok(Arc::new(c))
         }
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("the start thread panicked".into()),

@@ -14,7 +14,8 @@
 //! The resource name resolves as kubectl resolves it for the names the tests use: plural,
 //! singular (the kind in lower case) or a short name of [`SHORT_NAMES`], at the group's
 //! preferred version (`kube::Discovery`, `ApiGroup::recommended_resources`), the core group
-//! first. The namespace is `-n`'s, else the admin kubeconfig's context namespace (flux-system).
+//! first. The namespace is `-n`'s, else the admin kubeconfig's context namespace (flux-system);
+//! `-A` lists every namespace's objects.
 //! Anything else (other flags, `kind.group`, several resources, a name discovery does not know)
 //! is not parsed here: [`GetArgs::parse`] returns `None` and the caller runs kubectl.
 use std::sync::Mutex;
@@ -45,11 +46,13 @@ pub const SHORT_NAMES: &[(&str, &str)] = &[
     ("sts", "statefulsets"),
 ];
 
-/// `[-n NS] get RESOURCE [NAME] [-l SELECTOR]`, flags in any order.
+/// `[-n NS | -A] get RESOURCE [NAME] [-l SELECTOR]`, flags in any order.
 #[derive(Debug, PartialEq, Eq)]
 pub struct GetArgs<'a> {
     /// `-n`/`--namespace`, if given.
     pub namespace: Option<&'a str>,
+    /// `-A`/`--all-namespaces`: a list of every namespace's objects.
+    pub all_namespaces: bool,
     /// The resource as written (`ks`, `kustomization`, `pods`).
     pub resource: &'a str,
     /// One object's name; `None` lists.
@@ -63,6 +66,7 @@ impl<'a> GetArgs<'a> {
     /// would (any other flag, `RESOURCE.GROUP`, `a,b`, `TYPE/NAME`, more than one name).
     pub fn parse(args: &[&'a str]) -> Option<GetArgs<'a>> {
         let mut namespace = None;
+        let mut all_namespaces = false;
         let mut selector = None;
         let mut positional = Vec::new();
         let mut it = args.iter();
@@ -70,6 +74,7 @@ impl<'a> GetArgs<'a> {
             match a {
                 "-n" | "--namespace" => namespace = Some(*it.next()?),
                 "-l" | "--selector" => selector = Some(*it.next()?),
+                "-A" | "--all-namespaces" => all_namespaces = true,
                 _ if a.starts_with('-') => return None,
                 _ => positional.push(a),
             }
@@ -81,11 +86,13 @@ impl<'a> GetArgs<'a> {
             return None;
         }
         let name = rest.first().copied();
-        if name.is_some() && selector.is_some() {
+        // kubectl refuses a name with a selector, and a name across all namespaces.
+        if name.is_some() && (selector.is_some() || all_namespaces) {
             return None;
         }
         Some(GetArgs {
             namespace,
+            all_namespaces,
             resource,
             name,
             selector,
@@ -159,7 +166,7 @@ impl Reads {
         } else {
             format!("/apis/{}/{}", ar.group, ar.version)
         };
-        let path = if namespaced {
+        let path = if namespaced && !args.all_namespaces {
             let ns = args.namespace.unwrap_or(context_namespace);
             format!("{base}/namespaces/{ns}/{}", ar.plural)
         } else {
@@ -207,6 +214,7 @@ mod tests {
             GetArgs::parse(&["-n", "a", "get", "ks", "web"]),
             Some(GetArgs {
                 namespace: Some("a"),
+                all_namespaces: false,
                 resource: "ks",
                 name: Some("web"),
                 selector: None
@@ -216,11 +224,23 @@ mod tests {
             GetArgs::parse(&["get", "pods", "-n", "a", "-l", "job-name=x"]),
             Some(GetArgs {
                 namespace: Some("a"),
+                all_namespaces: false,
                 resource: "pods",
                 name: None,
                 selector: Some("job-name=x")
             })
         );
+        assert_eq!(
+            GetArgs::parse(&["get", "svc", "-A"]),
+            Some(GetArgs {
+                namespace: None,
+                all_namespaces: true,
+                resource: "svc",
+                name: None,
+                selector: None
+            })
+        );
+        assert_eq!(GetArgs::parse(&["get", "svc", "x", "-A"]), None);
         assert_eq!(
             GetArgs::parse(&["get", "crd", "kustomizations.kustomize.toolkit.fluxcd.io"])
                 .map(|g| g.name),
