@@ -26,8 +26,8 @@ use kube::api::{ListParams, Patch, PatchParams};
 use std::time::Duration;
 
 pub use cluster_loop::probe::lifecycle::{
-    FATAL_WAITING, Finished, ProbeWatch, RequestCounter, Swept, WatchTarget, api_err, create_probe,
-    judge, read_log, watch_probe,
+    FATAL_WAITING, Finished, ProbeWatch, RequestCounter, SweepReport, WatchTarget, api_err,
+    create_probe, judge, read_log, watch_probe,
 };
 
 /// `kubectl podresolve --cleanup -n NS`: how leftovers are removed.
@@ -60,7 +60,7 @@ pub async fn delete_probe(
 
 /// `--cleanup`: delete every Job and bare Pod labelled managed-by=kubectl-podresolve in
 /// `namespace` (all namespaces when None).
-pub async fn sweep(conn: &Connection, namespace: Option<&str>) -> Result<Vec<Swept>> {
+pub async fn sweep(conn: &Connection, namespace: Option<&str>) -> Result<SweepReport> {
     let hint = cleanup_hint(namespace.unwrap_or("NAMESPACE"));
     cluster_loop::probe::lifecycle::sweep(conn, OWNER, namespace, &hint).await
 }

@@ -300,7 +300,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         let ns = (!cli.all_namespaces).then(|| conn.namespace.clone());
         let swept = cluster::sweep(&conn, ns.as_deref()).await?;
         if cli.output.output.is_machine() {
-            print_machine(cli.output.output, &serde_json::json!({ "deleted": swept }))?;
+            print_machine(cli.output.output, &swept)?;
         } else if swept.is_empty() {
             write_stdout(&format!(
                 "no podresolve probe objects in {}\n",
@@ -309,11 +309,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
                     .unwrap_or_else(|| "any namespace".into())
             ))?;
         } else {
-            let mut s = String::new();
-            for o in &swept {
-                s.push_str(&format!("deleted {} {}/{}\n", o.kind, o.namespace, o.name));
-            }
-            write_stdout(&s)?;
+            write_stdout(&swept.lines())?;
         }
         return Ok(0);
     }

@@ -502,7 +502,7 @@ pub async fn leftovers(
     Ok(out)
 }
 
-/// One object removed by `--cleanup`.
+/// One probe object `--cleanup` deleted.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Swept {
     /// `job` or `pod`.
@@ -513,18 +513,73 @@ pub struct Swept {
     pub name: String,
 }
 
+/// What [`sweep`] found: `{"deleted": [...], "terminating": [...]}` (each `{kind, namespace,
+/// name}`, plus `since` for a terminating one), the shape of `--cleanup -o json`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SweepReport {
+    /// The objects this sweep deleted.
+    pub deleted: Vec<Swept>,
+    /// The objects already terminating (deleted before, e.g. by a killed run or the TTL
+    /// controller), left to finish.
+    pub terminating: Vec<Terminating>,
+}
+
+/// An object already terminating, with when its deletion was requested.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Terminating {
+    /// `job` or `pod`.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `metadata.deletionTimestamp` (RFC 3339).
+    pub since: String,
+}
+
+impl SweepReport {
+    /// Nothing found.
+    pub fn is_empty(&self) -> bool {
+        self.deleted.is_empty() && self.terminating.is_empty()
+    }
+
+    /// One line per object, sorted by namespace and name: `deleted job ns/name`, or `pod
+    /// ns/name was already terminating (deletion requested at T): left to finish`.
+    pub fn lines(&self) -> String {
+        let mut rows: Vec<(&str, &str, String)> = self
+            .deleted
+            .iter()
+            .map(|o| {
+                let line = format!("deleted {} {}/{}\n", o.kind, o.namespace, o.name);
+                (o.namespace.as_str(), o.name.as_str(), line)
+            })
+            .chain(self.terminating.iter().map(|o| {
+                let line = format!(
+                    "{} {}/{} was already terminating (deletion requested at {}): left to finish\n",
+                    o.kind, o.namespace, o.name, o.since
+                );
+                (o.namespace.as_str(), o.name.as_str(), line)
+            }))
+            .collect();
+        rows.sort();
+        rows.into_iter().map(|r| r.2).collect()
+    }
+}
+
 /// Delete every probe Job and Pod (labelled `app.kubernetes.io/managed-by=kubectl-<tool>` and
 /// carrying the run label `<tool>.cluster-loop.dev/run`) in `namespace` (all namespaces when
 /// None). A pod whose owner Job is swept here is left to the garbage collector (Background
 /// propagation); every other probe pod is deleted, including one whose owner Job is already
 /// gone (the GC would remove it in time, but `--cleanup` means now). Pods are listed before
-/// Jobs, so a pod's Job, if it exists, was created before the Job list and is in it.
+/// Jobs, so a pod's Job, if it exists, was created before the Job list and is in it. An object
+/// already terminating (`metadata.deletionTimestamp` set) is not deleted again (that changes
+/// nothing) but reported as terminating, so the report never claims a deletion it did not make.
 pub async fn sweep(
     conn: &Connection,
     owner: ProbeOwner,
     namespace: Option<&str>,
     cleanup_hint: &str,
-) -> Result<Vec<Swept>> {
+) -> Result<SweepReport> {
     let sel = format!(
         "app.kubernetes.io/managed-by={},{}",
         owner.managed_by(),
@@ -553,14 +608,26 @@ pub async fn sweep(
         .filter_map(|j| j.metadata.uid.clone())
         .collect();
     let n = RequestCounter::default();
-    let mut out = Vec::new();
+    let mut out = SweepReport::default();
     let mut work = Vec::new();
+    let mut found =
+        |c: Carrier, meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            let (namespace, name) = (
+                meta.namespace.unwrap_or_default(),
+                meta.name.unwrap_or_default(),
+            );
+            match meta.deletion_timestamp {
+                Some(t) => out.terminating.push(Terminating {
+                    kind: c.kind().into(),
+                    namespace,
+                    name,
+                    since: t.0.to_string(),
+                }),
+                None => work.push((c, namespace, name)),
+            }
+        };
     for j in job_list.items {
-        work.push((
-            Carrier::Job,
-            j.metadata.namespace.unwrap_or_default(),
-            j.metadata.name.unwrap_or_default(),
-        ));
+        found(Carrier::Job, j.metadata);
     }
     for p in pod_list.items {
         let job_swept_here = p.metadata.owner_references.as_ref().is_some_and(|o| {
@@ -568,11 +635,7 @@ pub async fn sweep(
                 .any(|r| r.kind == "Job" && swept_jobs.contains(&r.uid))
         });
         if !job_swept_here {
-            work.push((
-                Carrier::Pod,
-                p.metadata.namespace.unwrap_or_default(),
-                p.metadata.name.unwrap_or_default(),
-            ));
+            found(Carrier::Pod, p.metadata);
         }
     }
     let results = futures::stream::iter(work.into_iter().map(|(c, ns, name)| {
@@ -596,16 +659,16 @@ pub async fn sweep(
     .await;
     for (c, ns, name, r) in results {
         r?;
-        out.push(Swept {
-            kind: match c {
-                Carrier::Job => "job".into(),
-                Carrier::Pod => "pod".into(),
-            },
+        out.deleted.push(Swept {
+            kind: c.kind().into(),
             namespace: ns,
             name,
         });
     }
-    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    out.deleted
+        .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    out.terminating
+        .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     Ok(out)
 }
 
@@ -704,7 +767,38 @@ pub async fn run_probe(
 
 #[cfg(test)]
 mod tests {
-    use super::Finished;
+    use super::{Finished, SweepReport, Swept, Terminating};
+
+    #[test]
+    fn a_sweep_report_says_deleted_only_for_what_it_deleted() {
+        let r = SweepReport {
+            deleted: vec![Swept {
+                kind: "job".into(),
+                namespace: "a".into(),
+                name: "podresolve-2".into(),
+            }],
+            terminating: vec![Terminating {
+                kind: "pod".into(),
+                namespace: "a".into(),
+                name: "podresolve-1".into(),
+                since: "2026-12-02T07:00:00Z".into(),
+            }],
+        };
+        assert!(!r.is_empty() && SweepReport::default().is_empty());
+        assert_eq!(
+            r.lines(),
+            "pod a/podresolve-1 was already terminating (deletion requested at 2026-12-02T07:00:00Z): left to finish\n\
+             deleted job a/podresolve-2\n"
+        );
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            serde_json::json!({
+                "deleted": [{"kind": "job", "namespace": "a", "name": "podresolve-2"}],
+                "terminating": [{"kind": "pod", "namespace": "a", "name": "podresolve-1",
+                    "since": "2026-12-02T07:00:00Z"}],
+            })
+        );
+    }
 
     #[test]
     fn ended_names_the_exit_code_and_the_failure() {

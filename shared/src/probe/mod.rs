@@ -284,6 +284,16 @@ pub enum Carrier {
     Pod,
 }
 
+impl Carrier {
+    /// `job` or `pod`: the word messages and `--cleanup -o json` use.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Carrier::Job => "job",
+            Carrier::Pod => "pod",
+        }
+    }
+}
+
 /// What we copy from a `--from` pod when ephemeral containers are not allowed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SourcePod {

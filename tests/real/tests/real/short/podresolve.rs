@@ -1047,10 +1047,72 @@ spec:
             .is_null()
             .then_some(())
     });
-
+    // ... and its Job is gone: until the garbage collector removes the `orphan` finalizer, the
+    // Job is terminating, and the sweep would report it so.
+    eventually(Duration::from_secs(60), "the orphaning Job gone", || {
+        c.get_json(&["-n", ns, "get", "job", "podresolve-bbbb"])
+            .is_null()
+            .then_some(())
+    });
+    // A probe pod already terminating (a finalizer holds it, as a node that is gone would):
+    // it is reported as such, not as deleted by the sweep (trial 10: "deleted pod X" for a
+    // pod that was already going).
+    c.apply_yaml(&pod("podresolve-dddd", &labels("dddd")).replace(
+        "metadata: {",
+        "metadata: {finalizers: [cluster-loop.dev/test-hold], ",
+    ))
+    .unwrap();
+    c.kubectl(&["-n", ns, "delete", "pod", "podresolve-dddd", "--wait=false"])
+        .unwrap();
+    // Its deletionTimestamp is final once the node has done its part: the kubelet (here the
+    // node agent) deletes a terminating pod again with grace period 0 once its containers
+    // stopped, which moves deletionTimestamp from "request + 30 s" to that moment.
+    let since = eventually(Duration::from_secs(60), "the pod is terminating", || {
+        let m = &c.get_json(&["-n", ns, "get", "pod", "podresolve-dddd"])["metadata"];
+        (m["deletionGracePeriodSeconds"] == 0)
+            .then(|| m["deletionTimestamp"].as_str().map(str::to_owned))
+            .flatten()
+    });
+    let release = || {
+        c.kubectl(&[
+            "-n",
+            ns,
+            "patch",
+            "pod",
+            "podresolve-dddd",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ])
+    };
     let r = run_bin(c.kubeconfig(), &["--cleanup", "-n", ns, "-o", "json"]);
     assert_eq!(r.code, Some(0), "{}", r.dump());
     let v = r.json();
+    assert_eq!(
+        v["terminating"],
+        json!([{"kind": "pod", "namespace": ns, "name": "podresolve-dddd", "since": since}]),
+        "{v:#}"
+    );
+    // The text form says the same (the first sweep's objects may be terminating by now too),
+    // and the pod is still there: not deleted again, not lost.
+    let text = run_bin(c.kubeconfig(), &["--cleanup", "-n", ns]);
+    assert_eq!(text.code, Some(0), "{}", text.dump());
+    assert!(
+        text.stdout.lines().any(|l| l
+            == format!(
+                "pod {ns}/podresolve-dddd was already terminating (deletion requested at {since}): left to finish"
+            )),
+        "{}",
+        text.dump()
+    );
+    assert!(
+        !text
+            .stdout
+            .contains(&format!("deleted pod {ns}/podresolve-dddd")),
+        "{}",
+        text.dump()
+    );
+    release().unwrap();
     let deleted: Vec<(String, String)> = v["deleted"]
         .as_array()
         .unwrap()
