@@ -460,9 +460,15 @@ spec:
 "#
     ))
     .unwrap();
+    // Ready=True alone is not the end of the reconcile: helm-controller writes Ready (with
+    // status.observedGeneration still -1) before the patch that records status.history
+    // (seen in CI, 2026-12-02); the reconcile is done when observedGeneration is the generation
+    // (kstatus's rule for a Flux object).
     let hr = eventually(Duration::from_secs(180), "HelmRelease Ready", || {
         let hr = c.get_json(&["-n", FLUX_NS, "get", "helmrelease", "demo"]);
-        (condition(&hr, "Ready")["status"] == "True").then_some(hr)
+        (condition(&hr, "Ready")["status"] == "True"
+            && hr["status"]["observedGeneration"] == hr["metadata"]["generation"])
+            .then_some(hr)
     });
     let release = format!("{ns}-demo");
     let history = &hr["status"]["history"][0];
