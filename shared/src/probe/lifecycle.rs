@@ -514,7 +514,8 @@ pub struct Swept {
 }
 
 /// What [`sweep`] found: `{"deleted": [...], "terminating": [...]}` (each `{kind, namespace,
-/// name}`, plus `since` for a terminating one), the shape of `--cleanup -o json`.
+/// name}`, plus `since` and `finalizers` for a terminating one), the shape of `--cleanup -o
+/// json`.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct SweepReport {
     /// The objects this sweep deleted.
@@ -535,6 +536,8 @@ pub struct Terminating {
     pub name: String,
     /// `metadata.deletionTimestamp` (RFC 3339).
     pub since: String,
+    /// `metadata.finalizers`: what keeps it (empty: it goes once its grace period ends).
+    pub finalizers: Vec<String>,
 }
 
 impl SweepReport {
@@ -544,7 +547,8 @@ impl SweepReport {
     }
 
     /// One line per object, sorted by namespace and name: `deleted job ns/name`, or `pod
-    /// ns/name was already terminating (deletion requested at T): left to finish`.
+    /// ns/name was already terminating (deletion requested at T): left to finish` (or `held by
+    /// finalizer F: ...` when finalizers keep it).
     pub fn lines(&self) -> String {
         let mut rows: Vec<(&str, &str, String)> = self
             .deleted
@@ -554,8 +558,16 @@ impl SweepReport {
                 (o.namespace.as_str(), o.name.as_str(), line)
             })
             .chain(self.terminating.iter().map(|o| {
+                let held = match o.finalizers.as_slice() {
+                    [] => "left to finish".to_owned(),
+                    f => format!(
+                        "held by finalizer{} {}: --cleanup leaves finalizers to whoever set them",
+                        if f.len() > 1 { "s" } else { "" },
+                        f.join(", ")
+                    ),
+                };
                 let line = format!(
-                    "{} {}/{} was already terminating (deletion requested at {}): left to finish\n",
+                    "{} {}/{} was already terminating (deletion requested at {}): {held}\n",
                     o.kind, o.namespace, o.name, o.since
                 );
                 (o.namespace.as_str(), o.name.as_str(), line)
@@ -569,7 +581,7 @@ impl SweepReport {
 /// Delete every probe Job and Pod (labelled `app.kubernetes.io/managed-by=kubectl-<tool>` and
 /// carrying the run label `<tool>.cluster-loop.dev/run`) in `namespace` (all namespaces when
 /// None). A pod whose owner Job is swept here is left to the garbage collector (Background
-/// propagation); every other probe pod is deleted, including one whose owner Job is already
+/// propagation), and reported only if already terminating; every other probe pod is deleted, including one whose owner Job is already
 /// gone (the GC would remove it in time, but `--cleanup` means now). Pods are listed before
 /// Jobs, so a pod's Job, if it exists, was created before the Job list and is in it. An object
 /// already terminating (`metadata.deletionTimestamp` set) is not deleted again (that changes
@@ -622,6 +634,7 @@ pub async fn sweep(
                     namespace,
                     name,
                     since: t.0.to_string(),
+                    finalizers: meta.finalizers.unwrap_or_default(),
                 }),
                 None => work.push((c, namespace, name)),
             }
@@ -634,7 +647,9 @@ pub async fn sweep(
             o.iter()
                 .any(|r| r.kind == "Job" && swept_jobs.contains(&r.uid))
         });
-        if !job_swept_here {
+        // A terminating pod is reported whoever deletes it: left to the garbage collector
+        // with its Job, it would go unmentioned while a finalizer keeps it.
+        if !job_swept_here || p.metadata.deletion_timestamp.is_some() {
             found(Carrier::Pod, p.metadata);
         }
     }
@@ -782,6 +797,7 @@ mod tests {
                 namespace: "a".into(),
                 name: "podresolve-1".into(),
                 since: "2026-12-02T07:00:00Z".into(),
+                finalizers: vec![],
             }],
         };
         assert!(!r.is_empty() && SweepReport::default().is_empty());
@@ -795,8 +811,21 @@ mod tests {
             serde_json::json!({
                 "deleted": [{"kind": "job", "namespace": "a", "name": "podresolve-2"}],
                 "terminating": [{"kind": "pod", "namespace": "a", "name": "podresolve-1",
-                    "since": "2026-12-02T07:00:00Z"}],
+                    "since": "2026-12-02T07:00:00Z", "finalizers": []}],
             })
+        );
+        let held = SweepReport {
+            deleted: vec![],
+            terminating: vec![Terminating {
+                finalizers: vec!["example.com/hold".into()],
+                ..r.terminating[0].clone()
+            }],
+        };
+        assert_eq!(
+            held.lines(),
+            "pod a/podresolve-1 was already terminating (deletion requested at \
+             2026-12-02T07:00:00Z): held by finalizer example.com/hold: --cleanup leaves \
+             finalizers to whoever set them\n"
         );
     }
 

@@ -1028,7 +1028,7 @@ spec:
                 .then(|| p["metadata"]["name"].as_str().unwrap().to_owned())
         })
     };
-    let (_a, orphan, batch) = (
+    let (a, orphan, batch) = (
         pod_of("podresolve-aaaa"),
         pod_of("podresolve-bbbb"),
         pod_of("batch"),
@@ -1054,65 +1054,93 @@ spec:
             .is_null()
             .then_some(())
     });
-    // A probe pod already terminating (a finalizer holds it, as a node that is gone would):
-    // it is reported as such, not as deleted by the sweep (trial 10: "deleted pod X" for a
-    // pod that was already going).
+    // Probe pods already terminating, held by a finalizer (as a node that is gone would hold
+    // them): a bare one, and the pod of a Job this sweep deletes (left to the garbage collector
+    // with its Job, it was not mentioned at all: trial 11). Both are reported as terminating,
+    // with what holds them, not as deleted by the sweep (trial 10: "deleted pod X" for a pod
+    // that was already going).
+    const HOLD: &str = "cluster-loop.dev/test-hold";
     c.apply_yaml(&pod("podresolve-dddd", &labels("dddd")).replace(
         "metadata: {",
-        "metadata: {finalizers: [cluster-loop.dev/test-hold], ",
+        &format!("metadata: {{finalizers: [{HOLD}], "),
     ))
     .unwrap();
-    c.kubectl(&["-n", ns, "delete", "pod", "podresolve-dddd", "--wait=false"])
-        .unwrap();
-    // Its deletionTimestamp is final once the node has done its part: the kubelet (here the
-    // node agent) deletes a terminating pod again with grace period 0 once its containers
-    // stopped, which moves deletionTimestamp from "request + 30 s" to that moment.
-    let since = eventually(Duration::from_secs(60), "the pod is terminating", || {
-        let m = &c.get_json(&["-n", ns, "get", "pod", "podresolve-dddd"])["metadata"];
-        (m["deletionGracePeriodSeconds"] == 0)
-            .then(|| m["deletionTimestamp"].as_str().map(str::to_owned))
-            .flatten()
-    });
-    let release = || {
+    let set_finalizers = |pod: &str, value: &str| {
         c.kubectl(&[
             "-n",
             ns,
             "patch",
             "pod",
-            "podresolve-dddd",
+            pod,
             "--type=merge",
             "-p",
-            r#"{"metadata":{"finalizers":null}}"#,
+            &format!(r#"{{"metadata":{{"finalizers":{value}}}}}"#),
         ])
     };
+    set_finalizers(&a, &format!(r#"["{HOLD}"]"#)).unwrap();
+    // Its deletionTimestamp is final once the node has done its part: the kubelet (here the
+    // node agent) deletes a terminating pod again with grace period 0 once its containers
+    // stopped, which moves deletionTimestamp from "request + 30 s" to that moment.
+    let terminating = |pod: &str| {
+        c.kubectl(&["-n", ns, "delete", "pod", pod, "--wait=false"])
+            .unwrap();
+        eventually(Duration::from_secs(60), "the pod is terminating", || {
+            let m = &c.get_json(&["-n", ns, "get", "pod", pod])["metadata"];
+            (m["deletionGracePeriodSeconds"] == 0)
+                .then(|| m["deletionTimestamp"].as_str().map(str::to_owned))
+                .flatten()
+        })
+    };
+    let (since_a, since_d) = (terminating(&a), terminating("podresolve-dddd"));
     let r = run_bin(c.kubeconfig(), &["--cleanup", "-n", ns, "-o", "json"]);
     assert_eq!(r.code, Some(0), "{}", r.dump());
     let v = r.json();
+    let seen: Vec<(&str, &str)> = v["terminating"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            assert_eq!(t["kind"], "pod", "{v:#}");
+            assert_eq!(t["namespace"], ns, "{v:#}");
+            // The Job's pod may still carry the Job controller's tracking finalizer.
+            assert!(
+                t["finalizers"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().any(|f| f == HOLD)),
+                "{v:#}"
+            );
+            (t["name"].as_str().unwrap(), t["since"].as_str().unwrap())
+        })
+        .collect();
     assert_eq!(
-        v["terminating"],
-        json!([{"kind": "pod", "namespace": ns, "name": "podresolve-dddd", "since": since}]),
+        seen,
+        [
+            (a.as_str(), since_a.as_str()),
+            ("podresolve-dddd", since_d.as_str())
+        ],
         "{v:#}"
     );
     // The text form says the same (the first sweep's objects may be terminating by now too),
-    // and the pod is still there: not deleted again, not lost.
+    // and the pods are still there: not deleted again, not lost.
     let text = run_bin(c.kubeconfig(), &["--cleanup", "-n", ns]);
     assert_eq!(text.code, Some(0), "{}", text.dump());
-    assert!(
-        text.stdout.lines().any(|l| l
-            == format!(
-                "pod {ns}/podresolve-dddd was already terminating (deletion requested at {since}): left to finish"
-            )),
-        "{}",
-        text.dump()
-    );
-    assert!(
-        !text
-            .stdout
-            .contains(&format!("deleted pod {ns}/podresolve-dddd")),
-        "{}",
-        text.dump()
-    );
-    release().unwrap();
+    for (pod, since) in [(a.as_str(), &since_a), ("podresolve-dddd", &since_d)] {
+        assert!(
+            text.stdout.lines().any(|l| l.starts_with(&format!(
+                "pod {ns}/{pod} was already terminating (deletion requested at {since}): held by finalizer"
+            )) && l.contains(HOLD)
+                && l.ends_with("--cleanup leaves finalizers to whoever set them")),
+            "{}",
+            text.dump()
+        );
+        assert!(
+            !text.stdout.contains(&format!("deleted pod {ns}/{pod}")),
+            "{}",
+            text.dump()
+        );
+    }
+    set_finalizers(&a, "null").unwrap();
+    set_finalizers("podresolve-dddd", "null").unwrap();
     let deleted: Vec<(String, String)> = v["deleted"]
         .as_array()
         .unwrap()
