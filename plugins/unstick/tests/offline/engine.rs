@@ -297,6 +297,36 @@ fn health_check_failed_reads_message_and_pod_crash() {
     assert!(d.signatures.is_empty());
 }
 
+/// Trial 11: a failed health check with blocking objects gets a request, which only helps
+/// once the source has the fix: the plan offers `--with-source` for a fix not fetched yet, and
+/// not when it is already asked for.
+#[test]
+fn health_check_failed_request_offers_with_source_for_an_unfetched_fix() {
+    let s = fleet();
+    let p = plan_for(&s, "hc-failed", &Options::default());
+    assert_eq!(p.lever, Lever::RequestReconcile, "{p:?}");
+    assert!(
+        p.alternatives
+            .iter()
+            .any(|a| a.contains("kubectl unstick ks/hc-failed -n flux-system --with-source")),
+        "{:?}",
+        p.alternatives
+    );
+    let p = plan_for(
+        &s,
+        "hc-failed",
+        &Options {
+            with_source: true,
+            ..Options::default()
+        },
+    );
+    assert!(
+        !p.alternatives.iter().any(|a| a.contains("--with-source")),
+        "{:?}",
+        p.alternatives
+    );
+}
+
 #[test]
 fn health_check_canceled_stalled_busy() {
     let s = fleet();
