@@ -291,6 +291,17 @@ pub fn root_cause_cell(d: &Diagnosis) -> String {
             .diagnosis
             .as_ref()
             .map(|r| {
+                // A root cause that is itself held at its dependsOn check, though every
+                // dependency of its own is Ready now (its Ready=False DependencyNotReady is
+                // the controller's last check): it starts at its next check, by itself
+                // (kustomize-controller `--requeue-dependency`). Said so, not as a bare
+                // "waiting-on-dependencies" (trial 11).
+                if r.class == Class::WaitingOnDependencies && r.root_cause.is_none() {
+                    return format!(
+                        "{}: its dependencies are Ready now; its next dependsOn check starts its run",
+                        r.class
+                    );
+                }
                 let inner = root_cause_cell(r);
                 if inner == "-" {
                     r.class.as_str().to_string()

@@ -225,6 +225,20 @@ fn fleet_exit_agrees_with_single_object_on_a_depends_on_rollout() {
         "{:#?}",
         after.hints
     );
+    // One more wave behind it: its root cause is `after-lagging`, whose own dependencies are
+    // Ready now; the root cause says so (trial 11: a bare "waiting-on-dependencies" root
+    // cause read as if something further up were still not ready).
+    let mut third = ks(&rollout, "after-lagging").clone();
+    third["metadata"]["name"] = json!("after-after");
+    third["spec"]["dependsOn"] = json!([{"name": "after-lagging"}]);
+    rollout.kustomizations.push(third);
+    let d = diag(&rollout, "after-after");
+    assert_eq!(d.class, Class::WaitingOnDependencies, "{d:#?}");
+    assert_eq!(
+        unstick::report::root_cause_cell(&d),
+        "flux-system/after-lagging (waiting-on-dependencies: its dependencies are Ready now; its next dependsOn check starts its run)"
+    );
+    assert!(!is_finding(&d));
 }
 
 #[test]
