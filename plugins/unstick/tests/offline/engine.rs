@@ -339,6 +339,20 @@ fn health_check_failed_request_offers_with_source_for_an_unfetched_fix() {
         "{:?}",
         p.alternatives
     );
+    // With --with-source the plan does not say the request "only helps once the source has
+    // it" (trial 12): the flag is what fetches it.
+    assert!(
+        !p.why.iter().any(|w| w.contains("only helps once")),
+        "{:?}",
+        p.why
+    );
+    assert!(
+        p.why
+            .iter()
+            .any(|w| w.contains("--with-source: the source fetches first")),
+        "{:?}",
+        p.why
+    );
 }
 
 #[test]
