@@ -371,10 +371,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
     let create_state = AtomicU8::new(CREATE_NOT_SENT);
     // `job NS/NAME` of the create once it is sent (for the deadline message).
     let created_ref = std::sync::OnceLock::<String>::new();
-    let mut carrier_name = match cli.carrier {
-        Carrier::Job => "job",
-        Carrier::Pod => "pod",
-    };
+    let mut carrier_name = cli.carrier.kind();
     let mut fallback_reason: Option<String> = None;
     let mut source: Option<SourcePod> = None;
     // The countdown is --timeout; past it, the last 15s to collect the result count down.

@@ -576,13 +576,15 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                     "{}: the run ended, so a request starts a fresh one now",
                     d.class
                 ));
-                if (!d.signatures.is_empty() || !d.blocking.is_empty()) && opts.with_source {
-                    why.push("the blocking objects fail the same way until Git has a fix; --with-source: the source fetches first, so a fix pushed to Git is in this run".into());
-                } else if !d.signatures.is_empty() || !d.blocking.is_empty() {
-                    why.push("the blocking objects fail the same way until Git has a fix; this only helps once the source has it".into());
-                    alternatives.push(format!(
-                        "a fix pushed to Git that the source has not fetched yet: kubectl unstick ks/{name} -n {ns} --with-source (the source fetches first, then the run)"
-                    ));
+                if !d.signatures.is_empty() || !d.blocking.is_empty() {
+                    if opts.with_source {
+                        why.push("the blocking objects fail the same way until Git has a fix; --with-source: the source fetches first, so a fix pushed to Git is in this run".into());
+                    } else {
+                        why.push("the blocking objects fail the same way until Git has a fix; this only helps once the source has it".into());
+                        alternatives.push(format!(
+                            "a fix pushed to Git that the source has not fetched yet: kubectl unstick ks/{name} -n {ns} --with-source (the source fetches first, then the run)"
+                        ));
+                    }
                 }
             }
             request_lever(

@@ -581,8 +581,9 @@ impl SweepReport {
 /// Delete every probe Job and Pod (labelled `app.kubernetes.io/managed-by=kubectl-<tool>` and
 /// carrying the run label `<tool>.cluster-loop.dev/run`) in `namespace` (all namespaces when
 /// None). A pod whose owner Job is swept here is left to the garbage collector (Background
-/// propagation), and reported only if already terminating; every other probe pod is deleted, including one whose owner Job is already
-/// gone (the GC would remove it in time, but `--cleanup` means now). Pods are listed before
+/// propagation), and reported only if already terminating; every other probe pod is deleted,
+/// including one whose owner Job is already gone (the GC would remove it in time, but
+/// `--cleanup` means now). Pods are listed before
 /// Jobs, so a pod's Job, if it exists, was created before the Job list and is in it. An object
 /// already terminating (`metadata.deletionTimestamp` set) is not deleted again (that changes
 /// nothing) but reported as terminating, so the report never claims a deletion it did not make.

@@ -962,34 +962,44 @@ fn real_keep_commands(url: &str) -> (String, String) {
 /// assigned"). The list is read in process (`Cluster::get_json`), not by a kubectl process a
 /// second. The thread ends with the cluster.
 fn spawn_real_load_balancer(cluster: std::sync::Weak<realcluster::Cluster>) {
-    std::thread::spawn(move || {
-        loop {
-            // Ends once the cluster is dropped (the demo's end stops it and removes its dir).
-            let Some(c) = cluster.upgrade() else { break };
-            let list = c.get_json(&["get", "svc", "-A"]);
-            for svc in list["items"].as_array().into_iter().flatten() {
-                let ip = s(svc, "/spec/loadBalancerIP");
-                if s(svc, "/spec/type") != "LoadBalancer"
-                    || svc.pointer("/status/loadBalancer/ingress").is_some()
-                    || ip.parse::<std::net::IpAddr>().is_err()
-                {
-                    continue;
-                }
-                let patch =
-                    json!({"status": {"loadBalancer": {"ingress": [{"ip": ip, "ipMode": "VIP"}]}}});
-                let _ = c.kubectl(&[
-                    "patch",
-                    "svc",
-                    "-n",
-                    s(svc, "/metadata/namespace"),
-                    s(svc, "/metadata/name"),
-                    "--subresource=status",
-                    "--type=merge",
-                    "--field-manager=metallb-controller",
-                    "-p",
-                    &patch.to_string(),
-                ]);
+    every_second(cluster, |c| {
+        let list = c.get_json(&["get", "svc", "-A"]);
+        for svc in list["items"].as_array().into_iter().flatten() {
+            let ip = s(svc, "/spec/loadBalancerIP");
+            if s(svc, "/spec/type") != "LoadBalancer"
+                || svc.pointer("/status/loadBalancer/ingress").is_some()
+                || ip.parse::<std::net::IpAddr>().is_err()
+            {
+                continue;
             }
+            let patch =
+                json!({"status": {"loadBalancer": {"ingress": [{"ip": ip, "ipMode": "VIP"}]}}});
+            let _ = c.kubectl(&[
+                "patch",
+                "svc",
+                "-n",
+                s(svc, "/metadata/namespace"),
+                s(svc, "/metadata/name"),
+                "--subresource=status",
+                "--type=merge",
+                "--field-manager=metallb-controller",
+                "-p",
+                &patch.to_string(),
+            ]);
+        }
+    });
+}
+
+/// Runs `tick` on the cluster every second on a thread of its own, until the cluster is
+/// dropped (the demo's end stops it and removes its directory; the thread holds it only while
+/// `tick` runs): the loop of the demo's controller stand-ins.
+fn every_second(
+    cluster: std::sync::Weak<realcluster::Cluster>,
+    tick: impl Fn(&realcluster::Cluster) + Send + 'static,
+) {
+    std::thread::spawn(move || {
+        while let Some(c) = cluster.upgrade() {
+            tick(&c);
             drop(c);
             std::thread::sleep(Duration::from_secs(1));
         }
@@ -1008,48 +1018,43 @@ fn spawn_real_load_balancer(cluster: std::sync::Weak<realcluster::Cluster>) {
 /// but latest observed generation is -1") for its whole timeout, as it would on a cluster
 /// without those controllers. Read in process (`Cluster::get_json`); ends with the cluster.
 fn spawn_real_image_status(cluster: std::sync::Weak<realcluster::Cluster>) {
-    std::thread::spawn(move || {
-        loop {
-            let Some(c) = cluster.upgrade() else { break };
-            let lists = [
-                "imagerepositories",
-                "imagepolicies",
-                "imageupdateautomations",
-            ]
-            .map(|r| c.get_json(&["get", r, "-n", "flux-system"]));
-            for o in lists.iter().filter_map(|l| l["items"].as_array()).flatten() {
-                let generation = o
-                    .pointer("/metadata/generation")
-                    .cloned()
-                    .unwrap_or(json!(1));
-                if o.pointer("/status/observedGeneration") == Some(&generation) {
-                    continue;
-                }
-                let now = std::process::Command::new("date")
-                    .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-                    .output()
-                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-                    .unwrap_or_default();
-                let patch = json!({"status": {"observedGeneration": generation, "conditions": [{
+    every_second(cluster, |c| {
+        let lists = [
+            "imagerepositories",
+            "imagepolicies",
+            "imageupdateautomations",
+        ]
+        .map(|r| c.get_json(&["get", r, "-n", "flux-system"]));
+        for o in lists.iter().filter_map(|l| l["items"].as_array()).flatten() {
+            let generation = o
+                .pointer("/metadata/generation")
+                .cloned()
+                .unwrap_or(json!(1));
+            if o.pointer("/status/observedGeneration") == Some(&generation) {
+                continue;
+            }
+            let now = std::process::Command::new("date")
+                .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .unwrap_or_default();
+            let patch = json!({"status": {"observedGeneration": generation, "conditions": [{
                     "type": "Ready", "status": "True", "reason": "Succeeded",
                     "message": "stand-in: the demo's image controller status (no image-reflector/automation controller here)",
                     "observedGeneration": generation, "lastTransitionTime": now}]}});
-                let kind = format!("{}.image.toolkit.fluxcd.io", s(o, "/kind").to_lowercase());
-                let _ = c.kubectl(&[
-                    "patch",
-                    &kind,
-                    "-n",
-                    "flux-system",
-                    s(o, "/metadata/name"),
-                    "--subresource=status",
-                    "--type=merge",
-                    "--field-manager=demo-image-controllers",
-                    "-p",
-                    &patch.to_string(),
-                ]);
-            }
-            drop(c);
-            std::thread::sleep(Duration::from_secs(1));
+            let kind = format!("{}.image.toolkit.fluxcd.io", s(o, "/kind").to_lowercase());
+            let _ = c.kubectl(&[
+                "patch",
+                &kind,
+                "-n",
+                "flux-system",
+                s(o, "/metadata/name"),
+                "--subresource=status",
+                "--type=merge",
+                "--field-manager=demo-image-controllers",
+                "-p",
+                &patch.to_string(),
+            ]);
         }
     });
 }
