@@ -15,3 +15,4 @@ pub mod execute;
 pub mod git;
 pub mod incluster;
 pub mod preflight;
+pub mod run;

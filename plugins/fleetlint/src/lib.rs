@@ -14,6 +14,7 @@ pub mod lint;
 pub mod render;
 pub mod report;
 pub mod rules;
+pub mod run;
 pub mod tree;
 
 use lint::Finding;

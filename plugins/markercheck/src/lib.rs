@@ -12,6 +12,8 @@ pub mod objects;
 pub mod render;
 #[cfg(feature = "cluster")]
 pub mod report;
+#[cfg(feature = "cluster")]
+pub mod run;
 pub mod scan;
 pub mod simulate;
 pub mod yamltree;

@@ -9,4 +9,5 @@ pub mod live;
 pub mod obj;
 pub mod proof;
 pub mod report;
+pub mod run;
 pub mod snapshot;
