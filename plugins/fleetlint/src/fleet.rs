@@ -105,6 +105,12 @@ pub struct FluxKs {
     pub target_namespace: Option<String>,
     /// `spec.postBuild`.
     pub post_build: Option<PostBuild>,
+    /// `spec.kubeConfig`: the cluster it applies to when not its own (`Secret/name` or
+    /// `ConfigMap/name` of the reference), `None` for the cluster it runs in.
+    pub kube_config: Option<String>,
+    /// Its own kustomize fields (`spec.components`, `images`, `patches`, `namePrefix`,
+    /// `nameSuffix`, `commonMetadata`), `None` when it sets none.
+    pub kustomize: Option<KustomizeFields>,
     /// Rendered from the same repository (its path is followed); false for a Kustomization of
     /// another source (a tenant repository), whose path this tree cannot show.
     pub followed: bool,
@@ -198,13 +204,253 @@ pub struct Overlay {
     pub unconfirmed: bool,
     /// Envsubst problems found while substituting: (owner, object index, problem).
     pub subst_problems: Vec<SubstProblem>,
+    /// Sources read by its Kustomizations that it does not apply ([`external_sources`]).
+    pub external: Vec<ExternalSource>,
+}
+
+/// A source some Kustomization of an overlay reads and the overlay does not apply: made outside
+/// the tree's renders (by flux-operator, an ArtifactGenerator, `flux bootstrap`, by hand).
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalSource {
+    /// `Kind/namespace/name`.
+    pub id: String,
+    /// What makes it, when recognisable (`FluxInstance flux-system/flux spec.sync`, ...).
+    pub maker: Option<String>,
+    /// A document of the tree defines it (kind, namespace and name), in this file, though the
+    /// overlay does not apply it.
+    pub defined_in: Option<String>,
+    /// The Kustomizations reading it (indices in [`Overlay::ks`]).
+    #[serde(skip)]
+    pub readers: Vec<usize>,
+}
+
+/// The group of flux-operator's kinds (FluxInstance, ResourceSet).
+pub const OPERATOR_GROUP: &str = "fluxcd.controlplane.io";
+/// The group of source-controller's ArtifactGenerator.
+pub const SOURCE_EXTENSIONS_GROUP: &str = "source.extensions.fluxcd.io";
+
+/// A FluxInstance's `spec.sync` from a raw document: a FluxInstance, or a HelmRelease of
+/// flux-operator's `flux-instance` chart (`spec.values.instance.sync`: the chart renders the
+/// FluxInstance in the release's namespace). Returns (the document, its sync).
+fn instance_sync(d: &tree::RawDoc) -> Option<(Value, Value)> {
+    let operator = d.kind == "FluxInstance" && group(&d.api_version) == OPERATOR_GROUP;
+    let chart = d.kind == "HelmRelease" && group(&d.api_version) == "helm.toolkit.fluxcd.io";
+    if !operator && !chart {
+        return None;
+    }
+    let v = d.value()?;
+    let sync = if operator {
+        v["spec"]["sync"].clone()
+    } else {
+        v["spec"]["values"]["instance"]["sync"].clone()
+    };
+    sync.is_object().then_some((v, sync))
+}
+
+/// The root Kustomizations made outside the tree: flux-operator's, and `flux bootstrap`'s for
+/// a `CLUSTER/flux-system/gotk-sync.yaml` committed empty (only comments) for bootstrap to
+/// write; for every FluxInstance of the tree with
+/// `spec.sync.path`, (the path's directory, the Kustomization it makes: named `spec.sync.name`,
+/// else after the FluxInstance's namespace, in that namespace, reading the source of the same
+/// name and kind `spec.sync.kind`; fluxoperator.dev docs "Flux Cluster Sync Configuration").
+/// Its file and line are the FluxInstance's.
+pub fn instance_roots(repo: &Repo) -> Vec<(String, FluxKs)> {
+    let mut out = Vec::new();
+    for d in &repo.docs {
+        let Some((v, sync)) = instance_sync(d) else {
+            continue;
+        };
+        let sync = &sync;
+        let Some(dir) = sync["path"].as_str().and_then(tree::normalize) else {
+            continue;
+        };
+        let ns = v["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("flux-system")
+            .to_string();
+        let name = sync["name"].as_str().unwrap_or(&ns).to_string();
+        let ks = serde_json::json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+            "kind": "Kustomization",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "path": sync["path"],
+                "interval": sync["interval"].as_str().unwrap_or("1m"),
+                "sourceRef": {"kind": sync["kind"].as_str().unwrap_or("GitRepository"), "name": name},
+            },
+        });
+        let mut k = read_ks(repo, &ks, &ns, None, None);
+        k.file = d.file.clone();
+        k.line = d.line;
+        out.push((dir, k));
+    }
+    // `flux bootstrap` writes gotk-sync.yaml (GitRepository and Kustomization flux-system,
+    // path the cluster directory) into CLUSTER/flux-system/; a fleet template commits it empty
+    // for bootstrap to fill (fluxcd/flux2-kustomize-helm-example)
+    for (f, text) in &repo.texts {
+        let Some(cluster) = f.strip_suffix("/flux-system/gotk-sync.yaml") else {
+            continue;
+        };
+        let defines = repo.first_doc.get(f).is_some_and(|&i| {
+            repo.docs[i..]
+                .iter()
+                .take_while(|d| &d.file == f)
+                .any(|d| d.kind == "Kustomization" && group(&d.api_version) == KUSTOMIZE_GROUP)
+        });
+        if defines
+            || text
+                .lines()
+                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        {
+            continue;
+        }
+        let ks = serde_json::json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+            "kind": "Kustomization",
+            "metadata": {"name": "flux-system", "namespace": "flux-system"},
+            "spec": {
+                "path": format!("./{cluster}"),
+                "interval": "10m",
+                "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
+            },
+        });
+        let mut k = read_ks(repo, &ks, "flux-system", None, None);
+        k.file = f.clone();
+        k.line = 1;
+        out.push((cluster.to_string(), k));
+    }
+    out
+}
+
+/// Sources made by objects of the overlay or of the tree, as (`Kind/namespace/name`, maker):
+/// - a FluxInstance with `spec.sync` makes a `spec.sync.kind` source named `spec.sync.name`,
+///   else after its namespace, in its namespace (flux-operator docs, "Flux Cluster Sync
+///   Configuration": "created in the same namespace where the FluxInstance is deployed using the
+///   namespace name as the Flux source and Kustomization name");
+/// - an ArtifactGenerator makes one ExternalArtifact per `spec.artifacts[].name`, in its
+///   namespace (source-controller ArtifactGenerator API).
+pub fn source_makers(repo: &Repo, ov: &Overlay) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut add = |v: &Value, file: Option<&str>| {
+        let api = v["apiVersion"].as_str().unwrap_or("");
+        let kind = v["kind"].as_str().unwrap_or("");
+        let name = v["metadata"]["name"].as_str().unwrap_or("");
+        let ns = v["metadata"]["namespace"].as_str().unwrap_or("flux-system");
+        let at = file.map(|f| format!(" in {f}")).unwrap_or_default();
+        let sync = if kind == "FluxInstance" && group(api) == OPERATOR_GROUP {
+            &v["spec"]["sync"]
+        } else if kind == "HelmRelease" {
+            &v["spec"]["values"]["instance"]["sync"]
+        } else {
+            &Value::Null
+        };
+        if sync.is_object() {
+            let kind = if kind == "HelmRelease" {
+                "HelmRelease (flux-instance chart)"
+            } else {
+                kind
+            };
+            let sk = sync["kind"].as_str().unwrap_or("GitRepository");
+            let sn = sync["name"].as_str().unwrap_or(ns);
+            out.push((
+                format!("{sk}/{ns}/{sn}"),
+                format!("{kind} {ns}/{name} spec.sync{at}"),
+            ));
+        }
+        if kind == "ArtifactGenerator" && group(api) == SOURCE_EXTENSIONS_GROUP {
+            for a in v["spec"]["artifacts"].as_array().into_iter().flatten() {
+                if let Some(an) = a["name"].as_str() {
+                    out.push((
+                        format!("ExternalArtifact/{ns}/{an}"),
+                        format!("ArtifactGenerator {ns}/{name}{at}"),
+                    ));
+                }
+            }
+        }
+    };
+    for o in &ov.objects {
+        add(&o.value, None);
+    }
+    for d in &repo.docs {
+        if d.kind == "ArtifactGenerator" && group(&d.api_version) == SOURCE_EXTENSIONS_GROUP {
+            if let Some(v) = d.value() {
+                add(&v, Some(&d.file));
+            }
+        } else if let Some((v, _)) = instance_sync(d) {
+            add(&v, Some(&d.file));
+        }
+    }
+    out
+}
+
+/// The sources the overlay's Kustomizations read and the overlay does not apply, each once, with
+/// its maker when [`source_makers`] knows it, or `flux bootstrap`'s sync source (GitRepository
+/// or OCIRepository `flux-system/flux-system`, written by `flux bootstrap` as
+/// `gotk-sync.yaml`, or made by flux-operator) when the tree does not define it.
+pub fn external_sources(repo: &Repo, ov: &Overlay) -> Vec<ExternalSource> {
+    let makers = source_makers(repo, ov);
+    let mut out: Vec<ExternalSource> = Vec::new();
+    for (i, k) in ov.ks.iter().enumerate() {
+        let (kind, ns, name) = &k.source;
+        if ov
+            .sources
+            .iter()
+            .any(|s| &s.kind == kind && &s.namespace == ns && &s.name == name)
+        {
+            continue;
+        }
+        let id = format!("{kind}/{ns}/{name}");
+        if let Some(e) = out.iter_mut().find(|e| e.id == id) {
+            e.readers.push(i);
+            continue;
+        }
+        let defined_in = repo
+            .by_kind_name
+            .get(&(kind.clone(), name.clone()))
+            .into_iter()
+            .flatten()
+            .map(|&d| &repo.docs[d])
+            .find(|d| {
+                group(&d.api_version) == SOURCE_GROUP
+                    && d.namespace.as_deref().unwrap_or(ns.as_str()) == ns
+            })
+            .map(|d| d.file.clone());
+        let maker = makers
+            .iter()
+            .find(|(s, _)| *s == id)
+            .map(|(_, m)| m.clone())
+            .or_else(|| {
+                (ns == "flux-system"
+                    && name == "flux-system"
+                    && matches!(kind.as_str(), "GitRepository" | "OCIRepository"))
+                .then(|| {
+                    "flux bootstrap (gotk-sync.yaml) or flux-operator, outside this tree"
+                        .to_string()
+                })
+            });
+        out.push(ExternalSource {
+            id,
+            maker,
+            defined_in,
+            readers: vec![i],
+        });
+    }
+    out
 }
 
 /// Something post-build substitution would do wrong for one object.
 #[derive(Debug, Clone)]
 pub enum SubstProblem {
     /// `${...}` in an object of a Kustomization without postBuild: the literal ships.
-    NotEnabled { object: usize, expr: String },
+    /// `shell`: a shell reads the text (the literal is what it wants); `meant`: a Kustomization
+    /// of the overlay defines a variable of that name (Flux was meant to substitute it).
+    NotEnabled {
+        object: usize,
+        expr: String,
+        shell: bool,
+        meant: bool,
+    },
     /// postBuild present but no variables and no `substituteStrategy: Always`: nothing runs.
     NoVariables { object: usize, expr: String },
     /// Undefined without default. `shell`: a shell reads the text ([`ShellUse::Shell`] at one of
@@ -222,11 +468,15 @@ pub enum SubstProblem {
         message: String,
         near: String,
     },
-    /// A `substituteFrom` object not found in the overlay (and not optional).
+    /// A `substituteFrom` object not found in the overlay (and not optional): unknown offline.
+    /// `maker`: what the overlay applies that makes it (an ExternalSecret, a SealedSecret...);
+    /// `blocked`: the objects holding `${...}` whose substitution cannot be known.
     FromMissing {
         ks: usize,
         kind: String,
         name: String,
+        maker: Option<String>,
+        blocked: usize,
     },
     /// A variable name outside `varsubRegex`.
     BadName {
@@ -337,10 +587,180 @@ pub fn read_ks(
         timeout_explicit: explicit.is_some(),
         target_namespace: s(&spec["targetNamespace"]).filter(|t| !t.is_empty()),
         post_build,
+        kustomize: KustomizeFields::read(spec),
+        kube_config: spec["kubeConfig"]["secretRef"]["name"]
+            .as_str()
+            .map(|n| format!("Secret/{n}"))
+            .or_else(|| {
+                spec["kubeConfig"]["configMapRef"]["name"]
+                    .as_str()
+                    .map(|n| format!("ConfigMap/{n}"))
+            }),
         followed: true,
         parent,
         vars: BTreeMap::new(),
     }
+}
+
+/// A Flux Kustomization's own kustomize fields, which kustomize-controller writes into the
+/// kustomization of `spec.path` before building (fluxcd/pkg `kustomize/kustomize_generator.go`
+/// `GenerateManifest`: namePrefix, nameSuffix, patches appended, components appended (local
+/// relative paths from `spec.path`; `ignoreMissingComponents` skips missing ones), images
+/// merged), and `spec.commonMetadata` (labels and annotations set on every object after the
+/// build, before substitution; selectors untouched).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KustomizeFields {
+    /// `spec.components` (relative to `spec.path`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<String>,
+    /// `spec.ignoreMissingComponents`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_missing_components: bool,
+    /// `spec.images` (kustomize `images:` entries).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Value>,
+    /// `spec.patches` (`patch` and `target`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<Value>,
+    /// `spec.namePrefix`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_prefix: Option<String>,
+    /// `spec.nameSuffix`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_suffix: Option<String>,
+    /// `spec.commonMetadata.labels`.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub labels: serde_json::Map<String, Value>,
+    /// `spec.commonMetadata.annotations`.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub annotations: serde_json::Map<String, Value>,
+}
+
+impl KustomizeFields {
+    /// The fields of a Flux Kustomization `spec` (`None` when it sets none of them).
+    pub fn read(spec: &Value) -> Option<KustomizeFields> {
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
+        let map = |v: &Value| v.as_object().cloned().unwrap_or_default();
+        let f = KustomizeFields {
+            components: strings(&spec["components"]),
+            ignore_missing_components: spec["ignoreMissingComponents"].as_bool() == Some(true),
+            images: list(&spec["images"]),
+            patches: list(&spec["patches"]),
+            name_prefix: s(&spec["namePrefix"]).filter(|p| !p.is_empty()),
+            name_suffix: s(&spec["nameSuffix"]).filter(|p| !p.is_empty()),
+            labels: map(&spec["commonMetadata"]["labels"]),
+            annotations: map(&spec["commonMetadata"]["annotations"]),
+        };
+        (f != KustomizeFields::default()).then_some(f)
+    }
+
+    /// The canonical JSON of [`crate::render::Unit::kustomize`].
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The component directories, repository-relative, from `spec.path`'s directory `dir`.
+    pub fn component_dirs(&self, dir: &str) -> Vec<String> {
+        self.components
+            .iter()
+            .filter_map(|c| tree::join(dir, c))
+            .collect()
+    }
+
+    /// The lines of the kustomization that wraps `abs` (the directory of `spec.path`) with these
+    /// fields; `relative` turns an absolute path into one the wrapper can reach.
+    pub fn wrapper_lines(
+        json: &str,
+        abs: &std::path::Path,
+        relative: &dyn Fn(&std::path::Path) -> String,
+    ) -> String {
+        let Ok(f) = serde_json::from_str::<KustomizeFields>(json) else {
+            return String::new();
+        };
+        let q = |v: &Value| v.to_string();
+        let mut k = String::new();
+        let comps: Vec<String> = f
+            .components
+            .iter()
+            .filter(|c| !f.ignore_missing_components || abs.join(c).exists())
+            .map(|c| relative(&abs.join(c)))
+            .collect();
+        if !comps.is_empty() {
+            k.push_str("components:\n");
+            for c in comps {
+                k.push_str(&format!("  - {}\n", q(&Value::String(c))));
+            }
+        }
+        if !f.images.is_empty() {
+            k.push_str(&format!("images: {}\n", q(&Value::Array(f.images.clone()))));
+        }
+        if !f.patches.is_empty() {
+            k.push_str(&format!(
+                "patches: {}\n",
+                q(&Value::Array(f.patches.clone()))
+            ));
+        }
+        if let Some(p) = &f.name_prefix {
+            k.push_str(&format!("namePrefix: {}\n", q(&Value::String(p.clone()))));
+        }
+        if let Some(p) = &f.name_suffix {
+            k.push_str(&format!("nameSuffix: {}\n", q(&Value::String(p.clone()))));
+        }
+        if !f.labels.is_empty() {
+            k.push_str(&format!(
+                "labels: [{{\"pairs\": {}, \"includeSelectors\": false}}]\n",
+                q(&Value::Object(f.labels.clone()))
+            ));
+        }
+        if !f.annotations.is_empty() {
+            k.push_str(&format!(
+                "commonAnnotations: {}\n",
+                q(&Value::Object(f.annotations.clone()))
+            ));
+        }
+        k
+    }
+}
+
+/// Every file a render of `u` reads: its directory's inputs and those of the components its
+/// Flux Kustomization adds.
+pub fn unit_inputs(repo: &Repo, u: &Unit) -> BTreeSet<String> {
+    let mut out = repo.closure(&u.dir);
+    if let Some(f) = u
+        .kustomize
+        .as_deref()
+        .and_then(|j| serde_json::from_str::<KustomizeFields>(j).ok())
+    {
+        for c in f.component_dirs(&u.dir) {
+            out.extend(repo.closure(&c));
+        }
+    }
+    out
+}
+
+/// Every file the render of Kustomization `k` reads (its path's inputs and its components'),
+/// empty when its path climbs out of the repository.
+pub fn ks_inputs(repo: &Repo, k: &FluxKs) -> BTreeSet<String> {
+    let Some(d) = &k.dir else {
+        return BTreeSet::new();
+    };
+    let mut out = repo.closure(d);
+    if let Some(f) = &k.kustomize {
+        for c in f.component_dirs(d) {
+            out.extend(repo.closure(&c));
+        }
+    }
+    out
 }
 
 /// Kinds that are cluster-scoped (no namespace), enough for the kinds fleets hold.
@@ -426,7 +846,12 @@ pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Discovery
             cands.insert(n);
         }
     }
+    let instance_dirs: BTreeSet<String> =
+        instance_roots(repo).into_iter().map(|(d, _)| d).collect();
     let cands: Vec<String> = cands
+        .into_iter()
+        .chain(instance_dirs.iter().cloned())
+        .collect::<BTreeSet<String>>()
         .into_iter()
         .filter(|c| {
             repo.closure(c)
@@ -439,6 +864,7 @@ pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Discovery
         .map(|d| Unit {
             dir: d.clone(),
             target_namespace: None,
+            kustomize: None,
         })
         .collect();
     let rendered = renderer.render_all(repo, &units, jobs);
@@ -453,11 +879,12 @@ pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Discovery
             }
             None => continue,
         };
-        let self_root = docs.iter().any(|d| {
-            is_flux_ks(&d.value)
-                && tree::normalize(d.value["spec"]["path"].as_str().unwrap_or("./")).as_deref()
-                    == Some(u.dir.as_str())
-        });
+        let self_root = instance_dirs.contains(&u.dir)
+            || docs.iter().any(|d| {
+                is_flux_ks(&d.value)
+                    && tree::normalize(d.value["spec"]["path"].as_str().unwrap_or("./")).as_deref()
+                        == Some(u.dir.as_str())
+            });
         if self_root {
             out.push(u.dir);
         }
@@ -546,6 +973,7 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
     let root_unit = Unit {
         dir: dir.to_string(),
         target_namespace: None,
+        kustomize: None,
     };
     let r = renderer.render_all(repo, std::slice::from_ref(&root_unit), jobs);
     let docs = match r.get(&root_unit).map(|r| r.result.clone()) {
@@ -578,12 +1006,19 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
         seen.insert(k.id());
         ov.ks.push(k);
         ov.root = Some(0);
+    } else if let Some((_, k)) = instance_roots(repo).into_iter().find(|(d, _)| d == dir) {
+        // flux-operator's sync Kustomization: made by a FluxInstance, never in the tree
+        seen.insert(k.id());
+        ov.ks.push(k);
+        ov.root = Some(0);
     }
     pending.push((ov.root, docs, root_inputs));
     let root_source = ov.root.map(|r| ov.ks[r].source.clone());
     loop {
         // record this level's objects and collect the next level's units
         let mut next: Vec<(usize, Unit)> = Vec::new();
+        let mut level_ks = Vec::new();
+        let mut level_inputs: Vec<BTreeSet<String>> = Vec::new();
         for (owner, docs, inputs) in pending.drain(..) {
             let owner_ns = owner
                 .map(|o| {
@@ -613,18 +1048,7 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
                     });
                 }
                 if is_flux_ks(&d.value) {
-                    let k = read_ks(repo, &d.value, &namespace, Some(&inputs), owner);
-                    if seen.insert(k.id()) {
-                        let i = ov.ks.len();
-                        ov.ks.push(k);
-                        next.push((
-                            i,
-                            Unit {
-                                dir: String::new(),
-                                target_namespace: None,
-                            },
-                        ));
-                    }
+                    level_ks.push((owner, d.clone(), namespace.clone(), level_inputs.len()));
                 }
                 ov.objects.push(Applied {
                     owner,
@@ -632,6 +1056,24 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
                     doc: d.clone(),
                     namespace,
                 });
+            }
+            level_inputs.push(inputs);
+        }
+        // the level's Kustomizations, as their parents apply them (substituted)
+        for (owner, d, namespace, inputs) in level_ks {
+            let v = as_applied(repo, &ov, owner, &d);
+            let k = read_ks(repo, &v, &namespace, level_inputs.get(inputs), owner);
+            if seen.insert(k.id()) {
+                let i = ov.ks.len();
+                ov.ks.push(k);
+                next.push((
+                    i,
+                    Unit {
+                        dir: String::new(),
+                        target_namespace: None,
+                        kustomize: None,
+                    },
+                ));
             }
         }
         if next.is_empty() {
@@ -649,16 +1091,31 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
                                 source_url(&ov.sources, rs).is_some_and(|r| r == u)
                             })
                     }
-                    None => true,
+                    // no root Kustomization (an --overlay picked by hand): only bootstrap's
+                    // conventional source is taken for this repository
+                    None => k.source.0 == "GitRepository" && k.source.2 == "flux-system",
                 }
             };
+            // an ExternalArtifact an ArtifactGenerator packs from this repository's directories
+            let packed = match (&root_source, same_source) {
+                (Some(rs), false) => {
+                    let k = &ov.ks[*i];
+                    artifact_dir(&ov, rs, &k.source, k.path.as_deref().unwrap_or("./"))
+                }
+                _ => None,
+            };
+            let same_source = same_source || packed.is_some();
             let k = &mut ov.ks[*i];
+            if packed.is_some() {
+                k.dir = packed;
+            }
             k.followed = same_source;
             match (&k.dir, same_source) {
                 (Some(d), true) if repo.is_dir(d) => {
                     *u = Unit {
                         dir: d.clone(),
                         target_namespace: k.target_namespace.clone(),
+                        kustomize: k.kustomize.as_ref().map(KustomizeFields::to_json),
                     };
                     units.push(u.clone());
                 }
@@ -676,7 +1133,7 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
             }
             match rendered.get(&u).map(|r| r.result.clone()) {
                 Some(Ok(docs)) => {
-                    let inputs = repo.closure(&u.dir);
+                    let inputs = unit_inputs(repo, &u);
                     pending.push((Some(i), docs, inputs));
                 }
                 Some(Err(e)) => ov.render_errors.push(RenderError {
@@ -692,7 +1149,82 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
         }
     }
     substitute(repo, renderer, &mut ov);
+    ov.external = external_sources(repo, &ov);
     ov
+}
+
+/// The directory of this repository that the `path` of an ExternalArtifact `source` names,
+/// when an ArtifactGenerator of the overlay makes the artifact by copying whole directories of
+/// the root source `root` (`copy: [{from: "@alias/DIR/**", to: "@artifact/SUB/"}]`, the alias
+/// one of `spec.sources` naming the root source) and every copy of the artifact strips the
+/// same leading directories, so the artifact's layout is the repository's below them (relative
+/// references between its directories resolve the same). `None` otherwise (other globs,
+/// another source, excludes): the path is listed, not followed.
+fn artifact_dir(
+    ov: &Overlay,
+    root: &(String, String, String),
+    source: &(String, String, String),
+    path: &str,
+) -> Option<String> {
+    if source.0 != "ExternalArtifact" {
+        return None;
+    }
+    let generator = ov.objects.iter().find(|o| {
+        o.value["kind"] == "ArtifactGenerator"
+            && group(o.value["apiVersion"].as_str().unwrap_or("")) == SOURCE_EXTENSIONS_GROUP
+            && o.namespace == source.1
+            && o.value["spec"]["artifacts"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x["name"] == source.2.as_str()))
+    })?;
+    let spec = &generator.value["spec"];
+    let aliases: Vec<&str> = spec["sources"]
+        .as_array()?
+        .iter()
+        .filter(|x| {
+            x["kind"] == root.0.as_str()
+                && x["name"] == root.2.as_str()
+                && x["namespace"].as_str().unwrap_or(&generator.namespace) == root.1
+        })
+        .filter_map(|x| x["alias"].as_str())
+        .collect();
+    let artifact = spec["artifacts"]
+        .as_array()?
+        .iter()
+        .find(|x| x["name"] == source.2.as_str())?;
+    let mut base: Option<String> = None;
+    for c in artifact["copy"].as_array()? {
+        if c.get("exclude").is_some() {
+            return None;
+        }
+        let from = c["from"].as_str()?.strip_prefix('@')?;
+        let (alias, rest) = from.split_once('/').unwrap_or((from, ""));
+        if !aliases.contains(&alias) {
+            return None;
+        }
+        let from_dir = rest
+            .strip_suffix("**")
+            .unwrap_or(rest)
+            .trim_end_matches('/');
+        if from_dir.contains('*') {
+            return None;
+        }
+        let to = c["to"].as_str()?.strip_prefix("@artifact")?;
+        let to_dir = to.trim_matches('/');
+        let b = if to_dir.is_empty() {
+            from_dir
+        } else {
+            from_dir
+                .strip_suffix(to_dir)?
+                .strip_suffix('/')
+                .or_else(|| from_dir.strip_suffix(to_dir).filter(|b| b.is_empty()))?
+        };
+        match &base {
+            Some(x) if x != b => return None,
+            _ => base = Some(b.to_string()),
+        }
+    }
+    tree::join(&base?, path)
 }
 
 fn source_url<'a>(sources: &'a [Source], r: &(String, String, String)) -> Option<&'a str> {
@@ -798,60 +1330,110 @@ pub fn leaves_containing<'a>(
     }
 }
 
+/// The variables of Kustomization `i` for its post-build substitution (`LoadVariables`:
+/// `substituteFrom` in order, then `substitute` overrides), from the objects the overlay applies
+/// so far, and the non-optional `substituteFrom` objects it does not apply (`None` without
+/// postBuild).
+pub fn load_vars(
+    repo: &Repo,
+    ov: &Overlay,
+    i: usize,
+) -> Option<(BTreeMap<String, VarValue>, Vec<SubstituteRef>)> {
+    let pb = ov.ks[i].post_build.as_ref()?;
+    let ns = &ov.ks[i].namespace;
+    let mut vars = BTreeMap::new();
+    let mut missing = Vec::new();
+    for r in &pb.substitute_from {
+        let found = ov.objects.iter().find(|o| {
+            o.value["kind"] == r.kind.as_str()
+                && o.value["metadata"]["name"] == r.name.as_str()
+                && &o.namespace == ns
+        });
+        match found {
+            Some(o) => {
+                for (k, v) in object_data(&o.doc.value) {
+                    let origin = key_origin(repo, &ov.dir, &r.kind, &r.name, &k);
+                    vars.insert(
+                        k,
+                        VarValue {
+                            value: v.replace('\n', ""),
+                            origin,
+                        },
+                    );
+                }
+            }
+            None if r.optional => {}
+            None => missing.push(r.clone()),
+        }
+    }
+    for (k, v) in &pb.substitute {
+        let f = &ov.ks[i].file;
+        let origin = repo
+            .docs
+            .iter()
+            .find(|d| d.file == *f && d.kind == "Kustomization" && d.name == ov.ks[i].name)
+            .map(|d| {
+                (
+                    d.file.clone(),
+                    d.line_of(&["spec", "postBuild", "substitute", k]),
+                )
+            });
+        vars.insert(
+            k.clone(),
+            VarValue {
+                value: v.clone(),
+                origin,
+            },
+        );
+    }
+    Some((vars, missing))
+}
+
+/// A Flux Kustomization object as its parent applies it: kustomize-controller substitutes the
+/// parent's post-build variables into everything the parent applies, child Kustomizations
+/// included, so `spec.path: ./apps/${ENV}` names a real directory once substituted. Returns the
+/// substituted value (the rendered one when the parent has no postBuild, loads no variable
+/// without `substituteStrategy: Always`, the object opts out, or its text does not parse).
+fn as_applied(repo: &Repo, ov: &Overlay, owner: Option<usize>, d: &Doc) -> Arc<Value> {
+    let Some(o) = owner else {
+        return d.value.clone();
+    };
+    let disabled = d.value["metadata"]["annotations"][SUBSTITUTE_ANNOTATION] == "disabled"
+        || d.value["metadata"]["labels"][SUBSTITUTE_ANNOTATION] == "disabled";
+    if disabled || !d.text.contains("${") {
+        return d.value.clone();
+    }
+    let Some((vars, _)) = load_vars(repo, ov, o) else {
+        return d.value.clone();
+    };
+    let always = ov.ks[o].post_build.as_ref().is_some_and(|p| p.always);
+    if vars.is_empty() && !always {
+        return d.value.clone();
+    }
+    let vars: BTreeMap<String, String> = vars.into_iter().map(|(k, v)| (k, v.value)).collect();
+    envsubst::parse(&d.text)
+        .ok()
+        .and_then(|t| t.eval(&vars, false).ok())
+        .and_then(|t| serde_saphyr::from_str::<Value>(&t).ok())
+        .map(Arc::new)
+        .unwrap_or_else(|| d.value.clone())
+}
+
 fn substitute(repo: &Repo, renderer: &Renderer, ov: &mut Overlay) {
     // variables per Kustomization (LoadVariables, then inline substitute overrides)
     for i in 0..ov.ks.len() {
-        let Some(pb) = ov.ks[i].post_build.clone() else {
+        let Some((vars, missing)) = load_vars(repo, ov, i) else {
             continue;
         };
-        let ns = ov.ks[i].namespace.clone();
-        let mut vars = BTreeMap::new();
-        for r in &pb.substitute_from {
-            let found = ov.objects.iter().find(|o| {
-                o.value["kind"] == r.kind.as_str()
-                    && o.value["metadata"]["name"] == r.name.as_str()
-                    && o.namespace == ns
+        for r in missing {
+            let maker = secret_maker(ov, &r.kind, &r.name, &ov.ks[i].namespace);
+            ov.subst_problems.push(SubstProblem::FromMissing {
+                ks: i,
+                kind: r.kind,
+                name: r.name,
+                maker,
+                blocked: 0,
             });
-            match found {
-                Some(o) => {
-                    for (k, v) in object_data(&o.doc.value) {
-                        let origin = key_origin(repo, &ov.dir, &r.kind, &r.name, &k);
-                        vars.insert(
-                            k,
-                            VarValue {
-                                value: v.replace('\n', ""),
-                                origin,
-                            },
-                        );
-                    }
-                }
-                None if r.optional => {}
-                None => ov.subst_problems.push(SubstProblem::FromMissing {
-                    ks: i,
-                    kind: r.kind.clone(),
-                    name: r.name.clone(),
-                }),
-            }
-        }
-        for (k, v) in &pb.substitute {
-            let f = &ov.ks[i].file;
-            let origin = repo
-                .docs
-                .iter()
-                .find(|d| d.file == *f && d.kind == "Kustomization" && d.name == ov.ks[i].name)
-                .map(|d| {
-                    (
-                        d.file.clone(),
-                        d.line_of(&["spec", "postBuild", "substitute", k]),
-                    )
-                });
-            vars.insert(
-                k.clone(),
-                VarValue {
-                    value: v.clone(),
-                    origin,
-                },
-            );
         }
         for (k, v) in &vars {
             if !envsubst::valid_var_name(k) {
@@ -866,6 +1448,16 @@ fn substitute(repo: &Repo, renderer: &Renderer, ov: &mut Overlay) {
     }
     // substitute every object; the substituted texts are parsed per Kustomization at the end
     let mut outs: BTreeMap<usize, Vec<(usize, String)>> = BTreeMap::new();
+    let mut blocked: BTreeMap<usize, usize> = ov
+        .subst_problems
+        .iter()
+        .filter_map(|p| match p {
+            SubstProblem::FromMissing { ks, .. } => Some((*ks, 0)),
+            _ => None,
+        })
+        .collect();
+    let known_names: BTreeSet<String> = ov.ks.iter().flat_map(|k| k.vars.keys().cloned()).collect();
+    let known_vars: BTreeSet<&str> = known_names.iter().map(String::as_str).collect();
     for oi in 0..ov.objects.len() {
         let Some(owner) = ov.objects[oi].owner else {
             continue;
@@ -877,14 +1469,31 @@ fn substitute(repo: &Repo, renderer: &Renderer, ov: &mut Overlay) {
             continue;
         }
         let k = &ov.ks[owner];
+        // a missing substituteFrom input: what substitution gives is unknown offline (one
+        // finding, FL033, counts what it blocks; nothing here assumes the input empty)
+        if let Some(n) = blocked.get_mut(&owner) {
+            *n += 1;
+            continue;
+        }
+        // a CRD's schema and descriptions document `${...}` (Flux's own do): documentation
+        let crd = o.value["kind"] == "CustomResourceDefinition";
         let tpl = envsubst::parse(&o.doc.text);
         let Some(pb) = &k.post_build else {
             // no postBuild: the controller never substitutes; every expression ships as is
-            if let Ok(t) = &tpl {
+            if let Ok(t) = &tpl
+                && !crd
+            {
                 for e in &t.exprs {
+                    let mut hits = Vec::new();
+                    leaves_containing(&o.doc.value, &e.text, &mut Vec::new(), &mut hits);
+                    let shell = hits
+                        .iter()
+                        .any(|(p, s)| shell_use(&o.doc.value, p, s) == ShellUse::Shell);
                     ov.subst_problems.push(SubstProblem::NotEnabled {
                         object: oi,
                         expr: e.text.clone(),
+                        shell,
+                        meant: known_vars.contains(e.name.as_str()),
                     });
                 }
             }
@@ -947,6 +1556,11 @@ fn substitute(repo: &Repo, renderer: &Renderer, ov: &mut Overlay) {
             outs.entry(owner).or_default().push((oi, out));
         }
     }
+    for p in ov.subst_problems.iter_mut() {
+        if let SubstProblem::FromMissing { ks, blocked: b, .. } = p {
+            *b = blocked.get(ks).copied().unwrap_or(0);
+        }
+    }
     for batch in outs.into_values() {
         let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
         for ((oi, _), v) in batch.iter().zip(renderer.parse_yaml_cached(repo, &texts)) {
@@ -955,6 +1569,26 @@ fn substitute(repo: &Repo, renderer: &Renderer, ov: &mut Overlay) {
             }
         }
     }
+}
+
+/// What the overlay applies that makes the Secret or ConfigMap `kind` `namespace/name` at run
+/// time, when it does not apply the object itself: an ExternalSecret (external-secrets.io,
+/// `spec.target.name`, else its own name), a SealedSecret (bitnami.com, its name), a
+/// OnePasswordItem or an InfisicalSecret of that name.
+pub fn secret_maker(ov: &Overlay, kind: &str, name: &str, namespace: &str) -> Option<String> {
+    if kind != "Secret" {
+        return None;
+    }
+    ov.objects.iter().find_map(|o| {
+        let k = o.value["kind"].as_str().unwrap_or("");
+        let own = o.value["metadata"]["name"].as_str().unwrap_or("");
+        let made = match k {
+            "ExternalSecret" => o.value["spec"]["target"]["name"].as_str().unwrap_or(own),
+            "SealedSecret" | "OnePasswordItem" | "InfisicalSecret" => own,
+            _ => return None,
+        };
+        (made == name && o.namespace == namespace).then(|| o.describe())
+    })
 }
 
 /// Who reads a string of an object after substitution (see [`shell_use`]).

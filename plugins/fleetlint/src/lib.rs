@@ -9,12 +9,14 @@
 
 /// Post-build substitution (`cluster_loop::envsubst`, shared with the twin's Flux model).
 pub use cluster_loop::envsubst;
+pub mod config;
 pub mod fleet;
 pub mod lint;
 pub mod render;
 pub mod report;
 pub mod rules;
 pub mod run;
+pub mod sourceignore;
 pub mod tree;
 
 use lint::Finding;
@@ -47,6 +49,12 @@ pub struct Config {
     pub markers: bool,
     /// Live counters for a progress line (`None`: none kept).
     pub progress: Option<std::sync::Arc<RunProgress>>,
+    /// `--placeholder` was given (it wins over `.fleetlint.yaml`'s `placeholder`).
+    pub placeholder_given: bool,
+    /// `--source KIND/NAMESPACE/NAME=PATH` (or `NAME=PATH`, a GitRepository in the reading
+    /// Kustomization's namespace): a local checkout of an external source, whose
+    /// Kustomizations' paths are then checked in it.
+    pub sources: Vec<(String, PathBuf)>,
 }
 
 /// Phases of a run, as [`RunProgress::phase`] holds them.
@@ -148,6 +156,8 @@ impl Default for Config {
             kubectl: "kubectl".into(),
             markers: true,
             progress: None,
+            placeholder_given: false,
+            sources: vec![],
         }
     }
 }
@@ -232,6 +242,12 @@ pub struct Stats {
     pub affected: usize,
     /// Overlay candidates rendered during discovery (0 with `--overlay`).
     pub candidates: usize,
+    /// Findings suppressed by `.fleetlint.yaml` or an inline `# fleetlint:ignore` (listed in
+    /// [`Report::suppressed`]).
+    pub suppressed: usize,
+    /// YAML files source-controller leaves out of the artifact (its default exclusions and
+    /// `.sourceignore`), not read.
+    pub excluded_files: usize,
 }
 
 /// Result of a run.
@@ -249,6 +265,11 @@ pub struct Report {
     pub changed_files: Option<Vec<String>>,
     /// Notes for the reader (e.g. which directory was taken as the repository root).
     pub notes: Vec<String>,
+    /// Findings suppressed by the configuration or inline comments, with what suppressed
+    /// each.
+    pub suppressed: Vec<config::Suppressed>,
+    /// Sources read and not applied by an overlay, per overlay directory.
+    pub external_sources: Vec<(String, fleet::ExternalSource)>,
 }
 
 impl Report {
@@ -371,6 +392,15 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
             cfg.path.display(),
             root.display()
         )));
+    }
+    let file_config = config::FileConfig::load(&root).map_err(RunError::Usage)?;
+    let mut options = cfg.options.clone();
+    if !cfg.placeholder_given
+        && let Some(p) = &file_config.placeholder
+    {
+        lint::placeholder_regex(p)
+            .map_err(|e| RunError::Usage(format!("{}: placeholder: {e}", config::FILE)))?;
+        options.placeholder = p.clone();
     }
     // `git diff` runs beside the walk of the tree (its errors still come first)
     let git = cfg.changed_since.clone().map(|rev| {
@@ -544,7 +574,7 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
         built.sort_by(|a, b| a.dir.cmp(&b.dir));
         for ov in &built {
             let dir = &ov.dir;
-            let mut findings = lint::lint_overlay(&repo, ov, &cfg.options);
+            let mut findings = lint::lint_overlay(&repo, ov, &options);
             let chains = lint::timeout_chains(ov);
             // --changed-since: the Kustomizations whose inputs changed, their descendants and
             // their dependents
@@ -636,6 +666,16 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
         }
         report.findings.sort();
         report.findings.dedup();
+        report.suppressed = file_config.apply(&root, &mut report.findings, |f| {
+            repo.texts.get(f).map(|t| &**t)
+        });
+        report.stats.suppressed = report.suppressed.len();
+        report.stats.excluded_files = repo.excluded.len();
+        for ov in &built {
+            for e in &ov.external {
+                report.external_sources.push((ov.dir.clone(), e.clone()));
+            }
+        }
         report.stats.files = repo.texts.len();
         report.stats.kustomize_dirs = repo.kustomize_dirs.len();
         report.stats.renders_run = renderer.runs.load(std::sync::atomic::Ordering::Relaxed);
@@ -789,7 +829,7 @@ fn affected_ks(
         .collect();
     let mut hit: BTreeSet<usize> = BTreeSet::new();
     for (i, k) in ov.ks.iter().enumerate() {
-        let inputs = k.dir.as_ref().map(|d| repo.closure(d)).unwrap_or_default();
+        let inputs = fleet::ks_inputs(repo, k);
         if changed.contains(&k.file)
             || inputs.iter().any(|f| changed.contains(f))
             || k.dir

@@ -1,6 +1,7 @@
 //! The rule families over the discovered overlays.
 
 use crate::fleet::{self, Applied, FluxKs, Overlay, SubstProblem};
+use crate::render;
 use crate::rules::{self, Severity};
 use crate::tree::Repo;
 use serde_json::Value;
@@ -38,12 +39,26 @@ pub struct Finding {
 pub struct Options {
     /// Placeholder glob (`*` any run of non-space characters), default `TBD-*`.
     pub placeholder: String,
+    /// `--source`: (source `Kind/namespace/name` or `name`, local checkout).
+    pub sources: Vec<(String, std::path::PathBuf)>,
+}
+
+impl Options {
+    /// The local checkout `--source` maps the source `Kind/namespace/name` to.
+    pub fn checkout(&self, id: &str) -> Option<&std::path::Path> {
+        let name = id.rsplit('/').next().unwrap_or(id);
+        self.sources
+            .iter()
+            .find(|(s, _)| s == id || s == name)
+            .map(|(_, p)| p.as_path())
+    }
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             placeholder: "TBD-*".into(),
+            sources: vec![],
         }
     }
 }
@@ -77,8 +92,8 @@ fn locate(repo: &Repo, ov: &Overlay, o: &Applied, keys: &[&str]) -> (String, usi
     let name = o.value["metadata"]["name"].as_str().unwrap_or("");
     let inputs = o
         .owner
-        .and_then(|i| ov.ks[i].dir.clone())
-        .map(|d| repo.closure(&d))
+        .filter(|&i| ov.ks[i].dir.is_some())
+        .map(|i| fleet::ks_inputs(repo, &ov.ks[i]))
         .unwrap_or_else(|| repo.closure(&ov.dir));
     match repo.find(kind, name, Some(&o.namespace), Some(&inputs)) {
         Some(d) => (d.file.clone(), d.line_of(keys)),
@@ -92,8 +107,8 @@ fn locate_text(repo: &Repo, ov: &Overlay, o: &Applied, needle: &str) -> (String,
     let name = o.value["metadata"]["name"].as_str().unwrap_or("");
     let inputs = o
         .owner
-        .and_then(|i| ov.ks[i].dir.clone())
-        .map(|d| repo.closure(&d))
+        .filter(|&i| ov.ks[i].dir.is_some())
+        .map(|i| fleet::ks_inputs(repo, &ov.ks[i]))
         .unwrap_or_else(|| repo.closure(&ov.dir));
     if let Some(d) = repo.find(kind, name, Some(&o.namespace), Some(&inputs))
         && let Some(l) = d.line_containing(needle)
@@ -124,6 +139,8 @@ fn owner_ids(ov: &Overlay, o: &Applied) -> Vec<String> {
 pub fn lint_overlay(repo: &Repo, ov: &Overlay, opts: &Options) -> Vec<Finding> {
     let mut out = Vec::new();
     render_rules(repo, ov, &mut out);
+    source_rules(repo, ov, opts, &mut out);
+    applied_twice_rule(repo, ov, &mut out);
     depends_rules(repo, ov, &mut out);
     subst_rules(repo, ov, &mut out);
     placeholder_rule(repo, ov, opts, &mut out);
@@ -168,18 +185,39 @@ fn render_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
             ),
             None => format!("overlay {}", fleet::unit_dir(&e.unit)),
         };
-        out.push(finding(
+        // a remote resource that cannot be fetched here (no network): unknown offline, not
+        // a render Flux will certainly refuse
+        let offline = [
+            "no such host",
+            "Could not resolve host",
+            "dial tcp",
+            "Network is unreachable",
+        ]
+        .iter()
+        .any(|m| e.message.contains(m));
+        let mut f = finding(
             "FL001",
             ov,
             &file,
             line,
-            format!("{who} does not render: {}", first_lines(&e.message, 3)),
+            if offline {
+                format!(
+                    "unknown offline: {who} reads a remote resource that could not be fetched here: {}",
+                    first_lines(&e.message, 3)
+                )
+            } else {
+                format!("{who} does not render: {}", first_lines(&e.message, 3))
+            },
             format!(
                 "run `kubectl kustomize --load-restrictor=LoadRestrictionsNone {}` and fix what it names",
                 fleet::unit_dir(&e.unit)
             ),
             ks,
-        ));
+        );
+        if offline {
+            f.severity = Severity::Warning;
+        }
+        out.push(f);
     }
     for k in &ov.ks {
         if !k.followed {
@@ -189,7 +227,15 @@ fn render_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
             None => true,
             Some(d) => !repo.is_dir(d),
         };
-        if missing {
+        // a `${...}` left in the path by a parent whose variables are unknown offline (FL033
+        // says which input): the path Flux uses is unknown, not missing
+        let unknown = k.path.as_deref().is_some_and(|p| p.contains("${"))
+            && k.parent.is_some_and(|p| {
+                ov.subst_problems
+                    .iter()
+                    .any(|x| matches!(x, SubstProblem::FromMissing { ks, .. } if *ks == p))
+            });
+        if missing && !unknown {
             out.push(finding(
                 "FL002",
                 ov,
@@ -205,37 +251,111 @@ fn render_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
             ));
         }
     }
-    for k in &ov.ks {
-        let (kind, ns, name) = &k.source;
-        let found = ov
-            .sources
-            .iter()
-            .any(|s| &s.kind == kind && &s.namespace == ns && &s.name == name);
-        if !found {
+}
+
+/// `n` items of a list, then "and N more": one line, never the whole list.
+pub fn at_most(items: &[String], n: usize) -> String {
+    if items.is_empty() {
+        return "none".into();
+    }
+    let mut s = items.iter().take(n).cloned().collect::<Vec<_>>().join(", ");
+    if items.len() > n {
+        s.push_str(&format!(" and {} more", items.len() - n));
+    }
+    s
+}
+
+/// FL002 for the Kustomizations reading an external source mapped by `--source` to the local
+/// checkout `co`: their `spec.path` must be a directory there (only the path is checked: the
+/// checkout is not rendered).
+fn mapped_paths(
+    repo: &Repo,
+    ov: &Overlay,
+    e: &fleet::ExternalSource,
+    co: &std::path::Path,
+    out: &mut Vec<Finding>,
+) {
+    for &i in &e.readers {
+        let k = &ov.ks[i];
+        let p = k.path.as_deref().unwrap_or("./");
+        let ok = crate::tree::normalize(p).is_some_and(|d| co.join(d).is_dir());
+        if !ok {
             out.push(finding(
-                "FL003",
+                "FL002",
                 ov,
                 &k.file,
-                raw_line(repo, k, &["spec", "sourceRef", "name"]),
+                raw_line(repo, k, &["spec", "path"]),
                 format!(
-                    "Kustomization {} sourceRef {kind}/{ns}/{name} is not applied by overlay {}: \"Source '{kind}/{ns}/{name}' not found\"",
+                    "Kustomization {} spec.path {p:?} does not exist in {} (the --source checkout of {}): kustomize-controller fails with \"kustomization path not found\"",
                     k.id(),
-                    ov.dir
+                    co.display(),
+                    e.id
                 ),
-                format!(
-                    "correct sourceRef or add the {kind} to the overlay (known sources: {})",
-                    if ov.sources.is_empty() {
-                        "none".to_string()
-                    } else {
-                        ov.sources
-                            .iter()
-                            .map(|s| format!("{}/{}/{}", s.kind, s.namespace, s.name))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    }
-                ),
+                "point spec.path at an existing directory of that source, relative to its root".into(),
                 vec![k.id()],
             ));
+        }
+    }
+}
+
+/// FL003 (a source the tree defines that the overlay never applies: one per reading
+/// Kustomization) and FL004 (a source made outside the tree: once per source).
+fn source_rules(repo: &Repo, ov: &Overlay, opts: &Options, out: &mut Vec<Finding>) {
+    let known: Vec<String> = ov
+        .sources
+        .iter()
+        .map(|s| format!("{}/{}/{}", s.kind, s.namespace, s.name))
+        .collect();
+    for e in &ov.external {
+        let readers: Vec<String> = e.readers.iter().map(|&i| ov.ks[i].id()).collect();
+        match (&e.defined_in, &e.maker) {
+            (Some(file), None) => {
+                for &i in &e.readers {
+                    let k = &ov.ks[i];
+                    out.push(finding(
+                        "FL003",
+                        ov,
+                        &k.file,
+                        raw_line(repo, k, &["spec", "sourceRef", "name"]),
+                        format!(
+                            "Kustomization {} sourceRef {} is defined in {file} but overlay {} does not apply it: \"Source '{}' not found\"",
+                            k.id(),
+                            e.id,
+                            render::display_dir(&ov.dir),
+                            e.id
+                        ),
+                        format!(
+                            "add {file} to the overlay or correct sourceRef (sources it applies: {})",
+                            at_most(&known, 3)
+                        ),
+                        vec![k.id()],
+                    ));
+                }
+            }
+            _ => {
+                if let Some(co) = opts.checkout(&e.id) {
+                    mapped_paths(repo, ov, e, co, out);
+                }
+                let k = &ov.ks[e.readers[0]];
+                out.push(finding(
+                    "FL004",
+                    ov,
+                    &k.file,
+                    raw_line(repo, k, &["spec", "sourceRef", "name"]),
+                    format!(
+                        "{} is read by {} and made outside this tree's renders: {}; {}",
+                        e.id,
+                        at_most(&readers, 2),
+                        e.maker.as_deref().unwrap_or("applied by hand, by Terraform or from another repository"),
+                        match opts.checkout(&e.id) {
+                            Some(co) => format!("paths checked in the --source checkout {}", co.display()),
+                            None => "not checked offline".into(),
+                        }
+                    ),
+                    "nothing to do when the maker is right; --source KIND/NAMESPACE/NAME=PATH maps a local checkout of it".into(),
+                    readers,
+                ));
+            }
         }
     }
 }
@@ -391,21 +511,7 @@ fn depends_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                     let pos = cyc.iter().position(|&x| x == min).expect("member");
                     cyc.rotate_left(pos);
                     if min == start && reported.insert(cyc.clone()) {
-                        let k = &ov.ks[start];
-                        let names: Vec<String> = cyc
-                            .iter()
-                            .chain(std::iter::once(&cyc[0]))
-                            .map(|&i| ov.ks[i].id())
-                            .collect();
-                        out.push(finding(
-                            "FL011",
-                            ov,
-                            &k.file,
-                            k.line,
-                            format!("dependsOn cycle: {}", names.join(" -> ")),
-                            "remove one dependsOn edge of the cycle".into(),
-                            cyc.iter().map(|&i| ov.ks[i].id()).collect(),
-                        ));
+                        cycle_findings(repo, ov, &cyc, &idx, out);
                     }
                 } else if !on_path.contains(&w) && w > start {
                     on_path.insert(w);
@@ -442,6 +548,123 @@ fn depends_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
     }
 }
 
+/// FL011 for one cycle (indices in order, each depending on the next, the last on the first):
+/// one finding per edge, on the dependsOn entry that makes it, so the file whose change closed
+/// the cycle carries it.
+fn cycle_findings(
+    repo: &Repo,
+    ov: &Overlay,
+    cyc: &[usize],
+    idx: &BTreeMap<(String, String), usize>,
+    out: &mut Vec<Finding>,
+) {
+    let names: Vec<String> = cyc
+        .iter()
+        .chain(std::iter::once(&cyc[0]))
+        .map(|&i| ov.ks[i].id())
+        .collect();
+    for (pos, &i) in cyc.iter().enumerate() {
+        let next = cyc[(pos + 1) % cyc.len()];
+        let k = &ov.ks[i];
+        let n = k
+            .depends_on
+            .iter()
+            .position(|d| idx.get(d) == Some(&next))
+            .unwrap_or(0);
+        out.push(finding(
+            "FL011",
+            ov,
+            &k.file,
+            dep_line(repo, k, n),
+            format!(
+                "dependsOn cycle: {} (this edge: {} dependsOn {})",
+                names.join(" -> "),
+                k.id(),
+                ov.ks[next].id()
+            ),
+            "remove one dependsOn edge of the cycle".into(),
+            cyc.iter().map(|&i| ov.ks[i].id()).collect(),
+        ));
+    }
+}
+
+/// FL005: one object (kind, namespace, name) in the renders of two Kustomizations of the
+/// overlay. Both server-side apply it with the field manager kustomize-controller, so each
+/// apply overwrites the other's version, and either one's garbage collection deletes it when it
+/// leaves that one's inventory (kustomize-controller inventory and prune).
+fn applied_twice_rule(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
+    // (cluster, kind.group, namespace, name): a Kustomization with spec.kubeConfig applies to
+    // another cluster (hub and spokes)
+    type Key = (String, String, String, String);
+    let mut by_id: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
+    for (oi, o) in ov.objects.iter().enumerate() {
+        let Some(owner) = o.owner else {
+            continue;
+        };
+        let cluster = ov.ks[owner]
+            .kube_config
+            .as_ref()
+            .map(|c| format!("{}/{c}", ov.ks[owner].namespace))
+            .unwrap_or_default();
+        let kind = o.value["kind"].as_str().unwrap_or("").to_string();
+        let name = o.value["metadata"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let group = o.value["apiVersion"]
+            .as_str()
+            .and_then(|a| a.split_once('/'))
+            .map_or("", |(g, _)| g);
+        // the namespace after substitution (`namespace: ${TENANT}`)
+        let namespace = o.value["metadata"]["namespace"]
+            .as_str()
+            .filter(|n| !n.is_empty() && !o.namespace.is_empty())
+            .unwrap_or(&o.namespace)
+            .to_string();
+        by_id
+            .entry((cluster, format!("{kind}.{group}"), namespace, name))
+            .or_default()
+            .push(oi);
+    }
+    for objs in by_id.values() {
+        let mut owners: Vec<usize> = objs.iter().filter_map(|&oi| ov.objects[oi].owner).collect();
+        owners.sort_unstable();
+        owners.dedup();
+        if owners.len() < 2 {
+            continue;
+        }
+        let o = &ov.objects[objs[0]];
+        let (file, line) = locate(repo, ov, o, &[]);
+        let ids: Vec<String> = owners.iter().map(|&i| ov.ks[i].id()).collect();
+        let unsubstituted: Vec<String> = owners
+            .iter()
+            .filter(|&&i| ov.ks[i].post_build.is_none())
+            .map(|&i| ov.ks[i].id())
+            .collect();
+        let subst = if unsubstituted.is_empty() || unsubstituted.len() == owners.len() {
+            String::new()
+        } else {
+            format!(
+                "; {} applies it without substitution (no postBuild), so the two versions differ",
+                unsubstituted.join(", ")
+            )
+        };
+        out.push(finding(
+            "FL005",
+            ov,
+            &file,
+            line,
+            format!(
+                "{} is applied by Kustomizations {}: each apply overwrites the other's and either one's prune deletes it{subst}",
+                o.describe(),
+                ids.join(" and ")
+            ),
+            "keep the object in one Kustomization's path (remove it from the others' kustomization resources)".into(),
+            ids,
+        ));
+    }
+}
+
 /// Line of the `n`th dependsOn entry's name in the file defining `k`.
 fn dep_line(repo: &Repo, k: &FluxKs, n: usize) -> usize {
     raw_line(repo, k, &["spec", "dependsOn", &n.to_string(), "name"])
@@ -450,34 +673,26 @@ fn dep_line(repo: &Repo, k: &FluxKs, n: usize) -> usize {
 fn subst_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
     for p in &ov.subst_problems {
         match p {
-            SubstProblem::NotEnabled { object, expr }
-            | SubstProblem::NoVariables { object, expr } => {
+            SubstProblem::NotEnabled {
+                object,
+                expr,
+                shell,
+                meant,
+            } => not_enabled(repo, ov, *object, expr, *shell, *meant, out),
+            SubstProblem::NoVariables { object, expr } => {
                 let o = &ov.objects[*object];
                 let (file, line) = locate_text(repo, ov, o, expr);
                 let owner = o.owner.map(|i| ov.ks[i].id()).unwrap_or_default();
-                let (id, why, fix) = match p {
-                    SubstProblem::NotEnabled { .. } => (
-                        "FL030",
-                        format!("Kustomization {owner} has no postBuild, so the literal ships"),
-                        format!(
-                            "add postBuild.substituteFrom (or substitute) to Kustomization {owner}, or write the value"
-                        ),
-                    ),
-                    _ => (
-                        "FL036",
-                        format!(
-                            "Kustomization {owner} has postBuild but loads no variables (and no substituteStrategy: Always): nothing is substituted, the literal ships"
-                        ),
-                        "define a variable or set postBuild.substituteStrategy: Always".into(),
-                    ),
-                };
                 out.push(finding(
-                    id,
+                    "FL036",
                     ov,
                     &file,
                     line,
-                    format!("{expr} in {}: {why}", o.describe()),
-                    fix,
+                    format!(
+                        "{expr} in {}: Kustomization {owner} has postBuild but loads no variables (and no substituteStrategy: Always): nothing is substituted, the literal ships",
+                        o.describe()
+                    ),
+                    "define a variable or set postBuild.substituteStrategy: Always".into(),
                     owner_ids(ov, o),
                 ));
             }
@@ -545,18 +760,28 @@ fn subst_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                     owner_ids(ov, o),
                 ));
             }
-            SubstProblem::FromMissing { ks, kind, name } => {
+            SubstProblem::FromMissing {
+                ks,
+                kind,
+                name,
+                maker,
+                blocked,
+            } => {
                 let k = &ov.ks[*ks];
+                let made = match maker {
+                    Some(m) => format!("{m} makes it at run time"),
+                    None => "it may be created outside the tree (bootstrap, Terraform, by hand) or be missing".into(),
+                };
                 out.push(finding(
                     "FL033",
                     ov,
                     &k.file,
                     raw_line(repo, k, &["spec", "postBuild", "substituteFrom"]),
                     format!(
-                        "Kustomization {} substituteFrom {kind}/{name}: overlay {} applies no {kind} {}/{name}: \"substitute from '{kind}/{name}' error: not found\"",
-                        k.id(), ov.dir, k.namespace
+                        "unknown offline: Kustomization {} substituteFrom {kind}/{name} is not applied by overlay {} ({made}); if it is missing the build fails (\"substitute from '{kind}/{name}' error: not found\"); substitution of {blocked} object(s) holding ${{...}} is not checked",
+                        k.id(), render::display_dir(&ov.dir)
                     ),
-                    format!("add the {kind} to the overlay in namespace {} or mark the reference optional: true", k.namespace),
+                    format!("nothing when {kind} {}/{name} exists in the cluster; otherwise add it to the overlay or mark the reference optional: true", k.namespace),
                     vec![k.id()],
                 ));
             }
@@ -575,6 +800,66 @@ fn subst_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
             }
         }
     }
+}
+
+/// FL030 (no postBuild: the literal ships) for one `${...}`: an error when a Kustomization of
+/// the overlay defines the variable (Flux was meant to substitute it), a warning otherwise (a
+/// config template's own placeholder); in a shell script the literal is what the shell reads,
+/// so FL032 warns with the escape that keeps it working once postBuild is enabled.
+fn not_enabled(
+    repo: &Repo,
+    ov: &Overlay,
+    object: usize,
+    expr: &str,
+    shell: bool,
+    meant: bool,
+    out: &mut Vec<Finding>,
+) {
+    let o = &ov.objects[object];
+    let (file, line) = locate_text(repo, ov, o, expr);
+    let owner = o.owner.map(|i| ov.ks[i].id()).unwrap_or_default();
+    if shell {
+        let mut f = finding(
+            "FL032",
+            ov,
+            &file,
+            line,
+            format!(
+                "{expr} in a shell script of {}: Kustomization {owner} has no postBuild, so the shell gets it as written today; enabling postBuild would substitute it",
+                o.describe()
+            ),
+            format!("escape it as ${expr} so Flux always leaves it to the shell"),
+            owner_ids(ov, o),
+        );
+        f.severity = Severity::Warning;
+        out.push(f);
+        return;
+    }
+    let mut f = finding(
+        "FL030",
+        ov,
+        &file,
+        line,
+        if meant {
+            format!(
+                "{expr} in {}: Kustomization {owner} has no postBuild, so the literal ships (the overlay defines this variable for other Kustomizations)",
+                o.describe()
+            )
+        } else {
+            format!(
+                "{expr} in {}: Kustomization {owner} has no postBuild, so the literal ships (no Kustomization of the overlay defines it: a template's own placeholder?)",
+                o.describe()
+            )
+        },
+        format!(
+            "add postBuild.substituteFrom (or substitute) to Kustomization {owner}, write the value, or escape it as ${expr} if the literal is meant"
+        ),
+        owner_ids(ov, o),
+    );
+    if !meant {
+        f.severity = Severity::Warning;
+    }
+    out.push(f);
 }
 
 /// Compiles a placeholder glob (`*` = a run of characters that are not space, quote, comma).

@@ -22,6 +22,9 @@ pub struct Unit {
     pub dir: String,
     /// `spec.targetNamespace` of the Flux Kustomization.
     pub target_namespace: Option<String>,
+    /// The Flux Kustomization's own kustomize fields ([`crate::fleet::KustomizeFields`]) as
+    /// JSON, `None` when it sets none.
+    pub kustomize: Option<String>,
 }
 
 /// One rendered object: its YAML text (what envsubst runs on) and its value.
@@ -292,7 +295,9 @@ impl Renderer {
         h.update(u.dir.as_bytes());
         h.update(b"\0");
         h.update(u.target_namespace.as_deref().unwrap_or("\u{1}").as_bytes());
-        for f in repo.closure(&u.dir) {
+        h.update(b"\0");
+        h.update(u.kustomize.as_deref().unwrap_or("\u{1}").as_bytes());
+        for f in crate::fleet::unit_inputs(repo, u) {
             h.update(b"\0");
             h.update(f.as_bytes());
             h.update(b"\0");
@@ -483,7 +488,7 @@ impl Renderer {
         }
         let has_k = repo.kustomization_file(&u.dir).is_some();
         let tmp;
-        let target: &Path = if has_k && u.target_namespace.is_none() {
+        let target: &Path = if has_k && u.target_namespace.is_none() && u.kustomize.is_none() {
             &abs
         } else {
             tmp = tempdir().map_err(|e| format!("cannot create a temporary directory: {e}"))?;
@@ -513,6 +518,11 @@ impl Renderer {
                 k.push_str(&format!(
                     "namespace: {}\n",
                     serde_json::Value::String(ns.clone())
+                ));
+            }
+            if let Some(j) = &u.kustomize {
+                k.push_str(&crate::fleet::KustomizeFields::wrapper_lines(
+                    j, &abs, &relative,
                 ));
             }
             std::fs::write(tmp.0.join("kustomization.yaml"), k)

@@ -35,6 +35,20 @@ pub struct MachineReport<'a> {
     /// Notes (e.g. the repository root taken outside a Git checkout).
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub notes: &'a [String],
+    /// Findings suppressed by `.fleetlint.yaml` or `# fleetlint:ignore`, each with `by`.
+    pub suppressed: &'a [crate::config::Suppressed],
+    /// Sources read and not applied per overlay: `overlay`, `id`, `maker`, `definedIn`.
+    pub external_sources: Vec<ExternalOut<'a>>,
+}
+
+/// One external source of [`MachineReport::external_sources`].
+#[derive(Debug, serde::Serialize)]
+pub struct ExternalOut<'a> {
+    /// The overlay directory.
+    pub overlay: &'a str,
+    /// The source.
+    #[serde(flatten)]
+    pub source: &'a crate::fleet::ExternalSource,
 }
 
 impl<'a> MachineReport<'a> {
@@ -49,6 +63,15 @@ impl<'a> MachineReport<'a> {
             overlays: &r.overlays,
             findings: &r.findings,
             notes: &r.notes,
+            suppressed: &r.suppressed,
+            external_sources: r
+                .external_sources
+                .iter()
+                .map(|(o, s)| ExternalOut {
+                    overlay: o,
+                    source: s,
+                })
+                .collect(),
         }
     }
 }

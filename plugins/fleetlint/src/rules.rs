@@ -38,7 +38,7 @@ const fn r(
     }
 }
 
-use Severity::{Error, Warning};
+use Severity::{Error, Info, Warning};
 
 /// Every fleetlint rule (markercheck's MC rules are listed by `kubectl markercheck --list-rules`).
 pub const RULES: &[Rule] = &[
@@ -72,11 +72,46 @@ pub const RULES: &[Rule] = &[
         "source-missing",
         Error,
         "render",
-        "sourceRef names a GitRepository/OCIRepository/Bucket that the overlay never applies",
+        "sourceRef names a source the tree defines but the overlay never applies",
         "The controller reports \"Source 'GitRepository/ns/name' not found\" and retries at \
        retryInterval forever. Offline, fleetlint looks for the source among every object the \
-       overlay applies (sourceRef.namespace defaults to the Kustomization's namespace).\n\
-       Fix: correct sourceRef (kind, name, namespace) or add the source object.",
+       overlay applies (sourceRef.namespace defaults to the Kustomization's namespace). Only a \
+       source that a document of this tree defines, and that this overlay does not apply, is \
+       this error: a source the tree never defines is made elsewhere (FL004).\n\
+       Fix: correct sourceRef (kind, name, namespace) or add the source object to the overlay.",
+    ),
+    r(
+        "FL004",
+        "source-external",
+        Info,
+        "render",
+        "sourceRef names a source made outside the tree's renders (listed once, not checked)",
+        "A source no document of the tree defines is made by something else: flux-operator's \
+       FluxInstance spec.sync (named after its namespace, fluxoperator.dev docs 'Flux Cluster \
+       Sync Configuration'), an ArtifactGenerator (one ExternalArtifact per spec.artifacts[]), \
+       `flux bootstrap` (gotk-sync.yaml, GitRepository flux-system/flux-system), Terraform or a \
+       hand-applied object. Offline its existence and revision cannot be checked; fleetlint \
+       names the maker when it recognises it, and does not check the paths of Kustomizations \
+       reading a source that is not this repository (their path is in another artifact).\n\
+       Fix: nothing when the maker is known; map a checkout of another repository with \
+       --source KIND/NAMESPACE/NAME=PATH to have its paths checked.",
+    ),
+    r(
+        "FL005",
+        "applied-twice",
+        Error,
+        "render",
+        "one object (kind, namespace, name) is applied by two Kustomizations",
+        "Each Kustomization server-side applies its render with the field manager \
+       kustomize-controller and records what it applied in its inventory \
+       (status.inventory). Two of them applying the same object overwrite each other's version \
+       on every reconcile (the last one wins until the other runs again), and when the object \
+       leaves either one's render that one's garbage collection (prune) deletes it while the \
+       other still declares it. When only one of them has postBuild, the two versions differ: \
+       one ships the ${VAR} literals. The finding names both Kustomizations and which applies \
+       it without substitution.\n\
+       Fix: keep the object in one Kustomization's path; remove it from the other's \
+       kustomization resources.",
     ),
     r(
         "FL010",
@@ -142,9 +177,13 @@ pub const RULES: &[Rule] = &[
         "${VAR} in a manifest whose Kustomization has no postBuild: the literal ships",
         "kustomize-controller substitutes only when spec.postBuild is set (kustomization_controller.go: \
        `if obj.Spec.PostBuild != nil`). Anywhere else the text `${VAR}` is applied as is: an \
-       invalid value at best, a silent wrong one at worst.\n\
+       invalid value at best, a silent wrong one at worst. Certainty decides the severity: an \
+       error when a Kustomization of the overlay defines VAR (Flux was meant to substitute it), \
+       a warning when none does (a config template's own placeholder may be meant). Not a \
+       finding: `${...}` in a CustomResourceDefinition (schemas and descriptions document it, \
+       as Flux's own CRDs in gotk-components.yaml do); in a shell script it is FL032 (a warning).\n\
        Fix: add postBuild.substituteFrom (or substitute) to the Kustomization that applies it, \
-       or write the value.",
+       write the value, or escape a meant literal as $${VAR}.",
     ),
     r(
         "FL031",
@@ -180,6 +219,9 @@ pub const RULES: &[Rule] = &[
        command/args included (the kubelet starts the process with the argv as written; Kubernetes \
        expands only $(VAR) there, from the container's env), no shell expands ${VAR}: escaping it \
        would hand the process the literal text, so the finding is FL031 (define the variable).\n\
+       An error when the Kustomization has postBuild (strict mode fails it); a warning when it \
+       has none (the shell gets the literal today, and the escape keeps it so once postBuild is \
+       enabled).\n\
        Fix: write $${VAR} when the shell is meant to expand it, define VAR when Flux is, or \
        disable substitution on that object with the annotation \
        kustomize.toolkit.fluxcd.io/substitute: disabled.",
@@ -187,13 +229,18 @@ pub const RULES: &[Rule] = &[
     r(
         "FL033",
         "substitute-from-missing",
-        Error,
+        Warning,
         "substitution",
-        "a postBuild.substituteFrom ConfigMap/Secret the overlay never applies",
+        "unknown offline: a postBuild.substituteFrom ConfigMap/Secret the overlay never applies",
         "LoadVariables reads each substituteFrom object from the Kustomization's namespace; a \
        missing one fails the build with \"substitute from 'ConfigMap/name' error: ... not found\" \
-       unless the reference is optional: true.\n\
-       Fix: add the object to the overlay (in the Kustomization's namespace) or mark it optional.",
+       unless the reference is optional: true. Offline the object may well exist (a Secret made \
+       by bootstrap, Terraform, an ExternalSecret or a SealedSecret the overlay applies, which \
+       the finding names): so this is one warning per missing input, saying how many objects' \
+       substitution it leaves unchecked, and no substitution finding (FL031, FL032, FL036) \
+       follows for that Kustomization: either the build fails or the variables are unknown.\n\
+       Fix: nothing when the object exists in the cluster; otherwise add it to the overlay (in \
+       the Kustomization's namespace) or mark the reference optional: true.",
     ),
     r(
         "FL034",
@@ -341,6 +388,16 @@ pub const RULES: &[Rule] = &[
     ),
 ];
 
+/// How to silence rule `id` (the `--explain` text's last paragraph).
+fn silence(id: &str) -> String {
+    format!(
+        "Silence (counted in the summary as suppressed, never dropped): `# fleetlint:ignore {id} REASON` \
+on the finding's line or anywhere in the same YAML document; in .fleetlint.yaml at the \
+repository root `rules: {{{id}: off}}` (or `warning`, `error`, `info` to change its severity; \
+`on` for a rule that is off by default), or `ignorePaths: [DIR/]` for whole files."
+    )
+}
+
 /// Looks a rule up by ID (case-insensitive).
 pub fn find(id: &str) -> Option<&'static Rule> {
     RULES.iter().find(|r| r.id.eq_ignore_ascii_case(id))
@@ -350,13 +407,19 @@ pub fn find(id: &str) -> Option<&'static Rule> {
 pub fn explain(id: &str) -> Option<String> {
     if let Some(r) = find(id) {
         return Some(format!(
-            "{} {} ({}, {})\n{}\n\n{}\n",
+            "{} {} ({}, {}{})\n{}\n\n{}\n\n{}\n",
             r.id,
             r.name,
             format!("{:?}", r.severity).to_lowercase(),
             r.family,
+            if crate::config::OFF_BY_DEFAULT.contains(&r.id) {
+                ", off unless .fleetlint.yaml turns it on"
+            } else {
+                ""
+            },
             r.summary,
-            r.explain
+            r.explain,
+            silence(r.id)
         ));
     }
     markercheck::check::RULES
@@ -364,11 +427,12 @@ pub fn explain(id: &str) -> Option<String> {
         .find(|m| m.0.eq_ignore_ascii_case(id))
         .map(|m| {
             format!(
-                "{} {} ({}, markers)\n{}\n\nA markercheck rule, run by fleetlint through markercheck's library on the same tree; `kubectl markercheck --help` and plugins/markercheck/README.md give its story.\n",
+                "{} {} ({}, markers)\n{}\n\nA markercheck rule, run by fleetlint through markercheck's library on the same tree; `kubectl markercheck --help` and plugins/markercheck/README.md give its story.\n\n{}\n",
                 m.0,
                 m.1,
                 format!("{:?}", m.2).to_lowercase(),
-                m.3
+                m.3,
+                silence(m.0)
             )
         })
 }

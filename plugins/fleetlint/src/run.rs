@@ -52,8 +52,15 @@ pub struct Cli {
 
     /// Placeholder pattern that must never reach an overlay's output (`*` = any run of
     /// characters other than space, quote, comma)
-    #[arg(long, default_value = "TBD-*", value_name = "GLOB")]
-    placeholder: String,
+    /// (default: `placeholder` of .fleetlint.yaml, else TBD-*)
+    #[arg(long, value_name = "GLOB")]
+    placeholder: Option<String>,
+
+    /// Map a source the tree does not define to a local checkout, so the paths of the
+    /// Kustomizations reading it are checked there: KIND/NAMESPACE/NAME=PATH, or NAME=PATH for
+    /// any kind in any namespace (repeatable)
+    #[arg(long = "source", value_name = "SOURCE=PATH")]
+    sources: Vec<String>,
 
     /// Lint only what changed since this Git revision (git diff REV plus untracked files):
     /// the Kustomizations whose paths or inputs change (a deleted or renamed-away file or
@@ -215,7 +222,31 @@ pub fn run(cli: Cli) -> Result<i32> {
             ))),
         };
     }
-    crate::lint::placeholder_regex(&cli.placeholder).map_err(Error::usage)?;
+    if let Some(p) = &cli.placeholder {
+        crate::lint::placeholder_regex(p).map_err(Error::usage)?;
+    }
+    let mut sources = Vec::new();
+    for m in &cli.sources {
+        let Some((id, path)) = m
+            .split_once('=')
+            .filter(|(i, p)| !i.is_empty() && !p.is_empty())
+        else {
+            return Err(Error::usage(format!(
+                "--source {m}: expected KIND/NAMESPACE/NAME=PATH or NAME=PATH"
+            )));
+        };
+        if id.split('/').count() != 1 && id.split('/').count() != 3 {
+            return Err(Error::usage(format!(
+                "--source {m}: the source is KIND/NAMESPACE/NAME or NAME"
+            )));
+        }
+        if !std::path::Path::new(path).is_dir() {
+            return Err(Error::usage(format!(
+                "--source {m}: {path} is not a directory (a local checkout of the source)"
+            )));
+        }
+        sources.push((id.to_string(), PathBuf::from(path)));
+    }
     if cli.jobs == Some(0) {
         return Err(Error::usage("--jobs 0: at least one render must run"));
     }
@@ -231,8 +262,14 @@ pub fn run(cli: Cli) -> Result<i32> {
         repo_root: cli.repo_root.clone(),
         overlays: cli.overlays.clone(),
         options: crate::lint::Options {
-            placeholder: cli.placeholder.clone(),
+            placeholder: cli
+                .placeholder
+                .clone()
+                .unwrap_or_else(|| crate::lint::Options::default().placeholder),
+            sources: sources.clone(),
         },
+        placeholder_given: cli.placeholder.is_some(),
+        sources,
         changed_since: cli.changed_since.clone(),
         jobs: cli.jobs.unwrap_or(defaults.jobs),
         cache_dir: if cli.no_cache {
@@ -276,15 +313,16 @@ pub fn run(cli: Cli) -> Result<i32> {
         .overlays
         .iter()
         .map(|o| {
+            let dir = crate::render::display_dir(&o.dir);
             if o.rendered {
-                o.dir.clone()
+                dir
             } else {
-                format!("{}: does not render", o.dir)
+                format!("{dir}: does not render")
             }
         })
         .collect();
     let summary = format!(
-        "{} overlay(s) ({}), {}, {} files; {} kubectl kustomize run(s){}{}; {e} errors, {w} warnings in {:.2}s",
+        "{} overlay(s) ({}), {}, {} files{}; {} kubectl kustomize run(s){}{}; {e} errors, {w} warnings{} in {:.2}s",
         overlays.len(),
         overlays.join(", "),
         if report.changed_files.is_some() {
@@ -296,6 +334,14 @@ pub fn run(cli: Cli) -> Result<i32> {
             format!("{} Kustomizations", report.stats.kustomizations)
         },
         report.stats.files,
+        if report.stats.excluded_files > 0 {
+            format!(
+                " ({} left out: source-controller never ships them)",
+                report.stats.excluded_files
+            )
+        } else {
+            String::new()
+        },
         report.stats.renders_run,
         if cfg.cache_dir.is_some() {
             ", the rest from the cache"
@@ -305,6 +351,14 @@ pub fn run(cli: Cli) -> Result<i32> {
         match &report.changed_files {
             Some(c) => format!("; --changed-since: {} changed file(s)", c.len()),
             None => String::new(),
+        },
+        if report.stats.suppressed > 0 {
+            format!(
+                ", {} suppressed (.fleetlint.yaml or # fleetlint:ignore; -o json lists them)",
+                report.stats.suppressed
+            )
+        } else {
+            String::new()
         },
         elapsed.as_secs_f64()
     );

@@ -45,6 +45,17 @@ pub struct RawDoc {
 }
 
 impl RawDoc {
+    /// The document's text (its chunk of the file).
+    pub fn doc_text(&self) -> &str {
+        &self.text[self.span.0..self.span.1]
+    }
+
+    /// The document as a JSON value (parsed on each call: for the few kinds read whole, such
+    /// as a FluxInstance); `None` when it does not parse.
+    pub fn value(&self) -> Option<serde_json::Value> {
+        serde_saphyr::from_str(self.doc_text()).ok()
+    }
+
     /// The document's tree, parsed on first use (from text that parsed when its facts were
     /// read: same content, same tree).
     pub fn root(&self) -> &Node {
@@ -155,6 +166,11 @@ pub struct Repo {
     pub scope: String,
     /// Memoised [`Repo::closure`] results.
     closures: std::sync::Mutex<BTreeMap<String, BTreeSet<String>>>,
+    /// YAML files left out because source-controller never ships them (its default exclusions
+    /// and the `.sourceignore` files: [`crate::sourceignore`]), repository-relative.
+    pub excluded: Vec<String>,
+    /// The `.sourceignore` files read.
+    pub sourceignore_files: Vec<String>,
 }
 
 /// Repository-relative, `/`-separated form of `p` (below `root`).
@@ -536,6 +552,30 @@ impl Repo {
             scope: rel(root, scope),
             ..Default::default()
         };
+        // what source-controller leaves out of the artifact is never read (fluxcd/pkg
+        // sourceignore): a CI workflow or a SOPS configuration is no manifest of the fleet
+        let mut dirs: BTreeSet<&str> = BTreeSet::new();
+        for r in files.iter().map(|(r, _)| r).chain(unreadable) {
+            let mut d = r.as_str();
+            while let Some((parent, _)) = d.rsplit_once('/') {
+                if !dirs.insert(parent) {
+                    break;
+                }
+                d = parent;
+            }
+        }
+        let ignore = crate::sourceignore::SourceIgnore::load(root, dirs);
+        repo.sourceignore_files = ignore.files.clone();
+        let (files, dropped): (Vec<_>, Vec<_>) = files
+            .into_iter()
+            .partition(|(r, _)| !ignore.excluded(root, r));
+        repo.excluded = dropped.into_iter().map(|(r, _)| r).collect();
+        let unreadable: Vec<String> = unreadable
+            .iter()
+            .filter(|r| !ignore.excluded(root, r))
+            .cloned()
+            .collect();
+        let unreadable = &unreadable[..];
         let cache = FactsCache::open(cache_dir, root, scope);
         let kustomization_file = |r: &str| {
             let name = r.rsplit_once('/').map_or(r, |(_, n)| n);

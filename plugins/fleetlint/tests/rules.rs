@@ -91,7 +91,8 @@ fn vip_outside_pool() {
     assert!(x.message.contains("10.30.0.100") && x.message.contains("10.20.0.100-10.20.0.150"));
 }
 
-/// FL051: inside the pool but not its first address.
+/// FL051: inside the pool but not its first address: this fleet's convention, so only when
+/// `.fleetlint.yaml` says so (`vipConvention: pool-start`); off otherwise.
 #[test]
 fn vip_not_pool_start() {
     let f = clean_fleet();
@@ -100,6 +101,10 @@ fn vip_not_pool_start() {
         "clusters/test/vars.yaml",
         &v.replace("10.20.0.100", "10.20.0.120"),
     );
+    let r = f.lint();
+    assert!(r.findings.is_empty(), "off by default: {}", show(&r));
+    assert_eq!(r.stats.suppressed, 0, "off is not suppressed");
+    f.write(".fleetlint.yaml", "vipConvention: pool-start\n");
     let r = f.lint();
     assert_eq!(rules(&r), ["FL051"], "{}", show(&r));
 }
@@ -137,7 +142,10 @@ fn depends_on_cycle() {
     add_to_root(&f, "a.yaml", &ks("a", "  dependsOn:\n    - name: b\n"));
     add_to_root(&f, "b.yaml", &ks("b", "  dependsOn:\n    - name: a\n"));
     let r = f.lint();
-    assert_eq!(rules(&r), ["FL011"], "{}", show(&r));
+    // on every file holding an edge of the cycle
+    assert_eq!(rules(&r), ["FL011", "FL011"], "{}", show(&r));
+    let files: Vec<&str> = r.findings.iter().map(|x| x.file.as_str()).collect();
+    assert_eq!(files, ["clusters/test/a.yaml", "clusters/test/b.yaml"]);
     assert!(
         r.findings[0]
             .message
@@ -433,8 +441,18 @@ fn source_missing() {
         "extra.yaml",
         &ks("extra", "").replace("name: flux-system\n", "name: elsewhere\n"),
     );
+    // a source no document of the tree defines is made elsewhere: listed once (info), no error
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL004"], "{}", show(&r));
+    assert!(!r.has_errors());
+    // the tree defines it, the overlay does not apply it: the error
+    f.write(
+        "sources/elsewhere.yaml",
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: elsewhere\n  namespace: flux-system\nspec:\n  interval: 1m\n  url: https://git.example.com/x\n",
+    );
     let r = f.lint();
     assert_eq!(rules(&r), ["FL003"], "{}", show(&r));
+    assert!(r.findings[0].message.contains("sources/elsewhere.yaml"));
 }
 
 /// FL010, FL013, FL014: a missing dependency, a wave depending on a later wave, and a

@@ -363,6 +363,11 @@ pub struct Report {
     /// for `spec.update.path` when there is no `.git`.
     #[serde(skip)]
     pub notes: Vec<String>,
+    /// The repository root `spec.update.path` is resolved from, and why, for the summary:
+    /// "ROOT (git root of PATH)", "ROOT (--repo-root)" or "ROOT (PATH itself: no .git above
+    /// it)"; one entry per distinct root.
+    #[serde(skip)]
+    pub roots: Vec<String>,
 }
 
 /// Counters.
@@ -646,21 +651,39 @@ pub fn run_scanned(cfg: &Config, mut scan: impl FnMut(&Path) -> ScanResult) -> R
             tree,
         });
     }
+    for s in &scans {
+        let why = if cfg.repo_root.is_some() {
+            "--repo-root".to_string()
+        } else if s.repo_root.as_os_str().is_empty() {
+            continue;
+        } else {
+            format!("git root of {}", display_path(&s.root))
+        };
+        let r = format!("{} ({why})", display_dir(&s.repo_root));
+        if !report.roots.contains(&r) {
+            report.roots.push(r);
+        }
+    }
     // Outside a git checkout, spec.update.path is taken from the tree root: the common
-    // ancestor of the paths given (and of the current directory when they are all below it),
-    // so `markercheck apps clusters` in a copy of a fleet still resolves `./apps`.
+    // ancestor of the paths given (PATH itself for one path), never the current directory
+    // (`markercheck DIR` from DIR's parent reads DIR as the repository; `markercheck apps
+    // clusters` in a copy of a fleet still resolves `./apps`).
     if scans.iter().any(|s| s.repo_root.as_os_str().is_empty()) {
-        let mut dirs: Vec<PathBuf> = scans
+        let dirs: Vec<PathBuf> = scans
             .iter()
             .filter(|s| s.repo_root.as_os_str().is_empty())
             .map(|s| s.base.clone())
             .collect();
-        if let Ok(cwd) = std::env::current_dir().and_then(std::fs::canonicalize)
-            && dirs.iter().all(|d| d.starts_with(&cwd))
-        {
-            dirs.push(cwd);
-        }
         let top = common_ancestor(&dirs).unwrap_or_default();
+        report.roots.push(format!(
+            "{} ({}: no .git above it)",
+            display_dir(&top),
+            if dirs.len() == 1 {
+                "PATH itself"
+            } else {
+                "the common directory of the PATHs"
+            }
+        ));
         for s in scans
             .iter_mut()
             .filter(|s| s.repo_root.as_os_str().is_empty())

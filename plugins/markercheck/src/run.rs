@@ -415,7 +415,7 @@ pub fn run(cli: Cli) -> Result<i32> {
                     .filter(|f| f.severity == Severity::Warning)
                     .count();
                 let summary = format!(
-                    "scanned {} files, {} selected by Flux, {} with \"$imagepolicy\", {} markers Flux reads; {} errors, {} warnings; {} files {}",
+                    "scanned {} files, {} selected by Flux, {} with \"$imagepolicy\", {} markers Flux reads; {} errors, {} warnings; {} files {}; repository root {}",
                     report.stats.files_scanned,
                     report.stats.files_selected,
                     report.stats.files_with_token,
@@ -427,6 +427,11 @@ pub fn run(cli: Cli) -> Result<i32> {
                         "--normalize would lay out anew (values unchanged)"
                     } else {
                         "the automation would rewrite"
+                    },
+                    if report.roots.is_empty() {
+                        "-".to_string()
+                    } else {
+                        report.roots.join(", ")
                     }
                 );
                 note!(
