@@ -15,6 +15,12 @@
 #           *.go, the Go version, its recipe) and is left out of the key of the binaries above
 #           (changing them never rebuilds kube-apiserver). Their binaries and CRDs are linked
 #           into the main output: <bin>/<name>-<version>, <bin>/../crds/<name>-<version>/.
+#   envoygateway/  Envoy Gateway v1.9.1 (cmd/envoy-gateway) and, from the same module graph, the
+#           Gateway API standard CRDs of sigs.k8s.io/gateway-api v1.6.3; metallb/  MetalLB
+#           v0.15.2's controller (v0.16.2 does not build: see src/gateway.rs). Built only by `build.sh gateway` (what a cluster with a Gateway
+#           option runs), each with its own cache key like image/ and helm/. A module's
+#           crds.txt lists extra CRD sources: `MODULE DIR GLOB NAME` copies DIR/GLOB of MODULE
+#           (as the module graph resolves it) into <out>/crds/NAME-<its version>/.
 #
 # Env: CLUSTER_LOOP_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/cluster-loop).
 # Go: the machine's own toolchain (GOTOOLCHAIN=local): every pinned module builds with Go 1.26.
@@ -27,7 +33,7 @@ cache="${CLUSTER_LOOP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cluster-loop}/realc
 # version; the recipe below, by its version number). go.sum is left out: it only verifies, and
 # `go build -mod=mod` / `go vet` add lines to it without changing any input.
 recipe=1
-key=$( (cd "$here" && find . \( -path ./crds -o -path ./image -o -path ./helm \) -prune -o \( -name '*.go' -o -name go.mod \) -print | LC_ALL=C sort | xargs sha256sum; go version; echo "recipe $recipe") | sha256sum | cut -c1-16)
+key=$( (cd "$here" && find . \( -path ./crds -o -path ./image -o -path ./helm -o -path ./envoygateway -o -path ./metallb \) -prune -o \( -name '*.go' -o -name go.mod \) -print | LC_ALL=C sort | xargs sha256sum; go version; echo "recipe $recipe") | sha256sum | cut -c1-16)
 out="$cache/$key"
 # The Go tools of one module ($1: image or helm) into <out>/bin/<name>-<version> and their CRDs
 # (config/crd/bases/*.yaml of the controller's own module, as released with it) into
@@ -43,6 +49,8 @@ build_tools() { # MODULE_DIR OUT_DIR
     # The version and dir of the module that holds the tool (package) path.
     ver=$(cd "$here/$m" && go list -f '{{.Module.Version}}' "$tool")
     name="$(basename "$tool")"
+    # MetalLB's tool is .../metallb/controller: metallb-controller-<v>.
+    [ "$name" = controller ] && name="$(basename "$(dirname "$tool")")-controller"
     step "building $name $ver"
     (cd "$here/$m" && go build -trimpath -ldflags "-s -w" -o "$o/bin/$name-$ver" "$tool")
     # A controller's CRDs from its own module (config/crd/bases), as released with it; other
@@ -53,10 +61,20 @@ build_tools() { # MODULE_DIR OUT_DIR
     cp "$dir"/config/crd/bases/*.yaml "$o/crds/$name-$ver/"
     chmod -R u+w "$o/crds/$name-$ver"
   done
+  [ -f "$here/$m/crds.txt" ] || return 0
+  local mod sub glob cname
+  while read -r mod sub glob cname; do
+    case "$mod" in ''|'#'*) continue ;; esac
+    ver=$(cd "$here/$m" && go list -m -f '{{.Version}}' "$mod")
+    dir=$(cd "$here/$m" && go list -m -f '{{.Dir}}' "$mod")
+    mkdir -p "$o/crds/$cname-$ver"
+    cp "$dir/$sub"/$glob "$o/crds/$cname-$ver/"
+    chmod -R u+w "$o/crds/$cname-$ver"
+  done < "$here/$m/crds.txt"
 }
 module() { # MODULE_DIR
   local m=$1 mkey mout tmp f lock
-  mkey=$( (cd "$here/$m" && find . \( -name '*.go' -o -name go.mod \) -print | LC_ALL=C sort | xargs sha256sum; go version; echo "module recipe $mod_recipe") | sha256sum | cut -c1-16)
+  mkey=$( (cd "$here/$m" && find . \( -name '*.go' -o -name go.mod -o -name crds.txt \) -print | LC_ALL=C sort | xargs sha256sum; go version; echo "module recipe $mod_recipe") | sha256sum | cut -c1-16)
   mout="$cache/$m-$mkey"
   if [ ! -f "$mout/.complete" ]; then
     mkdir -p "$cache"
@@ -80,7 +98,8 @@ module() { # MODULE_DIR
 }
 start=$(date +%s)
 step() { echo "build.sh: [$(( $(date +%s) - start ))s] $*" >&2; }
-if [ -f "$out/.complete" ]; then module image; module helm; echo "$out/bin"; exit 0; fi
+gateway() { [ "${1:-}" != gateway ] || { module envoygateway; module metallb; }; }
+if [ -f "$out/.complete" ]; then module image; module helm; gateway "${1:-}"; echo "$out/bin"; exit 0; fi
 mkdir -p "$out/bin"
 kube_version=$(sed -n 's/.*k8s.io\/kubernetes \(v[0-9.]*\).*/\1/p' "$here/kube/go.mod" | head -1)
 minor=$(echo "$kube_version" | cut -d. -f2)
@@ -94,5 +113,6 @@ for m in flux kc17; do build_tools "$m" "$out"; done
 touch "$out/.complete"
 module image
 module helm
+gateway "${1:-}"
 step "done: $out/bin"
 echo "$out/bin"

@@ -23,6 +23,7 @@
 
 pub mod bins;
 mod cell;
+pub mod gateway;
 pub mod kubelet;
 pub mod node;
 pub mod oci;
@@ -83,6 +84,16 @@ pub struct ClusterOptions {
     pub image_automation_controller: bool,
     /// Also run helm-controller ([`bins::HELM_CURRENT`]): HelmRelease. Off by default.
     pub helm_controller: bool,
+    /// Install the Gateway API standard CRDs ([`gateway::GATEWAY_API_VERSION`]; implied by
+    /// `envoy_gateway`). Off by default, like every part of [`gateway`] (built by
+    /// `build.sh gateway` on first use).
+    pub gateway_api_crds: bool,
+    /// Run Envoy Gateway ([`gateway::ENVOY_GATEWAY_VERSION`]): its certgen Job and controller,
+    /// for real; its Envoy data plane cannot run here (see [`gateway`]).
+    pub envoy_gateway: bool,
+    /// Run MetalLB's controller ([`gateway::METALLB_VERSION`]) and install its CRDs
+    /// (IPAddressPool, ...): LoadBalancer Services get addresses from a pool a test makes.
+    pub metallb: bool,
 }
 
 impl Default for ClusterOptions {
@@ -94,6 +105,9 @@ impl Default for ClusterOptions {
             image_reflector_controller: false,
             image_automation_controller: false,
             helm_controller: false,
+            gateway_api_crds: false,
+            envoy_gateway: false,
+            metallb: false,
         }
     }
 }
@@ -233,9 +247,20 @@ impl Cluster {
             bins::crd_dir("image-automation-controller", bins::IAC_CURRENT)?,
             bins::crd_dir("helm-controller", bins::HELM_CURRENT)?,
         ];
+        // The Gateway parts' binaries and CRDs (`build.sh gateway`), only when asked for.
+        let gateway_crds = if gateway::wanted(&opts) || opts.gateway_api_crds {
+            gateway::crds(&opts)?
+        } else {
+            Vec::new()
+        };
         let crd_thread = std::thread::Builder::new()
             .name("realcluster-crds".into())
-            .spawn(move || start::read_manifests(&crd_dirs))
+            .spawn(move || {
+                start::read_manifests(&crd_dirs).map(|mut d| {
+                    d.extend(gateway_crds);
+                    d
+                })
+            })
             .map_err(|e| Error::Setup(format!("CRD reader thread: {e}")))?;
         let mut procs = Vec::new();
 
@@ -482,6 +507,7 @@ impl Cluster {
                 },
             );
         }
+        hosts.extend(gateway::host_images(&opts, d, &env)?);
         // On a runtime worker thread, not this one: the pod runtime starts its processes with
         // PR_SET_PDEATHSIG, sent when the starting thread ends, and the workers live as long as
         // the cluster's runtime (Cluster::shared's caller thread ends after the start).
@@ -606,6 +632,14 @@ impl Cluster {
             std::thread::sleep(start::POLL);
         }
         mark("flux rollout");
+        if gateway::wanted(&opts) {
+            rt.block_on(gateway::apply_and_wait(
+                client.clone(),
+                &opts,
+                std::time::Instant::now() + Duration::from_secs(120),
+            ))?;
+            mark("gateway rollout");
+        }
         drop(client);
 
         let cluster = Cluster {

@@ -140,6 +140,12 @@ struct HostContainer {
 /// logs it and so never reads ready here.
 pub const READY_MARKER: &str = "starting manager";
 
+/// The readiness stand-in of the other controller-runtime managers run here (Envoy Gateway
+/// v1.9.1, MetalLB v0.15.2's controller), which do not log [`READY_MARKER`]: controller-runtime's
+/// `Starting workers` line (pkg/internal/controller/controller.go), logged once a controller's
+/// caches have synced and its workers start.
+pub const READY_MARKER_WORKERS: &str = "Starting workers";
+
 /// How often the agent looks at every pod again (host processes' exits and readiness, the
 /// end of a back-off, image pull back-off).
 pub const RESYNC: Duration = Duration::from_millis(500);
@@ -672,8 +678,9 @@ impl Agent {
                 let is_running = hc.proc.is_some();
                 if let Some(p) = hc.proc.as_ref().filter(|_| !hc.ready) {
                     hc.ready = std::fs::read(p.log_path()).is_ok_and(|log| {
-                        log.windows(READY_MARKER.len())
-                            .any(|w| w == READY_MARKER.as_bytes())
+                        [READY_MARKER, READY_MARKER_WORKERS]
+                            .iter()
+                            .any(|m| log.windows(m.len()).any(|w| w == m.as_bytes()))
                     });
                 }
                 let is_ready = is_running && hc.ready;

@@ -195,6 +195,12 @@ pub async fn apply_docs(
                         .await
                         .map(|_| ())
                 }
+                "Job" => {
+                    let api: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client, ns);
+                    retry(&what, until, || api.patch(&name, pp, &patch))
+                        .await
+                        .map(|_| ())
+                }
                 "ConfigMap" => {
                     let api: Api<ConfigMap> = Api::namespaced(client, ns);
                     retry(&what, until, || api.patch(&name, pp, &patch))
