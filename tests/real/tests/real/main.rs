@@ -22,6 +22,7 @@
 //!   `--from-cluster`;
 //! - [`short::cutover`]: `kubectl-cutover` execute, `--finish` and `--verify-in-cluster`;
 //! - [`short::podresolve`]: `kubectl-podresolve` with probe pods the node agent runs for real;
+//! - [`short::gatewaycheck`]: `kubectl-gatewaycheck` on the real Envoy Gateway and MetalLB;
 //! - [`short::harness`] and [`short::probe_pods`]: the real-cluster harness itself;
 //! - [`short::shared`]: the shared library's waits, kstatus and errors on the real API server;
 //! - [`short::completion`]: completion through `kubectl __complete` on a real cluster.
@@ -74,6 +75,7 @@ const BINARIES: &[(&str, &[&str])] = &[
     ("kubectl-unstick", &["plugins/unstick", "shared"]),
     ("kubectl-cutover", &["plugins/cutover", "shared"]),
     ("kubectl-podresolve", &["plugins/podresolve", "shared"]),
+    ("kubectl-gatewaycheck", &["plugins/gatewaycheck", "shared"]),
     ("kubectl-markercheck", &["plugins/markercheck", "shared"]),
     (
         "kubectl-fleetlint",

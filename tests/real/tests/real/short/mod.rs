@@ -2,6 +2,7 @@
 //! the test threads as those end.
 pub mod completion;
 pub mod cutover;
+pub mod gatewaycheck;
 pub mod harness;
 pub mod podresolve;
 pub mod probe_pods;

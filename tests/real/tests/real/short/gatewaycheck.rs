@@ -1,0 +1,568 @@
+//! The REAL `kubectl-gatewaycheck` binary against a real cluster with the real Envoy Gateway
+//! controller (v1.9.1, its certgen Job and server with the Kubernetes provider) and the real
+//! MetalLB controller (v0.15.2), on the Gateway API standard CRDs v1.6.3
+//! (tests/realcluster/src/gateway.rs). Every status here is written by Envoy Gateway, every
+//! LoadBalancer address by MetalLB, every pod status by the node agent as a kubelet would
+//! (Envoy's C++ data plane cannot run here: its pods stay in ImagePullBackOff). One case per
+//! test, each naming the thread or spec it comes from.
+//!
+//! The group's cluster runs Envoy Gateway, which binds fixed host ports: one such cluster at a
+//! time. MetalLB pools are cluster-wide: the tests that make one hold [`POOLS`], and remove it.
+
+use std::process::Command;
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+use realcluster::gateway::{ENVOY_GATEWAY_CONTROLLER, METALLB_NS};
+use realcluster::testkit::{condition, eventually};
+use realcluster::{Cluster, ClusterCell, ClusterOptions, Lease};
+use serde_json::Value;
+
+const BIN: &str = crate::bin!("kubectl-gatewaycheck");
+
+/// Held by each test that makes a MetalLB pool (pools are cluster-wide; the no-pool case needs
+/// none to exist).
+static POOLS: Mutex<()> = Mutex::new(());
+
+/// Read-held by every test that needs Envoy Gateway running; write-held by the test that stops
+/// it ([`controller_stopped_leaves_the_status_behind`]).
+static CONTROLLER: RwLock<()> = RwLock::new(());
+
+fn controller_running() -> RwLockReadGuard<'static, ()> {
+    CONTROLLER.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The group's cluster: Envoy Gateway and MetalLB on, the GatewayClasses made once.
+fn cluster() -> Lease {
+    static C: ClusterCell = ClusterCell::new();
+    let c = crate::cluster_with(&C, || ClusterOptions {
+        envoy_gateway: true,
+        metallb: true,
+        ..ClusterOptions::default()
+    });
+    struct Classes;
+    c.memo(|| {
+        // `eg`: Envoy Gateway's class. `orphan`: a controllerName no controller here answers to.
+        c.apply_yaml(&format!(
+            "apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: eg}}
+spec: {{controllerName: {ENVOY_GATEWAY_CONTROLLER}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: orphan}}
+spec: {{controllerName: example.com/no-controller-runs-this}}
+"
+        ))
+        .unwrap();
+        eventually(
+            Duration::from_secs(90),
+            "GatewayClass eg Accepted by Envoy Gateway",
+            || {
+                (condition(&c.get_json(&["get", "gatewayclass", "eg"]), "Accepted")["status"]
+                    == "True")
+                    .then_some(())
+            },
+        );
+        Classes
+    });
+    c
+}
+
+/// A namespace and a Gateway `name` of `class` in it with one HTTP listener, plus `extra` YAML
+/// lines of the Gateway's spec.
+fn gateway(c: &Cluster, ns: &str, name: &str, class: &str, extra: &str) {
+    c.apply_yaml(&format!(
+        "apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  gatewayClassName: {class}
+  listeners:
+  - {{name: http, protocol: HTTP, port: 80}}
+{extra}"
+    ))
+    .unwrap();
+}
+
+fn get(c: &Cluster, ns: &str, kind: &str, name: &str) -> Value {
+    c.get_json(&["-n", ns, "get", kind, name])
+}
+
+/// Runs the binary with `-o json`; (exit code, report, stderr).
+fn run(c: &Cluster, args: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(args)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        report,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The findings of `report` for rule `rule` at level `level`.
+fn findings<'a>(report: &'a Value, rule: &str, level: &str) -> Vec<&'a Value> {
+    report["objects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|o| o["findings"].as_array().into_iter().flatten())
+        .filter(|f| f["rule"] == rule && f["level"] == level)
+        .collect()
+}
+
+fn pool(c: &Cluster, name: &str, cidr: &str) {
+    c.apply_yaml(&format!(
+        "apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {{name: {name}, namespace: {METALLB_NS}}}
+spec:
+  addresses: [{cidr}]
+"
+    ))
+    .unwrap();
+}
+
+fn delete_pool(c: &Cluster, name: &str) {
+    let _ = c.kubectl(&[
+        "-n",
+        METALLB_NS,
+        "delete",
+        "ipaddresspool",
+        name,
+        "--wait=false",
+    ]);
+}
+
+/// The catalogue's first Gateway row (kind and bare metal have no load balancer): Envoy Gateway
+/// sets `Programmed=False AddressNotAssigned` while its LoadBalancer Service is pending
+/// (envoyproxy/gateway internal/gatewayapi/status/gateway.go `updateGatewayProgrammedCondition`).
+/// gatewaycheck names the pending Service, says MetalLB has no pool and gives Envoy Gateway's way
+/// out (EnvoyProxy NodePort). Then a pool is made, the real MetalLB assigns an address from it,
+/// Envoy Gateway copies it to status.addresses, and gatewaycheck finds it in the pool and held by
+/// the Service (the Gateway still has findings: Envoy's pods cannot run here).
+#[test]
+fn address_not_assigned_without_a_pool_then_metallb_assigns_from_a_pool() {
+    let _running = controller_running();
+    let c = &cluster();
+    let _pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    let ns = "gc-lb";
+    gateway(c, ns, "web", "eg", "");
+    eventually(
+        Duration::from_secs(90),
+        "Programmed=False AddressNotAssigned",
+        || {
+            let p = condition(&get(c, ns, "gateway", "web"), "Programmed");
+            (p["reason"] == "AddressNotAssigned").then_some(())
+        },
+    );
+    // Envoy Gateway sets the condition before it has made the Service: read once it exists.
+    let (code, report, err) = eventually(Duration::from_secs(60), "the Gateway's Service", || {
+        let r = run(c, &["gateway/web", "-n", ns]);
+        let f = findings(&r.1, "addresses", "finding");
+        f.iter()
+            .any(|f| {
+                f["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("service/envoy-gateway-system/envoy-gc-lb-web-")
+            })
+            .then_some(r)
+    });
+    assert_eq!(code, 1, "{report:#}\n{err}");
+    let f = findings(&report, "addresses", "finding");
+    assert_eq!(f.len(), 1, "{report:#}");
+    let msg = f[0]["message"].as_str().unwrap();
+    assert!(msg.contains("AddressNotAssigned"), "{msg}");
+    assert!(
+        msg.contains("service/envoy-gateway-system/envoy-gc-lb-web-"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("MetalLB is installed but has no IPAddressPool"),
+        "{msg}"
+    );
+    let fix = f[0]["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("no pool serves this cluster") && fix.contains("envoyService.type: NodePort"),
+        "{fix}"
+    );
+
+    pool(c, "gc-lb", "192.168.240.0/29");
+    let addr = eventually(
+        Duration::from_secs(90),
+        "MetalLB's address in status.addresses",
+        || {
+            get(c, ns, "gateway", "web")["status"]["addresses"][0]["value"]
+                .as_str()
+                .map(str::to_owned)
+        },
+    );
+    assert!(addr.starts_with("192.168.240."), "{addr}");
+    let (_, report, err) = run(c, &["gateway/web", "-n", ns]);
+    assert!(
+        findings(&report, "addresses", "finding").is_empty(),
+        "{report:#}\n{err}"
+    );
+    let ok = findings(&report, "addresses", "ok");
+    assert!(
+        ok.iter()
+            .any(|f| f["message"].as_str().unwrap().starts_with(&addr)),
+        "{report:#}"
+    );
+    let in_pool = findings(&report, "pool", "ok");
+    assert!(
+        in_pool
+            .iter()
+            .any(|f| f["message"] == format!("{addr} lies in IPAddressPool/gc-lb")),
+        "{report:#}"
+    );
+    delete_pool(c, "gc-lb");
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+/// A VIP outside the pool (failure catalogue: "a gateway VIP must lie inside the load-balancer
+/// pool"; MetalLB's `metallb.io/loadBalancerIPs`, metallb.io/usage): the Gateway asks for
+/// 192.168.250.7 through spec.infrastructure.annotations, which Envoy Gateway puts on its
+/// Service; the real MetalLB refuses it, the Service stays pending. gatewaycheck names the VIP,
+/// the annotation it comes from and the pool's range.
+#[test]
+fn vip_outside_the_pool() {
+    let _running = controller_running();
+    let c = &cluster();
+    let _pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    let ns = "gc-vip";
+    pool(c, "gc-vip", "192.168.241.0/29");
+    gateway(
+        c,
+        ns,
+        "web",
+        "eg",
+        "  infrastructure:\n    annotations: {metallb.io/loadBalancerIPs: 192.168.250.7}\n",
+    );
+    eventually(
+        Duration::from_secs(90),
+        "Programmed=False AddressNotAssigned",
+        || {
+            let p = condition(&get(c, ns, "gateway", "web"), "Programmed");
+            (p["reason"] == "AddressNotAssigned").then_some(())
+        },
+    );
+    let (code, report, err) = eventually(Duration::from_secs(60), "the pool finding", || {
+        let r = run(c, &["gateway/web", "-n", ns]);
+        (!findings(&r.1, "pool", "finding").is_empty()).then_some(r)
+    });
+    assert_eq!(code, 1, "{report:#}\n{err}");
+    let f = findings(&report, "pool", "finding");
+    let msg = f[0]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("VIP 192.168.250.7 (service/envoy-gateway-system/envoy-gc-vip-web-"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("annotation metallb.io/loadBalancerIPs"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("IPAddressPool/gc-vip [192.168.241.0/29]"),
+        "{msg}"
+    );
+    assert!(
+        f[0]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("first address 192.168.241.0"),
+        "{report:#}"
+    );
+    delete_pool(c, "gc-vip");
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+/// The catalogue's second Gateway row: status reads True but is stale once no controller
+/// manages the object. The Gateway's class is changed to one no controller runs; Envoy Gateway
+/// stops reconciling it and its conditions keep observedGeneration 1 while the spec is at 2
+/// (Gateway API spec: Condition.observedGeneration). gatewaycheck says stale, names the class
+/// not accepted and the controllerName nobody answers to.
+#[test]
+fn stale_gateway_after_its_class_changed_to_one_no_controller_runs() {
+    let _running = controller_running();
+    let c = &cluster();
+    let ns = "gc-stale";
+    gateway(c, ns, "web", "eg", "");
+    eventually(
+        Duration::from_secs(90),
+        "Accepted=True by Envoy Gateway",
+        || (condition(&get(c, ns, "gateway", "web"), "Accepted")["status"] == "True").then_some(()),
+    );
+    c.kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "gateway",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"gatewayClassName":"orphan"}}"#,
+    ])
+    .unwrap();
+    let gw = get(c, ns, "gateway", "web");
+    assert_eq!(gw["metadata"]["generation"], 2, "{gw:#}");
+    let (code, report, err) = run(c, &["gateway/web", "-n", ns]);
+    assert_eq!(code, 1, "{report:#}\n{err}");
+    let stale = findings(&report, "observedGeneration", "finding");
+    assert!(
+        stale.iter().any(
+            |f| f["field"] == "status.conditions[Accepted].observedGeneration"
+                && f["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("written for generation 1, the spec is at generation 2")
+        ),
+        "{report:#}"
+    );
+    let owner = findings(&report, "controller", "finding");
+    assert!(
+        owner.iter().any(|f| {
+            let m = f["message"].as_str().unwrap();
+            m.contains("GatewayClass orphan (controllerName example.com/no-controller-runs-this) is not accepted")
+                && m.contains("left behind")
+        }),
+        "{report:#}"
+    );
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+/// A route whose parent moved (Gateway API spec: RouteStatus.parents; envoyproxy/gateway#8876 for
+/// route parents Envoy Gateway keeps with an old observedGeneration): an HTTPRoute attached to
+/// Gateway `a` (class eg, accepted by Envoy Gateway) is moved to Gateway `b` of the class no
+/// controller runs. gatewaycheck says `b` has no status entry (no controller answering to its
+/// class processed it) and, if Envoy Gateway left `a`'s entry, that it is left behind.
+#[test]
+fn route_whose_parent_moved() {
+    let _running = controller_running();
+    let c = &cluster();
+    let ns = "gc-route";
+    gateway(c, ns, "a", "eg", "");
+    c.apply_yaml(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: b, namespace: {ns}}}
+spec:
+  gatewayClassName: orphan
+  listeners:
+  - {{name: http, protocol: HTTP, port: 80}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: app, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: a}}]
+  hostnames: [app.example.dev]
+  rules:
+  - backendRefs: [{{name: app, port: 80}}]
+"
+    ))
+    .unwrap();
+    eventually(
+        Duration::from_secs(90),
+        "route parent a in status (Envoy Gateway)",
+        || {
+            let r = get(c, ns, "httproute", "app");
+            (r["status"]["parents"][0]["parentRef"]["name"] == "a").then_some(())
+        },
+    );
+    c.kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "httproute",
+        "app",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"parentRefs":[{"name":"b"}]}}"#,
+    ])
+    .unwrap();
+    // Envoy Gateway reacts to the route change (or does not): give it the time it takes to
+    // reconcile a route here, then read what it left.
+    std::thread::sleep(Duration::from_secs(5));
+    let route = get(c, ns, "httproute", "app");
+    let (code, report, err) = run(c, &["httproute/app", "-n", ns]);
+    assert_eq!(code, 1, "{report:#}\n{err}");
+    let f = findings(&report, "parents", "finding");
+    assert!(
+        f.iter().any(|f| f["field"] == "spec.parentRefs[0]"
+            && f["message"].as_str().unwrap().contains("parent Gateway/gc-route/b has no entry in status.parents: no controller answering to example.com/no-controller-runs-this has processed it")),
+        "{report:#}"
+    );
+    let left = route["status"]["parents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|p| p["parentRef"]["name"] == "a");
+    assert_eq!(
+        f.iter().any(|f| f["message"]
+            .as_str()
+            .unwrap()
+            .contains("parent Gateway/gc-route/a is in status")),
+        left,
+        "left-behind finding iff status still lists a: {route:#}\n{report:#}"
+    );
+    eprintln!(
+        "route_whose_parent_moved: Envoy Gateway {} a's entry in status.parents",
+        if left { "left" } else { "removed" }
+    );
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+/// Envoy Gateway's data plane unavailable, named with the pod reason (envoyproxy/gateway
+/// `updateGatewayProgrammedCondition`: NoResources "Envoy replicas unavailable"). The Gateway's
+/// class references an EnvoyProxy with `envoyService.type: ClusterIP`, so the Gateway has an
+/// address without a load balancer (its ClusterIP: Envoy Gateway `UpdateGatewayStatusProgrammedCondition`);
+/// Envoy's pods cannot pull their image here. (With `type: NodePort`, the documented way out,
+/// Envoy Gateway v1.9.1 kept AddressNotAssigned here although the Node has an InternalIP: not
+/// investigated further; gatewaycheck names the NodePort Service in that case.) gatewaycheck names the pod, its container and the kubelet's ImagePullBackOff/ErrImagePull.
+#[test]
+fn envoy_data_plane_unavailable_named_with_the_pod_reason() {
+    let _running = controller_running();
+    let c = &cluster();
+    let ns = "gc-dp";
+    c.apply_yaml(&format!(
+        "apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: EnvoyProxy
+metadata: {{name: clusterip, namespace: {ns}}}
+spec:
+  provider:
+    type: Kubernetes
+    kubernetes:
+      envoyService: {{type: ClusterIP}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: eg-clusterip}}
+spec:
+  controllerName: {ENVOY_GATEWAY_CONTROLLER}
+  parametersRef: {{group: gateway.envoyproxy.io, kind: EnvoyProxy, name: clusterip, namespace: {ns}}}
+"
+    ))
+    .unwrap();
+    gateway(c, ns, "web", "eg-clusterip", "");
+    eventually(
+        Duration::from_secs(120),
+        "Programmed=False NoResources",
+        || {
+            let p = condition(&get(c, ns, "gateway", "web"), "Programmed");
+            (p["reason"] == "NoResources").then_some(())
+        },
+    );
+    let (code, report, err) =
+        eventually(Duration::from_secs(60), "a pull failure in the pod", || {
+            let r = run(c, &["gateway/web", "-n", ns]);
+            findings(&r.1, "dataPlane", "finding")
+                .iter()
+                .any(|f| f["message"].as_str().unwrap().contains("ImagePull"))
+                .then_some(r)
+        });
+    assert_eq!(code, 1, "{report:#}\n{err}");
+    let f = findings(&report, "dataPlane", "finding");
+    let msg = f[0]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with(
+            "0/1 data-plane pods ready (the proxy replicas are unavailable): pod envoy-gc-dp-web-"
+        ),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("container envoy: waiting ErrImagePull")
+            || msg.contains("container envoy: waiting ImagePullBackOff"),
+        "{msg}"
+    );
+    assert!(msg.contains("envoyproxy/envoy"), "{msg}");
+    let programmed = findings(&report, "programmed", "finding");
+    assert!(
+        programmed.iter().any(|f| f["message"]
+            .as_str()
+            .unwrap()
+            .contains("Programmed=False (NoResources: Envoy replicas unavailable)")),
+        "{report:#}"
+    );
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+    let _ = c.kubectl(&["delete", "gatewayclass", "eg-clusterip", "--wait=false"]);
+}
+
+/// The catalogue's second Gateway row with the controller gone (the issue's "controller removed
+/// or crashed"): Envoy Gateway's Deployment is scaled to 0, so the real deployment controller
+/// removes its pod and the node agent stops the process. The Gateway keeps the status Envoy
+/// Gateway wrote (generation current: nothing changed the spec). gatewaycheck says the
+/// controller is not running and its status is left behind. Envoy Gateway is scaled back to 1
+/// at the end.
+#[test]
+fn controller_stopped_leaves_the_status_behind() {
+    let c = &cluster();
+    let ns = "gc-stopped";
+    gateway(c, ns, "web", "eg", "");
+    eventually(
+        Duration::from_secs(90),
+        "Accepted=True by Envoy Gateway",
+        || (condition(&get(c, ns, "gateway", "web"), "Accepted")["status"] == "True").then_some(()),
+    );
+    let _stopped = CONTROLLER.write().unwrap_or_else(|e| e.into_inner());
+    let eg_ns = realcluster::gateway::ENVOY_GATEWAY_NS;
+    c.kubectl(&[
+        "-n",
+        eg_ns,
+        "scale",
+        "deployment",
+        "envoy-gateway",
+        "--replicas=0",
+    ])
+    .unwrap();
+    eventually(Duration::from_secs(60), "envoy-gateway scaled to 0", || {
+        let d = get(c, eg_ns, "deployment", "envoy-gateway");
+        (d["status"]["availableReplicas"].as_i64().unwrap_or(0) == 0
+            && d["status"]["observedGeneration"] == d["metadata"]["generation"])
+            .then_some(())
+    });
+    let (code, report, err) = run(c, &["gateway/web", "-n", ns]);
+    c.kubectl(&[
+        "-n",
+        eg_ns,
+        "scale",
+        "deployment",
+        "envoy-gateway",
+        "--replicas=1",
+    ])
+    .unwrap();
+    assert_eq!(code, 1, "{report:#}\n{err}");
+    let f = findings(&report, "controller", "finding");
+    assert!(
+        f.iter().any(
+            |f| f["object"] == "deployment/envoy-gateway-system/envoy-gateway"
+                && f["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("Envoy Gateway controller not running: 0/0 available")
+                && f["message"].as_str().unwrap().contains("left behind")
+        ),
+        "{report:#}"
+    );
+    eventually(Duration::from_secs(90), "envoy-gateway back", || {
+        let d = get(c, eg_ns, "deployment", "envoy-gateway");
+        (d["status"]["availableReplicas"].as_i64().unwrap_or(0) == 1).then_some(())
+    });
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+}
