@@ -1486,6 +1486,9 @@ fn substitute(repo: &Repo, renderer: &Renderer, ov: &mut Overlay) {
                 for e in &t.exprs {
                     let mut hits = Vec::new();
                     leaves_containing(&o.doc.value, &e.text, &mut Vec::new(), &mut hits);
+                    if substituted_downstream(&o.doc.value, &hits) {
+                        continue;
+                    }
                     let shell = hits
                         .iter()
                         .any(|(p, s)| shell_use(&o.doc.value, p, s) == ShellUse::Shell);
@@ -1569,6 +1572,26 @@ fn substitute(repo: &Repo, renderer: &Renderer, ov: &mut Overlay) {
             }
         }
     }
+}
+
+/// True when every place of a `${...}` (`hits`: key paths) is a kustomize field of a Flux
+/// Kustomization object that has postBuild itself (`spec.patches`, `spec.images`,
+/// `spec.commonMetadata`, `spec.namePrefix`, `spec.nameSuffix`): that Kustomization writes the
+/// text into its own render, which its own substitution then reads, so the literal is meant to
+/// ship one level up (a parent patching `postBuild.substitute: {CLUSTER: ${CLUSTER}}` into its
+/// children).
+fn substituted_downstream(obj: &Value, hits: &[(Vec<String>, &str)]) -> bool {
+    is_flux_ks(obj)
+        && obj["spec"]["postBuild"].is_object()
+        && !hits.is_empty()
+        && hits.iter().all(|(p, _)| {
+            p.len() >= 2
+                && p[0] == "spec"
+                && matches!(
+                    p[1].as_str(),
+                    "patches" | "images" | "commonMetadata" | "namePrefix" | "nameSuffix"
+                )
+        })
 }
 
 /// What the overlay applies that makes the Secret or ConfigMap `kind` `namespace/name` at run

@@ -647,3 +647,27 @@ fn a_dependency_cycle_is_reported_on_every_edge() {
     );
     assert!(cyc.iter().all(|x| x.line > 0));
 }
+
+/// A parent without postBuild ships `${CLUSTER}` inside a child Kustomization's spec.patches on
+/// purpose: the child (which has postBuild) writes the patch into its own render and
+/// substitutes it there. Not FL030.
+#[test]
+fn a_variable_in_a_childs_patches_is_substituted_by_the_child() {
+    let f = fleet();
+    web_fleet(&f, "ghcr.io/example/web:1.0.0");
+    f.write(
+        "clusters/dev/vars.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cluster-info\n  namespace: flux-system\ndata:\n  CLUSTER: dev\n",
+    );
+    f.write(
+        "clusters/dev/apps.yaml",
+        &flux_ks(
+            "apps",
+            "GitRepository/flux-system",
+            "./apps",
+            "  postBuild:\n    substituteFrom:\n      - kind: ConfigMap\n        name: cluster-info\n  patches:\n    - patch: |-\n        apiVersion: apps/v1\n        kind: Deployment\n        metadata:\n          name: web\n          labels:\n            cluster: ${CLUSTER}\n      target:\n        kind: Deployment\n",
+        ),
+    );
+    let r = f.lint();
+    assert!(r.findings.is_empty(), "{}", show(&r));
+}
