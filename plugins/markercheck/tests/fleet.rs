@@ -385,6 +385,33 @@ fn mc013_outside_a_git_checkout_uses_the_tree_root() {
     assert_eq!(o.json["changes"].as_array().unwrap().len(), 1);
 }
 
+/// Run from a parent directory without `.git` (`markercheck DIR`), the repository root is DIR
+/// itself, never the current directory (issue 27: a thousand MC013 "outside every
+/// spec.update.path" from the parent), and the summary says which root and why.
+#[test]
+fn without_git_the_root_is_path_itself_not_the_current_directory() {
+    let auto = "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImageUpdateAutomation\nmetadata:\n  name: auto\n  namespace: flux-system\nspec:\n  update:\n    path: ./apps\n    strategy: Setters\n";
+    let d = tempfile::tempdir().unwrap();
+    write_tree(
+        d.path(),
+        &[
+            ("fleet/flux/images.yaml", IMAGES),
+            ("fleet/flux/auto.yaml", auto),
+            ("fleet/apps/web.yaml", &img(M)),
+        ],
+    );
+    let o = run_in(d.path(), &["fleet", "-o", "json", "--set", SET]);
+    assert!(!o.has("MC013"), "{:?}", o.findings());
+    assert_eq!(o.json["changes"].as_array().unwrap().len(), 1);
+    let o = run_in(d.path(), &["fleet", "--set", SET]);
+    assert!(
+        o.stderr
+            .contains("repository root fleet (PATH itself: no .git above it)"),
+        "{}",
+        o.stderr
+    );
+}
+
 #[test]
 fn empty_and_binary_files_are_not_yaml() {
     let d = tempfile::tempdir().unwrap();
