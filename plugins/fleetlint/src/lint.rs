@@ -433,6 +433,7 @@ fn depends_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
         .map(|(i, k)| ((k.namespace.clone(), k.name.clone()), i))
         .collect();
     let chains = timeout_chains(ov);
+    let lockdown = cross_namespace_lockdown(repo);
     let mut dependents: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (i, k) in ov.ks.iter().enumerate() {
         for (n, d) in k.depends_on.iter().enumerate() {
@@ -454,7 +455,7 @@ fn depends_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                 )),
                 Some(&j) => {
                     dependents.entry(j).or_default().push(i);
-                    if d.0 != k.namespace {
+                    if d.0 != k.namespace && lockdown {
                         out.push(finding(
                             "FL012",
                             ov,
@@ -546,6 +547,17 @@ fn depends_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
             std::iter::once(d.id()).chain(names).collect(),
         ));
     }
+}
+
+/// True when the fleet turns on Flux's multi-tenancy lockdown, the only case FL012 is refused:
+/// a `--no-cross-namespace-refs` flag anywhere in the tree (the patch `flux bootstrap` docs
+/// give for kustomization.yaml) or a FluxInstance with `cluster.multitenant: true` (flux-operator
+/// sets the flag then). Without either, a cross-namespace dependsOn is allowed.
+fn cross_namespace_lockdown(repo: &Repo) -> bool {
+    repo.texts.values().any(|t| {
+        t.contains("no-cross-namespace-refs")
+            || (t.contains("multitenant: true") && t.contains("FluxInstance"))
+    })
 }
 
 /// FL011 for one cycle (indices in order, each depending on the next, the last on the first):
@@ -778,8 +790,14 @@ fn subst_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                     &k.file,
                     raw_line(repo, k, &["spec", "postBuild", "substituteFrom"]),
                     format!(
-                        "unknown offline: Kustomization {} substituteFrom {kind}/{name} is not applied by overlay {} ({made}); if it is missing the build fails (\"substitute from '{kind}/{name}' error: not found\"); substitution of {blocked} object(s) holding ${{...}} is not checked",
-                        k.id(), render::display_dir(&ov.dir)
+                        "unknown offline: Kustomization {} substituteFrom {kind}/{name} is not applied by overlay {} ({made}); if it is missing the build fails (\"substitute from '{kind}/{name}' error: not found\"); {}",
+                        k.id(),
+                        render::display_dir(&ov.dir),
+                        if k.followed {
+                            format!("substitution of {blocked} object(s) holding ${{...}} is not checked")
+                        } else {
+                            "its path is in another source, not rendered here".to_string()
+                        }
                     ),
                     format!("nothing when {kind} {}/{name} exists in the cluster; otherwise add it to the overlay or mark the reference optional: true", k.namespace),
                     vec![k.id()],

@@ -141,7 +141,10 @@ pub const RULES: &[Rule] = &[
         "dependsOn points into another namespace",
         "Allowed by default, but a multi-tenant controller started with \
        --no-cross-namespace-refs=true rejects it (\"cannot access ... cross-namespace references \
-       have been blocked\"), and tenants should not depend on each other's Kustomizations.\n\
+       have been blocked\"), and tenants should not depend on each other's Kustomizations. \
+       Reported only when the fleet turns the lockdown on: a --no-cross-namespace-refs flag in \
+       the tree (bootstrap's kustomization.yaml patch) or a FluxInstance with \
+       cluster.multitenant: true.\n\
        Fix: depend on a Kustomization in the same namespace, or accept the warning for a platform layer.",
     ),
     r(

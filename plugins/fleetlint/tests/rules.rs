@@ -568,6 +568,13 @@ fn depends_on_cross_namespace() {
         .unwrap()
         .replace("namespace: flux-system", "namespace: team-a");
     add_to_root(&f, "team-a-source.yaml", &sync);
+    // allowed unless the fleet turns the multi-tenancy lockdown on
+    let r = f.lint();
+    assert!(r.findings.is_empty(), "no lockdown: {}", show(&r));
+    f.write(
+        "flux-patches/lockdown.yaml",
+        "- op: add\n  path: /spec/template/spec/containers/0/args/-\n  value: --no-cross-namespace-refs=true\n",
+    );
     let r = f.lint();
     assert_eq!(rules(&r), ["FL012"], "{}", show(&r));
     assert_eq!(
