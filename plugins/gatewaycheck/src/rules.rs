@@ -442,6 +442,26 @@ pub fn services_of<'a>(gw: &Value, snap: &'a Snapshot) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The addresses a Service holds for clients of its type: `status.loadBalancer.ingress` for
+/// LoadBalancer, `spec.clusterIPs` for ClusterIP, and `spec.externalIPs` for any type; `None` for
+/// NodePort (reached on node addresses the Service does not list).
+fn held_addresses(svc: &Value) -> Option<Vec<String>> {
+    let list = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x.as_str().filter(|x| *x != "None").map(str::to_owned))
+            .collect()
+    };
+    let mut out = match svc["spec"]["type"].as_str().unwrap_or("ClusterIP") {
+        "LoadBalancer" => ingress_ips(svc),
+        "ClusterIP" => list(&svc["spec"]["clusterIPs"]),
+        _ => return None,
+    };
+    out.extend(list(&svc["spec"]["externalIPs"]));
+    Some(out)
+}
+
 fn ingress_ips(svc: &Value) -> Vec<String> {
     svc["status"]["loadBalancer"]["ingress"]
         .as_array()
@@ -569,6 +589,12 @@ pub fn addresses(gw: &Value, snap: &Snapshot) -> Vec<Finding> {
         .iter()
         .map(|svc| (object_ref("Service", svc), ingress_ips(svc)))
         .collect();
+    // What the Services hold for their type (LoadBalancer ingress, ClusterIPs, externalIPs);
+    // a NodePort Service lists no address to compare with.
+    let comparable: Option<Vec<(String, Vec<String>)>> = svcs
+        .iter()
+        .map(|svc| held_addresses(svc).map(|a| (object_ref("Service", svc), a)))
+        .collect();
     let held_ips: Vec<String> = held.iter().flat_map(|(_, i)| i.clone()).collect();
     let programmed = condition(&gw["status"]["conditions"], "Programmed");
     let not_assigned =
@@ -630,6 +656,14 @@ pub fn addresses(gw: &Value, snap: &Snapshot) -> Vec<Finding> {
         );
         return out;
     }
+    let Some(held) = comparable else {
+        out.push(Finding::new(
+            "addresses", &object, "status.addresses", Level::Info,
+            format!("[{}] not compared: a NodePort Service is reached on node addresses it does not list", status_addrs.join(", ")),
+        ));
+        return out;
+    };
+    let held_ips: Vec<String> = held.iter().flat_map(|(_, i)| i.clone()).collect();
     if held_ips.is_empty() && status_addrs.is_empty() {
         return out;
     }
@@ -1015,4 +1049,39 @@ pub fn gateway(gw: &Value, snap: &Snapshot, vip: Option<&str>) -> Vec<Finding> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Found on the real Envoy Gateway (an EnvoyProxy with envoyService.type ClusterIP): the
+    /// Gateway's address is the Service's ClusterIP, which is not in status.loadBalancer.ingress;
+    /// comparing with the ingress alone said the load balancer had released it (false).
+    #[test]
+    fn a_cluster_ip_service_holds_its_cluster_ip() {
+        let gw = json!({"metadata": {"name": "web", "namespace": "gc-dp", "generation": 1},
+            "spec": {"gatewayClassName": "eg"},
+            "status": {"addresses": [{"type": "IPAddress", "value": "10.96.171.104"}],
+                "conditions": [{"type": "Programmed", "status": "False", "reason": "NoResources", "observedGeneration": 1}]}});
+        let svc = json!({"metadata": {"name": "envoy-gc-dp-web", "namespace": "envoy-gateway-system",
+                "labels": {"gateway.envoyproxy.io/owning-gateway-name": "web", "gateway.envoyproxy.io/owning-gateway-namespace": "gc-dp"}},
+            "spec": {"type": "ClusterIP", "clusterIPs": ["10.96.171.104"]}, "status": {"loadBalancer": {}}});
+        let snap = Snapshot {
+            services: vec![svc.clone()],
+            ..Snapshot::default()
+        };
+        let f = addresses(&gw, &snap);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].level, Level::Ok, "{f:#?}");
+        // The same address gone from the Service is a finding.
+        let mut moved = svc;
+        moved["spec"]["clusterIPs"] = json!(["10.96.0.99"]);
+        let snap = Snapshot {
+            services: vec![moved],
+            ..Snapshot::default()
+        };
+        assert_eq!(addresses(&gw, &snap)[0].level, Level::Finding);
+    }
 }

@@ -492,6 +492,11 @@ spec:
         "{msg}"
     );
     assert!(msg.contains("envoyproxy/envoy"), "{msg}");
+    // The ClusterIP Service holds the Gateway's address: no addresses finding.
+    assert!(
+        findings(&report, "addresses", "finding").is_empty(),
+        "{report:#}"
+    );
     let programmed = findings(&report, "programmed", "finding");
     assert!(
         programmed.iter().any(|f| f["message"]
