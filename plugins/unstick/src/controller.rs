@@ -113,6 +113,16 @@ pub struct ControllerFacts {
     /// The pod that says why it is not running ([`ControllerFacts::with_pods`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodTrouble>,
+    /// `--watch-label-selector` as given (fluxcd/pkg runtime/controller `WatchOptions`,
+    /// default empty: every Kustomization). kustomize-controller main.go puts it on its
+    /// cache's `ByObject` for Kustomizations only, so a Kustomization it does not select is
+    /// never read, never queued and never gets a status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watch_label_selector: Option<String>,
+    /// `--watch-all-namespaces` (default true). When false, main.go restricts the cache to
+    /// `RUNTIME_NAMESPACE` (`Cache.DefaultNamespaces`): the Deployment's namespace as
+    /// `flux install` sets it.
+    pub watch_all_namespaces: bool,
 }
 
 impl ControllerFacts {
@@ -141,8 +151,16 @@ impl ControllerFacts {
         let mut feature_gates = BTreeMap::new();
         let mut concurrent = DEFAULT_CONCURRENT;
         let mut requeue_dependency = "30s".to_string();
+        let mut watch_label_selector = None;
+        let mut watch_all_namespaces = true;
         for (flag, value) in flags(&args) {
             match flag.as_str() {
+                "watch-label-selector" => {
+                    watch_label_selector = Some(value.clone()).filter(|v| !v.trim().is_empty());
+                }
+                "watch-all-namespaces" => {
+                    watch_all_namespaces = !value.eq_ignore_ascii_case("false");
+                }
                 "feature-gates" => {
                     for kv in value.split(',') {
                         if let Some((k, v)) = kv.split_once('=') {
@@ -195,6 +213,8 @@ impl ControllerFacts {
             not_running: not_running(d),
             replicas: obj::i(d, &["spec", "replicas"]).unwrap_or(1),
             pod: None,
+            watch_label_selector,
+            watch_all_namespaces,
         }
     }
 
@@ -235,6 +255,106 @@ impl ControllerFacts {
         let list: Vec<String> = gates.iter().map(|(k, v)| format!("{k}={v}")).collect();
         format!("--feature-gates={}", list.join(","))
     }
+}
+
+impl ControllerFacts {
+    /// Why this controller never reads the Kustomization `ks` (labels and namespace as
+    /// read), or `None` when it watches it: its `--watch-label-selector` does not select the
+    /// object's labels (Flux sharding: the main shard runs with
+    /// `!sharding.fluxcd.io/key`, each shard with `sharding.fluxcd.io/key=<shard>`), or
+    /// `--watch-all-namespaces=false` and `ks` lives outside the controller's namespace.
+    /// kustomize-controller main.go (v1.7.3, v1.9.6, v1.10.1) applies both to its cache, so
+    /// such an object gets no run, no status and no request handled, ever. A selector that
+    /// does not parse is not judged (`None`): the controller would not have started with it.
+    pub fn excludes(&self, ks: &Value) -> Option<String> {
+        let ns = obj::namespace(ks);
+        if !self.watch_all_namespaces && ns != self.namespace {
+            return Some(format!(
+                "{}/{} runs with --watch-all-namespaces=false: it watches only namespace {}",
+                self.namespace, self.name, self.namespace
+            ));
+        }
+        let sel = self.watch_label_selector.as_deref()?;
+        let parsed = parse_label_selector(sel)?;
+        let labels = labels_of(ks);
+        (!kube::core::SelectorExt::matches(&parsed, &labels)).then(|| {
+            let shown: Vec<String> = labels
+                .iter()
+                .filter(|(k, _)| sel.contains(k.as_str()))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            format!(
+                "{}/{} runs with --watch-label-selector={sel}, which does not select its labels ({})",
+                self.namespace,
+                self.name,
+                if shown.is_empty() {
+                    "none of the selector's keys".to_string()
+                } else {
+                    shown.join(", ")
+                }
+            )
+        })
+    }
+}
+
+/// `metadata.labels` as a map.
+pub fn labels_of(v: &Value) -> BTreeMap<String, String> {
+    obj::at(v, &["metadata", "labels"])
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A label selector in the syntax of `kubectl -l` and `--watch-label-selector`
+/// (k8s.io/apimachinery labels.Parse): comma-separated requirements, each `key`, `!key`,
+/// `key=value`, `key==value`, `key!=value`, `key in (a,b)` or `key notin (a,b)`, all of
+/// which must hold. `None` when it does not parse.
+pub fn parse_label_selector(s: &str) -> Option<kube::core::Selector> {
+    use kube::core::{Expression, Selector};
+    let mut terms = Vec::new();
+    let mut depth = 0usize;
+    let mut cur = String::new();
+    for ch in s.chars() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth = depth.checked_sub(1)?,
+            ',' if depth == 0 => {
+                terms.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    terms.push(cur);
+    let set = |v: &str| -> Option<std::collections::BTreeSet<String>> {
+        let inner = v.trim().strip_prefix('(')?.strip_suffix(')')?;
+        Some(inner.split(',').map(|x| x.trim().to_string()).collect())
+    };
+    let mut exprs = Vec::new();
+    for t in terms.iter().map(|t| t.trim()).filter(|t| !t.is_empty()) {
+        let e = if let Some(k) = t.strip_prefix('!') {
+            Expression::DoesNotExist(k.trim().to_string())
+        } else if let Some((k, v)) = t.split_once("!=") {
+            Expression::NotEqual(k.trim().to_string(), v.trim().to_string())
+        } else if let Some((k, v)) = t.split_once("==").or_else(|| t.split_once('=')) {
+            Expression::Equal(k.trim().to_string(), v.trim().to_string())
+        } else if let Some((k, v)) = t.split_once(" notin ") {
+            Expression::NotIn(k.trim().to_string(), set(v)?)
+        } else if let Some((k, v)) = t.split_once(" in ") {
+            Expression::In(k.trim().to_string(), set(v)?)
+        } else if t.contains([' ', '(', ')']) {
+            return None;
+        } else {
+            Expression::Exists(t.to_string())
+        };
+        exprs.push(e);
+    }
+    Some(exprs.into_iter().collect::<Selector>())
 }
 
 /// Why a controller Deployment runs no controller, or `None` when it does (or its status is
@@ -480,6 +600,53 @@ fn flags(args: &[String]) -> Vec<(String, String)> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn watch_label_selectors_select_as_the_apiserver_does() {
+        let ks = |labels: Value| json!({"metadata": {"name": "a", "namespace": "apps", "labels": labels}});
+        let d = |args: &[&str]| {
+            ControllerFacts::from_deployment(&deploy(
+                "ghcr.io/fluxcd/kustomize-controller:v1.9.6",
+                args,
+            ))
+        };
+        let main = d(&["--watch-label-selector=!sharding.fluxcd.io/key"]);
+        assert!(main.excludes(&ks(json!({}))).is_none());
+        let why = main
+            .excludes(&ks(json!({"sharding.fluxcd.io/key": "shard1"})))
+            .unwrap();
+        assert!(
+            why.contains("--watch-label-selector=!sharding.fluxcd.io/key"),
+            "{why}"
+        );
+        assert!(why.contains("sharding.fluxcd.io/key=shard1"), "{why}");
+        let shard = d(&[
+            "--watch-label-selector",
+            "sharding.fluxcd.io/key in (shard1, shard2)",
+        ]);
+        assert!(
+            shard
+                .excludes(&ks(json!({"sharding.fluxcd.io/key": "shard2"})))
+                .is_none()
+        );
+        assert!(shard.excludes(&ks(json!({}))).is_some());
+        let ne = d(&["--watch-label-selector=team!=b,env"]);
+        assert!(ne.excludes(&ks(json!({"env": "x"}))).is_none());
+        assert!(ne.excludes(&ks(json!({"env": "x", "team": "b"}))).is_some());
+        let one_ns = d(&["--watch-all-namespaces=false"]);
+        assert!(
+            one_ns
+                .excludes(&ks(json!({})))
+                .unwrap()
+                .contains("only namespace flux-system")
+        );
+        assert!(
+            d(&[])
+                .excludes(&ks(json!({"sharding.fluxcd.io/key": "x"})))
+                .is_none()
+        );
+        assert!(parse_label_selector("a in (b").is_none());
+    }
 
     fn deploy(image: &str, args: &[&str]) -> Value {
         json!({"apiVersion": "apps/v1", "kind": "Deployment",

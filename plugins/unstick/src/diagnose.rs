@@ -5,7 +5,7 @@
 //! Statuses and messages follow kustomize-controller v1.9 (internal/controller/
 //! kustomization_controller.go) and fluxcd/pkg (runtime/conditions, ssa).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::LazyLock;
 
 use jiff::{SignedDuration, Timestamp};
@@ -19,6 +19,9 @@ use crate::snapshot::{Index, Snapshot};
 use cluster_loop::duration::{self, parse_go_duration};
 use cluster_loop::flux::Kustomization;
 use cluster_loop::kstatus::{self, Status as KStatus};
+
+mod blind;
+pub use blind::BlindSpot;
 
 /// `reconcile.fluxcd.io/requestedAt` (fluxcd/pkg apis/meta `ReconcileRequestAnnotation`).
 pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
@@ -69,6 +72,18 @@ pub enum Class {
     /// (Ready=True included: that is what it last applied, and no change in Git reaches it),
     /// nothing changes until the controller runs.
     ControllerNotRunning,
+    /// No running kustomize-controller watches it ([`crate::controller::ControllerFacts::excludes`]:
+    /// its `--watch-label-selector` or namespace scope leaves it out): no run, no status, no
+    /// request handled, whatever its conditions say.
+    NotWatched,
+    /// Its source's new revision was dropped: a dependsOn cycle among the Kustomizations of
+    /// the same source fails kustomize-controller's sort of the revision event
+    /// (`requestsForRevisionChangeOf` -> `sortAndEnqueue`), so none of them is queued; it
+    /// applies the revision only at its next interval run.
+    SourceEventDropped,
+    /// Its source has `spec.suspend: true`: source-controller fetches nothing for it, so no
+    /// new commit reaches this Kustomization.
+    SourceSuspended,
 }
 
 impl Class {
@@ -88,6 +103,9 @@ impl Class {
             Class::ReconcileFailed => "reconcile-failed",
             Class::Stalled => "stalled",
             Class::ControllerNotRunning => "controller-not-running",
+            Class::NotWatched => "not-watched",
+            Class::SourceEventDropped => "source-event-dropped",
+            Class::SourceSuspended => "source-suspended",
         }
     }
 }
@@ -359,10 +377,17 @@ pub struct Diagnosis {
     /// (absent in JSON) when all run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stopped_controllers: Vec<StoppedController>,
+    /// Where the status suggests a run that the controller will not make ([`BlindSpot`]):
+    /// not watched, its source's revision event dropped, its source suspended, a path not
+    /// fetched yet. `null` when none.
+    pub blind_spot: Option<BlindSpot>,
     /// Further facts and advice, one sentence each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hints: Vec<String>,
 }
+
+/// The consequence of a stopped helm-controller.
+pub const HELM_CONSEQUENCE: &str = "nothing reconciles HelmReleases";
 
 /// A Flux controller Deployment that is not running
 /// (`cluster_loop::flux::deployment_not_running`: `spec.replicas` 0, or observed status with
@@ -428,7 +453,9 @@ impl StoppedController {
 
     /// What to do, as the plan's effect: `scale it up: kubectl ...; then ...`.
     pub fn effect(&self) -> String {
-        if self.why == "0 replicas" {
+        if self.not_installed() {
+            format!("install it: {}; then it reconciles them", self.command)
+        } else if self.why == "0 replicas" {
             format!(
                 "scale it up: {}; then its runs resume by themselves",
                 self.command
@@ -487,7 +514,18 @@ impl StoppedController {
     /// Whether it stays stopped until someone acts: scaled to 0 replicas (one with replicas
     /// but no ready pod yet, a restart, may come back by itself).
     pub fn scaled_to_zero(&self) -> bool {
-        self.why == "0 replicas"
+        self.why == "0 replicas" || self.not_installed()
+    }
+
+    /// Whether it is helm-controller ([`HELM_CONSEQUENCE`]): kustomize-controller still runs
+    /// and ends the health check at its deadline.
+    pub fn only_helm(&self) -> bool {
+        self.consequence == HELM_CONSEQUENCE
+    }
+
+    /// Whether its Deployment does not exist at all (`not installed (no Deployment NS/NAME)`).
+    pub fn not_installed(&self) -> bool {
+        self.why.starts_with("not installed")
     }
 }
 
@@ -573,6 +611,9 @@ pub struct Engine<'a> {
     holding: std::sync::OnceLock<Vec<String>>,
     /// [`Engine::worker_holders`], computed on first use.
     holders: std::sync::OnceLock<Vec<(String, Option<Timestamp>)>>,
+    /// The dependsOn cycle that makes kustomize-controller drop each source's revision event,
+    /// by source (Kind, namespace, name), computed on first use ([`blind`]).
+    dropped: std::sync::OnceLock<HashMap<(String, String, String), Vec<String>>>,
 }
 
 impl<'a> Engine<'a> {
@@ -586,6 +627,7 @@ impl<'a> Engine<'a> {
             hosts: std::sync::OnceLock::new(),
             holding: std::sync::OnceLock::new(),
             holders: std::sync::OnceLock::new(),
+            dropped: std::sync::OnceLock::new(),
         }
     }
 
@@ -630,6 +672,7 @@ impl<'a> Engine<'a> {
                 pod,
             ));
         }
+        v.extend(self.helm_controller_stopped(ks));
         v
     }
 
@@ -754,8 +797,17 @@ impl<'a> Engine<'a> {
         Some(d)
     }
 
-    /// Diagnosis without the dependsOn walk.
+    /// Diagnosis without the dependsOn walk: the state as the conditions tell it
+    /// ([`Engine::shallow_own`]), then the controller's blind spots, where the status suggests
+    /// a run that will not come ([`blind`]).
     fn shallow(&self, ks: &Value) -> Diagnosis {
+        let mut d = self.shallow_own(ks);
+        self.blind_spots(ks, &mut d);
+        d
+    }
+
+    /// The state as the Kustomization's conditions and its source tell it.
+    fn shallow_own(&self, ks: &Value) -> Diagnosis {
         let now = self.now();
         let key = key_of(ks);
         let timeout_secs = Kustomization::effective_timeout_of(ks)
@@ -1195,7 +1247,7 @@ impl<'a> Engine<'a> {
                     None => "when one frees cannot be estimated".to_string(),
                 };
                 hints.push(format!(
-                    "waiting for a free kustomize-controller worker: all {} (--concurrent) are held by: {}; {frees}. Nothing here is stuck, but nothing runs before then; --restart-controller frees them all at once (and cancels those runs)",
+                    "waiting for a free kustomize-controller worker: all {} (--concurrent) are held by: {}; {frees}. nothing runs here before a worker frees, and that wait ends by itself; --restart-controller frees them all at once (and cancels those runs)",
                     c.concurrent,
                     list.join(", ")
                 ));
@@ -1221,14 +1273,17 @@ impl<'a> Engine<'a> {
                     obj::name(ks)
                 ));
             } else {
-                // Without its ETA: nothing runs, so no run ends then.
+                // Without its ETA: nothing runs, so no run ends then (unless only
+                // helm-controller is down: kustomize-controller still ends its check).
                 let last = summary.split("; ETA ").next().unwrap_or(&summary);
                 hints.insert(0, format!("as last written by the controllers: {last}"));
                 summary = line;
                 class = Class::ControllerNotRunning;
-                health_check = None;
-                eta = None;
-                worker_free_at = None;
+                if !stopped_controllers.iter().all(StoppedController::only_helm) {
+                    health_check = None;
+                    eta = None;
+                    worker_free_at = None;
+                }
             }
         }
         Diagnosis {
@@ -1249,6 +1304,7 @@ impl<'a> Engine<'a> {
             missing_crds,
             worker_free_at,
             stopped_controllers,
+            blind_spot: None,
             hints,
         }
     }

@@ -15,6 +15,8 @@ use crate::controller::{CancelMode, ControllerFacts};
 use crate::diagnose::{Class, Diagnosis, REQUESTED_AT, SUSPEND_MARKER, short_time};
 use crate::obj;
 
+mod blind;
+
 /// Field manager of every write (kustomize-controller takes back fields owned by `kubectl`
 /// and `before-first-apply`, so we use our own name).
 pub const FIELD_MANAGER: &str = "kubectl-unstick";
@@ -50,6 +52,10 @@ pub enum Lever {
     /// No write to the Kustomization helps: the controller that must act is not running
     /// ([`crate::diagnose::Class::ControllerNotRunning`]); scale it up or fix its pod.
     StartController,
+    /// No write to the Kustomization helps: its source is suspended (`spec.suspend: true`),
+    /// so no new revision reaches it; the plan prints `flux resume source ...` and writes
+    /// nothing (someone else's suspend).
+    ResumeSource,
     /// Nothing to do: it is healthy or progressing normally.
     None,
 }
@@ -68,6 +74,7 @@ impl Lever {
             Lever::FixBlockers => "fix-blockers",
             Lever::StartController => "start-controller",
             Lever::Wait => "wait",
+            Lever::ResumeSource => "resume-source",
             Lever::None => "none",
         }
     }
@@ -229,6 +236,9 @@ pub struct Inputs<'a> {
 
 /// Choose the lever and build the plan for `d` (the target's diagnosis).
 pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
+    if let Some(p) = blind::plan(d, inp, opts) {
+        return p;
+    }
     let Inputs {
         ks,
         source,
@@ -375,6 +385,12 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             alternatives.push(format!(
                 "if the log shows it hung: kubectl unstick ks/{name} -n {ns} --restart-controller"
             ));
+            (Lever::None, "nothing to write".to_string())
+        }
+        // Blind spots are planned by `blind::plan` above; these only keep the match whole.
+        Class::NotWatched | Class::SourceEventDropped | Class::SourceSuspended => {
+            why.push(d.summary.clone());
+            wait_for_token = false;
             (Lever::None, "nothing to write".to_string())
         }
         Class::Healthy | Class::Reconciling => {
@@ -878,6 +894,10 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
         } else {
             start_delay + timeout + margin
         };
+    // A plan that writes nothing waits for nothing, unless its lever is the wait itself
+    // (a missing CRD's fix-in-git once said `waitForRequestToken: true, waitSecs: 150` with
+    // no steps).
+    let waits = !steps.is_empty() || lever == Lever::Wait;
     Plan {
         kustomization: d.kustomization.clone(),
         lever,
@@ -892,8 +912,8 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             .any(|s| matches!(s, Step::Patch { patch, .. } if patch.pointer("/metadata/annotations/reconcile.fluxcd.io~1requestedAt").is_some()))
             .then(|| token.to_string()),
         steps,
-        wait_secs,
-        wait_for_request_token: wait_for_token,
+        wait_secs: if waits { wait_secs } else { 0.0 },
+        wait_for_request_token: wait_for_token && waits,
     }
 }
 

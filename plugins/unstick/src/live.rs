@@ -232,6 +232,60 @@ pub struct Scope {
     pub controller: ControllerRef,
 }
 
+/// The controllers read only when a Kustomization needs them, each with one request: every
+/// kustomize-controller Deployment of the controller's namespace (one list) when the one read
+/// does not watch some Kustomization (a sharded install: which shard would), and the
+/// helm-controller Deployment (one GET) when a health check waits on a HelmRelease. A 403
+/// leaves them unread (a note); (kustomize-controllers, helm-controller, whether it was
+/// looked for).
+async fn other_controllers(
+    conn: &Connection,
+    r: &Reader,
+    scope: &Scope,
+    controller: Option<&Value>,
+    kustomizations: &[Value],
+    notes: &mut Vec<String>,
+) -> Result<(Vec<Value>, Option<Value>, bool)> {
+    let dep_ar = Kind::Deployment.api_resource("v1");
+    let ns = scope.controller.namespace.as_str();
+    let mut shards = Vec::new();
+    let facts = controller.map(crate::controller::ControllerFacts::from_deployment);
+    if facts
+        .as_ref()
+        .is_some_and(|f| kustomizations.iter().any(|k| f.excludes(k).is_some()))
+    {
+        match r
+            .list(conn, &dep_ar, Some(ns), &ListParams::default())
+            .await
+        {
+            Ok(v) => shards.extend(v.into_iter().filter(|d| {
+                let f = crate::controller::ControllerFacts::from_deployment(d);
+                f.image.contains("kustomize-controller")
+            })),
+            Err(e) if e.status_code() == Some(403) => {
+                notes.push(format!("kustomize-controller shards not read: {e}"))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let wants_helm = kustomizations.iter().any(|k| {
+        wait_set(k)
+            .iter()
+            .any(|m| m.kind == "HelmRelease" && m.group == "helm.toolkit.fluxcd.io")
+    });
+    if !wants_helm {
+        return Ok((shards, None, false));
+    }
+    match r.get(conn, &dep_ar, ns, "helm-controller").await {
+        Ok(v) => Ok((shards, v, true)),
+        Err(e) if e.status_code() == Some(403) => {
+            notes.push(format!("helm-controller not read: {e}"));
+            Ok((shards, None, false))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Read everything the engine needs, with list calls only:
 /// Kustomizations (1; plus 1 for the dependencies named in other namespaces, whatever their
 /// number), each referenced source kind (1 each), the controller Deployment (1), one
@@ -242,7 +296,8 @@ pub struct Scope {
 /// the workloads of their releases (4: Deployments, StatefulSets, DaemonSets, Jobs with
 /// helm-controller's origin label), Pods (1) and Warning Events (1); for a controller
 /// Deployment with replicas but no ready pod, its pods (1) and the last log lines of its
-/// exited container (1).
+/// exited container (1); the kustomize-controller shards and helm-controller when needed
+/// (`other_controllers`, 1 each).
 /// Permission errors on the optional reads (controller, pods, events, workloads) degrade to
 /// "not read" and are returned as notes; on the Kustomizations they are errors.
 pub async fn gather(
@@ -371,6 +426,15 @@ pub async fn gather(
         Err(e) if e.status_code() == Some(403) => None,
         Err(e) => return Err(e),
     };
+    let (kustomize_controllers, helm_controller, helm_controller_read) = other_controllers(
+        conn,
+        r,
+        scope,
+        controller.as_ref(),
+        &kustomizations,
+        &mut notes,
+    )
+    .await?;
     // A controller Deployment with replicas but no ready pod: its pods say why (the kubelet's
     // waiting reason, restart count, last exit), and a container that has exited its last
     // log lines (one list per such Deployment, one log read per exited container). Not
@@ -381,6 +445,12 @@ pub async fn gather(
     for d in [controller.as_ref(), source_controller.as_ref()]
         .into_iter()
         .flatten()
+        .chain(helm_controller.iter())
+        .chain(
+            kustomize_controllers
+                .iter()
+                .filter(|d| obj::name(d) != scope.controller.name),
+        )
     {
         if crate::controller::not_running(d).is_none_or(|w| w == "0 replicas") {
             continue;
@@ -473,6 +543,9 @@ pub async fn gather(
         sources,
         controller,
         source_controller,
+        kustomize_controllers,
+        helm_controller,
+        helm_controller_read,
         controller_pods,
         controller_logs,
         secret_keys,

@@ -353,7 +353,7 @@ pub fn fleet_table(p: &Painter, items: &[FleetItem]) -> String {
             }
             _ => Style::Err,
         };
-        let mut summary = i.summary.clone();
+        let mut summary = one_line(&i.summary);
         if summary.chars().count() > 100 {
             summary = summary.chars().take(99).collect::<String>() + "…";
         }
@@ -381,7 +381,7 @@ pub fn diagnosis_text(p: &Painter, d: &Diagnosis, indent: &str) -> String {
         p.bold(&d.kustomization),
         p.paint(style, d.class.as_str())
     ));
-    o.push_str(&format!("{indent}  {}\n", d.summary));
+    o.push_str(&format!("{indent}  {}\n", one_line(&d.summary)));
     if indent.is_empty() {
         // The same cell as the `--all` table's root-cause column, from the same rule.
         let rc = root_cause_cell(d);
@@ -492,7 +492,7 @@ pub fn diagnosis_text(p: &Painter, d: &Diagnosis, indent: &str) -> String {
         ));
     }
     for h in &d.hints {
-        o.push_str(&format!("{indent}  - {h}\n"));
+        o.push_str(&format!("{indent}  - {}\n", one_line(h)));
     }
     if let Some(rc) = &d.root_cause {
         o.push_str(&format!(
@@ -551,13 +551,27 @@ pub fn controller_text(c: Option<&ControllerFacts>, holding: &[String]) -> Strin
     }
 }
 
+/// `s` on one line: a quoted controller message keeps its words but not its own line breaks
+/// (a kustomize build error is several lines), so a bullet or a quote is never cut in two.
+/// Text output only; JSON and YAML carry the message verbatim.
+pub fn one_line(s: &str) -> String {
+    if !s.contains('\n') {
+        return s.to_string();
+    }
+    s.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A plan with its exact patches.
 pub fn plan_text(p: &Painter, plan: &Plan) -> String {
     let mut o = format!("Lever: {}\n", p.bold(plan.lever.as_str()));
     for w in &plan.why {
-        o.push_str(&format!("  - {w}\n"));
+        o.push_str(&format!("  - {}\n", one_line(w)));
     }
-    o.push_str(&format!("  effect: {}\n", plan.effect));
+    o.push_str(&format!("  effect: {}\n", one_line(&plan.effect)));
     if let Some(t) = plan.fresh_run_at {
         o.push_str(&format!("  fresh run expected at: {}\n", short_time(t)));
     }

@@ -36,6 +36,21 @@ pub struct Snapshot {
     /// namespace, as `flux install` names it), when it could be read.
     #[serde(default)]
     pub source_controller: Option<Value>,
+    /// Every kustomize-controller Deployment in the controller's namespace (the shards of a
+    /// sharded install: a Deployment whose manager image is kustomize-controller), read only
+    /// when the one read above does not watch some Kustomization (one list). `[]` when not
+    /// read.
+    #[serde(default)]
+    pub kustomize_controllers: Vec<Value>,
+    /// The helm-controller Deployment (`helm-controller` in the kustomize-controller's
+    /// namespace, as `flux install` names it), read only when a health check waits on a
+    /// HelmRelease. `None`: not found, or not read ([`Snapshot::helm_controller_read`]).
+    #[serde(default)]
+    pub helm_controller: Option<Value>,
+    /// Whether the helm-controller Deployment was looked for (and found or not found): only
+    /// then does its absence mean that nothing reconciles HelmReleases.
+    #[serde(default)]
+    pub helm_controller_read: bool,
     /// The pods of those two Deployments, read only when one has no ready pod (to say why:
     /// `controller::pod_trouble`).
     #[serde(default)]

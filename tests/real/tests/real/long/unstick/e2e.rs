@@ -161,6 +161,7 @@ fn source(c: &Cluster) -> String {
             "  interval: 100h\n  path: ./src\n  prune: true\n",
         )
         .unwrap();
+        held_shard_controller(c);
         E2eSource(eventually(T, "e2e-src fetched", || {
             let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", "e2e-src"]);
             g["status"]["artifact"]["revision"]
@@ -170,6 +171,48 @@ fn source(c: &Cluster) -> String {
     })
     .0
     .clone()
+}
+
+/// The held shard's own kustomize-controller, as a sharded install runs it (flux2 sharding:
+/// `--watch-label-selector=sharding.fluxcd.io/key=held`, leader election on a lease of its
+/// own, `GenerateID("kustomize-controller-leader-election", selector)` = `...-26bc4d0a`, the
+/// first 8 hex digits of sha256("sharding.fluxcd.io/key=held"), fluxcd/pkg runtime
+/// leaderelection), running for real, while the lease is held by another replica for good
+/// (`--leader-election-lease-duration=1000h`: the elector waits that long after it last saw
+/// the holder renew). So the held objects are watched by a running kustomize-controller (what
+/// unstick reads: the Deployment and its ready pod; leader election is not read) and nothing
+/// changes them under the plugin: the states the scenarios write stay as written.
+fn held_shard_controller(c: &Cluster) {
+    let selector = format!("{HELD_SHARD_LABEL}=held");
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    c.apply_yaml(&format!(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: kustomize-controller-leader-election-26bc4d0a, namespace: {FLUX_NS}}}\nspec: {{holderIdentity: another-replica, leaseDurationSeconds: 3600000, acquireTime: \"{now}\", renewTime: \"{now}\", leaseTransitions: 0}}\n"
+    ))
+    .unwrap();
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "kustomize-controller-held", "namespace": FLUX_NS},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "kustomize-controller-held"}},
+            "template": {"metadata": {"labels": {"app": "kustomize-controller-held"}},
+                "spec": {"containers": [{"name": "manager",
+                    "image": format!("ghcr.io/fluxcd/kustomize-controller:{}", realcluster::bins::KC_CURRENT),
+                    "args": ["--events-addr=", "--watch-all-namespaces=true",
+                        format!("--watch-label-selector={selector}"), "--log-level=info",
+                        "--log-encoding=json", "--enable-leader-election",
+                        "--leader-election-lease-duration=1000h"],
+                    "env": [{"name": "RUNTIME_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]}]}}}});
+    c.apply_yaml(&deploy.to_string()).unwrap();
+    eventually(T, "the held shard's controller is ready", || {
+        let d = c.get_json(&[
+            "-n",
+            FLUX_NS,
+            "get",
+            "deployment",
+            "kustomize-controller-held",
+        ]);
+        (d["status"]["readyReplicas"] == 1).then_some(())
+    });
 }
 
 /// A Kustomization `ns/name` of the held shard (no controller reconciles it here), reading

@@ -9,6 +9,7 @@
 //! `e2e` (`--concurrent=10 --requeue-dependency=5s`, its scenarios at once) and `helm` (the real
 //! helm-controller v1.4.3 beside them).
 //! Tests stay apart by namespace and object names.
+mod blind;
 mod checks;
 mod cluster;
 mod e2e;

@@ -1,0 +1,666 @@
+//! The controller's blind spots: states where a Kustomization's status suggests a run that
+//! kustomize-controller will not make. Each is one function, applied after the state the
+//! conditions tell ([`Engine::shallow_own`]), and each replaces a promise ("the next run
+//! applies it", "a new run starts as soon as a worker is free") by what the controller really
+//! does, read from its source (kustomize-controller v1.7.3, v1.9.6, v1.10.1):
+//!
+//! - not watched: `--watch-label-selector` / `--watch-all-namespaces=false` keep the object
+//!   out of the controller's cache (main.go `Cache.ByObject`, `DefaultNamespaces`);
+//! - a source's revision event dropped: `requestsForRevisionChangeOf` sorts the source's
+//!   Kustomizations by dependsOn (`sortAndEnqueue`, fluxcd/pkg runtime/dependency `Sort`) and
+//!   returns no request at all when the sort finds a cycle;
+//! - a suspended source: source-controller fetches nothing for it;
+//! - a `spec.path` not in an artifact older than the Kustomization's spec (or than another
+//!   source on the same URL and ref): the fetch is the fix, not the build.
+
+use std::collections::HashMap;
+
+use jiff::Timestamp;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{
+    Class, Diagnosis, Engine, key_of, parse_go_duration, run_in_progress, same_revision, secs,
+    short_time, source_ref,
+};
+use crate::controller::ControllerFacts;
+use crate::obj;
+
+/// A blind spot found on a Kustomization. JSON (`diagnosis.blindSpot`):
+/// `{"kind": "source-event-dropped", "because": "...", "cycle": ["ns/a", "ns/b", "ns/a"],
+/// "requestAfterFix": ["ns/apps", ...], "nextRunAt": "...", "newerElsewhere": null,
+/// "command": null}`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlindSpot {
+    /// `not-watched`, `source-event-dropped`, `source-suspended` or `path-not-fetched`.
+    pub kind: String,
+    /// Why, in the controller's terms (the flag, the cycle, the suspend, the artifact).
+    pub because: String,
+    /// The dependsOn cycle (`namespace/name`, first repeated last) of `source-event-dropped`.
+    pub cycle: Vec<String>,
+    /// Kustomizations whose revision event is dropped (`namespace/name`), the one that applies
+    /// the cycle's members first when known: each needs a request once the cycle is broken.
+    pub request_after_fix: Vec<String>,
+    /// When it runs by itself next: its interval run (the last run's end + `spec.interval`,
+    /// kustomize-controller requeues a successful run after the interval with 5 % jitter by
+    /// default, `--interval-jitter-percentage`).
+    pub next_run_at: Option<Timestamp>,
+    /// Another source on the same URL and ref that already has a newer revision:
+    /// `GitRepository/ns/name at REV`.
+    pub newer_elsewhere: Option<String>,
+    /// The command that lifts it, when one does (`flux resume source git ...`, `kubectl scale`).
+    pub command: Option<String>,
+}
+
+impl BlindSpot {
+    fn new(kind: &str, because: String) -> BlindSpot {
+        BlindSpot {
+            kind: kind.to_string(),
+            because,
+            cycle: Vec::new(),
+            request_after_fix: Vec::new(),
+            next_run_at: None,
+            newer_elsewhere: None,
+            command: None,
+        }
+    }
+}
+
+/// (Kind, namespace, name) of a source.
+type SourceKey = (String, String, String);
+
+impl Engine<'_> {
+    /// Apply the blind spots to `d`, the diagnosis of `ks` from its conditions. A controller
+    /// that is not running decides first ([`Class::ControllerNotRunning`]); then whether any
+    /// running kustomize-controller watches it at all; the others only for a Kustomization
+    /// that is not suspended.
+    pub(super) fn blind_spots(&self, ks: &Value, d: &mut Diagnosis) {
+        if d.class == Class::ControllerNotRunning {
+            return;
+        }
+        if let Some(b) = self.not_watched(ks) {
+            apply_not_watched(d, b);
+            return;
+        }
+        if d.class == Class::Suspended {
+            return;
+        }
+        let _ = self.spec_changed_in_flight(ks, d)
+            || self.revision_event_dropped(ks, d)
+            || self.source_suspended(ks, d)
+            || self.path_not_fetched(ks, d);
+    }
+
+    /// A health check in flight for generation N (the Reconciling condition's
+    /// `observedGeneration`) while the object is at generation N+1 (a fix pushed during the
+    /// check): the running check keeps the spec it started with, so the objects read from the
+    /// new spec say nothing about it (never "the next poll passes it"). Gate off (or v1.7.x):
+    /// it runs to its end with the old spec and generation N+1 runs right after (the
+    /// generation change is queued); gate on, v1.8+ (`CancelHealthCheckOnNewRevision`, any
+    /// requeue event): the generation change cancels it now. `blindSpot.kind:
+    /// spec-changed-in-flight`, `nextRunAt` when generation N+1 starts.
+    fn spec_changed_in_flight(&self, ks: &Value, d: &mut Diagnosis) -> bool {
+        if d.class != Class::HealthCheckInFlight {
+            return false;
+        }
+        let running = obj::condition(ks, "Reconciling").and_then(|c| c.observed_generation);
+        let current = obj::i(ks, &["metadata", "generation"]);
+        let (Some(n), Some(g)) = (running, current) else {
+            return false;
+        };
+        if g <= n {
+            return false;
+        }
+        let cancels = self
+            .controller
+            .as_ref()
+            .is_some_and(|c| c.cancel_mode == crate::controller::CancelMode::AnyRequeue);
+        let Some(hc) = d.health_check.as_mut() else {
+            return false;
+        };
+        // What was read comes from generation g's spec: not what the running check waits on.
+        hc.wait_set_read = false;
+        let end = hc.ends_at.or(hc.deadline);
+        let next = if cancels { Some(self.now()) } else { end };
+        let because = if cancels {
+            format!(
+                "generation {g} (a spec change) arrived while the check for generation {n} runs: with CancelHealthCheckOnNewRevision on v1.8+, the generation change cancels that check (HealthCheckCanceled) and generation {g} runs right away"
+            )
+        } else {
+            format!(
+                "generation {g} (a spec change) arrived while the check for generation {n} runs: that check keeps the spec it started with and runs to its end{} with it (nothing at the API cancels it with the gate off); generation {g} runs right after it",
+                end.map(|e| format!(" at {}", short_time(e)))
+                    .unwrap_or_default()
+            )
+        };
+        if !d.blocking.is_empty() || !cancels {
+            d.hints.push(format!(
+                "the objects listed are read from generation {g}'s spec: what its own check will wait on, not what the running check waits on"
+            ));
+        }
+        d.summary = format!("{}; {because}", d.summary);
+        let mut b = BlindSpot::new("spec-changed-in-flight", because);
+        b.next_run_at = next;
+        d.blind_spot = Some(b);
+        true
+    }
+
+    /// The blind spot when no running kustomize-controller watches `ks`: the controller read
+    /// excludes it ([`ControllerFacts::excludes`]) and no other kustomize-controller
+    /// Deployment that selects it is running (the shards of a sharded install, read when one
+    /// is excluded: [`crate::snapshot::Snapshot::kustomize_controllers`]).
+    fn not_watched(&self, ks: &Value) -> Option<BlindSpot> {
+        let c = self.controller.as_ref()?;
+        let why = c.excludes(ks)?;
+        let snap = self.idx.snap;
+        let shard = snap
+            .kustomize_controllers
+            .iter()
+            .filter(|dep| !(obj::name(dep) == c.name && obj::namespace(dep) == c.namespace))
+            .map(|dep| {
+                ControllerFacts::with_pods(dep, &snap.controller_pods, &snap.controller_logs)
+            })
+            .find(|f| f.excludes(ks).is_none());
+        let mut b = match shard {
+            Some(f) if f.not_running.is_none() => return None,
+            Some(f) => {
+                let stopped = super::StoppedController::new(
+                    &f.name,
+                    &f.namespace,
+                    f.not_running.clone().unwrap_or_default(),
+                    "nothing reconciles its shard",
+                    f.pod.clone(),
+                );
+                let mut b = BlindSpot::new(
+                    "not-watched",
+                    format!(
+                        "{why}; {}/{} would watch it (--watch-label-selector={}) but {}",
+                        f.namespace,
+                        f.name,
+                        f.watch_label_selector.as_deref().unwrap_or(""),
+                        stopped.line()
+                    ),
+                );
+                b.command = Some(stopped.command);
+                b
+            }
+            None if snap.kustomize_controllers.is_empty() => BlindSpot::new(
+                "not-watched",
+                format!("{why}; no other kustomize-controller Deployment was read"),
+            ),
+            None => BlindSpot::new(
+                "not-watched",
+                format!(
+                    "{why}; no other kustomize-controller Deployment in {} selects it",
+                    c.namespace
+                ),
+            ),
+        };
+        b.next_run_at = None;
+        Some(b)
+    }
+
+    /// Whether `ks` lost its source's new revision to a dependsOn cycle
+    /// ([`Engine::dropped_cycles`]): Ready=True at an older revision, no run, request or new
+    /// generation that would start one, so it applies the revision only at its interval
+    /// run. A member of the cycle keeps its own class (its dependsOn wait) with a hint naming
+    /// the blast radius.
+    fn revision_event_dropped(&self, ks: &Value, d: &mut Diagnosis) -> bool {
+        let src = source_ref(ks);
+        let Some(cycle) = self.dropped_cycles().get(&src) else {
+            return false;
+        };
+        let src_name = format!("{}/{}/{}", src.0, src.1, src.2);
+        let rev = d
+            .source
+            .as_ref()
+            .and_then(|s| s.artifact_revision.clone())
+            .unwrap_or_default();
+        let affected = self.dropped_event_kustomizations(&src, cycle);
+        let because = format!(
+            "the dependsOn cycle {} among the Kustomizations of {src_name} fails kustomize-controller's dependency sort of the revision event (requestsForRevisionChangeOf -> sortAndEnqueue: circular dependency detected), so no Kustomization of {src_name} is queued for {rev}",
+            cycle.join(" -> ")
+        );
+        if cycle.contains(&key_of(ks)) {
+            d.hints.push(format!(
+                "{because}: the cycle also holds back {} (they apply {rev} only at their interval runs)",
+                if affected.is_empty() {
+                    "no other Kustomization now".to_string()
+                } else {
+                    affected.join(", ")
+                }
+            ));
+            return false;
+        }
+        let ready_true = d.ready.as_ref().is_some_and(|r| r.is_true());
+        let pending = d.request.as_ref().is_some_and(|r| r.pending)
+            || obj::i(ks, &["metadata", "generation"])
+                != obj::i(ks, &["status", "observedGeneration"]);
+        let newer = d
+            .source
+            .as_ref()
+            .is_some_and(|s| s.newer_revision_available);
+        if !ready_true || pending || !newer || run_in_progress(ks).is_some() {
+            return false;
+        }
+        let next = next_interval_run(ks);
+        let when = match next {
+            Some(t) if t > self.now() => format!(
+                "at its next interval run, about {} ({} from now, spec.interval after its last run)",
+                short_time(t),
+                obj::human_secs(t.duration_since(self.now()).as_secs())
+            ),
+            Some(t) => format!(
+                "at its next interval run, due since {} (spec.interval after its last run)",
+                short_time(t)
+            ),
+            None => "only at its next interval run (spec.interval after its last run)".to_string(),
+        };
+        let applied = d
+            .source
+            .as_ref()
+            .and_then(|s| s.last_applied_revision.clone());
+        let hint = format!("as last written by kustomize-controller: {}", d.summary);
+        d.class = Class::SourceEventDropped;
+        d.summary = format!(
+            "Ready at {}, but {src_name}'s new revision {rev} was dropped: {because}; it applies {rev} {when}",
+            applied.as_deref().unwrap_or("?")
+        );
+        d.hints.retain(|h| !h.starts_with("source has "));
+        d.hints.insert(0, hint);
+        let mut b = BlindSpot::new("source-event-dropped", because);
+        b.cycle = cycle.clone();
+        b.request_after_fix = affected;
+        b.next_run_at = next;
+        d.blind_spot = Some(b);
+        true
+    }
+
+    /// The Kustomizations of `src` whose revision event the cycle drops (not at the source's
+    /// revision, not on the cycle), the one whose inventory holds a member of the cycle (it
+    /// applies their dependsOn) first.
+    fn dropped_event_kustomizations(&self, src: &SourceKey, cycle: &[String]) -> Vec<String> {
+        let Some(rev) = self
+            .idx
+            .sources
+            .get(src)
+            .and_then(|s| obj::s(s, &["status", "artifact", "revision"]))
+        else {
+            return Vec::new();
+        };
+        let mut v: Vec<(bool, String)> = self
+            .idx
+            .snap
+            .kustomizations
+            .iter()
+            .filter(|k| source_ref(k) == *src && !cycle.contains(&key_of(k)))
+            .filter(|k| !same_revision(Some(rev), obj::s(k, &["status", "lastAttemptedRevision"])))
+            .map(|k| {
+                let applies_cycle = obj::arr(k, &["status", "inventory", "entries"])
+                    .iter()
+                    .filter_map(|e| obj::s(e, &["id"]))
+                    .any(|id| {
+                        cycle.iter().any(|c| {
+                            let (ns, n) = c.split_once('/').unwrap_or(("", c.as_str()));
+                            id == format!("{ns}_{n}_kustomize.toolkit.fluxcd.io_Kustomization")
+                        })
+                    });
+                (!applies_cycle, key_of(k))
+            })
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, k)| k).collect()
+    }
+
+    /// For each source, the dependsOn cycle that makes kustomize-controller drop its revision
+    /// event, as `requestsForRevisionChangeOf` builds it: the source's Kustomizations in the
+    /// controller's cache (those its watch selector selects) except those Ready (v1.8.2+: or
+    /// Reconciling) whose `lastAttemptedRevision` is the artifact's, sorted by dependsOn
+    /// with edges only from those in the list (fluxcd/pkg runtime/dependency `Sort`, a
+    /// depth-first search). Computed once per snapshot.
+    fn dropped_cycles(&self) -> &HashMap<SourceKey, Vec<String>> {
+        self.dropped.get_or_init(|| {
+            let reconciling_skipped = self
+                .controller
+                .as_ref()
+                .and_then(|c| c.version)
+                .is_none_or(|v| v.at_least(1, 8, 2));
+            let mut by_source: HashMap<SourceKey, Vec<&Value>> = HashMap::new();
+            for k in &self.idx.snap.kustomizations {
+                if self
+                    .controller
+                    .as_ref()
+                    .is_some_and(|c| c.excludes(k).is_some())
+                {
+                    continue;
+                }
+                by_source.entry(source_ref(k)).or_default().push(k);
+            }
+            let mut out = HashMap::new();
+            for (src, list) in by_source {
+                let Some(rev) = self
+                    .idx
+                    .sources
+                    .get(&src)
+                    .and_then(|s| obj::s(s, &["status", "artifact", "revision"]))
+                else {
+                    continue;
+                };
+                let queued: Vec<&Value> = list
+                    .into_iter()
+                    .filter(|k| {
+                        let at_rev = same_revision(
+                            Some(rev),
+                            obj::s(k, &["status", "lastAttemptedRevision"]),
+                        );
+                        let ready = obj::condition(k, "Ready").is_some_and(|c| c.is_true());
+                        let reconciling = reconciling_skipped
+                            && obj::condition(k, "Reconciling").is_some_and(|c| c.is_true());
+                        !((ready || reconciling) && at_rev)
+                    })
+                    .collect();
+                if let Some(c) = dependency_cycle(&queued) {
+                    out.insert(src, c);
+                }
+            }
+            out
+        })
+    }
+
+    /// Whether `ks`, Ready at its source's current revision, reads a suspended source: a
+    /// finding ([`Class::SourceSuspended`]) with what it holds back, and another source on the
+    /// same URL and ref that already has a newer revision when the snapshot has one.
+    fn source_suspended(&self, ks: &Value, d: &mut Diagnosis) -> bool {
+        let Some(sf) = d.source.as_ref().filter(|s| s.suspended) else {
+            return false;
+        };
+        if d.class != Class::Healthy {
+            return false;
+        }
+        let src = self.source_obj(ks);
+        let newer = src.and_then(|s| self.newer_elsewhere(s));
+        let rev = sf.artifact_revision.clone().unwrap_or_default();
+        let (kind, sns, sname) = source_ref(ks);
+        let cli = match kind.as_str() {
+            "GitRepository" => "git",
+            "OCIRepository" => "oci",
+            "Bucket" => "bucket",
+            _ => "git",
+        };
+        let because = format!(
+            "{} is suspended (spec.suspend: true): source-controller fetches nothing for it, so no commit pushed after {rev} reaches {}",
+            sf.source,
+            obj::name(ks)
+        );
+        let held = match &newer {
+            Some(n) => format!("; {n} on the same URL and ref already has a newer revision"),
+            None => "; whether the remote has newer commits is not known from the cluster".into(),
+        };
+        d.class = Class::SourceSuspended;
+        d.summary = format!("Ready at {rev}, but {because}{held}");
+        d.hints
+            .retain(|h| !h.starts_with("source ") || !h.ends_with("is suspended"));
+        let mut b = BlindSpot::new("source-suspended", because);
+        b.newer_elsewhere = newer;
+        b.command = Some(format!("flux resume source {cli} {sname} -n {sns}"));
+        d.blind_spot = Some(b);
+        true
+    }
+
+    /// Another source of the same kind on the same `spec.url` and `spec.ref` whose artifact
+    /// has another revision, made after `src`'s: `GitRepository/ns/name at REV`.
+    fn newer_elsewhere(&self, src: &Value) -> Option<String> {
+        let url = obj::s(src, &["spec", "url"])?;
+        let r#ref = obj::at(src, &["spec", "ref"]);
+        let rev = obj::s(src, &["status", "artifact", "revision"]);
+        let made = obj::s(src, &["status", "artifact", "lastUpdateTime"]).and_then(obj::parse_time);
+        self.idx
+            .snap
+            .sources
+            .iter()
+            .filter(|o| obj::kind(o) == obj::kind(src) && key_of(o) != key_of(src))
+            .filter(|o| {
+                obj::s(o, &["spec", "url"]) == Some(url) && obj::at(o, &["spec", "ref"]) == r#ref
+            })
+            .filter_map(|o| {
+                let orev = obj::s(o, &["status", "artifact", "revision"])?;
+                let omade =
+                    obj::s(o, &["status", "artifact", "lastUpdateTime"]).and_then(obj::parse_time);
+                (!same_revision(Some(orev), rev)
+                    && made.is_none_or(|m| omade.is_some_and(|o| o > m)))
+                .then(|| format!("{}/{} at {orev}", obj::kind(o), key_of(o)))
+            })
+            .next()
+    }
+
+    /// Whether a `kustomization path not found` (reason ArtifactFailed) comes from an artifact
+    /// older than what the Kustomization expects: its spec was written after the artifact was
+    /// made, or another source on the same URL and ref has a newer revision. Then the path
+    /// was most likely pushed after the last fetch, and the fix is to fetch (`--with-source`):
+    /// [`Class::SourceNotReady`], never `build-failed`.
+    fn path_not_fetched(&self, ks: &Value, d: &mut Diagnosis) -> bool {
+        let Some(r) = d.ready.as_ref() else {
+            return false;
+        };
+        if d.class != Class::BuildFailed
+            || r.reason != "ArtifactFailed"
+            || !r.message.contains("kustomization path not found")
+        {
+            return false;
+        }
+        let Some(src) = self.source_obj(ks) else {
+            return false;
+        };
+        let rev = obj::s(src, &["status", "artifact", "revision"]).unwrap_or("?");
+        let made = obj::s(src, &["status", "artifact", "lastUpdateTime"]).and_then(obj::parse_time);
+        let spec_at = spec_written_at(ks);
+        let newer = self.newer_elsewhere(src);
+        let evidence = match (&newer, made, spec_at) {
+            (Some(n), _, _) => format!("{n} on the same URL and ref has a newer one"),
+            (None, Some(m), Some(s)) if s > m => format!(
+                "this Kustomization's spec, written at {} after that fetch",
+                short_time(s)
+            ),
+            _ => return false,
+        };
+        let path = obj::s(ks, &["spec", "path"]).unwrap_or("./");
+        let (kind, sns, sname) = source_ref(ks);
+        let next_fetch = made.and_then(|m| {
+            let i = parse_go_duration(obj::s(src, &["spec", "interval"])?).ok()?;
+            m.checked_add(secs(i.as_secs_f64())).ok()
+        });
+        let because = format!(
+            "spec.path {path} is not in {kind}/{sns}/{sname}'s artifact {rev}{}, which is older than {evidence}: the path was most likely pushed after that fetch",
+            made.map(|m| format!(" (fetched {})", short_time(m)))
+                .unwrap_or_default()
+        );
+        d.class = Class::SourceNotReady;
+        d.summary = format!(
+            "{because}; --with-source fetches the branch head now{}",
+            next_fetch
+                .map(|t| format!(
+                    " (source-controller's next fetch by itself: {})",
+                    short_time(t)
+                ))
+                .unwrap_or_default()
+        );
+        d.hints
+            .retain(|h| !h.contains("does not exist in the source's artifact"));
+        d.hints.insert(
+            0,
+            format!(
+                "as last written by kustomize-controller: Ready=False ArtifactFailed: {}",
+                r.message
+            ),
+        );
+        let mut b = BlindSpot::new("path-not-fetched", because);
+        b.newer_elsewhere = newer;
+        b.next_run_at = next_fetch;
+        d.blind_spot = Some(b);
+        true
+    }
+}
+
+impl Engine<'_> {
+    /// helm-controller, when a health check of `ks` waits on a HelmRelease (its wait set,
+    /// [`super::wait_set`]) and helm-controller is not running: its Deployment (read as
+    /// source- and kustomize-controller's, `cluster_loop::flux::deployment_not_running`) at 0
+    /// replicas or with no ready pod, or absent from the controller's namespace. Nothing
+    /// reconciles HelmReleases then, so no lever on the Kustomization frees the check.
+    /// `None` when it runs, when no HelmRelease is waited on, or when it was not looked for.
+    pub(super) fn helm_controller_stopped(&self, ks: &Value) -> Option<super::StoppedController> {
+        let snap = self.idx.snap;
+        if !snap.helm_controller_read
+            || !super::wait_set(ks)
+                .iter()
+                .any(|m| m.kind == "HelmRelease" && m.group == "helm.toolkit.fluxcd.io")
+        {
+            return None;
+        }
+        let ns = self
+            .controller
+            .as_ref()
+            .map_or("flux-system", |c| c.namespace.as_str());
+        match snap.helm_controller.as_ref() {
+            None => Some(super::StoppedController {
+                controller: "helm-controller".into(),
+                namespace: ns.into(),
+                why: format!("not installed: no Deployment {ns}/helm-controller"),
+                consequence: super::HELM_CONSEQUENCE.into(),
+                command: "flux install (helm-controller is one of its default components)".into(),
+                pod: None,
+            }),
+            Some(hc) => {
+                let (why, pod) = crate::controller::not_running_with_pods(
+                    hc,
+                    &snap.controller_pods,
+                    &snap.controller_logs,
+                )?;
+                Some(super::StoppedController::new(
+                    obj::name(hc),
+                    obj::namespace(hc),
+                    why,
+                    super::HELM_CONSEQUENCE,
+                    pod,
+                ))
+            }
+        }
+    }
+}
+
+/// Turn `d` into [`Class::NotWatched`]: its conditions are what some controller last wrote
+/// (or none), nothing runs it and no request is ever handled.
+fn apply_not_watched(d: &mut Diagnosis, b: BlindSpot) {
+    let last = d.summary.clone();
+    d.class = Class::NotWatched;
+    d.summary = format!(
+        "no running kustomize-controller watches this object: {}",
+        b.because
+    );
+    let mut hints = vec![if d.ready.is_some() {
+        format!("its conditions are what a controller last wrote, not now: {last}")
+    } else {
+        "it has no status: no kustomize-controller has ever reconciled it".to_string()
+    }];
+    if let Some(r) = d.request.as_ref().filter(|r| r.pending) {
+        hints.push(format!(
+            "reconcile request {} is never handled while no controller watches it",
+            r.requested_at
+        ));
+    }
+    d.hints = hints;
+    d.health_check = None;
+    d.eta = None;
+    d.overdue_secs = None;
+    d.worker_free_at = None;
+    d.blocking.clear();
+    d.blind_spot = Some(b);
+}
+
+/// The end of `ks`'s last run plus `spec.interval`: when a Ready Kustomization runs again by
+/// itself (kustomize-controller `RequeueAfter: jitter.JitteredIntervalDuration(interval)`).
+/// The last run's end is the latest of `status.history[].lastReconciled` (upserted at the end
+/// of every run past its build) and the time of the controller's last status write
+/// (`metadata.managedFields` of manager `kustomize-controller`, subresource `status`).
+fn next_interval_run(ks: &Value) -> Option<Timestamp> {
+    let interval = parse_go_duration(obj::s(ks, &["spec", "interval"])?).ok()?;
+    let history = obj::arr(ks, &["status", "history"])
+        .iter()
+        .filter_map(|h| obj::s(h, &["lastReconciled"]).and_then(obj::parse_time));
+    let writes = obj::arr(ks, &["metadata", "managedFields"])
+        .iter()
+        .filter(|m| {
+            obj::s(m, &["manager"]) == Some("kustomize-controller")
+                && obj::s(m, &["subresource"]) == Some("status")
+        })
+        .filter_map(|m| obj::s(m, &["time"]).and_then(obj::parse_time));
+    let last = history.chain(writes).max()?;
+    last.checked_add(secs(interval.as_secs_f64())).ok()
+}
+
+/// When `ks`'s spec was last written: the latest `metadata.managedFields` entry that owns
+/// `f:spec` (any manager but the controller's status writes), else `creationTimestamp`.
+fn spec_written_at(ks: &Value) -> Option<Timestamp> {
+    obj::arr(ks, &["metadata", "managedFields"])
+        .iter()
+        .filter(|m| obj::s(m, &["subresource"]).is_none())
+        .filter(|m| obj::at(m, &["fieldsV1", "f:spec"]).is_some())
+        .filter_map(|m| obj::s(m, &["time"]).and_then(obj::parse_time))
+        .max()
+        .or_else(|| obj::s(ks, &["metadata", "creationTimestamp"]).and_then(obj::parse_time))
+}
+
+/// The first dependsOn cycle among `list` (`namespace/name`, the first repeated last), as
+/// fluxcd/pkg runtime/dependency `Sort` finds it: a depth-first search over the list in
+/// order, with edges only from the objects in the list (a dependency outside it has none).
+pub fn dependency_cycle(list: &[&Value]) -> Option<Vec<String>> {
+    let mut edges: HashMap<String, Vec<String>> = HashMap::new();
+    for k in list {
+        let ns = obj::namespace(k);
+        let deps = obj::arr(k, &["spec", "dependsOn"])
+            .iter()
+            .map(|d| {
+                let dns = obj::s(d, &["namespace"])
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or(ns);
+                format!("{dns}/{}", obj::s(d, &["name"]).unwrap_or(""))
+            })
+            .collect();
+        edges.insert(key_of(k), deps);
+    }
+    // 1: on the current path, 2: done.
+    let mut mark: HashMap<String, u8> = HashMap::new();
+    for start in list.iter().map(|k| key_of(k)) {
+        if mark.contains_key(&start) {
+            continue;
+        }
+        // Iterative depth-first search: (node, next edge index); `path` mirrors the stack.
+        let mut stack: Vec<(String, usize)> = vec![(start.clone(), 0)];
+        mark.insert(start, 1);
+        while let Some((u, i)) = stack.last().cloned() {
+            let next = edges.get(&u).and_then(|e| e.get(i)).cloned();
+            let Some(v) = next else {
+                mark.insert(u, 2);
+                stack.pop();
+                continue;
+            };
+            stack.last_mut().unwrap().1 += 1;
+            match mark.get(&v) {
+                Some(2) => {}
+                Some(_) => {
+                    let pos = stack.iter().position(|(n, _)| *n == v).unwrap_or(0);
+                    let mut cycle: Vec<String> =
+                        stack[pos..].iter().map(|(n, _)| n.clone()).collect();
+                    cycle.push(v);
+                    return Some(cycle);
+                }
+                None => {
+                    mark.insert(v.clone(), 1);
+                    stack.push((v, 0));
+                }
+            }
+        }
+    }
+    None
+}

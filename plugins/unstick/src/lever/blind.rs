@@ -1,0 +1,133 @@
+//! Plans for the controller's blind spots ([`crate::diagnose::BlindSpot`]): no write to the
+//! Kustomization makes the controller run it, so the plan names what does, or fetches the
+//! source when that is the fix.
+
+use super::{Inputs, Lever, Options, Plan, plan as full_plan};
+use crate::diagnose::{Class, Diagnosis};
+
+/// The plan for a blind spot of `d`, or `None` when `d` has none (the lever is chosen as for
+/// any other state).
+pub(super) fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Option<Plan> {
+    let b = d.blind_spot.as_ref()?;
+    match (b.kind.as_str(), d.class) {
+        ("not-watched", Class::NotWatched) => Some(match &b.command {
+            Some(cmd) => no_write(
+                d,
+                Lever::StartController,
+                vec![
+                    b.because.clone(),
+                    "a request, a suspend+resume or a restart of the main controller is never seen by a controller that does not watch it".into(),
+                ],
+                format!("start the shard's controller: {cmd}; it runs the object then"),
+            ),
+            None => no_write(
+                d,
+                Lever::FixInGit,
+                vec![
+                    b.because.clone(),
+                    "a request, a suspend+resume or a restart is never seen by a controller that does not watch it, so nothing is written".into(),
+                ],
+                "label it (in Git) for a running kustomize-controller's --watch-label-selector, or run a kustomize-controller for its shard".into(),
+            ),
+        }),
+        ("source-event-dropped", Class::SourceEventDropped) => {
+            let (ns, name) = d.kustomization.split_once('/').unwrap_or(("", ""));
+            let requests: Vec<String> = std::iter::once(d.kustomization.clone())
+                .chain(b.request_after_fix.iter().cloned())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .map(|k| {
+                    let (kns, kn) = k.split_once('/').unwrap_or(("", k.as_str()));
+                    format!("flux reconcile ks {kn} -n {kns}")
+                })
+                .collect();
+            let mut p = no_write(
+                d,
+                Lever::FixInGit,
+                vec![
+                    b.because.clone(),
+                    "while the cycle is in the cluster, every new revision of the source is dropped the same way, the fix's own included".into(),
+                ],
+                format!(
+                    "break the cycle {} in Git, then request reconciles (the one that applies the cycle's dependsOn first): {}",
+                    b.cycle.join(" -> "),
+                    requests.join("; ")
+                ),
+            );
+            p.alternatives.push(format!(
+                "kubectl unstick ks/{name} -n {ns} is not needed to apply the current revision now: `flux reconcile ks {name} -n {ns}` does, but the next revision is dropped again until the cycle is broken"
+            ));
+            Some(p)
+        }
+        ("source-suspended", Class::SourceSuspended) => Some(no_write(
+            d,
+            Lever::ResumeSource,
+            vec![
+                b.because.clone(),
+                "a request on the Kustomization re-applies the revision it already has; someone suspended the source, so it is not resumed for them".into(),
+            ],
+            format!(
+                "resume the source: {}; it fetches then, and the new revision's event starts the Kustomization's run",
+                b.command.as_deref().unwrap_or("flux resume source ...")
+            ),
+        )),
+        ("spec-changed-in-flight", Class::HealthCheckInFlight)
+            if !opts.restart_controller && !opts.with_source =>
+        {
+            let now = inp.now;
+            let start = b.next_run_at.filter(|t| *t > now).unwrap_or(now);
+            let mut p = no_write(
+                d,
+                Lever::Wait,
+                vec![
+                    b.because.clone(),
+                    "the controller already queued the run of the new generation: no write makes it sooner".into(),
+                ],
+                format!(
+                    "no write: the new generation's run starts at {} and the proof waits for its own result",
+                    super::short_time(start)
+                ),
+            );
+            p.fresh_run_at = Some(start);
+            p.wait_secs = start.duration_since(now).as_secs_f64().max(0.0)
+                + d.timeout_secs
+                + opts.margin_secs;
+            let (ns, name) = d.kustomization.split_once('/').unwrap_or(("", ""));
+            p.alternatives.push(format!(
+                "kubectl unstick ks/{name} -n {ns} --restart-controller: cancels the running check now, and every other in-flight run"
+            ));
+            Some(p)
+        }
+        ("path-not-fetched", Class::SourceNotReady) if !opts.with_source => {
+            let with = Options {
+                with_source: true,
+                ..opts.clone()
+            };
+            let mut p = full_plan(d, inp, &with);
+            p.why.insert(
+                0,
+                format!("{}: fetching is the fix (as --with-source)", b.because),
+            );
+            Some(p)
+        }
+        _ => None,
+    }
+}
+
+/// A plan that writes nothing and waits for nothing.
+fn no_write(d: &Diagnosis, lever: Lever, why: Vec<String>, effect: String) -> Plan {
+    Plan {
+        kustomization: d.kustomization.clone(),
+        lever,
+        why,
+        effect,
+        fresh_run_at: None,
+        also_cancels: Vec::new(),
+        recommend_gate_arg: None,
+        alternatives: Vec::new(),
+        steps: Vec::new(),
+        wait_secs: 0.0,
+        wait_for_request_token: false,
+        request_token: None,
+    }
+}

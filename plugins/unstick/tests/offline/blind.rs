@@ -1,0 +1,500 @@
+//! The controller's blind spots, offline: states whose status suggests a run that
+//! kustomize-controller will not make (issue 28). Each verdict is checked in `ks/NAME` (the
+//! diagnosis and its plan) and in `--all` (the same row, the same finding):
+//! - a dependsOn cycle drops the revision event of its whole source (`sortAndEnqueue`);
+//! - an object no running kustomize-controller watches (`--watch-label-selector`);
+//! - a suspended source holds back new commits;
+//! - helm-controller not running while a health check waits on a HelmRelease;
+//! - a `spec.path` missing from an artifact older than the Kustomization's spec;
+//! - wording: a plan that writes nothing waits for nothing; a message's own newlines.
+
+use serde_json::{Value, json};
+use unstick::diagnose::{Class, Engine, is_finding};
+use unstick::lever::{Lever, Options};
+use unstick::snapshot::Snapshot;
+
+use crate::support::plan_with;
+use crate::wait_set::{OLD, REV, TOKEN, controller, diag, gitrepo, in_flight, plan, snap};
+
+/// A Kustomization of source flux-system, Ready at `applied` (and attempted it), with
+/// `dependsOn` and its last run's end in `status.history`.
+fn ready_at(name: &str, applied: &str, depends_on: &[&str]) -> Value {
+    json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": name, "namespace": "flux-system", "generation": 1},
+        "spec": {"interval": "10m", "path": format!("./{name}"),
+            "dependsOn": depends_on.iter().map(|d| json!({"name": d})).collect::<Vec<_>>(),
+            "sourceRef": {"kind": "GitRepository", "name": "flux-system"}},
+        "status": {"observedGeneration": 1, "lastAppliedRevision": applied,
+            "lastAttemptedRevision": applied,
+            "history": [{"digest": "sha256:1", "firstReconciled": "2026-11-30T07:00:00Z",
+                "lastReconciled": "2026-11-30T07:18:00Z", "lastReconciledDuration": "2s",
+                "lastReconciledStatus": "ReconciliationSucceeded", "totalReconciliations": 3}],
+            "conditions": [{"type": "Ready", "status": "True",
+                "reason": "ReconciliationSucceeded",
+                "message": format!("Applied revision: {applied}")}]}})
+}
+
+/// A member of a dependsOn cycle: held at its dependsOn check, never Ready.
+fn in_cycle(name: &str, dep: &str) -> Value {
+    let mut k = ready_at(name, OLD, &[dep]);
+    k["status"]["conditions"] = json!([{"type": "Ready", "status": "False",
+        "reason": "DependencyNotReady",
+        "message": format!("dependency 'flux-system/{dep}' is not ready")}]);
+    k
+}
+
+/// The row of `--all` for `name`.
+fn row(s: &Snapshot, name: &str) -> unstick::diagnose::Diagnosis {
+    Engine::new(s)
+        .diagnose_all()
+        .into_iter()
+        .find(|d| d.kustomization == format!("flux-system/{name}"))
+        .unwrap()
+}
+
+/// kustomize-controller v1.9.6 `requestsForRevisionChangeOf`: a new revision of flux-system
+/// is sorted by dependsOn over its Kustomizations not Ready at it; the cycle a <-> b fails the
+/// sort and no request is made, so `apps` (no dependsOn of its own, Ready at the old
+/// revision) does not run before its interval: 07:18 + 10m. A finding that names the cycle,
+/// the time and the lever (break the cycle in Git, then request reconciles); the same row in
+/// `--all`.
+#[test]
+fn a_dependson_cycle_drops_the_revision_event_of_its_whole_source() {
+    let s = snap(
+        "v1.9.6",
+        vec![
+            ready_at("apps", OLD, &[]),
+            in_cycle("cycle-a", "cycle-b"),
+            in_cycle("cycle-b", "cycle-a"),
+        ],
+        vec![],
+        vec![],
+        &[],
+    );
+    let d = diag(&s, "apps");
+    assert_eq!(d.class, Class::SourceEventDropped, "{}", d.summary);
+    assert!(is_finding(&d));
+    assert!(
+        d.summary
+            .contains("flux-system/cycle-a -> flux-system/cycle-b -> flux-system/cycle-a")
+            && d.summary.contains(REV)
+            && d.summary.contains("interval run, about 07:28:00Z"),
+        "{}",
+        d.summary
+    );
+    assert!(
+        !d.summary.contains("the next run applies it"),
+        "{}",
+        d.summary
+    );
+    let b = d.blind_spot.as_ref().unwrap();
+    assert_eq!(
+        b.next_run_at.map(|t| t.to_string()).as_deref(),
+        Some("2026-11-30T07:28:00Z")
+    );
+    let p = plan(&s, "apps");
+    assert_eq!(p.lever, Lever::FixInGit);
+    assert!(p.steps.is_empty() && !p.wait_for_request_token && p.wait_secs == 0.0);
+    assert!(
+        p.effect.contains("break the cycle")
+            && p.effect.contains("flux reconcile ks apps -n flux-system"),
+        "{}",
+        p.effect
+    );
+    let r = row(&s, "apps");
+    assert_eq!(r.class, Class::SourceEventDropped);
+    assert_eq!(r.summary, d.summary);
+    // A cycle member keeps its own class and names the blast radius.
+    let c = diag(&s, "cycle-a");
+    assert_eq!(c.class, Class::WaitingOnDependencies);
+    assert!(
+        c.hints
+            .iter()
+            .any(|h| h.contains("also holds back flux-system/apps")),
+        "{:#?}",
+        c.hints
+    );
+}
+
+/// The sort sees only edges from the source's own Kustomizations: a cycle through a
+/// Kustomization of another source does not fail it; nor does a cycle whose members are all
+/// Ready at the revision (they are left out of the sort); without a cycle the old promise
+/// holds (reconciling: the revision event queues it).
+#[test]
+fn no_dropped_event_without_a_cycle_in_the_sort() {
+    let mut other = in_cycle("cycle-b", "cycle-a");
+    other["spec"]["sourceRef"]["name"] = json!("elsewhere");
+    let s = snap(
+        "v1.9.6",
+        vec![
+            ready_at("apps", OLD, &[]),
+            in_cycle("cycle-a", "cycle-b"),
+            other,
+        ],
+        vec![],
+        vec![],
+        &[],
+    );
+    assert_eq!(diag(&s, "apps").class, Class::Reconciling);
+    let s = snap(
+        "v1.9.6",
+        vec![
+            ready_at("apps", OLD, &[]),
+            ready_at("cycle-a", REV, &["cycle-b"]),
+            ready_at("cycle-b", REV, &["cycle-a"]),
+        ],
+        vec![],
+        vec![],
+        &[],
+    );
+    assert_eq!(diag(&s, "apps").class, Class::Reconciling);
+    let s = snap(
+        "v1.9.6",
+        vec![ready_at("apps", OLD, &[])],
+        vec![],
+        vec![],
+        &[],
+    );
+    let d = diag(&s, "apps");
+    assert_eq!(d.class, Class::Reconciling);
+    assert!(!is_finding(&d));
+}
+
+/// Per version: v1.7.3 leaves only Ready ones out of the sort, v1.8.2+ also those
+/// Reconciling at the revision. A cycle whose members are Reconciling at the new revision
+/// (both just started, and held at dependsOn later) drops the event on v1.7.3 only.
+#[test]
+fn reconciling_members_count_in_the_sort_before_v1_8_2() {
+    let reconciling = |name: &str, dep: &str| {
+        let mut k = in_cycle(name, dep);
+        k["status"]["lastAttemptedRevision"] = json!(REV);
+        k["status"]["conditions"] = json!([
+            {"type": "Reconciling", "status": "True", "reason": "Progressing",
+             "message": format!("Fetching manifests for revision {REV} with a timeout of 9m30s")},
+            {"type": "Ready", "status": "Unknown", "reason": "Progressing",
+             "message": "Reconciliation in progress"}]);
+        k
+    };
+    let ks = vec![
+        ready_at("apps", OLD, &[]),
+        reconciling("cycle-a", "cycle-b"),
+        reconciling("cycle-b", "cycle-a"),
+    ];
+    let old = snap("v1.7.3", ks.clone(), vec![], vec![], &[]);
+    assert_eq!(diag(&old, "apps").class, Class::SourceEventDropped);
+    let new = snap("v1.9.6", ks, vec![], vec![], &[]);
+    assert_eq!(diag(&new, "apps").class, Class::Reconciling);
+}
+
+/// A Kustomization of shard `shard1` while the only kustomize-controller runs the main shard
+/// (`--watch-label-selector=!sharding.fluxcd.io/key`): never `request-pending` ("a new run
+/// starts as soon as a worker is free"), but `not-watched`, naming the selector; no write.
+/// With the shard's own Deployment at 0 replicas: that Deployment and the command that starts
+/// it. With it running: watched, the old verdict.
+#[test]
+fn an_object_no_running_controller_watches_is_named_never_request_pending() {
+    let mut k = ready_at("sharded", REV, &[]);
+    k["metadata"]["labels"] = json!({"sharding.fluxcd.io/key": "shard1"});
+    k["metadata"]["annotations"] =
+        json!({"reconcile.fluxcd.io/requestedAt": "2026-11-30T07:20:00Z"});
+    let mut s = snap("v1.9.6", vec![k], vec![], vec![], &[]);
+    let main = s.controller.as_mut().unwrap();
+    main["spec"]["template"]["spec"]["containers"][0]["args"] =
+        json!(["--watch-label-selector=!sharding.fluxcd.io/key"]);
+    let d = diag(&s, "sharded");
+    assert_eq!(d.class, Class::NotWatched, "{}", d.summary);
+    assert!(is_finding(&d));
+    assert!(
+        d.summary
+            .contains("no running kustomize-controller watches this object")
+            && d.summary
+                .contains("--watch-label-selector=!sharding.fluxcd.io/key")
+            && d.summary.contains("sharding.fluxcd.io/key=shard1"),
+        "{}",
+        d.summary
+    );
+    assert!(
+        d.hints.iter().any(|h| h.contains("never handled")),
+        "{:#?}",
+        d.hints
+    );
+    let p = plan(&s, "sharded");
+    assert_eq!(p.lever, Lever::FixInGit);
+    assert!(p.steps.is_empty());
+    assert_eq!(row(&s, "sharded").class, Class::NotWatched);
+
+    let mut shard = controller("v1.9.6");
+    shard["metadata"]["name"] = json!("kustomize-controller-shard1");
+    shard["spec"]["replicas"] = json!(0);
+    shard["spec"]["template"]["spec"]["containers"][0]["args"] =
+        json!(["--watch-label-selector=sharding.fluxcd.io/key in (shard1)"]);
+    shard["status"] = json!({"observedGeneration": 1});
+    s.kustomize_controllers = vec![s.controller.clone().unwrap(), shard.clone()];
+    let d = diag(&s, "sharded");
+    assert_eq!(d.class, Class::NotWatched);
+    assert!(
+        d.summary
+            .contains("flux-system/kustomize-controller-shard1 would watch it"),
+        "{}",
+        d.summary
+    );
+    let p = plan(&s, "sharded");
+    assert_eq!(p.lever, Lever::StartController);
+    assert!(
+        p.effect.contains(
+            "kubectl -n flux-system scale deployment/kustomize-controller-shard1 --replicas=1"
+        ),
+        "{}",
+        p.effect
+    );
+    shard["spec"]["replicas"] = json!(1);
+    shard["status"] = json!({"observedGeneration": 1, "replicas": 1, "readyReplicas": 1});
+    s.kustomize_controllers = vec![s.controller.clone().unwrap(), shard];
+    assert_eq!(diag(&s, "sharded").class, Class::RequestPending);
+}
+
+/// `--watch-all-namespaces=false`: only the controller's own namespace is watched.
+#[test]
+fn a_namespace_outside_a_single_namespace_controller_is_not_watched() {
+    let mut k = ready_at("team", REV, &[]);
+    k["metadata"]["namespace"] = json!("team-a");
+    k["spec"]["sourceRef"]["namespace"] = json!("flux-system");
+    let mut s = snap("v1.9.6", vec![k], vec![], vec![], &[]);
+    s.controller.as_mut().unwrap()["spec"]["template"]["spec"]["containers"][0]["args"] =
+        json!(["--watch-all-namespaces=false"]);
+    let d = Engine::new(&s).diagnose("team-a", "team").unwrap();
+    assert_eq!(d.class, Class::NotWatched);
+    assert!(
+        d.summary.contains("watches only namespace flux-system"),
+        "{}",
+        d.summary
+    );
+}
+
+/// A suspended GitRepository: the Kustomization Ready at its artifact is not healthy (no new
+/// commit reaches it), a finding in both views, and a GitRepository on the same URL and ref
+/// with a newer artifact is named. The lever writes nothing and gives the resume command.
+#[test]
+fn a_suspended_source_is_a_finding_naming_a_newer_revision_elsewhere() {
+    let mut s = snap(
+        "v1.9.6",
+        vec![ready_at("apps", REV, &[])],
+        vec![],
+        vec![],
+        &[],
+    );
+    let url = "http://git.example.local/org/fleet.git";
+    let src = &mut s.sources[0];
+    src["spec"]["suspend"] = json!(true);
+    src["spec"]["url"] = json!(url);
+    src["spec"]["ref"] = json!({"branch": "main"});
+    src["status"]["artifact"]["lastUpdateTime"] = json!("2026-11-30T07:00:00Z");
+    let d = diag(&s, "apps");
+    assert_eq!(d.class, Class::SourceSuspended, "{}", d.summary);
+    assert!(is_finding(&d));
+    assert!(
+        d.summary.contains("not known from the cluster"),
+        "{}",
+        d.summary
+    );
+    let new = "main@sha1:dddddddddddddddddddddddddddddddddddddddd";
+    let mut mirror = gitrepo(new);
+    mirror["metadata"]["name"] = json!("fleet-mirror");
+    mirror["spec"]["url"] = json!(url);
+    mirror["spec"]["ref"] = json!({"branch": "main"});
+    mirror["status"]["artifact"]["lastUpdateTime"] = json!("2026-11-30T07:15:00Z");
+    s.sources.push(mirror);
+    let d = diag(&s, "apps");
+    assert!(
+        d.summary
+            .contains(&format!("GitRepository/flux-system/fleet-mirror at {new}")),
+        "{}",
+        d.summary
+    );
+    let p = plan(&s, "apps");
+    assert_eq!(p.lever, Lever::ResumeSource);
+    assert!(p.steps.is_empty());
+    assert!(
+        p.effect
+            .contains("flux resume source git flux-system -n flux-system"),
+        "{}",
+        p.effect
+    );
+    assert_eq!(row(&s, "apps").class, Class::SourceSuspended);
+}
+
+/// A HelmRelease under a `wait: true` Kustomization while no helm-controller Deployment
+/// exists: helm-controller is named as not running before any lever (never `suspend-resume`),
+/// the same in `--all`; with a running one, the lever logic is the usual one.
+#[test]
+fn a_helmrelease_check_with_no_helm_controller_names_it_first() {
+    let k = in_flight(
+        "web",
+        json!({"wait": true}),
+        &["apps_web_helm.toolkit.fluxcd.io_HelmRelease"],
+    );
+    let hr = json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": "web", "namespace": "apps", "generation": 1}, "spec": {}});
+    let mut s = snap(
+        "v1.9.6",
+        vec![k],
+        vec![hr],
+        vec![],
+        &["helm.toolkit.fluxcd.io/HelmRelease"],
+    );
+    s.helm_controller_read = true;
+    let d = diag(&s, "web");
+    assert_eq!(d.class, Class::ControllerNotRunning, "{}", d.summary);
+    assert!(
+        d.summary.contains("helm-controller is not running (not installed: no Deployment flux-system/helm-controller): nothing reconciles HelmReleases"),
+        "{}",
+        d.summary
+    );
+    let p = plan(&s, "web");
+    assert_eq!(p.lever, Lever::StartController);
+    assert!(p.steps.is_empty());
+    assert_eq!(row(&s, "web").class, Class::ControllerNotRunning);
+    let mut hc = controller("v1.4.3");
+    hc["metadata"]["name"] = json!("helm-controller");
+    hc["spec"]["replicas"] = json!(0);
+    hc["status"] = json!({"observedGeneration": 1});
+    s.helm_controller = Some(hc.clone());
+    assert!(
+        plan(&s, "web")
+            .effect
+            .contains("kubectl -n flux-system scale deployment/helm-controller --replicas=1")
+    );
+    hc["spec"]["replicas"] = json!(1);
+    hc["status"] = json!({"observedGeneration": 1, "replicas": 1, "readyReplicas": 1});
+    s.helm_controller = Some(hc);
+    assert_eq!(diag(&s, "web").class, Class::HealthCheckInFlight);
+}
+
+/// `kustomization path not found` (ArtifactFailed) from an artifact made before the
+/// Kustomization's spec was written: the path was pushed after the last fetch, so it is
+/// `source-not-ready` and the plan fetches (as `--with-source`), never `build-failed`. An
+/// artifact newer than the spec keeps `build-failed` (the path is not at that revision).
+#[test]
+fn a_path_missing_from_an_older_artifact_is_source_not_ready_with_a_fetch() {
+    let mut k = ready_at("new-app", REV, &[]);
+    k["metadata"]["managedFields"] = json!([{"manager": "kubectl", "operation": "Apply",
+        "time": "2026-11-30T07:10:00Z", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:spec": {"f:path": {}}}}]);
+    k["status"]["conditions"] = json!([{"type": "Ready", "status": "False",
+        "reason": "ArtifactFailed",
+        "message": "kustomization path not found: stat /tmp/kustomization-1/new-app: no such file or directory"}]);
+    let mut s = snap("v1.9.6", vec![k], vec![], vec![], &[]);
+    s.sources[0]["status"]["artifact"]["lastUpdateTime"] = json!("2026-11-30T07:00:00Z");
+    s.sources[0]["metadata"]["name"] = json!("flux-system");
+    let d = diag(&s, "new-app");
+    assert_eq!(d.class, Class::SourceNotReady, "{}", d.summary);
+    assert!(d.summary.contains("--with-source"), "{}", d.summary);
+    let p = plan(&s, "new-app");
+    assert_eq!(p.lever, Lever::ReconcileSource);
+    assert_eq!(p.steps.len(), 2, "{:#?}", p.steps);
+    assert_eq!(row(&s, "new-app").class, Class::SourceNotReady);
+    s.sources[0]["status"]["artifact"]["lastUpdateTime"] = json!("2026-11-30T07:15:00Z");
+    assert_eq!(diag(&s, "new-app").class, Class::BuildFailed);
+}
+
+/// Wording: a plan that writes nothing waits for nothing (the missing-CRD plan once said
+/// `waitForRequestToken: true, waitSecs: 150` with no steps); the worker-starvation hint in a
+/// finding never says "nothing here is stuck"; a message's own newline never cuts a text line.
+#[test]
+fn wording_no_wait_without_writes_and_one_line_quotes() {
+    let k = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": "secrets", "namespace": "flux-system", "generation": 1},
+        "spec": {"interval": "10m", "path": "./s", "sourceRef": {"kind": "GitRepository", "name": "flux-system"}},
+        "status": {"lastAttemptedRevision": REV, "conditions": [
+            {"type": "Ready", "status": "False", "reason": "ReconciliationFailed",
+             "message": "ExternalSecret/apps/db-creds dry-run failed: no matches for kind \"ExternalSecret\" in version \"external-secrets.io/v1beta1\""}]}});
+    let s = snap("v1.9.6", vec![k], vec![], vec![], &[]);
+    let p = plan(&s, "secrets");
+    assert!(p.steps.is_empty());
+    assert!(!p.wait_for_request_token, "{p:#?}");
+    assert_eq!(p.wait_secs, 0.0);
+    let p = plan_with(&s, "secrets", TOKEN, &Options::default());
+    let json = serde_json::to_value(&p).unwrap();
+    assert_eq!(json["waitForRequestToken"], false);
+    assert_eq!(
+        unstick::report::one_line("kustomize build failed:\n  accumulating resources\n"),
+        "kustomize build failed: accumulating resources"
+    );
+}
+
+/// Issue 28 item 3: the healthChecks namespace fixed in Git while the check of generation 1
+/// runs (the object is at generation 2; the Reconciling condition says generation 1). The
+/// objects read from generation 2's spec are Current, but the running check keeps its own
+/// spec: never "the next poll passes it". Gate off: the check runs to 07:25 (start + 5m) and
+/// generation 2 runs after it; the lever is `wait` with the fresh run at 07:25. Gate on
+/// (v1.9.6): the generation change cancels it. The proof never says "not recovered" on the
+/// old generation's failure while generation 2 is pending.
+#[test]
+fn a_fix_during_an_in_flight_check_waits_for_the_new_generation() {
+    use unstick::proof::{Expect, Verdict, judge};
+    let mut k = in_flight(
+        "hc",
+        json!({"healthChecks": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": "apps"}]}),
+        &[],
+    );
+    k["metadata"]["generation"] = json!(2);
+    k["status"]["conditions"][0]["observedGeneration"] = json!(1);
+    let web = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "apps", "generation": 1},
+        "spec": {"replicas": 1},
+        "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+            "readyReplicas": 1, "availableReplicas": 1,
+            "conditions": [{"type": "Available", "status": "True"},
+                {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}});
+    let s = snap(
+        "v1.9.6",
+        vec![k.clone()],
+        vec![web],
+        vec![],
+        &["apps/Deployment"],
+    );
+    let d = diag(&s, "hc");
+    assert_eq!(d.class, Class::HealthCheckInFlight);
+    assert!(
+        d.summary.contains("runs to its end at 07:25:00Z")
+            && d.summary.contains("generation 2 runs right after"),
+        "{}",
+        d.summary
+    );
+    let p = plan(&s, "hc");
+    assert_eq!(p.lever, Lever::Wait, "{p:#?}");
+    assert!(p.steps.is_empty());
+    assert_eq!(
+        p.fresh_run_at.map(|t| t.to_string()).as_deref(),
+        Some("2026-11-30T07:25:00Z")
+    );
+    assert!(
+        !p.why.iter().any(|w| w.contains("next poll")),
+        "{:#?}",
+        p.why
+    );
+    // Gate on, v1.9.6: the generation change cancels the check.
+    let mut on = s.clone();
+    on.controller.as_mut().unwrap()["spec"]["template"]["spec"]["containers"][0]["args"] =
+        json!(["--feature-gates=CancelHealthCheckOnNewRevision=true"]);
+    let d = diag(&on, "hc");
+    assert!(d.summary.contains("cancels that check"), "{}", d.summary);
+    // The old check failed at its deadline; generation 2 is queued: moving, not terminal.
+    let mut failed = k;
+    failed["status"]["observedGeneration"] = json!(1);
+    failed["status"]["conditions"] = json!([
+        {"type": "Ready", "status": "False", "reason": "HealthCheckFailed", "observedGeneration": 1,
+         "message": "health check failed after 5m0s: timeout waiting for: [Deployment/default/web status: 'NotFound']"}]);
+    let s = snap("v1.9.6", vec![failed], vec![], vec![], &[]);
+    let e = Expect {
+        token: None,
+        generation: None,
+        source_token: None,
+        fresh_run_after: None,
+    };
+    let v = judge(&Engine::new(&s), "flux-system", "hc", &e);
+    assert!(
+        matches!(&v, Verdict::Moving(m) if m.contains("generation 2 is not run yet")),
+        "{v:?}"
+    );
+}

@@ -1,0 +1,465 @@
+//! The controller's blind spots on the real kustomize-controller (issue 28): for each, the
+//! real controller's behaviour is observed first (the test fails if the controller does not
+//! show it), then unstick's verdict and exit code in `ks/NAME` and in `--all`:
+//! - a dependsOn cycle drops the revision event of its whole source;
+//! - a Kustomization no running kustomize-controller watches (the harness's main shard runs
+//!   with `--watch-label-selector=!sharding.fluxcd.io/key`);
+//! - a suspended GitRepository while another one on the same URL and branch has moved on;
+//! - a HelmRelease under `wait: true` with no helm-controller in the cluster;
+//! - a `spec.path` pushed but not fetched yet.
+//!
+//! All on the quiet cluster ([`super::quiet_cluster`]: its workers are free, so "not picked
+//! up" is the controller's choice, not a queue), each with objects of its own names.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use realcluster::testkit::{condition, eventually};
+use realcluster::{Cluster, FLUX_NS, HELD_SHARD_LABEL};
+use serde_json::Value;
+
+use super::{BIN, quiet_cluster};
+
+/// Runs the plugin with `-o json`; (exit code, parsed stdout, stderr).
+fn unstick(c: &Cluster, args: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(args)
+        .args(["-o", "json"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    (out.status.code().unwrap_or(-1), v, stderr)
+}
+
+/// The `--all -A` row of `flux-system/name`, with the fleet's exit code.
+fn row(c: &Cluster, name: &str) -> (i32, Value) {
+    let (code, all, err) = unstick(c, &["--all", "-A"]);
+    let key = format!("{FLUX_NS}/{name}");
+    let r = all["items"]
+        .as_array()
+        .and_then(|a| {
+            a.iter()
+                .find(|i| i["kustomization"] == key.as_str())
+                .cloned()
+        })
+        .unwrap_or_else(|| panic!("no row {key}: {all:#}\n{err}"));
+    (code, r)
+}
+
+fn now() -> String {
+    jiff::Timestamp::now().to_string()
+}
+
+/// Asks source-controller to fetch GitRepository `name` now.
+fn fetch(c: &Cluster, name: &str) {
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "annotate",
+        "--overwrite",
+        "gitrepository",
+        name,
+        &format!("reconcile.fluxcd.io/requestedAt={}", now()),
+    ])
+    .unwrap();
+}
+
+fn artifact(c: &Cluster, name: &str) -> String {
+    c.get_json(&["-n", FLUX_NS, "get", "gitrepository", name])["status"]["artifact"]["revision"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn cm(name: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\ndata:\n  v: \"{value}\"\n"
+    )
+}
+
+/// A Kustomization of GitRepository `source` in flux-system, at `path`, with extra spec lines.
+fn ks_yaml(name: &str, source: &str, path: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: {FLUX_NS}\nspec:\n  interval: 10m\n  path: {path}\n  prune: false\n  sourceRef: {{kind: GitRepository, name: {source}}}\n{extra}"
+    )
+}
+
+fn ready_at(c: &Cluster, name: &str, rev: &str) -> bool {
+    let k = c.kustomization(name);
+    condition(&k, "Ready")["status"] == "True" && k["status"]["lastAppliedRevision"] == rev
+}
+
+/// Asserts that for `secs` seconds `what` stays true (the controller does not act).
+fn stays(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < until {
+        assert!(f(), "the real controller did act: {what}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Issue 28 item 1. Source `blind-cycle` feeds `blind-cycle` (no dependsOn) and the cycle
+/// `blind-cyc-a` <-> `blind-cyc-b`; source `blind-ctl` feeds a control. A new commit on both:
+/// the real controller applies the control's within 60 s, and does not run `blind-cycle` for
+/// 20 s more (its revision event was dropped by `sortAndEnqueue`). unstick then says
+/// `source-event-dropped`, names the cycle and the interval run, exit 1; the `--all` row
+/// agrees.
+#[test]
+fn a_dependson_cycle_silences_new_revisions_of_its_whole_source() {
+    let c = &quiet_cluster();
+    let files = |v: &str| {
+        vec![
+            ("apps/cm.yaml".to_string(), cm("blind-cycle-apps", v)),
+            ("a/cm.yaml".to_string(), cm("blind-cycle-a", v)),
+            ("b/cm.yaml".to_string(), cm("blind-cycle-b", v)),
+        ]
+    };
+    let f1 = files("1");
+    let r1: Vec<(&str, &str)> = f1.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    c.fleet(
+        "blind-cycle",
+        &r1,
+        "  interval: 10m\n  path: ./apps\n  prune: false\n",
+    )
+    .unwrap();
+    c.fleet(
+        "blind-ctl",
+        &[("cm.yaml", &cm("blind-ctl", "1"))],
+        "  interval: 10m\n  path: ./\n  prune: false\n",
+    )
+    .unwrap();
+    eventually(
+        Duration::from_secs(120),
+        "both Ready at their first revision",
+        || {
+            let (a, b) = (artifact(c, "blind-cycle"), artifact(c, "blind-ctl"));
+            (!a.is_empty() && ready_at(c, "blind-cycle", &a) && ready_at(c, "blind-ctl", &b))
+                .then_some(())
+        },
+    );
+    c.apply_yaml(&format!(
+        "{}---\n{}",
+        ks_yaml(
+            "blind-cyc-a",
+            "blind-cycle",
+            "./a",
+            "  dependsOn: [{name: blind-cyc-b}]\n"
+        ),
+        ks_yaml(
+            "blind-cyc-b",
+            "blind-cycle",
+            "./b",
+            "  dependsOn: [{name: blind-cyc-a}]\n"
+        )
+    ))
+    .unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "the cycle is held at dependsOn",
+        || {
+            ["blind-cyc-a", "blind-cyc-b"]
+                .iter()
+                .all(|n| condition(&c.kustomization(n), "Ready")["reason"] == "DependencyNotReady")
+                .then_some(())
+        },
+    );
+    let old = artifact(c, "blind-cycle");
+    let f2 = files("2");
+    let r2: Vec<(&str, &str)> = f2.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let sha = c.push("blind-cycle", &r2, "two").unwrap();
+    let ctl = c
+        .push("blind-ctl", &[("cm.yaml", &cm("blind-ctl", "2"))], "two")
+        .unwrap();
+    fetch(c, "blind-cycle");
+    fetch(c, "blind-ctl");
+    let new = format!("main@sha1:{sha}");
+    eventually(
+        Duration::from_secs(60),
+        "both sources fetched the new commit",
+        || {
+            (artifact(c, "blind-cycle") == new
+                && artifact(c, "blind-ctl") == format!("main@sha1:{ctl}"))
+            .then_some(())
+        },
+    );
+    // The control: a new revision reaches its Kustomization within a minute.
+    eventually(
+        Duration::from_secs(60),
+        "the control applies its new commit",
+        || ready_at(c, "blind-ctl", &format!("main@sha1:{ctl}")).then_some(()),
+    );
+    // The observation: the revision event of blind-cycle's source was dropped.
+    stays(20, "blind-cycle picked up the new commit", || {
+        c.kustomization("blind-cycle")["status"]["lastAttemptedRevision"] == old.as_str()
+    });
+    let (code, v, err) = unstick(c, &["ks/blind-cycle", "--dry-run"]);
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "source-event-dropped", "{v:#}\n{err}");
+    assert_eq!(code, 1, "{v:#}");
+    let summary = d["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("flux-system/blind-cyc-a") && summary.contains("flux-system/blind-cyc-b"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&new) && summary.contains("interval run"),
+        "{summary}"
+    );
+    assert!(d["blindSpot"]["nextRunAt"].is_string(), "{d:#}");
+    assert_eq!(v["plan"]["lever"], "fix-in-git", "{v:#}");
+    assert!(v["plan"]["steps"].as_array().unwrap().is_empty());
+    let (all_code, r) = row(c, "blind-cycle");
+    assert_eq!(r["class"], "source-event-dropped", "{r:#}");
+    assert_eq!(all_code, 1);
+    // The control is untouched by the verdict.
+    assert_eq!(row(c, "blind-ctl").1["class"], "healthy");
+}
+
+/// Issue 28 item 2. A Kustomization labelled for shard `shard1` while the only
+/// kustomize-controller runs the main shard: observed first, the real controller never gives
+/// it a status nor handles its request while an unlabelled twin gets both; then unstick says
+/// `not-watched` naming the selector (never `request-pending`), exit 1, in both views.
+#[test]
+fn an_object_no_running_controller_watches_is_never_request_pending() {
+    let c = &quiet_cluster();
+    c.fleet(
+        "blind-shard",
+        &[("cm.yaml", &cm("blind-shard", "1"))],
+        "  interval: 10m\n  path: ./\n  prune: false\n",
+    )
+    .unwrap();
+    let token = now();
+    c.apply_yaml(&format!(
+        "{}---\n{}",
+        ks_yaml("blind-shard-twin", "blind-shard", "./", "")
+            .replace("metadata:\n", &format!("metadata:\n  annotations: {{reconcile.fluxcd.io/requestedAt: \"{token}\"}}\n")),
+        ks_yaml("blind-sharded", "blind-shard", "./", "").replace(
+            "metadata:\n",
+            &format!(
+                "metadata:\n  labels: {{{HELD_SHARD_LABEL}: shard1}}\n  annotations: {{reconcile.fluxcd.io/requestedAt: \"{token}\"}}\n"
+            )
+        )
+    ))
+    .unwrap();
+    eventually(Duration::from_secs(90), "the twin is reconciled", || {
+        (c.kustomization("blind-shard-twin")["status"]["lastHandledReconcileAt"] == token.as_str())
+            .then_some(())
+    });
+    // (The CRD defaults `status.observedGeneration: -1`: no conditions means no run.)
+    stays(15, "the sharded Kustomization got a status", || {
+        let k = c.kustomization("blind-sharded");
+        k["status"]["conditions"].is_null() && k["status"]["lastHandledReconcileAt"].is_null()
+    });
+    let (code, v, err) = unstick(c, &["ks/blind-sharded", "--dry-run"]);
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "not-watched", "{v:#}\n{err}");
+    assert_eq!(code, 1);
+    let summary = d["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("no running kustomize-controller watches this object")
+            && summary.contains("--watch-label-selector=!sharding.fluxcd.io/key")
+            && summary.contains("sharding.fluxcd.io/key=shard1"),
+        "{summary}"
+    );
+    assert!(!v.to_string().contains("request-pending"), "{v:#}");
+    assert!(v["plan"]["steps"].as_array().unwrap().is_empty());
+    let (all_code, r) = row(c, "blind-sharded");
+    assert_eq!(r["class"], "not-watched", "{r:#}");
+    assert_eq!(all_code, 1);
+}
+
+/// Issue 28 item 4. Two GitRepositories on the same URL and branch; one suspended. After a
+/// new commit, observed first: the other fetches it, the suspended one does not (even when
+/// asked). unstick then says `source-suspended` for the Kustomization of the suspended one,
+/// naming the other's newer revision, exit 1, in both views; the lever writes nothing.
+#[test]
+fn a_suspended_source_is_a_finding_naming_the_newer_revision() {
+    let c = &quiet_cluster();
+    c.fleet(
+        "blind-susp",
+        &[("cm.yaml", &cm("blind-susp", "1"))],
+        "  interval: 10m\n  path: ./\n  prune: false\n",
+    )
+    .unwrap();
+    let url = c.git().url_http("org/blind-susp");
+    c.apply_yaml(&format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {{name: blind-susp-mirror, namespace: {FLUX_NS}}}\nspec: {{interval: 1m, url: \"{url}\", ref: {{branch: main}}}}\n"
+    ))
+    .unwrap();
+    eventually(
+        Duration::from_secs(90),
+        "Ready at the first revision",
+        || {
+            let a = artifact(c, "blind-susp");
+            (!a.is_empty()
+                && ready_at(c, "blind-susp", &a)
+                && artifact(c, "blind-susp-mirror") == a)
+                .then_some(())
+        },
+    );
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "patch",
+        "gitrepository",
+        "blind-susp",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ])
+    .unwrap();
+    let old = artifact(c, "blind-susp");
+    let sha = c
+        .push("blind-susp", &[("cm.yaml", &cm("blind-susp", "2"))], "two")
+        .unwrap();
+    let new = format!("main@sha1:{sha}");
+    fetch(c, "blind-susp-mirror");
+    fetch(c, "blind-susp");
+    eventually(
+        Duration::from_secs(60),
+        "the mirror fetches the new commit",
+        || (artifact(c, "blind-susp-mirror") == new).then_some(()),
+    );
+    stays(10, "the suspended source fetched", || {
+        artifact(c, "blind-susp") == old
+    });
+    let (code, v, err) = unstick(c, &["ks/blind-susp", "--dry-run"]);
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "source-suspended", "{v:#}\n{err}");
+    assert_eq!(code, 1);
+    let summary = d["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("GitRepository/flux-system/blind-susp is suspended")
+            && summary.contains(&format!(
+                "GitRepository/flux-system/blind-susp-mirror at {new}"
+            )),
+        "{summary}"
+    );
+    assert_eq!(v["plan"]["lever"], "resume-source");
+    assert!(v["plan"]["steps"].as_array().unwrap().is_empty());
+    let (all_code, r) = row(c, "blind-susp");
+    assert_eq!(r["class"], "source-suspended", "{r:#}");
+    assert_eq!(all_code, 1);
+}
+
+/// Issue 28 item 5. A HelmRelease under a `wait: true` Kustomization in a cluster with no
+/// helm-controller: observed first, nothing ever writes the HelmRelease's status (the real
+/// kustomize-controller reads it as Current and moves on). unstick names helm-controller as
+/// not running before any lever (`start-controller`, no write), exit 1, in both views.
+#[test]
+fn a_helmrelease_with_no_helm_controller_names_it_before_any_lever() {
+    let c = &quiet_cluster();
+    let hr = format!(
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: blind-web\n  namespace: default\nspec:\n  interval: 1m\n  chart:\n    spec:\n      chart: ./chart\n      sourceRef: {{kind: GitRepository, name: blind-helm, namespace: {FLUX_NS}}}\n"
+    );
+    c.fleet(
+        "blind-helm",
+        &[("hr.yaml", &hr)],
+        "  interval: 10m\n  path: ./\n  prune: false\n  wait: true\n  timeout: 1m\n",
+    )
+    .unwrap();
+    eventually(
+        Duration::from_secs(120),
+        "the Kustomization's run ends",
+        || {
+            let r = condition(&c.kustomization("blind-helm"), "Ready");
+            (r["status"] == "True" || r["status"] == "False").then_some(())
+        },
+    );
+    stays(10, "something reconciled the HelmRelease", || {
+        c.get_json(&["-n", "default", "get", "helmrelease", "blind-web"])["status"]["conditions"]
+            .is_null()
+    });
+    let (code, v, err) = unstick(c, &["ks/blind-helm", "--dry-run"]);
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "controller-not-running", "{v:#}\n{err}");
+    assert_eq!(code, 1);
+    assert!(
+        d["summary"]
+            .as_str()
+            .unwrap()
+            .contains("helm-controller is not running"),
+        "{d:#}"
+    );
+    assert_eq!(v["plan"]["lever"], "start-controller", "{v:#}");
+    assert!(v["plan"]["steps"].as_array().unwrap().is_empty());
+    let (all_code, r) = row(c, "blind-helm");
+    assert_eq!(r["class"], "controller-not-running", "{r:#}");
+    assert_eq!(all_code, 1);
+}
+
+/// Issue 28 item 6. A Kustomization at `./new` applied right after `./new` was pushed, on a
+/// source that has not fetched it yet: observed first, the real controller fails it with
+/// ArtifactFailed `kustomization path not found`. unstick says `source-not-ready` and plans
+/// the fetch (`reconcile-source`), exit 1, never `build-failed`; `--all` agrees; the fetch
+/// then recovers it.
+#[test]
+fn a_path_not_fetched_yet_is_source_not_ready_and_the_fetch_frees_it() {
+    let c = &quiet_cluster();
+    c.fleet(
+        "blind-path",
+        &[("old/cm.yaml", &cm("blind-path-old", "1"))],
+        "  interval: 10m\n  path: ./old\n  prune: false\n",
+    )
+    .unwrap();
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "patch",
+        "gitrepository",
+        "blind-path",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"interval":"1h"}}"#,
+    ])
+    .unwrap();
+    eventually(
+        Duration::from_secs(90),
+        "Ready at the first revision",
+        || {
+            let a = artifact(c, "blind-path");
+            (!a.is_empty() && ready_at(c, "blind-path", &a)).then_some(())
+        },
+    );
+    // Let the artifact be older than the new spec by whole seconds (metav1.Time).
+    std::thread::sleep(Duration::from_secs(2));
+    c.push(
+        "blind-path",
+        &[("new/cm.yaml", &cm("blind-path-new", "1"))],
+        "new path",
+    )
+    .unwrap();
+    c.apply_yaml(&ks_yaml("blind-path-new", "blind-path", "./new", ""))
+        .unwrap();
+    let ready = eventually(
+        Duration::from_secs(60),
+        "the real controller fails the path",
+        || {
+            let r = condition(&c.kustomization("blind-path-new"), "Ready");
+            (r["status"] == "False").then_some(r)
+        },
+    );
+    assert_eq!(ready["reason"], "ArtifactFailed", "{ready}");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap()
+            .contains("kustomization path not found"),
+        "{ready}"
+    );
+    let (code, v, err) = unstick(c, &["ks/blind-path-new", "--dry-run"]);
+    assert_eq!(v["diagnosis"]["class"], "source-not-ready", "{v:#}\n{err}");
+    assert_eq!(code, 1);
+    assert_eq!(v["plan"]["lever"], "reconcile-source", "{v:#}");
+    let (all_code, r) = row(c, "blind-path-new");
+    assert_eq!(r["class"], "source-not-ready", "{r:#}");
+    assert_eq!(all_code, 1);
+    let (code, v, err) = unstick(c, &["ks/blind-path-new", "--yes"]);
+    assert_eq!(v["proof"], "recovered", "{v:#}\n{err}");
+    assert_eq!(code, 0);
+}
