@@ -80,7 +80,20 @@ impl Engine<'_> {
             return;
         }
         if let Some(b) = self.not_watched(ks) {
-            apply_not_watched(d, b);
+            if promises_a_run(ks, d) {
+                apply_not_watched(d, b);
+            } else {
+                // A state as last written (Ready, failed, a run recorded in progress): kept,
+                // with the fact that nothing runs it now said first.
+                d.hints.insert(
+                    0,
+                    format!(
+                        "no running kustomize-controller watches this object: {}; its conditions are what a controller last wrote, and no change reaches it",
+                        b.because
+                    ),
+                );
+                d.blind_spot = Some(b);
+            }
             return;
         }
         if d.class == Class::Suspended {
@@ -547,6 +560,17 @@ impl Engine<'_> {
             }
         }
     }
+}
+
+/// Whether the diagnosis of `ks` from its conditions promises a run that only a watching
+/// controller makes: a request pending, no status yet, a generation not observed, or a newer
+/// source revision "the next run applies" (reconciling with no run in progress).
+fn promises_a_run(ks: &Value, d: &Diagnosis) -> bool {
+    d.class == Class::RequestPending
+        || d.request.as_ref().is_some_and(|r| r.pending)
+        || d.ready.is_none()
+        || obj::i(ks, &["metadata", "generation"]) != obj::i(ks, &["status", "observedGeneration"])
+        || (d.class == Class::Reconciling && run_in_progress(ks).is_none())
 }
 
 /// Turn `d` into [`Class::NotWatched`]: its conditions are what some controller last wrote

@@ -222,6 +222,17 @@ fn an_object_no_running_controller_watches_is_named_never_request_pending() {
     assert_eq!(p.lever, Lever::FixInGit);
     assert!(p.steps.is_empty());
     assert_eq!(row(&s, "sharded").class, Class::NotWatched);
+    // Handled, Ready at the source's revision: the state as last written stays, the fact
+    // that nothing watches it comes first.
+    let mut handled = s.clone();
+    handled.kustomizations[0]["status"]["lastHandledReconcileAt"] = json!("2026-11-30T07:20:00Z");
+    let d = diag(&handled, "sharded");
+    assert_eq!(d.class, Class::Healthy);
+    assert!(
+        d.hints[0].starts_with("no running kustomize-controller watches this object"),
+        "{:#?}",
+        d.hints
+    );
 
     let mut shard = controller("v1.9.6");
     shard["metadata"]["name"] = json!("kustomize-controller-shard1");
@@ -258,6 +269,8 @@ fn an_object_no_running_controller_watches_is_named_never_request_pending() {
 fn a_namespace_outside_a_single_namespace_controller_is_not_watched() {
     let mut k = ready_at("team", REV, &[]);
     k["metadata"]["namespace"] = json!("team-a");
+    k["metadata"]["annotations"] =
+        json!({"reconcile.fluxcd.io/requestedAt": "2026-11-30T07:20:00Z"});
     k["spec"]["sourceRef"]["namespace"] = json!("flux-system");
     let mut s = snap("v1.9.6", vec![k], vec![], vec![], &[]);
     s.controller.as_mut().unwrap()["spec"]["template"]["spec"]["containers"][0]["args"] =
