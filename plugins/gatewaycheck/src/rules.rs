@@ -1056,6 +1056,62 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn eg_service(ingress: serde_json::Value) -> Value {
+        json!({"metadata": {"name": "envoy-infra-eg", "namespace": "envoy-gateway-system",
+                "labels": {"gateway.envoyproxy.io/owning-gateway-name": "eg", "gateway.envoyproxy.io/owning-gateway-namespace": "infra"}},
+            "spec": {"type": "LoadBalancer", "clusterIPs": ["10.96.0.50"]},
+            "status": {"loadBalancer": {"ingress": ingress}}})
+    }
+
+    /// The state of envoyproxy/gateway#8953: the LoadBalancer Service has its address back, the
+    /// Gateway still says Programmed=False AddressNotAssigned (until the Service is touched).
+    #[test]
+    fn address_not_assigned_while_the_service_holds_an_address_is_stale() {
+        let gw = json!({"metadata": {"name": "eg", "namespace": "infra", "generation": 3},
+            "spec": {"gatewayClassName": "eg"},
+            "status": {"conditions": [{"type": "Programmed", "status": "False", "reason": "AddressNotAssigned",
+                "message": "No addresses have been assigned to the Gateway", "observedGeneration": 3}]}});
+        let snap = Snapshot {
+            services: vec![eg_service(json!([{"ip": "172.18.255.200"}]))],
+            ..Snapshot::default()
+        };
+        let f = addresses(&gw, &snap);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].level, Level::Finding);
+        assert!(f[0].message.starts_with("Programmed=False AddressNotAssigned is stale: service/envoy-gateway-system/envoy-infra-eg already holds 172.18.255.200"), "{}", f[0].message);
+        assert_eq!(f[0].source, Some("envoyproxy/gateway#8953"));
+    }
+
+    /// The state of apache/apisix-ingress-controller#2767: route parent conditions written with
+    /// observedGeneration 0 (the implementers' guide says MUST be set).
+    #[test]
+    fn observed_generation_zero_is_missing_not_current() {
+        let route = json!({"metadata": {"name": "web", "namespace": "apps", "generation": 2},
+            "spec": {"parentRefs": [{"name": "apisix"}]},
+            "status": {"parents": [{"parentRef": {"name": "apisix"}, "controllerName": "apisix.apache.org/apisix-ingress-controller",
+                "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "observedGeneration": 0},
+                    {"type": "ResolvedRefs", "status": "True", "reason": "ResolvedRefs"}]}]}});
+        let f = route_parents(&route, &Snapshot::default());
+        let missing: Vec<&Finding> = f
+            .iter()
+            .filter(|f| f.rule == "observedGeneration")
+            .collect();
+        assert_eq!(missing.len(), 2, "{f:#?}");
+        assert!(
+            missing[0].message.contains("observedGeneration 0: missing"),
+            "{}",
+            missing[0].message
+        );
+        assert!(
+            missing[1]
+                .message
+                .contains("observedGeneration absent: missing"),
+            "{}",
+            missing[1].message
+        );
+        assert!(f.iter().all(|f| f.level != Level::Ok), "{f:#?}");
+    }
+
     /// Found on the real Envoy Gateway (an EnvoyProxy with envoyService.type ClusterIP): the
     /// Gateway's address is the Service's ClusterIP, which is not in status.loadBalancer.ingress;
     /// comparing with the ingress alone said the load balancer had released it (false).
