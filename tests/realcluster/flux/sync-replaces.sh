@@ -9,7 +9,9 @@ set -euo pipefail
 cd "${1:-$(dirname "$0")}"
 export GOFLAGS=-mod=mod
 for tool in $(go mod edit -json | python3 -c 'import json,sys; [print(t["Path"]) for t in json.load(sys.stdin).get("Tool") or []]'); do
-  mod=$(go list -m -f '{{.Path}}@{{.Version}}' "$tool")
+  # The module that holds the tool's package (a tool may be a package below its module root,
+  # e.g. go-containerregistry's cmd/crane).
+  mod=$(go list -f '{{.Module.Path}}@{{.Module.Version}}' "$tool")
   gomod=$(go mod download -json "$mod" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
   go mod edit -json "$gomod" | python3 -c '
 import json, sys

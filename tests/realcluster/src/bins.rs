@@ -11,11 +11,16 @@ use crate::Error;
 /// in step).
 pub const KUBE_VERSION: &str = "v1.36.3";
 
-/// Current kustomize-controller release built by the flux module.
+/// Current kustomize-controller release built by the flux module. v1.10.x (Flux 2.10) is listed
+/// by the Go module proxy but cannot be built from it: the proxy refuses its dependencies
+/// (`github.com/fluxcd/pkg/spiffe` v0.2.0, `pkg/masktoken` v0.10.0, `pkg/apis/crypto` v0.5.0,
+/// `pkg/http/fetch` v0.30.1: 403, none of their versions listed), so v1.9.6 stays current
+/// (tests/realcluster/README.md, "Not built here").
 pub const KC_CURRENT: &str = "v1.9.6";
 /// The v1.7 generation of kustomize-controller built by the kc17 module.
 pub const KC_V17: &str = "v1.7.3";
-/// source-controller release built by the flux module.
+/// source-controller release built by the flux module. v1.10.x: refused as
+/// [`KC_CURRENT`]'s (also `pkg/artifact` v0.27.1, `sigstore/cosign/v3` v3.1.4: 403).
 pub const SC_CURRENT: &str = "v1.9.6";
 
 /// The bin directory (contains `kube-apiserver`, `kube-controller-manager`, `etcd`,
@@ -84,22 +89,26 @@ pub fn crd_dir(controller: &str, version: &str) -> Result<PathBuf, Error> {
 }
 
 /// image-reflector-controller release built by the image module (`image/go.mod`; ImageRepository,
-/// ImagePolicy). The Go module proxy refuses the later releases tried
-/// (v1.1.2, v1.2.5: 403 on 2026-12-01).
-pub const IRC_CURRENT: &str = "v1.1.1";
+/// ImagePolicy): the one image-automation-controller [`IAC_CURRENT`] requires (its go.mod:
+/// `image-reflector-controller/api v1.2.0`). The proxy refuses the later v1.2.5 (403).
+pub const IRC_CURRENT: &str = "v1.2.0";
 /// image-automation-controller release built by the image module (`image/go.mod`;
-/// ImageUpdateAutomation). The proxy refuses the later releases tried (v1.1.3, v1.2.5: 403).
-/// Built with `github.com/fluxcd/pkg/git` v0.43.4 (required in `image/go.mod`) instead of the
-/// v0.43.2 its own go.mod requires: the proxy refuses v0.43.2's zip (403); of that line it
-/// lists v0.43.0 and v0.43.4.
-pub const IAC_CURRENT: &str = "v1.1.2";
-/// helm-controller release built by the helm module (`helm/go.mod`; HelmRelease). The newest
-/// release the proxy serves of those tried (v1.4.5, v1.6.5: 403).
-pub const HELM_CURRENT: &str = "v1.4.3";
+/// ImageUpdateAutomation). The proxy refuses the later v1.2.5 (403).
+pub const IAC_CURRENT: &str = "v1.2.0";
+/// helm-controller release built by the helm module (`helm/go.mod`; HelmRelease): the one the
+/// flux CLI [`FLUX_CLI_VERSION`] (Flux 2.9) goes with (its go.mod: `helm-controller/api
+/// v1.6.4`). Flux 2.10's v1.7.x is refused by the proxy (v1.7.0, v1.7.1: 403).
+pub const HELM_CURRENT: &str = "v1.6.4";
+/// krew release built by the krew module (`krew/go.mod`; binary `krew-<v>`), for the dist tests'
+/// real `kubectl krew install`.
+pub const KREW_VERSION: &str = "v0.4.3";
+/// flux CLI release built from the fluxcli module's pin (`fluxcli/go.mod`; binary `flux-<v>`),
+/// for the dist tests' real `flux plugin install`.
+pub const FLUX_CLI_VERSION: &str = "v2.9.5";
 /// go-containerregistry release whose `cmd/registry` and `cmd/crane` the image module builds
 /// (binaries `registry-<v>`, `crane-<v>`): the version image-reflector-controller
 /// [`IRC_CURRENT`] itself requires, so adding them changes none of its dependencies.
-pub const GGCR_VERSION: &str = "v0.20.7";
+pub const GGCR_VERSION: &str = "v0.21.6";
 
 #[cfg(test)]
 mod tests {
@@ -130,6 +139,18 @@ mod tests {
         assert!(helm.contains(&format!(
             "github.com/fluxcd/helm-controller {}",
             super::HELM_CURRENT
+        )));
+        let krew = std::fs::read_to_string(dir.join("krew/go.mod")).unwrap();
+        assert!(krew.contains(&format!("sigs.k8s.io/krew {}", super::KREW_VERSION)));
+        let fluxcli = std::fs::read_to_string(dir.join("fluxcli/go.mod")).unwrap();
+        assert!(fluxcli.contains(&format!(
+            "github.com/fluxcd/flux2/v2 {}",
+            super::FLUX_CLI_VERSION
+        )));
+        let image_ggcr = std::fs::read_to_string(dir.join("image/go.mod")).unwrap();
+        assert!(image_ggcr.contains(&format!(
+            "github.com/google/go-containerregistry {}",
+            super::GGCR_VERSION
         )));
         let kc17 = std::fs::read_to_string(dir.join("kc17/go.mod")).unwrap();
         assert!(kc17.contains(&format!(

@@ -904,9 +904,9 @@ pub fn flux_deployments(kc_version: &str, kc_args: &[String]) -> String {
 /// The Deployments of the controllers `opts` opts into (image-reflector-controller,
 /// image-automation-controller, helm-controller), with the same main-shard args: each of them
 /// takes `--watch-label-selector` (fluxcd/pkg runtime `helper.WatchOptions`) and filters only
-/// its own kinds by it (main.go cache `ByObject`: image-reflector-controller v1.1.1
-/// ImageRepository and ImagePolicy; image-automation-controller v1.1.2 ImageUpdateAutomation;
-/// helm-controller v1.4.3 HelmRelease). image-reflector-controller keeps its default
+/// its own kinds by it (main.go cache `ByObject`: image-reflector-controller v1.2.0
+/// ImageRepository and ImagePolicy; image-automation-controller v1.2.0 ImageUpdateAutomation;
+/// helm-controller v1.6.4 HelmRelease). image-reflector-controller keeps its default
 /// `--storage-path=/data` (rewritten for the host process).
 pub fn extra_deployments(opts: &ClusterOptions) -> Vec<serde_json::Value> {
     [

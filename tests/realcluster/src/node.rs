@@ -132,8 +132,8 @@ struct HostContainer {
 /// What a Flux controller logs just before `mgr.Start`, which starts the health probe server
 /// whose `/readyz` the Deployments' readinessProbe asks (`setupLog.Info("starting manager")`
 /// in main.go of kustomize-controller v1.9.6 and v1.7.3, source-controller v1.9.6,
-/// image-reflector-controller v1.1.1, image-automation-controller v1.1.2, helm-controller
-/// v1.4.3). The agent turns the controllers' health listeners off (they share the host), so
+/// image-reflector-controller v1.2.0, image-automation-controller v1.2.0, helm-controller
+/// v1.6.4). The agent turns the controllers' health listeners off (they share the host), so
 /// this line in the process's output stands in for the probe: a host-process container is
 /// ready once it has logged it and while it runs. A controller that exits before it (a flag it
 /// refuses) is never ready, as with the real probe; one run with `--log-level=error` never

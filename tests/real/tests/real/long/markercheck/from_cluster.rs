@@ -1,6 +1,6 @@
 //! `--from-cluster` on the real control plane (tests/realcluster) with the ImageRepository,
-//! ImagePolicy and ImageUpdateAutomation CRDs as released with image-reflector-controller v1.1.1
-//! and image-automation-controller v1.1.2 (see tests/realcluster/README.md).
+//! ImagePolicy and ImageUpdateAutomation CRDs as released with image-reflector-controller v1.2.0
+//! and image-automation-controller v1.2.0 (see tests/realcluster/README.md).
 //! image-reflector-controller does not run in this cluster (opt-in:
 //! `ClusterOptions::image_reflector_controller`), so the test writes `status.latestRef` through
 //! the status subresource as that controller does.

@@ -1,5 +1,5 @@
 //! Differential test: `kubectl markercheck --simulate` against the real
-//! image-automation-controller v1.1.2 (tests/realcluster, built from its Go module), on our
+//! image-automation-controller v1.2.0 (tests/realcluster, built from its Go module), on our
 //! Git server, with ImagePolicy `status.latestRef` written through the status subresource as
 //! image-reflector-controller writes it (that controller does not reconcile these policies:
 //! they carry the held shard's label, see [`realcluster::HELD_SHARD_LABEL`]).

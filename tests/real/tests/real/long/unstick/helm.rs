@@ -1,5 +1,5 @@
 //! A Kustomization (`wait: true`) whose health check is held by a HelmRelease, on the real
-//! control plane with the real helm-controller v1.4.3, source-controller and
+//! control plane with the real helm-controller v1.6.4, source-controller and
 //! kustomize-controller v1.9.6 (one cluster of its own with helm-controller, [`helm_cluster`]).
 //! The chart is ours and tiny (`charts/web` in the fleet repository on our Git server; the
 //! HelmRelease reads it through `spec.chart.spec.sourceRef` GitRepository); the node agent

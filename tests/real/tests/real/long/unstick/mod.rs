@@ -7,7 +7,7 @@
 //! several health checks to their timeouts at once). `levers` and the worker-starvation
 //! situation start clusters of their own (another controller generation or flags), and so does
 //! `e2e` (`--concurrent=10 --requeue-dependency=5s`, its scenarios at once) and `helm` (the real
-//! helm-controller v1.4.3 beside them).
+//! helm-controller v1.6.4 beside them).
 //! Tests stay apart by namespace and object names.
 mod blind;
 mod checks;

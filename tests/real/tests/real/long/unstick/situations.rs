@@ -241,7 +241,7 @@ fn check_waits_for_the_run_in_progress_and_says_recovered() {
 }
 
 /// A HelmRelease under `wait: true` that is itself suspended (kustomize-controller#1100,
-/// #709), on the real HelmRelease CRD (as released with helm-controller v1.4.3). helm-controller
+/// #709), on the real HelmRelease CRD (as released with helm-controller v1.6.4). helm-controller
 /// does not run in this cluster (opt-in: `ClusterOptions::helm_controller`), so the test leaves
 /// the status its run would have left: helm-controller
 /// internal/reconcile/atomic_release.go (`AtomicRelease.Reconcile`: before a release action,
