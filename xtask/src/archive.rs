@@ -12,6 +12,7 @@ use std::path::{Component, Path, PathBuf};
 
 use flate2::Compression;
 use flate2::read::GzDecoder;
+use sha2::{Digest, Sha256};
 
 /// Fixed modification time of every archive entry when `SOURCE_DATE_EPOCH` is unset:
 /// 1980-01-01T00:00:00Z, the earliest time a zip (MS-DOS) timestamp can hold.
@@ -313,4 +314,15 @@ mod tests {
         assert_eq!(civil_from_unix(1_700_000_000), (2023, 11, 14, 22, 13, 20));
         assert_eq!(civil_from_unix(951_782_400), (2000, 2, 29, 0, 0, 0));
     }
+}
+
+/// Lowercase hex sha256 of a file (what krew's `sha256` and flux's `checksum: sha256:` name).
+///
+/// Errors: the file cannot be read (the message names it).
+pub fn sha256_file(path: &Path) -> Result<String, String> {
+    let data = fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Sha256::digest(&data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }

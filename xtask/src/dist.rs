@@ -11,8 +11,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::archive::sha256_file;
 use crate::archive::{self, Entry};
-use crate::install::sha256_file;
 use crate::manifest::{self, Sums};
 use crate::platform::{Platform, RELEASE_PLATFORMS};
 use crate::plugins::{PLUGINS, Plugin};

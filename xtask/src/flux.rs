@@ -27,7 +27,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::install::sha256_file;
 use crate::manifest::{self, REPOSITORY, Sums};
 use crate::platform::{Platform, RELEASE_PLATFORMS};
 use crate::plugins::Plugin;
@@ -305,95 +304,6 @@ pub fn validate_file(path: &Path) -> Result<FluxManifest, Vec<String>> {
     } else {
         Err(errs.into_iter().map(|e| format!("{shown}: {e}")).collect())
     }
-}
-
-/// What `flux plugin install NAME` does once it has the manifest and the archive (flux2
-/// internal/plugin/install.go `Install`), for tests on a machine without flux: pick the first
-/// version (or `version`), the platform `<os, arch>`, verify `sha256:` of the archive, extract
-/// the entry `extractPath` names, write `<plugin_dir>/<bin>` with mode 0755 and the receipt
-/// `<plugin_dir>/flux-<name>.yaml`.
-///
-/// Returns the installed binary's path. Errors name the step (no version, no platform,
-/// checksum mismatch, entry not in the archive, I/O).
-pub fn install(
-    plugin_dir: &Path,
-    manifest_path: &Path,
-    archive: &Path,
-    version: Option<&str>,
-    os: &str,
-    arch: &str,
-) -> Result<PathBuf, String> {
-    let m = validate_file(manifest_path).map_err(|e| e.join("\n"))?;
-    let v = match version {
-        None => m.versions.first(),
-        Some(want) => m.versions.iter().find(|v| v.version == want),
-    }
-    .ok_or_else(|| {
-        format!(
-            "version {:?} not found for plugin {:?}",
-            version.unwrap_or(""),
-            m.name
-        )
-    })?;
-    let p = v
-        .platforms
-        .iter()
-        .find(|p| p.os == os && p.arch == arch)
-        .ok_or_else(|| {
-            format!(
-                "plugin {:?} v{} has no binary for {os}/{arch}",
-                m.name, v.version
-            )
-        })?;
-    let actual = format!("sha256:{}", sha256_file(archive)?);
-    if actual != p.checksum {
-        return Err(format!(
-            "checksum verification failed (expected: {}, got: {actual})",
-            p.checksum
-        ));
-    }
-    let bin = if os == "windows" {
-        format!("{}.exe", m.bin)
-    } else {
-        m.bin.clone()
-    };
-    let scratch = plugin_dir.join(format!(".{}-extract", m.name));
-    let _ = fs::remove_dir_all(&scratch);
-    let files = crate::archive::extract_like_krew(archive, &scratch).map_err(|e| e.to_string())?;
-    let wanted = |f: &str| {
-        if p.extract_path.contains('/') {
-            f == p.extract_path
-        } else {
-            f.rsplit('/').next() == Some(p.extract_path.as_str())
-        }
-    };
-    let result = (|| {
-        let entry = files
-            .iter()
-            .find(|f| wanted(f))
-            .ok_or_else(|| format!("binary {:?} not found in archive", p.extract_path))?;
-        fs::create_dir_all(plugin_dir).map_err(|e| format!("{}: {e}", plugin_dir.display()))?;
-        let dest = plugin_dir.join(&bin);
-        fs::copy(scratch.join(entry), &dest).map_err(|e| format!("{}: {e}", dest.display()))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(&dest, fs::Permissions::from_mode(0o755))
-                .map_err(|e| format!("{}: {e}", dest.display()))?;
-        }
-        let receipt = plugin_dir.join(format!("{BIN_PREFIX}{}.yaml", m.name));
-        fs::write(
-            &receipt,
-            format!(
-                "name: {}\nversion: {}\nplatform:\n  os: {}\n  arch: {}\n  url: {}\n  checksum: {}\n  extractPath: {}\n",
-                m.name, v.version, p.os, p.arch, p.url, p.checksum, p.extract_path
-            ),
-        )
-        .map_err(|e| format!("{}: {e}", receipt.display()))?;
-        Ok(dest)
-    })();
-    let _ = fs::remove_dir_all(&scratch);
-    result
 }
 
 #[cfg(test)]

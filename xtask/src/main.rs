@@ -75,14 +75,21 @@ enum Cmd {
         require_all: bool,
     },
     /// Validate manifests by krew's rules (and, without FILES, every flux-plugins/<name>.yaml
-    /// by flux's); with --dist-dir, also install each platform whose archive is there (files
-    /// globs, bin, license file; flux: checksum and extractPath).
+    /// by flux's); with --dist-dir, also install each platform whose archive is there with the
+    /// real krew (`--krew`, its `KREW_OS`/`KREW_ARCH` override for each platform: files globs,
+    /// bin, sha256) and check a license file among the installed files (our rule), and check
+    /// each flux manifest's checksum and extractPath against its archive.
+    ///
+    /// Example: cargo run -p xtask -- validate --dist-dir dist --krew "$(go env GOPATH)/bin/krew"
     Validate {
         /// Manifest files (default: krew-manifests/*.yaml).
         files: Vec<PathBuf>,
         /// Directory holding the archives the manifests name.
         #[arg(long)]
         dist_dir: Option<PathBuf>,
+        /// The real krew binary (sigs.k8s.io/krew/cmd/krew), for --dist-dir.
+        #[arg(long, default_value = "krew")]
+        krew: PathBuf,
     },
 }
 
@@ -158,7 +165,11 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Cmd::Validate { files, dist_dir } => {
+        Cmd::Validate {
+            files,
+            dist_dir,
+            krew,
+        } => {
             let all = files.is_empty();
             let files = if all {
                 let dir = root.join("krew-manifests");
@@ -182,7 +193,7 @@ fn run(cli: Cli) -> Result<(), String> {
                             m.spec.platforms.len()
                         );
                         if let Some(dir) = &dist_dir {
-                            errors.extend(check_archives(f, &m, &abs(dir.clone())));
+                            errors.extend(check_archives(f, &m, &abs(dir.clone()), &krew));
                         }
                     }
                     Err(e) => errors.extend(e),
@@ -203,8 +214,10 @@ fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
-/// Validates every Flux plugin manifest in `dir` (one per plugin); with `dist`, installs each
-/// platform whose archive is there as `flux plugin install` would (checksum, extractPath).
+/// Validates every Flux plugin manifest in `dir` (one per plugin); with `dist`, checks each
+/// platform whose archive is there: its sha256 is the `checksum` and `extractPath` names an entry
+/// (what `flux plugin install` checks; flux installs only its own platform, so the other
+/// platforms' archives are checked here and the host's by the real flux CLI in the tests).
 fn validate_flux_dir(dir: &Path, dist: Option<&Path>) -> Vec<String> {
     let mut errors = Vec::new();
     for p in PLUGINS {
@@ -227,34 +240,35 @@ fn validate_flux_dir(dir: &Path, dist: Option<&Path>) -> Vec<String> {
                 if !archive.is_file() {
                     continue;
                 }
-                let scratch = std::env::temp_dir().join(format!(
-                    "xtask-validate-flux-{}-{}-{}-{}",
-                    std::process::id(),
-                    m.name,
-                    pl.os,
-                    pl.arch
-                ));
-                match xtask::flux::install(&scratch, &path, &archive, None, &pl.os, &pl.arch) {
-                    Ok(bin) => println!(
-                        "{}: {}/{} installs {}",
-                        path.display(),
-                        pl.os,
-                        pl.arch,
-                        bin.display()
-                    ),
-                    Err(e) => {
-                        errors.push(format!("{}: {}/{}: {e}", path.display(), pl.os, pl.arch))
-                    }
+                let at = format!("{}: {}/{}", path.display(), pl.os, pl.arch);
+                match xtask::archive::sha256_file(&archive) {
+                    Ok(sha) if format!("sha256:{sha}") == pl.checksum => {}
+                    Ok(sha) => errors.push(format!(
+                        "{at}: checksum {} is not {file}'s sha256:{sha}",
+                        pl.checksum
+                    )),
+                    Err(e) => errors.push(format!("{at}: {e}")),
                 }
-                let _ = std::fs::remove_dir_all(&scratch);
+                match xtask::archive::list(&archive) {
+                    Ok(entries) if entries.contains(&pl.extract_path) => {
+                        println!("{at}: {file} holds {}", pl.extract_path)
+                    }
+                    Ok(_) => errors.push(format!(
+                        "{at}: extractPath {} is not an entry of {file}",
+                        pl.extract_path
+                    )),
+                    Err(e) => errors.push(format!("{at}: {file}: {e}")),
+                }
             }
         }
     }
     errors
 }
 
-/// Installs every platform of `m` whose archive is in `dir` into a scratch KREW_ROOT.
-fn check_archives(path: &Path, m: &manifest::Manifest, dir: &Path) -> Vec<String> {
+/// Installs every platform of `m` whose archive is in `dir` with the real krew into a scratch
+/// KREW_ROOT (`KREW_OS`/`KREW_ARCH` pick the platform: krew internal/installation/platform.go),
+/// then checks our license rule on the installed files.
+fn check_archives(path: &Path, m: &manifest::Manifest, dir: &Path, krew: &Path) -> Vec<String> {
     let mut errors = Vec::new();
     for p in &m.spec.platforms {
         let Some(file) = p.uri.rsplit('/').next() else {
@@ -282,16 +296,48 @@ fn check_archives(path: &Path, m: &manifest::Manifest, dir: &Path) -> Vec<String
             m.metadata.name
         ));
         let _ = std::fs::remove_dir_all(&scratch);
-        match xtask::install::install(&scratch, path, &archive_path, os, arch) {
-            Ok(inst) if validate::has_license_file(&inst.files) => {
-                println!("{}: {os}/{arch} installs: {:?}", path.display(), inst.files);
-            }
-            Ok(inst) => errors.push(format!(
-                "{}: {os}/{arch}: no license file among installed files {:?}",
+        let out = std::process::Command::new(krew)
+            .env("KREW_ROOT", &scratch)
+            .env("KREW_OS", os)
+            .env("KREW_ARCH", arch)
+            .env("KREW_NO_UPGRADE_CHECK", "1")
+            .arg("install")
+            .arg(format!("--manifest={}", path.display()))
+            .arg(format!("--archive={}", archive_path.display()))
+            .output();
+        match out {
+            Err(e) => errors.push(format!(
+                "{}: run {} (the real krew, --krew): {e}",
                 path.display(),
-                inst.files
+                krew.display()
             )),
-            Err(e) => errors.push(format!("{}: {os}/{arch}: {e}", path.display())),
+            Ok(o) if !o.status.success() => errors.push(format!(
+                "{}: {os}/{arch}: krew install failed: {}",
+                path.display(),
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+            Ok(_) => {
+                let store = scratch
+                    .join("store")
+                    .join(&m.metadata.name)
+                    .join(&m.spec.version);
+                let mut files: Vec<String> = std::fs::read_dir(&store)
+                    .map(|d| {
+                        d.flatten()
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                files.sort();
+                if validate::has_license_file(&files) {
+                    println!("{}: {os}/{arch} installs: {files:?}", path.display());
+                } else {
+                    errors.push(format!(
+                        "{}: {os}/{arch}: no license file among installed files {files:?}",
+                        path.display()
+                    ));
+                }
+            }
         }
         let _ = std::fs::remove_dir_all(&scratch);
     }

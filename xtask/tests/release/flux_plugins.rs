@@ -1,16 +1,14 @@
 //! Flux CLI plugin manifests (flux2 pkg/plugin/types.go, `cli.fluxcd.io/v1beta1` `Plugin`):
 //! the committed ones in flux-plugins/ name the same archives and checksums as
-//! krew-manifests/, the generated ones carry the real archive sums, and what `flux plugin
-//! install` does with them ([`xtask::flux::install`]) yields a `flux-<name>` in a
-//! `FLUXCD_PLUGINS` directory that runs as `flux <name>` (the flux binary is not on this
-//! machine: flux runs it as `exec(<dir>/flux-<name>, [<dir>/flux-<name>, args...])`, which is
-//! what these tests do).
+//! krew-manifests/, the generated ones carry the real archive sums, and a `flux-<name>` in a
+//! `FLUXCD_PLUGINS` directory speaks as `flux <name>` (run as flux runs it:
+//! `exec(<dir>/flux-<name>, [<dir>/flux-<name>, args...])`). The real `flux plugin install` and
+//! flux's own dispatch: real_clients.rs.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use crate::common;
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -102,7 +100,7 @@ fn generated_flux_manifests_carry_the_archive_sums() {
         );
         let m = flux::validate_file(path).unwrap_or_else(|e| panic!("{}", e.join("\n")));
         let archive = archive_of(&m.name);
-        let sha = xtask::install::sha256_file(&archive).unwrap();
+        let sha = xtask::archive::sha256_file(&archive).unwrap();
         let pl = &m.versions[0].platforms[0];
         assert_eq!(pl.checksum, format!("sha256:{sha}"), "{}", m.name);
         assert!(pl.url.ends_with(&format!(
@@ -152,43 +150,6 @@ fn assert_speaks_flux(bin: &Path, name: &str, home: &Path, dir: &Path) {
     assert!(err.contains(&format!("Usage: flux {name}")), "{err}");
 }
 
-#[test]
-fn flux_plugin_install_then_flux_name_runs_as_flux() {
-    let built = common::built();
-    let tmp = tempfile::tempdir().unwrap();
-    let plugins_dir = tmp.path().join("fluxcd-plugins");
-    let home = tmp.path().join("home");
-    fs::create_dir_all(&home).unwrap();
-    for (manifest_path, _) in &built.report.flux_manifests {
-        let m = flux::parse(manifest_path).unwrap();
-        let bin = flux::install(
-            &plugins_dir,
-            manifest_path,
-            &archive_of(&m.name),
-            None,
-            "linux",
-            "amd64",
-        )
-        .unwrap();
-        // What flux's discovery accepts: an executable regular file flux-<name> in the dir.
-        assert_eq!(bin, plugins_dir.join(format!("flux-{}", m.name)));
-        let meta = fs::metadata(&bin).unwrap();
-        assert!(meta.is_file() && meta.permissions().mode() & 0o111 != 0);
-        let receipt =
-            fs::read_to_string(plugins_dir.join(format!("flux-{}.yaml", m.name))).unwrap();
-        assert!(receipt.contains("version: 0.1.0"), "{receipt}");
-        assert_speaks_flux(&bin, &m.name, &home, &plugins_dir);
-        // The same binary under its kubectl name still says kubectl.
-        let link = tmp.path().join(format!("kubectl-{}", m.name));
-        std::os::unix::fs::symlink(&bin, &link).unwrap();
-        let out = run(&link, &["--help"], &home, &plugins_dir);
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains(&format!("Usage: kubectl {}", m.name)),
-            "{out:?}"
-        );
-    }
-}
-
 /// A `flux-<name>` symlink to the built plugin in a temporary FLUXCD_PLUGINS directory, as a
 /// user who links instead of installing would have it.
 #[test]
@@ -202,31 +163,4 @@ fn flux_name_link_in_fluxcd_plugins_runs_as_flux() {
         std::os::unix::fs::symlink(built.report.bin_dir.join(p.package), &link).unwrap();
         assert_speaks_flux(&link, p.name, tmp.path(), &dir);
     }
-}
-
-#[test]
-fn flux_plugin_install_refuses_a_tampered_archive() {
-    let built = common::built();
-    let tmp = tempfile::tempdir().unwrap();
-    let (manifest_path, _) = &built.report.flux_manifests[0];
-    let m = flux::parse(manifest_path).unwrap();
-    let mut bytes = fs::read(archive_of(&m.name)).unwrap();
-    let last = bytes.len() - 1;
-    bytes[last] ^= 0xff;
-    let tampered = tmp.path().join("tampered.tar.gz");
-    fs::write(&tampered, bytes).unwrap();
-    let dir = tmp.path().join("plugins");
-    let err = flux::install(&dir, manifest_path, &tampered, None, "linux", "amd64").unwrap_err();
-    assert!(err.contains("checksum verification failed"), "{err}");
-    assert!(!dir.join(format!("flux-{}", m.name)).exists());
-    let err = flux::install(
-        &dir,
-        manifest_path,
-        &archive_of(&m.name),
-        None,
-        "darwin",
-        "arm64",
-    )
-    .unwrap_err();
-    assert!(err.contains("has no binary for darwin/arm64"), "{err}");
 }

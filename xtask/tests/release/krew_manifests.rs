@@ -8,7 +8,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use xtask::manifest::{self, Manifest};
-use xtask::platform::Platform;
 use xtask::plugins::PLUGINS;
 use xtask::validate::{self, has_license_file};
 
@@ -126,7 +125,7 @@ fn generated_manifests_are_valid_and_carry_real_shas() {
             .find(|(p, ..)| p.name == m.metadata.name)
             .unwrap();
         assert_eq!(m.spec.platforms[0].sha256, *sha, "{}", plugin.name);
-        assert_eq!(xtask::install::sha256_file(archive).unwrap(), *sha);
+        assert_eq!(xtask::archive::sha256_file(archive).unwrap(), *sha);
     }
 }
 
@@ -169,8 +168,8 @@ fn archives_are_reproducible() {
         a2.display()
     );
     assert_eq!(fs::read(a1).unwrap(), fs::read(a2).unwrap());
-    if xtask::install::sha256_file(&built.report.bin_dir.join(&exe)).ok()
-        == xtask::install::sha256_file(&bins.join(&exe)).ok()
+    if xtask::archive::sha256_file(&built.report.bin_dir.join(&exe)).ok()
+        == xtask::archive::sha256_file(&bins.join(&exe)).ok()
     {
         assert_eq!(
             sha1,
@@ -350,70 +349,4 @@ fn cut_description(good: &str) -> String {
     let start = good.find("  description: |\n").unwrap();
     let end = good.find("  caveats:").unwrap();
     format!("{}{}", &good[..start], &good[end..])
-}
-
-#[test]
-fn files_rules_are_checked_against_the_archive() {
-    // A files glob that matches nothing, and an archive without LICENSE, both fail install.
-    let built = common::built();
-    let host: Platform = built.report.platform;
-    let plugin = PLUGINS[0];
-    let archive = built.dist_dir.join(manifest::archive_name(
-        &plugin,
-        &built.report.version,
-        &host,
-    ));
-    let (path, _) = &built.report.manifests[0];
-    let text = fs::read_to_string(path).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-
-    let bad_glob = dir.path().join(format!("{}.yaml", plugin.name));
-    fs::write(
-        &bad_glob,
-        text.replace("from: README.md", "from: docs/*.md"),
-    )
-    .unwrap();
-    let err = xtask::install::install(
-        &dir.path().join("root1"),
-        &bad_glob,
-        &archive,
-        host.os,
-        host.arch,
-    )
-    .unwrap_err();
-    assert!(err.contains("matched the glob pattern=docs/*.md"), "{err}");
-
-    // Same manifest shape, but an archive packed without LICENSE: installs, no license file.
-    let no_license = dir.path().join("nolicense.tar.gz");
-    let mut entries = Vec::new();
-    let extracted = dir.path().join("x");
-    for f in xtask::archive::extract_like_krew(&archive, &extracted).unwrap() {
-        if f != "LICENSE" {
-            entries.push(xtask::archive::Entry {
-                data: fs::read(extracted.join(&f)).unwrap(),
-                mode: 0o755,
-                name: f,
-            });
-        }
-    }
-    xtask::archive::write_tar_gz(&no_license, &entries, 315_532_800).unwrap();
-    let sha = xtask::install::sha256_file(&no_license).unwrap();
-    let m2 = dir.path().join("m2").join(format!("{}.yaml", plugin.name));
-    fs::create_dir_all(m2.parent().unwrap()).unwrap();
-    let orig_sha = &built.report.archives[0].2;
-    fs::write(
-        &m2,
-        text.replace(orig_sha.as_str(), &sha)
-            .replace("    - from: LICENSE\n      to: .\n", ""),
-    )
-    .unwrap();
-    let inst = xtask::install::install(
-        &dir.path().join("root2"),
-        &m2,
-        &no_license,
-        host.os,
-        host.arch,
-    )
-    .unwrap();
-    assert!(!has_license_file(&inst.files), "{:?}", inst.files);
 }

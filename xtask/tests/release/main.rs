@@ -3,5 +3,5 @@
 
 mod common;
 mod flux_plugins;
-mod krew_install;
 mod krew_manifests;
+mod real_clients;
