@@ -5,25 +5,27 @@
 //! Steps (each prints the commands it runs, their output, and what it proves):
 //! 1. markercheck: a `:tag` marker on an `image:` line in `clusters/`, caught offline, with the
 //!    simulated automation commit (`image: 0.1.1`) and the rendered result.
-//! 2. unstick (real cluster): clusters/dev reconciled by the real controllers from the cluster's
+//! 2. fleetlint: clusters/dev lints clean and prod reports exactly its placeholders; a review
+//!    drops apps-wave-2's `postBuild.substituteFrom`, fleetlint names every `${VAR}` that would
+//!    ship literally, and the fix (restoring it) lints clean again. Offline.
+//! 3. unstick (real cluster): clusters/dev reconciled by the real controllers from the cluster's
 //!    Git server; the same change pushed there; the real kustomize-controller holds
 //!    apps-wave-1's health check on ImagePullBackOff, apps-wave-2 waits on it;
 //!    `kubectl unstick ks/apps-wave-2` names the root cause; the fix is committed; unstick frees
 //!    apps-wave-1 with the lever this controller supports and proves Ready at the new revision.
-//! 3. podresolve (real cluster): the Git host resolved from a real probe pod (kubeadm's CoreDNS
+//! 4. podresolve (real cluster): the Git host resolved from a real probe pod (kubeadm's CoreDNS
 //!    Corefile with a hosts pin to the gateway VIP) beside the workstation's answer, and from
 //!    inside the real source-controller's pod.
-//! 4. cutover (real cluster): a new Git server whose branch is behind is refused with the commit
+//! 5. cutover (real cluster): a new Git server whose branch is behind is refused with the commit
 //!    count; once level, the cutover happens at the same revision on the real source- and
 //!    kustomize-controller, the authored-value change is shown and landed, and `--finish`
 //!    verifies it.
-//! 5. fleetlint: clusters/dev lints clean and prod reports exactly its placeholders; a review
-//!    drops apps-wave-2's `postBuild.substituteFrom`, fleetlint names every `${VAR}` that would
-//!    ship literally, and the fix (restoring it) lints clean again. Offline.
 //! 6. realcluster: a Job that cannot pull held by the real kustomize-controller, freed.
 //!
-//! Steps 2, 3, 4 and 6 share ONE real cluster (tests/realcluster), started once; `--keep`
-//! leaves it running.
+//! The offline steps (1, 2) run first, while the real cluster's Go build (tests/realcluster
+//! build.sh, started at once in the background: only the control plane, source-controller and
+//! the current kustomize-controller when `CLUSTER_LOOP_BUILD_SET=demo`, as `./demo` sets) goes
+//! on. Steps 3, 4, 5 and 6 share ONE real cluster, started once; `--keep` leaves it running.
 //!
 //! Exit code 0 only when every step's outcome is the expected one. Its end-to-end test is the
 //! `demo` group of the real-cluster test binary (tests/real/tests/real/long/demo.rs:
@@ -310,7 +312,7 @@ fn step_markercheck(ctx: &Ctx) -> Step {
     st
 }
 
-// ------------------------------------------------------------------ step 2
+// ------------------------------------------------------------------ step 3
 
 /// podinfo-frontend's Ingress host on dev (clusters/apps/wave-2, CLUSTER_DOMAIN of dev).
 const FRONTEND_HOST: &str = "podinfo.dev.example.local";
@@ -323,7 +325,7 @@ fn cond_is(o: &Value, t: &str, status: &str) -> bool {
         .is_some_and(|a| a.iter().any(|c| c["type"] == t && c["status"] == status))
 }
 
-// ------------------------------------------------------------------ step 3
+// ------------------------------------------------------------------ step 4
 
 /// The Git host of the catalogue's split-DNS case (failure catalogue 3): the cluster's CoreDNS
 /// pins it to the gateway VIP [`PIN`], the upstream resolver answers [`UPSTREAM`].
@@ -353,7 +355,7 @@ fn real_cluster<'a>(real: &'a Real, st: &mut Step) -> Option<&'a realcluster::Cl
 /// namespace whose resolver is built from that ConfigMap and the real kube-dns Service).
 fn step_podresolve(ctx: &Ctx, real: &Real) -> Step {
     let mut st = Step::new(
-        "3. podresolve: the Git host from the pod network, not the workstation (real cluster)",
+        "4. podresolve: the Git host from the pod network, not the workstation (real cluster)",
     );
     let Some(c) = real_cluster(real, &mut st) else {
         return st;
@@ -444,7 +446,7 @@ fn step_podresolve(ctx: &Ctx, real: &Real) -> Step {
     st
 }
 
-// ------------------------------------------------------------------ step 4
+// ------------------------------------------------------------------ step 5
 
 /// The namespace of the cutover step's prod fleet (its GitRepository and root Kustomization
 /// are both `flux-system`, as after a bootstrap; the namespace keeps them apart from the
@@ -487,7 +489,7 @@ fn request_reconcile(c: &realcluster::Cluster, ns: &str, kind: &str, name: &str)
 /// the servers listen on 127.0.0.1 and the cutover needs `--allow-loopback`.
 /// The cutover step's title.
 const CUTOVER_STEP: &str =
-    "4. cutover: moving the Git source without rolling prod back (real cluster)";
+    "5. cutover: moving the Git source without rolling prod back (real cluster)";
 
 fn step_cutover(ctx: &Ctx, real: &Real, keep: &mut Vec<twin::git::GitServer>) -> Step {
     let mut st = Step::new(CUTOVER_STEP);
@@ -731,7 +733,7 @@ fn real_cutover_keep(prod: &twin::git::GitServer) -> String {
     )
 }
 
-// ------------------------------------------------------------------ step 5
+// ------------------------------------------------------------------ step 2
 
 /// apps-wave-2's postBuild in clusters/base/apps.yaml (the last Kustomization of the file).
 const WAVE2_POSTBUILD: &str =
@@ -739,7 +741,7 @@ const WAVE2_POSTBUILD: &str =
 
 fn step_fleetlint(ctx: &Ctx) -> Step {
     let mut st =
-        Step::new("5. fleetlint: a ${VAR} in a path without substituteFrom, caught offline");
+        Step::new("2. fleetlint: a ${VAR} in a path without substituteFrom, caught offline");
     let fleet = ctx.fleet_copy("fleetlint");
     let clusters = fleet.join("clusters");
     let c = clusters.display().to_string();
@@ -1069,7 +1071,7 @@ fn spawn_real_image_status(cluster: std::sync::Weak<realcluster::Cluster>) {
 /// (2 s at load 25 in session 6); 40s leaves room for a machine many times busier.
 fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>) -> Step {
     let mut st = Step::new(
-        "2. unstick: the change pushed anyway, a stuck wave freed with proof (real cluster)",
+        "3. unstick: the change pushed anyway, a stuck wave freed with proof (real cluster)",
     );
     let Some(c) = real_cluster(real, &mut st) else {
         return st;
@@ -1504,14 +1506,22 @@ async fn main() {
     };
     let want = |s: &str| cli.step.is_empty() || cli.step.iter().any(|x| x == s);
     let mut steps = vec![];
+    // The real cluster's Go build (cold: tens of minutes) goes on while the offline steps run;
+    // the cluster start below waits for it (bins::bin_dir builds once per process).
+    let cluster_steps = ["unstick", "podresolve", "cutover", "realcluster"];
+    if cluster_steps.iter().any(|s| want(s)) {
+        std::thread::spawn(|| {
+            let _ = realcluster::bins::bin_dir();
+        });
+    }
     if want("markercheck") {
         steps.push(step_markercheck(&ctx));
     }
+    if want("fleetlint") {
+        steps.push(step_fleetlint(&ctx));
+    }
     // One real cluster for every step that needs one, started once.
-    let real: Option<Real> = ["unstick", "podresolve", "cutover", "realcluster"]
-        .iter()
-        .any(|s| want(s))
-        .then(start_real);
+    let real: Option<Real> = cluster_steps.iter().any(|s| want(s)).then(start_real);
     let mut fleet_keep = None;
     let mut git_servers = vec![];
     std::thread::scope(|scope| {
@@ -1551,9 +1561,6 @@ async fn main() {
             }
         }
     });
-    if want("fleetlint") {
-        steps.push(step_fleetlint(&ctx));
-    }
     if let Some(real) = &real
         && want("realcluster")
     {

@@ -37,10 +37,10 @@ fn every_step_of_the_demo_proves_its_outcome() {
     assert!(out.status.success(), "demo failed:\n{stdout}\n{stderr}");
     for step in [
         "1. markercheck",
-        "2. unstick",
-        "3. podresolve",
-        "4. cutover",
-        "5. fleetlint",
+        "2. fleetlint",
+        "3. unstick",
+        "4. podresolve",
+        "5. cutover",
         "6. realcluster",
     ] {
         assert!(
@@ -57,7 +57,7 @@ fn every_step_of_the_demo_proves_its_outcome() {
         1,
         "{stdout}"
     );
-    for step in ["2. unstick", "3. podresolve", "4. cutover"] {
+    for step in ["3. unstick", "4. podresolve", "5. cutover"] {
         assert!(
             stdout
                 .lines()
