@@ -304,6 +304,17 @@ fn write_file(out: &Path, data: &[u8], mode: u32) -> Result<(), ArchiveError> {
     Ok(())
 }
 
+/// Lowercase hex sha256 of a file (what krew's `sha256` and flux's `checksum: sha256:` name).
+///
+/// Errors: the file cannot be read (the message names it).
+pub fn sha256_file(path: &Path) -> Result<String, String> {
+    let data = fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Sha256::digest(&data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,15 +325,4 @@ mod tests {
         assert_eq!(civil_from_unix(1_700_000_000), (2023, 11, 14, 22, 13, 20));
         assert_eq!(civil_from_unix(951_782_400), (2000, 2, 29, 0, 0, 0));
     }
-}
-
-/// Lowercase hex sha256 of a file (what krew's `sha256` and flux's `checksum: sha256:` name).
-///
-/// Errors: the file cannot be read (the message names it).
-pub fn sha256_file(path: &Path) -> Result<String, String> {
-    let data = fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(Sha256::digest(&data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
 }
