@@ -463,3 +463,72 @@ fn a_path_not_fetched_yet_is_source_not_ready_and_the_fetch_frees_it() {
     assert_eq!(v["proof"], "recovered", "{v:#}\n{err}");
     assert_eq!(code, 0);
 }
+
+/// Issue 28 item 3. A health check held on a `spec.healthChecks` entry in the wrong namespace;
+/// the fix (the right namespace) is written while the check runs (generation 2, the check of
+/// generation 1 in flight, gate off). unstick names the blind spot (the running check keeps
+/// its old spec; the new generation runs after it), plans `wait` with the fresh run at the
+/// check's end, and its proof waits for the new generation's own run: `recovered`, never
+/// "not recovered" on the old check's failure. Observed after: the real controller did fail
+/// the old check (a HealthCheckFailed run in `status.history`) before the passing one.
+#[test]
+fn a_fix_during_the_check_waits_for_the_new_generations_own_run() {
+    let c = &quiet_cluster();
+    let web = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: blind-gen-web\n  namespace: default\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: blind-gen-web}\n  template:\n    metadata:\n      labels: {app: blind-gen-web}\n    spec:\n      containers:\n      - name: web\n        image: registry.example.local:5000/podinfo:6.7.0\n";
+    let spec = |ns: &str| {
+        format!(
+            "  interval: 10m\n  path: ./\n  prune: false\n  timeout: 40s\n  healthChecks:\n  - {{apiVersion: apps/v1, kind: Deployment, name: blind-gen-web, namespace: {ns}}}\n"
+        )
+    };
+    c.fleet("blind-gen", &[("web.yaml", web)], &spec("wrong"))
+        .unwrap();
+    eventually(
+        Duration::from_secs(90),
+        "the real check is in flight",
+        || {
+            condition(&c.kustomization("blind-gen"), "Reconciling")["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Running health checks"))
+                .then_some(())
+        },
+    );
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "patch",
+        "kustomization",
+        "blind-gen",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/healthChecks/0/namespace","value":"default"}]"#,
+    ])
+    .unwrap();
+    let (code, v, err) = unstick(c, &["ks/blind-gen", "--dry-run"]);
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "health-check-in-flight", "{v:#}\n{err}");
+    assert_eq!(d["blindSpot"]["kind"], "spec-changed-in-flight", "{v:#}");
+    assert_eq!(v["plan"]["lever"], "wait", "{v:#}");
+    assert!(v["plan"]["freshRunAt"].is_string(), "{v:#}");
+    assert!(!v.to_string().contains("next poll"), "{v:#}");
+    assert_eq!(code, 1, "{v:#}");
+    let (code, v, err) = unstick(c, &["ks/blind-gen", "--yes"]);
+    assert_eq!(v["proof"], "recovered", "{v:#}\n{err}");
+    assert_eq!(code, 0);
+    // The real controller's own record: its Warning event for the old check's failure.
+    let events = c
+        .kubectl(&[
+            "-n",
+            FLUX_NS,
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=blind-gen",
+            "-o",
+            "json",
+        ])
+        .unwrap();
+    assert!(
+        events.contains("health check failed after"),
+        "the real controller ran the old check to its end first: {events}"
+    );
+}
