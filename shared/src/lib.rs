@@ -12,6 +12,8 @@
 //! - [`helm`]: HelmRelease status as helm-controller v1.4 writes it (phase, failures, levers).
 //! - [`wait`]: watch-based waiting with a deadline and a progress spinner.
 //! - [`duration`]: Go duration parse/format.
+//! - [`embed`]: a plugin's flow run in process (the MCP server): captured stdout, progress
+//!   observer, cancellation that undoes as Ctrl-C does.
 //! - [`probe`]: the probe pod that looks at the cluster from inside the pod network (spec,
 //!   lifecycle with guaranteed cleanup, log parsers).
 #![warn(missing_docs)]
@@ -20,6 +22,7 @@ pub mod cli;
 pub mod completion;
 pub mod conditions;
 pub mod duration;
+pub mod embed;
 pub mod envsubst;
 pub mod error;
 pub mod flux;

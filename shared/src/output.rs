@@ -309,6 +309,10 @@ pub fn exit_with_document(
 
 /// Write text to stdout, treating a broken pipe as success.
 pub fn write_stdout(s: &str) -> Result<()> {
+    if let Some(e) = crate::embed::current() {
+        e.write(s);
+        return Ok(());
+    }
     let mut out = std::io::stdout().lock();
     match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => Ok(()),

@@ -4,6 +4,9 @@
 /// arrives while a create or patch request is in flight is never lost: from registration on,
 /// the default "terminate at once" action is replaced and the signal is queued for us.
 pub struct Signals {
+    /// The in-process run this was installed in ([`crate::embed`]): its cancellation counts as
+    /// a signal.
+    embedded: Option<crate::embed::Embedding>,
     #[cfg(unix)]
     int: Option<tokio::signal::unix::Signal>,
     #[cfg(unix)]
@@ -11,19 +14,30 @@ pub struct Signals {
 }
 
 impl Signals {
-    /// Installs the listeners now. Must run inside a Tokio runtime.
+    /// Installs the listeners now. Must run inside a Tokio runtime. Inside an
+    /// [`crate::embed::Embedding`], its cancellation also counts as a signal.
     pub fn install() -> Signals {
+        Signals {
+            embedded: crate::embed::current(),
+            ..Self::os_only()
+        }
+    }
+
+    /// The OS listeners alone: an embedding's cancellation is not a signal here (for
+    /// [`ExitOnSignal`], which would end the whole process).
+    fn os_only() -> Signals {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
             Signals {
+                embedded: None,
                 int: signal(SignalKind::interrupt()).ok(),
                 term: signal(SignalKind::terminate()).ok(),
             }
         }
         #[cfg(not(unix))]
         {
-            Signals {}
+            Signals { embedded: None }
         }
     }
 
@@ -34,19 +48,33 @@ impl Signals {
         {
             use tokio::signal::unix::{SignalKind, signal};
             Ok(Signals {
+                embedded: crate::embed::current(),
                 int: Some(signal(SignalKind::interrupt())?),
                 term: Some(signal(SignalKind::terminate())?),
             })
         }
         #[cfg(not(unix))]
         {
-            Ok(Signals {})
+            Ok(Signals {
+                embedded: crate::embed::current(),
+            })
         }
     }
 
     /// Resolves on the first SIGINT or SIGTERM received since [`Signals::install`], with its
-    /// name (`"SIGINT"` or `"SIGTERM"`).
+    /// name (`"SIGINT"` or `"SIGTERM"`), or with `"cancelled"` once the embedding it was
+    /// installed in is cancelled ([`crate::embed::Embedding::cancel`]).
     pub async fn recv(&mut self) -> &'static str {
+        match self.embedded.clone() {
+            Some(e) => tokio::select! {
+                name = self.recv_os() => name,
+                _ = e.cancelled() => "cancelled",
+            },
+            None => self.recv_os().await,
+        }
+    }
+
+    async fn recv_os(&mut self) -> &'static str {
         #[cfg(unix)]
         {
             async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
@@ -106,7 +134,7 @@ impl ExitOnSignal {
     /// Installs the listeners now (before the caller's next step runs) and watches them from
     /// a task of its own.
     pub fn start(note: &str) -> ExitOnSignal {
-        let mut signals = Signals::install();
+        let mut signals = Signals::os_only();
         let note = note.to_string();
         ExitOnSignal {
             watcher: tokio::spawn(async move {

@@ -50,6 +50,9 @@ pub struct Progress {
     /// Plain mode: the label and the last status printed.
     plain: Option<Arc<Mutex<(String, String)>>>,
     deadline: Arc<Mutex<Option<std::time::Instant>>>,
+    /// Inside an [`crate::embed::Embedding`]: its observer gets each new status and line, with
+    /// the last status given (to give each change once).
+    embedded: Option<(crate::embed::Embedding, Arc<Mutex<String>>)>,
 }
 
 fn time_left(deadline: Option<std::time::Instant>) -> Option<String> {
@@ -58,6 +61,10 @@ fn time_left(deadline: Option<std::time::Instant>) -> Option<String> {
         let secs = Duration::from_secs(rem.as_secs());
         format!("({} left)", crate::duration::format_go_duration(secs))
     })
+}
+
+fn embedded() -> Option<(crate::embed::Embedding, Arc<Mutex<String>>)> {
+    crate::embed::current().map(|e| (e, Arc::new(Mutex::new(String::new()))))
 }
 
 impl Progress {
@@ -90,6 +97,7 @@ impl Progress {
             bar,
             plain: None,
             deadline,
+            embedded: embedded(),
         }
     }
 
@@ -99,6 +107,7 @@ impl Progress {
             bar: None,
             plain: Some(Arc::new(Mutex::new((label.into(), String::new())))),
             deadline: Arc::new(Mutex::new(None)),
+            embedded: embedded(),
         }
     }
 
@@ -130,10 +139,17 @@ impl Progress {
 
     /// Replace the status text (e.g. the object's current condition message).
     pub fn set_status(&self, status: impl Into<String>) {
+        let status = status.into();
+        if let Some((e, last)) = &self.embedded {
+            let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+            if *last != status {
+                e.progress(&status);
+                last.clone_from(&status);
+            }
+        }
         if let Some(b) = &self.bar {
-            b.set_message(status.into());
+            b.set_message(status);
         } else if let Some(p) = &self.plain {
-            let status = status.into();
             let mut last = p.lock().unwrap_or_else(|e| e.into_inner());
             if last.1 != status {
                 let left = time_left(*self.deadline.lock().unwrap_or_else(|e| e.into_inner()))
@@ -148,6 +164,9 @@ impl Progress {
 
     /// Print a line above the spinner (or to stderr when hidden).
     pub fn println(&self, line: impl AsRef<str>) {
+        if let Some((e, _)) = &self.embedded {
+            e.progress(line.as_ref());
+        }
         match &self.bar {
             Some(b) => b.println(line),
             None => {

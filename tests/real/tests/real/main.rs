@@ -25,7 +25,8 @@
 //! - [`short::gatewaycheck`]: `kubectl-gatewaycheck` on the real Envoy Gateway and MetalLB;
 //! - [`short::harness`] and [`short::probe_pods`]: the real-cluster harness itself;
 //! - [`short::shared`]: the shared library's waits, kstatus and errors on the real API server;
-//! - [`short::completion`]: completion through `kubectl __complete` on a real cluster.
+//! - [`short::completion`]: completion through `kubectl __complete` on a real cluster;
+//! - [`short::gitops_mcp`]: `kubectl-gitops-mcp` driven by the official Python MCP client.
 //!
 //! The plugins' binaries are other packages' binaries, found in the profile directory
 //! (`target/debug`, [`bin!`]), where `cargo test --workspace` builds every package's binaries
@@ -86,6 +87,18 @@ const BINARIES: &[(&str, &[&str])] = &[
         &["tests/demo", "tests/realcluster", "tests/twin"],
     ),
     ("cltest-plugin", &["tests/dist", "shared"]),
+    (
+        "kubectl-gitops-mcp",
+        &[
+            "plugins/gitops-mcp",
+            "plugins/unstick",
+            "plugins/podresolve",
+            "plugins/markercheck",
+            "plugins/cutover",
+            "plugins/fleetlint",
+            "shared",
+        ],
+    ),
 ];
 
 /// The newest modification time of a file under `dir` (a package's `src`) and that file, or

@@ -3,6 +3,7 @@
 pub mod completion;
 pub mod cutover;
 pub mod gatewaycheck;
+pub mod gitops_mcp;
 pub mod harness;
 pub mod podresolve;
 pub mod probe_pods;

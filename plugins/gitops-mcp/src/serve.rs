@@ -1,0 +1,158 @@
+//! The server's command line and life: parse, pin the context, serve MCP over stdio until the
+//! client closes it, then wait for the flows still in flight (a cancelled `unstick` resuming
+//! what it suspended) before exiting.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use cluster_loop::cli::ClusterArgs;
+use cluster_loop::error::{EXIT_OK, Error};
+use rmcp::ServiceExt;
+
+use crate::session::Session;
+use crate::tools::Server;
+
+const EXAMPLES: &str = "\
+Examples:
+  # Serve the read-only tools over stdio, pinned to the current context
+  kubectl gitops mcp
+
+  # Also the write tools (unstick, cutover), on one named context
+  kubectl gitops mcp --allow-write --context kind-dev
+
+  # The offline tools (lint_markers, simulate_automation, lint_fleet) read this repository
+  kubectl gitops mcp --repo ~/src/fleet
+
+An MCP client starts it as a command, e.g. in its mcpServers settings:
+  {\"mcpServers\": {\"cluster-loop\": {\"command\": \"kubectl\",
+    \"args\": [\"gitops\", \"mcp\", \"--repo\", \"/home/me/src/fleet\"]}}}
+
+Tools: diagnose_kustomization, fleet_report, resolve_from_pod, lint_markers,
+  simulate_automation, lint_fleet, preflight_source_move; with --allow-write also
+  unstick and cutover; with --allow-context-switch also use_context.
+
+Exit codes: 0 the client closed the session, 2 usage (bad flags, --repo not a
+  directory), 3 the transport failed.";
+
+/// Serve cluster-loop's diagnoses and proofs as Model Context Protocol tools over stdio.
+///
+/// Every tool calls a plugin's own flow in process and returns its `-o json` document. The
+/// kubeconfig and context are fixed when the server starts.
+#[derive(Parser, Debug)]
+#[command(
+    name = "kubectl-gitops-mcp",
+    bin_name = "kubectl gitops mcp",
+    version,
+    after_help = EXAMPLES
+)]
+pub struct Cli {
+    /// List and allow the write tools (unstick, cutover): they change the cluster with their
+    /// plugin's field manager and undo on cancellation
+    #[arg(long)]
+    pub allow_write: bool,
+    /// List the use_context tool, which pins another context of the kubeconfig
+    #[arg(long)]
+    pub allow_context_switch: bool,
+    /// Repository the offline tools read (tool paths are relative to it; default: the current
+    /// directory)
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// kubectl's cluster flags (`--kubeconfig`, `--context`, ...), fixed for the session.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+fn cluster_args(c: &ClusterArgs) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Some(k) = &c.kubeconfig {
+        v.extend(["--kubeconfig".to_string(), k.display().to_string()]);
+    }
+    for (flag, val) in [
+        ("--context", &c.context),
+        ("--cluster", &c.cluster),
+        ("--user", &c.user),
+    ] {
+        if let Some(x) = val {
+            v.extend([flag.to_string(), x.clone()]);
+        }
+    }
+    if let Some(t) = c.request_timeout.0 {
+        v.extend([
+            "--request-timeout".to_string(),
+            format!("{}s", t.as_secs().max(1)),
+        ]);
+    }
+    v
+}
+
+/// The session `cli` asks for. Errors (usage): `--repo` is not a directory; `-n` (a namespace
+/// is a tool argument).
+pub fn session(cli: &Cli) -> Result<Session, Error> {
+    if cli.cluster.namespace.is_some() {
+        return Err(Error::usage(
+            "-n is not a server flag: give each tool its namespace argument",
+        ));
+    }
+    let repo = match &cli.repo {
+        Some(r) => r.clone(),
+        None => std::env::current_dir().map_err(|e| Error::io("<current directory>", e))?,
+    };
+    if !repo.is_dir() {
+        return Err(Error::usage(format!(
+            "--repo {}: not a directory (give the checkout the offline tools should read)",
+            repo.display()
+        )));
+    }
+    let args = crate::context::pin(cluster_args(&cli.cluster));
+    Ok(Session::new(
+        args,
+        repo,
+        cli.allow_write,
+        cli.allow_context_switch,
+    ))
+}
+
+/// Runs the server; returns the exit code.
+pub fn main(cli: Cli) -> i32 {
+    let session = match session(&cli) {
+        Ok(s) => s,
+        Err(e) => cluster_loop::error::exit_with(&e),
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            cluster_loop::error::exit_with(&Error::Other(format!("cannot start runtime: {e}")))
+        }
+    };
+    match rt.block_on(serve(session)) {
+        Ok(()) => EXIT_OK,
+        Err(e) => cluster_loop::error::exit_with(&e),
+    }
+}
+
+/// Serves `session` over stdio until the client closes it, then waits (up to 10 minutes) for
+/// flows still in flight, which were cancelled when the session ended and are undoing.
+pub async fn serve(session: Session) -> Result<(), Error> {
+    let server = Server::new(session);
+    let s = server.session();
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| Error::Other(format!("MCP initialize failed: {e}")))?;
+    let waited = running.waiting().await;
+    s.tracker.close();
+    if tokio::time::timeout(Duration::from_secs(600), s.tracker.wait())
+        .await
+        .is_err()
+    {
+        eprintln!("kubectl gitops mcp: a flow was still undoing after 10 minutes; exiting");
+    }
+    waited
+        .map(|_| ())
+        .map_err(|e| Error::Other(format!("MCP session ended abnormally: {e}")))
+}

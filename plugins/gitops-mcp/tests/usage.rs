@@ -1,0 +1,54 @@
+//! The server's command line, decided before any kubeconfig is read or any MCP message is
+//! exchanged. (Also makes `cargo test --workspace` build the binary the real-cluster tests
+//! drive: cargo builds a package's binaries for its own integration tests.)
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-gitops-mcp");
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn help_names_every_tool_and_the_flags_that_add_write_tools() {
+    let (code, out, _) = run(&["--help"]);
+    assert_eq!(code, 0);
+    for t in [
+        "diagnose_kustomization",
+        "fleet_report",
+        "resolve_from_pod",
+        "lint_markers",
+        "simulate_automation",
+        "lint_fleet",
+        "preflight_source_move",
+        "--allow-write",
+        "unstick and cutover",
+        "--allow-context-switch",
+        "mcpServers",
+    ] {
+        assert!(out.contains(t), "{t} missing from --help:\n{out}");
+    }
+}
+
+#[test]
+fn a_namespace_flag_and_a_missing_repo_are_usage_errors() {
+    let (code, _, err) = run(&["-n", "flux-system"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("namespace argument"), "{err}");
+    let (code, _, err) = run(&["--repo", "/nonexistent/fleet"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/nonexistent/fleet: not a directory"), "{err}");
+    let (code, _, err) = run(&["--no-such-flag"]);
+    assert_eq!(code, 2, "{err}");
+}
