@@ -1060,8 +1060,9 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
             level_inputs.push(inputs);
         }
         // the level's Kustomizations, as their parents apply them (substituted)
+        let mut memo = BTreeMap::new();
         for (owner, d, namespace, inputs) in level_ks {
-            let v = as_applied(repo, &ov, owner, &d);
+            let v = as_applied(repo, &ov, owner, &d, &mut memo);
             let k = read_ks(repo, &v, &namespace, level_inputs.get(inputs), owner);
             if seen.insert(k.id()) {
                 let i = ov.ks.len();
@@ -1394,7 +1395,13 @@ pub fn load_vars(
 /// included, so `spec.path: ./apps/${ENV}` names a real directory once substituted. Returns the
 /// substituted value (the rendered one when the parent has no postBuild, loads no variable
 /// without `substituteStrategy: Always`, the object opts out, or its text does not parse).
-fn as_applied(repo: &Repo, ov: &Overlay, owner: Option<usize>, d: &Doc) -> Arc<Value> {
+fn as_applied(
+    repo: &Repo,
+    ov: &Overlay,
+    owner: Option<usize>,
+    d: &Doc,
+    memo: &mut BTreeMap<usize, Option<BTreeMap<String, String>>>,
+) -> Arc<Value> {
     let Some(o) = owner else {
         return d.value.clone();
     };
@@ -1403,17 +1410,32 @@ fn as_applied(repo: &Repo, ov: &Overlay, owner: Option<usize>, d: &Doc) -> Arc<V
     if disabled || !d.text.contains("${") {
         return d.value.clone();
     }
-    let Some((vars, _)) = load_vars(repo, ov, o) else {
+    // the owner's variables, once per level (values only: where each is written is looked up
+    // by the final pass, for findings)
+    let vars = memo.entry(o).or_insert_with(|| {
+        let pb = ov.ks[o].post_build.as_ref()?;
+        let mut vars = BTreeMap::new();
+        for r in &pb.substitute_from {
+            if let Some(x) = ov.objects.iter().find(|x| {
+                x.value["kind"] == r.kind.as_str()
+                    && x.value["metadata"]["name"] == r.name.as_str()
+                    && x.namespace == ov.ks[o].namespace
+            }) {
+                for (k, v) in object_data(&x.doc.value) {
+                    vars.insert(k, v.replace('\n', ""));
+                }
+            }
+        }
+        vars.extend(pb.substitute.clone());
+        (!vars.is_empty() || pb.always).then_some(vars)
+    });
+    let Some(vars) = vars else {
         return d.value.clone();
     };
-    let always = ov.ks[o].post_build.as_ref().is_some_and(|p| p.always);
-    if vars.is_empty() && !always {
-        return d.value.clone();
-    }
-    let vars: BTreeMap<String, String> = vars.into_iter().map(|(k, v)| (k, v.value)).collect();
+    let _ = repo;
     envsubst::parse(&d.text)
         .ok()
-        .and_then(|t| t.eval(&vars, false).ok())
+        .and_then(|t| t.eval(vars, false).ok())
         .and_then(|t| serde_saphyr::from_str::<Value>(&t).ok())
         .map(Arc::new)
         .unwrap_or_else(|| d.value.clone())
