@@ -61,6 +61,11 @@ pub const FLEETLINT: Plugin = Plugin {
     api_version: fleetlint::report::SCHEMA,
     error_kind: "FleetlintError",
 };
+/// kubectl gatewaycheck.
+pub const GATEWAYCHECK: Plugin = Plugin {
+    api_version: gatewaycheck::report::API_VERSION,
+    error_kind: "GatewayCheckError",
+};
 /// kubectl cutover.
 pub const CUTOVER: Plugin = Plugin {
     api_version: cutover::run::API_VERSION,

@@ -29,7 +29,7 @@ An MCP client starts it as a command, e.g. in its mcpServers settings:
     \"args\": [\"gitops\", \"mcp\", \"--repo\", \"/home/me/src/fleet\"]}}}
 
 Tools: diagnose_kustomization, fleet_report, resolve_from_pod, lint_markers,
-  simulate_automation, lint_fleet, preflight_source_move; with --allow-write also
+  simulate_automation, lint_fleet, preflight_source_move, check_gateway; with --allow-write also
   unstick and cutover; with --allow-context-switch also use_context.
 
 Exit codes: 0 the client closed the session, 2 usage (bad flags, --repo not a

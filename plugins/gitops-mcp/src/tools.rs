@@ -25,7 +25,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::flow::{self, CUTOVER, FLEETLINT, MARKERCHECK, OnCancel, Outcome, PODRESOLVE, UNSTICK};
+use crate::flow::{
+    self, CUTOVER, FLEETLINT, GATEWAYCHECK, MARKERCHECK, OnCancel, Outcome, PODRESOLVE, UNSTICK,
+};
 use crate::session::Session;
 
 /// Tools that change the cluster, listed only with `--allow-write`.
@@ -72,6 +74,20 @@ pub struct ResolveArgs {
     /// Resolve from the network namespace of this workload (pod/NAME or deploy/NAME) through an
     /// ephemeral container, instead of a probe Job.
     pub from: Option<String>,
+}
+
+/// Gateways and HTTPRoutes to check.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GatewayArgs {
+    /// `gateway/NAME` or `httproute/NAME` (default: every Gateway and HTTPRoute of the namespace).
+    pub target: Option<String>,
+    /// Namespace (default: the context's namespace).
+    pub namespace: Option<String>,
+    /// Every namespace.
+    #[serde(default)]
+    pub all_namespaces: bool,
+    /// The VIP the fleet expects for the Gateway (e.g. its GATEWAY_VIP).
+    pub vip: Option<String>,
 }
 
 /// A path in the repository the server was started on.
@@ -231,17 +247,9 @@ impl Server {
     ) -> CallToolResult {
         let mut args = vec![format!("ks/{}", a.name), "--dry-run".into()];
         args.extend(ns_args(&a.namespace));
-        args.extend(self.session.cluster_args());
-        let o = flow::run_async(
-            UNSTICK,
-            argv("kubectl-unstick", args),
-            Embedding::new(),
-            &self.session.tracker,
-            ct,
-            OnCancel::Drop,
-            unstick::run::run,
-        )
-        .await;
+        let o = self
+            .unstick_flow(args, Embedding::new(), ct, OnCancel::Drop)
+            .await;
         result("diagnose_kustomization", &target(&a.name, &a.namespace), o)
     }
 
@@ -263,17 +271,9 @@ impl Server {
         if a.problems {
             args.push("--problems".into());
         }
-        args.extend(self.session.cluster_args());
-        let o = flow::run_async(
-            UNSTICK,
-            argv("kubectl-unstick", args),
-            Embedding::new(),
-            &self.session.tracker,
-            ct,
-            OnCancel::Drop,
-            unstick::run::run,
-        )
-        .await;
+        let o = self
+            .unstick_flow(args, Embedding::new(), ct, OnCancel::Drop)
+            .await;
         let scope = if a.all_namespaces {
             "all namespaces".to_string()
         } else {
@@ -301,17 +301,9 @@ impl Server {
         if let Some(f) = &a.from {
             args.extend(["--from".into(), f.clone()]);
         }
-        args.extend(self.session.cluster_args());
-        let o = flow::run_async(
-            PODRESOLVE,
-            argv("kubectl-podresolve", args),
-            Embedding::new(),
-            &self.session.tracker,
-            ct,
-            OnCancel::Undo,
-            podresolve::run::run,
-        )
-        .await;
+        let o = self
+            .podresolve_flow(args, Embedding::new(), ct, OnCancel::Undo)
+            .await;
         result("resolve_from_pod", &target(&a.host, &a.namespace), o)
     }
 
@@ -393,22 +385,55 @@ impl Server {
             "--dry-run".into(),
         ];
         args.extend(move_flags(&a));
-        args.extend(self.session.cluster_args());
-        let o = flow::run_async(
-            CUTOVER,
-            argv("kubectl-cutover", args),
-            Embedding::new(),
-            &self.session.tracker,
-            ct,
-            if a.verify_in_cluster {
-                OnCancel::Undo
-            } else {
-                OnCancel::Drop
-            },
-            cutover::run::run,
-        )
-        .await;
+        let o = self
+            .cutover_flow(
+                args,
+                Embedding::new(),
+                ct,
+                if a.verify_in_cluster {
+                    OnCancel::Undo
+                } else {
+                    OnCancel::Drop
+                },
+            )
+            .await;
         result("preflight_source_move", &target(&a.name, &a.namespace), o)
+    }
+
+    #[tool(
+        description = "Is this Gateway really serving, whatever its status says (kubectl gatewaycheck): observedGeneration of every condition against the spec, whether a running controller still owns it, route parents against parentRefs, listener conditions, status.addresses against the Service and the load-balancer pool, and the data plane's pods with the kubelet's reason. Read-only; it sends no request (no --probe).",
+        annotations(read_only_hint = true)
+    )]
+    async fn check_gateway(
+        &self,
+        Parameters(a): Parameters<GatewayArgs>,
+        ct: CancellationToken,
+    ) -> CallToolResult {
+        let mut args: Vec<String> = a.target.iter().cloned().collect();
+        if a.all_namespaces {
+            args.push("-A".into());
+        } else {
+            args.extend(ns_args(&a.namespace));
+        }
+        if let Some(v) = &a.vip {
+            args.extend(["--vip".into(), v.clone()]);
+        }
+        let label = a
+            .target
+            .clone()
+            .unwrap_or_else(|| "every Gateway and HTTPRoute".into());
+        let o = self
+            .cluster_flow(
+                GATEWAYCHECK,
+                "kubectl-gatewaycheck",
+                args,
+                Embedding::new(),
+                ct,
+                OnCancel::Drop,
+                gatewaycheck::run::run,
+            )
+            .await;
+        result("check_gateway", &label, o)
     }
 
     #[tool(
@@ -434,17 +459,9 @@ impl Server {
         if let Some(m) = &a.margin {
             args.extend(["--margin".into(), m.clone()]);
         }
-        args.extend(self.session.cluster_args());
-        let o = flow::run_async(
-            UNSTICK,
-            argv("kubectl-unstick", args),
-            progress_embedding(meta, peer),
-            &self.session.tracker,
-            ct,
-            OnCancel::Undo,
-            unstick::run::run,
-        )
-        .await;
+        let o = self
+            .unstick_flow(args, progress_embedding(meta, peer), ct, OnCancel::Undo)
+            .await;
         result("unstick", &target(&a.name, &a.namespace), o)
     }
 
@@ -470,17 +487,9 @@ impl Server {
             "--yes".into(),
         ];
         args.extend(move_flags(&a));
-        args.extend(self.session.cluster_args());
-        let o = flow::run_async(
-            CUTOVER,
-            argv("kubectl-cutover", args),
-            progress_embedding(meta, peer),
-            &self.session.tracker,
-            ct,
-            OnCancel::Undo,
-            cutover::run::run,
-        )
-        .await;
+        let o = self
+            .cutover_flow(args, progress_embedding(meta, peer), ct, OnCancel::Undo)
+            .await;
         result("cutover", &target(&a.name, &a.namespace), o)
     }
 
@@ -503,6 +512,93 @@ impl Server {
 }
 
 impl Server {
+    /// `flow::run_async` of one plugin over `args` plus the session's cluster flags.
+    #[allow(clippy::too_many_arguments)]
+    async fn cluster_flow<C, F, Fut>(
+        &self,
+        plugin: flow::Plugin,
+        bin: &str,
+        mut args: Vec<String>,
+        emb: Embedding,
+        ct: CancellationToken,
+        on_cancel: OnCancel,
+        run: F,
+    ) -> Outcome
+    where
+        C: clap::Parser + Send + 'static,
+        F: FnOnce(C) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<i32, cluster_loop::error::Error>> + 'static,
+    {
+        args.extend(self.session.cluster_args());
+        flow::run_async(
+            plugin,
+            argv(bin, args),
+            emb,
+            &self.session.tracker,
+            ct,
+            on_cancel,
+            run,
+        )
+        .await
+    }
+
+    async fn unstick_flow(
+        &self,
+        args: Vec<String>,
+        emb: Embedding,
+        ct: CancellationToken,
+        on_cancel: OnCancel,
+    ) -> Outcome {
+        self.cluster_flow(
+            UNSTICK,
+            "kubectl-unstick",
+            args,
+            emb,
+            ct,
+            on_cancel,
+            unstick::run::run,
+        )
+        .await
+    }
+
+    async fn podresolve_flow(
+        &self,
+        args: Vec<String>,
+        emb: Embedding,
+        ct: CancellationToken,
+        on_cancel: OnCancel,
+    ) -> Outcome {
+        self.cluster_flow(
+            PODRESOLVE,
+            "kubectl-podresolve",
+            args,
+            emb,
+            ct,
+            on_cancel,
+            podresolve::run::run,
+        )
+        .await
+    }
+
+    async fn cutover_flow(
+        &self,
+        args: Vec<String>,
+        emb: Embedding,
+        ct: CancellationToken,
+        on_cancel: OnCancel,
+    ) -> Outcome {
+        self.cluster_flow(
+            CUTOVER,
+            "kubectl-cutover",
+            args,
+            emb,
+            ct,
+            on_cancel,
+            cutover::run::run,
+        )
+        .await
+    }
+
     async fn markercheck(
         &self,
         tool: &str,

@@ -32,6 +32,7 @@ fn help_names_every_tool_and_the_flags_that_add_write_tools() {
         "simulate_automation",
         "lint_fleet",
         "preflight_source_move",
+        "check_gateway",
         "--allow-write",
         "unstick and cutover",
         "--allow-context-switch",

@@ -96,6 +96,7 @@ const BINARIES: &[(&str, &[&str])] = &[
             "plugins/markercheck",
             "plugins/cutover",
             "plugins/fleetlint",
+            "plugins/gatewaycheck",
             "shared",
         ],
     ),

@@ -164,11 +164,13 @@ fn read_only_tools_match_the_plugins_own_json_and_writes_are_refused() {
         {"call": "unstick", "arguments": {"name": "mcp-ok", "namespace": "flux-system"}},
         {"call": "use_context", "arguments": {"name": "x"}},
         {"call": "lint_fleet", "arguments": {"path": "../tests"}},
+        {"call": "check_gateway", "arguments": {"namespace": "default"}},
     ]);
     let r = client(&c, &["--repo", repo.to_str().unwrap()], steps);
     assert_eq!(
         r[0]["tools"],
         json!([
+            "check_gateway",
             "diagnose_kustomization",
             "fleet_report",
             "lint_fleet",
@@ -320,6 +322,10 @@ fn read_only_tools_match_the_plugins_own_json_and_writes_are_refused() {
     // A path out of the repository is a usage error naming the rule.
     assert_eq!(r[10]["isError"], true, "{}", r[10]);
     assert_eq!(r[10]["structured"]["exitCode"], 2);
+    // gatewaycheck on a cluster without the Gateway API: the same document and exit code.
+    let (code, want) = cli(&c, crate::bin!("kubectl-gatewaycheck"), &["-n", "default"]);
+    assert_eq!(r[11]["structured"], want, "{}", r[11]);
+    assert!(text(&r[11]).contains(&format!("exit {code}")), "{}", r[11]);
     assert!(c.kustomization("mcp-ok")["spec"]["suspend"].is_null());
 }
 
