@@ -244,7 +244,7 @@ impl Engine<'_> {
                     affected.join(", ")
                 }
             ));
-            return false;
+            return cycle_member_promised_a_run(d, cycle, &because, &rev, affected);
         }
         let ready_true = d.ready.as_ref().is_some_and(|r| r.is_true());
         let pending = d.request.as_ref().is_some_and(|r| r.pending)
@@ -565,6 +565,41 @@ impl Engine<'_> {
 /// Whether the diagnosis of `ks` from its conditions promises a run that only a watching
 /// controller makes: a request pending, no status yet, a generation not observed, or a newer
 /// source revision "the next run applies" (reconciling with no run in progress).
+/// A member of the dependsOn cycle whose own status still promises a run (Ready at an older
+/// revision, "the next run applies it"; a request not handled yet): no run applies the new
+/// revision, not even its interval run, where each member's dependsOn check waits for the next
+/// member to apply it (kustomize-controller `checkDependencies`: a dependency on the same
+/// source must be Ready at the source's revision). A member already held at its dependsOn
+/// check keeps that class (it says "a dependsOn cycle never ends by itself"). Found by the
+/// trial of 2026-12-03: the members were "reconciling: nothing is stuck", exit 0.
+fn cycle_member_promised_a_run(
+    d: &mut Diagnosis,
+    cycle: &[String],
+    because: &str,
+    rev: &str,
+    affected: Vec<String>,
+) -> bool {
+    if !matches!(
+        d.class,
+        Class::Reconciling | Class::Healthy | Class::RequestPending
+    ) {
+        return false;
+    }
+    let hint = format!("as last written by kustomize-controller: {}", d.summary);
+    d.class = Class::SourceEventDropped;
+    d.summary = format!(
+        "on the dependsOn cycle {}: {because}; no run applies {rev}, not even its interval run (each member's dependsOn check waits for the next member to apply {rev} first): break the cycle in Git",
+        cycle.join(" -> ")
+    );
+    d.hints.retain(|h| !h.starts_with("source has "));
+    d.hints.insert(0, hint);
+    let mut b = BlindSpot::new("source-event-dropped", because.to_string());
+    b.cycle = cycle.to_vec();
+    b.request_after_fix = affected;
+    d.blind_spot = Some(b);
+    true
+}
+
 fn promises_a_run(ks: &Value, d: &Diagnosis) -> bool {
     d.class == Class::RequestPending
         || d.request.as_ref().is_some_and(|r| r.pending)

@@ -116,6 +116,45 @@ fn a_dependson_cycle_drops_the_revision_event_of_its_whole_source() {
     );
 }
 
+/// The trial of 2026-12-03 on the demo: a cycle closed among Kustomizations that were all
+/// Ready at the old revision (apps-wave-0 -> apps-wave-2 -> apps-wave-1 -> apps-wave-0). The
+/// controller logged "circular dependency detected" and ran none of them; unstick said
+/// "reconciling ... the next run applies it", exit 0, for each member. A member whose status
+/// still promises a run is a finding that names the cycle and says no run applies the
+/// revision, not even the interval run; `--all` agrees.
+#[test]
+fn a_cycle_member_ready_at_the_old_revision_is_never_promised_a_run() {
+    let s = snap(
+        "v1.9.6",
+        vec![
+            ready_at("apps", OLD, &[]),
+            ready_at("wave-0", OLD, &["wave-2"]),
+            ready_at("wave-1", OLD, &["wave-0"]),
+            ready_at("wave-2", OLD, &["wave-1"]),
+        ],
+        vec![],
+        vec![],
+        &[],
+    );
+    for name in ["wave-0", "wave-1", "wave-2"] {
+        let d = diag(&s, name);
+        assert_eq!(d.class, Class::SourceEventDropped, "{name}: {}", d.summary);
+        assert!(is_finding(&d), "{name}");
+        assert!(
+            d.summary.contains("on the dependsOn cycle")
+                && d.summary.contains("not even its interval run")
+                && d.summary.contains("break the cycle in Git")
+                && !d.summary.contains("the next run applies it"),
+            "{name}: {}",
+            d.summary
+        );
+        assert_eq!(row(&s, name).class, Class::SourceEventDropped, "{name}");
+        assert_eq!(plan(&s, name).lever, Lever::FixInGit, "{name}");
+    }
+    // The Kustomization off the cycle keeps its own verdict (its interval run applies it).
+    assert_eq!(diag(&s, "apps").class, Class::SourceEventDropped);
+}
+
 /// The sort sees only edges from the source's own Kustomizations: a cycle through a
 /// Kustomization of another source does not fail it; nor does a cycle whose members are all
 /// Ready at the revision (they are left out of the sort); without a cycle the old promise
