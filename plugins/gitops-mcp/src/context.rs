@@ -23,10 +23,24 @@ fn kubeconfig(cluster_args: &[String]) -> Result<Kubeconfig, Error> {
 /// with `--context <current-context>` of the kubeconfig appended, so a later `kubectl config
 /// use-context` never moves the server to another cluster. A kubeconfig that cannot be read
 /// or has no current-context pins nothing (said on stderr): the offline tools still work, and
-/// each cluster-facing call fails with the plugin's own kubeconfig error (exit 3).
-pub fn pin(mut cluster_args: Vec<String>) -> Vec<String> {
-    if cluster_args.iter().any(|a| a == "--context") {
-        return cluster_args;
+/// each cluster-facing call fails with the plugin's own kubeconfig error (exit 3). Errors
+/// (usage): a `--context` the readable kubeconfig does not have.
+pub fn pin(mut cluster_args: Vec<String>) -> Result<Vec<String>, Error> {
+    if let Some(i) = cluster_args.iter().position(|a| a == "--context") {
+        // A context named on the command line must exist (kubectl refuses it at once too).
+        if let (Some(name), Ok(cfg)) = (cluster_args.get(i + 1), kubeconfig(&cluster_args))
+            && !cfg.contexts.iter().any(|c| &c.name == name)
+        {
+            return Err(Error::usage(format!(
+                "--context {name:?} is not in the kubeconfig (contexts: {})",
+                cfg.contexts
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        return Ok(cluster_args);
     }
     match kubeconfig(&cluster_args).map(|c| c.current_context) {
         Ok(Some(current)) if !current.is_empty() => {
@@ -37,7 +51,7 @@ pub fn pin(mut cluster_args: Vec<String>) -> Vec<String> {
         ),
         Err(e) => eprintln!("kubectl gitops mcp: {e}; only the offline tools will work"),
     }
-    cluster_args
+    Ok(cluster_args)
 }
 
 /// Ok when `name` is a context of the server's kubeconfig. Errors (usage): it is not, naming

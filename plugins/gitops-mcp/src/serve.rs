@@ -33,7 +33,7 @@ Tools: diagnose_kustomization, fleet_report, resolve_from_pod, lint_markers,
   unstick and cutover; with --allow-context-switch also use_context.
 
 Exit codes: 0 the client closed the session, 2 usage (bad flags, --repo not a
-  directory), 3 the transport failed.";
+  directory, a --context the kubeconfig does not have), 3 the transport failed.";
 
 /// Serve cluster-loop's diagnoses and proofs as Model Context Protocol tools over stdio.
 ///
@@ -87,7 +87,7 @@ fn cluster_args(c: &ClusterArgs) -> Vec<String> {
 }
 
 /// The session `cli` asks for. Errors (usage): `--repo` is not a directory; `-n` (a namespace
-/// is a tool argument).
+/// is a tool argument); a `--context` the kubeconfig does not have.
 pub fn session(cli: &Cli) -> Result<Session, Error> {
     if cli.cluster.namespace.is_some() {
         return Err(Error::usage(
@@ -104,7 +104,7 @@ pub fn session(cli: &Cli) -> Result<Session, Error> {
             repo.display()
         )));
     }
-    let args = crate::context::pin(cluster_args(&cli.cluster));
+    let args = crate::context::pin(cluster_args(&cli.cluster))?;
     Ok(Session::new(
         args,
         repo,

@@ -50,6 +50,19 @@ fn a_namespace_flag_and_a_missing_repo_are_usage_errors() {
     let (code, _, err) = run(&["--repo", "/nonexistent/fleet"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("/nonexistent/fleet: not a directory"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kc,
+        "apiVersion: v1\nkind: Config\nclusters: []\nusers: []\ncontexts:\n- name: dev\n  context: {cluster: c, user: u}\ncurrent-context: dev\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(&["--kubeconfig", kc.to_str().unwrap(), "--context", "nope"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--context \"nope\" is not in the kubeconfig (contexts: dev)"),
+        "{err}"
+    );
     let (code, _, err) = run(&["--no-such-flag"]);
     assert_eq!(code, 2, "{err}");
 }

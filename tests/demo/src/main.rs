@@ -1425,12 +1425,16 @@ fn poll(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
-const PLUGINS: [&str; 5] = [
+/// Every plugin binary of the suite, linked into the plugin directory `--keep` puts on PATH
+/// (`kubectl NAME` for each; `gitops-mcp` is `kubectl gitops mcp`).
+const PLUGINS: [&str; 7] = [
     "unstick",
     "podresolve",
     "markercheck",
     "cutover",
     "fleetlint",
+    "gatewaycheck",
+    "gitops-mcp",
 ];
 
 fn default_bin_dir() -> PathBuf {
