@@ -35,6 +35,8 @@ pub struct Outcome {
 /// Which plugin a flow belongs to: the schema and error kind of its error document.
 #[derive(Debug, Clone, Copy)]
 pub struct Plugin {
+    /// Its binary, the first element of every argument vector (e.g. `kubectl-unstick`).
+    pub bin: &'static str,
     /// `apiVersion` of its documents, e.g. `unstick.cluster-loop.dev/v1`.
     pub api_version: &'static str,
     /// Kind of its error document, e.g. `UnstickError`.
@@ -43,34 +45,62 @@ pub struct Plugin {
 
 /// kubectl unstick.
 pub const UNSTICK: Plugin = Plugin {
+    bin: "kubectl-unstick",
     api_version: unstick::report::SCHEMA,
     error_kind: "UnstickError",
 };
 /// kubectl podresolve.
 pub const PODRESOLVE: Plugin = Plugin {
+    bin: "kubectl-podresolve",
     api_version: podresolve::report::API_VERSION,
     error_kind: "PodResolveError",
 };
 /// kubectl markercheck.
 pub const MARKERCHECK: Plugin = Plugin {
+    bin: "kubectl-markercheck",
     api_version: markercheck::report::SCHEMA,
     error_kind: "MarkercheckError",
 };
 /// kubectl fleetlint.
 pub const FLEETLINT: Plugin = Plugin {
+    bin: "kubectl-fleetlint",
     api_version: fleetlint::report::SCHEMA,
     error_kind: "FleetlintError",
 };
 /// kubectl gatewaycheck.
 pub const GATEWAYCHECK: Plugin = Plugin {
+    bin: "kubectl-gatewaycheck",
     api_version: gatewaycheck::report::API_VERSION,
     error_kind: "GatewayCheckError",
 };
 /// kubectl cutover.
 pub const CUTOVER: Plugin = Plugin {
+    bin: "kubectl-cutover",
     api_version: cutover::run::API_VERSION,
     error_kind: "CutoverError",
 };
+
+impl Plugin {
+    /// The outcome of a run that ended with `exit_code` and `error` instead of a report: the
+    /// shared [`ErrorDocument`] with this plugin's `apiVersion` and error kind.
+    pub fn failed(self, exit_code: i32, error: String) -> Outcome {
+        let doc = ErrorDocument {
+            api_version: self.api_version,
+            kind: self.error_kind,
+            exit_code,
+            error,
+        };
+        Outcome {
+            exit_code,
+            document: serde_json::to_value(doc).unwrap_or(Value::Null),
+        }
+    }
+
+    /// [`Plugin::failed`] for `err`, with its exit code and message.
+    pub fn error(self, err: &Error) -> Outcome {
+        self.failed(err.exit_code(), err.to_string())
+    }
+}
 
 /// How a cancellation from the client is honoured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,29 +132,13 @@ fn finish(plugin: Plugin, emb: &Embedding, result: Result<i32, Error>) -> Outcom
                     exit_code: code,
                     document,
                 },
-                Err(e) => Outcome {
-                    exit_code: 3,
-                    document: serde_json::to_value(ErrorDocument::of(
-                        plugin.api_version,
-                        plugin.error_kind,
-                        &Error::Other(format!(
-                            "{}: the run wrote no JSON document ({e}); this is a bug of the server, please report it",
-                            plugin.error_kind.trim_end_matches("Error")
-                        )),
-                    ))
-                    .unwrap_or(Value::Null),
-                },
+                Err(e) => plugin.error(&Error::Other(format!(
+                    "{}: the run wrote no JSON document ({e}); this is a bug of the server, please report it",
+                    plugin.error_kind.trim_end_matches("Error")
+                ))),
             }
         }
-        Err(e) => Outcome {
-            exit_code: e.exit_code(),
-            document: serde_json::to_value(ErrorDocument::of(
-                plugin.api_version,
-                plugin.error_kind,
-                &e,
-            ))
-            .unwrap_or(Value::Null),
-        },
+        Err(e) => plugin.error(&e),
     }
 }
 
@@ -250,13 +264,8 @@ async fn wait(
 }
 
 fn cancelled(plugin: Plugin) -> Outcome {
-    Outcome {
-        exit_code: cluster_loop::signals::EXIT_INTERRUPTED,
-        document: serde_json::json!({
-            "apiVersion": plugin.api_version,
-            "kind": plugin.error_kind,
-            "exitCode": cluster_loop::signals::EXIT_INTERRUPTED,
-            "error": "cancelled by the client: this read-only call was stopped; nothing was changed",
-        }),
-    }
+    plugin.failed(
+        cluster_loop::signals::EXIT_INTERRUPTED,
+        "cancelled by the client: this read-only call was stopped; nothing was changed".into(),
+    )
 }

@@ -158,8 +158,8 @@ fn ns_args(ns: &Option<String>) -> Vec<String> {
     }
 }
 
-fn argv(bin: &str, args: impl IntoIterator<Item = String>) -> Vec<String> {
-    let mut v = vec![bin.to_string()];
+fn argv(plugin: flow::Plugin, args: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut v = vec![plugin.bin.to_string()];
     v.extend(args);
     v.extend([
         "-o".to_string(),
@@ -248,7 +248,14 @@ impl Server {
         let mut args = vec![format!("ks/{}", a.name), "--dry-run".into()];
         args.extend(ns_args(&a.namespace));
         let o = self
-            .unstick_flow(args, Embedding::new(), ct, OnCancel::Drop)
+            .cluster_flow(
+                UNSTICK,
+                args,
+                Embedding::new(),
+                ct,
+                OnCancel::Drop,
+                unstick::run::run,
+            )
             .await;
         result("diagnose_kustomization", &target(&a.name, &a.namespace), o)
     }
@@ -272,7 +279,14 @@ impl Server {
             args.push("--problems".into());
         }
         let o = self
-            .unstick_flow(args, Embedding::new(), ct, OnCancel::Drop)
+            .cluster_flow(
+                UNSTICK,
+                args,
+                Embedding::new(),
+                ct,
+                OnCancel::Drop,
+                unstick::run::run,
+            )
             .await;
         let scope = if a.all_namespaces {
             "all namespaces".to_string()
@@ -302,7 +316,14 @@ impl Server {
             args.extend(["--from".into(), f.clone()]);
         }
         let o = self
-            .podresolve_flow(args, Embedding::new(), ct, OnCancel::Undo)
+            .cluster_flow(
+                PODRESOLVE,
+                args,
+                Embedding::new(),
+                ct,
+                OnCancel::Undo,
+                podresolve::run::run,
+            )
             .await;
         result("resolve_from_pod", &target(&a.host, &a.namespace), o)
     }
@@ -358,7 +379,7 @@ impl Server {
         let args = vec![path.display().to_string()];
         let o = flow::run_blocking(
             FLEETLINT,
-            argv("kubectl-fleetlint", args),
+            argv(FLEETLINT, args),
             Embedding::new(),
             &self.session.tracker,
             ct,
@@ -386,7 +407,8 @@ impl Server {
         ];
         args.extend(move_flags(&a));
         let o = self
-            .cutover_flow(
+            .cluster_flow(
+                CUTOVER,
                 args,
                 Embedding::new(),
                 ct,
@@ -395,6 +417,7 @@ impl Server {
                 } else {
                     OnCancel::Drop
                 },
+                cutover::run::run,
             )
             .await;
         result("preflight_source_move", &target(&a.name, &a.namespace), o)
@@ -425,7 +448,6 @@ impl Server {
         let o = self
             .cluster_flow(
                 GATEWAYCHECK,
-                "kubectl-gatewaycheck",
                 args,
                 Embedding::new(),
                 ct,
@@ -460,7 +482,14 @@ impl Server {
             args.extend(["--margin".into(), m.clone()]);
         }
         let o = self
-            .unstick_flow(args, progress_embedding(meta, peer), ct, OnCancel::Undo)
+            .cluster_flow(
+                UNSTICK,
+                args,
+                progress_embedding(meta, peer),
+                ct,
+                OnCancel::Undo,
+                unstick::run::run,
+            )
             .await;
         result("unstick", &target(&a.name, &a.namespace), o)
     }
@@ -488,7 +517,14 @@ impl Server {
         ];
         args.extend(move_flags(&a));
         let o = self
-            .cutover_flow(args, progress_embedding(meta, peer), ct, OnCancel::Undo)
+            .cluster_flow(
+                CUTOVER,
+                args,
+                progress_embedding(meta, peer),
+                ct,
+                OnCancel::Undo,
+                cutover::run::run,
+            )
             .await;
         result("cutover", &target(&a.name, &a.namespace), o)
     }
@@ -512,12 +548,10 @@ impl Server {
 }
 
 impl Server {
-    /// `flow::run_async` of one plugin over `args` plus the session's cluster flags.
-    #[allow(clippy::too_many_arguments)]
+    /// `flow::run_async` of `plugin`'s flow `run` over `args` plus the session's cluster flags.
     async fn cluster_flow<C, F, Fut>(
         &self,
         plugin: flow::Plugin,
-        bin: &str,
         mut args: Vec<String>,
         emb: Embedding,
         ct: CancellationToken,
@@ -532,69 +566,12 @@ impl Server {
         args.extend(self.session.cluster_args());
         flow::run_async(
             plugin,
-            argv(bin, args),
+            argv(plugin, args),
             emb,
             &self.session.tracker,
             ct,
             on_cancel,
             run,
-        )
-        .await
-    }
-
-    async fn unstick_flow(
-        &self,
-        args: Vec<String>,
-        emb: Embedding,
-        ct: CancellationToken,
-        on_cancel: OnCancel,
-    ) -> Outcome {
-        self.cluster_flow(
-            UNSTICK,
-            "kubectl-unstick",
-            args,
-            emb,
-            ct,
-            on_cancel,
-            unstick::run::run,
-        )
-        .await
-    }
-
-    async fn podresolve_flow(
-        &self,
-        args: Vec<String>,
-        emb: Embedding,
-        ct: CancellationToken,
-        on_cancel: OnCancel,
-    ) -> Outcome {
-        self.cluster_flow(
-            PODRESOLVE,
-            "kubectl-podresolve",
-            args,
-            emb,
-            ct,
-            on_cancel,
-            podresolve::run::run,
-        )
-        .await
-    }
-
-    async fn cutover_flow(
-        &self,
-        args: Vec<String>,
-        emb: Embedding,
-        ct: CancellationToken,
-        on_cancel: OnCancel,
-    ) -> Outcome {
-        self.cluster_flow(
-            CUTOVER,
-            "kubectl-cutover",
-            args,
-            emb,
-            ct,
-            on_cancel,
-            cutover::run::run,
         )
         .await
     }
@@ -615,7 +592,7 @@ impl Server {
         args.extend(extra);
         let o = flow::run_blocking(
             MARKERCHECK,
-            argv("kubectl-markercheck", args),
+            argv(MARKERCHECK, args),
             Embedding::new(),
             &self.session.tracker,
             ct,
@@ -647,16 +624,7 @@ fn usage(
     plugin: flow::Plugin,
     e: &cluster_loop::error::Error,
 ) -> CallToolResult {
-    let o = Outcome {
-        exit_code: e.exit_code(),
-        document: serde_json::to_value(cluster_loop::output::ErrorDocument::of(
-            plugin.api_version,
-            plugin.error_kind,
-            e,
-        ))
-        .unwrap_or(Value::Null),
-    };
-    result(tool, label, o)
+    result(tool, label, plugin.error(e))
 }
 
 /// An embedding whose progress lines become MCP `notifications/progress` for the call's
