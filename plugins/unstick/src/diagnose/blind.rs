@@ -101,6 +101,7 @@ impl Engine<'_> {
         }
         let _ = self.spec_changed_in_flight(ks, d)
             || self.revision_event_dropped(ks, d)
+            || self.revision_event_missed(ks, d)
             || self.source_suspended(ks, d)
             || self.path_not_fetched(ks, d);
     }
@@ -258,18 +259,7 @@ impl Engine<'_> {
             return false;
         }
         let next = next_interval_run(ks);
-        let when = match next {
-            Some(t) if t > self.now() => format!(
-                "at its next interval run, about {} ({} from now, spec.interval after its last run)",
-                short_time(t),
-                obj::human_secs(t.duration_since(self.now()).as_secs())
-            ),
-            Some(t) => format!(
-                "at its next interval run, due since {} (spec.interval after its last run)",
-                short_time(t)
-            ),
-            None => "only at its next interval run (spec.interval after its last run)".to_string(),
-        };
+        let when = when_next(next, self.now());
         let applied = d
             .source
             .as_ref()
@@ -285,6 +275,72 @@ impl Engine<'_> {
         let mut b = BlindSpot::new("source-event-dropped", because);
         b.cycle = cycle.clone();
         b.request_after_fix = affected;
+        b.next_run_at = next;
+        d.blind_spot = Some(b);
+        true
+    }
+
+    /// Whether `ks` missed its source's current revision event although nothing drops it now
+    /// (no cycle among the source's Kustomizations today: one was broken since, or the object
+    /// was out of the controller's watch when the revision came): Ready=True at an older
+    /// revision, no run in progress, no request or new generation pending, no worker wait
+    /// ([`Diagnosis::worker_free_at`]), and no status write by kustomize-controller since the
+    /// artifact changed (`status.artifact.lastUpdateTime`), for more than
+    /// [`EVENT_GRACE_SECS`]. A delivered revision event starts a run at once when a worker is
+    /// free, and that run writes its Reconciling condition first (kustomize-controller
+    /// `Reconcile`: "Fetching manifests for revision ..."), so no write since means no run was
+    /// queued: it applies the revision only at its interval run, never "the next run applies
+    /// it". Found by the fresh-user trial of 2026-12-03 (a cycle broken after a dropped
+    /// revision: the sibling was "reconciling", exit 0, for the rest of its interval).
+    fn revision_event_missed(&self, ks: &Value, d: &mut Diagnosis) -> bool {
+        let ready_true = d.ready.as_ref().is_some_and(|r| r.is_true());
+        let pending = d.request.as_ref().is_some_and(|r| r.pending)
+            || obj::i(ks, &["metadata", "generation"])
+                != obj::i(ks, &["status", "observedGeneration"]);
+        let Some(sf) = d.source.as_ref().filter(|s| s.newer_revision_available) else {
+            return false;
+        };
+        if d.class != Class::Reconciling
+            || !ready_true
+            || pending
+            || d.worker_free_at.is_some()
+            || run_in_progress(ks).is_some()
+        {
+            return false;
+        }
+        let Some(made) = self
+            .source_obj(ks)
+            .and_then(|s| obj::s(s, &["status", "artifact", "lastUpdateTime"]))
+            .and_then(obj::parse_time)
+        else {
+            return false;
+        };
+        let now = self.now();
+        let since = now.duration_since(made).as_secs();
+        // Without a recorded last run there is no evidence either way: the old reading stays.
+        if since < EVENT_GRACE_SECS || last_run_end(ks).is_none_or(|t| t >= made) {
+            return false;
+        }
+        let rev = sf.artifact_revision.clone().unwrap_or_default();
+        let applied = sf.last_applied_revision.clone();
+        let next = next_interval_run(ks);
+        let because = format!(
+            "{}'s revision {rev} has been its artifact since {} ({} ago), and kustomize-controller has not run {} since: a delivered revision event starts a run within seconds while a worker is free, so this one was never queued (a dependsOn cycle among the source's Kustomizations when the revision arrived drops the event for all of them, and nothing queues it again once the cycle is gone)",
+            sf.source,
+            short_time(made),
+            obj::human_secs(since),
+            obj::name(ks)
+        );
+        let hint = format!("as last written by kustomize-controller: {}", d.summary);
+        d.class = Class::SourceEventDropped;
+        d.summary = format!(
+            "Ready at {}, but {because}; it applies {rev} {}",
+            applied.as_deref().unwrap_or("?"),
+            when_next(next, now)
+        );
+        d.hints.retain(|h| !h.starts_with("source has "));
+        d.hints.insert(0, hint);
+        let mut b = BlindSpot::new("source-event-dropped", because);
         b.next_run_at = next;
         d.blind_spot = Some(b);
         true
@@ -644,6 +700,37 @@ fn apply_not_watched(d: &mut Diagnosis, b: BlindSpot) {
 /// (`metadata.managedFields` of manager `kustomize-controller`, subresource `status`).
 fn next_interval_run(ks: &Value) -> Option<Timestamp> {
     let interval = parse_go_duration(obj::s(ks, &["spec", "interval"])?).ok()?;
+    let last = last_run_end(ks)?;
+    last.checked_add(secs(interval.as_secs_f64())).ok()
+}
+
+/// Seconds after a source's artifact changed within which a Kustomization of that source with
+/// a free worker has started its run (and written its Reconciling condition) if the revision
+/// event was delivered: kustomize-controller queues on the watch event and a free worker takes
+/// it at once; 30 s leaves room for a loaded API server and a slow status write.
+pub const EVENT_GRACE_SECS: i64 = 30;
+
+/// "at its next interval run, about T (D from now, ...)" for `next` seen at `now`.
+fn when_next(next: Option<Timestamp>, now: Timestamp) -> String {
+    match next {
+        Some(t) if t > now => format!(
+            "at its next interval run, about {} ({} from now, spec.interval after its last run)",
+            short_time(t),
+            obj::human_secs(t.duration_since(now).as_secs())
+        ),
+        Some(t) => format!(
+            "at its next interval run, due since {} (spec.interval after its last run)",
+            short_time(t)
+        ),
+        None => "only at its next interval run (spec.interval after its last run)".to_string(),
+    }
+}
+
+/// The end of `ks`'s last run as the API shows it: the latest of `status.history[]
+/// .lastReconciled` (upserted at the end of every run past its build) and the time of the
+/// controller's last status write (`metadata.managedFields` of manager `kustomize-controller`,
+/// subresource `status`, which every run writes at its start and end).
+fn last_run_end(ks: &Value) -> Option<Timestamp> {
     let history = obj::arr(ks, &["status", "history"])
         .iter()
         .filter_map(|h| obj::s(h, &["lastReconciled"]).and_then(obj::parse_time));
@@ -654,8 +741,7 @@ fn next_interval_run(ks: &Value) -> Option<Timestamp> {
                 && obj::s(m, &["subresource"]) == Some("status")
         })
         .filter_map(|m| obj::s(m, &["time"]).and_then(obj::parse_time));
-    let last = history.chain(writes).max()?;
-    last.checked_add(secs(interval.as_secs_f64())).ok()
+    history.chain(writes).max()
 }
 
 /// When `ks`'s spec was last written: the latest `metadata.managedFields` entry that owns

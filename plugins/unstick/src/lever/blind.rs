@@ -30,6 +30,23 @@ pub(super) fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Option<Pl
                 "label it (in Git) for a running kustomize-controller's --watch-label-selector, or run a kustomize-controller for its shard".into(),
             ),
         }),
+        ("source-event-dropped", Class::SourceEventDropped) if b.cycle.is_empty() => {
+            // No cycle now: the event was missed once, and a request queues the run it would
+            // have queued (kustomize-controller reads reconcile.fluxcd.io/requestedAt through
+            // its ReconcileRequestedPredicate); the proof waits for that run's token.
+            let mut p = super::request_plan(d, inp, opts);
+            p.why = vec![
+                b.because.clone(),
+                "nothing drops the source's events now, so one request runs it; the next revision arrives as an event again".into(),
+            ];
+            let rev = d
+                .source
+                .as_ref()
+                .and_then(|s| s.artifact_revision.as_deref())
+                .unwrap_or("the source's revision");
+            p.effect = format!("a new run starts as soon as a worker is free and applies {rev}");
+            Some(p)
+        }
         ("source-event-dropped", Class::SourceEventDropped) => {
             let (ns, name) = d.kustomization.split_once('/').unwrap_or(("", ""));
             let requests: Vec<String> = std::iter::once(d.kustomization.clone())

@@ -550,3 +550,70 @@ fn a_fix_during_an_in_flight_check_waits_for_the_new_generation() {
         "{v:?}"
     );
 }
+
+/// `snap` with the source's artifact stored at `made` (`status.artifact.lastUpdateTime`).
+fn snap_with_artifact_at(ks: Vec<Value>, made: &str) -> Snapshot {
+    let mut s = snap("v1.9.6", ks, vec![], vec![], &[]);
+    s.sources[0]["status"]["artifact"]["lastUpdateTime"] = json!(made);
+    s
+}
+
+/// The fresh-user trial of 2026-12-03: a cycle broken after it dropped a revision. Nothing
+/// drops the source's events now, but `apps` (Ready at the old revision, last run 07:18)
+/// has not run since the artifact changed at 07:19, two minutes before `now`: the event
+/// never queued it, and it applies the revision only at its interval run (07:28). A finding
+/// with no cycle, and the lever is the request that queues the run the event would have
+/// (its token proves the run); `--all` agrees. Never "the next run applies it".
+#[test]
+fn a_revision_event_missed_before_the_cycle_was_broken_is_requested_not_promised() {
+    let s = snap_with_artifact_at(vec![ready_at("apps", OLD, &[])], "2026-11-30T07:19:00Z");
+    let d = diag(&s, "apps");
+    assert_eq!(d.class, Class::SourceEventDropped, "{}", d.summary);
+    assert!(is_finding(&d));
+    assert!(
+        d.summary.contains(REV)
+            && d.summary.contains("since 07:19:00Z (2m0s ago)")
+            && d.summary.contains("interval run, about 07:28:00Z")
+            && !d.summary.contains("the next run applies it"),
+        "{}",
+        d.summary
+    );
+    let b = d.blind_spot.as_ref().unwrap();
+    assert!(b.cycle.is_empty());
+    assert_eq!(
+        b.next_run_at.map(|t| t.to_string()).as_deref(),
+        Some("2026-11-30T07:28:00Z")
+    );
+    let p = plan(&s, "apps");
+    assert_eq!(p.lever, Lever::RequestReconcile, "{p:#?}");
+    assert_eq!(p.steps.len(), 1);
+    assert!(p.wait_for_request_token);
+    assert_eq!(p.request_token.as_deref(), Some(TOKEN));
+    assert!(p.effect.contains(REV), "{}", p.effect);
+    let r = row(&s, "apps");
+    assert_eq!(r.class, Class::SourceEventDropped);
+    assert_eq!(r.summary, d.summary);
+}
+
+/// The other side of [`a_revision_event_missed_before_the_cycle_was_broken_is_requested_not_promised`]:
+/// an artifact stored 15 s ago (within the grace a delivered event needs to start a run), or a
+/// run recorded after the artifact changed, or no recorded run at all keeps the old reading
+/// (reconciling, not a finding): no claim without evidence.
+#[test]
+fn a_revision_event_is_not_called_missed_within_the_grace_or_without_evidence() {
+    let s = snap_with_artifact_at(vec![ready_at("apps", OLD, &[])], "2026-11-30T07:20:45Z");
+    let d = diag(&s, "apps");
+    assert_eq!(d.class, Class::Reconciling, "{}", d.summary);
+    assert!(!is_finding(&d));
+    let mut ran_since = ready_at("apps", OLD, &[]);
+    ran_since["status"]["history"][0]["lastReconciled"] = json!("2026-11-30T07:19:30Z");
+    let s = snap_with_artifact_at(vec![ran_since], "2026-11-30T07:19:00Z");
+    assert_eq!(diag(&s, "apps").class, Class::Reconciling);
+    let mut no_record = ready_at("apps", OLD, &[]);
+    no_record["status"]
+        .as_object_mut()
+        .unwrap()
+        .remove("history");
+    let s = snap_with_artifact_at(vec![no_record], "2026-11-30T07:19:00Z");
+    assert_eq!(diag(&s, "apps").class, Class::Reconciling);
+}

@@ -1,7 +1,8 @@
 //! The controller's blind spots on the real kustomize-controller (issue 28): for each, the
 //! real controller's behaviour is observed first (the test fails if the controller does not
 //! show it), then unstick's verdict and exit code in `ks/NAME` and in `--all`:
-//! - a dependsOn cycle drops the revision event of its whole source;
+//! - a dependsOn cycle drops the revision event of its whole source, and a revision dropped
+//!   before the cycle was broken stays dropped until a request or the interval run;
 //! - a Kustomization no running kustomize-controller watches (the harness's main shard runs
 //!   with `--watch-label-selector=!sharding.fluxcd.io/key`);
 //! - a suspended GitRepository while another one on the same URL and branch has moved on;
@@ -103,33 +104,26 @@ fn stays(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// Issue 28 item 1. Source `blind-cycle` feeds `blind-cycle` (no dependsOn) and the cycle
-/// `blind-cyc-a` <-> `blind-cyc-b`; source `blind-ctl` feeds a control. A new commit on both:
-/// the real controller applies the control's within 60 s, and does not run `blind-cycle` for
-/// 20 s more (its revision event was dropped by `sortAndEnqueue`). unstick then says
-/// `source-event-dropped`, names the cycle and the interval run, exit 1; the `--all` row
-/// agrees.
-#[test]
-fn a_dependson_cycle_silences_new_revisions_of_its_whole_source() {
-    let c = &quiet_cluster();
+/// Sets up source `p` feeding `p` (no dependsOn) and the cycle `p-a` <-> `p-b`, and source
+/// `p-ctl` feeding a control; pushes a new commit on both and observes the real controller:
+/// it applies the control's within 60 s, and does not run `p` for 20 s more (the revision
+/// event of `p`'s source was dropped by `sortAndEnqueue`). Returns (old, new) revisions of `p`.
+fn dropped_by_a_cycle(c: &Cluster, p: &str) -> (String, String) {
+    let (ctl, a, b) = (format!("{p}-ctl"), format!("{p}-a"), format!("{p}-b"));
     let files = |v: &str| {
         vec![
-            ("apps/cm.yaml".to_string(), cm("blind-cycle-apps", v)),
-            ("a/cm.yaml".to_string(), cm("blind-cycle-a", v)),
-            ("b/cm.yaml".to_string(), cm("blind-cycle-b", v)),
+            ("apps/cm.yaml".to_string(), cm(&format!("{p}-apps"), v)),
+            ("a/cm.yaml".to_string(), cm(&a, v)),
+            ("b/cm.yaml".to_string(), cm(&b, v)),
         ]
     };
     let f1 = files("1");
     let r1: Vec<(&str, &str)> = f1.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    c.fleet(p, &r1, "  interval: 10m\n  path: ./apps\n  prune: false\n")
+        .unwrap();
     c.fleet(
-        "blind-cycle",
-        &r1,
-        "  interval: 10m\n  path: ./apps\n  prune: false\n",
-    )
-    .unwrap();
-    c.fleet(
-        "blind-ctl",
-        &[("cm.yaml", &cm("blind-ctl", "1"))],
+        &ctl,
+        &[("cm.yaml", &cm(&ctl, "1"))],
         "  interval: 10m\n  path: ./\n  prune: false\n",
     )
     .unwrap();
@@ -137,73 +131,68 @@ fn a_dependson_cycle_silences_new_revisions_of_its_whole_source() {
         Duration::from_secs(120),
         "both Ready at their first revision",
         || {
-            let (a, b) = (artifact(c, "blind-cycle"), artifact(c, "blind-ctl"));
-            (!a.is_empty() && ready_at(c, "blind-cycle", &a) && ready_at(c, "blind-ctl", &b))
-                .then_some(())
+            let (x, y) = (artifact(c, p), artifact(c, &ctl));
+            (!x.is_empty() && ready_at(c, p, &x) && ready_at(c, &ctl, &y)).then_some(())
         },
     );
     c.apply_yaml(&format!(
         "{}---\n{}",
-        ks_yaml(
-            "blind-cyc-a",
-            "blind-cycle",
-            "./a",
-            "  dependsOn: [{name: blind-cyc-b}]\n"
-        ),
-        ks_yaml(
-            "blind-cyc-b",
-            "blind-cycle",
-            "./b",
-            "  dependsOn: [{name: blind-cyc-a}]\n"
-        )
+        ks_yaml(&a, p, "./a", &format!("  dependsOn: [{{name: {b}}}]\n")),
+        ks_yaml(&b, p, "./b", &format!("  dependsOn: [{{name: {a}}}]\n"))
     ))
     .unwrap();
     eventually(
         Duration::from_secs(60),
         "the cycle is held at dependsOn",
         || {
-            ["blind-cyc-a", "blind-cyc-b"]
+            [&a, &b]
                 .iter()
                 .all(|n| condition(&c.kustomization(n), "Ready")["reason"] == "DependencyNotReady")
                 .then_some(())
         },
     );
-    let old = artifact(c, "blind-cycle");
+    let old = artifact(c, p);
     let f2 = files("2");
     let r2: Vec<(&str, &str)> = f2.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-    let sha = c.push("blind-cycle", &r2, "two").unwrap();
-    let ctl = c
-        .push("blind-ctl", &[("cm.yaml", &cm("blind-ctl", "2"))], "two")
-        .unwrap();
-    fetch(c, "blind-cycle");
-    fetch(c, "blind-ctl");
+    let sha = c.push(p, &r2, "two").unwrap();
+    let ctl_sha = c.push(&ctl, &[("cm.yaml", &cm(&ctl, "2"))], "two").unwrap();
+    fetch(c, p);
+    fetch(c, &ctl);
     let new = format!("main@sha1:{sha}");
+    let ctl_new = format!("main@sha1:{ctl_sha}");
     eventually(
         Duration::from_secs(60),
         "both sources fetched the new commit",
-        || {
-            (artifact(c, "blind-cycle") == new
-                && artifact(c, "blind-ctl") == format!("main@sha1:{ctl}"))
-            .then_some(())
-        },
+        || (artifact(c, p) == new && artifact(c, &ctl) == ctl_new).then_some(()),
     );
     // The control: a new revision reaches its Kustomization within a minute.
     eventually(
         Duration::from_secs(60),
         "the control applies its new commit",
-        || ready_at(c, "blind-ctl", &format!("main@sha1:{ctl}")).then_some(()),
+        || ready_at(c, &ctl, &ctl_new).then_some(()),
     );
-    // The observation: the revision event of blind-cycle's source was dropped.
-    stays(20, "blind-cycle picked up the new commit", || {
-        c.kustomization("blind-cycle")["status"]["lastAttemptedRevision"] == old.as_str()
+    // The observation: the revision event of p's source was dropped.
+    stays(20, "the Kustomization picked up the new commit", || {
+        c.kustomization(p)["status"]["lastAttemptedRevision"] == old.as_str()
     });
-    let (code, v, err) = unstick(c, &["ks/blind-cycle", "--dry-run"]);
+    (old, new)
+}
+
+/// Issue 28 item 1 ([`dropped_by_a_cycle`]): unstick then says `source-event-dropped`, names
+/// the cycle and the interval run, exit 1; the `--all` row agrees.
+#[test]
+fn a_dependson_cycle_silences_new_revisions_of_its_whole_source() {
+    let c = &quiet_cluster();
+    let p = "blind-cycle";
+    let (_, new) = dropped_by_a_cycle(c, p);
+    let (code, v, err) = unstick(c, &[&format!("ks/{p}"), "--dry-run"]);
     let d = &v["diagnosis"];
     assert_eq!(d["class"], "source-event-dropped", "{v:#}\n{err}");
     assert_eq!(code, 1, "{v:#}");
     let summary = d["summary"].as_str().unwrap();
     assert!(
-        summary.contains("flux-system/blind-cyc-a") && summary.contains("flux-system/blind-cyc-b"),
+        summary.contains(&format!("{FLUX_NS}/{p}-a"))
+            && summary.contains(&format!("{FLUX_NS}/{p}-b")),
         "{summary}"
     );
     assert!(
@@ -213,11 +202,69 @@ fn a_dependson_cycle_silences_new_revisions_of_its_whole_source() {
     assert!(d["blindSpot"]["nextRunAt"].is_string(), "{d:#}");
     assert_eq!(v["plan"]["lever"], "fix-in-git", "{v:#}");
     assert!(v["plan"]["steps"].as_array().unwrap().is_empty());
-    let (all_code, r) = row(c, "blind-cycle");
+    let (all_code, r) = row(c, p);
     assert_eq!(r["class"], "source-event-dropped", "{r:#}");
     assert_eq!(all_code, 1);
     // The control is untouched by the verdict.
-    assert_eq!(row(c, "blind-ctl").1["class"], "healthy");
+    assert_eq!(row(c, &format!("{p}-ctl")).1["class"], "healthy");
+}
+
+/// The fresh-user trial of 2026-12-03: a cycle broken after it dropped a revision
+/// ([`dropped_by_a_cycle`], then `dependsOn` removed from one member). Observed first: the
+/// members run (their generation changed) while the sibling `p` stays at the old revision
+/// (nothing queues the dropped event again). unstick then says `source-event-dropped` with no
+/// cycle and the interval run, never "the next run applies it"; the lever is a request, and
+/// applying it is proven: `recovered`, Ready at the new revision.
+#[test]
+fn a_revision_dropped_before_the_cycle_was_broken_is_requested_and_proven() {
+    let c = &quiet_cluster();
+    let p = "broken-cycle";
+    let (old, new) = dropped_by_a_cycle(c, p);
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "patch",
+        "kustomization",
+        &format!("{p}-b"),
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"dependsOn":null}}"#,
+    ])
+    .unwrap();
+    eventually(
+        Duration::from_secs(90),
+        "the members apply the new revision once the cycle is broken",
+        || {
+            (ready_at(c, &format!("{p}-b"), &new) && ready_at(c, &format!("{p}-a"), &new))
+                .then_some(())
+        },
+    );
+    stays(
+        15,
+        "the sibling picked up the new commit after the cycle broke",
+        || c.kustomization(p)["status"]["lastAttemptedRevision"] == old.as_str(),
+    );
+    let (code, v, err) = unstick(c, &[&format!("ks/{p}"), "--dry-run"]);
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "source-event-dropped", "{v:#}\n{err}");
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(d["blindSpot"]["cycle"], serde_json::json!([]), "{d:#}");
+    assert!(d["blindSpot"]["nextRunAt"].is_string(), "{d:#}");
+    let summary = d["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&new)
+            && summary.contains("interval run")
+            && !summary.contains("the next run applies it"),
+        "{summary}"
+    );
+    assert_eq!(v["plan"]["lever"], "request-reconcile", "{v:#}");
+    let (all_code, r) = row(c, p);
+    assert_eq!(r["class"], "source-event-dropped", "{r:#}");
+    assert_eq!(all_code, 1);
+    let (code, v, err) = unstick(c, &[&format!("ks/{p}"), "--yes"]);
+    assert_eq!(v["proof"], "recovered", "{v:#}\n{err}");
+    assert_eq!(code, 0);
+    assert!(ready_at(c, p, &new), "{:#}", c.kustomization(p));
 }
 
 /// Issue 28 item 2. A Kustomization labelled for shard `shard1` while the only
