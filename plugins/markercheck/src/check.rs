@@ -1,15 +1,15 @@
 //! The whole run: scan the trees, gather policies/automations, apply the lint rules and
 //! simulate what the automation would commit.
 
-use crate::marker::{Field, NotMarker, Parsed, SetterRef};
-use crate::objects::{
-    FluxKustomization, ImagePolicy, ImageUpdateAutomation, Objects, Origin, merge_policies,
-    path_covers,
-};
-use crate::scan::{self, FileScan, Placement, Problem, ScanResult, Site};
-use crate::simulate::{self, Replacement};
+use crate::objects::{ImagePolicy, ImageUpdateAutomation, Objects, merge_policies};
+use crate::scan::{self, ScanResult};
+use crate::simulate;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+mod file_rules;
+mod object_rules;
+mod site_rules;
 
 /// Finding severity. `error` makes the run exit 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -620,8 +620,87 @@ pub fn run(cfg: &Config) -> Report {
 
 /// [`run`], with each path of `cfg.paths` scanned by `scan` (e.g. a [`ScanResult`] made by
 /// [`scan::scan_root_keeping`] for a caller that reads the same tree).
-pub fn run_scanned(cfg: &Config, mut scan: impl FnMut(&Path) -> ScanResult) -> Report {
+pub fn run_scanned(cfg: &Config, scan: impl FnMut(&Path) -> ScanResult) -> Report {
     let mut report = Report::default();
+    let mut scans = scan_paths(cfg, scan, &mut report);
+    name_roots(cfg, &mut scans, &mut report);
+    let (mut objects, facts) = tree_objects(cfg, &scans);
+    // the trees of the files were read (objects, kustomize structure); from here on only the
+    // simulation reads a file's tree, parsed again for the files it rewrites
+    for s in &mut scans {
+        for f in &mut s.res.files {
+            f.drop_trees();
+        }
+    }
+    let flux_versions = pinned_flux_versions(&scans);
+    merge_policies(&mut objects.policies, cfg.extra.policies.clone());
+    objects.repositories.extend(cfg.extra.repositories.clone());
+    objects.automations.extend(cfg.extra.automations.clone());
+    merge_policies(&mut objects.policies, cfg.sets.clone());
+
+    let mut out = Sink::default();
+    object_rules::automations(&objects, &scans, &flux_versions, &mut out);
+    object_rules::removed_apis(&objects, &scans, &flux_versions, &mut out);
+    object_rules::repositories(&objects, &scans, &mut out);
+    object_rules::policies(&objects, &mut out);
+    file_rules::check_files(cfg, &scans, &objects, &facts, &mut report, &mut out);
+
+    let mut findings = out.findings;
+    findings.sort_by(|a, b| {
+        (&a.file, a.line, a.column, a.rule).cmp(&(&b.file, b.line, b.column, b.rule))
+    });
+    report.findings = findings;
+    report.objects = objects;
+    report
+}
+
+/// The findings of a run, in the order the rules push them (the run sorts them at the end).
+/// A rule whose severity depends on the tree (MC010, MC040, MC050, MC051: spec.force, the
+/// pinned Flux version) sets it with [`Sink::severity`] for the next finding pushed.
+#[derive(Default)]
+struct Sink {
+    findings: Vec<Finding>,
+    next: Option<Severity>,
+}
+
+impl Sink {
+    /// A severity other than the rule's default for the next finding pushed.
+    fn severity(&mut self, s: Severity) {
+        self.next = Some(s);
+    }
+
+    /// Adds a finding of rule `id` ([`RULES`]) at `file:line:column`.
+    fn push(
+        &mut self,
+        id: &'static str,
+        file: String,
+        line: usize,
+        column: usize,
+        message: String,
+        fix: String,
+    ) {
+        let (rule, name, severity) = rule(id);
+        let severity = self.next.take().unwrap_or(severity);
+        self.findings.push(Finding {
+            rule,
+            name,
+            severity,
+            file,
+            line,
+            column,
+            message,
+            fix,
+        });
+    }
+}
+
+/// Scans each path of `cfg.paths` with `scan` and finds the repository root its relative paths
+/// resolve against (`--repo-root`, else the git root; empty when there is none).
+fn scan_paths(
+    cfg: &Config,
+    mut scan: impl FnMut(&Path) -> ScanResult,
+    report: &mut Report,
+) -> Vec<Scanned> {
     let mut scans = Vec::new();
     for p in &cfg.paths {
         let res = scan(p);
@@ -651,7 +730,13 @@ pub fn run_scanned(cfg: &Config, mut scan: impl FnMut(&Path) -> ScanResult) -> R
             tree,
         });
     }
-    for s in &scans {
+    scans
+}
+
+/// Names the repository roots in `report.roots`; outside a git checkout, sets every scan's
+/// root to the tree root (with a note).
+fn name_roots(cfg: &Config, scans: &mut [Scanned], report: &mut Report) {
+    for s in scans.iter() {
         let why = if cfg.repo_root.is_some() {
             "--repo-root".to_string()
         } else if s.repo_root.as_os_str().is_empty() {
@@ -668,43 +753,47 @@ pub fn run_scanned(cfg: &Config, mut scan: impl FnMut(&Path) -> ScanResult) -> R
     // ancestor of the paths given (PATH itself for one path), never the current directory
     // (`markercheck DIR` from DIR's parent reads DIR as the repository; `markercheck apps
     // clusters` in a copy of a fleet still resolves `./apps`).
-    if scans.iter().any(|s| s.repo_root.as_os_str().is_empty()) {
-        let dirs: Vec<PathBuf> = scans
-            .iter()
-            .filter(|s| s.repo_root.as_os_str().is_empty())
-            .map(|s| s.base.clone())
-            .collect();
-        let top = common_ancestor(&dirs).unwrap_or_default();
-        report.roots.push(format!(
-            "{} ({}: no .git above it)",
-            display_dir(&top),
-            if dirs.len() == 1 {
-                "PATH itself"
-            } else {
-                "the common directory of the PATHs"
-            }
-        ));
-        for s in scans
-            .iter_mut()
-            .filter(|s| s.repo_root.as_os_str().is_empty())
-        {
-            s.repo_root = top.clone();
-        }
-        report.notes.push(format!(
-            "no .git above {}: spec.update.path and Kustomization spec.path are taken relative to {} (set the repository root with --repo-root)",
-            cfg.paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            display_dir(&top)
-        ));
+    if !scans.iter().any(|s| s.repo_root.as_os_str().is_empty()) {
+        return;
     }
-    // objects
+    let dirs: Vec<PathBuf> = scans
+        .iter()
+        .filter(|s| s.repo_root.as_os_str().is_empty())
+        .map(|s| s.base.clone())
+        .collect();
+    let top = common_ancestor(&dirs).unwrap_or_default();
+    report.roots.push(format!(
+        "{} ({}: no .git above it)",
+        display_dir(&top),
+        if dirs.len() == 1 {
+            "PATH itself"
+        } else {
+            "the common directory of the PATHs"
+        }
+    ));
+    for s in scans
+        .iter_mut()
+        .filter(|s| s.repo_root.as_os_str().is_empty())
+    {
+        s.repo_root = top.clone();
+    }
+    report.notes.push(format!(
+        "no .git above {}: spec.update.path and Kustomization spec.path are taken relative to {} (set the repository root with --repo-root)",
+        cfg.paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        display_dir(&top)
+    ));
+}
+
+/// The objects found in the scanned trees (none with `cfg.ignore_tree_objects`).
+fn tree_objects(cfg: &Config, scans: &[Scanned]) -> (Objects, crate::objects::TreeFacts) {
     let mut objects = Objects::default();
     let mut facts = crate::objects::TreeFacts::default();
     if !cfg.ignore_tree_objects {
-        for s in &scans {
+        for s in scans {
             let (o, f) = Objects::from_files_in_tree(&s.res.files, &s.tree, &cfg.default_namespace);
             facts.kustomizations.extend(f.kustomizations);
             facts.unknown_namespaces.extend(f.unknown_namespaces);
@@ -714,16 +803,14 @@ pub fn run_scanned(cfg: &Config, mut scan: impl FnMut(&Path) -> ScanResult) -> R
             objects.removed_api.extend(o.removed_api);
         }
     }
-    // the trees of the files were read (objects, kustomize structure); from here on only the
-    // simulation reads a file's tree, parsed again for the files it rewrites
-    for s in &mut scans {
-        for f in &mut s.res.files {
-            f.drop_trees();
-        }
-    }
-    // Flux versions pinned in the trees (gotk-components.yaml headers)
+    (objects, facts)
+}
+
+/// Flux versions pinned in the trees (gotk-components.yaml headers), oldest first: (parsed,
+/// as written, file).
+fn pinned_flux_versions(scans: &[Scanned]) -> Vec<((u32, u32, u32), String, String)> {
     let mut flux_versions: Vec<((u32, u32, u32), String, String)> = Vec::new();
-    for s in &scans {
+    for s in scans {
         for (rel, v) in &s.res.flux_versions {
             if let Some(pv) = parse_version(v) {
                 flux_versions.push((pv, v.clone(), display(&s.base.join(rel))));
@@ -731,530 +818,7 @@ pub fn run_scanned(cfg: &Config, mut scan: impl FnMut(&Path) -> ScanResult) -> R
         }
     }
     flux_versions.sort();
-    merge_policies(&mut objects.policies, cfg.extra.policies.clone());
-    objects.repositories.extend(cfg.extra.repositories.clone());
-    objects.automations.extend(cfg.extra.automations.clone());
-    merge_policies(&mut objects.policies, cfg.sets.clone());
-
-    let mut findings = Vec::new();
-    // a severity other than the rule's default for the next finding pushed (MC040, MC050,
-    // MC051 depend on the tree: spec.force, the pinned Flux version)
-    let sev_next: std::cell::Cell<Option<Severity>> = std::cell::Cell::new(None);
-    let mut push = |id: &'static str,
-                    file: String,
-                    line: usize,
-                    column: usize,
-                    message: String,
-                    fix: String| {
-        let (rule, name, severity) = rule(id);
-        let severity = sev_next.take().unwrap_or(severity);
-        findings.push(Finding {
-            rule,
-            name,
-            severity,
-            file,
-            line,
-            column,
-            message,
-            fix,
-        });
-    };
-
-    // object-level rules
-    for a in &objects.automations {
-        let (file, line) = match &a.origin {
-            Origin::File { path, line } => (path.to_string_lossy().into_owned(), *line),
-            _ => (format!("cluster:{}/{}", a.namespace, a.name), 0),
-        };
-        let file = scans
-            .iter()
-            .find_map(|s| s.res.files.iter().find(|f| f.rel.to_string_lossy() == file))
-            .map(|f| display(&f.abs))
-            .unwrap_or(file);
-        if let Some((t, tl)) = &a.message_template {
-            for (field, repl) in [
-                (".Updated", ".Changed"),
-                (
-                    ".Changed.ImageResult",
-                    ".Changed.FileChanges or .Changed.Objects",
-                ),
-            ] {
-                let hit = if field == ".Updated" {
-                    t.match_indices(".Updated")
-                        .any(|(i, _)| !t[i + 8..].starts_with(|c: char| c.is_alphanumeric()))
-                } else {
-                    t.contains(field)
-                };
-                if hit {
-                    // image-automation-controller v1.0.0 (Flux v2.7.0) removed the field; the
-                    // v1 API exists only from that version on, so an automation written as v1
-                    // runs on a Flux that rejects the template
-                    let stall = format!(
-                        "the automation stalls with reason RemovedTemplateField (\"template uses removed '{field}' field\") as soon as there is something to commit"
-                    );
-                    let v1 = a.api_version.ends_with("/v1");
-                    let (sev, msg) = match pinned(&flux_versions, (2, 7, 0)) {
-                        Pinned::AllBefore(v) if !v1 => (
-                            Severity::Info,
-                            format!(
-                                "works on the Flux {v} pinned in this repository, but image-automation-controller v1.0.0 (Flux v2.7.0) removed '{field}': after upgrading to Flux v2.7.0 or later {stall}"
-                            ),
-                        ),
-                        Pinned::AllFrom(v) | Pinned::Mixed(_, v) => (
-                            Severity::Error,
-                            format!(
-                                "uses '{field}', removed in image-automation-controller v1.0.0 (Flux v2.7.0); on the Flux {v} pinned in this repository {stall}"
-                            ),
-                        ),
-                        _ if v1 => (
-                            Severity::Error,
-                            format!(
-                                "uses '{field}', removed in image-automation-controller v1.0.0 (Flux v2.7.0), which is the first to serve apiVersion {}: {stall}",
-                                a.api_version
-                            ),
-                        ),
-                        _ => (
-                            Severity::Warning,
-                            format!(
-                                "uses '{field}': from Flux v2.7.0 (image-automation-controller v1.0.0) {stall}; no pinned Flux version found in the tree (gotk-components.yaml)"
-                            ),
-                        ),
-                    };
-                    sev_next.set(Some(sev));
-                    push(
-                        "MC050",
-                        file.clone(),
-                        *tl,
-                        1,
-                        format!(
-                            "ImageUpdateAutomation {}/{}: messageTemplate {msg}",
-                            a.namespace, a.name
-                        ),
-                        format!("use {repl} (image-automation-controller v1.0.0 removed {field})"),
-                    );
-                }
-            }
-        }
-        if !a.strategy.is_empty() && a.strategy != "Setters" {
-            push(
-                "MC052",
-                file.clone(),
-                line,
-                1,
-                format!(
-                    "ImageUpdateAutomation {}/{}: spec.update.strategy {:?} is not supported (only Setters)",
-                    a.namespace, a.name, a.strategy
-                ),
-                "set spec.update.strategy: Setters".into(),
-            );
-        }
-    }
-    for (path, line, api, kind) in &objects.removed_api {
-        let file = scans
-            .iter()
-            .find_map(|s| s.res.files.iter().find(|f| &f.rel == path))
-            .map(|f| display(&f.abs))
-            .unwrap_or(path.to_string_lossy().into_owned());
-        // image-reflector-controller (ImagePolicy, ImageRepository) and
-        // image-automation-controller (ImageUpdateAutomation) stopped serving v1beta1 in v1.0.0
-        // (Flux v2.7.0) and v1beta2 in v1.2.0 (Flux v2.9.0): their CRDs (config/crd/bases) at
-        // those tags, and flux2 manifests/crds/kustomization.yaml at v2.7.0 / v2.9.0
-        let controller = if kind == "ImageUpdateAutomation" {
-            "image-automation-controller"
-        } else {
-            "image-reflector-controller"
-        };
-        let (ctl_v, flux_v, from) = if api.ends_with("/v1beta2") {
-            ("v1.2.0", "v2.9.0", (2, 9, 0))
-        } else {
-            ("v1.0.0", "v2.7.0", (2, 7, 0))
-        };
-        let removed = format!("{controller} {ctl_v} (Flux {flux_v}) no longer serves {api}");
-        let (sev, msg) = match pinned(&flux_versions, from) {
-            Pinned::AllBefore(v) => (
-                Severity::Info,
-                format!(
-                    "{kind} uses {api}, which the Flux {v} pinned in this repository serves; {removed}, so the apply fails after upgrading to Flux {flux_v} or later"
-                ),
-            ),
-            Pinned::AllFrom(v) => (
-                Severity::Error,
-                format!(
-                    "{kind} uses {api}: {removed}, and this repository pins Flux {v}: the apply fails"
-                ),
-            ),
-            Pinned::Mixed(old, new) => (
-                Severity::Error,
-                format!(
-                    "{kind} uses {api}: {removed}; this repository pins Flux {old} and {new}: the apply fails on the clusters running Flux {flux_v} or later"
-                ),
-            ),
-            Pinned::Unknown => (
-                Severity::Warning,
-                format!(
-                    "{kind} uses {api}: the apply fails from Flux {flux_v} ({removed}); no pinned Flux version found in the tree (gotk-components.yaml)"
-                ),
-            ),
-        };
-        sev_next.set(Some(sev));
-        push(
-            "MC051",
-            file,
-            *line,
-            1,
-            msg,
-            "use apiVersion image.toolkit.fluxcd.io/v1 (served from Flux v2.7.0)".into(),
-        );
-    }
-    for r in &objects.repositories {
-        if has_tag_or_digest(&r.image) {
-            let (file, line) = match &r.origin {
-                Origin::File { path, .. } => (
-                    scans
-                        .iter()
-                        .find_map(|s| s.res.files.iter().find(|f| &f.rel == path))
-                        .map(|f| display(&f.abs))
-                        .unwrap_or_default(),
-                    r.image_line,
-                ),
-                _ => (format!("cluster:{}/{}", r.namespace, r.name), 0),
-            };
-            push(
-                "MC031",
-                file,
-                line,
-                1,
-                format!(
-                    "ImageRepository {}/{}: spec.image {:?} carries a tag or digest (rejected since image-reflector-controller v0.35)",
-                    r.namespace, r.name, r.image
-                ),
-                format!("set spec.image: {}", value_name(&r.image)),
-            );
-        }
-    }
-    for p in &objects.policies {
-        if let Some(l) = &p.latest
-            && let Err(e) = l.validate()
-        {
-            push(
-                "MC060",
-                format!("policy {}/{}", p.namespace, p.name),
-                0,
-                0,
-                format!(
-                    "ImagePolicy {}/{} latestRef {:?}: {e}; UpdateWithSetters fails the whole run (\"encountered invalid image ref\")",
-                    p.namespace,
-                    p.name,
-                    l.full()
-                ),
-                "fix the policy's repository or the --set value".into(),
-            );
-        }
-    }
-    if objects.policies.is_empty() {
-        push("MC072", String::new(), 0, 0,
-            "no ImagePolicies found in the tree, --policies, --from-cluster or --set: policy names and values not checked, nothing simulated".into(),
-            "add --from-cluster, --policies FILE or --set ns:policy=REF".into());
-    }
-
-    // per-file rules
-    let all_policies = objects.policies.clone();
-    let policy_index = PolicyIndex::new(&objects.policies);
-    let mut applicable_cache: std::collections::HashMap<Vec<usize>, std::rc::Rc<Applicable>> =
-        std::collections::HashMap::new();
-    for s in &scans {
-        report.stats.files_selected += s.res.selected_files;
-        report.stats.files_scanned += s.res.files_read;
-        for e in &s.res.read_errors {
-            let id = if e.symlink { "MC062" } else { "MC061" };
-            if e.symlink {
-                continue; // Flux ignores unreadable symlinks (filereader.go)
-            }
-            push(
-                id,
-                display(&s.base.join(&e.rel)),
-                0,
-                0,
-                format!(
-                    "cannot read: {} (Flux's ScreeningLocalReader fails the whole run on a read error)",
-                    e.message
-                ),
-                "fix the permissions or remove the file".into(),
-            );
-        }
-        for (rel, kind) in &s.res.special {
-            report
-                .skipped_special
-                .push((display(&s.base.join(rel)), kind));
-        }
-        for (rel, why) in &s.res.not_yaml {
-            push(
-                "MC026",
-                display(&s.base.join(rel)),
-                0,
-                0,
-                format!("not YAML: the file is {why}; nothing in it to check"),
-                "remove the file or give it YAML content".into(),
-            );
-        }
-        for (rel, size) in &s.res.too_large {
-            push(
-                "MC062",
-                display(&s.base.join(rel)),
-                0,
-                0,
-                format!("{size} bytes, above the scan limit: not checked"),
-                "raise --max-file-size".into(),
-            );
-        }
-        for f in &s.res.files {
-            if f.has_token && f.selected {
-                report.stats.files_with_token += 1;
-            }
-            let file = display(&f.abs);
-            // the path as upstream walks it (symlinks not resolved), relative to the repo root:
-            // one join per file instead of a canonicalize (a readlink per path component)
-            let rel_repo = s
-                .base
-                .join(&f.rel)
-                .strip_prefix(&s.repo_root)
-                .map(Path::to_path_buf)
-                .unwrap_or(f.rel.clone());
-            let covering_ix: Vec<usize> = objects
-                .automations
-                .iter()
-                .enumerate()
-                .filter(|(_, a)| path_covers(&a.update_path, &rel_repo))
-                .map(|(i, _)| i)
-                .collect();
-            let covering: Vec<&ImageUpdateAutomation> = covering_ix
-                .iter()
-                .map(|&i| &objects.automations[i])
-                .collect();
-            // The policies (and setter table) of a set of covering automations, built once per
-            // distinct set: linear in files + policies, not files x policies.
-            let app = applicable_cache
-                .entry(covering_ix)
-                .or_insert_with(|| {
-                    let list: Vec<ImagePolicy> = if objects.automations.is_empty() {
-                        all_policies.clone()
-                    } else {
-                        let mut seen = std::collections::HashSet::new();
-                        let mut v: Vec<ImagePolicy> = Vec::new();
-                        for a in &covering {
-                            for p in automation_policies(a, &all_policies) {
-                                if seen.insert((p.namespace.clone(), p.name.clone())) {
-                                    v.push(p.clone());
-                                }
-                            }
-                        }
-                        v
-                    };
-                    let setters = setters_for(&list);
-                    let keys = list
-                        .iter()
-                        .map(|p| (p.namespace.clone(), p.name.clone()))
-                        .collect();
-                    std::rc::Rc::new(Applicable { keys, setters })
-                })
-                .clone();
-            let setters = &app.setters;
-            // Flux Kustomizations of the tree whose build includes this file (only for files
-            // with a Job: MC040)
-            let appliers: Vec<&FluxKustomization> =
-                if f.sites.iter().any(|x| x.object.kind == "Job") {
-                    facts
-                        .kustomizations
-                        .iter()
-                        .filter(|k| {
-                            let Some(dir) = crate::kustomize::normalize(Path::new(
-                                k.path.trim_start_matches("./"),
-                            )) else {
-                                return false;
-                            };
-                            match s.repo_root.join(&dir).strip_prefix(&s.base) {
-                                Ok(d) => s.tree.builds(d, &f.rel),
-                                Err(_) => rel_repo.starts_with(&dir),
-                            }
-                        })
-                        .collect()
-                } else {
-                    Vec::new()
-                };
-            let mut reps = Vec::new();
-            let mut changes = Vec::new();
-            // unchanged values kyaml re-quotes when the file is rewritten anyway
-            let mut requote = Vec::new();
-            let mut outside_reported = false;
-            // --normalize: a marker Flux would act on, outside a kind: List item
-            let mut normalizable = false;
-            if let Some(p) = &f.problem
-                && f.has_token
-                && f.selected
-                && f.sites.is_empty()
-            {
-                push(
-                    "MC023",
-                    file.clone(),
-                    p.line(),
-                    1,
-                    format!(
-                        "the file contains \"$imagepolicy\" but Flux skips it as a \"problem file\" ({p})"
-                    ),
-                    "make the file valid UTF-8 YAML with a mapping at the top of each document"
-                        .into(),
-                );
-            }
-            for site in &f.sites {
-                check_site(
-                    site,
-                    f,
-                    &file,
-                    &objects,
-                    &facts,
-                    &policy_index,
-                    &covering,
-                    &app,
-                    &appliers,
-                    &sev_next,
-                    &mut outside_reported,
-                    &mut push,
-                );
-                if site.effective() && f.has_token && f.selected && f.problem.is_none() {
-                    report.stats.markers += 1;
-                    normalizable |= site.target.is_some() && !site.in_list_item;
-                    let name = site.setter.as_deref().unwrap_or("");
-                    if let (Some((v, _)), Some(t)) = (setters.table.get(name), &site.target) {
-                        if site.in_list_item {
-                            continue;
-                        }
-                        if *v != t.value {
-                            reps.push(Replacement {
-                                start: t.start,
-                                end: t.end,
-                                value: v.clone(),
-                                style: t.style,
-                            });
-                            changes.push(Change {
-                                line: t.line,
-                                setter: name.to_string(),
-                                old: t.value.clone(),
-                                new: v.clone(),
-                            });
-                        } else if t.style == crate::yamltree::Style::Plain
-                            && simulate::is_yaml11_non_string(v)
-                            && simulate::go_yaml_v3_tag(v) != "null"
-                        {
-                            // the same value: no change of its own, but when the file is
-                            // rewritten for another marker the setter has set this one too
-                            // (filter.go `set` runs for every marked field) and
-                            // `FormatNonStringStyle` double-quotes a YAML 1.1 non-string
-                            // (`yes`, `1.10`); go-yaml drops the kept tag, which the value
-                            // still resolves to (markercheck's differential test: `tag: yes`)
-                            requote.push(Replacement {
-                                start: t.start,
-                                end: t.end,
-                                value: v.clone(),
-                                style: t.style,
-                            });
-                        }
-                    }
-                }
-            }
-            if !reps.is_empty() {
-                reps.append(&mut requote);
-            }
-            if cfg.normalize {
-                // the layout kyaml writes, every value as it is: no replacements at all
-                reps.clear();
-                changes.clear();
-            }
-            if !reps.is_empty() || (cfg.normalize && normalizable) {
-                let rw = simulate::rewrite(f, &reps);
-                if reps.is_empty() && rw.text == f.text && !f.crlf {
-                    // already laid out as kyaml writes it
-                    continue;
-                }
-                let old = f.original().into_owned();
-                // what else changes besides the values: the text with only the values
-                // replaced, compared piecewise (a large file is not copied once more)
-                let only_values = match values_replaced_equals(&f.text, &reps, &rw.text) {
-                    Some(eq) => eq,
-                    None => {
-                        let mut t = f.text.clone();
-                        let mut rs = reps.clone();
-                        rs.sort_by_key(|r| std::cmp::Reverse(r.start));
-                        for r in &rs {
-                            t.replace_range(
-                                r.start..r.end,
-                                &simulate::render_scalar(&r.value, r.style),
-                            );
-                        }
-                        t == rw.text
-                    }
-                };
-                if !only_values || f.crlf {
-                    let mut what = Vec::new();
-                    if f.crlf {
-                        what.push("CRLF line endings become LF".to_string());
-                    }
-                    let blank_before = f.text.lines().filter(|l| l.trim().is_empty()).count();
-                    let blank_after = rw.text.lines().filter(|l| l.trim().is_empty()).count();
-                    if blank_after < blank_before {
-                        what.push(format!(
-                            "{} blank line(s) removed",
-                            blank_before - blank_after
-                        ));
-                    }
-                    if reps.iter().any(|r| {
-                        matches!(
-                            r.style,
-                            crate::yamltree::Style::Literal | crate::yamltree::Style::Folded
-                        )
-                    }) {
-                        what.push("a marked block scalar is written anew (header `|-`/`>-`: the value loses its final newline, so this rewrite happens even when the image is unchanged)".into());
-                    }
-                    if what.is_empty() {
-                        what.push("layout normalized (document separators, spacing)".into());
-                    }
-                    push("MC070", file.clone(), 1, 1,
-                        format!("the automation rewrites the whole file with kyaml: {}", what.join(", ")),
-                        "to keep this out of the image commits, normalize the file in a commit of its own: `kubectl markercheck FILE --normalize --write` rewrites it as kyaml does with every value unchanged (--write alone also writes the new image values)".into());
-                }
-                if !rw.exact {
-                    push(
-                        "MC071",
-                        file.clone(),
-                        1,
-                        1,
-                        format!(
-                            "simulated rewrite may differ from Flux's: {}",
-                            rw.caveats.join("; ")
-                        ),
-                        "treat the diff for these lines as approximate".into(),
-                    );
-                }
-                let mut fc = FileChange {
-                    file: file.clone(),
-                    abs: f.abs.clone(),
-                    old,
-                    new: rw.text,
-                    changes,
-                    exact: rw.exact,
-                    caveats: rw.caveats,
-                    diff: String::new(),
-                };
-                fc.diff = unified_diff(&fc);
-                report.changes.push(fc);
-            }
-        }
-    }
-    findings.sort_by(|a, b| {
-        (&a.file, a.line, a.column, a.rule).cmp(&(&b.file, b.line, b.column, b.rule))
-    });
-    report.findings = findings;
-    report.objects = objects;
-    report
+    flux_versions
 }
 
 /// Whether `text` with every replacement's range rendered anew ([`simulate::render_scalar`])
@@ -1339,456 +903,6 @@ pub fn list_item_path(o: &crate::scan::ObjectId) -> String {
         file
     } else {
         format!("{}/{file}", o.namespace)
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn check_site(
-    site: &Site,
-    f: &FileScan,
-    file: &str,
-    objects: &Objects,
-    facts: &crate::objects::TreeFacts,
-    index: &PolicyIndex,
-    covering: &[&ImageUpdateAutomation],
-    app: &Applicable,
-    appliers: &[&FluxKustomization],
-    sev_next: &std::cell::Cell<Option<Severity>>,
-    outside_reported: &mut bool,
-    push: &mut impl FnMut(&'static str, String, usize, usize, String, String),
-) {
-    let file = file.to_string();
-    let (line, col) = (site.line, site.col);
-    let correct = |s: &str| -> String {
-        let name = SetterRef::parse(s)
-            .map(|r| r.policy_key())
-            .unwrap_or_else(|| "NAMESPACE:POLICY".into());
-        format!("write it as: # {{\"$imagepolicy\": \"{name}\"}}")
-    };
-    // file-level reasons Flux never sees the marker
-    if !f.selected {
-        push(
-            "MC022",
-            file,
-            line,
-            col,
-            format!(
-                "marker in a file Flux never reads: only *.yaml, *.yml and files named Kustomization are scanned (filereader.go), not {:?}",
-                f.rel
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            ),
-            "rename the file to .yaml/.yml, or move the value into a scanned manifest".into(),
-        );
-        return;
-    }
-    if let Some(p) = &f.problem
-        && f.has_token
-    {
-        {
-            let hint = match p {
-                Problem::NotAMapping {
-                    what: "sequence", ..
-                } => " (e.g. a JSON6902 patch file)",
-                Problem::Syntax { .. } if f.text.contains("{{") => {
-                    " (looks like a Helm/Go template)"
-                }
-                _ => "",
-            };
-            push("MC023", file, line, col,
-                format!("Flux skips this file as a \"problem file\" ({p}{hint}): the marker is never applied"),
-                "make the file a valid YAML mapping document, or move the marker to a manifest Flux can parse".into());
-            return;
-        }
-    }
-    match site.placement {
-        Placement::BlockScalarContent => {
-            push("MC021", file, line, col,
-                "marker text inside a block scalar (`|`/`>`): it is string data (e.g. Helm values), not a YAML comment, so Flux never applies it".into(),
-                "move the value into structured YAML (HelmRelease spec.values as a mapping) and put the marker as the line comment of the image/tag value".into());
-            return;
-        }
-        Placement::InsideValue => {
-            push(
-                "MC025",
-                file,
-                line,
-                col,
-                "marker text inside a quoted or plain value: not a comment".into(),
-                "make it a line comment: value # {\"$imagepolicy\": \"ns:policy\"}".into(),
-            );
-            return;
-        }
-        _ => {}
-    }
-    let parsed = site
-        .parsed
-        .clone()
-        .unwrap_or(Parsed::NotMarker(NotMarker::Empty));
-    let setter = match &parsed {
-        Parsed::Marker(s) => s.clone(),
-        Parsed::NotMarker(why) => {
-            let never = if f.has_token {
-                ""
-            } else {
-                "; the file does not even contain the bytes \"$imagepolicy\" so Flux never parses it"
-            };
-            push(
-                "MC001",
-                file,
-                line,
-                col,
-                format!("Flux cannot read this marker: {why}{never}"),
-                correct(&extract_setter_guess(&site.comment)),
-            );
-            return;
-        }
-    };
-    if !f.has_token {
-        return;
-    }
-    match site.placement {
-        Placement::AboveKey | Placement::OnKey | Placement::Elsewhere | Placement::Shadowed => {
-            let why = match site.placement {
-                Placement::AboveKey => {
-                    "a comment on the line above `key: value` belongs to the key (go-yaml head comment), and Flux only reads the value's comment"
-                }
-                Placement::OnKey => {
-                    "a comment after `key:` belongs to the key, not to the value on the next line"
-                }
-                Placement::Shadowed => {
-                    "the item's own line comment hides this head comment (fieldmeta reads the line comment first)"
-                }
-                _ => "it is not the line comment of a scalar value",
-            };
-            push("MC020", file, line, col,
-                format!("marker {setter:?} is never applied: {why}"),
-                "put the marker at the end of the value's line: `image: repo:tag # {\"$imagepolicy\": \"ns:policy\"}`".into());
-            return;
-        }
-        _ => {}
-    }
-    let Some(t) = &site.target else { return };
-    let Some(sr) = SetterRef::parse(&setter) else {
-        let guess = setter.replace('/', ":");
-        let fix = if SetterRef::parse(&guess).is_some() {
-            format!("use ':' between namespace and name: {guess:?}")
-        } else {
-            "use \"NAMESPACE:POLICY\" with an optional :tag, :name or :digest suffix".into()
-        };
-        push(
-            "MC002",
-            file,
-            line,
-            col,
-            format!(
-                "setter {setter:?} is not NAMESPACE:POLICY[:tag|:name|:digest]: no setter has this name, Flux silently ignores the marker"
-            ),
-            fix,
-        );
-        return;
-    };
-    if site.in_list_item {
-        push(
-            "MC024",
-            file.clone(),
-            line,
-            col,
-            format!(
-                "marker inside an item of a kind: List: Flux never updates this file. kyaml's ByteReader unwraps the List and puts the file's path annotation on the List, not on its items; when a marker changes a value, the setters filter keeps every node without a path (every item of every List under spec.update.path) and kio.LocalPackageWriter writes each to a new file <spec.update.path>/<namespace>/<kind>_<name>.yaml (this item: {}), replacing any file of that name, while this file keeps the old value (kyaml v0.21.1 byteio_reader.go, kioutil.DefaultPathAndIndexAnnotation)",
-                list_item_path(&site.object)
-            ),
-            "split the List into plain multi-document YAML (---), which Flux rewrites in place"
-                .into(),
-        );
-    }
-    let key = t.key.clone().unwrap_or_default();
-    let policy = index.get(&objects.policies, &sr.namespace, &sr.name);
-    let latest = policy.and_then(|p| p.latest.as_ref());
-    let would_write = |v: &str| -> String {
-        let val = simulate::render_scalar(v, t.style);
-        if key.is_empty() {
-            format!("- {val}")
-        } else {
-            format!("{key}: {val}")
-        }
-    };
-    match sr.field {
-        Field::Tag => {
-            if image_field(&key, &t.value) {
-                let tag = latest
-                    .map(|l| l.tag.clone())
-                    .unwrap_or_else(|| "<tag>".into());
-                push(
-                    "MC003",
-                    file.clone(),
-                    line,
-                    col,
-                    format!(
-                        "':tag' marker on {}: the automation replaces the whole value with the bare tag and writes `{}`, an image the node cannot pull",
-                        describe_image_value(&key, &t.value),
-                        would_write(&tag)
-                    ),
-                    format!(
-                        "use the plain marker here: # {{\"$imagepolicy\": \"{}\"}} (or put :tag on a newTag/tag field)",
-                        sr.policy_key()
-                    ),
-                );
-            }
-        }
-        Field::Full => {
-            if tagish_key(&key) {
-                let full = latest
-                    .map(LatestRefExt::full_ref)
-                    .unwrap_or_else(|| "<name>:<tag>".into());
-                push(
-                    "MC004",
-                    file.clone(),
-                    line,
-                    col,
-                    format!(
-                        "plain marker on `{key}:` writes the full reference `{}` into a tag field",
-                        would_write(&full)
-                    ),
-                    format!("use # {{\"$imagepolicy\": \"{}:tag\"}}", sr.policy_key()),
-                );
-            }
-        }
-        Field::Name => {
-            if has_tag_or_digest(&t.value) {
-                push(
-                    "MC005",
-                    file.clone(),
-                    line,
-                    col,
-                    format!(
-                        "':name' marker on {:?}, which carries a tag or digest: the automation writes only the name and the tag is lost",
-                        t.value
-                    ),
-                    format!(
-                        "use the plain marker # {{\"$imagepolicy\": \"{}\"}}, or split name and tag (kustomize images: newName/newTag)",
-                        sr.policy_key()
-                    ),
-                );
-            }
-        }
-        Field::Digest => {
-            if image_field(&key, &t.value) {
-                // image-automation-controller d36e2ea internal/update/setters.go: the
-                // `ns:p:digest` setter's value is status.latestRef.digest alone, and the
-                // kyaml setter replaces the whole scalar with it
-                let digest = latest
-                    .map(|l| l.digest.clone())
-                    .filter(|d| !d.is_empty())
-                    .unwrap_or_else(|| "<digest>".into());
-                push(
-                    "MC007",
-                    file.clone(),
-                    line,
-                    col,
-                    format!(
-                        "':digest' marker on {}: the automation replaces the whole value with the bare digest and writes `{}`, an image the node cannot pull",
-                        describe_image_value(&key, &t.value),
-                        would_write(&digest)
-                    ),
-                    format!(
-                        "use the plain marker here: # {{\"$imagepolicy\": \"{}\"}} (it writes name:tag@digest when the ImagePolicy reflects digests), or split the fields and put :digest only on a digest field (kustomize images: newName + digest)",
-                        sr.policy_key()
-                    ),
-                );
-            }
-            if let Some(l) = latest
-                && l.digest.is_empty()
-            {
-                push(
-                    "MC006",
-                    file.clone(),
-                    line,
-                    col,
-                    format!(
-                        "':digest' marker but ImagePolicy {} reflects no digest: the automation writes `{}`",
-                        sr.policy_key(),
-                        would_write("")
-                    ),
-                    "enable spec.digestReflectionPolicy on the ImagePolicy, or use the :tag marker"
-                        .into(),
-                );
-            }
-        }
-    }
-    // Job pod template: immutable, so the apply of the change fails, unless the Flux
-    // Kustomization applying it has spec.force: true (kustomize-controller then deletes and
-    // recreates the Job: api/v1 KustomizationSpec.Force, "recreate resources on immutable field
-    // changes")
-    if site.object.kind == "Job" && t.pod_template {
-        let name = |k: &&FluxKustomization| format!("{}/{}", k.namespace, k.name);
-        let unforced: Vec<String> = appliers.iter().filter(|k| !k.force).map(name).collect();
-        let (sev, msg) = if appliers.is_empty() {
-            (
-                Severity::Warning,
-                format!(
-                    "marker on the pod template of Job {}, which is immutable; no Flux Kustomization in this tree applies this file, so the outcome depends on the one that does: with spec.force: true Flux recreates the Job with the new image, otherwise applying the automation's commit fails with \"field is immutable\"",
-                    site.object.name
-                ),
-            )
-        } else if unforced.is_empty() {
-            (
-                Severity::Info,
-                format!(
-                    "marker on the pod template of Job {}: the template is immutable, but Kustomization {} applies it with spec.force: true, so Flux deletes and recreates the Job, which runs again with the new image",
-                    site.object.name,
-                    appliers.iter().map(name).collect::<Vec<_>>().join(", ")
-                ),
-            )
-        } else {
-            (
-                Severity::Error,
-                format!(
-                    "marker on the pod template of Job {}: a Job's template is immutable, and Kustomization {} applies it without spec.force, so applying the automation's commit fails with \"field is immutable\"",
-                    site.object.name,
-                    unforced.join(", ")
-                ),
-            )
-        };
-        sev_next.set(Some(sev));
-        push(
-            "MC040",
-            file.clone(),
-            line,
-            col,
-            msg,
-            "run the migration as an initContainer of the Deployment, use a CronJob, or set spec.force: true on the Flux Kustomization that applies it".into(),
-        );
-    }
-    // policy existence / namespace / selector / path
-    if objects.policies.is_empty() {
-        return;
-    }
-    {
-        if let Some(((_, n), nss)) = facts.unknown_namespaces.iter().find(|((ans, n), nss)| {
-            *n == sr.name && (*ans == sr.namespace || nss.contains(&sr.namespace))
-        }) {
-            sev_next.set(Some(Severity::Info));
-            push(
-                "MC010",
-                file.clone(),
-                line,
-                col,
-                format!(
-                    "ImagePolicy {n} gets its namespace from kustomize, and the kustomizations that include it give different ones ({}): whether {}/{n} exists depends on the build, not checked",
-                    nss.iter()
-                        .map(|x| if x.is_empty() { "none" } else { x.as_str() })
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    sr.namespace
-                ),
-                "include the ImagePolicy from one kustomization, or set its namespace in one place"
-                    .into(),
-            );
-            return;
-        }
-    }
-    let Some(p) = policy else {
-        push(
-            "MC010",
-            file.clone(),
-            line,
-            col,
-            format!(
-                "no ImagePolicy {}/{} found (tree, --policies, --from-cluster, --set): Flux silently ignores the marker",
-                sr.namespace, sr.name
-            ),
-            "fix the policy name or namespace in the marker".into(),
-        );
-        return;
-    };
-    if !objects.automations.is_empty() {
-        if covering.is_empty() {
-            if !*outside_reported {
-                *outside_reported = true;
-                let paths: Vec<String> = objects
-                    .automations
-                    .iter()
-                    .map(|a| {
-                        format!(
-                            "{}/{}: {:?}",
-                            a.namespace,
-                            a.name,
-                            if a.update_path.is_empty() {
-                                "."
-                            } else {
-                                &a.update_path
-                            }
-                        )
-                    })
-                    .collect();
-                push(
-                    "MC013",
-                    file.clone(),
-                    line,
-                    col,
-                    format!(
-                        "file is outside every ImageUpdateAutomation spec.update.path ({}): no automation reads it",
-                        paths.join(", ")
-                    ),
-                    "move the file under an automation's spec.update.path or widen the path".into(),
-                );
-            }
-            return;
-        }
-        if !covering.iter().any(|a| a.namespace == p.namespace) {
-            let nss: Vec<String> = covering
-                .iter()
-                .map(|a| format!("{}/{}", a.namespace, a.name))
-                .collect();
-            push("MC011", file.clone(), line, col,
-                format!("ImagePolicy {}/{} is not in the namespace of the automation(s) covering this file ({}): automations only use policies of their own namespace", p.namespace, p.name, nss.join(", ")),
-                "create the ImagePolicy in the automation's namespace, or an automation in the policy's namespace".into());
-            return;
-        }
-        if !app.keys.contains(&(p.namespace.clone(), p.name.clone())) {
-            push(
-                "MC012",
-                file.clone(),
-                line,
-                col,
-                format!(
-                    "ImagePolicy {}/{} is excluded by the policySelector of every automation covering this file",
-                    p.namespace, p.name
-                ),
-                "add the selector's labels to the ImagePolicy".into(),
-            );
-            return;
-        }
-    }
-    // host rewrite
-    if sr.field == Field::Full {
-        let repo_image = p
-            .repository
-            .as_ref()
-            .and_then(|(ns, n)| {
-                objects
-                    .repositories
-                    .iter()
-                    .find(|r| &r.namespace == ns && &r.name == n)
-            })
-            .map(|r| value_name(&r.image).to_string())
-            .or_else(|| latest.map(|l| l.name.clone()));
-        if let Some(img) = repo_image {
-            let cur = value_name(&t.value);
-            // same image spelled differently (nginx vs docker.io/library/nginx): harmless
-            if !cur.is_empty() && cur != img && normalize_name(cur) != normalize_name(&img) {
-                let same = false;
-                push("MC030", file.clone(), line, col,
-                    if same {
-                        format!("manifest spells the image {cur:?} but the ImageRepository is {img:?}: the automation rewrites the name to {img:?} (same image, different text)")
-                    } else {
-                        format!("manifest image {cur:?} differs from ImageRepository spec.image {img:?}: the automation rewrites the host/path to {img:?} (automation may rewrite tags, never hosts)")
-                    },
-                    "make the manifest's image name equal to ImageRepository spec.image, or use the :tag marker on a separate tag field".into());
-            }
-        }
     }
 }
 

@@ -856,143 +856,312 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
                 "document at offset {cs}: a second document in one chunk"
             ));
         }
-        let mut chunk = text[*cs..*ce].to_string();
-        if i != n - 1 {
-            chunk.push('\n');
-        }
-        let line_base = file_lines.line(*cs);
-        let wide = derive_seq_indent(&chunk) == "wide";
-        let cl = Lines::new(&chunk);
-        let lines: Vec<&str> = chunk.split('\n').collect();
-        // the chunk was parsed with a `\n` appended when a separator follows it, so a block
-        // scalar's span can end one byte past `ce` (dropping such a replacement made a
-        // rewrite that changed nothing: fuzz regression block-scalar-then-second-document)
-        let chunk_end = if i != n - 1 { *ce + 1 } else { *ce };
-        let from = sorted.partition_point(|r| r.start < *cs);
-        let to = sorted.partition_point(|r| r.start <= chunk_end);
-        let mine: Vec<&Replacement> = sorted[from..to.max(from)]
-            .iter()
-            .copied()
-            .filter(|r| r.end <= chunk_end)
-            .collect();
-        let mut lay = Layout {
-            text: &chunk,
-            lines: &cl,
-            split: &lines,
-            wide,
-            caveats: Vec::new(),
-            block_lines: Vec::new(),
-            line_base,
-            replaced_blocks: mine
-                .iter()
-                .filter(|r| matches!(r.style, Style::Literal | Style::Folded))
-                .map(|r| r.start - cs)
-                .collect(),
-            block_indent: Vec::new(),
-            inserts: Vec::new(),
-            quoted: Vec::new(),
+        let chunk = Chunk {
+            doc,
+            root,
+            start: *cs,
+            end: *ce,
+            last: i == n - 1,
+            line_base: file_lines.line(*cs),
         };
-        lay.check(root, Some(0), 0);
-        caveats.append(&mut lay.caveats);
-        if let Some(l) = unsure_foot_comment(&chunk, &cl, root, &doc.tree.comments) {
+        out_docs.push(rewrite_chunk(text, &chunk, &sorted, &mut caveats));
+    }
+    let text = out_docs.join("---\n");
+    Rewrite {
+        exact: caveats.is_empty(),
+        text,
+        caveats,
+    }
+}
+
+/// One document chunk of a file (kyaml's splitDocuments) and its parsed tree.
+struct Chunk<'a> {
+    doc: &'a crate::scan::Doc,
+    root: &'a Node,
+    /// Byte range of the chunk in the file's text.
+    start: usize,
+    end: usize,
+    /// The file's last chunk (no separator follows it).
+    last: bool,
+    /// Number of lines before the chunk.
+    line_base: usize,
+}
+
+/// One chunk re-serialized with the replacements `sorted` (sorted by range, the whole file's)
+/// that fall into it; what is not modelled goes to `caveats`.
+fn rewrite_chunk(
+    text: &str,
+    c: &Chunk<'_>,
+    sorted: &[&Replacement],
+    caveats: &mut Vec<String>,
+) -> String {
+    let (cs, ce, line_base, root, doc) = (c.start, c.end, c.line_base, c.root, c.doc);
+    let mut chunk = text[cs..ce].to_string();
+    if !c.last {
+        chunk.push('\n');
+    }
+    let wide = derive_seq_indent(&chunk) == "wide";
+    let cl = Lines::new(&chunk);
+    let lines: Vec<&str> = chunk.split('\n').collect();
+    // the chunk was parsed with a `\n` appended when a separator follows it, so a block
+    // scalar's span can end one byte past `ce` (dropping such a replacement made a
+    // rewrite that changed nothing: fuzz regression block-scalar-then-second-document)
+    let chunk_end = if !c.last { ce + 1 } else { ce };
+    let from = sorted.partition_point(|r| r.start < cs);
+    let to = sorted.partition_point(|r| r.start <= chunk_end);
+    let mine: Vec<&Replacement> = sorted[from..to.max(from)]
+        .iter()
+        .copied()
+        .filter(|r| r.end <= chunk_end)
+        .collect();
+    let mut lay = Layout {
+        text: &chunk,
+        lines: &cl,
+        split: &lines,
+        wide,
+        caveats: Vec::new(),
+        block_lines: Vec::new(),
+        line_base,
+        replaced_blocks: mine
+            .iter()
+            .filter(|r| matches!(r.style, Style::Literal | Style::Folded))
+            .map(|r| r.start - cs)
+            .collect(),
+        block_indent: Vec::new(),
+        inserts: Vec::new(),
+        quoted: Vec::new(),
+    };
+    lay.check(root, Some(0), 0);
+    caveats.append(&mut lay.caveats);
+    if let Some(l) = unsure_foot_comment(&chunk, &cl, root, &doc.tree.comments) {
+        caveats.push(format!(
+            "line {}: comment after the document's last node (go-yaml may move it into that node's indentation; not modelled)",
+            line_base + l + 1
+        ));
+    }
+    let layout_inserts = std::mem::take(&mut lay.inserts);
+    let layout_quoted = std::mem::take(&mut lay.quoted);
+    let mut block_lines = lay.block_lines;
+    let block_indent = lay.block_indent;
+    let mut placed = Placed {
+        chunk: &chunk,
+        cl: &cl,
+        line_base,
+        block_indent: &block_indent,
+        by_line: Default::default(),
+        after_line: Default::default(),
+        dropped_blocks: Vec::new(),
+    };
+    let mut prev: Option<(usize, usize)> = None;
+    for r in mine {
+        // one replacement per scalar: a second one for the same (or an overlapping) range
+        // cannot be applied to the text and would be a no-op upstream
+        if prev.is_some_and(|(ps, pe)| (ps, pe) == (r.start, r.end) || r.start < pe) {
+            continue;
+        }
+        prev = Some((r.start, r.end));
+        let s = r.start - cs;
+        let e = r.end - cs;
+        if matches!(r.style, Style::Literal | Style::Folded) {
+            placed.block(r, s, e, &mut block_lines, caveats);
+        } else {
+            placed.flow(r, s, e, caveats);
+        }
+    }
+    placed.layout_edits(layout_inserts, layout_quoted);
+    let Placed {
+        by_line,
+        after_line,
+        dropped_blocks,
+        ..
+    } = placed;
+    let comment_starts: std::collections::HashMap<usize, usize> = doc
+        .tree
+        .comments
+        .iter()
+        .map(|c| (cl.line(c.start), c.start - cl.start_of(c.start)))
+        .collect();
+    let first_content_line = cl.line(root.start());
+    let nlines = if chunk.ends_with('\n') {
+        lines.len() - 1
+    } else {
+        lines.len()
+    };
+    let (next_is_comment, next_content_indent) = lookahead(&lines, nlines);
+    block_lines.sort_unstable();
+    block_lines.dedup();
+    // first content lines of replaced block scalars (their old content is dropped)
+    let replaced_content = dropped_blocks;
+    let mut in_block = vec![false; nlines + 1];
+    for &(a, b) in &block_lines {
+        for x in in_block.iter_mut().take((b + 1).min(nlines)).skip(a) {
+            *x = true;
+        }
+    }
+    let foot = foot_blanks(
+        &lines,
+        nlines,
+        first_content_line,
+        &in_block,
+        &comment_starts,
+    );
+    Emit {
+        lines: &lines,
+        nlines,
+        line_base,
+        first_content_line,
+        block_lines,
+        replaced_content,
+        by_line,
+        after_line,
+        comment_starts,
+        next_is_comment,
+        next_content_indent,
+        foot,
+        caveats,
+        out: String::with_capacity(chunk.len()),
+        blank_run_done: false,
+        saw_blank_after_comment: false,
+        saw_doc_start: false,
+    }
+    .run()
+}
+
+/// For each of the first `nlines` lines (and one past them): whether the next non-blank line
+/// is a comment, and the indentation of the next non-blank, non-comment line (reverse pass,
+/// linear).
+fn lookahead(lines: &[&str], nlines: usize) -> (Vec<bool>, Vec<Option<usize>>) {
+    let mut next_is_comment = vec![false; nlines + 1];
+    let mut next_content_indent: Vec<Option<usize>> = vec![None; nlines + 1];
+    for li in (0..nlines).rev() {
+        let t = lines[li].trim();
+        if t.is_empty() {
+            next_is_comment[li] = next_is_comment[li + 1];
+            next_content_indent[li] = next_content_indent[li + 1];
+        } else {
+            next_is_comment[li] = t.starts_with('#');
+            next_content_indent[li] = if t.starts_with('#') {
+                next_content_indent[li + 1]
+            } else {
+                Some(lines[li].len() - lines[li].trim_start().len())
+            };
+        }
+    }
+    (next_is_comment, next_content_indent)
+}
+
+/// The replacements of one chunk placed on its lines.
+struct Placed<'a> {
+    chunk: &'a str,
+    cl: &'a Lines,
+    line_base: usize,
+    /// For each replaced block scalar: (start offset, content indentation go-yaml writes).
+    block_indent: &'a [(usize, usize)],
+    /// Replacements in this chunk, by line: (start column, end column, text).
+    by_line: std::collections::BTreeMap<usize, Vec<(usize, usize, String)>>,
+    /// A block scalar written anew: the value line go-yaml puts after its header line.
+    after_line: std::collections::HashMap<usize, String>,
+    /// First content lines of replaced block scalars (their old content is dropped).
+    dropped_blocks: Vec<usize>,
+}
+
+impl Placed<'_> {
+    /// A block scalar (`|`, `>`) replaced at chunk offsets `s..e`: its header, and its content
+    /// written anew (or kept, with a caveat, when not modelled).
+    fn block(
+        &mut self,
+        r: &Replacement,
+        s: usize,
+        e: usize,
+        block_lines: &mut Vec<(usize, usize)>,
+        caveats: &mut Vec<String>,
+    ) {
+        let (chunk, cl, line_base, block_indent) =
+            (self.chunk, self.cl, self.line_base, self.block_indent);
+        let (by_line, after_line, dropped_blocks) = (
+            &mut self.by_line,
+            &mut self.after_line,
+            &mut self.dropped_blocks,
+        );
+        let l = cl.line(s);
+        let ls = cl.start_of(s);
+        // the header token (`|`, `>-`, `|+2`...) ends at a blank or the line end
+        let hdr_end = chunk[s..]
+            .find([' ', '\t', '\n'])
+            .map_or(chunk.len(), |i| s + i);
+        let indent = block_indent
+            .iter()
+            .find(|(o, _)| *o == s)
+            .map_or(0, |(_, i)| *i);
+        match render_block(&r.value, r.style) {
+            BlockRender::Header(h) => {
+                dropped_blocks.push(l + 1);
+                after_line.insert(l, format!("{}{}", " ".repeat(indent), r.value));
+                by_line
+                    .entry(l)
+                    .or_default()
+                    .push((s - ls, hdr_end - ls, h.to_string()));
+            }
+            BlockRender::Inline(v) => {
+                dropped_blocks.push(l + 1);
+                by_line
+                    .entry(l)
+                    .or_default()
+                    .push((s - ls, hdr_end - ls, v));
+            }
+            BlockRender::NotModelled(why) => {
+                caveats.push(format!("line {}: {why}", line_base + l + 1));
+                // keep the old block as it is
+                block_lines.retain(|(a, _)| *a != l + 1);
+                block_lines.push((l + 1, cl.line(e.saturating_sub(1).max(s))));
+            }
+        }
+    }
+
+    /// A flow scalar replaced at chunk offsets `s..e`.
+    fn flow(&mut self, r: &Replacement, s: usize, e: usize, caveats: &mut Vec<String>) {
+        let (chunk, cl, line_base) = (self.chunk, self.cl, self.line_base);
+        if r.style == Style::Plain
+            && let Some(why) = kept_tag_caveat(&chunk[s..e], &r.value)
+        {
+            caveats.push(format!("line {}: {why}", line_base + cl.line(s) + 1));
+        }
+        if chunk[s..e].contains('\n') {
             caveats.push(format!(
-                "line {}: comment after the document's last node (go-yaml may move it into that node's indentation; not modelled)",
+                "line {}: marker on a multi-line {} scalar: go-yaml writes the new value on one line and drops the continuation lines (not modelled)",
+                line_base + cl.line(s) + 1,
+                match r.style {
+                    Style::DoubleQuoted => "double-quoted",
+                    Style::SingleQuoted => "single-quoted",
+                    _ => "plain",
+                }
+            ));
+            return;
+        }
+        let l = cl.line(s);
+        let ls = cl.start_of(s);
+        let v = render_scalar(&r.value, r.style);
+        // go-yaml folds a flow scalar at a blank past column 80 (best_width)
+        if v.contains(' ') && chunk[ls..s].chars().count() + v.chars().count() > 80 {
+            caveats.push(format!(
+                "line {}: new value with blanks past column 80 (go-yaml folds it; not modelled)",
                 line_base + l + 1
             ));
         }
-        let layout_inserts = std::mem::take(&mut lay.inserts);
-        let layout_quoted = std::mem::take(&mut lay.quoted);
-        let mut block_lines = lay.block_lines;
-        let block_indent = lay.block_indent;
-        // replacements in this chunk, by line
-        let mut by_line: std::collections::BTreeMap<usize, Vec<(usize, usize, String)>> =
-            Default::default();
-        // a block scalar written anew: the value line go-yaml puts after its header line
-        let mut after_line: std::collections::HashMap<usize, String> = Default::default();
-        let mut dropped_blocks: Vec<usize> = Vec::new();
-        let mut prev: Option<(usize, usize)> = None;
-        for r in mine {
-            // one replacement per scalar: a second one for the same (or an overlapping) range
-            // cannot be applied to the text and would be a no-op upstream
-            if prev.is_some_and(|(ps, pe)| (ps, pe) == (r.start, r.end) || r.start < pe) {
-                continue;
-            }
-            prev = Some((r.start, r.end));
-            let s = r.start - cs;
-            let e = r.end - cs;
-            if matches!(r.style, Style::Literal | Style::Folded) {
-                let l = cl.line(s);
-                let ls = cl.start_of(s);
-                // the header token (`|`, `>-`, `|+2`...) ends at a blank or the line end
-                let hdr_end = chunk[s..]
-                    .find([' ', '\t', '\n'])
-                    .map_or(chunk.len(), |i| s + i);
-                let indent = block_indent
-                    .iter()
-                    .find(|(o, _)| *o == s)
-                    .map_or(0, |(_, i)| *i);
-                match render_block(&r.value, r.style) {
-                    BlockRender::Header(h) => {
-                        dropped_blocks.push(l + 1);
-                        after_line.insert(l, format!("{}{}", " ".repeat(indent), r.value));
-                        by_line
-                            .entry(l)
-                            .or_default()
-                            .push((s - ls, hdr_end - ls, h.to_string()));
-                    }
-                    BlockRender::Inline(v) => {
-                        dropped_blocks.push(l + 1);
-                        by_line
-                            .entry(l)
-                            .or_default()
-                            .push((s - ls, hdr_end - ls, v));
-                    }
-                    BlockRender::NotModelled(why) => {
-                        caveats.push(format!("line {}: {why}", line_base + l + 1));
-                        // keep the old block as it is
-                        block_lines.retain(|(a, _)| *a != l + 1);
-                        block_lines.push((l + 1, cl.line(e.saturating_sub(1).max(s))));
-                    }
-                }
-                continue;
-            }
-            if r.style == Style::Plain
-                && let Some(why) = kept_tag_caveat(&chunk[s..e], &r.value)
-            {
-                caveats.push(format!("line {}: {why}", line_base + cl.line(s) + 1));
-            }
-            if chunk[s..e].contains('\n') {
-                caveats.push(format!(
-                    "line {}: marker on a multi-line {} scalar: go-yaml writes the new value on one line and drops the continuation lines (not modelled)",
-                    line_base + cl.line(s) + 1,
-                    match r.style {
-                        Style::DoubleQuoted => "double-quoted",
-                        Style::SingleQuoted => "single-quoted",
-                        _ => "plain",
-                    }
-                ));
-                continue;
-            }
-            let l = cl.line(s);
-            let ls = cl.start_of(s);
-            let v = render_scalar(&r.value, r.style);
-            // go-yaml folds a flow scalar at a blank past column 80 (best_width)
-            if v.contains(' ') && chunk[ls..s].chars().count() + v.chars().count() > 80 {
-                caveats.push(format!(
-                    "line {}: new value with blanks past column 80 (go-yaml folds it; not modelled)",
-                    line_base + l + 1
-                ));
-            }
-            by_line.entry(l).or_default().push((s - ls, e - ls, v));
-        }
-        for (at, t) in layout_inserts {
+        self.by_line.entry(l).or_default().push((s - ls, e - ls, v));
+    }
+
+    /// Text the layout inserts, and plain scalars go-yaml writes quoted (unless replaced).
+    fn layout_edits(&mut self, inserts: Vec<(usize, String)>, quoted: Vec<(usize, usize, String)>) {
+        let (cl, by_line) = (self.cl, &mut self.by_line);
+        for (at, t) in inserts {
             let ls = cl.start_of(at);
             by_line
                 .entry(cl.line(at))
                 .or_default()
                 .push((at - ls, at - ls, t));
         }
-        for (a, b, q) in layout_quoted {
+        for (a, b, q) in quoted {
             if by_line
                 .get(&cl.line(a))
                 .is_some_and(|v| v.iter().any(|r| r.0 == a - cl.start_of(a)))
@@ -1005,59 +1174,42 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
                 .or_default()
                 .push((a - ls, b - ls, q));
         }
-        let comment_starts: std::collections::HashMap<usize, usize> = doc
-            .tree
-            .comments
-            .iter()
-            .map(|c| (cl.line(c.start), c.start - cl.start_of(c.start)))
-            .collect();
-        let first_content_line = cl.line(root.start());
-        let mut out = String::with_capacity(chunk.len());
-        let nlines = if chunk.ends_with('\n') {
-            lines.len() - 1
-        } else {
-            lines.len()
-        };
-        // for each line: is the next non-blank line a comment; indentation of the next
-        // non-blank, non-comment line (reverse pass, linear)
-        let mut next_is_comment = vec![false; nlines + 1];
-        let mut next_content_indent: Vec<Option<usize>> = vec![None; nlines + 1];
-        for li in (0..nlines).rev() {
-            let t = lines[li].trim();
-            if t.is_empty() {
-                next_is_comment[li] = next_is_comment[li + 1];
-                next_content_indent[li] = next_content_indent[li + 1];
-            } else {
-                next_is_comment[li] = t.starts_with('#');
-                next_content_indent[li] = if t.starts_with('#') {
-                    next_content_indent[li + 1]
-                } else {
-                    Some(lines[li].len() - lines[li].trim_start().len())
-                };
-            }
-        }
-        block_lines.sort_unstable();
-        block_lines.dedup();
-        // first content lines of replaced block scalars (their old content is dropped)
-        let replaced_content = dropped_blocks;
-        let mut in_block = vec![false; nlines + 1];
-        for &(a, b) in &block_lines {
-            for x in in_block.iter_mut().take((b + 1).min(nlines)).skip(a) {
-                *x = true;
-            }
-        }
-        let foot = foot_blanks(
-            &lines,
-            nlines,
-            first_content_line,
-            &in_block,
-            &comment_starts,
-        );
-        let mut blank_run_done = false;
+    }
+}
+
+/// Writes one chunk's lines the way go-yaml does, with the replacements placed on them.
+struct Emit<'a> {
+    lines: &'a [&'a str],
+    nlines: usize,
+    line_base: usize,
+    first_content_line: usize,
+    block_lines: Vec<(usize, usize)>,
+    /// First content lines of replaced block scalars (their old content is dropped).
+    replaced_content: Vec<usize>,
+    by_line: std::collections::BTreeMap<usize, Vec<(usize, usize, String)>>,
+    after_line: std::collections::HashMap<usize, String>,
+    /// Line comments: line -> column.
+    comment_starts: std::collections::HashMap<usize, usize>,
+    /// For each line: is the next non-blank line a comment.
+    next_is_comment: Vec<bool>,
+    /// For each line: indentation of the next non-blank, non-comment line.
+    next_content_indent: Vec<Option<usize>>,
+    /// Blank lines after a comment block go-yaml keeps ([`foot_blanks`]).
+    foot: std::collections::HashMap<usize, bool>,
+    caveats: &'a mut Vec<String>,
+    out: String,
+    blank_run_done: bool,
+    saw_blank_after_comment: bool,
+    saw_doc_start: bool,
+}
+
+impl Emit<'_> {
+    fn run(mut self) -> String {
+        let (lines, nlines) = (self.lines, self.nlines);
         let mut bi = 0;
-        let mut saw_blank_after_comment = false;
-        let mut saw_doc_start = false;
         for (li, line) in lines.iter().take(nlines).enumerate() {
+            let (block_lines, replaced_content, out) =
+                (&self.block_lines, &self.replaced_content, &mut self.out);
             while bi < block_lines.len() && block_lines[bi].1 < li {
                 bi += 1;
             }
@@ -1074,135 +1226,149 @@ pub fn rewrite(f: &FileScan, reps: &[Replacement]) -> Rewrite {
                 continue;
             }
             let t = line.trim();
-            if li < first_content_line {
-                // before the root: head comments, `---`, directives
-                if t.is_empty() {
-                    if !out.is_empty() && !saw_blank_after_comment {
-                        saw_blank_after_comment = true;
-                        // after an explicit `---` go-yaml v3 reads the comment as the head
-                        // comment of the first key, not of the document, and writes no blank
-                        // line after it (the differential test, leading-separator +
-                        // head-comment-blank)
-                        if !saw_doc_start {
-                            out.push('\n');
-                        }
-                    }
-                    continue;
-                }
-                if t == "---" || t.starts_with("--- #") || t.starts_with("---\t") {
-                    if t != "---" {
-                        caveats.push(format!(
-                            "line {}: comment on a `---` line",
-                            line_base + li + 1
-                        ));
-                    }
-                    // (only the file's first line can be a `---` here: kyaml's
-                    // splitDocuments cuts at every other one)
-                    saw_doc_start = true;
-                    continue;
-                }
-                if t.starts_with('%') {
-                    caveats.push(format!("line {}: YAML directive", line_base + li + 1));
-                    continue;
-                }
-                if !t.starts_with('#') {
-                    caveats.push(format!(
-                        "line {}: content before the document root",
-                        line_base + li + 1
-                    ));
-                }
-                if saw_blank_after_comment {
-                    caveats.push(format!(
-                        "line {}: several comment blocks above the document",
-                        line_base + li + 1
-                    ));
-                }
-                out.push_str(line.trim_end());
-                out.push('\n');
-                continue;
-            }
-            if t.is_empty() {
-                match foot.get(&li) {
-                    Some(true) => {
-                        out.push('\n');
-                        blank_run_done = true;
-                        continue;
-                    }
-                    Some(false) => {
-                        caveats.push(format!(
-                            "line {}: blank line after a comment block in a layout where go-yaml may keep it (foot comment; not modelled)",
-                            line_base + li + 1
-                        ));
-                        blank_run_done = true;
-                        continue;
-                    }
-                    None => {}
-                }
-                if blank_run_done && li > 0 && lines[li - 1].trim().is_empty() {
-                    continue;
-                }
-                blank_run_done = false;
-                if next_is_comment[li + 1] {
-                    caveats.push(format!(
-                        "line {}: blank line before a comment (go-yaml may keep it)",
-                        line_base + li + 1
-                    ));
-                }
-                continue;
-            }
-            if t == "..." {
-                caveats.push(format!("line {}: document end marker", line_base + li + 1));
-                continue;
-            }
-            let mut l = line.to_string();
-            if let Some(rs) = by_line.get_mut(&li) {
-                rs.sort_by_key(|r| std::cmp::Reverse(r.0));
-                for (a, b, v) in rs.iter() {
-                    if *a <= *b && *b <= l.len() && l.is_char_boundary(*a) && l.is_char_boundary(*b)
-                    {
-                        l.replace_range(*a..*b, v);
-                    } else {
-                        caveats.push(format!(
-                            "line {}: a change spanning lines (not modelled)",
-                            line_base + li + 1
-                        ));
-                    }
-                }
-            }
-            // one space before a line comment
-            if let Some(&cstart) = comment_starts.get(&li) {
-                let orig_before = &line[..cstart];
-                if !orig_before.trim().is_empty() {
-                    let delta = l.len() as isize - line.len() as isize;
-                    let cpos = (cstart as isize + delta) as usize;
-                    let content = l[..cpos].trim_end().to_string();
-                    let comment = l[cpos..].to_string();
-                    l = format!("{content} {comment}");
-                } else {
-                    let next_ind = next_content_indent[li + 1];
-                    let ind = line.len() - line.trim_start().len();
-                    if next_ind.is_some_and(|n| n != ind) {
-                        caveats.push(format!(
-                            "line {}: comment not aligned with the next key (go-yaml re-indents comments)",
-                            line_base + li + 1
-                        ));
-                    }
-                }
-            }
-            out.push_str(l.trim_end());
-            out.push('\n');
-            if let Some(v) = after_line.get(&li) {
-                out.push_str(v);
-                out.push('\n');
+            if li < self.first_content_line {
+                self.head_line(li, line, t);
+            } else if t.is_empty() {
+                self.blank_line(li);
+            } else if t == "..." {
+                self.caveats.push(format!(
+                    "line {}: document end marker",
+                    self.line_base + li + 1
+                ));
+            } else {
+                self.content_line(li, line);
             }
         }
-        out_docs.push(out);
+        self.out
     }
-    let text = out_docs.join("---\n");
-    Rewrite {
-        exact: caveats.is_empty(),
-        text,
-        caveats,
+
+    /// A line before the root: head comments, `---`, directives.
+    fn head_line(&mut self, li: usize, line: &str, t: &str) {
+        let (line_base, out, caveats) = (self.line_base, &mut self.out, &mut *self.caveats);
+        if t.is_empty() {
+            if !out.is_empty() && !self.saw_blank_after_comment {
+                self.saw_blank_after_comment = true;
+                // after an explicit `---` go-yaml v3 reads the comment as the head
+                // comment of the first key, not of the document, and writes no blank
+                // line after it (the differential test, leading-separator +
+                // head-comment-blank)
+                if !self.saw_doc_start {
+                    out.push('\n');
+                }
+            }
+            return;
+        }
+        if t == "---" || t.starts_with("--- #") || t.starts_with("---\t") {
+            if t != "---" {
+                caveats.push(format!(
+                    "line {}: comment on a `---` line",
+                    line_base + li + 1
+                ));
+            }
+            // (only the file's first line can be a `---` here: kyaml's
+            // splitDocuments cuts at every other one)
+            self.saw_doc_start = true;
+            return;
+        }
+        if t.starts_with('%') {
+            caveats.push(format!("line {}: YAML directive", line_base + li + 1));
+            return;
+        }
+        if !t.starts_with('#') {
+            caveats.push(format!(
+                "line {}: content before the document root",
+                line_base + li + 1
+            ));
+        }
+        if self.saw_blank_after_comment {
+            caveats.push(format!(
+                "line {}: several comment blocks above the document",
+                line_base + li + 1
+            ));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+
+    /// A blank line after the root starts.
+    fn blank_line(&mut self, li: usize) {
+        let (line_base, lines, out, caveats) = (
+            self.line_base,
+            self.lines,
+            &mut self.out,
+            &mut *self.caveats,
+        );
+        match self.foot.get(&li) {
+            Some(true) => {
+                out.push('\n');
+                self.blank_run_done = true;
+                return;
+            }
+            Some(false) => {
+                caveats.push(format!(
+                    "line {}: blank line after a comment block in a layout where go-yaml may keep it (self.foot comment; not modelled)",
+                    line_base + li + 1
+                ));
+                self.blank_run_done = true;
+                return;
+            }
+            None => {}
+        }
+        if self.blank_run_done && li > 0 && lines[li - 1].trim().is_empty() {
+            return;
+        }
+        self.blank_run_done = false;
+        if self.next_is_comment[li + 1] {
+            caveats.push(format!(
+                "line {}: blank line before a comment (go-yaml may keep it)",
+                line_base + li + 1
+            ));
+        }
+    }
+
+    /// A content line: its replacements, and one space before its line comment.
+    fn content_line(&mut self, li: usize, line: &str) {
+        let (line_base, out, caveats) = (self.line_base, &mut self.out, &mut *self.caveats);
+        let mut l = line.to_string();
+        if let Some(rs) = self.by_line.get_mut(&li) {
+            rs.sort_by_key(|r| std::cmp::Reverse(r.0));
+            for (a, b, v) in rs.iter() {
+                if *a <= *b && *b <= l.len() && l.is_char_boundary(*a) && l.is_char_boundary(*b) {
+                    l.replace_range(*a..*b, v);
+                } else {
+                    caveats.push(format!(
+                        "line {}: a change spanning lines (not modelled)",
+                        line_base + li + 1
+                    ));
+                }
+            }
+        }
+        // one space before a line comment
+        if let Some(&cstart) = self.comment_starts.get(&li) {
+            let orig_before = &line[..cstart];
+            if !orig_before.trim().is_empty() {
+                let delta = l.len() as isize - line.len() as isize;
+                let cpos = (cstart as isize + delta) as usize;
+                let content = l[..cpos].trim_end().to_string();
+                let comment = l[cpos..].to_string();
+                l = format!("{content} {comment}");
+            } else {
+                let next_ind = self.next_content_indent[li + 1];
+                let ind = line.len() - line.trim_start().len();
+                if next_ind.is_some_and(|n| n != ind) {
+                    caveats.push(format!(
+                    "line {}: comment not aligned with the next key (go-yaml re-indents comments)",
+                    line_base + li + 1
+                ));
+                }
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+        if let Some(v) = self.after_line.get(&li) {
+            out.push_str(v);
+            out.push('\n');
+        }
     }
 }
 
