@@ -679,18 +679,11 @@ impl Sink {
         message: String,
         fix: String,
     ) {
-        let (rule, name, severity) = rule(id);
-        let severity = self.next.take().unwrap_or(severity);
-        self.findings.push(Finding {
-            rule,
-            name,
-            severity,
-            file,
-            line,
-            column,
-            message,
-            fix,
-        });
+        let mut f = finding(id, file, line, column, message, fix);
+        if let Some(s) = self.next.take() {
+            f.severity = s;
+        }
+        self.findings.push(f);
     }
 }
 

@@ -283,28 +283,49 @@ fn list_item(c: &SiteCtx<'_>, out: &mut Sink) {
 
 /// MC003: a `:tag` marker on a field holding an image reference.
 fn tag_on_image(m: &Marked<'_>, out: &mut Sink) {
-    let (t, key, sr, latest) = (m.t, &m.key, &m.sr, m.latest);
-    let (file, line, col) = (m.c.file.to_string(), m.c.site.line, m.c.site.col);
-    if image_field(key, &t.value) {
-        let tag = latest
-            .map(|l| l.tag.clone())
-            .unwrap_or_else(|| "<tag>".into());
-        out.push(
-            "MC003",
-            file.clone(),
-            line,
-            col,
-            format!(
-                "':tag' marker on {}: the automation replaces the whole value with the bare tag and writes `{}`, an image the node cannot pull",
-                describe_image_value(key, &t.value),
-                m.would_write(&tag)
-            ),
-            format!(
-                "use the plain marker here: # {{\"$imagepolicy\": \"{}\"}} (or put :tag on a newTag/tag field)",
-                sr.policy_key()
-            ),
-        );
+    let tag = m
+        .latest
+        .map(|l| l.tag.clone())
+        .unwrap_or_else(|| "<tag>".into());
+    bare_value_on_image(
+        m,
+        "MC003",
+        "tag",
+        &tag,
+        "(or put :tag on a newTag/tag field)",
+        out,
+    );
+}
+
+/// A `:tag` or `:digest` marker (`field`) on a field holding an image reference: the setter
+/// replaces the whole value with the bare `value` (rule `id`; `fix_tail` ends the fix).
+fn bare_value_on_image(
+    m: &Marked<'_>,
+    id: &'static str,
+    field: &str,
+    value: &str,
+    fix_tail: &str,
+    out: &mut Sink,
+) {
+    let (t, key, sr) = (m.t, &m.key, &m.sr);
+    if !image_field(key, &t.value) {
+        return;
     }
+    out.push(
+        id,
+        m.c.file.to_string(),
+        m.c.site.line,
+        m.c.site.col,
+        format!(
+            "':{field}' marker on {}: the automation replaces the whole value with the bare {field} and writes `{}`, an image the node cannot pull",
+            describe_image_value(key, &t.value),
+            m.would_write(value)
+        ),
+        format!(
+            "use the plain marker here: # {{\"$imagepolicy\": \"{}\"}} {fix_tail}",
+            sr.policy_key()
+        ),
+    );
 }
 
 /// MC004: a plain marker on a tag or version field.
@@ -353,32 +374,22 @@ fn name_on_tagged(m: &Marked<'_>, out: &mut Sink) {
 
 /// MC007: a `:digest` marker on a field holding an image reference.
 fn digest_on_image(m: &Marked<'_>, out: &mut Sink) {
-    let (t, key, sr, latest) = (m.t, &m.key, &m.sr, m.latest);
-    let (file, line, col) = (m.c.file.to_string(), m.c.site.line, m.c.site.col);
-    if image_field(key, &t.value) {
-        // image-automation-controller d36e2ea internal/update/setters.go: the
-        // `ns:p:digest` setter's value is status.latestRef.digest alone, and the
-        // kyaml setter replaces the whole scalar with it
-        let digest = latest
-            .map(|l| l.digest.clone())
-            .filter(|d| !d.is_empty())
-            .unwrap_or_else(|| "<digest>".into());
-        out.push(
-            "MC007",
-            file.clone(),
-            line,
-            col,
-            format!(
-                "':digest' marker on {}: the automation replaces the whole value with the bare digest and writes `{}`, an image the node cannot pull",
-                describe_image_value(key, &t.value),
-                m.would_write(&digest)
-            ),
-            format!(
-                "use the plain marker here: # {{\"$imagepolicy\": \"{}\"}} (it writes name:tag@digest when the ImagePolicy reflects digests), or split the fields and put :digest only on a digest field (kustomize images: newName + digest)",
-                sr.policy_key()
-            ),
-        );
-    }
+    // image-automation-controller d36e2ea internal/update/setters.go: the `ns:p:digest`
+    // setter's value is status.latestRef.digest alone, and the kyaml setter replaces the
+    // whole scalar with it
+    let digest = m
+        .latest
+        .map(|l| l.digest.clone())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| "<digest>".into());
+    bare_value_on_image(
+        m,
+        "MC007",
+        "digest",
+        &digest,
+        "(it writes name:tag@digest when the ImagePolicy reflects digests), or split the fields and put :digest only on a digest field (kustomize images: newName + digest)",
+        out,
+    );
 }
 
 /// MC006: a `:digest` marker naming a policy that reflects no digest.
