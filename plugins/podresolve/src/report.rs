@@ -419,7 +419,80 @@ pub fn build(inp: Inputs<'_>) -> Report {
         kube_dns_ips: inp.cluster.kube_dns_ips.clone(),
         ..Default::default()
     };
-    let corefile = match &inp.cluster.corefile {
+    let corefile = corefile_summary(inp.cluster, &mut summary);
+    let nodelocal = node_local(inp.cluster, resolv.as_ref());
+    summary.node_local = nodelocal.clone();
+
+    let uses_cluster_dns = resolv.as_ref().is_some_and(|rc| {
+        rc.effective_nameservers().iter().any(|ns| {
+            inp.cluster.kube_dns_ips.contains(ns) || ns == crate::resolvconf::NODELOCAL_DNS_IP
+        })
+    });
+
+    let ctx = HostCtx {
+        log,
+        resolv: resolv.as_ref(),
+        hosts_file: &hosts_file,
+        ns_real: ns_real.as_deref(),
+        libc,
+        corefile,
+        nodelocal: &nodelocal,
+        uses_cluster_dns,
+        cluster: inp.cluster,
+        expect: inp.expect.as_ref(),
+    };
+    let mut hosts = Vec::new();
+    let mut exit_code = 0;
+    for (i, host) in inp.hosts.iter().enumerate() {
+        let ws = inp
+            .workstation
+            .get(i)
+            .cloned()
+            .unwrap_or(WorkstationAnswer {
+                addresses: Vec::new(),
+                error: Some("not resolved".into()),
+                from_hosts_file: None,
+            });
+        let h = host_report(&ctx, host, ws);
+        if h.verdict == Verdict::PodCannotResolve || h.expect_match == Some(false) {
+            exit_code = 1;
+        }
+        hosts.push(h);
+    }
+    let git = log
+        .sections
+        .iter()
+        .find(|s| s.kind == "git")
+        .map(|s| parse_git(&s.body, s.rc));
+    if git.as_ref().is_some_and(|g| !g.reachable) {
+        exit_code = 1;
+    }
+    if hosts
+        .iter()
+        .any(|h| h.tls.as_ref().is_some_and(|t| !t.verified))
+    {
+        exit_code = 1;
+    }
+    Report {
+        api_version: API_VERSION.into(),
+        kind: KIND.into(),
+        probe: inp.probe,
+        resolv_conf: resolv,
+        libc,
+        cluster_dns: summary,
+        hosts,
+        git,
+        complete: log.complete,
+        exit_code,
+    }
+}
+
+/// The kube-system/coredns Corefile, when it parsed; the summary says why not.
+fn corefile_summary<'a>(
+    cluster: &'a ClusterDns,
+    summary: &mut ClusterDnsSummary,
+) -> Option<&'a Corefile> {
+    match &cluster.corefile {
         Some(Ok(cf)) => {
             summary.corefile_found = true;
             summary.imports = cf.imports.clone();
@@ -434,18 +507,23 @@ pub fn build(inp: Inputs<'_>) -> Report {
                 Some("ConfigMap kube-system/coredns (key Corefile) not found".into());
             None
         }
-    };
-    let mut nodelocal = match &inp.cluster.nodelocal_corefile {
+    }
+}
+
+/// NodeLocal DNSCache as the cluster and the pod's resolv.conf show it: running (a ready
+/// DaemonSet pod, or the pod's nameserver is its address), and what it forwards past CoreDNS.
+fn node_local(cluster: &ClusterDns, resolv: Option<&ResolvConf>) -> NodeLocal {
+    let mut nodelocal = match &cluster.nodelocal_corefile {
         Some(text) => {
             // Without the Service list, kube-dns's own IPs are still known to be CoreDNS.
-            let services = inp.cluster.kube_system_services.clone().unwrap_or_else(|| {
+            let services = cluster.kube_system_services.clone().unwrap_or_else(|| {
                 vec![crate::corefile::DnsService {
                     name: "kube-system/kube-dns".into(),
-                    cluster_ips: inp.cluster.kube_dns_ips.clone(),
+                    cluster_ips: cluster.kube_dns_ips.clone(),
                     fronts_coredns: true,
                 }]
             });
-            let complete = inp.cluster.kube_system_services.is_some();
+            let complete = cluster.kube_system_services.is_some();
             NodeLocal::from_corefile(text, &services, complete).unwrap_or_else(|e| NodeLocal {
                 detected: true,
                 evidence: vec![format!("node-local-dns ConfigMap unreadable: {e}")],
@@ -454,11 +532,11 @@ pub fn build(inp: Inputs<'_>) -> Report {
         }
         None => NodeLocal::default(),
     };
-    let pod_uses_nodelocal = resolv.as_ref().is_some_and(|rc| rc.uses_nodelocal());
-    if inp.cluster.nodelocal_corefile.is_some() && !pod_uses_nodelocal {
+    let pod_uses_nodelocal = resolv.is_some_and(|rc| rc.uses_nodelocal());
+    if cluster.nodelocal_corefile.is_some() && !pod_uses_nodelocal {
         // The ConfigMap outlives an uninstalled or never-started DaemonSet: only running pods
         // answer (and can bypass CoreDNS).
-        match &inp.cluster.nodelocal_daemonset {
+        match &cluster.nodelocal_daemonset {
             Some(Ok(n)) if *n > 0 => nodelocal.evidence.push(format!(
                 "DaemonSet kube-system/node-local-dns has {n} ready pod{}",
                 if *n == 1 { "" } else { "s" }
@@ -487,322 +565,329 @@ pub fn build(inp: Inputs<'_>) -> Report {
             "pod resolv.conf nameserver is {}",
             crate::resolvconf::NODELOCAL_DNS_IP
         ));
-        if nodelocal.other_upstream.is_none() && inp.cluster.nodelocal_corefile.is_none() {
+        if nodelocal.other_upstream.is_none() && cluster.nodelocal_corefile.is_none() {
             nodelocal
                 .evidence
                 .push("node-local-dns ConfigMap not readable: bypass cannot be judged".into());
         }
     }
-    summary.node_local = nodelocal.clone();
+    nodelocal
+}
 
-    let uses_cluster_dns = resolv.as_ref().is_some_and(|rc| {
-        rc.effective_nameservers().iter().any(|ns| {
-            inp.cluster.kube_dns_ips.contains(ns) || ns == crate::resolvconf::NODELOCAL_DNS_IP
-        })
-    });
+/// What every host's report reads: the probe log and the cluster's DNS, read once.
+struct HostCtx<'a> {
+    log: &'a ProbeLog,
+    resolv: Option<&'a ResolvConf>,
+    /// The pod's /etc/hosts.
+    hosts_file: &'a str,
+    /// The real path of the probe's nslookup (busybox applet or bind-tools).
+    ns_real: Option<&'a str>,
+    libc: Libc,
+    corefile: Option<&'a Corefile>,
+    nodelocal: &'a NodeLocal,
+    /// The pod's nameserver is kube-dns (or NodeLocal DNSCache).
+    uses_cluster_dns: bool,
+    cluster: &'a ClusterDns,
+    expect: Option<&'a Vec<IpAddr>>,
+}
 
-    let mut hosts = Vec::new();
-    let mut exit_code = 0;
-    for (i, host) in inp.hosts.iter().enumerate() {
-        let arg = host.arg();
-        let g = log
-            .section("getent", &arg)
-            .map(|s| parse_getent(&s.body, s.rc));
-        let n = log
-            .section("nslookup", &arg)
-            .map(|s| parse_nslookup(&s.body, s.rc, ns_real.as_deref()));
-        let tls = log.section("tls", &arg).map(|s| parse_tls(&s.body, s.rc));
-        let mut notes = Vec::new();
-        let pod_addresses = match (&g, &n) {
-            (Some(g), _) if g.status != LookupStatus::ToolMissing => g.addresses.clone(),
-            (_, Some(n)) => n.addresses(),
-            _ => Vec::new(),
-        };
-        if g.is_none() && n.is_none() {
-            notes.push("the probe log has no result for this host (probe killed by its deadline or log truncated)".into());
-        }
+/// One host's report: the pod's answers, the query that answered, CoreDNS's path, the
+/// workstation's answer `ws` and the notes that explain them.
+fn host_report(c: &HostCtx<'_>, host: &Host, ws: WorkstationAnswer) -> HostReport {
+    let (log, resolv, libc, hosts_file, ns_real) =
+        (c.log, c.resolv, c.libc, c.hosts_file, c.ns_real);
+    let arg = host.arg();
+    let g = log
+        .section("getent", &arg)
+        .map(|s| parse_getent(&s.body, s.rc));
+    let n = log
+        .section("nslookup", &arg)
+        .map(|s| parse_nslookup(&s.body, s.rc, ns_real));
+    let tls = log.section("tls", &arg).map(|s| parse_tls(&s.body, s.rc));
+    let mut notes = Vec::new();
+    let pod_addresses = match (&g, &n) {
+        (Some(g), _) if g.status != LookupStatus::ToolMissing => g.addresses.clone(),
+        (_, Some(n)) => n.addresses(),
+        _ => Vec::new(),
+    };
+    if g.is_none() && n.is_none() {
+        notes.push("the probe log has no result for this host (probe killed by its deadline or log truncated)".into());
+    }
 
-        let query_order = match (host, &resolv) {
-            (Host::Name { .. }, Some(rc)) => rc.query_order(&arg, libc),
-            (Host::Name { .. }, None) => vec![fqdn(&arg)],
-            (Host::Ip(_), _) => Vec::new(),
-        };
+    let query_order = match (host, &resolv) {
+        (Host::Name { .. }, Some(rc)) => rc.query_order(&arg, libc),
+        (Host::Name { .. }, None) => vec![fqdn(&arg)],
+        (Host::Ip(_), _) => Vec::new(),
+    };
 
-        // Which FQDN answered: from the libc result (canonical name + query order), never
-        // from nslookup, whose own query logic differs (see crate::answer).
-        let answer = match host {
-            Host::Name { .. } => crate::answer::derive(
-                &arg,
-                &query_order,
-                resolv.as_ref(),
-                libc,
-                g.as_ref(),
-                n.as_ref(),
-                &hosts_file,
-            ),
-            Host::Ip(_) => None,
-        };
-        let loopback = loopback_sentence(host, &arg, &pod_addresses);
-        if let (Host::Name { .. }, Some(g), None) = (host, &g, &answer)
-            && g.status == LookupStatus::Resolved
-        {
-            notes.push(format!(
-                "which query answered cannot be told: libc's canonical name {} is not one of the \
-                 queried names and no nslookup CNAME line leads to it",
-                g.canonical_name.as_deref().unwrap_or("(none printed)")
-            ));
-        }
-        if let (Host::Name { .. }, Some(g), Some(n)) = (host, &g, &n)
-            && let Some(d) = crate::answer::disagreement(
-                &arg,
-                resolv.as_ref(),
-                g,
-                n,
-                &hosts_file,
-                answer.as_ref(),
-            )
-        {
-            notes.push(d);
-        }
+    // Which FQDN answered: from the libc result (canonical name + query order), never
+    // from nslookup, whose own query logic differs (see crate::answer).
+    let answer = match host {
+        Host::Name { .. } => crate::answer::derive(
+            &arg,
+            &query_order,
+            resolv,
+            libc,
+            g.as_ref(),
+            n.as_ref(),
+            hosts_file,
+        ),
+        Host::Ip(_) => None,
+    };
+    let loopback = loopback_sentence(host, &arg, &pod_addresses);
+    if let (Host::Name { .. }, Some(g), None) = (host, &g, &answer)
+        && g.status == LookupStatus::Resolved
+    {
+        notes.push(format!(
+            "which query answered cannot be told: libc's canonical name {} is not one of the \
+             queried names and no nslookup CNAME line leads to it",
+            g.canonical_name.as_deref().unwrap_or("(none printed)")
+        ));
+    }
+    if let (Host::Name { .. }, Some(g), Some(n)) = (host, &g, &n)
+        && let Some(d) =
+            crate::answer::disagreement(&arg, resolv, g, n, hosts_file, answer.as_ref())
+    {
+        notes.push(d);
+    }
 
-        let mut coredns = Vec::new();
-        let from_etc_hosts = answer
+    let from_etc_hosts = answer
+        .as_ref()
+        .is_some_and(|a| a.rule == AnswerRule::EtcHosts);
+    let coredns = match (c.corefile, host, from_etc_hosts) {
+        (Some(cf), Host::Name { .. }, false) => coredns_steps(
+            c,
+            cf,
+            &query_order,
+            answer.as_ref(),
+            &pod_addresses,
+            &mut notes,
+        ),
+        _ => Vec::new(),
+    };
+    nameserver_notes(c, n.as_ref(), &mut notes);
+    let v = verdict(&pod_addresses, &ws.addresses);
+    if let Some(note) = workstation_note(host, &ws, v, loopback.is_some(), from_etc_hosts) {
+        notes.push(note);
+    }
+    if v == Verdict::Differs && ws.addresses.is_empty() {
+        notes.push("the workstation cannot resolve it; only the pod can".into());
+    }
+    let expect_match = c.expect.map(|e| expect_matches(&pod_addresses, e));
+    let queries = queries_asked(
+        &query_order,
+        answer.as_ref().and_then(|a| a.query.as_deref()),
+        answer
             .as_ref()
-            .is_some_and(|a| a.rule == AnswerRule::EtcHosts);
-        if let (Some(cf), Host::Name { .. }, false) = (corefile, host, from_etc_hosts) {
-            let answered_fqdn = answer.as_ref().and_then(|a| a.query.clone());
-            for q in &query_order {
-                let e = cf.explain(q, 53);
-                let bypass = nodelocal.bypasses_coredns(q);
-                let answered = answered_fqdn.as_deref() == Some(q.as_str());
-                coredns.push(CorednsStep {
-                    explanation: e,
-                    bypassed_by_node_local: bypass,
-                    answered,
-                });
-                if answered {
-                    break;
-                }
-            }
-            // Never contradict the observed answer: a pod that got exactly the CoreDNS hosts
-            // pin was answered by CoreDNS, whatever node-local-dns's Corefile says.
-            let mut intercepted = true;
-            for step in coredns.iter_mut().filter(|s| s.bypassed_by_node_local) {
-                let e = &step.explanation;
-                let pins: Vec<IpAddr> = match (
-                    e.answered_by.as_deref(),
-                    e.detail.strip_prefix("pinned to "),
-                ) {
-                    (Some("hosts"), Some(list)) => {
-                        list.split(", ").filter_map(|a| a.parse().ok()).collect()
-                    }
-                    _ => continue,
-                };
-                if !pod_addresses.is_empty() && pod_addresses.iter().all(|a| pins.contains(a)) {
-                    step.bypassed_by_node_local = false;
-                    intercepted = false;
-                    notes.push(format!(
-                        "node-local-dns's Corefile would forward {} to {} without CoreDNS, but the \
-                         pod's answer ({}) is the CoreDNS hosts pin (Corefile line {}): this query \
-                         reached CoreDNS, so no bypass is claimed (node-local-dns does not \
-                         intercept this pod's queries)",
-                        e.query,
-                        nodelocal
-                            .bypass_upstream(&e.query)
-                            .unwrap_or("its upstream"),
-                        pod_addresses
-                            .iter()
-                            .map(IpAddr::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        e.line.map(|l| l.to_string()).unwrap_or_else(|| "?".into()),
-                    ));
-                }
-            }
-            // That answer shows node-local-dns does not intercept this pod's queries (the
-            // note says so): no other query of the same pod is claimed to skip CoreDNS either.
-            if !intercepted {
-                for step in coredns.iter_mut() {
-                    step.bypassed_by_node_local = false;
-                }
-            }
-            for step in &coredns {
-                let coredns_rule = matches!(
-                    step.explanation.answered_by.as_deref(),
-                    Some("hosts" | "template")
-                ) || step.explanation.rewritten != step.explanation.query;
-                if step.bypassed_by_node_local && coredns_rule {
-                    notes.push(format!(
-                        "NodeLocal DNSCache forwards {} to {} without CoreDNS: the CoreDNS {} rule (Corefile line {}) is bypassed",
-                        step.explanation.query,
-                        nodelocal.bypass_upstream(&step.explanation.query).unwrap_or("its upstream"),
-                        step.explanation.answered_by.as_deref().unwrap_or("rewrite"),
-                        step.explanation.line.map(|l| l.to_string()).unwrap_or_else(|| "?".into()),
-                    ));
-                }
-            }
+            .is_some_and(|a| a.rule == AnswerRule::EtcHosts),
+    );
+    HostReport {
+        ip_literal: matches!(host, Host::Ip(_)),
+        host: arg,
+        query_order,
+        queries,
+        loopback,
+        answer,
+        pod: PodView {
+            libc: g.as_ref().map(libc_view),
+            dns: n.as_ref().map(dns_view),
+            addresses: pod_addresses,
+        },
+        coredns,
+        workstation: ws,
+        verdict: v,
+        expect: c.expect.cloned(),
+        expect_match,
+        tls,
+        notes,
+    }
+}
+
+/// CoreDNS's path for each query up to the one that answered, with what NodeLocal DNSCache
+/// bypasses (never contradicting the observed answer); its notes go to `notes`.
+fn coredns_steps(
+    c: &HostCtx<'_>,
+    cf: &Corefile,
+    query_order: &[String],
+    answer: Option<&Answer>,
+    pod_addresses: &[IpAddr],
+    notes: &mut Vec<String>,
+) -> Vec<CorednsStep> {
+    let nodelocal = c.nodelocal;
+    let mut coredns = Vec::new();
+    let answered_fqdn = answer.as_ref().and_then(|a| a.query.clone());
+    for q in query_order {
+        let e = cf.explain(q, 53);
+        let bypass = nodelocal.bypasses_coredns(q);
+        let answered = answered_fqdn.as_deref() == Some(q.as_str());
+        coredns.push(CorednsStep {
+            explanation: e,
+            bypassed_by_node_local: bypass,
+            answered,
+        });
+        if answered {
+            break;
         }
-        if !uses_cluster_dns && resolv.is_some() && !inp.cluster.kube_dns_ips.is_empty() {
+    }
+    // Never contradict the observed answer: a pod that got exactly the CoreDNS hosts
+    // pin was answered by CoreDNS, whatever node-local-dns's Corefile says.
+    let mut intercepted = true;
+    for step in coredns.iter_mut().filter(|s| s.bypassed_by_node_local) {
+        let e = &step.explanation;
+        let pins: Vec<IpAddr> = match (
+            e.answered_by.as_deref(),
+            e.detail.strip_prefix("pinned to "),
+        ) {
+            (Some("hosts"), Some(list)) => {
+                list.split(", ").filter_map(|a| a.parse().ok()).collect()
+            }
+            _ => continue,
+        };
+        if !pod_addresses.is_empty() && pod_addresses.iter().all(|a| pins.contains(a)) {
+            step.bypassed_by_node_local = false;
+            intercepted = false;
             notes.push(format!(
-                "the pod's nameserver ({}) is not the kube-dns Service ({}): CoreDNS explanations may not apply (dnsPolicy Default/None?)",
-                resolv.as_ref().map(|r| r.effective_nameservers().join(", ")).unwrap_or_default(),
-                inp.cluster.kube_dns_ips.join(", ")
+                "node-local-dns's Corefile would forward {} to {} without CoreDNS, but the \
+                     pod's answer ({}) is the CoreDNS hosts pin (Corefile line {}): this query \
+                     reached CoreDNS, so no bypass is claimed (node-local-dns does not \
+                     intercept this pod's queries)",
+                e.query,
+                nodelocal
+                    .bypass_upstream(&e.query)
+                    .unwrap_or("its upstream"),
+                pod_addresses
+                    .iter()
+                    .map(IpAddr::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                e.line.map(|l| l.to_string()).unwrap_or_else(|| "?".into()),
             ));
         }
-        if let Some(n) = &n
-            && let Some(e) = n.errors.iter().find(|e| {
-                e.text.contains("can't connect to remote host")
-                    || e.text.contains("unreachable")
-                    || e.text.contains("Connection refused")
-            })
-        {
-            let nodelocal_ns = resolv.as_ref().is_some_and(|r| r.uses_nodelocal());
+    }
+    // That answer shows node-local-dns does not intercept this pod's queries (the
+    // note says so): no other query of the same pod is claimed to skip CoreDNS either.
+    if !intercepted {
+        for step in coredns.iter_mut() {
+            step.bypassed_by_node_local = false;
+        }
+    }
+    for step in &coredns {
+        let coredns_rule = matches!(
+            step.explanation.answered_by.as_deref(),
+            Some("hosts" | "template")
+        ) || step.explanation.rewritten != step.explanation.query;
+        if step.bypassed_by_node_local && coredns_rule {
             notes.push(format!(
-                "the pod cannot reach its nameserver: {}{}",
-                e.text,
-                if nodelocal_ns {
-                    format!(
-                        ". {} is the NodeLocal DNSCache address: no node-local-dns pod answers \
+                    "NodeLocal DNSCache forwards {} to {} without CoreDNS: the CoreDNS {} rule (Corefile line {}) is bypassed",
+                    step.explanation.query,
+                    nodelocal.bypass_upstream(&step.explanation.query).unwrap_or("its upstream"),
+                    step.explanation.answered_by.as_deref().unwrap_or("rewrite"),
+                    step.explanation.line.map(|l| l.to_string()).unwrap_or_else(|| "?".into()),
+                ));
+        }
+    }
+    coredns
+}
+
+/// Notes on the pod's nameserver: not kube-dns, unreachable, or no answer at all.
+fn nameserver_notes(c: &HostCtx<'_>, n: Option<&NslookupResult>, notes: &mut Vec<String>) {
+    let (resolv, cluster, uses_cluster_dns) = (c.resolv, c.cluster, c.uses_cluster_dns);
+    if !uses_cluster_dns && resolv.is_some() && !cluster.kube_dns_ips.is_empty() {
+        notes.push(format!(
+                "the pod's nameserver ({}) is not the kube-dns Service ({}): CoreDNS explanations may not apply (dnsPolicy Default/None?)",
+                resolv.map(|r| r.effective_nameservers().join(", ")).unwrap_or_default(),
+                cluster.kube_dns_ips.join(", ")
+            ));
+    }
+    if let Some(n) = &n
+        && let Some(e) = n.errors.iter().find(|e| {
+            e.text.contains("can't connect to remote host")
+                || e.text.contains("unreachable")
+                || e.text.contains("Connection refused")
+        })
+    {
+        let nodelocal_ns = resolv.is_some_and(|r| r.uses_nodelocal());
+        notes.push(format!(
+            "the pod cannot reach its nameserver: {}{}",
+            e.text,
+            if nodelocal_ns {
+                format!(
+                    ". {} is the NodeLocal DNSCache address: no node-local-dns pod answers \
                          on this node (kubectl get pods -n kube-system -l k8s-app=node-local-dns \
                          -o wide); pods whose kubelet points them at it resolve nothing until \
                          it runs",
-                        crate::resolvconf::NODELOCAL_DNS_IP
-                    )
-                } else {
-                    String::new()
-                }
-            ));
-        }
-        if let Some(n) = &n
-            && n.status == LookupStatus::Timeout
-        {
-            notes.push(format!(
+                    crate::resolvconf::NODELOCAL_DNS_IP
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if let Some(n) = &n
+        && n.status == LookupStatus::Timeout
+    {
+        notes.push(format!(
                 "no DNS server answered (nameserver {}): check the kube-dns Service endpoints and NetworkPolicies allowing UDP/TCP 53 egress",
-                n.server.clone().unwrap_or_else(|| resolv.as_ref().map(|r| r.effective_nameservers().join(", ")).unwrap_or_default())
+                n.server.clone().unwrap_or_else(|| resolv.map(|r| r.effective_nameservers().join(", ")).unwrap_or_default())
             ));
-        }
+    }
+}
 
-        let ws = inp
-            .workstation
-            .get(i)
-            .cloned()
-            .unwrap_or(WorkstationAnswer {
-                addresses: Vec::new(),
-                error: Some("not resolved".into()),
-                from_hosts_file: None,
-            });
-        let v = verdict(&pod_addresses, &ws.addresses);
-        // A loopback name is the machine itself on both sides (the loopback sentence says so):
-        // no cluster-side fix applies. A pod that answered from its own /etc/hosts
-        // (hostAliases) needs no cluster DNS entry either.
-        if let Some(file) = &ws.from_hosts_file
-            && loopback.is_none()
-        {
-            let ws_own = !ws.addresses.is_empty()
-                && ws
-                    .addresses
-                    .iter()
-                    .all(|ip| cluster_loop::probe::is_own_machine(*ip));
-            notes.push(if ws_own {
-                // A hosts line pointing a name at this workstation's loopback (a port-forward,
-                // a local tunnel or VM): it says nothing about where the server is, and the
-                // same address in the cluster would be each pod itself.
-                format!(
-                    "the workstation's answer ({}) came from its {file} and is this workstation \
+/// The note on a workstation answer that came from its own hosts file (none for a loopback
+/// name, `loopback`, which is the machine itself on both sides).
+fn workstation_note(
+    host: &Host,
+    ws: &WorkstationAnswer,
+    v: Verdict,
+    loopback: bool,
+    from_etc_hosts: bool,
+) -> Option<String> {
+    // A loopback name is the machine itself on both sides (the loopback sentence says so):
+    // no cluster-side fix applies. A pod that answered from its own /etc/hosts
+    // (hostAliases) needs no cluster DNS entry either.
+    let file = ws.from_hosts_file.as_ref().filter(|_| !loopback)?;
+    {
+        let ws_own = !ws.addresses.is_empty()
+            && ws
+                .addresses
+                .iter()
+                .all(|ip| cluster_loop::probe::is_own_machine(*ip));
+        Some(if ws_own {
+            // A hosts line pointing a name at this workstation's loopback (a port-forward,
+            // a local tunnel or VM): it says nothing about where the server is, and the
+            // same address in the cluster would be each pod itself.
+            format!(
+                "the workstation's answer ({}) came from its {file} and is this workstation \
                      itself (its loopback: a port-forward or local tunnel?): it says nothing \
                      about where the server is, and the same address in the cluster would be \
                      the pod itself; make the cluster answer {arg} with the server's real \
                      address (a CoreDNS hosts entry, or a Service)",
-                    ws.addresses
-                        .iter()
-                        .map(IpAddr::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    arg = hosts_arg(host),
-                )
-            } else if v == Verdict::Same {
-                format!(
-                    "the workstation's answer came from its {file}, which pods never see; the \
+                ws.addresses
+                    .iter()
+                    .map(IpAddr::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                arg = hosts_arg(host),
+            )
+        } else if v == Verdict::Same {
+            format!(
+                "the workstation's answer came from its {file}, which pods never see; the \
                      pod happens to get the same addresses from the cluster's DNS"
-                )
-            } else if from_etc_hosts {
-                format!(
-                    "the workstation's answer came from its {file}, which pods never see; the \
+            )
+        } else if from_etc_hosts {
+            format!(
+                "the workstation's answer came from its {file}, which pods never see; the \
                      pod answered from its own /etc/hosts (hostAliases or the image's file)"
-                )
-            } else {
-                format!(
-                    "the workstation's answer came from its {file}, which pods never see: make \
+            )
+        } else {
+            format!(
+                "the workstation's answer came from its {file}, which pods never see: make \
                      the cluster answer {arg} instead, with a CoreDNS hosts (or template) entry \
                      in ConfigMap kube-system/coredns, or a Service (ExternalName, or a Service \
                      without selector plus an EndpointSlice) and its cluster DNS name",
-                    arg = hosts_arg(host),
-                )
-            });
-        }
-        if v == Verdict::Differs && ws.addresses.is_empty() {
-            notes.push("the workstation cannot resolve it; only the pod can".into());
-        }
-        let expect_match = inp
-            .expect
-            .as_ref()
-            .map(|e| expect_matches(&pod_addresses, e));
-        if v == Verdict::PodCannotResolve || expect_match == Some(false) {
-            exit_code = 1;
-        }
-        let queries = queries_asked(
-            &query_order,
-            answer.as_ref().and_then(|a| a.query.as_deref()),
-            answer
-                .as_ref()
-                .is_some_and(|a| a.rule == AnswerRule::EtcHosts),
-        );
-        hosts.push(HostReport {
-            ip_literal: matches!(host, Host::Ip(_)),
-            host: arg,
-            query_order,
-            queries,
-            loopback,
-            answer,
-            pod: PodView {
-                libc: g.as_ref().map(libc_view),
-                dns: n.as_ref().map(dns_view),
-                addresses: pod_addresses,
-            },
-            coredns,
-            workstation: ws,
-            verdict: v,
-            expect: inp.expect.clone(),
-            expect_match,
-            tls,
-            notes,
-        });
-    }
-    let git = log
-        .sections
-        .iter()
-        .find(|s| s.kind == "git")
-        .map(|s| parse_git(&s.body, s.rc));
-    if git.as_ref().is_some_and(|g| !g.reachable) {
-        exit_code = 1;
-    }
-    if hosts
-        .iter()
-        .any(|h| h.tls.as_ref().is_some_and(|t| !t.verified))
-    {
-        exit_code = 1;
-    }
-    Report {
-        api_version: API_VERSION.into(),
-        kind: KIND.into(),
-        probe: inp.probe,
-        resolv_conf: resolv,
-        libc,
-        cluster_dns: summary,
-        hosts,
-        git,
-        complete: log.complete,
-        exit_code,
+                arg = hosts_arg(host),
+            )
+        })
     }
 }
 
@@ -834,6 +919,38 @@ fn status_word(s: LookupStatus) -> &'static str {
 pub fn render_text(r: &Report) -> String {
     use std::fmt::Write;
     let mut out = String::new();
+    render_setup(r, &mut out);
+    for h in &r.hosts {
+        let _ = writeln!(out);
+        if let Some(l) = &h.loopback {
+            let _ = writeln!(out, "{}: {l}", h.host);
+        }
+        let _ = writeln!(out, "{}", answer_table(h));
+        render_host(h, &mut out);
+    }
+    if let Some(g) = &r.git {
+        let _ = writeln!(
+            out,
+            "\ngit ls-remote: {}",
+            if g.reachable {
+                format!("reachable, HEAD {}", g.head.as_deref().unwrap_or("?"))
+            } else {
+                format!("NOT reachable: {}", g.error.as_deref().unwrap_or("?"))
+            }
+        );
+    }
+    if !r.complete {
+        let _ = writeln!(
+            out,
+            "\nwarning: the probe log is incomplete (deadline reached?)"
+        );
+    }
+    out
+}
+
+/// The probe, the pod's resolv.conf and the cluster's DNS, a line each.
+fn render_setup(r: &Report, out: &mut String) {
+    use std::fmt::Write;
     let p = &r.probe;
     let _ = writeln!(
         out,
@@ -904,244 +1021,242 @@ pub fn render_text(r: &Report) -> String {
             String::new()
         }
     );
-    for h in &r.hosts {
-        let _ = writeln!(out);
-        if let Some(l) = &h.loopback {
-            let _ = writeln!(out, "{}: {l}", h.host);
-        }
-        let mut t = comfy_table::Table::new();
-        t.load_style(comfy_table::presets::NOTHING);
-        t.set_header(vec![h.host.as_str(), "answer", "detail"]);
-        if let Some(l) = &h.pod.libc
-            && h.ip_literal
-        {
-            t.add_row(vec![
-                "pod libc (getent ahosts)".to_string(),
-                addrs(&l.addresses),
-                "IP literal: used as given, no DNS lookup".to_string(),
-            ]);
-        } else if let Some(l) = &h.pod.libc {
-            t.add_row(vec![
-                "pod libc (getent ahosts)".to_string(),
-                addrs(&l.addresses),
-                format!(
-                    "{}{}",
-                    // getent exits 2 for NXDOMAIN and for "no server reachable" alike (glibc
-                    // and musl-utils): never call that NXDOMAIN.
-                    if l.status == LookupStatus::NotFound {
-                        "not found (getent exit 2: NXDOMAIN or no server answered)"
-                    } else {
-                        status_word(l.status)
-                    },
-                    l.canonical_name
-                        .as_deref()
-                        .map(|c| format!(", canonical {c}"))
-                        .unwrap_or_default()
-                ),
-            ]);
-        }
-        if let Some(d) = &h.pod.dns
-            && h.ip_literal
-        {
-            let via = d
-                .server
-                .as_deref()
-                .map(|s| format!(" (asked {s})"))
-                .unwrap_or_default();
-            t.add_row(vec![
-                format!(
-                    "pod reverse DNS (nslookup PTR, {})",
-                    serde_json::to_value(d.flavour)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default()
-                ),
-                if d.ptr_names.is_empty() {
-                    "-".to_string()
-                } else {
-                    d.ptr_names.join(", ")
-                },
-                match (d.status, d.ptr_names.is_empty()) {
-                    (LookupStatus::ToolMissing, _) => status_word(d.status).to_string(),
-                    (_, false) => format!("PTR record found{via}"),
-                    (LookupStatus::Timeout, _) => format!("no answer{via}"),
-                    _ => format!("no PTR record{via}"),
-                },
-            ]);
-        } else if let Some(d) = &h.pod.dns {
-            t.add_row(vec![
-                format!(
-                    "pod DNS (nslookup, {})",
-                    serde_json::to_value(d.flavour)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default()
-                ),
-                addrs(&d.addresses),
-                format!(
-                    "{}{}",
-                    status_word(d.status),
-                    d.server
-                        .as_deref()
-                        .map(|s| format!(" via {s}"))
-                        .unwrap_or_default()
-                ),
-            ]);
-        }
+}
+
+/// One host's answers, a row each: the pod's libc, the pod's DNS, the workstation.
+fn answer_table(h: &HostReport) -> comfy_table::Table {
+    let mut t = comfy_table::Table::new();
+    t.load_style(comfy_table::presets::NOTHING);
+    t.set_header(vec![h.host.as_str(), "answer", "detail"]);
+    if let Some(l) = &h.pod.libc
+        && h.ip_literal
+    {
         t.add_row(vec![
-            "workstation".to_string(),
-            addrs(&h.workstation.addresses),
-            h.workstation
-                .error
-                .clone()
-                .unwrap_or_else(|| match &h.workstation.from_hosts_file {
-                    Some(f) => format!("system resolver ({f})"),
-                    None => "system resolver".into(),
-                }),
+            "pod libc (getent ahosts)".to_string(),
+            addrs(&l.addresses),
+            "IP literal: used as given, no DNS lookup".to_string(),
         ]);
-        let _ = writeln!(out, "{t}");
-        if let Some(a) = &h.answer {
-            let _ = writeln!(out, "  {}", a.headline);
-        }
-        if h.ip_literal {
-            let _ = writeln!(
-                out,
-                "  {} is an IP literal: reaching it needs no DNS (the PTR row is the reverse \
-                 lookup, for information only)",
-                h.host
-            );
-        }
-        // Only the queries libc made: none when /etc/hosts answered (it is read before DNS),
-        // and none after the one that answered (libc stops at the first answer).
-        // The same facts as the JSON's `queries` (one source for both).
-        let names = |asked: bool| {
-            h.queries
-                .iter()
-                .filter(|q| q.asked == asked)
-                .map(|q| q.name.as_str())
-                .collect::<Vec<_>>()
-        };
-        let (asked, not_asked) = (names(true), names(false));
-        if h.answer
-            .as_ref()
-            .is_some_and(|a| a.rule == AnswerRule::EtcHosts)
-        {
-            let _ = writeln!(
-                out,
-                "  queried: no DNS query (the pod's /etc/hosts answered first)"
-            );
-        } else if !not_asked.is_empty() && !asked.is_empty() {
-            let _ = writeln!(
-                out,
-                "  queried in order: {} (answered; not asked: {})",
-                asked.join(" -> "),
-                not_asked.join(", ")
-            );
-        } else if !asked.is_empty() {
-            let _ = writeln!(out, "  queried in order: {}", asked.join(" -> "));
-        }
-        for s in &h.coredns {
-            let e = &s.explanation;
-            let _ = writeln!(
-                out,
-                "  {} {}: {}{}{}{}",
-                if s.answered { "=>" } else { "  " },
-                e.query,
-                e.answered_by.as_deref().unwrap_or("no plugin"),
-                if e.detail.is_empty() {
-                    String::new()
+    } else if let Some(l) = &h.pod.libc {
+        t.add_row(vec![
+            "pod libc (getent ahosts)".to_string(),
+            addrs(&l.addresses),
+            format!(
+                "{}{}",
+                // getent exits 2 for NXDOMAIN and for "no server reachable" alike (glibc
+                // and musl-utils): never call that NXDOMAIN.
+                if l.status == LookupStatus::NotFound {
+                    "not found (getent exit 2: NXDOMAIN or no server answered)"
                 } else {
-                    format!(" ({})", e.detail)
+                    status_word(l.status)
                 },
-                e.line
-                    .map(|l| format!(", Corefile line {l}"))
-                    .unwrap_or_default(),
-                if s.bypassed_by_node_local {
-                    " [bypassed by NodeLocal DNSCache]"
-                } else {
-                    ""
-                },
-            );
-            if e.rewritten != e.query {
-                let _ = writeln!(out, "       rewritten to {}", e.rewritten);
-            }
-        }
-        if let Some(tls) = &h.tls {
-            let _ = writeln!(
-                out,
-                "  TLS: {} | subject {} | issuer {} | expires {}{}",
-                if tls.verified {
-                    "verified".to_string()
-                } else {
-                    format!(
-                        "NOT verified: {}",
-                        tls.verify_result
-                            .clone()
-                            .unwrap_or_else(|| "no handshake".into())
-                    )
-                },
-                tls.subject.as_deref().unwrap_or("-"),
-                tls.issuer.as_deref().unwrap_or("-"),
-                tls.not_after.as_deref().unwrap_or("-"),
-                if tls.errors.is_empty() {
-                    String::new()
-                } else {
-                    format!(" | {}", tls.errors.join("; "))
-                }
-            );
-        }
-        // The tools' own diagnostics that no row or note already carries (JSON has them all):
-        // getent's (other than "not found in image"), and nslookup's when its status is a
-        // bare "error" that nothing else explains.
-        let said = |e: &str| h.notes.iter().any(|n| n.contains(e));
-        if let Some(l) = &h.pod.libc
-            && l.status != LookupStatus::ToolMissing
-        {
-            for e in l.errors.iter().filter(|e| !said(e)) {
-                let _ = writeln!(out, "  getent said: {e}");
-            }
-        }
-        if let Some(d) = &h.pod.dns
-            && d.status == LookupStatus::Error
-        {
-            for e in d.errors.iter().filter(|e| !said(e)) {
-                let _ = writeln!(out, "  nslookup said: {e}");
-            }
-        }
-        for n in &h.notes {
-            let _ = writeln!(out, "  note: {n}");
-        }
-        let verdict = match h.verdict {
-            Verdict::Same => "same as the workstation",
-            Verdict::Differs => "DIFFERS from the workstation",
-            Verdict::PodCannotResolve => "the POD CANNOT RESOLVE it",
-            Verdict::Loopback => "LOOPBACK: the pod itself, whatever the workstation answers",
-        };
-        let expect = match (h.expect_match, &h.expect) {
-            (Some(true), Some(e)) => format!("; expected {}: ok", addrs(e)),
-            (Some(false), Some(e)) => format!("; expected {}: MISMATCH", addrs(e)),
-            _ => String::new(),
-        };
-        let _ = writeln!(out, "  verdict: {verdict}{expect}");
+                l.canonical_name
+                    .as_deref()
+                    .map(|c| format!(", canonical {c}"))
+                    .unwrap_or_default()
+            ),
+        ]);
     }
-    if let Some(g) = &r.git {
-        let _ = writeln!(
-            out,
-            "\ngit ls-remote: {}",
-            if g.reachable {
-                format!("reachable, HEAD {}", g.head.as_deref().unwrap_or("?"))
+    if let Some(d) = &h.pod.dns
+        && h.ip_literal
+    {
+        let via = d
+            .server
+            .as_deref()
+            .map(|s| format!(" (asked {s})"))
+            .unwrap_or_default();
+        t.add_row(vec![
+            format!(
+                "pod reverse DNS (nslookup PTR, {})",
+                serde_json::to_value(d.flavour)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            ),
+            if d.ptr_names.is_empty() {
+                "-".to_string()
             } else {
-                format!("NOT reachable: {}", g.error.as_deref().unwrap_or("?"))
+                d.ptr_names.join(", ")
+            },
+            match (d.status, d.ptr_names.is_empty()) {
+                (LookupStatus::ToolMissing, _) => status_word(d.status).to_string(),
+                (_, false) => format!("PTR record found{via}"),
+                (LookupStatus::Timeout, _) => format!("no answer{via}"),
+                _ => format!("no PTR record{via}"),
+            },
+        ]);
+    } else if let Some(d) = &h.pod.dns {
+        t.add_row(vec![
+            format!(
+                "pod DNS (nslookup, {})",
+                serde_json::to_value(d.flavour)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            ),
+            addrs(&d.addresses),
+            format!(
+                "{}{}",
+                status_word(d.status),
+                d.server
+                    .as_deref()
+                    .map(|s| format!(" via {s}"))
+                    .unwrap_or_default()
+            ),
+        ]);
+    }
+    t.add_row(vec![
+        "workstation".to_string(),
+        addrs(&h.workstation.addresses),
+        h.workstation
+            .error
+            .clone()
+            .unwrap_or_else(|| match &h.workstation.from_hosts_file {
+                Some(f) => format!("system resolver ({f})"),
+                None => "system resolver".into(),
+            }),
+    ]);
+    t
+}
+
+/// Below a host's table: the answer, the queries, CoreDNS's path, TLS, the tools'
+/// diagnostics, the notes and the verdict.
+fn render_host(h: &HostReport, out: &mut String) {
+    use std::fmt::Write;
+    if let Some(a) = &h.answer {
+        let _ = writeln!(out, "  {}", a.headline);
+    }
+    if h.ip_literal {
+        let _ = writeln!(
+            out,
+            "  {} is an IP literal: reaching it needs no DNS (the PTR row is the reverse \
+             lookup, for information only)",
+            h.host
+        );
+    }
+    render_queries(h, out);
+    render_coredns(h, out);
+    if let Some(tls) = &h.tls {
+        let _ = writeln!(
+            out,
+            "  TLS: {} | subject {} | issuer {} | expires {}{}",
+            if tls.verified {
+                "verified".to_string()
+            } else {
+                format!(
+                    "NOT verified: {}",
+                    tls.verify_result
+                        .clone()
+                        .unwrap_or_else(|| "no handshake".into())
+                )
+            },
+            tls.subject.as_deref().unwrap_or("-"),
+            tls.issuer.as_deref().unwrap_or("-"),
+            tls.not_after.as_deref().unwrap_or("-"),
+            if tls.errors.is_empty() {
+                String::new()
+            } else {
+                format!(" | {}", tls.errors.join("; "))
             }
         );
     }
-    if !r.complete {
+    // The tools' own diagnostics that no row or note already carries (JSON has them all):
+    // getent's (other than "not found in image"), and nslookup's when its status is a
+    // bare "error" that nothing else explains.
+    let said = |e: &str| h.notes.iter().any(|n| n.contains(e));
+    if let Some(l) = &h.pod.libc
+        && l.status != LookupStatus::ToolMissing
+    {
+        for e in l.errors.iter().filter(|e| !said(e)) {
+            let _ = writeln!(out, "  getent said: {e}");
+        }
+    }
+    if let Some(d) = &h.pod.dns
+        && d.status == LookupStatus::Error
+    {
+        for e in d.errors.iter().filter(|e| !said(e)) {
+            let _ = writeln!(out, "  nslookup said: {e}");
+        }
+    }
+    for n in &h.notes {
+        let _ = writeln!(out, "  note: {n}");
+    }
+    let verdict = match h.verdict {
+        Verdict::Same => "same as the workstation",
+        Verdict::Differs => "DIFFERS from the workstation",
+        Verdict::PodCannotResolve => "the POD CANNOT RESOLVE it",
+        Verdict::Loopback => "LOOPBACK: the pod itself, whatever the workstation answers",
+    };
+    let expect = match (h.expect_match, &h.expect) {
+        (Some(true), Some(e)) => format!("; expected {}: ok", addrs(e)),
+        (Some(false), Some(e)) => format!("; expected {}: MISMATCH", addrs(e)),
+        _ => String::new(),
+    };
+    let _ = writeln!(out, "  verdict: {verdict}{expect}");
+}
+
+/// The queries libc made.
+fn render_queries(h: &HostReport, out: &mut String) {
+    use std::fmt::Write;
+    // Only the queries libc made: none when /etc/hosts answered (it is read before DNS),
+    // and none after the one that answered (libc stops at the first answer).
+    // The same facts as the JSON's `queries` (one source for both).
+    let names = |asked: bool| {
+        h.queries
+            .iter()
+            .filter(|q| q.asked == asked)
+            .map(|q| q.name.as_str())
+            .collect::<Vec<_>>()
+    };
+    let (asked, not_asked) = (names(true), names(false));
+    if h.answer
+        .as_ref()
+        .is_some_and(|a| a.rule == AnswerRule::EtcHosts)
+    {
         let _ = writeln!(
             out,
-            "\nwarning: the probe log is incomplete (deadline reached?)"
+            "  queried: no DNS query (the pod's /etc/hosts answered first)"
         );
+    } else if !not_asked.is_empty() && !asked.is_empty() {
+        let _ = writeln!(
+            out,
+            "  queried in order: {} (answered; not asked: {})",
+            asked.join(" -> "),
+            not_asked.join(", ")
+        );
+    } else if !asked.is_empty() {
+        let _ = writeln!(out, "  queried in order: {}", asked.join(" -> "));
     }
-    out
+}
+
+/// CoreDNS's path for each query, `=>` on the one that answered.
+fn render_coredns(h: &HostReport, out: &mut String) {
+    use std::fmt::Write;
+    for s in &h.coredns {
+        let e = &s.explanation;
+        let _ = writeln!(
+            out,
+            "  {} {}: {}{}{}{}",
+            if s.answered { "=>" } else { "  " },
+            e.query,
+            e.answered_by.as_deref().unwrap_or("no plugin"),
+            if e.detail.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", e.detail)
+            },
+            e.line
+                .map(|l| format!(", Corefile line {l}"))
+                .unwrap_or_default(),
+            if s.bypassed_by_node_local {
+                " [bypassed by NodeLocal DNSCache]"
+            } else {
+                ""
+            },
+        );
+        if e.rewritten != e.query {
+            let _ = writeln!(out, "       rewritten to {}", e.rewritten);
+        }
+    }
 }
 
 #[cfg(test)]
