@@ -123,6 +123,11 @@ pub struct ControllerFacts {
     /// `RUNTIME_NAMESPACE` (`Cache.DefaultNamespaces`): the Deployment's namespace as
     /// `flux install` sets it.
     pub watch_all_namespaces: bool,
+    /// `--watch-configs-label-selector` (fluxcd/pkg runtime/controller `WatchOptions`,
+    /// default `reconcile.fluxcd.io/watch=Enabled`; empty: every ConfigMap and Secret). The
+    /// ConfigMaps and Secrets a Kustomization references are watched only when they match it
+    /// ([`ControllerFacts::config_unwatched`]).
+    pub watch_configs_label_selector: String,
 }
 
 impl ControllerFacts {
@@ -153,10 +158,14 @@ impl ControllerFacts {
         let mut requeue_dependency = "30s".to_string();
         let mut watch_label_selector = None;
         let mut watch_all_namespaces = true;
+        let mut watch_configs_label_selector = DEFAULT_WATCH_CONFIGS_SELECTOR.to_string();
         for (flag, value) in flags(&args) {
             match flag.as_str() {
                 "watch-label-selector" => {
                     watch_label_selector = Some(value.clone()).filter(|v| !v.trim().is_empty());
+                }
+                "watch-configs-label-selector" => {
+                    watch_configs_label_selector = value.trim().to_string();
                 }
                 "watch-all-namespaces" => {
                     watch_all_namespaces = !value.eq_ignore_ascii_case("false");
@@ -215,6 +224,7 @@ impl ControllerFacts {
             pod: None,
             watch_label_selector,
             watch_all_namespaces,
+            watch_configs_label_selector,
         }
     }
 
@@ -256,6 +266,59 @@ impl ControllerFacts {
         format!("--feature-gates={}", list.join(","))
     }
 }
+
+impl ControllerFacts {
+    /// Why a change of the ConfigMap or Secret `cfg` (its metadata as read: kind, namespace,
+    /// name, labels) starts no run of the Kustomizations that reference it, or `None` when
+    /// this controller is told about it. kustomize-controller indexes the references
+    /// (`postBuild.substituteFrom`, `decryption.secretRef`, `kubeConfig.secretRef` /
+    /// `configMapRef`: kustomization_manager.go `indexConfigMap` / `indexSecret`) and, since
+    /// v1.7.0 (#1486), watches the metadata of ConfigMaps and Secrets that match
+    /// `--watch-configs-label-selector` (`requestsForConfigDependency`), unless
+    /// `--feature-gates=DisableConfigWatchers=true` (v1.7.3+). Before v1.7.0 no change of
+    /// them starts a run. A selector that does not parse is not judged.
+    pub fn config_unwatched(&self, cfg: &Value) -> Option<String> {
+        let who = format!("{}/{}", self.namespace, self.name);
+        if let Some(v) = self.version.filter(|v| !v.at_least(1, 7, 0)) {
+            return Some(format!(
+                "{who} is kustomize-controller {v}, which watches no ConfigMap or Secret (watching them came in v1.7.0)"
+            ));
+        }
+        if self
+            .feature_gates
+            .get("DisableConfigWatchers")
+            .copied()
+            .unwrap_or(false)
+        {
+            return Some(format!(
+                "{who} runs with --feature-gates=DisableConfigWatchers=true: it watches no ConfigMap or Secret"
+            ));
+        }
+        let sel = self.watch_configs_label_selector.as_str();
+        if sel.is_empty() {
+            return None;
+        }
+        let parsed = parse_label_selector(sel)?;
+        let labels = labels_of(cfg);
+        (!kube::core::SelectorExt::matches(&parsed, &labels)).then(|| {
+            format!(
+                "{} {}/{} does not match {who}'s --watch-configs-label-selector={sel}{}",
+                obj::kind(cfg),
+                obj::namespace(cfg),
+                obj::name(cfg),
+                if sel == DEFAULT_WATCH_CONFIGS_SELECTOR {
+                    " (the default: label it reconcile.fluxcd.io/watch: Enabled)"
+                } else {
+                    ""
+                }
+            )
+        })
+    }
+}
+
+/// kustomize-controller's default `--watch-configs-label-selector` (fluxcd/pkg
+/// runtime/controller watch.go: `meta.LabelKeyWatch + "=" + meta.LabelValueWatchEnabled`).
+pub const DEFAULT_WATCH_CONFIGS_SELECTOR: &str = "reconcile.fluxcd.io/watch=Enabled";
 
 impl ControllerFacts {
     /// Why this controller never reads the Kustomization `ks` (labels and namespace as

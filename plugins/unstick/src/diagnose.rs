@@ -21,7 +21,7 @@ use cluster_loop::flux::Kustomization;
 use cluster_loop::kstatus::{self, Status as KStatus};
 
 mod blind;
-pub use blind::BlindSpot;
+pub use blind::{BlindSpot, ConfigRef, config_refs};
 
 /// `reconcile.fluxcd.io/requestedAt` (fluxcd/pkg apis/meta `ReconcileRequestAnnotation`).
 pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
@@ -84,6 +84,12 @@ pub enum Class {
     /// Its source has `spec.suspend: true`: source-controller fetches nothing for it, so no
     /// new commit reaches this Kustomization.
     SourceSuspended,
+    /// Ready at its source's revision, but a ConfigMap or Secret it reads
+    /// ([`config_refs`]: `postBuild.substituteFrom`, `decryption.secretRef`, `kubeConfig`)
+    /// was written after its last run, and kustomize-controller is not told about that object
+    /// ([`crate::controller::ControllerFacts::config_unwatched`]): the change applies only at
+    /// its next interval run.
+    ConfigNotWatched,
 }
 
 impl Class {
@@ -106,6 +112,7 @@ impl Class {
             Class::NotWatched => "not-watched",
             Class::SourceEventDropped => "source-event-dropped",
             Class::SourceSuspended => "source-suspended",
+            Class::ConfigNotWatched => "config-not-watched",
         }
     }
 }

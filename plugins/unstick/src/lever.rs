@@ -388,7 +388,10 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
             (Lever::None, "nothing to write".to_string())
         }
         // Blind spots are planned by `blind::plan` above; these only keep the match whole.
-        Class::NotWatched | Class::SourceEventDropped | Class::SourceSuspended => {
+        Class::NotWatched
+        | Class::SourceEventDropped
+        | Class::SourceSuspended
+        | Class::ConfigNotWatched => {
             why.push(d.summary.clone());
             wait_for_token = false;
             (Lever::None, "nothing to write".to_string())

@@ -111,6 +111,57 @@ pub(crate) fn custom_group(g: &str) -> bool {
         ))
 }
 
+/// At most this many ConfigMaps/Secrets are read per snapshot ([`read_configs`]): one GET
+/// each, so `--all` stays within its documented read bound whatever the fleet's size.
+pub const MAX_CONFIG_READS: usize = 4;
+
+/// The metadata of the ConfigMaps and Secrets referenced by Kustomizations that are Ready with
+/// no run in progress ([`diagnose::config_refs`]; only those can hide an unseen change), one
+/// metadata-only GET each (never their data), the first [`MAX_CONFIG_READS`] distinct ones in
+/// name order. Missing (404) or forbidden (403, a note): not judged.
+async fn read_configs(
+    conn: &Connection,
+    r: &Reader,
+    kustomizations: &[Value],
+    notes: &mut Vec<String>,
+) -> Result<BTreeMap<String, Value>> {
+    let wanted: BTreeSet<(String, String, String)> = kustomizations
+        .iter()
+        .filter(|k| {
+            obj::condition(k, "Ready").is_some_and(|c| c.is_true())
+                && diagnose::run_in_progress(k).is_none()
+                && !obj::b(k, &["spec", "suspend"])
+        })
+        .flat_map(diagnose::config_refs)
+        .map(|c| (c.kind, c.namespace, c.name))
+        .collect();
+    if wanted.len() > MAX_CONFIG_READS {
+        notes.push(format!(
+            "{} ConfigMaps/Secrets are referenced; only the first {MAX_CONFIG_READS} were read for unseen changes",
+            wanted.len()
+        ));
+    }
+    let mut out = BTreeMap::new();
+    for (kind, ns, name) in wanted.into_iter().take(MAX_CONFIG_READS) {
+        let ar = if kind == "Secret" {
+            Kind::Secret.api_resource("v1")
+        } else {
+            Kind::ConfigMap.api_resource("v1")
+        };
+        match r.get_metadata(conn, &ar, &ns, &name).await {
+            Ok(Some(v)) => {
+                out.insert(format!("{kind}/{ns}/{name}"), v);
+            }
+            Ok(None) => {}
+            Err(e) if e.status_code() == Some(403) => {
+                notes.push(format!("{kind} {ns}/{name} not read: {e}"));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
 /// Reads objects and counts the API requests it made (the real cluster's fault proxy checks the
 /// same number from the server side in tests and the bench).
 #[derive(Debug, Default)]
@@ -181,6 +232,34 @@ impl Reader {
 }
 
 impl Reader {
+    /// Get one object's metadata only (`PartialObjectMetadata`: no data, no spec);
+    /// `Ok(None)` on 404. The value has `kind`, `apiVersion` and `metadata`.
+    pub async fn get_metadata(
+        &self,
+        conn: &Connection,
+        ar: &ApiResource,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<Value>> {
+        self.count();
+        let api: Api<DynamicObject> = Api::namespaced_with(conn.client.clone(), ns, ar);
+        let ctx = conn
+            .ctx()
+            .verb("get")
+            .api_resource(ar)
+            .namespace(Some(ns))
+            .name(name);
+        match api.get_metadata_opt(name).await {
+            Ok(o) => Ok(o.map(|o| {
+                let mut v = serde_json::json!({"metadata": serde_json::to_value(&o.metadata).unwrap_or(Value::Null)});
+                v["apiVersion"] = Value::String(ar.api_version.clone());
+                v["kind"] = Value::String(ar.kind.clone());
+                v
+            })),
+            Err(e) => Err(Error::from_kube(e, ctx)),
+        }
+    }
+
     /// The last `lines` lines of container `container` of pod `ns/name`, at most 8 KiB
     /// (`pods/log` with `tailLines` and `limitBytes`; `previous`: the run before the current
     /// one, what `kubectl logs --previous` shows). Errors: the API's (400 when there is no
@@ -536,9 +615,11 @@ pub async fn gather(
             Err(e) => return Err(e),
         }
     }
+    let configs = read_configs(conn, r, &kustomizations, &mut notes).await?;
     let mut snap = Snapshot {
         now,
         namespace: ks_ns.map(String::from),
+        configs,
         kustomizations,
         sources,
         controller,

@@ -64,6 +64,12 @@ pub struct Snapshot {
     /// authentication failure, by `namespace/name`; read only for those sources.
     #[serde(default)]
     pub secret_keys: BTreeMap<String, Vec<String>>,
+    /// Metadata (labels, `managedFields`, `creationTimestamp`; never data) of the ConfigMaps
+    /// and Secrets that Ready Kustomizations reference ([`crate::diagnose::config_refs`]), by
+    /// `Kind/namespace/name`: read to tell a change kustomize-controller is not told about.
+    /// A reference absent here was not read (or does not exist): not judged.
+    #[serde(default)]
+    pub configs: BTreeMap<String, Value>,
     /// Objects of the inventories that were read (workloads and anything named by a health
     /// check message).
     #[serde(default)]

@@ -33,7 +33,8 @@ use crate::obj;
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BlindSpot {
-    /// `not-watched`, `source-event-dropped`, `source-suspended` or `path-not-fetched`.
+    /// `not-watched`, `source-event-dropped`, `source-suspended`, `path-not-fetched`,
+    /// `spec-changed-in-flight` or `config-not-watched`.
     pub kind: String,
     /// Why, in the controller's terms (the flag, the cycle, the suspend, the artifact).
     pub because: String,
@@ -65,6 +66,62 @@ impl BlindSpot {
             command: None,
         }
     }
+}
+
+/// A ConfigMap or Secret a Kustomization reads, as kustomize-controller indexes it for its
+/// config watch (kustomization_manager.go `indexConfigMap` / `indexSecret`, v1.7.3-v1.10.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigRef {
+    /// `ConfigMap` or `Secret`.
+    pub kind: String,
+    /// The Kustomization's namespace (references are local).
+    pub namespace: String,
+    /// Object name.
+    pub name: String,
+    /// Where it is referenced: `postBuild.substituteFrom`, `decryption.secretRef`,
+    /// `kubeConfig.secretRef` or `kubeConfig.configMapRef`.
+    pub field: &'static str,
+}
+
+/// The ConfigMaps and Secrets `ks` reads, in the controller's index order: `kubeConfig`,
+/// `postBuild.substituteFrom[]` (kind `ConfigMap` or `Secret`), `decryption.secretRef`.
+pub fn config_refs(ks: &Value) -> Vec<ConfigRef> {
+    let ns = obj::namespace(ks).to_string();
+    let one = |kind: &str, name: &str, field: &'static str| ConfigRef {
+        kind: kind.to_string(),
+        namespace: ns.clone(),
+        name: name.to_string(),
+        field,
+    };
+    let mut out = Vec::new();
+    if let Some(n) = obj::s(ks, &["spec", "kubeConfig", "configMapRef", "name"]) {
+        out.push(one("ConfigMap", n, "kubeConfig.configMapRef"));
+    }
+    if let Some(n) = obj::s(ks, &["spec", "kubeConfig", "secretRef", "name"]) {
+        out.push(one("Secret", n, "kubeConfig.secretRef"));
+    }
+    for r in obj::arr(ks, &["spec", "postBuild", "substituteFrom"]) {
+        let (Some(kind), Some(n)) = (obj::s(r, &["kind"]), obj::s(r, &["name"])) else {
+            continue;
+        };
+        if kind == "ConfigMap" || kind == "Secret" {
+            out.push(one(kind, n, "postBuild.substituteFrom"));
+        }
+    }
+    if let Some(n) = obj::s(ks, &["spec", "decryption", "secretRef", "name"]) {
+        out.push(one("Secret", n, "decryption.secretRef"));
+    }
+    out
+}
+
+/// When `cfg` (metadata as read) was last written: the latest `metadata.managedFields[].time`
+/// of any manager (second resolution), else `creationTimestamp`.
+fn config_written_at(cfg: &Value) -> Option<Timestamp> {
+    obj::arr(cfg, &["metadata", "managedFields"])
+        .iter()
+        .filter_map(|m| obj::s(m, &["time"]).and_then(obj::parse_time))
+        .max()
+        .or_else(|| obj::s(cfg, &["metadata", "creationTimestamp"]).and_then(obj::parse_time))
 }
 
 /// (Kind, namespace, name) of a source.
@@ -103,6 +160,7 @@ impl Engine<'_> {
             || self.revision_event_dropped(ks, d)
             || self.revision_event_missed(ks, d)
             || self.source_suspended(ks, d)
+            || self.config_change_unseen(ks, d)
             || self.path_not_fetched(ks, d);
     }
 
@@ -435,6 +493,63 @@ impl Engine<'_> {
             }
             out
         })
+    }
+
+    /// Whether `ks`, Ready at its source's revision with nothing pending, reads a ConfigMap or
+    /// Secret ([`config_refs`], metadata in [`crate::snapshot::Snapshot::configs`]) written
+    /// after its last run ended ([`last_run_end`]) that kustomize-controller is not told about
+    /// ([`ControllerFacts::config_unwatched`]): the run that applies the change is its
+    /// interval run, never "Ready: nothing is stuck" (folklore: "I changed cluster-vars and
+    /// nothing happened"; also a parent that applies the ConfigMap after the child already ran
+    /// on the same revision event). No last run recorded, or the object not read: no claim.
+    fn config_change_unseen(&self, ks: &Value, d: &mut Diagnosis) -> bool {
+        if d.class != Class::Healthy || run_in_progress(ks).is_some() {
+            return false;
+        }
+        let Some(c) = self.controller.as_ref() else {
+            return false;
+        };
+        let Some(last) = last_run_end(ks) else {
+            return false;
+        };
+        let snap = self.idx.snap;
+        let found = config_refs(ks).into_iter().find_map(|r| {
+            let cfg = snap
+                .configs
+                .get(&format!("{}/{}/{}", r.kind, r.namespace, r.name))?;
+            let written = config_written_at(cfg).filter(|t| *t > last)?;
+            let why = c.config_unwatched(cfg)?;
+            Some((r, written, why))
+        });
+        let Some((r, written, why)) = found else {
+            return false;
+        };
+        let now = self.now();
+        let next = next_interval_run(ks);
+        let because = format!(
+            "{} {}/{} ({}) was written at {}, after its last run ended at {}, and kustomize-controller is not told: {why}",
+            r.kind,
+            r.namespace,
+            r.name,
+            r.field,
+            short_time(written),
+            short_time(last)
+        );
+        let hint = format!("as last written by kustomize-controller: {}", d.summary);
+        d.class = Class::ConfigNotWatched;
+        d.summary = format!(
+            "Ready at {}, but {because}; the change applies {}",
+            d.source
+                .as_ref()
+                .and_then(|s| s.last_applied_revision.as_deref())
+                .unwrap_or("?"),
+            when_next(next, now)
+        );
+        d.hints.insert(0, hint);
+        let mut b = BlindSpot::new("config-not-watched", because);
+        b.next_run_at = next;
+        d.blind_spot = Some(b);
+        true
     }
 
     /// Whether `ks`, Ready at its source's current revision, reads a suspended source: a

@@ -76,6 +76,20 @@ pub(super) fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Option<Pl
             ));
             Some(p)
         }
+        ("config-not-watched", Class::ConfigNotWatched) => {
+            // A request runs it now (ReconcileRequestedPredicate); the label makes later
+            // changes start a run by themselves.
+            let mut p = super::request_plan(d, inp, opts);
+            p.why = vec![
+                b.because.clone(),
+                "a request runs it now with the ConfigMap/Secret as it is".into(),
+            ];
+            p.effect = "a new run starts as soon as a worker is free and applies the changed values".into();
+            p.alternatives.push(
+                "so that later changes start a run by themselves: label the object (in Git) reconcile.fluxcd.io/watch: Enabled, or whatever the controller's --watch-configs-label-selector selects".into(),
+            );
+            Some(p)
+        }
         ("source-suspended", Class::SourceSuspended) => Some(no_write(
             d,
             Lever::ResumeSource,

@@ -617,3 +617,73 @@ fn a_revision_event_is_not_called_missed_within_the_grace_or_without_evidence() 
     let s = snap_with_artifact_at(vec![no_record], "2026-11-30T07:19:00Z");
     assert_eq!(diag(&s, "apps").class, Class::Reconciling);
 }
+
+/// `apps` (Ready at the source's revision, last run 07:18) reads `cluster-vars` through
+/// `postBuild.substituteFrom`; the ConfigMap's metadata as read, written at `written`.
+fn with_cluster_vars(tag: &str, written: &str, labels: Value) -> Snapshot {
+    let mut k = ready_at("apps", REV, &[]);
+    k["spec"]["postBuild"] =
+        json!({"substituteFrom": [{"kind": "ConfigMap", "name": "cluster-vars"}]});
+    let mut s = snap(tag, vec![k], vec![], vec![], &[]);
+    s.configs.insert(
+        "ConfigMap/flux-system/cluster-vars".into(),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cluster-vars", "namespace": "flux-system", "labels": labels,
+                "creationTimestamp": "2026-11-29T07:00:00Z",
+                "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update",
+                    "time": written, "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:data": {"f:CLUSTER": {}}}}]}}),
+    );
+    s
+}
+
+/// Sweep of issue 28 (kustomize-controller v1.7.0+ `requestsForConfigDependency`, watched only
+/// through `--watch-configs-label-selector`, default `reconcile.fluxcd.io/watch=Enabled`): a
+/// substituteFrom ConfigMap changed after the last run, without the label, starts no run. A
+/// finding (never "Ready: nothing is stuck") naming the object, the field, the selector and
+/// the interval run; the lever is a request, with the label as the lasting fix; `--all`
+/// agrees. Labelled, or written before the last run: healthy. On v1.6.x (no config watch at
+/// all) even a labelled one is not seen.
+#[test]
+fn a_substitute_from_configmap_changed_without_the_watch_label_is_not_seen() {
+    let s = with_cluster_vars("v1.9.6", "2026-11-30T07:19:30Z", json!({}));
+    let d = diag(&s, "apps");
+    assert_eq!(d.class, Class::ConfigNotWatched, "{}", d.summary);
+    assert!(is_finding(&d));
+    assert!(
+        d.summary
+            .contains("ConfigMap flux-system/cluster-vars (postBuild.substituteFrom)")
+            && d.summary
+                .contains("written at 07:19:30Z, after its last run ended at 07:18:00Z")
+            && d.summary
+                .contains("--watch-configs-label-selector=reconcile.fluxcd.io/watch=Enabled")
+            && d.summary.contains("interval run, about 07:28:00Z"),
+        "{}",
+        d.summary
+    );
+    let p = plan(&s, "apps");
+    assert_eq!(p.lever, Lever::RequestReconcile, "{p:#?}");
+    assert!(p.wait_for_request_token && p.steps.len() == 1);
+    assert!(
+        p.alternatives
+            .iter()
+            .any(|a| a.contains("reconcile.fluxcd.io/watch: Enabled")),
+        "{:#?}",
+        p.alternatives
+    );
+    assert_eq!(row(&s, "apps").class, Class::ConfigNotWatched);
+
+    let labelled = json!({"reconcile.fluxcd.io/watch": "Enabled"});
+    let s = with_cluster_vars("v1.9.6", "2026-11-30T07:19:30Z", labelled.clone());
+    assert_eq!(diag(&s, "apps").class, Class::Healthy);
+    let s = with_cluster_vars("v1.9.6", "2026-11-30T07:17:00Z", json!({}));
+    assert_eq!(diag(&s, "apps").class, Class::Healthy);
+    let s = with_cluster_vars("v1.6.1", "2026-11-30T07:19:30Z", labelled);
+    let d = diag(&s, "apps");
+    assert_eq!(d.class, Class::ConfigNotWatched, "{}", d.summary);
+    assert!(
+        d.summary.contains("watching them came in v1.7.0"),
+        "{}",
+        d.summary
+    );
+}

@@ -579,3 +579,94 @@ fn a_fix_during_the_check_waits_for_the_new_generations_own_run() {
         "the real controller ran the old check to its end first: {events}"
     );
 }
+
+/// A Kustomization of its own source `name` that substitutes `${VALUE}` from ConfigMap
+/// `name-vars` (created first with `labels`) into ConfigMap `name-out`.
+fn substituted(c: &Cluster, name: &str, labels: &str) {
+    c.apply_yaml(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}-vars\n  namespace: {FLUX_NS}\n  labels: {labels}\ndata:\n  VALUE: \"one\"\n"
+    ))
+    .unwrap();
+    let out = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}-out\n  namespace: default\ndata:\n  v: \"${{VALUE}}\"\n"
+    );
+    c.fleet(
+        name,
+        &[("cm.yaml", &out)],
+        &format!(
+            "  interval: 10m\n  path: ./\n  prune: false\n  postBuild:\n    substituteFrom:\n    - kind: ConfigMap\n      name: {name}-vars\n"
+        ),
+    )
+    .unwrap();
+}
+
+fn out_value(c: &Cluster, name: &str) -> String {
+    c.get_json(&["-n", "default", "get", "configmap", &format!("{name}-out")])["data"]["v"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Sweep of issue 28: kustomize-controller (v1.7.0+) watches the ConfigMaps and Secrets a
+/// Kustomization reads only when they match `--watch-configs-label-selector` (default
+/// `reconcile.fluxcd.io/watch=Enabled`). Observed first on the real controller: after a change
+/// of both `substituteFrom` ConfigMaps, the labelled control's Kustomization applies the new
+/// value within 60 s, the unlabelled one's does not for 20 s more. unstick then says
+/// `config-not-watched` (never healthy), exit 1, in both views; its request is proven and the
+/// new value is applied.
+#[test]
+fn a_changed_substitute_from_configmap_without_the_watch_label_is_named_and_requested() {
+    let c = &quiet_cluster();
+    let (p, ctl) = ("blind-vars", "blind-vars-ctl");
+    substituted(c, p, "{}");
+    substituted(c, ctl, "{reconcile.fluxcd.io/watch: Enabled}");
+    eventually(
+        Duration::from_secs(120),
+        "both applied the first value",
+        || (out_value(c, p) == "one" && out_value(c, ctl) == "one").then_some(()),
+    );
+    // Past the second of the last run's end (managedFields times have second resolution).
+    std::thread::sleep(Duration::from_millis(1100));
+    for n in [p, ctl] {
+        c.kubectl(&[
+            "-n",
+            FLUX_NS,
+            "patch",
+            "configmap",
+            &format!("{n}-vars"),
+            "--type=merge",
+            "-p",
+            r#"{"data":{"VALUE":"two"}}"#,
+        ])
+        .unwrap();
+    }
+    eventually(
+        Duration::from_secs(60),
+        "the labelled control applies the new value",
+        || (out_value(c, ctl) == "two").then_some(()),
+    );
+    stays(20, "the unlabelled one applied the new value", || {
+        out_value(c, p) == "one"
+    });
+    let (code, v, err) = unstick(c, &[&format!("ks/{p}"), "--dry-run"]);
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "config-not-watched", "{v:#}\n{err}");
+    assert_eq!(code, 1, "{v:#}");
+    let summary = d["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!(
+            "ConfigMap {FLUX_NS}/{p}-vars (postBuild.substituteFrom)"
+        )) && summary.contains("reconcile.fluxcd.io/watch=Enabled")
+            && summary.contains("interval run"),
+        "{summary}"
+    );
+    assert_eq!(v["plan"]["lever"], "request-reconcile", "{v:#}");
+    let (all_code, r) = row(c, p);
+    assert_eq!(r["class"], "config-not-watched", "{r:#}");
+    assert_eq!(all_code, 1);
+    assert_eq!(row(c, ctl).1["class"], "healthy");
+    let (code, v, err) = unstick(c, &[&format!("ks/{p}"), "--yes"]);
+    assert_eq!(v["proof"], "recovered", "{v:#}\n{err}");
+    assert_eq!(code, 0);
+    assert_eq!(out_value(c, p), "two");
+}
