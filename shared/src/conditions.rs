@@ -16,6 +16,21 @@ pub const STALLED: &str = "Stalled";
 /// Condition type `Healthy` (kustomize-controller, only with `wait`/`healthChecks`).
 pub const HEALTHY: &str = "Healthy";
 
+/// A pod's `PodScheduled=False` condition: the pod has no node, and the scheduler said why
+/// (reason `Unschedulable` and its message), or, for `schedulingGates`, the API server did
+/// (`SchedulingGated`, Kubernetes >= 1.27). `None` when no such condition is set.
+pub fn pod_not_scheduled(
+    pod: &k8s_openapi::api::core::v1::Pod,
+) -> Option<&k8s_openapi::api::core::v1::PodCondition> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        })
+}
+
 /// One status condition.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -92,6 +107,28 @@ pub fn from_object(obj: &serde_json::Value) -> Vec<Condition> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pod_not_scheduled_is_the_podscheduled_false_condition() {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "gated"},
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "Initialized", "status": "False"},
+                {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                 "message": "Scheduling is blocked due to non-empty scheduling gates"}
+            ]}
+        }))
+        .unwrap();
+        let c = pod_not_scheduled(&pod).expect("PodScheduled=False");
+        assert_eq!(c.reason.as_deref(), Some("SchedulingGated"));
+        let scheduled: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(serde_json::json!({
+                "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}
+            }))
+            .unwrap();
+        assert!(pod_not_scheduled(&scheduled).is_none());
+        assert!(pod_not_scheduled(&Default::default()).is_none());
+    }
     use serde_json::json;
 
     #[test]

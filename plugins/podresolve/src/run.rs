@@ -243,15 +243,7 @@ pub fn is_completion_command(argv: &[std::ffi::OsString]) -> bool {
 /// scheduled", with its `PodScheduled=False` reason and message when the scheduler (or, for
 /// `schedulingGates`, the API server: `SchedulingGated`, Kubernetes >= 1.27) set one.
 pub fn not_scheduled_reason(pod: &k8s_openapi::api::core::v1::Pod) -> String {
-    let cond = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| {
-            cs.iter()
-                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-        });
-    let why = cond
+    let why = cluster_loop::conditions::pod_not_scheduled(pod)
         .map(|c| {
             let reason = c.reason.as_deref().unwrap_or("PodScheduled=False");
             match c.message.as_deref().filter(|m| !m.is_empty()) {

@@ -252,15 +252,7 @@ fn describe(p: &Pod, container: &str, ephemeral: bool) -> String {
         .and_then(|c| c.state.as_ref())
         .and_then(|s| s.waiting.as_ref())
         .and_then(|w| w.reason.clone());
-    let sched = p
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| {
-            cs.iter()
-                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-        })
-        .and_then(|c| c.message.clone());
+    let sched = crate::conditions::pod_not_scheduled(p).and_then(|c| c.message.clone());
     let mut s = format!("pod/{name} {phase}");
     if let Some(w) = waiting {
         s.push_str(&format!(" ({w})"));
