@@ -42,6 +42,9 @@ pub struct Verify {
     pub image: String,
     /// Deadline of the probe (also its activeDeadlineSeconds).
     pub timeout: Duration,
+    /// The plugin the probe Job belongs to (its name, labels and field manager):
+    /// [`ProbeOwner::CUTOVER`], or `kubectl gitops verify`'s owner when it runs this preflight.
+    pub owner: ProbeOwner,
 }
 
 /// Outcome of one step seen from the pod.
@@ -127,7 +130,7 @@ pub async fn verify(
         .to_string();
     let port = parsed.port_or_known_default().unwrap_or(443);
     let opts = ProbeOptions {
-        owner: ProbeOwner::CUTOVER,
+        owner: v.owner,
         namespace: v.namespace.clone(),
         image: v.image.clone(),
         hosts: vec![host.clone()],
@@ -158,8 +161,9 @@ pub async fn verify(
     let n = RequestCounter::default();
     let deadline = tokio::time::Instant::now() + v.timeout + Duration::from_secs(15);
     let hint = format!(
-        "kubectl delete job -n {} -l app.kubernetes.io/managed-by=kubectl-cutover",
-        v.namespace
+        "kubectl delete job -n {} -l app.kubernetes.io/managed-by={}",
+        v.namespace,
+        v.owner.managed_by()
     );
     progress.set_deadline(deadline);
     let end = run_probe(

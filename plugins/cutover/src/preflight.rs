@@ -775,6 +775,7 @@ pub async fn preflight(
             }),
             image: o.image.clone(),
             timeout: o.timeout,
+            owner: cluster_loop::probe::ProbeOwner::CUTOVER,
         };
         let mut own = None;
         let signals = match signals {

@@ -514,7 +514,9 @@ pub fn automation_policies<'a>(
         .collect()
 }
 
-fn value_name(v: &str) -> &str {
+/// An image reference without its `:tag` and `@digest` (the tag is a `:` after the last
+/// `/`): `registry:5000/app:1.2@sha256:..` -> `registry:5000/app`.
+pub fn value_name(v: &str) -> &str {
     // strip @digest and :tag (tag = ':' after the last '/')
     let v = v.split('@').next().unwrap_or(v);
     let ls = v.rfind('/').map(|i| i + 1).unwrap_or(0);
@@ -528,7 +530,11 @@ fn has_tag_or_digest(v: &str) -> bool {
     value_name(v) != v
 }
 
-fn normalize_name(n: &str) -> String {
+/// An image name as go-containerregistry normalises it (`name.ParseReference` defaults):
+/// `nginx` and `docker.io/nginx` -> `docker.io/library/nginx`, `index.docker.io/x/y` ->
+/// `docker.io/x/y`; a name with a registry host (a first part with `.` or `:`, or
+/// `localhost`) is kept.
+pub fn normalize_name(n: &str) -> String {
     // docker.io/library/x == x (go-containerregistry defaults), index.docker.io == docker.io
     let n = n
         .strip_prefix("index.docker.io/")

@@ -1834,8 +1834,9 @@ impl<'a> Engine<'a> {
 
     /// Pod-level reasons for a workload: its pods by owner (a Job's pods carry an
     /// ownerReference to it) or by `spec.selector.matchLabels` (Deployments, StatefulSets,
-    /// DaemonSets, ReplicaSets).
-    fn pod_reasons(&self, w: &Value) -> Vec<PodReason> {
+    /// DaemonSets, ReplicaSets). Reads the snapshot's `pods` and `events` (a Warning event's
+    /// message when the waiting state has none); `[]` when no pod of it is in the snapshot.
+    pub fn pod_reasons(&self, w: &Value) -> Vec<PodReason> {
         self.workload_pods(w)
             .into_iter()
             .flat_map(|p| self.reasons_of_pod(p))

@@ -229,6 +229,10 @@ impl ProbeOwner {
     pub const PODRESOLVE: ProbeOwner = ProbeOwner { tool: "podresolve" };
     /// `kubectl cutover`.
     pub const CUTOVER: ProbeOwner = ProbeOwner { tool: "cutover" };
+    /// `kubectl gitops verify`.
+    pub const GITOPS_VERIFY: ProbeOwner = ProbeOwner {
+        tool: "gitops-verify",
+    };
 
     /// `app.kubernetes.io/managed-by` value on every object we create: `kubectl-<tool>`.
     pub fn managed_by(&self) -> String {
