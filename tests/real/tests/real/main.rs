@@ -88,6 +88,16 @@ const BINARIES: &[(&str, &[&str])] = &[
     ),
     ("cltest-plugin", &["tests/dist", "shared"]),
     (
+        "kubectl-gitops-verify",
+        &[
+            "plugins/gitops-verify",
+            "plugins/unstick",
+            "plugins/markercheck",
+            "plugins/cutover",
+            "shared",
+        ],
+    ),
+    (
         "kubectl-gitops-mcp",
         &[
             "plugins/gitops-mcp",

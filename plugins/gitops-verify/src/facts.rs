@@ -1,0 +1,222 @@
+//! What every link reads, read once per round with list calls (never one get per object):
+//! unstick's snapshot and its diagnoses (Kustomizations, sources, controllers), and the
+//! workloads of the in-scope Kustomizations' inventories with their pods.
+//!
+//! Requests: unstick's [`unstick::live::gather`] budget (Kustomizations 1, each source kind
+//! 1, kustomize-controller 1, source-controller 1, plus what its health checks name), then one
+//! list per workload kind present in the inventories (Deployment, StatefulSet, DaemonSet,
+//! Job: at most 4) and one list of Pods, each in the one namespace they share or across
+//! namespaces.
+
+use std::collections::BTreeSet;
+
+use cluster_loop::error::Result;
+use jiff::Timestamp;
+use kube::api::ListParams;
+use serde_json::Value;
+use unstick::diagnose::{Diagnosis, Engine, key_of, source_ref};
+use unstick::live::{ControllerRef, Scope};
+use unstick::obj;
+use unstick::snapshot::Snapshot;
+
+use crate::session::Session;
+
+/// The workload kinds the workloads link checks: (group, Kind) as inventory ids spell them.
+pub const WORKLOAD_KINDS: &[(&str, &str)] = &[
+    ("apps", "Deployment"),
+    ("apps", "StatefulSet"),
+    ("apps", "DaemonSet"),
+    ("batch", "Job"),
+];
+
+/// One round's reads.
+pub struct Facts {
+    /// When the round was read.
+    pub now: Timestamp,
+    /// unstick's snapshot (Kustomizations in scope and their dependencies, their sources,
+    /// the controllers).
+    pub snap: Snapshot,
+    /// unstick's diagnosis of each in-scope Kustomization, by `namespace/name`.
+    pub diagnoses: Vec<Diagnosis>,
+    /// The in-scope Kustomizations (the namespace, or all; only those reading `--source`).
+    pub kustomizations: Vec<Value>,
+    /// The sources they read (or `--source`), as read; `(Kind, namespace, name, object)`,
+    /// the object `None` when it does not exist.
+    pub sources: Vec<(String, String, String, Option<Value>)>,
+    /// Deployments, StatefulSets, DaemonSets and Jobs of the kinds their inventories list,
+    /// in the namespaces they list.
+    pub workloads: Vec<Value>,
+    /// Pods in those namespaces.
+    pub pods: Vec<Value>,
+    /// What was not read and why.
+    pub notes: Vec<String>,
+}
+
+impl Facts {
+    /// The in-scope Kustomizations that read `(kind, ns, name)`.
+    pub fn readers_of<'a>(&'a self, kind: &str, ns: &str, name: &str) -> Vec<&'a Value> {
+        self.kustomizations
+            .iter()
+            .filter(|k| source_ref(k) == (kind.to_string(), ns.to_string(), name.to_string()))
+            .collect()
+    }
+
+    /// unstick's diagnosis of `ks`.
+    pub fn diagnosis(&self, ks: &Value) -> Option<&Diagnosis> {
+        let key = key_of(ks);
+        self.diagnoses.iter().find(|d| d.kustomization == key)
+    }
+
+    /// The workload `(group, kind, ns, name)` when read.
+    pub fn workload(&self, kind: &str, ns: &str, name: &str) -> Option<&Value> {
+        self.workloads
+            .iter()
+            .find(|w| obj::kind(w) == kind && obj::namespace(w) == ns && obj::name(w) == name)
+    }
+}
+
+/// Whether `ks` is in scope: in the session's namespace (any with `-A`), and reading
+/// `--source` when given.
+fn in_scope(s: &Session, ks: &Value) -> bool {
+    if s.namespace
+        .as_deref()
+        .is_some_and(|n| obj::namespace(ks) != n)
+    {
+        return false;
+    }
+    match &s.opts.source {
+        None => true,
+        Some((kind, name)) => {
+            let (k, ns, n) = source_ref(ks);
+            &k == kind && &n == name && s.namespace.as_deref().is_none_or(|x| x == ns)
+        }
+    }
+}
+
+/// Reads one round. Errors: API errors on the Kustomizations, sources or workloads (exit 3);
+/// 403 on the optional reads are notes.
+pub async fn read(s: &Session) -> Result<Facts> {
+    let scope = Scope {
+        namespace: s.namespace.clone(),
+        controller: ControllerRef {
+            namespace: s
+                .namespace
+                .clone()
+                .unwrap_or_else(|| s.conn.flux_namespace()),
+            name: "kustomize-controller".into(),
+        },
+    };
+    let (snap, mut notes) = unstick::live::gather(&s.conn, &scope, &s.reader).await?;
+    let kustomizations: Vec<Value> = snap
+        .kustomizations
+        .iter()
+        .filter(|k| in_scope(s, k))
+        .cloned()
+        .collect();
+    let diagnoses = {
+        let engine = Engine::new(&snap);
+        kustomizations
+            .iter()
+            .filter_map(|k| engine.diagnose(obj::namespace(k), obj::name(k)))
+            .collect()
+    };
+    let sources = sources_of(s, &snap, &kustomizations);
+    let (workloads, pods) = read_workloads(s, &kustomizations, &mut notes).await?;
+    Ok(Facts {
+        now: snap.now,
+        snap,
+        diagnoses,
+        kustomizations,
+        sources,
+        workloads,
+        pods,
+        notes,
+    })
+}
+
+/// The sources in scope: `--source` (looked for in the session's namespace), else every
+/// source an in-scope Kustomization reads; each with its object when the snapshot has it.
+fn sources_of(
+    s: &Session,
+    snap: &Snapshot,
+    kustomizations: &[Value],
+) -> Vec<(String, String, String, Option<Value>)> {
+    let mut keys: BTreeSet<(String, String, String)> =
+        kustomizations.iter().map(source_ref).collect();
+    if let Some((kind, name)) = &s.opts.source {
+        let ns = s
+            .namespace
+            .clone()
+            .unwrap_or_else(|| s.conn.flux_namespace());
+        keys.insert((kind.clone(), ns, name.clone()));
+    }
+    keys.into_iter()
+        .map(|(k, ns, n)| {
+            let o = snap
+                .sources
+                .iter()
+                .find(|o| obj::kind(o) == k && obj::namespace(o) == ns && obj::name(o) == n)
+                .cloned();
+            (k, ns, n, o)
+        })
+        .collect()
+}
+
+/// The (group, Kind, namespace, name) of the workload entries of `ks`'s inventory.
+pub fn inventory_workloads(ks: &Value) -> Vec<(String, String, String, String)> {
+    obj::arr(ks, &["status", "inventory", "entries"])
+        .iter()
+        .filter_map(|e| obj::s(e, &["id"]))
+        .filter_map(unstick::diagnose::parse_inventory_id)
+        .filter(|(g, k, _, _)| WORKLOAD_KINDS.iter().any(|(wg, wk)| wg == g && wk == k))
+        .collect()
+}
+
+/// One list per workload kind the inventories hold and one of Pods, each in the one
+/// namespace they share, else across namespaces.
+async fn read_workloads(
+    s: &Session,
+    kustomizations: &[Value],
+    notes: &mut Vec<String>,
+) -> Result<(Vec<Value>, Vec<Value>)> {
+    let entries: Vec<_> = kustomizations
+        .iter()
+        .flat_map(inventory_workloads)
+        .collect();
+    if entries.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let nss: BTreeSet<&str> = entries.iter().map(|(_, _, ns, _)| ns.as_str()).collect();
+    let one = (nss.len() == 1).then(|| *nss.iter().next().unwrap());
+    let mut workloads = Vec::new();
+    for (g, k) in WORKLOAD_KINDS {
+        if !entries.iter().any(|(eg, ek, _, _)| eg == g && ek == k) {
+            continue;
+        }
+        let Some(ar) = unstick::live::api_resource(g, k) else {
+            continue;
+        };
+        let v = s
+            .reader
+            .list(&s.conn, &ar, one, &ListParams::default())
+            .await?;
+        workloads.extend(v.into_iter().filter(|w| nss.contains(obj::namespace(w))));
+    }
+    let pod_ar = unstick::live::api_resource("", "Pod").expect("Pod is a known kind");
+    let pods = match s
+        .reader
+        .list(&s.conn, &pod_ar, one, &ListParams::default())
+        .await
+    {
+        Ok(v) => v
+            .into_iter()
+            .filter(|p| nss.contains(obj::namespace(p)))
+            .collect(),
+        Err(e) if e.status_code() == Some(403) => {
+            notes.push(format!("pods not read (no pod reasons): {e}"));
+            Vec::new()
+        }
+        Err(e) => return Err(e),
+    };
+    Ok((workloads, pods))
+}

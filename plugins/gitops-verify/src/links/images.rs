@@ -1,0 +1,360 @@
+//! Link 4, the images: each ImagePolicy's `status.latestRef` against the images the
+//! in-scope workloads run (their pod templates), and any image that is a bare tag.
+//!
+//! Image names are compared as go-containerregistry normalises them and policies are matched
+//! to automations by markercheck's engine (`normalize_name`, `value_name`,
+//! `automation_policies`: the automation's namespace and `spec.policySelector`). Per policy:
+//! - no workload in scope runs its image: `not-applicable` for that policy;
+//! - every container running it runs the latestRef tag (and digest, when the policy reflects
+//!   one): `ok`;
+//! - an older tag: what image-automation-controller v1 records decides. No automation selects
+//!   the policy, or all that do are suspended: `broken`. The automation has not yet run with
+//!   this latestRef (`status.observedPolicies[policy]` differs): `waiting` "automation has not
+//!   committed yet", until its last run + `spec.interval`. It has: its `lastPushCommit` not yet
+//!   the source's artifact, or the Kustomizations link not yet ok, is `waiting` (the commit is
+//!   on its way); else `broken`: the automation saw the tag and nothing it writes changes
+//!   this image, i.e. no marker for it under `spec.update.path` (markercheck simulates it on
+//!   the repository).
+//!
+//! A container image that is a bare tag (`image: 6.5.1`, markercheck's
+//! `looks_like_bare_tag`) is `broken` whatever the policies: the node cannot pull it, and it
+//! is what a `:tag` marker on an `image:` field writes (failure catalogue section 2).
+
+use cluster_loop::error::Result;
+use cluster_loop::flux::{ImagePolicy, ImageUpdateAutomation};
+use futures::future::BoxFuture;
+use jiff::SignedDuration;
+use kube::Api;
+use kube::api::ListParams;
+use markercheck::check::{automation_policies, normalize_name, value_name};
+use markercheck::cluster::{automation_from_api, policy_from_api};
+use serde_json::Value;
+use unstick::obj;
+
+use super::{Context, Link};
+use crate::chain::{Evidence, LinkReport, Verdict};
+
+/// Link 4.
+pub struct ImagesLink;
+
+impl Link for ImagesLink {
+    fn position(&self) -> u8 {
+        4
+    }
+
+    fn id(&self) -> &'static str {
+        "images"
+    }
+
+    fn check<'a>(&'a self, cx: &'a Context<'a>) -> BoxFuture<'a, Result<LinkReport>> {
+        Box::pin(async move {
+            let Some((policies, automations)) = read(cx).await? else {
+                return Ok(LinkReport::not_applicable(
+                    4,
+                    "images",
+                    "image automation is not installed (ImagePolicy is not served)",
+                ));
+            };
+            let containers = containers(&cx.facts.workloads);
+            let mut members = bare_tags(&containers, &policies);
+            for p in &policies {
+                members.extend(policy_members(cx, p, &automations, &containers));
+            }
+            Ok(LinkReport::from_members(
+                4,
+                "images",
+                members,
+                "no ImagePolicy in scope and no bare-tag image",
+            ))
+        })
+    }
+
+    fn watches(&self) -> Vec<kube::api::ApiResource> {
+        vec![
+            kube::api::ApiResource::erase::<ImagePolicy>(&()),
+            kube::api::ApiResource::erase::<ImageUpdateAutomation>(&()),
+        ]
+    }
+}
+
+/// ImagePolicies and ImageUpdateAutomations in scope; `None` when the cluster does not serve
+/// ImagePolicy (404). Errors: other API errors.
+async fn read(cx: &Context<'_>) -> Result<Option<(Vec<ImagePolicy>, Vec<ImageUpdateAutomation>)>> {
+    let c = cx.session.conn.client.clone();
+    let ns = cx.session.namespace.as_deref();
+    let ctx = || cx.session.conn.ctx().verb("list").namespace(ns);
+    cx.session.count(1);
+    let pol: Api<ImagePolicy> = match ns {
+        Some(n) => Api::namespaced(c.clone(), n),
+        None => Api::all(c.clone()),
+    };
+    let policies = match pol.list(&ListParams::default()).await {
+        Ok(l) => l.items,
+        Err(e) => {
+            let e = cluster_loop::Error::from_kube(e, ctx().resource_of::<ImagePolicy>());
+            if e.status_code() == Some(404) {
+                return Ok(None);
+            }
+            return Err(e);
+        }
+    };
+    if policies.is_empty() {
+        return Ok(Some((policies, Vec::new())));
+    }
+    cx.session.count(1);
+    let aut: Api<ImageUpdateAutomation> = match ns {
+        Some(n) => Api::namespaced(c, n),
+        None => Api::all(c),
+    };
+    let automations = aut
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| {
+            cluster_loop::Error::from_kube(e, ctx().resource_of::<ImageUpdateAutomation>())
+        })?
+        .items;
+    Ok(Some((policies, automations)))
+}
+
+/// A container of a workload: (`Kind/ns/name container C`, image).
+type Container = (String, String);
+
+fn containers(workloads: &[Value]) -> Vec<Container> {
+    let mut out = Vec::new();
+    for w in workloads {
+        for list in ["initContainers", "containers"] {
+            for c in obj::arr(w, &["spec", "template", "spec", list]) {
+                out.push((
+                    format!(
+                        "{}/{}/{} container {}",
+                        obj::kind(w),
+                        obj::namespace(w),
+                        obj::name(w),
+                        obj::s(c, &["name"]).unwrap_or("")
+                    ),
+                    obj::s(c, &["image"]).unwrap_or("").to_string(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn bare_tags(containers: &[Container], policies: &[ImagePolicy]) -> Vec<Evidence> {
+    containers
+        .iter()
+        .filter(|(_, image)| markercheck::render::looks_like_bare_tag(image))
+        .map(|(who, image)| {
+            let of = policies
+                .iter()
+                .filter(|p| p.status.latest_ref.as_ref().is_some_and(|l| &l.tag == image))
+                .map(|p| {
+                    format!(
+                        "; it is ImagePolicy {}/{}'s latestRef tag: a ':tag' marker on an image: field wrote it",
+                        p.metadata.namespace.as_deref().unwrap_or_default(),
+                        p.metadata.name.as_deref().unwrap_or_default()
+                    )
+                })
+                .next()
+                .unwrap_or_default();
+            Evidence::new(
+                who,
+                Verdict::Broken,
+                format!("runs image {image:?}, a bare tag with no repository: the node cannot pull it{of}"),
+            )
+            .fix("use the plain marker {\"$imagepolicy\": \"NS:POLICY\"} on image: (name:tag), ':tag' only on a separate tag field (kustomize images: newTag); kubectl markercheck PATH finds and simulates it")
+        })
+        .collect()
+}
+
+/// The tag and digest of a full image reference (`""` when absent).
+fn tag_digest(image: &str) -> (&str, &str) {
+    let name = value_name(image);
+    let rest = &image[name.len()..];
+    let (tag, digest) = rest.split_once('@').unwrap_or((rest, ""));
+    (tag.trim_start_matches(':'), digest)
+}
+
+fn policy_members(
+    cx: &Context<'_>,
+    p: &ImagePolicy,
+    automations: &[ImageUpdateAutomation],
+    containers: &[Container],
+) -> Vec<Evidence> {
+    let id = format!(
+        "ImagePolicy/{}/{}",
+        p.metadata.namespace.as_deref().unwrap_or_default(),
+        p.metadata.name.as_deref().unwrap_or_default()
+    );
+    let Some(latest) = &p.status.latest_ref else {
+        let cs = &p.status.conditions;
+        return vec![
+            match cluster_loop::conditions::find(cs, "Ready").filter(|c| c.is_false()) {
+                Some(c) => Evidence::new(
+                    &id,
+                    Verdict::Broken,
+                    format!("no latestRef: {} ({})", c.message(), c.reason()),
+                )
+                .fix(format!(
+                    "kubectl describe imagepolicy {} -n {}",
+                    p.metadata.name.as_deref().unwrap_or_default(),
+                    p.metadata.namespace.as_deref().unwrap_or_default()
+                )),
+                None => Evidence::new(
+                    &id,
+                    Verdict::Waiting,
+                    "no latestRef yet: image-reflector-controller has not selected a tag",
+                ),
+            },
+        ];
+    };
+    let want = normalize_name(&latest.name);
+    let running: Vec<&Container> = containers
+        .iter()
+        .filter(|(_, image)| normalize_name(value_name(image)) == want)
+        .collect();
+    if running.is_empty() {
+        return vec![Evidence::new(
+            &id,
+            Verdict::NotApplicable,
+            format!(
+                "no in-scope workload runs {} (latestRef {})",
+                latest.name,
+                latest.full()
+            ),
+        )];
+    }
+    let want_digest = latest.digest.clone().unwrap_or_default();
+    running
+        .into_iter()
+        .map(|(who, image)| {
+            let (tag, digest) = tag_digest(image);
+            if tag == latest.tag && (want_digest.is_empty() || digest == want_digest) {
+                Evidence::new(
+                    format!("{id} {who}"),
+                    Verdict::Ok,
+                    format!("runs {image} == latestRef"),
+                )
+            } else {
+                behind(cx, p, latest, automations, format!("{id} {who}"), image)
+            }
+        })
+        .collect()
+}
+
+/// A container running an older image than the policy's latestRef: what the automations say.
+fn behind(
+    cx: &Context<'_>,
+    p: &ImagePolicy,
+    latest: &cluster_loop::flux::ImageRef,
+    automations: &[ImageUpdateAutomation],
+    who: String,
+    image: &str,
+) -> Evidence {
+    let converted: Vec<_> = [policy_from_api(p)].into_iter().collect();
+    let covering: Vec<&ImageUpdateAutomation> = automations
+        .iter()
+        .filter(|a| !automation_policies(&automation_from_api(a), &converted).is_empty())
+        .collect();
+    let seen = format!("runs {image}, latestRef is {}", latest.full());
+    if covering.is_empty() {
+        return Evidence::new(who, Verdict::Broken, format!("{seen}; no ImageUpdateAutomation selects this ImagePolicy (its namespace and spec.policySelector), so nothing writes it to Git"))
+            .fix("add an ImageUpdateAutomation in the policy's namespace whose policySelector matches it");
+    }
+    let active: Vec<&&ImageUpdateAutomation> =
+        covering.iter().filter(|a| !a.spec.suspend).collect();
+    if active.is_empty() {
+        return Evidence::new(
+            who,
+            Verdict::Broken,
+            format!("{seen}; every ImageUpdateAutomation selecting it is suspended"),
+        )
+        .fix("flux resume image update NAME -n NS");
+    }
+    let name = p.metadata.name.clone().unwrap_or_default();
+    let observed = active
+        .iter()
+        .find(|a| a.status.observed_policies.get(&name) == Some(latest));
+    let Some(a) = observed else {
+        let a = active[0];
+        let last = a
+            .status
+            .last_automation_run_time
+            .as_deref()
+            .and_then(obj::parse_time);
+        let interval = cluster_loop::duration::parse_go_duration(&a.spec.interval).ok();
+        let by = last
+            .unwrap_or(cx.facts.now)
+            .checked_add(SignedDuration::try_from(interval.unwrap_or_default()).unwrap_or_default())
+            .ok()
+            .map(|t| t.max(cx.facts.now));
+        return Evidence::new(
+            who,
+            Verdict::Waiting,
+            format!(
+                "{seen}; the automation has not committed yet: ImageUpdateAutomation {} has not run with this latestRef (last run {}, every {})",
+                a.metadata.name.as_deref().unwrap_or_default(),
+                last.map(|t| t.to_string()).unwrap_or_else(|| "never".into()),
+                a.spec.interval
+            ),
+        )
+        .until(by);
+    };
+    pushed(cx, a, who, seen)
+}
+
+/// The automation ran with the latestRef: its push on its way, or no marker.
+fn pushed(cx: &Context<'_>, a: &ImageUpdateAutomation, who: String, seen: String) -> Evidence {
+    let ns = a.metadata.namespace.clone().unwrap_or_default();
+    let src_ns = a
+        .spec
+        .source_ref
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(ns.clone());
+    let src = cx.facts.snap.sources.iter().find(|s| {
+        obj::kind(s) == "GitRepository"
+            && obj::namespace(s) == src_ns
+            && obj::name(s) == a.spec.source_ref.name
+    });
+    let src_rev = src
+        .and_then(|s| obj::s(s, &["status", "artifact", "revision"]))
+        .map(|r| cutover::preflight::split_revision(r).1);
+    // The commit reaches the workloads by the source's next fetch and the Kustomizations'
+    // deadline, whichever is later.
+    let upstream = cx.upstream.iter().filter_map(|l| l.deadline).max();
+    let by = src
+        .and_then(|s| super::source::next_fetch(s, cx.facts.now))
+        .into_iter()
+        .chain(upstream)
+        .max();
+    let soon =
+        |why: String| Evidence::new(&who, Verdict::Waiting, format!("{seen}; {why}")).until(by);
+    if let Some(c) = &a.status.last_push_commit
+        && src_rev.as_deref() != Some(c.as_str())
+    {
+        return soon(format!(
+            "the automation pushed {} at {}; source {src_ns}/{} has not fetched it yet",
+            &c[..c.len().min(12)],
+            a.status.last_push_time.as_deref().unwrap_or("?"),
+            a.spec.source_ref.name
+        ));
+    }
+    if cx
+        .upstream
+        .iter()
+        .any(|l| l.id == "kustomizations" && !l.verdict.holds())
+    {
+        return soon("the Kustomizations have not applied the newest revision yet (link 2)".into());
+    }
+    Evidence::new(
+        &who,
+        Verdict::Broken,
+        format!(
+            "{seen}; ImageUpdateAutomation {ns}/{} ran with this latestRef (status.observedPolicies) and everything it pushed is applied, so no marker under its spec.update.path updates this image",
+            a.metadata.name.as_deref().unwrap_or_default()
+        ),
+    )
+    .fix("add {\"$imagepolicy\": \"NS:POLICY\"} to the image field in Git; kubectl markercheck PATH simulates the automation on the repository")
+}

@@ -1,0 +1,128 @@
+//! Link 2, the Kustomizations: every in-scope Kustomization is Ready at its source's
+//! revision. The verdict source is unstick's engine over the round's snapshot
+//! ([`unstick::diagnose::Engine::diagnose`], the same function as `kubectl unstick --all`),
+//! never re-derived here:
+//! - `ok`: class `healthy` and not a finding ([`unstick::diagnose::is_finding`]);
+//! - otherwise unstick's [`unstick::diagnose::heading`]: `Moving` (a run in progress, a
+//!   health check in flight, a dependsOn wait on a dependency that is itself moving, a failure
+//!   the controller retries on the newer revision it already has) is `waiting`, with the
+//!   health check's predicted end (fail-fast or its deadline), else the run's ETA, else now +
+//!   its timeout; `Terminal` (failed at the current revision, stalled, suspended, a cycle, a
+//!   controller that is not running) is `broken`, with `kubectl unstick` as the fix (it names
+//!   the lever for this controller version and proves the result).
+//!
+//! The link is moving ([`crate::chain::LinkReport::moving`]) while a Kustomization has a
+//! newer source revision than it last attempted, or a run that is not a health check is in
+//! progress: the workloads below are about to change.
+
+use cluster_loop::error::Result;
+use futures::future::BoxFuture;
+use jiff::{SignedDuration, Timestamp};
+use unstick::diagnose::{Class, Diagnosis, Heading, heading, is_finding};
+
+use super::{Context, Link};
+use crate::chain::{Evidence, LinkReport, Verdict};
+
+/// Link 2.
+pub struct KustomizationsLink;
+
+impl Link for KustomizationsLink {
+    fn position(&self) -> u8 {
+        2
+    }
+
+    fn id(&self) -> &'static str {
+        "kustomizations"
+    }
+
+    fn check<'a>(&'a self, cx: &'a Context<'a>) -> BoxFuture<'a, Result<LinkReport>> {
+        Box::pin(async move {
+            let now = cx.facts.now;
+            let members: Vec<Evidence> =
+                cx.facts.diagnoses.iter().map(|d| member(d, now)).collect();
+            let mut l = LinkReport::from_members(
+                2,
+                "kustomizations",
+                members,
+                "no Kustomization in scope (check -n, -A or --source)",
+            );
+            l.moving = cx.facts.diagnoses.iter().any(moving);
+            Ok(l)
+        })
+    }
+
+    fn watches(&self) -> Vec<kube::api::ApiResource> {
+        unstick::live::api_resource("kustomize.toolkit.fluxcd.io", "Kustomization")
+            .into_iter()
+            .collect()
+    }
+}
+
+/// Whether a newer revision is on its way to `d`'s objects.
+fn moving(d: &Diagnosis) -> bool {
+    d.source
+        .as_ref()
+        .is_some_and(|s| s.newer_revision_available)
+        || matches!(
+            d.class,
+            Class::Reconciling | Class::RequestPending | Class::HealthCheckCanceled
+        )
+}
+
+/// When a waiting Kustomization should be done by: its health check's predicted end, else
+/// its run's ETA, else `now` + its timeout (`GetTimeout`).
+fn deadline(d: &Diagnosis, now: Timestamp) -> Option<Timestamp> {
+    d.health_check
+        .as_ref()
+        .and_then(|h| h.ends_at)
+        .or(d.eta)
+        .or_else(|| {
+            now.checked_add(SignedDuration::from_secs_f64(d.timeout_secs))
+                .ok()
+        })
+}
+
+fn member(d: &Diagnosis, now: Timestamp) -> Evidence {
+    let object = format!("Kustomization/{}", d.kustomization);
+    let (ns, name) = d
+        .kustomization
+        .split_once('/')
+        .unwrap_or(("", &d.kustomization));
+    if d.class == Class::Healthy && !is_finding(d) {
+        let rev = d
+            .source
+            .as_ref()
+            .and_then(|s| s.last_applied_revision.clone())
+            .unwrap_or_default();
+        return Evidence::new(object, Verdict::Ok, format!("Ready at {rev}"));
+    }
+    let blocking: Vec<String> = d
+        .blocking
+        .iter()
+        .map(|b| format!("{} {}: {}", b.object, b.kstatus, b.message))
+        .collect();
+    let with_blocking = |t: String| {
+        if blocking.is_empty() {
+            t
+        } else {
+            format!("{t}; waits on {}", blocking.join("; "))
+        }
+    };
+    match heading(d) {
+        Heading::Moving(t) => Evidence::new(
+            object,
+            Verdict::Waiting,
+            with_blocking(format!("{}: {t}", d.class)),
+        )
+        .until(deadline(d, now)),
+        Heading::Terminal(t) => {
+            let mut fix = format!(
+                "kubectl unstick ks/{name} -n {ns} (the lever for this controller, and proof)"
+            );
+            if let Some(f) = d.blocking.iter().find_map(|b| b.fix.clone()) {
+                fix = format!("{f}; then {fix}");
+            }
+            Evidence::new(object, Verdict::Broken, with_blocking(t)).fix(fix)
+        }
+    }
+}

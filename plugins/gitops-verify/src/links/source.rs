@@ -1,0 +1,383 @@
+//! Link 1, the source: each source the in-scope Kustomizations read (or `--source`) exists,
+//! is not suspended, is Ready, and its artifact revision is the remote's branch head.
+//!
+//! The Ready reading is source-controller's (api/v1 conditions: `Ready`, `Reconciling`,
+//! `Stalled`, and the negative-polarity `FetchFailed` that stays True across a retry). The
+//! remote's head is `git ls-remote URL refs/heads/BRANCH` with the credentials Flux holds
+//! (the GitRepository's `spec.secretRef`, read as source-controller reads it: cutover's
+//! `read_credentials` and `GitRunner`):
+//! - by default from this workstation: it proves which commit the remote has, not that the
+//!   pod plane reaches it (the evidence says so);
+//! - with `--probe-source`, from a pod in the GitRepository's namespace (cutover's in-cluster
+//!   preflight: DNS, TLS with the CA Flux holds, authentication, the head), which is what
+//!   source-controller's own fetch needs. It creates one Job per source and pulls a git
+//!   image, so it is a flag, not the default: seconds to minutes, and `create jobs` RBAC in
+//!   a run that otherwise only reads.
+//!
+//! A head ahead of the artifact is `waiting` (source-controller fetches it at its next
+//! interval run: the deadline is now + `spec.interval` + `spec.timeout`) and marks the link
+//! moving ([`LinkReport::moving`]). Only a branch is compared: a source pinned to a tag,
+//! semver range or commit follows no head, and OCIRepository and Bucket heads are not read
+//! (the evidence says so).
+
+use std::time::Duration;
+
+use cluster_loop::conditions::{self, Condition};
+use cluster_loop::error::Result;
+use cluster_loop::probe::{GitSecret, ProbeOwner};
+use futures::future::BoxFuture;
+use jiff::Timestamp;
+use serde_json::Value;
+use unstick::obj;
+
+use super::{Context, Link};
+use crate::chain::{Evidence, LinkReport, Verdict};
+
+/// Link 1.
+pub struct SourceLink;
+
+impl Link for SourceLink {
+    fn position(&self) -> u8 {
+        1
+    }
+
+    fn id(&self) -> &'static str {
+        "source"
+    }
+
+    fn check<'a>(&'a self, cx: &'a Context<'a>) -> BoxFuture<'a, Result<LinkReport>> {
+        Box::pin(async move {
+            let mut members = Vec::new();
+            let mut moving = false;
+            for (kind, ns, name, o) in &cx.facts.sources {
+                let (e, behind) = one(cx, kind, ns, name, o.as_ref()).await?;
+                moving |= behind;
+                members.push(e);
+            }
+            let mut l = LinkReport::from_members(
+                1,
+                "source",
+                members,
+                "no Kustomization in scope, so no source to check (pass --source or -n)",
+            );
+            l.moving = moving;
+            Ok(l)
+        })
+    }
+
+    fn watches(&self) -> Vec<kube::api::ApiResource> {
+        ["GitRepository", "OCIRepository", "Bucket"]
+            .into_iter()
+            .filter_map(|k| unstick::live::api_resource("source.toolkit.fluxcd.io", k))
+            .collect()
+    }
+}
+
+/// `spec.interval` + `spec.timeout` (source-controller's defaults: timeout 60s) from `now`:
+/// when the next fetch has ended at the latest.
+pub(crate) fn next_fetch(src: &Value, now: Timestamp) -> Option<Timestamp> {
+    let d = |p: &str, default: Duration| {
+        obj::s(src, &["spec", p])
+            .and_then(|s| cluster_loop::duration::parse_go_duration(s).ok())
+            .unwrap_or(default)
+    };
+    let secs = d("interval", Duration::from_secs(600)) + d("timeout", Duration::from_secs(60));
+    now.checked_add(jiff::SignedDuration::try_from(secs).ok()?)
+        .ok()
+}
+
+fn cond<'c>(cs: &'c [Condition], t: &str) -> Option<&'c Condition> {
+    conditions::find(cs, t)
+}
+
+/// One source's member and whether it is behind its remote.
+async fn one(
+    cx: &Context<'_>,
+    kind: &str,
+    ns: &str,
+    name: &str,
+    o: Option<&Value>,
+) -> Result<(Evidence, bool)> {
+    let id = format!("{kind}/{ns}/{name}");
+    let flux_kind = match kind {
+        "GitRepository" => "git",
+        "OCIRepository" => "oci",
+        "Bucket" => "bucket",
+        _ => "",
+    };
+    let Some(src) = o else {
+        return Ok((
+            Evidence::new(
+                &id,
+                Verdict::Broken,
+                "not found: the Kustomizations reading it cannot fetch anything",
+            )
+            .fix(format!(
+                "create it, or fix spec.sourceRef; list what exists: kubectl get {} -A",
+                kind.to_lowercase()
+            )),
+            false,
+        ));
+    };
+    if obj::b(src, &["spec", "suspend"]) {
+        return Ok((
+            Evidence::new(
+                &id,
+                Verdict::Broken,
+                "suspended: source-controller fetches no new commit",
+            )
+            .fix(format!("flux resume source {flux_kind} {name} -n {ns}")),
+            false,
+        ));
+    }
+    let cs = conditions::from_object(src);
+    if let Some(c) = cond(&cs, "Stalled").filter(|c| c.is_true()) {
+        return Ok((
+            Evidence::new(
+                &id,
+                Verdict::Broken,
+                format!("Stalled ({}): {}", c.reason(), c.message()),
+            )
+            .fix("fix the spec: source-controller does not retry a stalled source"),
+            false,
+        ));
+    }
+    let ready = cond(&cs, "Ready");
+    if let Some(c) = ready
+        .filter(|c| c.is_false())
+        .or(cond(&cs, "FetchFailed").filter(|c| c.is_true()))
+    {
+        return Ok((
+            Evidence::new(&id, Verdict::Broken, format!("{} ({}): {}", c.type_, c.reason(), c.message()))
+                .fix(format!("kubectl describe {}/{name} -n {ns}; then flux reconcile source {flux_kind} {name} -n {ns}", kind.to_lowercase())),
+            false,
+        ));
+    }
+    let revision = obj::s(src, &["status", "artifact", "revision"]);
+    let (Some(revision), true) = (revision, ready.is_some_and(Condition::is_true)) else {
+        let why = ready
+            .map(|c| format!("{} ({})", c.message(), c.reason()))
+            .unwrap_or_else(|| "no Ready condition yet".into());
+        return Ok((
+            Evidence::new(&id, Verdict::Waiting, format!("not Ready yet: {why}"))
+                .until(next_fetch(src, cx.facts.now)),
+            false,
+        ));
+    };
+    if kind != "GitRepository" {
+        return Ok((
+            Evidence::new(
+                &id,
+                Verdict::Ok,
+                format!(
+                    "Ready at {revision} (the {kind}'s newest artifact upstream is not compared)"
+                ),
+            ),
+            false,
+        ));
+    }
+    let Some(branch) = branch_of(src) else {
+        return Ok((
+            Evidence::new(
+                &id,
+                Verdict::Ok,
+                format!(
+                    "Ready at {revision}; pinned by spec.ref to a tag, semver range or commit, so no branch head to compare"
+                ),
+            ),
+            false,
+        ));
+    };
+    let (_, commit) = cutover::preflight::split_revision(revision);
+    let seen = if cx.session.opts.probe_source {
+        from_pod(cx, src, ns, &branch, &commit).await?
+    } else {
+        from_workstation(cx, src, ns, &branch).await?
+    };
+    Ok(judge_head(cx, src, &id, revision, &branch, &commit, seen))
+}
+
+/// What the remote said: `Ok((head, where))` or `Err((verdict, message, fix))`.
+type Seen = std::result::Result<(String, String), (Verdict, String, String)>;
+
+fn judge_head(
+    cx: &Context<'_>,
+    src: &Value,
+    id: &str,
+    revision: &str,
+    branch: &str,
+    commit: &str,
+    seen: Seen,
+) -> (Evidence, bool) {
+    let short = |s: &str| s.chars().take(12).collect::<String>();
+    match seen {
+        Ok((head, from)) if head == commit => (
+            Evidence::new(
+                id,
+                Verdict::Ok,
+                format!("Ready at {revision} == the remote's {branch} head ({from})"),
+            ),
+            false,
+        ),
+        Ok((head, from)) => {
+            let by = next_fetch(src, cx.facts.now);
+            (
+                Evidence::new(
+                    id,
+                    Verdict::Waiting,
+                    format!(
+                        "behind the remote: the artifact is {} but {branch} is at {} ({from}); source-controller fetches it at its next interval run",
+                        short(commit),
+                        short(&head)
+                    ),
+                )
+                .until(by),
+                true,
+            )
+        }
+        Err((v, message, fix)) => (
+            Evidence::new(id, v, format!("Ready at {revision}, but {message}")).fix(fix),
+            false,
+        ),
+    }
+}
+
+/// `spec.ref.branch`, or `master` when `spec.ref` names nothing (source-controller api/v1
+/// `GitRepositoryRef`: "defaults to master"); `None` when it pins a tag, semver range,
+/// name or commit.
+pub fn branch_of(src: &Value) -> Option<String> {
+    let r = obj::at(src, &["spec", "ref"]);
+    let pinned = ["tag", "semver", "name", "commit"].iter().any(|k| {
+        r.and_then(|r| r.get(*k))
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+    });
+    if pinned {
+        return None;
+    }
+    Some(
+        r.and_then(|r| r.get("branch"))
+            .and_then(Value::as_str)
+            .filter(|b| !b.is_empty())
+            .unwrap_or("master")
+            .to_string(),
+    )
+}
+
+/// The GitRepository's credentials, or `None` without `spec.secretRef`. Errors: the Secret
+/// cannot be read (403, 404) as a member message.
+async fn credentials(
+    cx: &Context<'_>,
+    src: &Value,
+    ns: &str,
+) -> std::result::Result<Option<(String, cutover::git::GitCredentials)>, String> {
+    let Some(secret) = obj::s(src, &["spec", "secretRef", "name"]) else {
+        return Ok(None);
+    };
+    cx.session.count(1);
+    cutover::preflight::read_credentials(&cx.session.conn, ns, secret)
+        .await
+        .map(|c| Some((secret.to_string(), c)))
+        .map_err(|e| format!("secret {ns}/{secret} could not be read: {e}"))
+}
+
+async fn from_workstation(cx: &Context<'_>, src: &Value, ns: &str, branch: &str) -> Result<Seen> {
+    let url = obj::s(src, &["spec", "url"])
+        .unwrap_or_default()
+        .to_string();
+    let creds = match credentials(cx, src, ns).await {
+        Ok(c) => c.map(|(_, c)| c).unwrap_or_default(),
+        Err(m) => {
+            return Ok(Err((
+                Verdict::Unknown,
+                format!("the remote head was not read: {m}"),
+                "grant get on that Secret, or pass --probe-source".into(),
+            )));
+        }
+    };
+    let (u, b) = (url.clone(), branch.to_string());
+    let head = tokio::task::spawn_blocking(move || {
+        let runner = cutover::git::GitRunner::new(creds)
+            .map_err(|e| cutover::git::RemoteFailure::Other(e.to_string()))?;
+        runner.remote_head(&u, &b)
+    })
+    .await
+    .map_err(|e| cluster_loop::Error::Other(format!("git ls-remote task: {e}")))?;
+    Ok(match head {
+        Ok(h) => Ok((
+            h,
+            "seen from this workstation; --probe-source proves the pod plane reaches it".into(),
+        )),
+        Err(f) => Err((
+            Verdict::Unknown,
+            format!(
+                "this workstation cannot read the remote's head: {}",
+                f.explain(&url, None)
+            ),
+            "pass --probe-source to read it from a pod, as source-controller does".into(),
+        )),
+    })
+}
+
+async fn from_pod(
+    cx: &Context<'_>,
+    src: &Value,
+    ns: &str,
+    branch: &str,
+    commit: &str,
+) -> Result<Seen> {
+    let url = obj::s(src, &["spec", "url"])
+        .unwrap_or_default()
+        .to_string();
+    let secret = match credentials(cx, src, ns).await {
+        Ok(c) => c.map(|(name, c)| GitSecret { name, keys: c.keys }),
+        Err(m) => {
+            return Ok(Err((
+                Verdict::Unknown,
+                format!("the probe was not started: {m}"),
+                "grant get on that Secret".into(),
+            )));
+        }
+    };
+    let v = cutover::incluster::Verify {
+        namespace: ns.to_string(),
+        url,
+        branch: branch.to_string(),
+        commit: commit.to_string(),
+        secret,
+        image: cx.session.opts.probe_image.clone(),
+        timeout: cx.session.opts.probe_timeout,
+        owner: ProbeOwner::GITOPS_VERIFY,
+    };
+    let guard = cx.probes.read().await;
+    let progress = cluster_loop::wait::Progress::hidden();
+    let mut signals = cluster_loop::signals::Signals::install();
+    let probed = cutover::incluster::verify(&cx.session.conn, &v, &progress, &mut signals).await?;
+    drop(guard);
+    Ok(match probed {
+        None => Err((
+            Verdict::Unknown,
+            "interrupted; the probe Job was deleted".into(),
+            String::new(),
+        )),
+        Some((ic, verdict)) => {
+            cx.session.count(ic.api_requests as usize);
+            let from = format!(
+                "seen from pod {}",
+                ic.pod.clone().unwrap_or(ic.probe.clone())
+            );
+            match (verdict, ic.head) {
+                (Ok(_), Some(h)) => Ok((h, from)),
+                (Err(_), Some(h)) if ic.matches_cluster == Some(false) => Ok((h, from)),
+                (Ok(m) | Err(m), _) => Err((
+                    Verdict::Broken,
+                    format!("from the pod plane: {m}"),
+                    format!(
+                        "kubectl podresolve {} -n {ns} explains the pod's DNS answer",
+                        ic.host
+                    ),
+                )),
+            }
+        }
+    })
+}

@@ -1,0 +1,210 @@
+//! Link 3, the workloads: each Deployment, StatefulSet, DaemonSet and Job in the inventory
+//! of an in-scope Kustomization (`status.inventory`, kustomize-controller's record of what
+//! it applied) is Current by kstatus as the controllers read it
+//! ([`cluster_loop::kstatus::compute`]), with pod reasons when not (unstick's
+//! [`unstick::diagnose::Engine::pod_reasons`]).
+//!
+//! - Current: `ok`.
+//! - Failed (ProgressDeadlineExceeded, a failed Job), or in the inventory but absent: `broken`.
+//! - InProgress with a pod that cannot get better by itself (ImagePullBackOff, ErrImagePull,
+//!   InvalidImageName, CrashLoopBackOff, CreateContainerConfigError, RunContainerError:
+//!   the failure catalogue's "certain" states): `broken`, naming the pod, container, reason
+//!   and image.
+//! - InProgress otherwise, or Terminating: `waiting`, until a Deployment's Progressing
+//!   `lastUpdateTime` + `spec.progressDeadlineSeconds` (default 600 s, kubernetes
+//!   deployment controller `DeploymentTimedOut`), else now + the owning Kustomization's
+//!   timeout.
+
+use cluster_loop::error::Result;
+use cluster_loop::kstatus::{self, Status};
+use futures::future::BoxFuture;
+use jiff::{SignedDuration, Timestamp};
+use serde_json::Value;
+use unstick::diagnose::{Engine, PodReason};
+use unstick::obj;
+use unstick::snapshot::Snapshot;
+
+use super::{Context, Link};
+use crate::chain::{Evidence, LinkReport, Verdict};
+use crate::facts::{WORKLOAD_KINDS, inventory_workloads};
+
+/// Pod waiting reasons that do not end by themselves.
+pub const CERTAIN_REASONS: &[&str] = &[
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "RunContainerError",
+];
+
+/// Link 3.
+pub struct WorkloadsLink;
+
+impl Link for WorkloadsLink {
+    fn position(&self) -> u8 {
+        3
+    }
+
+    fn id(&self) -> &'static str {
+        "workloads"
+    }
+
+    fn check<'a>(&'a self, cx: &'a Context<'a>) -> BoxFuture<'a, Result<LinkReport>> {
+        Box::pin(async move {
+            let f = cx.facts;
+            let snap = Snapshot {
+                now: f.now,
+                pods: f.pods.clone(),
+                objects: f.workloads.clone(),
+                ..Snapshot::default()
+            };
+            let engine = Engine::new(&snap);
+            let mut seen = std::collections::BTreeSet::new();
+            let mut members = Vec::new();
+            for ks in &f.kustomizations {
+                let timeout = cluster_loop::flux::Kustomization::effective_timeout_of(ks)
+                    .unwrap_or(std::time::Duration::from_secs(300));
+                for (_, kind, ns, name) in inventory_workloads(ks) {
+                    if !seen.insert((kind.clone(), ns.clone(), name.clone())) {
+                        continue;
+                    }
+                    let id = format!("{kind}/{ns}/{name}");
+                    members.push(match f.workload(&kind, &ns, &name) {
+                        None => Evidence::new(
+                            id,
+                            Verdict::Broken,
+                            format!("in the inventory of Kustomization {} but not in the cluster (deleted out of band)", unstick::diagnose::key_of(ks)),
+                        )
+                        .fix(format!(
+                            "flux reconcile ks {} -n {} re-applies it",
+                            obj::name(ks),
+                            obj::namespace(ks)
+                        )),
+                        Some(w) => member(&engine, w, id, f.now, timeout),
+                    });
+                }
+            }
+            Ok(LinkReport::from_members(
+                3,
+                "workloads",
+                members,
+                "no Deployment, StatefulSet, DaemonSet or Job in the in-scope Kustomizations' inventories",
+            ))
+        })
+    }
+
+    fn watches(&self) -> Vec<kube::api::ApiResource> {
+        WORKLOAD_KINDS
+            .iter()
+            .chain(&[("", "Pod")])
+            .filter_map(|(g, k)| unstick::live::api_resource(g, k))
+            .collect()
+    }
+
+    fn watch_all(&self) -> bool {
+        true
+    }
+}
+
+fn reason_text(p: &PodReason) -> String {
+    let mut s = format!("pod {} container {}: {}", p.pod, p.container, p.reason);
+    if let Some(i) = &p.image {
+        s.push_str(&format!(" (image {i})"));
+    }
+    if let Some(c) = p.last_exit_code {
+        s.push_str(&format!(" (last exit {c})"));
+    }
+    if !p.message.is_empty() {
+        s.push_str(&format!(": {}", p.message));
+    }
+    s
+}
+
+/// A Deployment's progress deadline: Progressing `lastUpdateTime` +
+/// `spec.progressDeadlineSeconds` (default 600).
+fn progress_deadline(w: &Value) -> Option<Timestamp> {
+    if obj::kind(w) != "Deployment" {
+        return None;
+    }
+    let secs = obj::i(w, &["spec", "progressDeadlineSeconds"]).unwrap_or(600);
+    let c = obj::arr(w, &["status", "conditions"])
+        .iter()
+        .find(|c| obj::s(c, &["type"]) == Some("Progressing"))?;
+    let t = obj::parse_time(obj::s(c, &["lastUpdateTime"])?)?;
+    t.checked_add(SignedDuration::from_secs(secs)).ok()
+}
+
+fn member(
+    engine: &Engine<'_>,
+    w: &Value,
+    id: String,
+    now: Timestamp,
+    timeout: std::time::Duration,
+) -> Evidence {
+    let st = kstatus::compute_at(w, now);
+    let reasons = engine.pod_reasons(w);
+    let text = |base: String| {
+        if reasons.is_empty() {
+            base
+        } else {
+            format!(
+                "{base}; {}",
+                reasons
+                    .iter()
+                    .map(reason_text)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        }
+    };
+    match st.status {
+        Status::Current => Evidence::new(id, Verdict::Ok, format!("Current: {}", st.message)),
+        Status::Unknown => Evidence::new(
+            id,
+            Verdict::Unknown,
+            format!("kstatus Unknown: {}", st.message),
+        ),
+        Status::Failed => {
+            Evidence::new(id, Verdict::Broken, text(format!("Failed: {}", st.message))).fix(
+                format!("kubectl describe {} -n {}", id_ref(w), obj::namespace(w)),
+            )
+        }
+        _ if reasons
+            .iter()
+            .any(|r| CERTAIN_REASONS.contains(&r.reason.as_str())) =>
+        {
+            let fix = if reasons.iter().any(|r| r.image.is_some()) {
+                "fix the image reference in Git (a bare tag is a misplaced image-automation marker: kubectl markercheck PATH)".to_string()
+            } else {
+                format!(
+                    "kubectl logs -n {} {} --previous",
+                    obj::namespace(w),
+                    reasons[0].pod
+                )
+            };
+            Evidence::new(
+                id,
+                Verdict::Broken,
+                text(format!("{}: {}", st.status, st.message)),
+            )
+            .fix(fix)
+        }
+        _ => {
+            let by = progress_deadline(w).or_else(|| {
+                now.checked_add(SignedDuration::try_from(timeout).unwrap_or_default())
+                    .ok()
+            });
+            Evidence::new(
+                id,
+                Verdict::Waiting,
+                text(format!("{}: {}", st.status, st.message)),
+            )
+            .until(by)
+        }
+    }
+}
+
+fn id_ref(w: &Value) -> String {
+    format!("{}/{}", obj::kind(w).to_lowercase(), obj::name(w))
+}
