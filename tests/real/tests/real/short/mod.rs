@@ -4,6 +4,7 @@ pub mod completion;
 pub mod cutover;
 pub mod gatewaycheck;
 pub mod gitops_mcp;
+pub mod gitops_verify;
 pub mod harness;
 pub mod podresolve;
 pub mod probe_pods;
