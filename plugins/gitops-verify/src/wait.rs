@@ -16,7 +16,7 @@ use cluster_loop::error::Result;
 use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{RwLock, mpsc};
 use unstick::live::Interrupt;
 
@@ -71,17 +71,27 @@ fn fmt(d: Duration) -> String {
     cluster_loop::duration::format_go_duration(d)
 }
 
-/// A watch event that may change a verdict: `Kind/namespace/name` (or `Kind (re-listed)`).
-type Change = String;
+/// What a watcher tells the wait.
+#[derive(Debug)]
+enum Msg {
+    /// Its first list is done (or it failed: a kind not served, a denied watch): from now on
+    /// every change reaches the wait as a [`Msg::Change`].
+    Settled,
+    /// A watch event that may change a verdict: `Kind/namespace/name`, or `Kind (re-listed)`
+    /// after a re-list (the state it read may hold a change made before it).
+    Change(String),
+}
 
 /// Starts one watcher per resource the links watch, each forwarding its changes to the
-/// returned channel; `watch_ns` for the links that watch outside the Flux namespace.
+/// returned channel, with their number; `watch_ns` for the links that watch outside the Flux
+/// namespace. Watchers back off on errors (kube-runtime's default backoff).
 fn start_watches(
     s: &Session,
     chain: &[Box<dyn Link>],
     watch_ns: Option<String>,
-) -> mpsc::UnboundedReceiver<Change> {
+) -> (mpsc::UnboundedReceiver<Msg>, usize) {
     let (tx, rx) = mpsc::unbounded_channel();
+    let mut n = 0;
     let mut seen: Vec<(ApiResource, Option<String>)> = Vec::new();
     for l in chain {
         let ns = if s.namespace.is_none() {
@@ -109,29 +119,49 @@ fn start_watches(
             let tx = tx.clone();
             let kind = ar.kind.clone();
             tokio::spawn(async move {
-                let mut w = watcher(api, watcher::Config::default()).boxed();
+                let mut w = watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .boxed();
+                let mut settled = false;
                 while let Some(ev) = w.next().await {
                     let msg = match ev {
-                        Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => format!(
-                            "{kind}/{}/{}",
-                            o.metadata.namespace.unwrap_or_default(),
-                            o.metadata.name.unwrap_or_default()
-                        ),
-                        // The state at the (re)list may hold a change made before it.
-                        Ok(watcher::Event::InitDone) => format!("{kind} (listed)"),
-                        Ok(_) => continue,
+                        Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
+                            Msg::Change(format!(
+                                "{kind}/{}/{}",
+                                o.metadata.namespace.unwrap_or_default(),
+                                o.metadata.name.unwrap_or_default()
+                            ))
+                        }
+                        Ok(watcher::Event::InitDone) if settled => {
+                            Msg::Change(format!("{kind} (re-listed)"))
+                        }
                         // A 404 (the kind is not served) or a denied watch: this kind never
                         // signals; the other watches and the deadline still end the wait.
-                        Err(_) => continue,
+                        Ok(watcher::Event::InitDone) | Err(_) if !settled => {
+                            settled = true;
+                            Msg::Settled
+                        }
+                        _ => continue,
                     };
                     if tx.send(msg).is_err() {
                         return;
                     }
                 }
             });
+            n += 1;
         }
     }
-    rx
+    (rx, n)
+}
+
+/// The next change (a late [`Msg::Settled`] is skipped); `None` when every watcher ended.
+async fn recv_change(rx: &mut mpsc::UnboundedReceiver<Msg>) -> Option<String> {
+    loop {
+        match rx.recv().await? {
+            Msg::Change(c) => return Some(c),
+            Msg::Settled => continue,
+        }
+    }
 }
 
 /// The one namespace the workloads live in, else `None` (all).
@@ -164,6 +194,36 @@ pub async fn wait(
     intr: &Interrupt,
     probes: &RwLock<()>,
 ) -> Result<ChainReport> {
+    // A first read for the namespaces to watch; when it is already final, no watch at all.
+    let (links0, notes0, now0, facts) = tokio::select! {
+        r = round(s, chain, intr, probes) => r?,
+        _ = exit_when_interrupted(intr, probes) => unreachable!(),
+    };
+    if done(&links0) {
+        announce(&[], &links0, "first check");
+        let mut r = report(s, links0, notes0, now0);
+        r.wait = Some(WaitInfo {
+            deadline: now0,
+            why: "nothing to wait for".into(),
+            expired: false,
+        });
+        return Ok(r);
+    }
+    let (mut rx, n) = start_watches(s, chain, workload_namespace(&facts));
+    drop(facts);
+    // Every watcher has listed (or failed) before the first check: a change after that read
+    // reaches us as an event, never lost between the read and the watch.
+    let mut settled = 0;
+    while settled < n {
+        tokio::select! {
+            m = rx.recv() => match m {
+                Some(Msg::Settled) => settled += 1,
+                Some(Msg::Change(_)) => {}
+                None => break,
+            },
+            _ = exit_when_interrupted(intr, probes) => unreachable!(),
+        }
+    }
     let (mut links, mut notes, mut now, facts) = tokio::select! {
         r = round(s, chain, intr, probes) => r?,
         _ = exit_when_interrupted(intr, probes) => unreachable!(),
@@ -177,17 +237,16 @@ pub async fn wait(
         ),
         None => default_deadline(&facts, &links, now, s.opts.margin),
     };
+    drop(facts);
     if !done(&links) {
         eprintln!("waiting until {deadline} ({why})");
     }
-    let mut rx = start_watches(s, chain, workload_namespace(&facts));
-    drop(facts);
     let until = tokio::time::Instant::now()
         + Duration::from_secs(deadline.as_second().saturating_sub(now.as_second()).max(0) as u64);
     let mut expired = false;
     while !done(&links) {
         let first = tokio::select! {
-            c = rx.recv() => c,
+            c = recv_change(&mut rx) => c,
             _ = tokio::time::sleep_until(until) => { expired = true; break; }
             _ = exit_when_interrupted(intr, probes) => unreachable!(),
         };
@@ -198,17 +257,20 @@ pub async fn wait(
                 _ = exit_when_interrupted(intr, probes) => unreachable!(),
             }
         };
-        // Events that arrived together make one round.
-        let mut n = 1;
-        while let Ok(more) = rx.try_recv() {
-            n += 1;
-            cause = more;
+        // Events that arrived together make one round; the line names each object once.
+        let mut batch = vec![cause];
+        while let Ok(m) = rx.try_recv() {
+            if let Msg::Change(more) = m
+                && !batch.contains(&more)
+            {
+                batch.push(more);
+            }
         }
-        if n > 1 {
-            cause = format!("{cause} and {} more watch events", n - 1);
-        } else {
-            cause = format!("watch event {cause}");
-        }
+        cause = match batch.len() {
+            1 => format!("watch event {}", batch[0]),
+            n if n <= 8 => format!("watch events {}", batch.join(", ")),
+            n => format!("watch events {} (+{} more)", batch[..8].join(", "), n - 8),
+        };
         let (l2, n2, t2, _) = tokio::select! {
             r = round(s, chain, intr, probes) => r?,
             _ = exit_when_interrupted(intr, probes) => unreachable!(),

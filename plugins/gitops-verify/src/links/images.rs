@@ -48,7 +48,7 @@ impl Link for ImagesLink {
 
     fn check<'a>(&'a self, cx: &'a Context<'a>) -> BoxFuture<'a, Result<LinkReport>> {
         Box::pin(async move {
-            let Some((policies, automations)) = read(cx).await? else {
+            let Some((policies, automations, repositories)) = read(cx).await? else {
                 return Ok(LinkReport::not_applicable(
                     4,
                     "images",
@@ -58,7 +58,13 @@ impl Link for ImagesLink {
             let containers = containers(&cx.facts.workloads);
             let mut members = bare_tags(&containers, &policies);
             for p in &policies {
-                members.extend(policy_members(cx, p, &automations, &containers));
+                members.extend(policy_members(
+                    cx,
+                    p,
+                    &automations,
+                    &repositories,
+                    &containers,
+                ));
             }
             Ok(LinkReport::from_members(
                 4,
@@ -77,9 +83,17 @@ impl Link for ImagesLink {
     }
 }
 
-/// ImagePolicies and ImageUpdateAutomations in scope; `None` when the cluster does not serve
-/// ImagePolicy (404). Errors: other API errors.
-async fn read(cx: &Context<'_>) -> Result<Option<(Vec<ImagePolicy>, Vec<ImageUpdateAutomation>)>> {
+/// What the images link reads: ImagePolicies, ImageUpdateAutomations, ImageRepositories.
+type ImageObjects = (
+    Vec<ImagePolicy>,
+    Vec<ImageUpdateAutomation>,
+    Vec<cluster_loop::flux::ImageRepository>,
+);
+
+/// ImagePolicies, ImageUpdateAutomations and ImageRepositories in scope (the last two only
+/// when there is a policy; one list each); `None` when the cluster does not serve ImagePolicy
+/// (404). Errors: other API errors.
+async fn read(cx: &Context<'_>) -> Result<Option<ImageObjects>> {
     let c = cx.session.conn.client.clone();
     let ns = cx.session.namespace.as_deref();
     let ctx = || cx.session.conn.ctx().verb("list").namespace(ns);
@@ -99,7 +113,7 @@ async fn read(cx: &Context<'_>) -> Result<Option<(Vec<ImagePolicy>, Vec<ImageUpd
         }
     };
     if policies.is_empty() {
-        return Ok(Some((policies, Vec::new())));
+        return Ok(Some((policies, Vec::new(), Vec::new())));
     }
     cx.session.count(1);
     let aut: Api<ImageUpdateAutomation> = match ns {
@@ -113,7 +127,22 @@ async fn read(cx: &Context<'_>) -> Result<Option<(Vec<ImagePolicy>, Vec<ImageUpd
             cluster_loop::Error::from_kube(e, ctx().resource_of::<ImageUpdateAutomation>())
         })?
         .items;
-    Ok(Some((policies, automations)))
+    cx.session.count(1);
+    let rep: Api<cluster_loop::flux::ImageRepository> = match ns {
+        Some(n) => Api::namespaced(cx.session.conn.client.clone(), n),
+        None => Api::all(cx.session.conn.client.clone()),
+    };
+    let repositories = rep
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| {
+            cluster_loop::Error::from_kube(
+                e,
+                ctx().resource_of::<cluster_loop::flux::ImageRepository>(),
+            )
+        })?
+        .items;
+    Ok(Some((policies, automations, repositories)))
 }
 
 /// A container of a workload: (`Kind/ns/name container C`, image).
@@ -179,13 +208,47 @@ fn policy_members(
     cx: &Context<'_>,
     p: &ImagePolicy,
     automations: &[ImageUpdateAutomation],
+    repositories: &[cluster_loop::flux::ImageRepository],
     containers: &[Container],
 ) -> Vec<Evidence> {
+    let pns = p.metadata.namespace.clone().unwrap_or_default();
     let id = format!(
-        "ImagePolicy/{}/{}",
-        p.metadata.namespace.as_deref().unwrap_or_default(),
+        "ImagePolicy/{pns}/{}",
         p.metadata.name.as_deref().unwrap_or_default()
     );
+    // The image it selects for: latestRef's name, else its ImageRepository's spec.image.
+    let r = &p.spec.image_repository_ref;
+    let rns = r.namespace.clone().filter(|n| !n.is_empty()).unwrap_or(pns);
+    let name = p
+        .status
+        .latest_ref
+        .as_ref()
+        .map(|l| l.name.clone())
+        .or_else(|| {
+            repositories
+                .iter()
+                .find(|x| {
+                    x.metadata.name.as_deref() == Some(r.name.as_str())
+                        && x.metadata.namespace.as_deref() == Some(rns.as_str())
+                })
+                .map(|x| x.spec.image.clone())
+        });
+    let want = name.as_deref().map(normalize_name);
+    let running: Vec<&Container> = containers
+        .iter()
+        .filter(|(_, image)| want.as_deref() == Some(normalize_name(value_name(image)).as_str()))
+        .collect();
+    if running.is_empty() {
+        return vec![Evidence::new(
+            &id,
+            Verdict::NotApplicable,
+            format!(
+                "no in-scope workload runs {}",
+                name.as_deref()
+                    .unwrap_or("its image (its ImageRepository was not found)")
+            ),
+        )];
+    }
     let Some(latest) = &p.status.latest_ref else {
         let cs = &p.status.conditions;
         return vec![
@@ -208,22 +271,6 @@ fn policy_members(
             },
         ];
     };
-    let want = normalize_name(&latest.name);
-    let running: Vec<&Container> = containers
-        .iter()
-        .filter(|(_, image)| normalize_name(value_name(image)) == want)
-        .collect();
-    if running.is_empty() {
-        return vec![Evidence::new(
-            &id,
-            Verdict::NotApplicable,
-            format!(
-                "no in-scope workload runs {} (latestRef {})",
-                latest.name,
-                latest.full()
-            ),
-        )];
-    }
     let want_digest = latest.digest.clone().unwrap_or_default();
     running
         .into_iter()

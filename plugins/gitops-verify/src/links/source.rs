@@ -16,7 +16,8 @@
 //!
 //! A head ahead of the artifact is `waiting` (source-controller fetches it at its next
 //! interval run: the deadline is now + `spec.interval` + `spec.timeout`) and marks the link
-//! moving ([`LinkReport::moving`]). Only a branch is compared: a source pinned to a tag,
+//! moving ([`LinkReport::moving`]), as does a source not Ready yet (a fetch in progress,
+//! Ready=Unknown: it may bring a new revision). Only a branch is compared: a source pinned to a tag,
 //! semver range or commit follows no head, and OCIRepository and Bucket heads are not read
 //! (the evidence says so).
 
@@ -161,7 +162,8 @@ async fn one(
         return Ok((
             Evidence::new(&id, Verdict::Waiting, format!("not Ready yet: {why}"))
                 .until(next_fetch(src, cx.facts.now)),
-            false,
+            // A fetch in progress may bring a new revision: what is below may be replaced.
+            true,
         ));
     };
     if kind != "GitRepository" {

@@ -6,10 +6,12 @@
 //!
 //! - Current: `ok`.
 //! - Failed (ProgressDeadlineExceeded, a failed Job), or in the inventory but absent: `broken`.
-//! - InProgress with a pod that cannot get better by itself (ImagePullBackOff, ErrImagePull,
+//! - InProgress with a pod of the current pod template (its containers' images are the
+//!   template's) that cannot get better by itself (ImagePullBackOff, ErrImagePull,
 //!   InvalidImageName, CrashLoopBackOff, CreateContainerConfigError, RunContainerError:
 //!   the failure catalogue's "certain" states): `broken`, naming the pod, container, reason
-//!   and image.
+//!   and image. The same reason on a pod of an older template (a rollout replacing it) is
+//!   `waiting`: the rollout removes that pod.
 //! - InProgress otherwise, or Terminating: `waiting`, until a Deployment's Progressing
 //!   `lastUpdateTime` + `spec.progressDeadlineSeconds` (default 600 s, kubernetes
 //!   deployment controller `DeploymentTimedOut`), else now + the owning Kustomization's
@@ -81,7 +83,7 @@ impl Link for WorkloadsLink {
                             obj::name(ks),
                             obj::namespace(ks)
                         )),
-                        Some(w) => member(&engine, w, id, f.now, timeout),
+                        Some(w) => member(&engine, &f.pods, w, id, f.now, timeout),
                     });
                 }
             }
@@ -135,8 +137,28 @@ fn progress_deadline(w: &Value) -> Option<Timestamp> {
     t.checked_add(SignedDuration::from_secs(secs)).ok()
 }
 
+/// Whether pod `name` (in `w`'s namespace) runs `w`'s current pod template: each of its
+/// containers has the template's image for that name (a pod of an older ReplicaSet or
+/// revision does not).
+fn of_template(w: &Value, pods: &[Value], name: &str) -> bool {
+    let Some(p) = pods
+        .iter()
+        .find(|p| obj::name(p) == name && obj::namespace(p) == obj::namespace(w))
+    else {
+        return false;
+    };
+    let template = obj::arr(w, &["spec", "template", "spec", "containers"]);
+    obj::arr(p, &["spec", "containers"]).iter().all(|c| {
+        template.iter().any(|t| {
+            obj::s(t, &["name"]) == obj::s(c, &["name"])
+                && obj::s(t, &["image"]) == obj::s(c, &["image"])
+        })
+    })
+}
+
 fn member(
     engine: &Engine<'_>,
+    pods: &[Value],
     w: &Value,
     id: String,
     now: Timestamp,
@@ -170,9 +192,9 @@ fn member(
                 format!("kubectl describe {} -n {}", id_ref(w), obj::namespace(w)),
             )
         }
-        _ if reasons
-            .iter()
-            .any(|r| CERTAIN_REASONS.contains(&r.reason.as_str())) =>
+        _ if reasons.iter().any(|r| {
+            CERTAIN_REASONS.contains(&r.reason.as_str()) && of_template(w, pods, &r.pod)
+        }) =>
         {
             let fix = if reasons.iter().any(|r| r.image.is_some()) {
                 "fix the image reference in Git (a bare tag is a misplaced image-automation marker: kubectl markercheck PATH)".to_string()

@@ -19,10 +19,14 @@ const GOOD: &str = "registry.example.local:5000/podinfo:6.7.0";
 const MISSING: &str = "registry.example.local:5000/podinfo:0.0.0-missing";
 const T: Duration = Duration::from_secs(180);
 
+/// The group's cluster: the real image-reflector-controller (with the real OCI registry) and
+/// image-automation-controller run too, for the images link.
 fn cluster() -> Lease {
     static C: ClusterCell = ClusterCell::new();
     crate::cluster_with(&C, || ClusterOptions {
         images: vec![GOOD.to_owned()],
+        image_reflector_controller: true,
+        image_automation_controller: true,
         ..ClusterOptions::default()
     })
 }
@@ -274,4 +278,244 @@ fn held_health_check_waits_then_breaks() {
             .contains("kubectl unstick ks/gv-held -n flux-system"),
         "{ks:#}"
     );
+}
+
+/// The request budget, counted by the fault proxy between the binary and the real apiserver:
+/// a one-shot run on one fleet makes exactly the requests its report says (`apiRequests`),
+/// all reads (lists, and the two controller Deployments by name), within the README's bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_budget_is_what_the_proxy_counts() {
+    use realcluster::proxy::FaultProxy;
+    let c = &cluster();
+    let sha = fleet(
+        c,
+        "gv-budget",
+        GOOD,
+        "  interval: 1m\n  path: ./\n  prune: true\n",
+    );
+    ready_at(c, "gv-budget", &sha);
+    let proxy = FaultProxy::start(c).await.unwrap();
+    let kc = proxy.kubeconfig().to_path_buf();
+    let (code, r, err) =
+        tokio::task::spawn_blocking(move || verify(&kc, &["--source", "gitrepository/gv-budget"]))
+            .await
+            .unwrap();
+    assert_eq!(code, 0, "{r:#}\n{err}");
+    let reqs = proxy.requests();
+    assert!(
+        reqs.iter().all(|q| q.method == "GET"),
+        "read-only: {reqs:#?}"
+    );
+    assert_eq!(
+        r["apiRequests"].as_u64().unwrap() as usize,
+        reqs.len(),
+        "the report's count is the proxy's: {reqs:#?}"
+    );
+    assert!(
+        reqs.len() <= 12,
+        "README bound: {} requests: {reqs:#?}",
+        reqs.len()
+    );
+    eprintln!(
+        "gitops verify one fleet: {} requests: {:?}",
+        reqs.len(),
+        reqs.iter().map(|q| &q.path).collect::<Vec<_>>()
+    );
+}
+
+/// A bare-tag image from a misplaced marker, for real: the real image-reflector-controller
+/// scans tags pushed to the real OCI registry, its ImagePolicy selects 1.1.0, and the real
+/// image-automation-controller applies a `:tag` marker that sits on the `image:` field, writing
+/// `image: 1.1.0`; kustomize-controller applies it and the node cannot pull it. Link 4 is
+/// `broken` naming the bare tag and the policy whose latestRef it is (link 3 names the pull
+/// error). Then the marker is fixed in Git and `--wait` runs: each link's change is printed
+/// with the watch event that triggered its round, and it exits 0 within its deadline.
+#[test]
+fn bare_tag_from_a_misplaced_marker_then_wait_after_the_fix() {
+    let c = &cluster();
+    let name = "gv-bare";
+    let oci = c
+        .oci()
+        .expect("the OCI registry runs with image-reflector-controller");
+    oci.push("gv/app", &["1.0.0", "1.1.0"]).unwrap();
+    let image = format!("{}/gv/app", oci.host());
+    let app = |line: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app\n  namespace: {name}\nspec:\n  replicas: 1\n  progressDeadlineSeconds: 3600\n  selector:\n    matchLabels: {{app: app}}\n  template:\n    metadata:\n      labels: {{app: app}}\n    spec:\n      containers:\n        - name: app\n          {line}\n"
+        )
+    };
+    // The misplaced marker: ':tag' on the image field.
+    let bad = app(&format!(
+        "image: {image}:1.0.0 # {{\"$imagepolicy\": \"{FLUX_NS}:{name}:tag\"}}"
+    ));
+    c.registry().add(&format!("{image}:*"));
+    let first = c
+        .fleet(
+            name,
+            &[("ns.yaml", &namespace(name)), ("deploy/app.yaml", &bad)],
+            "  interval: 1m\n  path: ./\n  prune: true\n",
+        )
+        .unwrap();
+    ready_at(c, name, &first);
+    c.apply_yaml(&format!(
+        "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImageRepository\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nspec: {{image: \"{image}\", interval: 1m, insecure: true}}\n---\napiVersion: image.toolkit.fluxcd.io/v1\nkind: ImagePolicy\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nspec:\n  imageRepositoryRef: {{name: {name}}}\n  policy: {{semver: {{range: \">=1.0.0\"}}}}\n"
+    ))
+    .unwrap();
+    eventually(T, "the real ImagePolicy selects 1.1.0", || {
+        let p = c.get_json(&["-n", FLUX_NS, "get", "imagepolicy", name]);
+        (p["status"]["latestRef"]["tag"] == "1.1.0").then_some(())
+    });
+    c.apply_yaml(&format!(
+        "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImageUpdateAutomation\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nspec:\n  interval: 1m\n  sourceRef: {{kind: GitRepository, name: {name}}}\n  git:\n    checkout: {{ref: {{branch: main}}}}\n    commit:\n      author: {{name: fluxcdbot, email: fluxcdbot@users.noreply.github.com}}\n    push: {{branch: main}}\n  update: {{path: ./deploy, strategy: Setters}}\n"
+    ))
+    .unwrap();
+    let repo = format!("org/{name}");
+    let pushed = eventually(T, "the real automation pushes the bare tag", || {
+        let head = c.git().head(&repo, "main").ok()?;
+        (head != first).then_some(head)
+    });
+    let text = String::from_utf8(
+        c.git()
+            .read_file(&repo, &pushed, "deploy/app.yaml")
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        text.contains("image: 1.1.0 #"),
+        "the controller wrote the bare tag: {text}"
+    );
+    request_reconcile(c, name);
+    ready_at(c, name, &pushed);
+    eventually(T, "the pod fails to pull 1.1.0", || {
+        let pods = c.kubectl(&["-n", name, "get", "pods", "-o", "json"]).ok()?;
+        (pods.contains("\"1.1.0\"")
+            && (pods.contains("ErrImagePull") || pods.contains("ImagePullBackOff")))
+        .then_some(())
+    });
+    let (code, r, err) = verify(c.kubeconfig(), &["--source", "gitrepository/gv-bare"]);
+    assert_eq!(code, 1, "{r:#}\n{err}");
+    let img = link(&r, "images");
+    assert_eq!(img["verdict"], "broken", "{r:#}");
+    let bare = img["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["object"] == "Deployment/gv-bare/app container app")
+        .unwrap_or_else(|| panic!("{img:#}"));
+    assert_eq!(bare["verdict"], "broken");
+    let d = bare["detail"].as_str().unwrap();
+    assert!(
+        d.contains("\"1.1.0\", a bare tag")
+            && d.contains("ImagePolicy flux-system/gv-bare's latestRef tag"),
+        "{d}"
+    );
+    assert!(
+        img["fix"].as_str().unwrap().contains("markercheck"),
+        "{img:#}"
+    );
+    let w = link(&r, "workloads");
+    assert_eq!(w["verdict"], "broken", "{r:#}");
+    assert!(
+        w["evidence"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("image 1.1.0"),
+        "{w:#}"
+    );
+    for id in ["source", "kustomizations"] {
+        assert_eq!(link(&r, id)["verdict"], "ok", "{id}: {r:#}");
+    }
+
+    // The fix: the plain marker on the image field, at the policy's latest.
+    let good = app(&format!(
+        "image: {image}:1.1.0 # {{\"$imagepolicy\": \"{FLUX_NS}:{name}\"}}"
+    ));
+    let fixed = c
+        .push(name, &[("deploy/app.yaml", &good)], "plain marker")
+        .unwrap();
+    let mut child = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(["--source", "gitrepository/gv-bare", "--wait", "-o", "json"])
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let the first check run on the old state, then have source-controller fetch now.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    while std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0 {
+        lines.push(std::mem::take(&mut line));
+        if lines.last().unwrap().starts_with("waiting until") {
+            break;
+        }
+    }
+    request_reconcile(c, name);
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut s).unwrap();
+        s
+    });
+    let out = child.wait_with_output().unwrap();
+    let err = lines.concat() + &rest.join().unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert_eq!(out.status.code(), Some(0), "{r:#}\n{err}");
+    assert_eq!(r["wait"]["expired"], false, "{r:#}");
+    assert!(
+        r["wait"]["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("largest own timeout"),
+        "{r:#}"
+    );
+    assert!(
+        link(&r, "source")["evidence"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&fixed),
+        "{r:#}"
+    );
+    // The first check saw the source behind the remote.
+    assert!(
+        err.contains("link 1 source: waiting: ") && err.contains("[first check]"),
+        "{err}"
+    );
+    // Every later change names the watch event that triggered its round: the source turns ok
+    // in the round of the GitRepository's own event, the links below follow theirs.
+    let changes: Vec<&str> = err.lines().filter(|l| l.contains(" -> ")).collect();
+    assert!(changes.iter().all(|l| l.contains("watch event")), "{err}");
+    let src_ok = changes
+        .iter()
+        .find(|l| l.starts_with("link 1 source: waiting -> ok"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        src_ok.contains("GitRepository/flux-system/gv-bare"),
+        "{src_ok}"
+    );
+    for id in ["workloads", "images"] {
+        assert!(
+            changes
+                .iter()
+                .any(|l| l.contains(&format!(" {id}: ")) && l.contains("-> ok")),
+            "{id} turns ok: {err}"
+        );
+    }
+}
+
+/// `reconcile.fluxcd.io/requestedAt` on GitRepository `name`, as `flux reconcile source git`
+/// writes it: source-controller fetches now.
+fn request_reconcile(c: &Cluster, name: &str) {
+    let now = jiff::Timestamp::now().to_string();
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "annotate",
+        "--overwrite",
+        "gitrepository",
+        name,
+        &format!("reconcile.fluxcd.io/requestedAt={now}"),
+    ])
+    .unwrap();
 }
