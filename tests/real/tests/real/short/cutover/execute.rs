@@ -36,17 +36,18 @@ const T: Duration = Duration::from_secs(180);
 /// The Secret the cutover moves the source to: the new server's token and CA.
 const NEW_SECRET: &str = "new-creds";
 
-/// One test's fleet: GitRepository + root Kustomization `ns` in namespace `ns`.
-struct Fleet {
-    c: realcluster::Lease,
-    ns: String,
-    old: GitServer,
-    new: GitServer,
+/// One test's fleet: GitRepository + root Kustomization `ns` in namespace `ns`. Also the
+/// fleet of `kubectl gitops mcp`'s source tests ([`Fleet::start_on`] their own cluster).
+pub(crate) struct Fleet {
+    pub(crate) c: realcluster::Lease,
+    pub(crate) ns: String,
+    pub(crate) old: GitServer,
+    pub(crate) new: GitServer,
     work: tempfile::TempDir,
     /// `release 0..n`.
     commits: Vec<String>,
     /// The commit the cluster runs (the old server's main).
-    head: String,
+    pub(crate) head: String,
     proxy: FaultProxy,
 }
 
@@ -81,7 +82,18 @@ impl Fleet {
         new_main: usize,
         self_applied: bool,
     ) -> Fleet {
-        let c = &execute_cluster();
+        Fleet::start_on(&execute_cluster(), ns, n, old_main, new_main, self_applied).await
+    }
+
+    /// [`Fleet::start_with`] on the cluster `c` (a group of tests other than this module's).
+    pub(crate) async fn start_on(
+        c: &realcluster::Lease,
+        ns: &str,
+        n: usize,
+        old_main: usize,
+        new_main: usize,
+        self_applied: bool,
+    ) -> Fleet {
         let (old, new) = fleet_servers(GitServerOptions::default());
         let work = tempfile::tempdir().unwrap();
         let w = work.path();
@@ -153,15 +165,15 @@ impl Fleet {
         basic_auth_secret(&self.c, &self.ns, name, token, Some(ca));
     }
 
-    fn head_rev(&self) -> String {
+    pub(crate) fn head_rev(&self) -> String {
         format!("main@sha1:{}", self.head)
     }
 
-    fn old_url(&self) -> String {
+    pub(crate) fn old_url(&self) -> String {
         self.old.url_https("org/fleet")
     }
 
-    fn to(&self) -> String {
+    pub(crate) fn to(&self) -> String {
         self.new.url_https("org/fleet")
     }
 
@@ -171,13 +183,13 @@ impl Fleet {
         wait_root_applied(&self.c, &self.ns, revision, T)
     }
 
-    fn root(&self) -> Value {
+    pub(crate) fn root(&self) -> Value {
         self.c
             .get_json(&["-n", &self.ns, "get", "kustomization", &self.ns])
     }
 
     /// The GitRepository as it is now.
-    fn live(&self) -> Value {
+    pub(crate) fn live(&self) -> Value {
         self.c
             .get_json(&["-n", &self.ns, "get", "gitrepository", &self.ns])
     }
@@ -285,7 +297,7 @@ impl Fleet {
     }
 
     /// The live spec is the one before the cutover.
-    fn assert_restored(&self) {
+    pub(crate) fn assert_restored(&self) {
         let l = self.live();
         assert_eq!(l["spec"]["url"], json!(self.old_url()), "{l}");
         assert_eq!(l["spec"]["secretRef"]["name"], json!(self.ns), "{l}");
@@ -313,7 +325,8 @@ const KEPT_BY_HOLD_ROOT: &str = " that kubectl cutover --hold-root added and kee
 const LEFT_BY_INTERRUPTED_RUN: &str = ", left behind by an interrupted kubectl cutover \
     --hold-root run (its cutover.cluster-loop.dev/in-flight mark is still there)";
 
-fn held(o: &Value) -> bool {
+/// The root Kustomization is held (`kustomize.toolkit.fluxcd.io/reconcile: disabled` on `o`).
+pub(crate) fn held(o: &Value) -> bool {
     o["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/reconcile"] == "disabled"
 }
 

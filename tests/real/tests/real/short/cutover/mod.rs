@@ -6,6 +6,6 @@
 //!   kustomize-controller to 0.
 //! - [`in_cluster`]: `--verify-in-cluster` with probe Jobs the pod runtime runs for real, on a
 //!   cluster of its own, so no probe meets a controller the other group stopped.
-mod common;
-mod execute;
+pub(crate) mod common;
+pub(crate) mod execute;
 mod in_cluster;
