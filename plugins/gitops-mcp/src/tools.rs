@@ -129,6 +129,23 @@ pub struct SourceMoveArgs {
     pub verify_in_cluster: bool,
 }
 
+/// A move of a GitRepository to a new URL, executed.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CutoverArgs {
+    /// The source and its new URL, as for the preflight.
+    #[serde(flatten)]
+    pub target: SourceMoveArgs,
+    /// Annotate the GitRepository `kustomize.toolkit.fluxcd.io/reconcile: disabled` so the root
+    /// Kustomization that applies it cannot revert the new URL until the authored change
+    /// lands (kubectl cutover --finish removes it). Needed when the root applies the
+    /// GitRepository itself (flux bootstrap's layout) and its next run is near.
+    #[serde(default)]
+    pub hold_root: bool,
+    /// How long to wait for proof after the patch (Go duration, default 2m); no proof by then
+    /// rolls back.
+    pub timeout: Option<String>,
+}
+
 /// unstick with a lever.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct UnstickArgs {
@@ -216,6 +233,12 @@ impl Server {
     /// A server over `session`; write tools and `use_context` are left out unless the session
     /// allows them.
     pub fn new(session: Session) -> Self {
+        Self::shared(Arc::new(session))
+    }
+
+    /// A server over a session shared with other servers (one per streamable HTTP session,
+    /// all on the same pinned context, permissions and flows in flight).
+    pub fn shared(session: Arc<Session>) -> Self {
         let mut tool_router = Self::tool_router();
         if !session.allow_write {
             for t in WRITE_TOOLS {
@@ -226,7 +249,7 @@ impl Server {
             tool_router.remove_route("use_context");
         }
         Server {
-            session: Arc::new(session),
+            session,
             tool_router,
         }
     }
@@ -504,18 +527,25 @@ impl Server {
     )]
     async fn cutover(
         &self,
-        Parameters(a): Parameters<SourceMoveArgs>,
+        Parameters(c): Parameters<CutoverArgs>,
         meta: RequestMetaObject,
         peer: Peer<RoleServer>,
         ct: CancellationToken,
     ) -> CallToolResult {
+        let a = &c.target;
         let mut args = vec![
             format!("gitrepository/{}", a.name),
             "--to".into(),
             a.to.clone(),
             "--yes".into(),
         ];
-        args.extend(move_flags(&a));
+        args.extend(move_flags(a));
+        if c.hold_root {
+            args.push("--hold-root".into());
+        }
+        if let Some(t) = &c.timeout {
+            args.extend(["--timeout".into(), t.clone()]);
+        }
         let o = self
             .cluster_flow(
                 CUTOVER,

@@ -6,6 +6,9 @@
 //! notifications and proven recovery; a cancelled call leaves nothing suspended).
 #![cfg(unix)]
 
+mod http;
+mod sources;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -43,6 +46,12 @@ fn python() -> PathBuf {
 /// Runs the client with `steps` against a server started with `args` (plus the cluster's
 /// kubeconfig); one JSON value per step.
 fn client(c: &Cluster, args: &[&str], steps: Value) -> Vec<Value> {
+    client_log(c, args, steps).0
+}
+
+/// [`client`], also returning the client's stderr: everything else the client sees, the
+/// server's own stderr included (the SDK's stdio client passes it through).
+fn client_log(c: &Cluster, args: &[&str], steps: Value) -> (Vec<Value>, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/client.py");
     let mut server_args: Vec<String> =
         vec!["--kubeconfig".into(), c.kubeconfig().display().to_string()];
@@ -71,10 +80,11 @@ fn client(c: &Cluster, args: &[&str], steps: Value) -> Vec<Value> {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "client failed:\n{stdout}\n{stderr}");
-    stdout
+    let results = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{stderr}")))
-        .collect()
+        .collect();
+    (results, stderr.into_owned())
 }
 
 /// The plugin binary `bin` with the cluster's kubeconfig: (exit code, its `-o json`).
