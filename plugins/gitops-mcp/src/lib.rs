@@ -5,6 +5,7 @@
 //! Modules, in reading order:
 //! - [`serve`]: the command line (`--allow-write`, `--allow-context-switch`, `--repo`, kubectl's
 //!   cluster flags) and the stdio server's life (waits for flows in flight before it exits);
+//! - [`http`]: the streamable HTTP transport (`--http ADDR`, loopback only by default);
 //! - [`session`]: what is fixed at start (pinned context, repository root, permissions);
 //! - [`context`]: pinning and checking kubeconfig contexts;
 //! - [`tools`]: one method per MCP tool, each its plugin's argument vector;
@@ -13,6 +14,7 @@
 
 pub mod context;
 pub mod flow;
+pub mod http;
 pub mod serve;
 pub mod session;
 pub mod tools;

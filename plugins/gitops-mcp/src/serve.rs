@@ -1,6 +1,6 @@
-//! The server's command line and life: parse, pin the context, serve MCP over stdio until the
-//! client closes it, then wait for the flows still in flight (a cancelled `unstick` resuming
-//! what it suspended) before exiting.
+//! The server's command line and life: parse, pin the context, serve MCP over stdio (or
+//! streamable HTTP, [`crate::http`]) until the client closes it, then wait for the flows still
+//! in flight (a cancelled `unstick` resuming what it suspended) before exiting.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,6 +24,9 @@ Examples:
   # The offline tools (lint_markers, simulate_automation, lint_fleet) read this repository
   kubectl gitops mcp --repo ~/src/fleet
 
+  # Streamable HTTP on a loopback port the system picks (the URL is printed on stderr)
+  kubectl gitops mcp --http 127.0.0.1:0
+
 An MCP client starts it as a command, e.g. in its mcpServers settings:
   {\"mcpServers\": {\"cluster-loop\": {\"command\": \"kubectl\",
     \"args\": [\"gitops\", \"mcp\", \"--repo\", \"/home/me/src/fleet\"]}}}
@@ -32,10 +35,12 @@ Tools: diagnose_kustomization, fleet_report, resolve_from_pod, lint_markers,
   simulate_automation, lint_fleet, preflight_source_move, check_gateway; with --allow-write also
   unstick and cutover; with --allow-context-switch also use_context.
 
-Exit codes: 0 the client closed the session, 2 usage (bad flags, --repo not a
-  directory, a --context the kubeconfig does not have), 3 the transport failed.";
+Exit codes: 0 the client closed the stdio session, 2 usage (bad flags, --repo not a
+  directory, a --context the kubeconfig does not have, --http on a non-loopback address
+  without --allow-non-loopback), 3 the transport failed (e.g. the --http port is taken),
+  130 the --http server was stopped (Ctrl-C, SIGTERM).";
 
-/// Serve cluster-loop's diagnoses and proofs as Model Context Protocol tools over stdio.
+/// Serve cluster-loop's diagnoses and proofs as Model Context Protocol tools over stdio, or streamable HTTP on loopback (--http).
 ///
 /// Every tool calls a plugin's own flow in process and returns its `-o json` document. The
 /// kubeconfig and context are fixed when the server starts.
@@ -54,6 +59,15 @@ pub struct Cli {
     /// List the use_context tool, which pins another context of the kubeconfig
     #[arg(long)]
     pub allow_context_switch: bool,
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (IP:PORT, [IPv6]:PORT or
+    /// localhost:PORT; port 0 picks a free port, the address is printed on stderr). Loopback
+    /// only unless --allow-non-loopback; stop with Ctrl-C (exit 130)
+    #[arg(long, value_name = "ADDR", value_parser = crate::http::parse_addr)]
+    pub http: Option<std::net::SocketAddr>,
+    /// Allow --http on one non-loopback address. The endpoint has no authentication and its
+    /// tools act with the kubeconfig's identity: only on a network that is yours alone
+    #[arg(long, requires = "http")]
+    pub allow_non_loopback: bool,
     /// Repository the offline tools read (tool paths are relative to it; default: the current
     /// directory)
     #[arg(long, value_name = "DIR")]
@@ -89,6 +103,9 @@ fn cluster_args(c: &ClusterArgs) -> Vec<String> {
 /// The session `cli` asks for. Errors (usage): `--repo` is not a directory; `-n` (a namespace
 /// is a tool argument); a `--context` the kubeconfig does not have.
 pub fn session(cli: &Cli) -> Result<Session, Error> {
+    if let Some(addr) = cli.http {
+        crate::http::check_addr(addr, cli.allow_non_loopback)?;
+    }
     if cli.cluster.namespace.is_some() {
         return Err(Error::usage(
             "-n is not a server flag: give each tool its namespace argument",
@@ -129,8 +146,17 @@ pub fn main(cli: Cli) -> i32 {
             cluster_loop::error::exit_with(&Error::Other(format!("cannot start runtime: {e}")))
         }
     };
-    match rt.block_on(serve(session)) {
-        Ok(()) => EXIT_OK,
+    let served = match cli.http {
+        Some(addr) => rt
+            .block_on(crate::http::serve(session, addr))
+            .map(|signal| {
+                eprintln!("kubectl gitops mcp: stopped ({signal})");
+                cluster_loop::signals::EXIT_INTERRUPTED
+            }),
+        None => rt.block_on(serve(session)).map(|()| EXIT_OK),
+    };
+    match served {
+        Ok(code) => code,
         Err(e) => cluster_loop::error::exit_with(&e),
     }
 }
@@ -145,14 +171,20 @@ pub async fn serve(session: Session) -> Result<(), Error> {
         .await
         .map_err(|e| Error::Other(format!("MCP initialize failed: {e}")))?;
     let waited = running.waiting().await;
-    s.tracker.close();
-    if tokio::time::timeout(Duration::from_secs(600), s.tracker.wait())
+    wait_for_flows(&s).await;
+    waited
+        .map(|_| ())
+        .map_err(|e| Error::Other(format!("MCP session ended abnormally: {e}")))
+}
+
+/// Waits (up to 10 minutes) for the flows of `session` still in flight: they were cancelled
+/// when their MCP session ended and may be undoing (resuming what they suspended).
+pub async fn wait_for_flows(session: &Session) {
+    session.tracker.close();
+    if tokio::time::timeout(Duration::from_secs(600), session.tracker.wait())
         .await
         .is_err()
     {
         eprintln!("kubectl gitops mcp: a flow was still undoing after 10 minutes; exiting");
     }
-    waited
-        .map(|_| ())
-        .map_err(|e| Error::Other(format!("MCP session ended abnormally: {e}")))
 }

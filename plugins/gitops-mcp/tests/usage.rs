@@ -66,3 +66,22 @@ fn a_namespace_flag_and_a_missing_repo_are_usage_errors() {
     let (code, _, err) = run(&["--no-such-flag"]);
     assert_eq!(code, 2, "{err}");
 }
+
+#[test]
+fn http_on_a_non_loopback_address_is_refused_unless_allowed_and_never_on_every_interface() {
+    let (code, _, err) = run(&["--http", "192.0.2.10:8080"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("not a loopback address") && err.contains("--allow-non-loopback"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["--http", "0.0.0.0:8080", "--allow-non-loopback"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("every interface is never served"), "{err}");
+    let (code, _, err) = run(&["--http", "example.com:80"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("localhost:PORT"), "{err}");
+    let (code, _, err) = run(&["--allow-non-loopback"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--http"), "{err}");
+}

@@ -1,8 +1,10 @@
 """A real MCP client for kubectl gitops mcp's tests: the official Python SDK (`mcp` on PyPI,
-installed by scripts/setup-machine in a venv) drives the server over stdio.
+installed by scripts/setup-machine in a venv) drives the server over stdio, or over streamable
+HTTP when the plan names a "url" (a server started with --http).
 
 Usage: client.py < PLAN.json, where PLAN is
-  {"command": PATH, "args": [...], "env": {...},
+  {"command": PATH, "args": [...], "env": {...},   # stdio: the client starts the server
+   "url": "http://127.0.0.1:PORT/mcp",            # or streamable HTTP to a running server
    "steps": [{"list": true},
              {"call": NAME, "arguments": {...}},
              {"call": NAME, "arguments": {...}, "progress": true,
@@ -17,6 +19,7 @@ import sys
 import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 
 async def call(session, step):
@@ -57,24 +60,32 @@ async def call(session, step):
     return out
 
 
+async def run_steps(read, write, steps):
+    async with ClientSession(read, write) as session:
+        await session.initialize()
+        for step in steps:
+            if step.get("list"):
+                tools = await session.list_tools()
+                res = {"tools": sorted(t.name for t in tools.tools)}
+            elif step.get("sleep"):
+                await anyio.sleep(step["sleep"])
+                res = {}
+            else:
+                res = await call(session, step)
+            print(json.dumps(res), flush=True)
+
+
 async def main():
     plan = json.load(sys.stdin)
+    if plan.get("url"):
+        async with streamable_http_client(plan["url"]) as streams:
+            await run_steps(streams[0], streams[1], plan["steps"])
+        return
     params = StdioServerParameters(
         command=plan["command"], args=plan.get("args", []), env=plan.get("env")
     )
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            for step in plan["steps"]:
-                if step.get("list"):
-                    tools = await session.list_tools()
-                    res = {"tools": sorted(t.name for t in tools.tools)}
-                elif step.get("sleep"):
-                    await anyio.sleep(step["sleep"])
-                    res = {}
-                else:
-                    res = await call(session, step)
-                print(json.dumps(res), flush=True)
+        await run_steps(read, write, plan["steps"])
 
 
 anyio.run(main)
