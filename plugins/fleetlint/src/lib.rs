@@ -51,10 +51,6 @@ pub struct Config {
     pub progress: Option<std::sync::Arc<RunProgress>>,
     /// `--placeholder` was given (it wins over `.fleetlint.yaml`'s `placeholder`).
     pub placeholder_given: bool,
-    /// `--source KIND/NAMESPACE/NAME=PATH` (or `NAME=PATH`, a GitRepository in the reading
-    /// Kustomization's namespace): a local checkout of an external source, whose
-    /// Kustomizations' paths are then checked in it.
-    pub sources: Vec<(String, PathBuf)>,
 }
 
 /// Phases of a run, as [`RunProgress::phase`] holds them.
@@ -157,7 +153,6 @@ impl Default for Config {
             markers: true,
             progress: None,
             placeholder_given: false,
-            sources: vec![],
         }
     }
 }

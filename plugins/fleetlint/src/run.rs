@@ -266,10 +266,9 @@ pub fn run(cli: Cli) -> Result<i32> {
                 .placeholder
                 .clone()
                 .unwrap_or_else(|| crate::lint::Options::default().placeholder),
-            sources: sources.clone(),
+            sources,
         },
         placeholder_given: cli.placeholder.is_some(),
-        sources,
         changed_since: cli.changed_since.clone(),
         jobs: cli.jobs.unwrap_or(defaults.jobs),
         cache_dir: if cli.no_cache {

@@ -671,3 +671,53 @@ fn a_variable_in_a_childs_patches_is_substituted_by_the_child() {
     let r = f.lint();
     assert!(r.findings.is_empty(), "{}", show(&r));
 }
+
+/// `--source NAME=PATH` (issue 27): a Kustomization reading a source made outside the tree
+/// (here a tenant's GitRepository applied by hand) has its `spec.path` checked in the local
+/// checkout the user maps to it; without the mapping the path is listed, not checked (only
+/// FL004). (A first version of this fixture wrote `./deploy/${ENV}` with the tenant's own
+/// substituteFrom: fleetlint's FL030 was right, a Kustomization's own postBuild does not
+/// substitute its own spec.) A path missing from the checkout is FL002 naming
+/// the checkout and the source.
+#[test]
+fn a_mapped_source_checkout_has_its_paths_checked() {
+    let f = fleet();
+    f.write(
+        "clusters/prod/flux-system/gotk-sync.yaml",
+        &gotk_sync("prod"),
+    );
+    f.write(
+        "clusters/prod/tenant.yaml",
+        &flux_ks("tenant", "GitRepository/tenant-src", "./deploy/prod", ""),
+    );
+    let r = f.lint();
+    assert!(r.findings.iter().all(|x| x.rule == "FL004"), "{}", show(&r));
+    let checkout = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(checkout.path().join("deploy/prod")).unwrap();
+    let mapped = |co: &std::path::Path| {
+        let co = co.to_path_buf();
+        f.lint_with(move |c| c.options.sources = vec![("tenant-src".into(), co)])
+    };
+    let r = mapped(checkout.path());
+    assert!(
+        !r.findings.iter().any(|x| x.rule == "FL002"),
+        "{}",
+        show(&r)
+    );
+    std::fs::remove_dir(checkout.path().join("deploy/prod")).unwrap();
+    let r = mapped(checkout.path());
+    let fl002: Vec<_> = r.findings.iter().filter(|x| x.rule == "FL002").collect();
+    assert_eq!(fl002.len(), 1, "{}", show(&r));
+    assert!(
+        fl002[0].message.contains("\"./deploy/prod\"")
+            && fl002[0]
+                .message
+                .contains("GitRepository/flux-system/tenant-src")
+            && fl002[0]
+                .message
+                .contains(&checkout.path().display().to_string()),
+        "{}",
+        fl002[0].message
+    );
+    assert_eq!(fl002[0].file, "clusters/prod/tenant.yaml");
+}
