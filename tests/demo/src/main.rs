@@ -20,7 +20,9 @@
 //!    count; once level, the cutover happens at the same revision on the real source- and
 //!    kustomize-controller, the authored-value change is shown and landed, and `--finish`
 //!    verifies it.
-//! 6. realcluster: a Job that cannot pull held by the real kustomize-controller, freed.
+//! 6. realcluster: a Job that cannot pull held by the real kustomize-controller, freed; it ends
+//!    with `kubectl gitops verify` on that fleet: the workloads link named broken while the
+//!    check is held, then the whole chain proven (`--wait`) once it is freed.
 //!
 //! The offline steps (1, 2) run first, while the real cluster's Go build (tests/realcluster
 //! build.sh, started at once in the background: only the control plane, source-controller and
@@ -899,6 +901,14 @@ fn step_realcluster(ctx: &Ctx, real: &Real) -> Step {
             && (d.stdout.contains("ErrImagePull") || d.stdout.contains("ImagePullBackOff")),
         "unstick names the Job and its pod's pull error",
     );
+    let source = format!("gitrepository/{REAL_KS}");
+    let v = ctx.kubectl(Some(&kc), &["gitops", "verify", "--source", &source]);
+    st.check(
+        v.code == 1
+            && v.stdout.contains("workloads <- first broken")
+            && (v.stdout.contains("ErrImagePull") || v.stdout.contains("ImagePullBackOff")),
+        "gitops verify names the workloads link broken (the Job's pod cannot pull) while the held check waits, exit 1",
+    );
     match c.push(
         REAL_KS,
         &[("job.yaml", &real_job(REAL_GOOD))],
@@ -918,6 +928,19 @@ fn step_realcluster(ctx: &Ctx, real: &Real) -> Step {
             st.check(
                 u.code == 0 && u.stdout.contains("recovered"),
                 format!("after the fix (main@sha1:{}), restart-controller frees the held check and proves Ready at the fix", &sha[..12]),
+            );
+            // The demo ends with the whole loop proven from the cluster: source at the
+            // remote's head, the Kustomization Ready at it, the Job Complete.
+            let v = ctx.kubectl(
+                Some(&kc),
+                &["gitops", "verify", "--source", &source, "--wait"],
+            );
+            st.check(
+                v.code == 0 && v.stdout.contains("the chain holds") && v.stdout.contains(&sha),
+                format!(
+                    "gitops verify --wait: the chain holds at main@sha1:{}, exit 0",
+                    &sha[..12]
+                ),
             );
         }
         Err(e) => {
@@ -1427,7 +1450,7 @@ fn poll(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
 
 /// Every plugin binary of the suite, linked into the plugin directory `--keep` puts on PATH
 /// (`kubectl NAME` for each; `gitops-mcp` is `kubectl gitops mcp`).
-const PLUGINS: [&str; 7] = [
+const PLUGINS: [&str; 8] = [
     "unstick",
     "podresolve",
     "markercheck",
@@ -1435,6 +1458,7 @@ const PLUGINS: [&str; 7] = [
     "fleetlint",
     "gatewaycheck",
     "gitops-mcp",
+    "gitops-verify",
 ];
 
 fn default_bin_dir() -> PathBuf {

@@ -1,8 +1,9 @@
 //! Link 3, the workloads: each Deployment, StatefulSet, DaemonSet and Job in the inventory
 //! of an in-scope Kustomization (`status.inventory`, kustomize-controller's record of what
-//! it applied) is Current by kstatus as the controllers read it
-//! ([`cluster_loop::kstatus::compute`]), with pod reasons when not (unstick's
-//! [`unstick::diagnose::Engine::pod_reasons`]).
+//! it applied) is Current by kstatus as kustomize-controller's health check reads it
+//! ([`cluster_loop::kstatus::compute_health_at`], for the controller version read: a Job is
+//! InProgress until it completes, where plain kstatus calls a running Job Current), with pod
+//! reasons when not (unstick's [`unstick::diagnose::Engine::pod_reasons`]).
 //!
 //! - Current: `ok`.
 //! - Failed (ProgressDeadlineExceeded, a failed Job), or in the inventory but absent: `broken`.
@@ -62,6 +63,11 @@ impl Link for WorkloadsLink {
                 ..Snapshot::default()
             };
             let engine = Engine::new(&snap);
+            let version = Engine::new(&f.snap)
+                .controller
+                .and_then(|c| c.version)
+                .map(|v| (v.major, v.minor));
+            let reader = kstatus::HealthReader::for_version(version);
             let mut seen = std::collections::BTreeSet::new();
             let mut members = Vec::new();
             for ks in &f.kustomizations {
@@ -83,7 +89,7 @@ impl Link for WorkloadsLink {
                             obj::name(ks),
                             obj::namespace(ks)
                         )),
-                        Some(w) => member(&engine, &f.pods, w, id, f.now, timeout),
+                        Some(w) => member(&engine, reader, &f.pods, w, id, f.now, timeout),
                     });
                 }
             }
@@ -158,13 +164,14 @@ fn of_template(w: &Value, pods: &[Value], name: &str) -> bool {
 
 fn member(
     engine: &Engine<'_>,
+    reader: kstatus::HealthReader,
     pods: &[Value],
     w: &Value,
     id: String,
     now: Timestamp,
     timeout: std::time::Duration,
 ) -> Evidence {
-    let st = kstatus::compute_at(w, now);
+    let st = kstatus::compute_health_at(w, now, reader);
     let reasons = engine.pod_reasons(w);
     let text = |base: String| {
         if reasons.is_empty() {
@@ -196,8 +203,17 @@ fn member(
             CERTAIN_REASONS.contains(&r.reason.as_str()) && of_template(w, pods, &r.pod)
         }) =>
         {
-            let fix = if reasons.iter().any(|r| r.image.is_some()) {
-                "fix the image reference in Git (a bare tag is a misplaced image-automation marker: kubectl markercheck PATH)".to_string()
+            let images: Vec<&str> = reasons.iter().filter_map(|r| r.image.as_deref()).collect();
+            let fix = if images
+                .iter()
+                .any(|i| markercheck::render::looks_like_bare_tag(i))
+            {
+                "a bare tag is what a ':tag' marker on an image: field writes: fix the marker in Git (kubectl markercheck PATH), see the images link".to_string()
+            } else if !images.is_empty() {
+                format!(
+                    "the node cannot pull {}: fix the reference in Git (tag, registry) or the pull secret",
+                    images.join(", ")
+                )
             } else {
                 format!(
                     "kubectl logs -n {} {} --previous",
