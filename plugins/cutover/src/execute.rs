@@ -21,15 +21,12 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::authored;
+use crate::cluster::{FIELD_MANAGER, controller_not_running, start_command};
 use crate::git::{GitRunner, Scratch};
 use crate::preflight::{
     IN_FLIGHT_ANNOTATION, InFlight, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL, Preflight,
     RECONCILE_ANNOTATION, read_credentials, split_revision,
 };
-
-/// Field manager of every write (the brief: a field manager of the plugin's own name, so
-/// kustomize-controller's takeover of `kubectl`-owned fields does not apply).
-pub const FIELD_MANAGER: &str = "kubectl-cutover";
 
 /// How a cutover ended.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -835,36 +832,6 @@ pub async fn finish(
     Ok(report)
 }
 
-/// Why the Flux controller Deployment `name` in `flux-system` (the flux CLI's default
-/// namespace) runs no controller, e.g. `0 replicas` or `no ready pod, 0 of 1 ready`, by the
-/// rule unstick uses ([`cluster_loop::flux::deployment_not_running`]). `None` when it runs, or
-/// when the Deployment is missing or unreadable (Flux installed elsewhere, no RBAC to read
-/// Deployments): best effort, never an error.
-pub async fn controller_not_running(conn: &Connection, name: &str) -> Option<String> {
-    let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(
-        conn.client.clone(),
-        cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
-    );
-    let d = api.get_opt(name).await.ok()??;
-    serde_json::to_value(&d)
-        .ok()
-        .and_then(|v| cluster_loop::flux::deployment_not_running(&v))
-}
-
-/// The lever for a controller `name` (Deployment in `flux-system`) that runs none, by `why`
-/// ([`cluster_loop::flux::deployment_not_running`], the rule unstick's `start-controller`
-/// lever follows, in its spelling): at `0 replicas`, `kubectl -n flux-system scale
-/// deployment/NAME --replicas=1`; with replicas wanted but no ready pod, scaling changes
-/// nothing, so `kubectl -n flux-system describe deployment/NAME` (why its pod is not ready).
-pub fn start_command(name: &str, why: &str) -> String {
-    let ns = cluster_loop::cli::FLUX_DEFAULT_NAMESPACE;
-    if why == "0 replicas" {
-        format!("kubectl -n {ns} scale deployment/{name} --replicas=1")
-    } else {
-        format!("kubectl -n {ns} describe deployment/{name}")
-    }
-}
-
 /// What each of source-controller and kustomize-controller does for `--finish`: fetch the
 /// GitRepository, apply the root Kustomization.
 const FINISH_CONTROLLERS: [(&str, &str); 2] = [
@@ -964,16 +931,14 @@ async fn finish_inner(
     progress: &Progress,
 ) -> Result<FinishReport> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let api: Api<GitRepository> = Api::namespaced(conn.client.clone(), ns);
-    let get_repo = || async {
-        api.get(name).await.api_context(|| {
-            conn.ctx()
-                .verb("get")
-                .resource_of::<GitRepository>()
-                .namespace(Some(ns))
-                .name(name)
-        })
+    let f = Finishing {
+        conn,
+        api: Api::namespaced(conn.client.clone(), ns),
+        ns,
+        name,
     };
+    let api = &f.api;
+    let get_repo = || f.get();
     let repo = get_repo().await?;
     let live_url = repo.spec.url.clone();
     let mut report = FinishReport {
@@ -993,105 +958,18 @@ async fn finish_inner(
         report.notes.push(m.message(ns, name, &live_url));
         return Ok(report);
     }
-    let labels = repo.metadata.labels.clone().unwrap_or_default();
-    // The root as the preflight finds it: by the owner labels, else by a Kustomization whose
-    // inventory lists this object (the labels can be missing while a root still applies it).
-    let by_label = match (
-        labels.get(OWNER_NAME_LABEL),
-        labels.get(OWNER_NAMESPACE_LABEL),
-    ) {
-        (Some(n), Some(r)) => Some((n.clone(), r.clone())),
-        _ => None,
-    };
-    // Every Kustomization, listed once and only when the labels do not name the root.
-    let list_all = || async {
-        let all_ks: Api<cluster_loop::flux::Kustomization> = Api::all(conn.client.clone());
-        all_ks
-            .list(&kube::api::ListParams::default())
-            .await
-            .map(|l| l.items)
-            .api_context(|| {
-                conn.ctx()
-                    .verb("list")
-                    .resource_of::<cluster_loop::flux::Kustomization>()
-                    .namespace(None::<String>)
-            })
-    };
     let mut all: Option<Vec<cluster_loop::flux::Kustomization>> = None;
-    let root_ref = match by_label {
-        Some(r) => Some(r),
-        None => {
-            let items = all.insert(list_all().await?);
-            crate::preflight::root_by_inventory(items, ns, name).map(|k| {
-                (
-                    k.metadata.name.clone().unwrap_or_default(),
-                    k.metadata.namespace.clone().unwrap_or_default(),
-                )
-            })
-        }
-    };
+    let root_ref = f.root_of(&repo, &mut all).await?;
     let Some((root_name, root_ns)) = root_ref.as_ref() else {
-        // A Kustomization of this source that has not applied anything yet (its runs fail)
-        // may still define this object in its path: the root, whose first successful run
-        // applies the committed spec.url (session 6 trial, E). Its hold is not removed.
-        let items = match all.take() {
-            Some(items) => items,
-            None => list_all().await?,
-        };
-        let failing = unapplied_consumers(&items, ns, name);
-        if !failing.is_empty() {
-            report.notes.push(format!(
-                "no Kustomization has applied GitRepository {ns}/{name} (no {OWNER_NAME_LABEL} \
-                 label, in no status.inventory), but {} of this source {} not applying now: if \
-                 its path defines this GitRepository (the preflight then names it as the root), \
-                 its first successful run applies the committed spec.url over the live one \
-                 ({live_url}). Not verified{}: fix that Kustomization, then run --finish again",
-                failing.join("; "),
-                if failing.len() == 1 { "is" } else { "are" },
-                if crate::preflight::is_held(&repo) {
-                    "; the hold stays"
-                } else {
-                    ""
-                }
-            ));
-            return Ok(report);
-        }
-        // Nothing to compare the live URL with: no committed spec.url is applied, so this is
-        // not verified (exit 1). The hold only stops a root Kustomization; without one it
-        // protects nothing, so it is removed.
-        report.notes.push(format!(
-            "GitRepository {ns}/{name} has no {OWNER_NAME_LABEL} label and no Kustomization \
-             lists it in status.inventory: no root Kustomization applies it, so nothing in the \
-             cluster reverts the live spec.url ({live_url})"
-        ));
-        report.notes.push(
-            "cannot verify the committed spec.url: no Kustomization applies this object, so \
-             there is no applied revision to render; if it is authored in Git, check that file \
-             by hand (if it was created with kubectl or flux create, the live object is all \
-             there is)"
-                .to_string(),
-        );
-        report.hold_removed = remove_hold(conn, &api, &repo).await?;
-        return Ok(report);
+        return f.no_root(&repo, all, report).await;
     };
     let ks_api: Api<cluster_loop::flux::Kustomization> =
         Api::namespaced(conn.client.clone(), root_ns);
     let repo_what = format!("GitRepository {ns}/{name}");
     let root_what = format!("root Kustomization {root_ns}/{root_name}");
     let held = crate::preflight::is_held(&repo);
-    let at_deadline = |mut report: FinishReport, what: &str, object: String, why: String| {
-        let t = cluster_loop::duration::format_go_duration(timeout);
-        report.notes.push(format!(
-            "{what} was still mid-reconcile at the {t} deadline (--timeout): {why}; nothing \
-             was judged{}: run --finish again once it is Ready (or with a longer --timeout)",
-            if held { " and the hold stays" } else { "" }
-        ));
-        report.in_progress_at_deadline = Some(StillInProgress {
-            object,
-            condition: why,
-            timeout: t,
-        });
-        report
+    let at_deadline = |report: FinishReport, what: &str, object: String, why: String| {
+        deadline_report(report, timeout, held, what, object, why)
     };
     let cx = SettleCtx {
         conn,
@@ -1109,75 +987,12 @@ async fn finish_inner(
         .as_ref()
         .and_then(|r| r.branch.clone())
         .unwrap_or_else(|| "main".into());
-    // Best effort: an unreadable Secret is reported where the tree is fetched below.
-    let creds = match &repo.spec.secret_ref {
-        Some(s) => read_credentials(conn, ns, &s.name).await.ok(),
-        None => Some(Default::default()),
+    let mut repo = match f.fetch_pushed(&cx, repo, &branch, &repo_what).await? {
+        Ok(r) => r,
+        Err(why) => return Ok(at_deadline(report, &repo_what, repo_what.clone(), why)),
     };
-    let head_now = creds
-        .and_then(|c| GitRunner::new(c).ok())
-        .and_then(|r| r.remote_head(&live_url, &branch).ok());
-    let mut repo = repo;
-    if let Some(head) = head_now {
-        let (_, sha) = split_revision(&artifact_revision(&repo));
-        if head != sha {
-            let short = |c: &str| c[..c.len().min(12)].to_string();
-            progress.println(format!(
-                "{repo_what} is at {} but {branch} at {live_url} is at {}: requesting a source \
-                 reconcile and waiting up to {} (--timeout) for it to fetch that commit",
-                short(&sha),
-                short(&head),
-                cluster_loop::duration::format_go_duration(timeout)
-            ));
-            let pp = PatchParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..Default::default()
-            };
-            let now = jiff::Timestamp::now().to_string();
-            let patch = json!({ "metadata": { "annotations": { RECONCILE_REQUESTED_AT: now } } });
-            api.patch(name, &pp, &Patch::Merge(&patch))
-                .await
-                .api_context(|| {
-                    conn.ctx()
-                        .verb("patch")
-                        .resource_of::<GitRepository>()
-                        .namespace(Some(ns))
-                        .name(name)
-                })?;
-            let out = wait_for(
-                &api,
-                name,
-                |o: Option<&GitRepository>| {
-                    o.is_none_or(|o| split_revision(&artifact_revision(o)).1 == head)
-                },
-                deadline,
-                progress,
-                conn.ctx()
-                    .resource_of::<GitRepository>()
-                    .namespace(Some(ns)),
-            )
-            .await?;
-            let last = out.object.clone();
-            if out.timed_out {
-                let why = format!(
-                    "it has not fetched {} ({branch} at {live_url}) yet; its Ready condition: {}",
-                    short(&head),
-                    last.as_ref()
-                        .and_then(|o| o.ready())
-                        .map(|c| format!("{} {}", c.status, c.message.as_deref().unwrap_or("")))
-                        .unwrap_or_else(|| "none".into())
-                );
-                return Ok(at_deadline(report, &repo_what, repo_what.clone(), why));
-            }
-            repo = last.ok_or_else(|| {
-                Error::Cluster(format!(
-                    "{repo_what} was deleted while --finish waited for it"
-                ))
-            })?;
-        }
-    }
     let (repo, root) = loop {
-        let settled = settle(&cx, &api, &repo_what, repo, mid_reconcile).await?;
+        let settled = settle(&cx, api, &repo_what, repo, mid_reconcile).await?;
         let repo_now = match settled {
             Settle::Settled(r) => r,
             Settle::Deadline(why) => {
@@ -1225,75 +1040,322 @@ async fn finish_inner(
         ));
         repo = again;
     };
-    let live_url = repo.spec.url.clone();
-    report.live_url = live_url.clone();
-    let source_rev = artifact_revision(&repo);
-    let applied = root.status.last_applied_revision.clone();
-    report.root_revision = applied.clone();
-    if let Some(note) = root_not_judgeable(&root, ns, name, &source_rev) {
-        report.notes.push(note);
-        return Ok(report);
+    f.judge(repo, root, (root_name, root_ns), &branch, report)
+        .await
+}
+
+/// The report of a `--finish` that found `what` (`object`) still mid-reconcile at the
+/// `timeout` deadline, `why`: nothing judged (and a hold, `held`, stays).
+fn deadline_report(
+    mut report: FinishReport,
+    timeout: Duration,
+    held: bool,
+    what: &str,
+    object: String,
+    why: String,
+) -> FinishReport {
+    let t = cluster_loop::duration::format_go_duration(timeout);
+    report.notes.push(format!(
+        "{what} was still mid-reconcile at the {t} deadline (--timeout): {why}; nothing \
+         was judged{}: run --finish again once it is Ready (or with a longer --timeout)",
+        if held { " and the hold stays" } else { "" }
+    ));
+    report.in_progress_at_deadline = Some(StillInProgress {
+        object,
+        condition: why,
+        timeout: t,
+    });
+    report
+}
+
+/// The GitRepository `--finish` works on: `ns/name`, its API and the connection.
+struct Finishing<'a> {
+    conn: &'a Connection,
+    api: Api<GitRepository>,
+    ns: &'a str,
+    name: &'a str,
+}
+
+impl Finishing<'_> {
+    /// GET the GitRepository.
+    async fn get(&self) -> Result<GitRepository> {
+        let (conn, api, ns, name) = (self.conn, &self.api, self.ns, self.name);
+        api.get(name).await.api_context(|| {
+            conn.ctx()
+                .verb("get")
+                .resource_of::<GitRepository>()
+                .namespace(Some(ns))
+                .name(name)
+        })
     }
-    // Render the root path at the applied revision, from the live (new) URL.
-    let (_, sha) = split_revision(&source_rev);
-    let creds = match &repo.spec.secret_ref {
-        Some(s) => read_credentials(conn, ns, &s.name).await?,
-        None => Default::default(),
-    };
-    let runner = GitRunner::new(creds)
-        .map_err(|e| Error::Other(format!("cannot prepare a private git home: {e}")))?;
-    let scratch = Scratch::new(&runner, None).map_err(Error::Other)?;
-    if let Err(f) = runner.fetch_branch(scratch.path(), &live_url, &branch, "live") {
-        let label = repo
-            .spec
-            .secret_ref
-            .as_ref()
-            .map(|s| format!("{ns}/{}", s.name));
-        report.notes.push(f.explain_sent(
-            &live_url,
-            label.as_deref(),
-            runner.credentials().has_auth(),
+
+    /// The root as the preflight finds it: by the owner labels, else by a Kustomization whose
+    /// inventory lists this object (the labels can be missing while a root still applies
+    /// it): `(name, namespace)`. Every Kustomization is listed into `all` once, and only
+    /// when the labels do not name the root.
+    async fn root_of(
+        &self,
+        repo: &GitRepository,
+        all: &mut Option<Vec<cluster_loop::flux::Kustomization>>,
+    ) -> Result<Option<(String, String)>> {
+        let (ns, name) = (self.ns, self.name);
+        let labels = repo.metadata.labels.clone().unwrap_or_default();
+        let by_label = match (
+            labels.get(OWNER_NAME_LABEL),
+            labels.get(OWNER_NAMESPACE_LABEL),
+        ) {
+            (Some(n), Some(r)) => Some((n.clone(), r.clone())),
+            _ => None,
+        };
+        Ok(match by_label {
+            Some(r) => Some(r),
+            None => {
+                let items = all.insert(self.list_all().await?);
+                crate::preflight::root_by_inventory(items, ns, name).map(|k| {
+                    (
+                        k.metadata.name.clone().unwrap_or_default(),
+                        k.metadata.namespace.clone().unwrap_or_default(),
+                    )
+                })
+            }
+        })
+    }
+
+    /// Every Kustomization.
+    async fn list_all(&self) -> Result<Vec<cluster_loop::flux::Kustomization>> {
+        let conn = self.conn;
+        let all_ks: Api<cluster_loop::flux::Kustomization> = Api::all(conn.client.clone());
+        all_ks
+            .list(&kube::api::ListParams::default())
+            .await
+            .map(|l| l.items)
+            .api_context(|| {
+                conn.ctx()
+                    .verb("list")
+                    .resource_of::<cluster_loop::flux::Kustomization>()
+                    .namespace(None::<String>)
+            })
+    }
+
+    /// No root Kustomization applies the GitRepository: one of its source that applies
+    /// nothing yet may be the root (not verified, the hold stays); else nothing reverts the
+    /// live spec.url, nothing can be verified, and the hold is removed.
+    async fn no_root(
+        &self,
+        repo: &GitRepository,
+        mut all: Option<Vec<cluster_loop::flux::Kustomization>>,
+        mut report: FinishReport,
+    ) -> Result<FinishReport> {
+        let (conn, api, ns, name) = (self.conn, &self.api, self.ns, self.name);
+        let live_url = &report.live_url.clone();
+        let items = match all.take() {
+            Some(items) => items,
+            None => self.list_all().await?,
+        };
+        let failing = unapplied_consumers(&items, ns, name);
+        if !failing.is_empty() {
+            report.notes.push(format!(
+                "no Kustomization has applied GitRepository {ns}/{name} (no {OWNER_NAME_LABEL} \
+             label, in no status.inventory), but {} of this source {} not applying now: if \
+             its path defines this GitRepository (the preflight then names it as the root), \
+             its first successful run applies the committed spec.url over the live one \
+             ({live_url}). Not verified{}: fix that Kustomization, then run --finish again",
+                failing.join("; "),
+                if failing.len() == 1 { "is" } else { "are" },
+                if crate::preflight::is_held(repo) {
+                    "; the hold stays"
+                } else {
+                    ""
+                }
+            ));
+            return Ok(report);
+        }
+        // Nothing to compare the live URL with: no committed spec.url is applied, so this is
+        // not verified (exit 1). The hold only stops a root Kustomization; without one it
+        // protects nothing, so it is removed.
+        report.notes.push(format!(
+            "GitRepository {ns}/{name} has no {OWNER_NAME_LABEL} label and no Kustomization \
+         lists it in status.inventory: no root Kustomization applies it, so nothing in the \
+         cluster reverts the live spec.url ({live_url})"
         ));
-        return Ok(report);
+        report.notes.push(
+            "cannot verify the committed spec.url: no Kustomization applies this object, so \
+         there is no applied revision to render; if it is authored in Git, check that file \
+         by hand (if it was created with kubectl or flux create, the live object is all \
+         there is)"
+                .to_string(),
+        );
+        report.hold_removed = remove_hold(conn, api, repo).await?;
+        Ok(report)
     }
-    let tree = tempfile::tempdir().map_err(|e| Error::Other(e.to_string()))?;
-    if let Err(e) = scratch.export_tree(&runner, &sha, tree.path()) {
-        report
-            .notes
-            .push(format!("cannot read the tree at {sha}: {e}"));
-        return Ok(report);
-    }
-    let path = root.spec.path.clone().unwrap_or_else(|| "./".into());
-    match authored::find_authored_url(tree.path(), &path, ns, name) {
-        Ok(a) => {
-            report.authored_at = a
-                .locations
-                .first()
-                .map(|l| format!("{}:{}", l.file, l.line));
-            report.authored_url = Some(a.url.clone());
-            if a.url != live_url {
-                report.notes.push(format!(
-                    "the committed spec.url at {} is {} but the live one is {}: the root \
-                     Kustomization would revert it; land the authored change first",
-                    report.authored_at.as_deref().unwrap_or("?"),
-                    a.url,
-                    live_url
+
+    /// Not fetched yet is not "not committed": when the branch at the live URL is ahead of
+    /// the source's artifact (the authored change was just pushed), ask source-controller to
+    /// fetch now (reconcile.fluxcd.io/requestedAt, as `flux reconcile source git` does) and
+    /// wait for that commit within --timeout before judging. The GitRepository to judge, or
+    /// why it is still mid-reconcile at the deadline.
+    async fn fetch_pushed(
+        &self,
+        cx: &SettleCtx<'_>,
+        repo: GitRepository,
+        branch: &str,
+        repo_what: &str,
+    ) -> Result<std::result::Result<GitRepository, String>> {
+        let (conn, api, ns, name) = (self.conn, &self.api, self.ns, self.name);
+        let (timeout, deadline, progress) = (cx.timeout, cx.deadline, cx.progress);
+        let live_url = repo.spec.url.clone();
+        // Best effort: an unreadable Secret is reported where the tree is fetched below.
+        let creds = match &repo.spec.secret_ref {
+            Some(s) => read_credentials(conn, ns, &s.name).await.ok(),
+            None => Some(Default::default()),
+        };
+        let head_now = creds
+            .and_then(|c| GitRunner::new(c).ok())
+            .and_then(|r| r.remote_head(&live_url, branch).ok());
+        let mut repo = repo;
+        if let Some(head) = head_now {
+            let (_, sha) = split_revision(&artifact_revision(&repo));
+            if head != sha {
+                let short = |c: &str| c[..c.len().min(12)].to_string();
+                progress.println(format!(
+                    "{repo_what} is at {} but {branch} at {live_url} is at {}: requesting a source \
+                 reconcile and waiting up to {} (--timeout) for it to fetch that commit",
+                    short(&sha),
+                    short(&head),
+                    cluster_loop::duration::format_go_duration(timeout)
                 ));
+                let pp = PatchParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..Default::default()
+                };
+                let now = jiff::Timestamp::now().to_string();
+                let patch =
+                    json!({ "metadata": { "annotations": { RECONCILE_REQUESTED_AT: now } } });
+                api.patch(name, &pp, &Patch::Merge(&patch))
+                    .await
+                    .api_context(|| {
+                        conn.ctx()
+                            .verb("patch")
+                            .resource_of::<GitRepository>()
+                            .namespace(Some(ns))
+                            .name(name)
+                    })?;
+                let out = wait_for(
+                    api,
+                    name,
+                    |o: Option<&GitRepository>| {
+                        o.is_none_or(|o| split_revision(&artifact_revision(o)).1 == head)
+                    },
+                    deadline,
+                    progress,
+                    conn.ctx()
+                        .resource_of::<GitRepository>()
+                        .namespace(Some(ns)),
+                )
+                .await?;
+                let last = out.object.clone();
+                if out.timed_out {
+                    let why = format!(
+                        "it has not fetched {} ({branch} at {live_url}) yet; its Ready condition: {}",
+                        short(&head),
+                        last.as_ref()
+                            .and_then(|o| o.ready())
+                            .map(|c| format!("{} {}", c.status, c.message.as_deref().unwrap_or("")))
+                            .unwrap_or_else(|| "none".into())
+                    );
+                    return Ok(Err(why));
+                }
+                repo = last.ok_or_else(|| {
+                    Error::Cluster(format!(
+                        "{repo_what} was deleted while --finish waited for it"
+                    ))
+                })?;
+            }
+        }
+        Ok(Ok(repo))
+    }
+
+    /// Judges the settled pair: the root applied the source's revision, whose rendered
+    /// spec.url (from the live URL) is the live one; then the hold is removed.
+    async fn judge(
+        &self,
+        repo: GitRepository,
+        root: cluster_loop::flux::Kustomization,
+        (root_name, root_ns): (&str, &str),
+        branch: &str,
+        mut report: FinishReport,
+    ) -> Result<FinishReport> {
+        let (conn, api, ns, name) = (self.conn, &self.api, self.ns, self.name);
+        let live_url = repo.spec.url.clone();
+        report.live_url = live_url.clone();
+        let source_rev = artifact_revision(&repo);
+        let applied = root.status.last_applied_revision.clone();
+        report.root_revision = applied.clone();
+        if let Some(note) = root_not_judgeable(&root, ns, name, &source_rev) {
+            report.notes.push(note);
+            return Ok(report);
+        }
+        // Render the root path at the applied revision, from the live (new) URL.
+        let (_, sha) = split_revision(&source_rev);
+        let creds = match &repo.spec.secret_ref {
+            Some(s) => read_credentials(conn, ns, &s.name).await?,
+            None => Default::default(),
+        };
+        let runner = GitRunner::new(creds)
+            .map_err(|e| Error::Other(format!("cannot prepare a private git home: {e}")))?;
+        let scratch = Scratch::new(&runner, None).map_err(Error::Other)?;
+        if let Err(f) = runner.fetch_branch(scratch.path(), &live_url, branch, "live") {
+            let label = repo
+                .spec
+                .secret_ref
+                .as_ref()
+                .map(|s| format!("{ns}/{}", s.name));
+            report.notes.push(f.explain_sent(
+                &live_url,
+                label.as_deref(),
+                runner.credentials().has_auth(),
+            ));
+            return Ok(report);
+        }
+        let tree = tempfile::tempdir().map_err(|e| Error::Other(e.to_string()))?;
+        if let Err(e) = scratch.export_tree(&runner, &sha, tree.path()) {
+            report
+                .notes
+                .push(format!("cannot read the tree at {sha}: {e}"));
+            return Ok(report);
+        }
+        let path = root.spec.path.clone().unwrap_or_else(|| "./".into());
+        match authored::find_authored_url(tree.path(), &path, ns, name) {
+            Ok(a) => {
+                report.authored_at = a
+                    .locations
+                    .first()
+                    .map(|l| format!("{}:{}", l.file, l.line));
+                report.authored_url = Some(a.url.clone());
+                if a.url != live_url {
+                    report.notes.push(format!(
+                        "the committed spec.url at {} is {} but the live one is {}: the root \
+                 Kustomization would revert it; land the authored change first",
+                        report.authored_at.as_deref().unwrap_or("?"),
+                        a.url,
+                        live_url
+                    ));
+                    return Ok(report);
+                }
+            }
+            Err(e) => {
+                report.notes.push(e.to_string());
                 return Ok(report);
             }
         }
-        Err(e) => {
-            report.notes.push(e.to_string());
-            return Ok(report);
-        }
+        report.notes.push(format!(
+    "root Kustomization {root_ns}/{root_name} applied {source_rev}, whose rendered spec.url \
+     is the live {live_url}"
+));
+        report.hold_removed = remove_hold(conn, api, &repo).await?;
+        report.verified = true;
+        Ok(report)
     }
-    report.notes.push(format!(
-        "root Kustomization {root_ns}/{root_name} applied {source_rev}, whose rendered spec.url \
-         is the live {live_url}"
-    ));
-    report.hold_removed = remove_hold(conn, &api, &repo).await?;
-    report.verified = true;
-    Ok(report)
 }
 
 /// `status.artifact.revision` (`branch@sha1:...`), or `""` when there is no artifact.

@@ -18,7 +18,9 @@ use cluster_loop::cli::Connection;
 use cluster_loop::error::{Error, Result};
 use cluster_loop::probe::lifecycle::{ProbeEnd, RequestCounter, run_probe};
 use cluster_loop::probe::parse::{LookupStatus, ProbeLog, parse_getent, parse_git};
-use cluster_loop::probe::{Carrier, GitSecret, ProbeOptions, ProbeOwner, new_run_id};
+use cluster_loop::probe::{
+    Carrier, GitSecret, ProbeOptions, ProbeOwner, is_own_machine, new_run_id,
+};
 use cluster_loop::signals::Signals;
 use cluster_loop::wait::Progress;
 use serde::Serialize;
@@ -357,7 +359,7 @@ fn judge(
             ips(&ic.addresses)
         );
         // A loopback target is the pod itself: say that, never "check firewalls".
-        if let Some(lo) = crate::preflight::loopback_reason(&ic.host, &ic.addresses) {
+        if let Some(lo) = loopback_reason(&ic.host, &ic.addresses) {
             return Err(format!(
                 "{from}, but git could not fetch from it: {}",
                 lo.replace("on this workstation", "in the pod")
@@ -514,5 +516,50 @@ fn judge(
         },
         v.branch,
         short(&head)
+    ))
+}
+
+/// Why `host` with the addresses it resolves to is the pod itself inside the cluster:
+/// `localhost`/`*.localhost` (RFC 6761 6.3), a loopback or unspecified literal (see
+/// [`is_own_machine`]: 127.0.0.0/8, ::1, ::ffff:127.0.0.1, 0.0.0.0, ::), or a name whose every
+/// address is one of those. `None` otherwise (or when `addrs` is empty and the name is not a
+/// loopback name).
+pub fn loopback_reason(host: &str, addrs: &[std::net::IpAddr]) -> Option<String> {
+    let h = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    let literal = h.parse::<std::net::IpAddr>().ok();
+    let what = if h == "localhost" || h.ends_with(".localhost") {
+        format!("{host} is the loopback name")
+    } else if let Some(ip) = literal.filter(|ip| is_own_machine(*ip)) {
+        let canonical = ip.to_canonical();
+        if canonical.is_unspecified() {
+            format!(
+                "{host} is the unspecified address, which a connection on Linux reaches as the \
+                 loopback"
+            )
+        } else if canonical != ip {
+            format!("{host} is a loopback address (IPv4-mapped {canonical})")
+        } else {
+            format!("{host} is a loopback address")
+        }
+    } else if literal.is_none() && !addrs.is_empty() && addrs.iter().all(|a| is_own_machine(*a)) {
+        format!(
+            "{host} resolves on this workstation to the loopback ({})",
+            addrs
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        return None;
+    };
+    Some(format!(
+        "{what}: in a pod, localhost is the pod itself, so source-controller would connect to \
+         its own pod, not to this workstation or the Git server. Refused: use a URL the cluster \
+         can reach (the server's real name, or a Service's cluster DNS name)"
     ))
 }

@@ -4,6 +4,7 @@
 //! - [`preflight`]: read-only checks (current state, transport, new remote, history relation,
 //!   authored value).
 //! - [`execute`]: the patch, the proof (flux2 pkg/bootstrap wait rule), rollback, `--finish`.
+//! - [`cluster`]: the field manager and the Flux controllers' liveness, used by both.
 //! - [`git`]: real `git` with Flux-equivalent credentials.
 //! - [`authored`]: where the GitRepository's URL is committed.
 //! - [`incluster`]: `--verify-in-cluster`, the new remote seen from a pod in the source's
@@ -11,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod authored;
+pub mod cluster;
 pub mod execute;
 pub mod git;
 pub mod incluster;

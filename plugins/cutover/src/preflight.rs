@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::authored::{self, AuthoredUrl};
 use crate::git::{GitCredentials, GitRunner, Relation, RemoteFailure, Scratch};
-use crate::incluster::{InCluster, Verify};
+use crate::incluster::{InCluster, Verify, loopback_reason};
 use cluster_loop::probe::GitSecret;
 use cluster_loop::signals::{ExitOnSignal, Signals};
 use cluster_loop::wait::Progress;
@@ -515,10 +515,156 @@ pub async fn preflight(
         .is_some()
         .then(|| ExitOnSignal::start(NOTE));
     let (repo, current) = read_current(conn, &req.namespace, &req.name).await?;
-    let mut checks = vec![];
     let secret_name = req.secret.clone().or_else(|| current.secret_ref.clone());
+    let mut checks = vec![source_check(req, &repo, &current)];
+    // A stopped source-controller fetches nothing: no cutover can be proven, and a run would
+    // only roll back at --timeout blaming nobody in particular (session 6 trial, D). Refused
+    // before any write, with the lever. A stopped kustomize-controller reverts nothing and
+    // applies nothing: said, not refused (--hold-root and the authored change still work).
+    // --to the live URL (same secret, no interrupted run): nothing to patch, so nothing is
+    // refused; what would refuse a move is said as a warning, with the same lever, and the
+    // JSON says what the text says (warn, exit 0).
+    let no_op = InFlight::of(&repo).is_none()
+        && current.url == req.to
+        && req
+            .secret
+            .as_ref()
+            .is_none_or(|s| current.secret_ref.as_ref() == Some(s));
+    checks.extend(state_checks(conn, req, &repo, &current, no_op).await);
+    let in_flight = InFlight::of(&repo);
+    if let Some(m) = &in_flight {
+        // Finishing (--to the URL it patched in) or rolling back (--to the URL it replaced) is
+        // what the message offers; anything else is refused until one of them is done.
+        let offered = req.to == m.to || (!m.from.is_empty() && req.to == m.from);
+        checks.push(Check {
+            id: "interrupted",
+            result: if offered {
+                CheckResult::Warn
+            } else {
+                CheckResult::Fail
+            },
+            message: m.message(&req.namespace, &req.name, &current.url),
+        });
+        if !offered {
+            let pre = Preflight {
+                interrupted_run: in_flight,
+                ..Preflight::before_the_remote(req, &secret_name, &current, checks)
+            };
+            return Ok((repo, finish(pre)));
+        }
+    } else if no_op {
+        let pre = nothing_to_do(conn, req, &secret_name, &current, checks).await;
+        return Ok((repo, pre));
+    }
 
-    checks.push(Check {
+    let creds = match &secret_name {
+        Some(s) => read_credentials(conn, &req.namespace, s).await?,
+        None => GitCredentials::default(),
+    };
+    let secret_label = secret_name
+        .as_ref()
+        .map(|s| format!("{}/{}", req.namespace, s));
+
+    let refused_early = address_checks(req, &creds, secret_label.as_deref(), &mut checks).await;
+
+    let mut pre = Preflight {
+        interrupted_run: in_flight,
+        ..Preflight::before_the_remote(req, &secret_name, &current, checks)
+    };
+    if refused_early {
+        // Refused before the new server is contacted; drift is about the cluster and the old
+        // server, so it is still said first.
+        say_drift_first(conn, req, &mut pre, &secret_name, &creds).await;
+        return Ok((repo, finish(pre)));
+    }
+
+    let runner = GitRunner::new(creds)
+        .map_err(|e| Error::Other(format!("cannot prepare a private git home: {e}")))?;
+    let remote = runner.remote_head(&req.to, &current.branch);
+    remote_check(&mut pre, req, &runner, &remote, secret_label.as_deref());
+    if let Some(o) = &req.verify_in_cluster {
+        let v = verify_request(req, o, &pre.current, secret_name.as_ref(), &runner);
+        let mut own = None;
+        let signals = match signals {
+            Some(s) => s,
+            None => own.insert(Signals::install()),
+        };
+        // The probe handles signals itself (deletes its Job, then reports `interrupted`).
+        drop(guard.take());
+        let probed = crate::incluster::verify(conn, &v, progress, signals).await?;
+        guard.replace(ExitOnSignal::start(NOTE));
+        match probed {
+            None => {
+                pre.interrupted = true;
+                return Ok((repo, finish(pre)));
+            }
+            Some((ic, verdict)) => {
+                let (result, message) = match verdict {
+                    Ok(m) => (CheckResult::Ok, m),
+                    Err(m) => (CheckResult::Fail, m),
+                };
+                pre.in_cluster = Some(ic);
+                pre.checks.push(Check {
+                    id: "in-cluster",
+                    result,
+                    message,
+                });
+            }
+        }
+    }
+    let Ok(head) = remote else {
+        // The new server cannot be read, but drift is about the cluster and the old server:
+        // still say it first.
+        let creds = runner.credentials().clone();
+        say_drift_first(conn, req, &mut pre, &secret_name, &creds).await;
+        return Ok((repo, finish(pre)));
+    };
+
+    let (scratch, relation) = history(
+        conn,
+        req,
+        &runner,
+        &current,
+        &secret_name,
+        secret_label.as_deref(),
+        &head,
+    )
+    .await?;
+    history_check(&mut pre, req, &head, relation);
+
+    // Authored value at C.
+    let authored = authored_check(&mut pre, &scratch, &runner, req);
+    pre.checks.push(authored);
+    Ok((repo, finish(pre)))
+}
+
+/// What `--verify-in-cluster` (`o`) probes from a pod in the source's namespace: `--to` at the
+/// branch and commit the cluster runs, with the secret in use.
+fn verify_request(
+    req: &Request,
+    o: &InClusterOptions,
+    current: &Current,
+    secret_name: Option<&String>,
+    runner: &GitRunner,
+) -> Verify {
+    Verify {
+        namespace: req.namespace.clone(),
+        url: req.to.clone(),
+        branch: current.branch.clone(),
+        commit: current.commit.clone(),
+        secret: secret_name.map(|name| GitSecret {
+            name: name.clone(),
+            keys: runner.credentials().keys.clone(),
+        }),
+        image: o.image.clone(),
+        timeout: o.timeout,
+        owner: cluster_loop::probe::ProbeOwner::CUTOVER,
+    }
+}
+
+/// `source`: the GitRepository as it runs now (a warning when it is not Ready).
+fn source_check(req: &Request, repo: &GitRepository, current: &Current) -> Check {
+    Check {
         id: "source",
         result: if repo.ready().is_some_and(|c| c.is_true()) {
             CheckResult::Ok
@@ -537,22 +683,21 @@ pub async fn preflight(
                     .into()
             }
         ),
-    });
+    }
+}
 
-    // A stopped source-controller fetches nothing: no cutover can be proven, and a run would
-    // only roll back at --timeout blaming nobody in particular (session 6 trial, D). Refused
-    // before any write, with the lever. A stopped kustomize-controller reverts nothing and
-    // applies nothing: said, not refused (--hold-root and the authored change still work).
-    // --to the live URL (same secret, no interrupted run): nothing to patch, so nothing is
-    // refused; what would refuse a move is said as a warning, with the same lever, and the
-    // JSON says what the text says (warn, exit 0).
-    let no_op = InFlight::of(&repo).is_none()
-        && current.url == req.to
-        && req
-            .secret
-            .as_ref()
-            .is_none_or(|s| current.secret_ref.as_ref() == Some(s));
-    if let Some(why) = crate::execute::controller_not_running(conn, "source-controller").await {
+/// The state of the source and of what applies it: a stopped controller (`controller`), a
+/// suspended source or root (`source-suspended`, `root-suspended`), a URL the root holds
+/// (`hold`). `no_op`: `--to` is the live URL, so what would refuse a move is only a warning.
+async fn state_checks(
+    conn: &Connection,
+    req: &Request,
+    repo: &GitRepository,
+    current: &Current,
+    no_op: bool,
+) -> Vec<Check> {
+    let mut checks = vec![];
+    if let Some(why) = crate::cluster::controller_not_running(conn, "source-controller").await {
         checks.push(if no_op {
             Check {
                 id: "controller",
@@ -567,7 +712,7 @@ pub async fn preflight(
             }
         });
     }
-    if let Some(why) = crate::execute::controller_not_running(conn, "kustomize-controller").await {
+    if let Some(why) = crate::cluster::controller_not_running(conn, "kustomize-controller").await {
         checks.push(Check {
             id: "controller",
             result: CheckResult::Warn,
@@ -608,78 +753,63 @@ pub async fn preflight(
             message: hold_message(&req.namespace, &req.name, origin),
         });
     }
-    let in_flight = InFlight::of(&repo);
-    if let Some(m) = &in_flight {
-        // Finishing (--to the URL it patched in) or rolling back (--to the URL it replaced) is
-        // what the message offers; anything else is refused until one of them is done.
-        let offered = req.to == m.to || (!m.from.is_empty() && req.to == m.from);
-        checks.push(Check {
-            id: "interrupted",
-            result: if offered {
-                CheckResult::Warn
-            } else {
-                CheckResult::Fail
-            },
-            message: m.message(&req.namespace, &req.name, &current.url),
-        });
-        if !offered {
-            let pre = Preflight {
-                interrupted_run: in_flight,
-                ..Preflight::before_the_remote(req, &secret_name, &current, checks)
-            };
-            return Ok((repo, finish(pre)));
-        }
-    } else if no_op {
-        checks.push(Check {
-            id: "target",
-            result: CheckResult::Ok,
-            message: format!(
-                "spec.url of {}/{} is already {}: it already points there; nothing to do",
-                req.namespace, req.name, req.to
-            ),
-        });
-        let mut pre = Preflight {
-            go: true,
-            nothing_to_do: true,
-            ..Preflight::before_the_remote(req, &secret_name, &current, checks)
-        };
-        // The live URL may be a patch the root reverts at its next apply: nothing to patch,
-        // but not "nothing to do" (best effort: an unreadable Secret or tree says nothing).
-        let creds = match &secret_name {
-            Some(s) => read_credentials(conn, &req.namespace, s)
-                .await
-                .unwrap_or_default(),
-            None => GitCredentials::default(),
-        };
-        say_drift_first(conn, req, &mut pre, &secret_name, &creds).await;
-        if pre.checks.iter().any(|c| c.id == "drift")
-            && let Some(t) = pre.checks.iter_mut().find(|c| c.id == "target")
-        {
-            t.result = CheckResult::Warn;
-            t.message = format!(
-                "spec.url of {}/{} is already {} live, but not in Git (the drift above): no \
-                 patch to make; the commit must change",
-                req.namespace, req.name, req.to
-            );
-        }
-        return Ok((repo, pre));
-    }
+    checks
+}
 
+/// `--to` the live URL (same secret, no interrupted run): nothing to patch, unless the live
+/// URL is a patch the root reverts at its next apply (drift).
+async fn nothing_to_do(
+    conn: &Connection,
+    req: &Request,
+    secret_name: &Option<String>,
+    current: &Current,
+    mut checks: Vec<Check>,
+) -> Preflight {
+    checks.push(Check {
+        id: "target",
+        result: CheckResult::Ok,
+        message: format!(
+            "spec.url of {}/{} is already {}: it already points there; nothing to do",
+            req.namespace, req.name, req.to
+        ),
+    });
+    let mut pre = Preflight {
+        go: true,
+        nothing_to_do: true,
+        ..Preflight::before_the_remote(req, secret_name, current, checks)
+    };
+    // The live URL may be a patch the root reverts at its next apply: nothing to patch,
+    // but not "nothing to do" (best effort: an unreadable Secret or tree says nothing).
     let creds = match &secret_name {
-        Some(s) => read_credentials(conn, &req.namespace, s).await?,
+        Some(s) => read_credentials(conn, &req.namespace, s)
+            .await
+            .unwrap_or_default(),
         None => GitCredentials::default(),
     };
-    let secret_label = secret_name
-        .as_ref()
-        .map(|s| format!("{}/{}", req.namespace, s));
+    say_drift_first(conn, req, &mut pre, secret_name, &creds).await;
+    if pre.checks.iter().any(|c| c.id == "drift")
+        && let Some(t) = pre.checks.iter_mut().find(|c| c.id == "target")
+    {
+        t.result = CheckResult::Warn;
+        t.message = format!(
+            "spec.url of {}/{} is already {} live, but not in Git (the drift above): no \
+             patch to make; the commit must change",
+            req.namespace, req.name, req.to
+        );
+    }
+    pre
+}
 
+/// `transport` and `loopback`: how `--to` is reached, checked before contacting it. True when
+/// either refuses the cutover.
+async fn address_checks(
+    req: &Request,
+    creds: &GitCredentials,
+    secret_label: Option<&str>,
+    checks: &mut Vec<Check>,
+) -> bool {
     // Transport.
-    let transport = transport_check(
-        &req.to,
-        &creds,
-        secret_label.as_deref(),
-        req.allow_insecure_http,
-    );
+    let transport = transport_check(&req.to, creds, secret_label, req.allow_insecure_http);
     let mut refused_early = transport.result == CheckResult::Fail;
     checks.push(transport);
     // Loopback: refused before contacting the new server (a server on this workstation's
@@ -715,21 +845,19 @@ pub async fn preflight(
         }
         checks.push(c);
     }
+    refused_early
+}
 
-    let mut pre = Preflight {
-        interrupted_run: in_flight,
-        ..Preflight::before_the_remote(req, &secret_name, &current, checks)
-    };
-    if refused_early {
-        // Refused before the new server is contacted; drift is about the cluster and the old
-        // server, so it is still said first.
-        say_drift_first(conn, req, &mut pre, &secret_name, &creds).await;
-        return Ok((repo, finish(pre)));
-    }
-
-    let runner = GitRunner::new(creds)
-        .map_err(|e| Error::Other(format!("cannot prepare a private git home: {e}")))?;
-    let remote = runner.remote_head(&req.to, &current.branch);
+/// `remote`: the new server's head of the branch, as this workstation reads it with the
+/// credentials Flux will use.
+fn remote_check(
+    pre: &mut Preflight,
+    req: &Request,
+    runner: &GitRunner,
+    remote: &std::result::Result<String, RemoteFailure>,
+    secret_label: Option<&str>,
+) {
+    let current = &pre.current;
     match &remote {
         Err(f) => pre.checks.push(Check {
             id: "remote",
@@ -737,14 +865,10 @@ pub async fn preflight(
             message: match f {
                 RemoteFailure::Tls(_) => format!(
                     "{} (trusted here: {})",
-                    f.explain(&req.to, secret_label.as_deref()),
+                    f.explain(&req.to, secret_label),
                     runner.trust().describe()
                 ),
-                _ => f.explain_sent(
-                    &req.to,
-                    secret_label.as_deref(),
-                    runner.credentials().has_auth(),
-                ),
+                _ => f.explain_sent(&req.to, secret_label, runner.credentials().has_auth()),
             },
         }),
         Ok(head) => {
@@ -756,68 +880,32 @@ pub async fn preflight(
                     "{} answers this workstation with the credentials Flux will use ({}): {} \
                      is at {}",
                     req.to,
-                    secret_label.as_deref().unwrap_or("no secret"),
+                    secret_label.unwrap_or("no secret"),
                     current.branch,
                     &head[..head.len().min(12)]
                 ),
             });
         }
     }
-    if let Some(o) = &req.verify_in_cluster {
-        let v = Verify {
-            namespace: req.namespace.clone(),
-            url: req.to.clone(),
-            branch: current.branch.clone(),
-            commit: current.commit.clone(),
-            secret: secret_name.as_ref().map(|name| GitSecret {
-                name: name.clone(),
-                keys: runner.credentials().keys.clone(),
-            }),
-            image: o.image.clone(),
-            timeout: o.timeout,
-            owner: cluster_loop::probe::ProbeOwner::CUTOVER,
-        };
-        let mut own = None;
-        let signals = match signals {
-            Some(s) => s,
-            None => own.insert(Signals::install()),
-        };
-        // The probe handles signals itself (deletes its Job, then reports `interrupted`).
-        drop(guard.take());
-        let probed = crate::incluster::verify(conn, &v, progress, signals).await?;
-        guard.replace(ExitOnSignal::start(NOTE));
-        match probed {
-            None => {
-                pre.interrupted = true;
-                return Ok((repo, finish(pre)));
-            }
-            Some((ic, verdict)) => {
-                let (result, message) = match verdict {
-                    Ok(m) => (CheckResult::Ok, m),
-                    Err(m) => (CheckResult::Fail, m),
-                };
-                pre.in_cluster = Some(ic);
-                pre.checks.push(Check {
-                    id: "in-cluster",
-                    result,
-                    message,
-                });
-            }
-        }
-    }
-    let Ok(head) = remote else {
-        // The new server cannot be read, but drift is about the cluster and the old server:
-        // still say it first.
-        let creds = runner.credentials().clone();
-        say_drift_first(conn, req, &mut pre, &secret_name, &creds).await;
-        return Ok((repo, finish(pre)));
-    };
+}
 
+/// The history relation of the commit the cluster runs (C) to the new server's `head`, read in
+/// a scratch repository holding the new branch (and C, fetched from the old server when only it
+/// has it), which the authored check then reads.
+async fn history(
+    conn: &Connection,
+    req: &Request,
+    runner: &GitRunner,
+    current: &Current,
+    secret_name: &Option<String>,
+    secret_label: Option<&str>,
+    head: &str,
+) -> Result<(Scratch, Relation)> {
     // History: a scratch repo with the new branch (and --repo's objects) to compare and to read
     // the tree at C.
-    let scratch = Scratch::new(&runner, req.repo.as_deref()).map_err(Error::Usage)?;
+    let scratch = Scratch::new(runner, req.repo.as_deref()).map_err(Error::Usage)?;
     let fetched_new = runner.fetch_branch(scratch.path(), &req.to, &current.branch, "new");
-    if !scratch.has_commit(&runner, &current.commit) && current.url != req.to {
+    if !scratch.has_commit(runner, &current.commit) && current.url != req.to {
         // C may only be on the old server: fetch it with the current credentials.
         let old_creds = match &current.secret_ref {
             Some(s) if Some(s) != secret_name.as_ref() => {
@@ -829,21 +917,17 @@ pub async fn preflight(
             let _ = old_runner.fetch_branch(scratch.path(), &current.url, &current.branch, "old");
         }
     }
-    let have_c = scratch.has_commit(&runner, &current.commit);
+    let have_c = scratch.has_commit(runner, &current.commit);
     let relation = if head == current.commit {
         Relation::Identical
-    } else if have_c && scratch.has_commit(&runner, &head) {
-        scratch.relation(&runner, &current.commit, &head)
+    } else if have_c && scratch.has_commit(runner, head) {
+        scratch.relation(runner, &current.commit, head)
     } else {
         Relation::Unknown {
             reason: match (&fetched_new, have_c) {
                 (Err(f), _) => format!(
                     "fetching from the new server failed: {}",
-                    f.explain_sent(
-                        &req.to,
-                        secret_label.as_deref(),
-                        runner.credentials().has_auth()
-                    )
+                    f.explain_sent(&req.to, secret_label, runner.credentials().has_auth())
                 ),
                 (_, false) => format!(
                     "commit {} is neither on the new server nor reachable on the old one; pass \
@@ -854,7 +938,14 @@ pub async fn preflight(
             },
         }
     };
-    let describe = relation.describe(&current.branch, &head);
+    Ok((scratch, relation))
+}
+
+/// `history`: the relation, and whether it refuses the cutover (`--allow-forward` lets one
+/// ahead through).
+fn history_check(pre: &mut Preflight, req: &Request, head: &str, relation: Relation) {
+    let current = &pre.current;
+    let describe = relation.describe(&current.branch, head);
     let (result, message) = match &relation {
         Relation::Identical => (CheckResult::Ok, describe),
         Relation::Ahead { .. } if req.allow_forward => (
@@ -888,11 +979,6 @@ pub async fn preflight(
         result,
         message,
     });
-
-    // Authored value at C.
-    let authored = authored_check(&mut pre, &scratch, &runner, req);
-    pre.checks.push(authored);
-    Ok((repo, finish(pre)))
 }
 
 /// The field manager that owns `spec.url` of `repo`: the `metadata.managedFields` entry whose
@@ -957,10 +1043,10 @@ pub fn hold_origin(repo: &GitRepository) -> Option<HoldOrigin> {
         ),
     );
     Some(match manager.as_deref() {
-        Some(crate::execute::FIELD_MANAGER) if InFlight::of(repo).is_some() => {
+        Some(crate::cluster::FIELD_MANAGER) if InFlight::of(repo).is_some() => {
             HoldOrigin::InterruptedRun
         }
-        Some(crate::execute::FIELD_MANAGER) => HoldOrigin::HoldRoot,
+        Some(crate::cluster::FIELD_MANAGER) => HoldOrigin::HoldRoot,
         _ => HoldOrigin::Other { manager },
     })
 }
@@ -1024,7 +1110,7 @@ pub fn source_controller_stopped_message(ns: &str, name: &str, why: &str) -> Str
          {ns}/{name} while it is stopped, so no fetch can prove the new URL and the run would \
          roll back at --timeout. Refused: start it first ({})",
         cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
-        crate::execute::start_command("source-controller", why)
+        crate::cluster::start_command("source-controller", why)
     )
 }
 
@@ -1035,7 +1121,7 @@ pub fn source_controller_stopped_no_op_message(ns: &str, name: &str, why: &str) 
         "source-controller in {} is not running ({why}): nothing fetches GitRepository \
          {ns}/{name} while it is stopped; no patch is needed here, but start it ({})",
         cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
-        crate::execute::start_command("source-controller", why)
+        crate::cluster::start_command("source-controller", why)
     )
 }
 
@@ -1048,7 +1134,7 @@ pub fn kustomize_controller_stopped_message(why: &str) -> String {
          live patch or applies the committed spec.url until it runs, so --finish cannot verify \
          before then ({})",
         cluster_loop::cli::FLUX_DEFAULT_NAMESPACE,
-        crate::execute::start_command("kustomize-controller", why)
+        crate::cluster::start_command("kustomize-controller", why)
     )
 }
 
@@ -1067,7 +1153,7 @@ pub fn suspended_root_message(root: &str) -> String {
 /// one. `interrupted`: the mark an interrupted cutover left ([`IN_FLIGHT_ANNOTATION`]); when
 /// it patched in the live URL the drift is that run's, not a hand patch. `url_manager`: the
 /// field manager that last wrote spec.url ([`url_field_manager`]); when it is
-/// [`crate::execute::FIELD_MANAGER`] an earlier cutover patched the live URL in (a completed
+/// [`crate::cluster::FIELD_MANAGER`] an earlier cutover patched the live URL in (a completed
 /// `--hold-root` run leaves exactly that until `--finish`), not a hand patch. `held`: the
 /// GitRepository carries the [`RECONCILE_ANNOTATION`] hold (the root reverts nothing while it
 /// is there).
@@ -1084,10 +1170,10 @@ pub fn drift_message(
         Some(m) if m.to == live || m.to.is_empty() => {
             "the live URL is the one an interrupted cutover patched in".to_string()
         }
-        _ if url_manager == Some(crate::execute::FIELD_MANAGER) => format!(
+        _ if url_manager == Some(crate::cluster::FIELD_MANAGER) => format!(
             "the live URL is the one an earlier cutover patched in (spec.url's field manager is \
              {})",
-            crate::execute::FIELD_MANAGER
+            crate::cluster::FIELD_MANAGER
         ),
         _ => "the cluster already runs a hand-patched URL".to_string(),
     };
@@ -1360,51 +1446,6 @@ fn finish(mut pre: Preflight) -> Preflight {
 }
 
 pub use cluster_loop::probe::is_own_machine;
-
-/// Why `host` with the addresses it resolves to is the pod itself inside the cluster:
-/// `localhost`/`*.localhost` (RFC 6761 6.3), a loopback or unspecified literal (see
-/// [`is_own_machine`]: 127.0.0.0/8, ::1, ::ffff:127.0.0.1, 0.0.0.0, ::), or a name whose every
-/// address is one of those. `None` otherwise (or when `addrs` is empty and the name is not a
-/// loopback name).
-pub fn loopback_reason(host: &str, addrs: &[std::net::IpAddr]) -> Option<String> {
-    let h = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .trim_end_matches('.')
-        .to_ascii_lowercase();
-    let literal = h.parse::<std::net::IpAddr>().ok();
-    let what = if h == "localhost" || h.ends_with(".localhost") {
-        format!("{host} is the loopback name")
-    } else if let Some(ip) = literal.filter(|ip| is_own_machine(*ip)) {
-        let canonical = ip.to_canonical();
-        if canonical.is_unspecified() {
-            format!(
-                "{host} is the unspecified address, which a connection on Linux reaches as the \
-                 loopback"
-            )
-        } else if canonical != ip {
-            format!("{host} is a loopback address (IPv4-mapped {canonical})")
-        } else {
-            format!("{host} is a loopback address")
-        }
-    } else if literal.is_none() && !addrs.is_empty() && addrs.iter().all(|a| is_own_machine(*a)) {
-        format!(
-            "{host} resolves on this workstation to the loopback ({})",
-            addrs
-                .iter()
-                .map(|a| a.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    } else {
-        return None;
-    };
-    Some(format!(
-        "{what}: in a pod, localhost is the pod itself, so source-controller would connect to \
-         its own pod, not to this workstation or the Git server. Refused: use a URL the cluster \
-         can reach (the server's real name, or a Service's cluster DNS name)"
-    ))
-}
 
 /// The `loopback` check of the default preflight (see [`loopback_reason`]); resolves the
 /// URL's host with this workstation's resolver (blocking). `None` when the URL has no host

@@ -6,8 +6,9 @@ use std::time::Duration;
 use crate::execute::{self, Ending, ExecOptions};
 use crate::preflight::{self, CheckResult, Preflight, Request};
 use clap::Parser;
-use cluster_loop::cli::ClusterArgs;
+use cluster_loop::cli::{ClusterArgs, Connection};
 use cluster_loop::error::{EXIT_FINDING, EXIT_OK, Error, Result};
+use cluster_loop::flux::GitRepository;
 use cluster_loop::output::{OutputArgs, Painter, print_machine};
 use cluster_loop::refs::{Kind, ResourceRef};
 use cluster_loop::signals::{Signals, exit_on_signal};
@@ -231,6 +232,122 @@ pub async fn run(cli: Cli) -> Result<i32> {
         &[Kind::GitRepository],
         Some(Kind::GitRepository),
     )?;
+    usage_checks(&cli)?;
+    let conn = exit_on_signal("nothing changed", cli.cluster.connect()).await?;
+    let ns = conn.flux_namespace();
+    let out = cli.output.stdout_painter();
+
+    if cli.finish {
+        return finish_mode(&cli, &conn, &ns, &source, &out).await;
+    }
+
+    let to = cli.to.clone().unwrap_or_default();
+    let req = request(&cli, &ns, &source, &to);
+    let err_painter = cli.output.stderr_painter();
+    // Installed before the preflight: from here on SIGINT no longer kills the process by
+    // default, so every phase answers it itself (the preflight's read-only steps exit 130,
+    // the in-cluster probe deletes its Job first, the confirmation prompt aborts).
+    let mut signals = Some(Signals::install());
+    let (before, pre) = {
+        let progress = Progress::for_output("cutover preflight", &cli.output);
+        let r = match signals.as_mut() {
+            // The in-cluster probe deletes its Job on a signal itself (exit 130 below); the
+            // reads before it exit 130 at once (preflight::preflight).
+            Some(sig) if cli.verify_in_cluster => {
+                preflight::preflight(&conn, &req, &progress, Some(sig)).await
+            }
+            // Read-only: SIGINT/SIGTERM end it at once, even while a request hangs.
+            _ => {
+                exit_on_signal(
+                    "preflight stopped, nothing changed",
+                    preflight::preflight(&conn, &req, &progress, None),
+                )
+                .await
+            }
+        };
+        progress.finish();
+        r?
+    };
+    if pre.interrupted {
+        return Ok(EXIT_INTERRUPTED);
+    }
+    if pre.nothing_to_do {
+        return nothing_to_do_mode(&cli, &pre, &ns, &source, &to, &out);
+    }
+
+    let before = resumed(before, &pre);
+
+    let forward = execute::forward_patch(&pre, cli.hold_root, "<now>");
+    let machine = cli.output.output.is_machine();
+    if !machine {
+        print_preflight(&pre, &out);
+        println!(
+            "\nplan: kubectl patch gitrepository -n {ns} {} --type merge --field-manager {} -p '{}'",
+            source.name,
+            crate::cluster::FIELD_MANAGER,
+            forward
+        );
+    }
+
+    write_authored(&cli, &pre)?;
+
+    if !pre.go {
+        if machine {
+            print_machine(cli.output.output, &report_json("refused", &pre, None, None))?;
+        } else {
+            println!("\n{}", out.err("refused: see the failed checks above"));
+        }
+        return Ok(EXIT_FINDING);
+    }
+    if cli.dry_run {
+        if machine {
+            print_machine(
+                cli.output.output,
+                &report_json("dry-run", &pre, Some(&forward), None),
+            )?;
+        } else {
+            println!(
+                "\n{}",
+                out.ok("preflight passed (--dry-run: nothing changed)")
+            );
+        }
+        return Ok(EXIT_OK);
+    }
+    if !cli.yes
+        && let Some(code) = confirm(&mut signals, &ns, &source, &to, &err_painter).await?
+    {
+        return Ok(code);
+    }
+    let progress = Progress::for_output(format!("gitrepository/{}", source.name), &cli.output);
+    let report = execute::execute(
+        &conn,
+        &before,
+        &pre,
+        &ExecOptions {
+            hold_root: cli.hold_root,
+            timeout: cli.timeout,
+        },
+        &progress,
+    )
+    .await?;
+    if machine {
+        print_machine(
+            cli.output.output,
+            &report_json("execute", &pre, Some(&forward), Some(&report)),
+        )?;
+    } else {
+        print_execute(&cli, &pre, &report, &ns, &source, &out);
+    }
+    Ok(match report.ending {
+        Ending::CutOver => EXIT_OK,
+        Ending::RolledBack => EXIT_FINDING,
+        // 130 like every other interrupted run: the previous spec was restored first.
+        Ending::Interrupted => EXIT_INTERRUPTED,
+    })
+}
+
+/// The usage errors, decided before any kubeconfig is read (exit 2 on any machine).
+fn usage_checks(cli: &Cli) -> Result<()> {
     if let Some(repo) = &cli.repo
         && !repo.is_dir()
     {
@@ -261,64 +378,67 @@ pub async fn run(cli: Cli) -> Result<i32> {
             ))
         })?;
     }
-    let conn = exit_on_signal("nothing changed", cli.cluster.connect()).await?;
-    let ns = conn.flux_namespace();
-    let out = cli.output.stdout_painter();
+    Ok(())
+}
 
-    if cli.finish {
-        // Interruptible as a whole: its only write (removing the hold) is one merge patch that
-        // either landed or did not, and a second --finish completes it.
-        let progress = Progress::for_output(format!("gitrepository/{}", source.name), &cli.output);
-        let report = exit_on_signal(
-            "--finish stopped; the hold removal (one patch) may or may not have landed: run --finish again",
-            execute::finish(&conn, &ns, &source.name, cli.timeout, &progress)).await;
-        progress.finish();
-        let report = report?;
-        if cli.output.output.is_machine() {
-            print_machine(
-                cli.output.output,
-                &FinishOutput {
-                    api_version: API_VERSION,
-                    kind: "CutoverFinishReport",
-                    report: &report,
-                },
-            )?;
-        } else {
-            for n in &report.notes {
-                println!("{}", n);
-            }
-            if report.hold_removed {
-                println!("removed the kustomize.toolkit.fluxcd.io/reconcile hold");
-            }
-            println!(
-                "{}",
-                if report.verified {
-                    out.ok("verified: the committed and live spec.url agree")
-                } else if !report.stopped_controllers.is_empty() {
-                    out.err(
-                        "not judged: a Flux controller is not running (see above); nothing changed",
-                    )
-                } else if report.in_progress_at_deadline.is_some() {
-                    out.warn(
-                        "not judged: still mid-reconcile at the --timeout deadline (see above)",
-                    )
-                } else {
-                    out.err("not verified: see above")
-                }
-            );
+/// `--finish`: prove the root applies the committed spec.url, remove the hold; the exit code.
+async fn finish_mode(
+    cli: &Cli,
+    conn: &Connection,
+    ns: &str,
+    source: &ResourceRef,
+    out: &Painter,
+) -> Result<i32> {
+    // Interruptible as a whole: its only write (removing the hold) is one merge patch that
+    // either landed or did not, and a second --finish completes it.
+    let progress = Progress::for_output(format!("gitrepository/{}", source.name), &cli.output);
+    let report = exit_on_signal(
+        "--finish stopped; the hold removal (one patch) may or may not have landed: run --finish again",
+        execute::finish(conn, ns, &source.name, cli.timeout, &progress)).await;
+    progress.finish();
+    let report = report?;
+    if cli.output.output.is_machine() {
+        print_machine(
+            cli.output.output,
+            &FinishOutput {
+                api_version: API_VERSION,
+                kind: "CutoverFinishReport",
+                report: &report,
+            },
+        )?;
+    } else {
+        for n in &report.notes {
+            println!("{}", n);
         }
-        return Ok(if report.verified {
-            EXIT_OK
-        } else {
-            EXIT_FINDING
-        });
+        if report.hold_removed {
+            println!("removed the kustomize.toolkit.fluxcd.io/reconcile hold");
+        }
+        println!(
+            "{}",
+            if report.verified {
+                out.ok("verified: the committed and live spec.url agree")
+            } else if !report.stopped_controllers.is_empty() {
+                out.err("not judged: a Flux controller is not running (see above); nothing changed")
+            } else if report.in_progress_at_deadline.is_some() {
+                out.warn("not judged: still mid-reconcile at the --timeout deadline (see above)")
+            } else {
+                out.err("not verified: see above")
+            }
+        );
     }
+    Ok(if report.verified {
+        EXIT_OK
+    } else {
+        EXIT_FINDING
+    })
+}
 
-    let to = cli.to.clone().unwrap_or_default();
-    let req = Request {
-        namespace: ns.clone(),
+/// The preflight's request for the parsed `cli`: `source` in `ns` to `to`.
+fn request(cli: &Cli, ns: &str, source: &ResourceRef, to: &str) -> Request {
+    Request {
+        namespace: ns.to_string(),
         name: source.name.clone(),
-        to: to.clone(),
+        to: to.to_string(),
         secret: cli.secret.clone(),
         repo: cli.repo.clone(),
         allow_forward: cli.allow_forward,
@@ -328,87 +448,70 @@ pub async fn run(cli: Cli) -> Result<i32> {
             image: cli.probe_image.clone(),
             timeout: cli.probe_timeout,
         }),
-    };
-    let err_painter = cli.output.stderr_painter();
-    // Installed before the preflight: from here on SIGINT no longer kills the process by
-    // default, so every phase answers it itself (the preflight's read-only steps exit 130,
-    // the in-cluster probe deletes its Job first, the confirmation prompt aborts).
-    let mut signals = Some(Signals::install());
-    let (before, pre) = {
-        let progress = Progress::for_output("cutover preflight", &cli.output);
-        let r = match signals.as_mut() {
-            // The in-cluster probe deletes its Job on a signal itself (exit 130 below); the
-            // reads before it exit 130 at once (preflight::preflight).
-            Some(sig) if cli.verify_in_cluster => {
-                preflight::preflight(&conn, &req, &progress, Some(sig)).await
-            }
-            // Read-only: SIGINT/SIGTERM end it at once, even while a request hangs.
-            _ => {
-                exit_on_signal(
-                    "preflight stopped, nothing changed",
-                    preflight::preflight(&conn, &req, &progress, None),
-                )
-                .await
-            }
-        };
-        progress.finish();
-        r?
-    };
-    if pre.interrupted {
-        return Ok(EXIT_INTERRUPTED);
     }
-    if pre.nothing_to_do {
-        // The live spec.url is already --to. Drift (the committed one differs) means the root
-        // puts the committed value back: a finding, not "nothing to do".
-        let drift = pre.checks.iter().any(|c| c.id == "drift");
-        if cli.output.output.is_machine() {
-            print_machine(
-                cli.output.output,
-                &report_json(
-                    if drift { "drift" } else { "nothing-to-do" },
-                    &pre,
-                    None,
-                    None,
-                ),
-            )?;
-        } else if drift {
-            print_preflight(&pre, &out);
-            println!(
-                "\n{}",
-                out.warn(&format!(
-                    "gitrepository {ns}/{} already runs {to} live, but Git does not: {} unless \
-                     the commit changes. Commit spec.url {to} in the file named above and push \
-                     it, then run kubectl cutover gitrepository/{} -n {ns} --finish",
-                    source.name,
-                    if pre.current.held {
-                        "the hold keeps it only until it is removed; then the root reverts it"
-                    } else if pre.current.root.as_ref().is_some_and(|r| r.suspended) {
-                        "the root reverts it at its first apply after it is resumed"
-                    } else {
-                        "the root Kustomization reverts it at its next apply"
-                    },
-                    source.name
-                ))
-            );
-        } else {
-            for c in pre.checks.iter().filter(|c| c.result != CheckResult::Ok) {
-                println!("{} {:<9} {}", check_tag(c.result, &out), c.id, c.message);
-            }
-            println!(
-                "gitrepository {ns}/{} already points there ({to}); nothing to do{}",
+}
+
+/// `--to` the live spec.url: nothing to do, or drift (the committed one differs, so the root
+/// puts the committed value back: a finding); the exit code.
+fn nothing_to_do_mode(
+    cli: &Cli,
+    pre: &Preflight,
+    ns: &str,
+    source: &ResourceRef,
+    to: &str,
+    out: &Painter,
+) -> Result<i32> {
+    let drift = pre.checks.iter().any(|c| c.id == "drift");
+    if cli.output.output.is_machine() {
+        print_machine(
+            cli.output.output,
+            &report_json(
+                if drift { "drift" } else { "nothing-to-do" },
+                pre,
+                None,
+                None,
+            ),
+        )?;
+    } else if drift {
+        print_preflight(pre, out);
+        println!(
+            "\n{}",
+            out.warn(&format!(
+                "gitrepository {ns}/{} already runs {to} live, but Git does not: {} unless \
+                 the commit changes. Commit spec.url {to} in the file named above and push \
+                 it, then run kubectl cutover gitrepository/{} -n {ns} --finish",
                 source.name,
                 if pre.current.held {
-                    " but remove the hold (see above)"
+                    "the hold keeps it only until it is removed; then the root reverts it"
+                } else if pre.current.root.as_ref().is_some_and(|r| r.suspended) {
+                    "the root reverts it at its first apply after it is resumed"
                 } else {
-                    ""
-                }
-            );
+                    "the root Kustomization reverts it at its next apply"
+                },
+                source.name
+            ))
+        );
+    } else {
+        for c in pre.checks.iter().filter(|c| c.result != CheckResult::Ok) {
+            println!("{} {:<9} {}", check_tag(c.result, out), c.id, c.message);
         }
-        return Ok(if drift { EXIT_FINDING } else { EXIT_OK });
+        println!(
+            "gitrepository {ns}/{} already points there ({to}); nothing to do{}",
+            source.name,
+            if pre.current.held {
+                " but remove the hold (see above)"
+            } else {
+                ""
+            }
+        );
     }
-    // Finishing a run a SIGKILL interrupted (--to the URL it patched in): a failure rolls back
-    // to the URL before that run, not to the half-done state.
-    let before = match &pre.interrupted_run {
+    Ok(if drift { EXIT_FINDING } else { EXIT_OK })
+}
+
+/// The spec a failure restores: `before`, or, finishing a run a SIGKILL interrupted (--to the
+/// URL it patched in), the spec before that run, not the half-done state.
+fn resumed(before: GitRepository, pre: &Preflight) -> GitRepository {
+    match &pre.interrupted_run {
         Some(m) if m.to == pre.to && !m.from.is_empty() => {
             let mut b = before;
             b.spec.url = m.from.clone();
@@ -420,20 +523,11 @@ pub async fn run(cli: Cli) -> Result<i32> {
             b
         }
         _ => before,
-    };
-
-    let forward = execute::forward_patch(&pre, cli.hold_root, "<now>");
-    let machine = cli.output.output.is_machine();
-    if !machine {
-        print_preflight(&pre, &out);
-        println!(
-            "\nplan: kubectl patch gitrepository -n {ns} {} --type merge --field-manager {} -p '{}'",
-            source.name,
-            execute::FIELD_MANAGER,
-            forward
-        );
     }
+}
 
+/// `--write-patch`: the authored change written into `--repo`.
+fn write_authored(cli: &Cli, pre: &Preflight) -> Result<()> {
     if cli.write_patch && !pre.authored_patch.is_empty() {
         let repo = cli
             .repo
@@ -445,152 +539,122 @@ pub async fn run(cli: Cli) -> Result<i32> {
             eprintln!("wrote {}", path.display());
         }
     }
+    Ok(())
+}
 
-    if !pre.go {
-        if machine {
-            print_machine(cli.output.output, &report_json("refused", &pre, None, None))?;
-        } else {
-            println!("\n{}", out.err("refused: see the failed checks above"));
-        }
-        return Ok(EXIT_FINDING);
-    }
-    if cli.dry_run {
-        if machine {
-            print_machine(
-                cli.output.output,
-                &report_json("dry-run", &pre, Some(&forward), None),
-            )?;
-        } else {
-            println!(
-                "\n{}",
-                out.ok("preflight passed (--dry-run: nothing changed)")
-            );
-        }
-        return Ok(EXIT_OK);
-    }
-    if !cli.yes {
-        // stdin is a terminal here (checked with the usage errors, before the kubeconfig).
-        eprint!(
-            "{} ",
-            err_painter.bold(&format!(
-                "Patch gitrepository {ns}/{} to {to}? [y/N]",
-                source.name
-            ))
-        );
-        let _ = std::io::stderr().flush();
-        let read = tokio::task::spawn_blocking(|| {
-            let mut answer = String::new();
-            std::io::stdin().read_line(&mut answer).map(|_| answer)
-        });
-        let answer = match signals.as_mut() {
-            Some(sig) => tokio::select! {
-                a = read => a,
-                s = sig.recv() => {
-                    eprintln!("\naborted by {s}: nothing changed");
-                    return Ok(EXIT_INTERRUPTED);
-                }
-            },
-            None => read.await,
-        }
-        .map_err(|e| Error::Other(format!("cannot read the answer: {e}")))?
-        .map_err(|e| Error::Other(format!("cannot read the answer: {e}")))?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            eprintln!("aborted: nothing changed");
-            return Ok(EXIT_FINDING);
-        }
-    }
-    let progress = Progress::for_output(format!("gitrepository/{}", source.name), &cli.output);
-    let report = execute::execute(
-        &conn,
-        &before,
-        &pre,
-        &ExecOptions {
-            hold_root: cli.hold_root,
-            timeout: cli.timeout,
+/// Asks before patching (stdin is a terminal here: checked with the usage errors, before the
+/// kubeconfig). `Some(exit code)` when the answer is no or a signal came.
+async fn confirm(
+    signals: &mut Option<Signals>,
+    ns: &str,
+    source: &ResourceRef,
+    to: &str,
+    err_painter: &Painter,
+) -> Result<Option<i32>> {
+    eprint!(
+        "{} ",
+        err_painter.bold(&format!(
+            "Patch gitrepository {ns}/{} to {to}? [y/N]",
+            source.name
+        ))
+    );
+    let _ = std::io::stderr().flush();
+    let read = tokio::task::spawn_blocking(|| {
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer).map(|_| answer)
+    });
+    let answer = match signals.as_mut() {
+        Some(sig) => tokio::select! {
+            a = read => a,
+            s = sig.recv() => {
+                eprintln!("\naborted by {s}: nothing changed");
+                return Ok(Some(EXIT_INTERRUPTED));
+            }
         },
-        &progress,
-    )
-    .await?;
-    if machine {
-        print_machine(
-            cli.output.output,
-            &report_json("execute", &pre, Some(&forward), Some(&report)),
-        )?;
-    } else {
-        match report.ending {
-            Ending::CutOver => {
-                println!("\n{} {}", out.ok("cut over:"), report.message);
-                if pre.authored_patch.is_empty() && pre.authored.is_some() && cli.hold_root {
-                    // The hold (kustomize.toolkit.fluxcd.io/reconcile: disabled) stays until
-                    // --finish has seen the root apply the committed spec.url.
-                    println!(
-                        "the committed spec.url already agrees; the root is still held \
-                         (kustomize.toolkit.fluxcd.io/reconcile: disabled): run kubectl cutover \
-                         gitrepository/{} -n {ns} --finish to prove the root applies it and \
-                         remove the hold",
-                        source.name
-                    );
-                } else if pre.authored_patch.is_empty()
-                    && pre.authored.is_some()
-                    && pre.current.held
-                {
-                    // A hold this run did not add (a killed --hold-root run's) is still there.
-                    println!(
-                        "the committed spec.url already agrees, but the GitRepository still \
-                         carries the hold {}: disabled, so the root applies nothing to it: run \
-                         kubectl cutover gitrepository/{} -n {ns} --finish to prove the root \
-                         applies it and remove the hold",
-                        preflight::RECONCILE_ANNOTATION,
-                        source.name
-                    );
-                } else if pre.authored_patch.is_empty() && pre.authored.is_some() {
-                    println!("the committed spec.url already agrees; nothing more to do");
-                } else if pre.authored_patch.is_empty() {
-                    println!(
-                        "no committed spec.url was compared (see the authored check above): if \
-                         this GitRepository is defined in Git, change its spec.url there too"
-                    );
-                } else {
-                    println!(
-                        "next: commit the authored change{} and push it through the new URL; \
-                         then run: kubectl cutover gitrepository/{} -n {ns} --finish",
-                        if cli.write_patch {
-                            " written to --repo"
-                        } else {
-                            " shown above"
-                        },
-                        source.name
-                    );
-                }
-                // --finish reads the root's applied revision; a suspended root applies none.
-                if let Some(root) = pre.current.root.as_ref().filter(|r| r.suspended) {
-                    println!(
-                        "{}",
-                        out.warn(&preflight::suspended_root_message(&root.name))
-                    );
-                }
+        None => read.await,
+    }
+    .map_err(|e| Error::Other(format!("cannot read the answer: {e}")))?
+    .map_err(|e| Error::Other(format!("cannot read the answer: {e}")))?;
+    if !matches!(answer.trim(), "y" | "Y" | "yes") {
+        eprintln!("aborted: nothing changed");
+        return Ok(Some(EXIT_FINDING));
+    }
+    Ok(None)
+}
+
+/// The text of an executed cutover: what was proven or rolled back, and what to do next.
+fn print_execute(
+    cli: &Cli,
+    pre: &Preflight,
+    report: &execute::ExecReport,
+    ns: &str,
+    source: &ResourceRef,
+    out: &Painter,
+) {
+    match report.ending {
+        Ending::CutOver => {
+            println!("\n{} {}", out.ok("cut over:"), report.message);
+            if pre.authored_patch.is_empty() && pre.authored.is_some() && cli.hold_root {
+                // The hold (kustomize.toolkit.fluxcd.io/reconcile: disabled) stays until
+                // --finish has seen the root apply the committed spec.url.
+                println!(
+                    "the committed spec.url already agrees; the root is still held \
+                     (kustomize.toolkit.fluxcd.io/reconcile: disabled): run kubectl cutover \
+                     gitrepository/{} -n {ns} --finish to prove the root applies it and \
+                     remove the hold",
+                    source.name
+                );
+            } else if pre.authored_patch.is_empty() && pre.authored.is_some() && pre.current.held {
+                // A hold this run did not add (a killed --hold-root run's) is still there.
+                println!(
+                    "the committed spec.url already agrees, but the GitRepository still \
+                     carries the hold {}: disabled, so the root applies nothing to it: run \
+                     kubectl cutover gitrepository/{} -n {ns} --finish to prove the root \
+                     applies it and remove the hold",
+                    preflight::RECONCILE_ANNOTATION,
+                    source.name
+                );
+            } else if pre.authored_patch.is_empty() && pre.authored.is_some() {
+                println!("the committed spec.url already agrees; nothing more to do");
+            } else if pre.authored_patch.is_empty() {
+                println!(
+                    "no committed spec.url was compared (see the authored check above): if \
+                     this GitRepository is defined in Git, change its spec.url there too"
+                );
+            } else {
+                println!(
+                    "next: commit the authored change{} and push it through the new URL; \
+                     then run: kubectl cutover gitrepository/{} -n {ns} --finish",
+                    if cli.write_patch {
+                        " written to --repo"
+                    } else {
+                        " shown above"
+                    },
+                    source.name
+                );
             }
-            Ending::RolledBack | Ending::Interrupted => {
-                println!("\n{} {}", out.err("rolled back:"), report.message);
-                if let Some(p) = &report.rollback_patch {
-                    println!("restored with merge patch {p}");
-                }
-                if let Some(origin) = &pre.current.hold_origin {
-                    // The hold was there before this run, so the rollback kept it.
-                    println!(
-                        "{}",
-                        out.warn(&preflight::hold_message(&ns, &source.name, origin))
-                    );
-                }
+            // --finish reads the root's applied revision; a suspended root applies none.
+            if let Some(root) = pre.current.root.as_ref().filter(|r| r.suspended) {
+                println!(
+                    "{}",
+                    out.warn(&preflight::suspended_root_message(&root.name))
+                );
+            }
+        }
+        Ending::RolledBack | Ending::Interrupted => {
+            println!("\n{} {}", out.err("rolled back:"), report.message);
+            if let Some(p) = &report.rollback_patch {
+                println!("restored with merge patch {p}");
+            }
+            if let Some(origin) = &pre.current.hold_origin {
+                // The hold was there before this run, so the rollback kept it.
+                println!(
+                    "{}",
+                    out.warn(&preflight::hold_message(ns, &source.name, origin))
+                );
             }
         }
     }
-    Ok(match report.ending {
-        Ending::CutOver => EXIT_OK,
-        Ending::RolledBack => EXIT_FINDING,
-        // 130 like every other interrupted run: the previous spec was restored first.
-        Ending::Interrupted => EXIT_INTERRUPTED,
-    })
 }
 
 /// `--to` must be a URL source-controller accepts (api/v1 GitRepositorySpec.URL
