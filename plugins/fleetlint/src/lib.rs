@@ -354,29 +354,7 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
         )));
     }
     let mut notes = Vec::new();
-    let root = match &cfg.repo_root {
-        Some(r) => r.clone(),
-        None => match repo_root_of(&cfg.path) {
-            Some(r) => r,
-            None => {
-                // Outside a Git checkout (a CI export, a tarball): the current directory when
-                // PATH is below it (`fleetlint clusters/` in a copy of the repository), else
-                // PATH itself, as markercheck does; and say so, since every spec.path is
-                // resolved from it.
-                let abs = std::fs::canonicalize(&cfg.path).unwrap_or_else(|_| cfg.path.clone());
-                let r = match std::env::current_dir().and_then(std::fs::canonicalize) {
-                    Ok(cwd) if abs.starts_with(&cwd) => cwd,
-                    _ => cfg.path.clone(),
-                };
-                notes.push(format!(
-                    "no .git above {}: Kustomization spec.path and spec.update.path are taken relative to {} (set the repository root with --repo-root)",
-                    cfg.path.display(),
-                    r.display()
-                ));
-                r
-            }
-        },
-    };
+    let root = repo_root(cfg, &mut notes);
     let root = std::fs::canonicalize(&root)
         .map_err(|e| RunError::Usage(format!("{}: {e}", root.display())))?;
     let scope = std::fs::canonicalize(&cfg.path)
@@ -411,34 +389,13 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
         None => Ok(None),
     };
     // usage errors first (before any thread starts)
-    let mut overlay_dirs = Vec::new();
-    for o in &cfg.overlays {
-        let checked = std::fs::canonicalize(o)
-            .map_err(|e| {
-                RunError::Usage(format!(
-                    "--overlay {}: {e} (an overlay is a cluster directory such as clusters/prod)",
-                    o.display()
-                ))
-            })
-            .and_then(|abs| {
-                if !abs.starts_with(&root) || !abs.is_dir() {
-                    Err(RunError::Usage(format!(
-                        "--overlay {}: not a directory inside the repository {}",
-                        o.display(),
-                        root.display()
-                    )))
-                } else {
-                    Ok(abs)
-                }
-            });
-        match checked {
-            Ok(abs) => overlay_dirs.push(tree::rel(&root, &abs)),
-            Err(e) => {
-                git_result(git)?;
-                return Err(e);
-            }
+    let overlay_dirs = match overlay_args(cfg, &root) {
+        Ok(dirs) => dirs,
+        Err(e) => {
+            git_result(git)?;
+            return Err(e);
         }
-    }
+    };
     // markercheck's rules run on their own thread beside the overlays; its stack is
     // markercheck's deep one, as in its own binary
     let mc_cfg = cfg.markers.then(|| markercheck::check::Config {
@@ -500,164 +457,19 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
             notes,
             ..Default::default()
         };
-        let mut overlay_dirs = overlay_dirs;
-        let mut unrendered = Vec::new();
-        if overlay_dirs.is_empty() {
-            RunProgress::set_phase(&cfg.progress, phase::DISCOVER);
-            let found = fleet::find_overlays(&repo, &renderer, cfg.jobs);
-            overlay_dirs = found.overlays;
-            unrendered = found.unrendered;
-            report.stats.candidates = found.candidates;
-        }
-        // an overlay below PATH that reads files outside it (`fleetlint clusters/dev`, its
-        // base in clusters/base): its rules need those files parsed (positions, raw
-        // documents, the inputs of every Kustomization it applies), so the repository is read
-        // whole for them; markercheck's rules still cover PATH only
-        let repo = if !repo.scope.is_empty()
-            && overlay_dirs
-                .iter()
-                .chain(&unrendered)
-                .any(|d| repo.closure(d).iter().any(|f| !repo.in_scope(f)))
-        {
-            report.notes.push(format!(
-                "the overlays under {} read files outside it: the repository {} is read for their rules (marker rules cover {} only)",
-                cfg.path.display(),
-                root.display(),
-                cfg.path.display()
-            ));
-            RunProgress::set_phase(&cfg.progress, phase::WALK);
-            tree::Repo::load_counted(
-                &root,
-                &root,
-                cfg.cache_dir.as_deref(),
-                cfg.progress.as_deref().map(|p| &p.files),
-            )
-            .map_err(load_error)?
-        } else {
-            repo
-        };
-        RunProgress::set_phase(&cfg.progress, phase::OVERLAYS);
-        if let Some(p) = &cfg.progress {
-            p.overlays_total.store(
-                overlay_dirs.len() + unrendered.len(),
-                std::sync::atomic::Ordering::Relaxed,
-            );
-        }
-        // the overlays found, then every candidate that did not render and that no overlay
-        // reaches (an overlay that reaches it reports its render error under its
-        // Kustomization): linted as an overlay, which reports the failure (FL001)
-        let mut built: Vec<fleet::Overlay> = overlay_dirs
-            .iter()
-            .map(|dir| {
-                let ov = fleet::build_overlay(&repo, &renderer, dir, cfg.jobs);
-                if let Some(p) = &cfg.progress {
-                    p.overlays_done
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                ov
-            })
-            .collect();
-        for dir in fleet::unrendered_to_report(&repo, &unrendered, &built) {
-            let mut ov = fleet::build_overlay(&repo, &renderer, &dir, cfg.jobs);
-            ov.unconfirmed = true;
-            built.push(ov);
-        }
-        if let Some(p) = &cfg.progress {
-            p.overlays_done
-                .fetch_add(unrendered.len(), std::sync::atomic::Ordering::Relaxed);
-        }
-        built.sort_by(|a, b| a.dir.cmp(&b.dir));
+        let (repo, overlay_dirs, unrendered) =
+            overlays_to_lint(cfg, repo, &renderer, overlay_dirs, &mut report)
+                .map_err(load_error)?;
+        let built = build_overlays(cfg, &repo, &renderer, &overlay_dirs, &unrendered);
         for ov in &built {
-            let dir = &ov.dir;
-            let mut findings = lint::lint_overlay(&repo, ov, &options);
-            let chains = lint::timeout_chains(ov);
-            // --changed-since: the Kustomizations whose inputs changed, their descendants and
-            // their dependents
-            let affected: BTreeSet<String> = match &changed {
-                None => ov.ks.iter().map(fleet::FluxKs::id).collect(),
-                Some(ch) => affected_ks(&repo, ov, ch),
-            };
-            // an overlay whose own directory does not render is reported whatever changed:
-            // none of it could be linted, so nothing shows the change is safe
-            let unrendered_root = |f: &Finding| f.rule == "FL001" && f.kustomizations.is_empty();
-            if let Some(ch) = &changed {
-                findings.retain(|f| {
-                    f.kustomizations.iter().any(|k| affected.contains(k))
-                        || ch.contains(&f.file)
-                        || unrendered_root(f)
-                });
-            }
-            report.stats.kustomizations += ov.ks.len();
-            report.stats.affected += affected.len();
-            report.overlays.push(OverlayReport {
-                dir: dir.clone(),
-                root: ov.root.map(|r| ov.ks[r].id()),
-                kustomizations: graph_order(ov)
-                    .into_iter()
-                    .map(|i| (i, &ov.ks[i]))
-                    .map(|(i, k)| GraphNode {
-                        id: k.id(),
-                        file: k.file.clone(),
-                        line: k.line,
-                        path: k.path.clone(),
-                        source_ref: format!("{}/{}/{}", k.source.0, k.source.1, k.source.2),
-                        depends_on: k
-                            .depends_on
-                            .iter()
-                            .map(|(n, m)| format!("{n}/{m}"))
-                            .collect(),
-                        wait: k.wait,
-                        timeout: cluster_loop::duration::format_go_duration(k.timeout),
-                        timeout_chain: cluster_loop::duration::format_go_duration(chains[i]),
-                        target_namespace: k.target_namespace.clone(),
-                        post_build: k.post_build.is_some(),
-                        variables: k.vars.keys().cloned().collect(),
-                        followed: k.followed,
-                        applied_by: k.parent.map(|p| ov.ks[p].id()),
-                        affected: affected.contains(&k.id()),
-                    })
-                    .collect(),
-                objects: ov.objects.len(),
-                rendered: !ov.render_errors.iter().any(|e| e.ks.is_none()),
-            });
-            report.findings.extend(findings);
+            overlay_report(&repo, ov, &options, changed.as_ref(), &mut report);
         }
         if let Some(mc) = markers {
             RunProgress::set_phase(&cfg.progress, phase::MARKERS);
             let mc = mc
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            let cwd = std::env::current_dir().unwrap_or_default();
-            // markercheck's errors and warnings; its info findings are about its simulation
-            // (MC070-MC072), which fleetlint does not run
-            for f in mc
-                .findings
-                .into_iter()
-                .filter(|f| f.severity != Severity::Info)
-            {
-                let abs = cwd.join(&f.file);
-                let file = if f.file.is_empty() {
-                    String::new()
-                } else {
-                    tree::rel(&root, &std::fs::canonicalize(&abs).unwrap_or(abs))
-                };
-                if let Some(ch) = &changed
-                    && !ch.contains(&file)
-                {
-                    continue;
-                }
-                report.findings.push(Finding {
-                    file,
-                    line: f.line,
-                    rule: f.rule.into(),
-                    name: f.name.into(),
-                    severity: f.severity,
-                    overlay: None,
-                    message: f.message,
-                    fix: f.fix,
-                    kustomizations: vec![],
-                });
-            }
+            marker_findings(mc, &root, changed.as_ref(), &mut report);
         }
         report.findings.sort();
         report.findings.dedup();
@@ -678,6 +490,266 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
         report.changed_files = changed.map(|c| c.into_iter().collect());
         Ok(report)
     })
+}
+
+/// The overlays to lint: `overlay_dirs` (`--overlay`), else the ones found in `repo`, and the
+/// candidates that did not render; with the repository read whole when one of them reads files
+/// outside PATH. Errors: reading the repository.
+fn overlays_to_lint(
+    cfg: &Config,
+    repo: tree::Repo,
+    renderer: &render::Renderer,
+    mut overlay_dirs: Vec<String>,
+    report: &mut Report,
+) -> std::io::Result<(tree::Repo, Vec<String>, Vec<String>)> {
+    let root = &report.root;
+    let mut unrendered = Vec::new();
+    if overlay_dirs.is_empty() {
+        RunProgress::set_phase(&cfg.progress, phase::DISCOVER);
+        let found = fleet::find_overlays(&repo, renderer, cfg.jobs);
+        overlay_dirs = found.overlays;
+        unrendered = found.unrendered;
+        report.stats.candidates = found.candidates;
+    }
+    // an overlay below PATH that reads files outside it (`fleetlint clusters/dev`, its
+    // base in clusters/base): its rules need those files parsed (positions, raw
+    // documents, the inputs of every Kustomization it applies), so the repository is read
+    // whole for them; markercheck's rules still cover PATH only
+    let repo = if !repo.scope.is_empty()
+        && overlay_dirs
+            .iter()
+            .chain(&unrendered)
+            .any(|d| repo.closure(d).iter().any(|f| !repo.in_scope(f)))
+    {
+        report.notes.push(format!(
+            "the overlays under {} read files outside it: the repository {} is read for their rules (marker rules cover {} only)",
+            cfg.path.display(),
+            root.display(),
+            cfg.path.display()
+        ));
+        RunProgress::set_phase(&cfg.progress, phase::WALK);
+        tree::Repo::load_counted(
+            root,
+            root,
+            cfg.cache_dir.as_deref(),
+            cfg.progress.as_deref().map(|p| &p.files),
+        )?
+    } else {
+        repo
+    };
+    Ok((repo, overlay_dirs, unrendered))
+}
+
+/// The repository root: `--repo-root`, the Git root above PATH, else (outside a Git checkout)
+/// the current directory when PATH is below it, or PATH itself, said in a note.
+fn repo_root(cfg: &Config, notes: &mut Vec<String>) -> PathBuf {
+    match &cfg.repo_root {
+        Some(r) => r.clone(),
+        None => match repo_root_of(&cfg.path) {
+            Some(r) => r,
+            None => {
+                // Outside a Git checkout (a CI export, a tarball): the current directory when
+                // PATH is below it (`fleetlint clusters/` in a copy of the repository), else
+                // PATH itself, as markercheck does; and say so, since every spec.path is
+                // resolved from it.
+                let abs = std::fs::canonicalize(&cfg.path).unwrap_or_else(|_| cfg.path.clone());
+                let r = match std::env::current_dir().and_then(std::fs::canonicalize) {
+                    Ok(cwd) if abs.starts_with(&cwd) => cwd,
+                    _ => cfg.path.clone(),
+                };
+                notes.push(format!(
+                "no .git above {}: Kustomization spec.path and spec.update.path are taken relative to {} (set the repository root with --repo-root)",
+                cfg.path.display(),
+                r.display()
+            ));
+                r
+            }
+        },
+    }
+}
+
+/// The `--overlay` directories, repository-relative; the first that is not a directory inside
+/// the repository `root` is a usage error.
+fn overlay_args(cfg: &Config, root: &Path) -> Result<Vec<String>, RunError> {
+    let mut overlay_dirs = Vec::new();
+    for o in &cfg.overlays {
+        let checked = std::fs::canonicalize(o)
+            .map_err(|e| {
+                RunError::Usage(format!(
+                    "--overlay {}: {e} (an overlay is a cluster directory such as clusters/prod)",
+                    o.display()
+                ))
+            })
+            .and_then(|abs| {
+                if !abs.starts_with(root) || !abs.is_dir() {
+                    Err(RunError::Usage(format!(
+                        "--overlay {}: not a directory inside the repository {}",
+                        o.display(),
+                        root.display()
+                    )))
+                } else {
+                    Ok(abs)
+                }
+            });
+        overlay_dirs.push(tree::rel(root, &checked?));
+    }
+    Ok(overlay_dirs)
+}
+
+/// The overlays found, then every candidate that did not render and that no overlay reaches
+/// (an overlay that reaches it reports its render error under its Kustomization): linted as
+/// an overlay, which reports the failure (FL001). Sorted by directory.
+fn build_overlays(
+    cfg: &Config,
+    repo: &tree::Repo,
+    renderer: &render::Renderer,
+    overlay_dirs: &[String],
+    unrendered: &[String],
+) -> Vec<fleet::Overlay> {
+    RunProgress::set_phase(&cfg.progress, phase::OVERLAYS);
+    if let Some(p) = &cfg.progress {
+        p.overlays_total.store(
+            overlay_dirs.len() + unrendered.len(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+    let mut built: Vec<fleet::Overlay> = overlay_dirs
+        .iter()
+        .map(|dir| {
+            let ov = fleet::build_overlay(repo, renderer, dir, cfg.jobs);
+            if let Some(p) = &cfg.progress {
+                p.overlays_done
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            ov
+        })
+        .collect();
+    for dir in fleet::unrendered_to_report(repo, unrendered, &built) {
+        let mut ov = fleet::build_overlay(repo, renderer, &dir, cfg.jobs);
+        ov.unconfirmed = true;
+        built.push(ov);
+    }
+    if let Some(p) = &cfg.progress {
+        p.overlays_done
+            .fetch_add(unrendered.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+    built.sort_by(|a, b| a.dir.cmp(&b.dir));
+    built
+}
+
+/// The findings of one overlay (only those `changed` affects, with `--changed-since`) and its
+/// Kustomization graph, into `report`.
+fn overlay_report(
+    repo: &tree::Repo,
+    ov: &fleet::Overlay,
+    options: &lint::Options,
+    changed: Option<&BTreeSet<String>>,
+    report: &mut Report,
+) {
+    let dir = &ov.dir;
+    let mut findings = lint::lint_overlay(repo, ov, options);
+    let chains = lint::timeout_chains(ov);
+    // --changed-since: the Kustomizations whose inputs changed, their descendants and
+    // their dependents
+    let affected: BTreeSet<String> = match &changed {
+        None => ov.ks.iter().map(fleet::FluxKs::id).collect(),
+        Some(ch) => affected_ks(repo, ov, ch),
+    };
+    // an overlay whose own directory does not render is reported whatever changed:
+    // none of it could be linted, so nothing shows the change is safe
+    let unrendered_root = |f: &Finding| f.rule == "FL001" && f.kustomizations.is_empty();
+    if let Some(ch) = &changed {
+        findings.retain(|f| {
+            f.kustomizations.iter().any(|k| affected.contains(k))
+                || ch.contains(&f.file)
+                || unrendered_root(f)
+        });
+    }
+    report.stats.kustomizations += ov.ks.len();
+    report.stats.affected += affected.len();
+    report.overlays.push(OverlayReport {
+        dir: dir.clone(),
+        root: ov.root.map(|r| ov.ks[r].id()),
+        kustomizations: graph_nodes(ov, &chains, &affected),
+        objects: ov.objects.len(),
+        rendered: !ov.render_errors.iter().any(|e| e.ks.is_none()),
+    });
+    report.findings.extend(findings);
+}
+
+/// The overlay's Kustomizations in graph order, as the report shows them.
+fn graph_nodes(
+    ov: &fleet::Overlay,
+    chains: &[std::time::Duration],
+    affected: &BTreeSet<String>,
+) -> Vec<GraphNode> {
+    graph_order(ov)
+        .into_iter()
+        .map(|i| (i, &ov.ks[i]))
+        .map(|(i, k)| GraphNode {
+            id: k.id(),
+            file: k.file.clone(),
+            line: k.line,
+            path: k.path.clone(),
+            source_ref: format!("{}/{}/{}", k.source.0, k.source.1, k.source.2),
+            depends_on: k
+                .depends_on
+                .iter()
+                .map(|(n, m)| format!("{n}/{m}"))
+                .collect(),
+            wait: k.wait,
+            timeout: cluster_loop::duration::format_go_duration(k.timeout),
+            timeout_chain: cluster_loop::duration::format_go_duration(chains[i]),
+            target_namespace: k.target_namespace.clone(),
+            post_build: k.post_build.is_some(),
+            variables: k.vars.keys().cloned().collect(),
+            followed: k.followed,
+            applied_by: k.parent.map(|p| ov.ks[p].id()),
+            affected: affected.contains(&k.id()),
+        })
+        .collect()
+}
+
+/// markercheck's errors and warnings, with repository-relative paths (only in changed files,
+/// with `--changed-since`); its info findings are about its simulation (MC070-MC072), which
+/// fleetlint does not run.
+fn marker_findings(
+    mc: markercheck::check::Report,
+    root: &Path,
+    changed: Option<&BTreeSet<String>>,
+    report: &mut Report,
+) {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    // markercheck's errors and warnings; its info findings are about its simulation
+    // (MC070-MC072), which fleetlint does not run
+    for f in mc
+        .findings
+        .into_iter()
+        .filter(|f| f.severity != Severity::Info)
+    {
+        let abs = cwd.join(&f.file);
+        let file = if f.file.is_empty() {
+            String::new()
+        } else {
+            tree::rel(root, &std::fs::canonicalize(&abs).unwrap_or(abs))
+        };
+        if let Some(ch) = &changed
+            && !ch.contains(&file)
+        {
+            continue;
+        }
+        report.findings.push(Finding {
+            file,
+            line: f.line,
+            rule: f.rule.into(),
+            name: f.name.into(),
+            severity: f.severity,
+            overlay: None,
+            message: f.message,
+            fix: f.fix,
+            kustomizations: vec![],
+        });
+    }
 }
 
 /// The YAML files of markercheck's scan of `scope` for [`tree::Repo::from_files`]:
