@@ -11,25 +11,7 @@ use realcluster::testkit::{condition, eventually};
 use realcluster::Cluster;
 use serde_json::Value;
 
-use super::{BIN, cluster};
-
-fn unstick(c: &Cluster, args: &[&str]) -> (i32, Value, String) {
-    let out = std::process::Command::new(BIN)
-        .arg("--kubeconfig")
-        .arg(c.kubeconfig())
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let v = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
-    (
-        out.status.code().unwrap_or(-1),
-        v,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use super::{cluster, unstick_json};
 
 fn running_checks(c: &Cluster, name: &str) {
     eventually(
@@ -71,7 +53,7 @@ fn wrong_namespace_health_check_is_named_and_its_end_predicted() {
     )
     .unwrap();
     running_checks(c, name);
-    let (code, v, err) = unstick(c, &[&format!("ks/{name}"), "--dry-run", "-o", "json"]);
+    let (code, v, err) = unstick_json(c, &[&format!("ks/{name}"), "--dry-run"]);
     assert_ne!(code, 0, "{v:#}\n{err}");
     let d = &v["diagnosis"];
     assert_eq!(d["class"], "health-check-in-flight", "{v:#}");
@@ -125,7 +107,7 @@ fn missing_crd_on_apply_is_said_and_no_request_is_sent() {
         let r = condition(&c.kustomization(name), "Ready");
         (r["status"] == "False" && r["reason"] == "ReconciliationFailed").then_some(r)
     });
-    let (code, v, err) = unstick(c, &[&format!("ks/{name}"), "--dry-run", "-o", "json"]);
+    let (code, v, err) = unstick_json(c, &[&format!("ks/{name}"), "--dry-run"]);
     assert_eq!(code, 1, "{v:#}\n{err}");
     let d = &v["diagnosis"];
     assert_eq!(d["class"], "reconcile-failed", "{ready}\n{v:#}");
@@ -170,7 +152,7 @@ fn deadline_predicts_fail_fast_on_the_real_controller() {
             .ok()?;
         d.contains("lastUpdateTime").then_some(())
     });
-    let (_, v, err) = unstick(c, &[&format!("ks/{name}"), "--dry-run", "-o", "json"]);
+    let (_, v, err) = unstick_json(c, &[&format!("ks/{name}"), "--dry-run"]);
     let d = &v["diagnosis"];
     assert_eq!(d["class"], "health-check-in-flight", "{v:#}\n{err}");
     let hc = &d["healthCheck"];

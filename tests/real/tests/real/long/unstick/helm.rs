@@ -30,6 +30,7 @@ use serde_json::Value;
 
 use super::BIN;
 use super::situations::concurrently;
+use super::unstick_json as unstick;
 
 /// The cluster of this file: helm-controller runs, kustomize-controller as by default. Started
 /// on first use, on a thread of its own (start() runs a runtime of its own). Panics with the
@@ -40,22 +41,6 @@ fn helm_cluster() -> realcluster::Lease {
         helm_controller: true,
         ..ClusterOptions::default()
     })
-}
-
-/// Runs the plugin with `-o json`; (exit code, parsed stdout, stderr).
-fn unstick(c: &Cluster, args: &[&str]) -> (i32, Value, String) {
-    let out = Command::new(BIN)
-        .arg("--kubeconfig")
-        .arg(c.kubeconfig())
-        .args(args)
-        .args(["-o", "json"])
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let v = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
-    (out.status.code().unwrap_or(-1), v, stderr)
 }
 
 /// `kubectl -n NS get WHAT -o json`; `Value::Null` while it does not exist yet (or cannot be

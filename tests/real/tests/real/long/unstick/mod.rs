@@ -42,6 +42,19 @@ pub fn unstick(c: &Cluster, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// The outcome of [`unstick`] run with `-o json`: (exit code, the parsed stdout, stderr).
+/// Panics with stdout and stderr when stdout is not JSON.
+pub fn json_of((code, stdout, stderr): (i32, String, String)) -> (i32, serde_json::Value, String) {
+    let v = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    (code, v, stderr)
+}
+
+/// [`unstick`] with `-o json` after `args`, its report parsed ([`json_of`]).
+pub fn unstick_json(c: &Cluster, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let args: Vec<&str> = args.iter().copied().chain(["-o", "json"]).collect();
+    json_of(unstick(c, &args))
+}
+
 /// This group's shared cluster (default options), leased (started on first use, stopped after its last lease). Panics with the start
 /// error.
 pub fn cluster() -> realcluster::Lease {

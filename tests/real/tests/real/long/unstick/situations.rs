@@ -14,23 +14,7 @@ use realcluster::testkit::{condition, eventually};
 use realcluster::{Cluster, ClusterOptions, FLUX_NS};
 use serde_json::Value;
 
-use super::{BIN, cluster};
-
-/// Runs the plugin with `-o json` added; (exit code, parsed stdout, stderr).
-fn unstick(c: &Cluster, args: &[&str]) -> (i32, Value, String) {
-    let out = Command::new(BIN)
-        .arg("--kubeconfig")
-        .arg(c.kubeconfig())
-        .args(args)
-        .args(["-o", "json"])
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let v = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
-    (out.status.code().unwrap_or(-1), v, stderr)
-}
+use super::{BIN, cluster, unstick_json as unstick};
 
 fn ns_yaml(ns: &str) -> String {
     format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n")
