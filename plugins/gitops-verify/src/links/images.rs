@@ -405,3 +405,49 @@ fn pushed(cx: &Context<'_>, a: &ImageUpdateAutomation, who: String, seen: String
     )
     .fix("add {\"$imagepolicy\": \"NS:POLICY\"} to the image field in Git; kubectl markercheck PATH simulates the automation on the repository")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_and_digests_of_references() {
+        assert_eq!(tag_digest("reg:5000/app:1.2.3"), ("1.2.3", ""));
+        assert_eq!(
+            tag_digest("reg:5000/app:1.2.3@sha256:ab"),
+            ("1.2.3", "sha256:ab")
+        );
+        assert_eq!(tag_digest("reg:5000/app"), ("", ""));
+    }
+
+    #[test]
+    fn a_bare_tag_names_the_policy_whose_tag_it_is() {
+        let mut p = ImagePolicy::default();
+        p.metadata.name = Some("app".into());
+        p.metadata.namespace = Some("flux-system".into());
+        p.status.latest_ref = Some(cluster_loop::flux::ImageRef {
+            name: "reg/app".into(),
+            tag: "1.1.0".into(),
+            digest: None,
+        });
+        let containers = vec![
+            (
+                "Deployment/a/app container app".to_string(),
+                "1.1.0".to_string(),
+            ),
+            (
+                "Deployment/a/ok container ok".to_string(),
+                "reg/app:1.1.0".to_string(),
+            ),
+        ];
+        let e = bare_tags(&containers, &[p]);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].verdict, Verdict::Broken);
+        assert!(
+            e[0].detail
+                .contains("ImagePolicy flux-system/app's latestRef tag"),
+            "{}",
+            e[0].detail
+        );
+    }
+}

@@ -383,3 +383,42 @@ async fn from_pod(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn branch_of_follows_source_controller_defaults() {
+        assert_eq!(
+            branch_of(&json!({"spec": {"ref": {"branch": "main"}}})).as_deref(),
+            Some("main")
+        );
+        // api/v1 GitRepositoryRef: no ref at all is the master branch.
+        assert_eq!(branch_of(&json!({"spec": {}})).as_deref(), Some("master"));
+        for pinned in ["tag", "semver", "name", "commit"] {
+            assert_eq!(
+                branch_of(&json!({"spec": {"ref": {"branch": "main", pinned: "x"}}})),
+                None,
+                "{pinned}"
+            );
+        }
+    }
+
+    #[test]
+    fn next_fetch_is_interval_plus_timeout() {
+        let now: Timestamp = "2026-12-03T18:00:00Z".parse().unwrap();
+        let src = json!({"spec": {"interval": "5m", "timeout": "30s"}});
+        assert_eq!(
+            next_fetch(&src, now).unwrap().to_string(),
+            "2026-12-03T18:05:30Z"
+        );
+        // Defaults: timeout 60s.
+        let src = json!({"spec": {"interval": "1m"}});
+        assert_eq!(
+            next_fetch(&src, now).unwrap().to_string(),
+            "2026-12-03T18:02:00Z"
+        );
+    }
+}

@@ -246,3 +246,44 @@ fn member(
 fn id_ref(w: &Value) -> String {
     format!("{}/{}", obj::kind(w).to_lowercase(), obj::name(w))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deploy(image: &str) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "web", "namespace": "apps", "generation": 2},
+               "spec": {"template": {"spec": {"containers": [{"name": "web", "image": image}]}}}})
+    }
+
+    fn pod(name: &str, image: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": "apps"},
+               "spec": {"containers": [{"name": "web", "image": image}]}})
+    }
+
+    #[test]
+    fn only_a_pod_of_the_current_template_is_certain() {
+        let w = deploy("reg/web:2");
+        let pods = [pod("new", "reg/web:2"), pod("old", "0.1.1")];
+        assert!(of_template(&w, &pods, "new"));
+        // The old ReplicaSet's pod: the rollout removes it, its pull error is not final.
+        assert!(!of_template(&w, &pods, "old"));
+        assert!(!of_template(&w, &pods, "gone"));
+    }
+
+    #[test]
+    fn progress_deadline_is_the_progressing_update_plus_the_spec() {
+        let mut w = deploy("reg/web:2");
+        w["spec"]["progressDeadlineSeconds"] = json!(120);
+        w["status"] = json!({"conditions": [{"type": "Progressing", "status": "True",
+            "lastUpdateTime": "2026-12-03T18:00:00Z"}]});
+        assert_eq!(
+            progress_deadline(&w).unwrap().to_string(),
+            "2026-12-03T18:02:00Z"
+        );
+        w["kind"] = json!("StatefulSet");
+        assert_eq!(progress_deadline(&w), None);
+    }
+}
