@@ -126,8 +126,8 @@ fn chain_that_holds_exits_0() {
 
 /// A source revision behind the remote: a commit pushed after the last fetch (the source's
 /// interval set to 100h first, so no fetch can race the check) is `waiting` on link 1 with its
-/// next fetch as the deadline, the link moving, exit 4; suspended, it is `broken` with the
-/// resume command, exit 1.
+/// next fetch as the deadline, the link moving, exit 4; `--wait` on it waits and SIGINT ends
+/// it with 130; suspended, it is `broken` with the resume command, exit 1.
 #[test]
 fn source_behind_the_remote_is_named() {
     let c = &cluster();
@@ -175,6 +175,41 @@ fn source_behind_the_remote_is_named() {
         (99 * 3600..=100 * 3600 + 120).contains(&left),
         "next fetch within 100h + timeout: {left}s"
     );
+
+    // `--wait` on that state waits (its deadline is the 100h fetch + margin); SIGINT ends it at
+    // once with 130.
+    let mut child = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(["--source", "gitrepository/gv-behind", "--wait"])
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let mut line = String::new();
+    while std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0 {
+        seen.push_str(&line);
+        if line.starts_with("waiting until") {
+            break;
+        }
+        line.clear();
+    }
+    assert!(
+        seen.contains("waiting until") && seen.contains("GitRepository/flux-system/gv-behind"),
+        "{seen}"
+    );
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let st = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(st.code(), Some(130), "{seen}{rest}");
+    assert!(rest.contains("interrupted"), "{rest}");
 
     c.kubectl(&[
         "-n",
