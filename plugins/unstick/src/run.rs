@@ -125,8 +125,8 @@ pub struct Cli {
     /// (default: the Kustomization's spec.timeout plus --margin)
     #[arg(long, requires = "check", value_parser = parse_duration, value_name = "DURATION")]
     timeout: Option<Duration>,
-    /// Do not ask for confirmation on a terminal (conflicts with --dry-run, which changes
-    /// nothing and so asks nothing)
+    /// Pull the lever without asking. Without it, unstick asks on a terminal and writes
+    /// nothing when stdin is not one (conflicts with --dry-run, which changes nothing)
     #[arg(short = 'y', long, conflicts_with = "dry_run")]
     yes: bool,
 
@@ -322,7 +322,22 @@ async fn single(
         }
         return Ok(read_only_code);
     }
-    if !waits && !cli.yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+    // No terminal to ask on and no --yes: nothing is written (a script never pulls a lever
+    // by accident; the fresh-user trial saw `unstick ks/X </dev/null` suspend and resume
+    // without asking). The diagnosis and plan above stand, with their read-only exit code.
+    let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !waits && !cli.yes && !terminal {
+        rep.action = "not-confirmed".into();
+        if machine {
+            print_machine(cli.output.output, &rep)?;
+        }
+        eprintln!(
+            "nothing changed: stdin is not a terminal to confirm lever {} on {}; pass --yes to pull it without asking (or --dry-run to only diagnose)",
+            plan.lever, d.kustomization
+        );
+        return Ok(read_only_code);
+    }
+    if !waits && !cli.yes {
         eprint!("Pull lever {} on {}? [y/N] ", plan.lever, d.kustomization);
         let _ = std::io::stderr().flush();
         let answer = tokio::select! {

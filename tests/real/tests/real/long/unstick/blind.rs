@@ -612,8 +612,9 @@ fn out_value(c: &Cluster, name: &str) -> String {
 /// `reconcile.fluxcd.io/watch=Enabled`). Observed first on the real controller: after a change
 /// of both `substituteFrom` ConfigMaps, the labelled control's Kustomization applies the new
 /// value within 60 s, the unlabelled one's does not for 20 s more. unstick then says
-/// `config-not-watched` (never healthy), exit 1, in both views; its request is proven and the
-/// new value is applied.
+/// `config-not-watched` (never healthy), exit 1, in both views; with no terminal and no
+/// `--yes` it writes nothing (`not-confirmed`); with `--yes` its request is proven and the new
+/// value is applied.
 #[test]
 fn a_changed_substitute_from_configmap_without_the_watch_label_is_named_and_requested() {
     let c = &quiet_cluster();
@@ -665,6 +666,25 @@ fn a_changed_substitute_from_configmap_without_the_watch_label_is_named_and_requ
     assert_eq!(r["class"], "config-not-watched", "{r:#}");
     assert_eq!(all_code, 1);
     assert_eq!(row(c, ctl).1["class"], "healthy");
+    // No terminal and no --yes: nothing is written (the trial's `</dev/null` case).
+    let out = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args([&format!("ks/{p}"), "-o", "json"])
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(v["action"], "not-confirmed", "{v:#}\n{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("pass --yes"), "{err}");
+    let k = c.kustomization(p);
+    assert!(
+        k["metadata"]["annotations"]["reconcile.fluxcd.io/requestedAt"].is_null(),
+        "{k:#}"
+    );
     let (code, v, err) = unstick(c, &[&format!("ks/{p}"), "--yes"]);
     assert_eq!(v["proof"], "recovered", "{v:#}\n{err}");
     assert_eq!(code, 0);
