@@ -351,6 +351,39 @@ mod tests {
     }
 
     #[test]
+    fn the_chain_report_serialises_as_json_and_yaml() {
+        let links = vec![link(1, "source", Verdict::Waiting)];
+        let r = ChainReport {
+            api_version: API_VERSION,
+            kind: KIND,
+            checked_at: "2026-12-03T18:00:00Z".parse().unwrap(),
+            scope: Scope {
+                namespace: "flux-system".into(),
+                source: None,
+            },
+            first_broken: first_broken(&links),
+            exit_code: exit_code(&links),
+            links,
+            wait: None,
+            notes: vec![],
+            api_requests: 7,
+        };
+        use cluster_loop::output::{OutputFormat, to_machine_string};
+        let j: serde_json::Value =
+            serde_json::from_str(&to_machine_string(OutputFormat::Json, &r).unwrap()).unwrap();
+        assert_eq!(j["kind"], "ChainReport");
+        assert_eq!(j["checkedAt"], "2026-12-03T18:00:00Z");
+        assert_eq!(j["firstBroken"], "source");
+        assert_eq!(j["exitCode"], 4);
+        assert_eq!(j["links"][0]["verdict"], "waiting");
+        let y = to_machine_string(OutputFormat::Yaml, &r).unwrap();
+        assert!(
+            y.contains("kind: ChainReport") && y.contains("verdict: waiting"),
+            "{y}"
+        );
+    }
+
+    #[test]
     fn nothing_to_check_is_not_ok() {
         let l = LinkReport::from_members(4, "images", vec![], "no ImagePolicy");
         assert_eq!(l.verdict, Verdict::NotApplicable);
