@@ -179,15 +179,7 @@ fn parse_set(s: &str) -> Result<ImagePolicy> {
 /// errors, as [`cluster_loop::error::Error`].
 pub fn run(cli: Cli) -> Result<i32> {
     if cli.list_rules {
-        let mut s = String::new();
-        for (id, name, sev, desc) in check::RULES {
-            s.push_str(&format!(
-                "{id}  {name:<24} {:<8} {desc}\n",
-                format!("{sev:?}").to_lowercase()
-            ));
-        }
-        write_stdout(&s)?;
-        return Ok(EXIT_OK);
+        return list_rules();
     }
     // bad --set values are usage errors before any file or cluster is read
     let sets = cli
@@ -208,6 +200,78 @@ pub fn run(cli: Cli) -> Result<i32> {
             )));
         }
     }
+    let extra = extra_objects(&cli)?;
+    let cfg = Config {
+        paths: paths.clone(),
+        default_namespace: cli.default_namespace.clone(),
+        extra,
+        sets,
+        ignore_tree_objects: cli.cluster_only,
+        max_file_size: cli.max_file_size,
+        repo_root: cli.repo_root.clone(),
+        normalize: cli.normalize,
+    };
+    let mut report: Report = check::run(&cfg);
+    stderr_notes(&report);
+    let rendered = if cli.render && !report.changes.is_empty() {
+        render_findings(&paths, &mut report)?
+    } else {
+        Vec::new()
+    };
+    if cli.write {
+        write_changes(&cli, &report, &rendered)?;
+    }
+    let errors = report
+        .findings
+        .iter()
+        .any(|f| f.severity == Severity::Error);
+    match cli.format {
+        Format::Github => {
+            let mut s = crate::report::github(&report.findings);
+            if cli.simulate || cli.write || cli.normalize {
+                for c in &report.changes {
+                    s.push_str(&c.diff);
+                }
+            }
+            write_stdout(&s)?;
+        }
+        Format::Sarif => {
+            print_machine(OutputFormat::Json, &crate::report::sarif(&report.findings))?;
+        }
+        Format::Text => match cli.output.output {
+            OutputFormat::Table => print_table(&cli, &report)?,
+            fmt => {
+                print_machine(
+                    fmt,
+                    &crate::report::MachineReport::new(
+                        &paths,
+                        &report.stats,
+                        &report.findings,
+                        &report.changes,
+                        &rendered,
+                    ),
+                )?;
+            }
+        },
+    }
+    Ok(if errors { EXIT_FINDING } else { EXIT_OK })
+}
+
+/// `--list-rules`: every rule, a line each.
+fn list_rules() -> Result<i32> {
+    let mut s = String::new();
+    for (id, name, sev, desc) in check::RULES {
+        s.push_str(&format!(
+            "{id}  {name:<24} {:<8} {desc}\n",
+            format!("{sev:?}").to_lowercase()
+        ));
+    }
+    write_stdout(&s)?;
+    Ok(EXIT_OK)
+}
+
+/// The objects of `--policies` files and, with `--from-cluster`, of the cluster.
+fn extra_objects(cli: &Cli) -> Result<Objects> {
     let mut extra = Objects::default();
     for f in &cli.policies {
         let o = from_yaml_file(f, &cli.default_namespace).map_err(Error::Usage)?;
@@ -230,18 +294,11 @@ pub fn run(cli: Cli) -> Result<i32> {
         extra.repositories.extend(o.repositories);
         extra.automations.extend(o.automations);
     }
-    let cfg = Config {
-        paths: paths.clone(),
-        default_namespace: cli.default_namespace.clone(),
-        extra,
-        sets,
-        ignore_tree_objects: cli.cluster_only,
-        max_file_size: cli.max_file_size,
-        repo_root: cli.repo_root.clone(),
-        normalize: cli.normalize,
-    };
-    let mut report: Report = check::run(&cfg);
-    // bad-input notes on stderr (stdout keeps its machine shape)
+    Ok(extra)
+}
+
+/// Bad-input notes on stderr (stdout keeps its machine shape).
+fn stderr_notes(report: &Report) {
     for (p, kind) in &report.skipped_special {
         note!(
             "note: {p}: skipped, {kind} is not a regular file (git stores only files and symlinks, so Flux never sees it)"
@@ -264,200 +321,177 @@ pub fn run(cli: Cli) -> Result<i32> {
             );
         }
     }
+}
+
+/// `--render`: `kubectl kustomize` before and after the change of every directory it touches
+/// (MC080 render errors, MC081 image changes, MC082 bare images); the renders.
+fn render_findings(paths: &[PathBuf], report: &mut Report) -> Result<Vec<render::Rendered>> {
     let mut rendered = Vec::new();
-    if cli.render && !report.changes.is_empty() {
-        for p in &paths {
-            let r = render::render(p, &report.changes).map_err(|e| Error::io(p, e))?;
-            rendered.extend(r);
-        }
-        for r in &rendered {
-            for (when, e) in [("before", &r.before_error), ("after", &r.after_error)] {
-                if let Some(e) = e {
-                    report.findings.push(finding(
-                        "MC080",
-                        r.dir.clone(),
-                        0,
-                        0,
-                        format!("kubectl kustomize {} fails {when} the change: {e}", r.dir),
-                        "fix the kustomization so it renders".into(),
-                    ));
-                }
-            }
-            for i in &r.images {
-                // a bare tag or digest: by its shape, or because it is exactly what a :tag or
-                // :digest setter writes in this change
-                let bare = if check::is_digest(&i.after) {
-                    Some("digest")
-                } else if render::looks_like_bare_tag(&i.after)
-                    || report.changes.iter().any(|c| {
-                        c.changes
-                            .iter()
-                            .any(|v| v.setter.ends_with(":tag") && v.new == i.after)
-                    })
-                {
-                    Some("tag")
-                } else {
-                    None
-                };
-                let id = if bare.is_some() { "MC082" } else { "MC081" };
-                let before = if i.before.is_empty() {
-                    "(none)"
-                } else {
-                    &i.before
-                };
+    for p in paths {
+        let r = render::render(p, &report.changes).map_err(|e| Error::io(p, e))?;
+        rendered.extend(r);
+    }
+    for r in &rendered {
+        for (when, e) in [("before", &r.before_error), ("after", &r.after_error)] {
+            if let Some(e) = e {
                 report.findings.push(finding(
-                    id,
+                    "MC080",
                     r.dir.clone(),
                     0,
                     0,
-                    match bare {
-                        Some(what) => format!(
-                            "{} container {}: image {before} -> {}, a bare {what} with no repository: the node cannot pull it",
-                            i.object, i.container, i.after
-                        ),
-                        None => format!("{} container {}: image {before} -> {}", i.object, i.container, i.after),
-                    },
-                    match bare {
-                        Some(what) => format!("the marker writes a bare {what} into an image field: use the plain marker on image: (name:tag[@digest]), :{what} only on a separate {what} field (kustomize images: newTag/digest)"),
-                        None => "none needed: this is what the automation's commit deploys".into(),
-                    },
+                    format!("kubectl kustomize {} fails {when} the change: {e}", r.dir),
+                    "fix the kustomization so it renders".into(),
                 ));
             }
         }
-    }
-    if cli.write {
-        // Refuse to write a broken commit: an error-severity finding in a file the write
-        // changes (MC003 `:tag` on image:, MC007, MC024, MC030...), or a render error/bare
-        // image the change itself causes (MC080 after but not before, MC082). No override:
-        // fix the findings (or drop the marker) and run again.
-        let changed: std::collections::BTreeSet<&str> =
-            report.changes.iter().map(|c| c.file.as_str()).collect();
-        let caused_by_change = |f: &check::Finding| {
-            f.rule == "MC082"
-                || (f.rule == "MC080"
-                    && f.message.contains("fails after the change")
-                    && rendered
+        for i in &r.images {
+            // a bare tag or digest: by its shape, or because it is exactly what a :tag or
+            // :digest setter writes in this change
+            let bare = if check::is_digest(&i.after) {
+                Some("digest")
+            } else if render::looks_like_bare_tag(&i.after)
+                || report.changes.iter().any(|c| {
+                    c.changes
                         .iter()
-                        .any(|r| r.dir == f.file && r.before_error.is_none()))
-        };
-        let blockers: Vec<&check::Finding> = report
-            .findings
-            .iter()
-            .filter(|f| f.severity == Severity::Error)
-            .filter(|f| changed.contains(f.file.as_str()) || caused_by_change(f))
-            .collect();
-        if !blockers.is_empty() {
-            let ep = cli.output.stderr_painter();
-            note!(
-                "{}",
-                ep.err(&format!(
-                    "--write refused, nothing written: {} error finding(s) concern what the write would change: {}; fix them and run again",
-                    blockers.len(),
-                    blockers
-                        .iter()
-                        .map(|f| if f.line > 0 {
-                            format!("{} {}:{}", f.rule, f.file, f.line)
-                        } else {
-                            format!("{} {}", f.rule, f.file)
-                        })
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            );
-        }
-        for c in report.changes.iter().filter(|_| blockers.is_empty()) {
-            write_atomic(&c.abs, c.new.as_bytes()).map_err(|e| Error::io(&c.abs, e))?;
-            note!("wrote {}", c.file);
+                        .any(|v| v.setter.ends_with(":tag") && v.new == i.after)
+                })
+            {
+                Some("tag")
+            } else {
+                None
+            };
+            let id = if bare.is_some() { "MC082" } else { "MC081" };
+            let before = if i.before.is_empty() {
+                "(none)"
+            } else {
+                &i.before
+            };
+            report.findings.push(finding(
+                id,
+                r.dir.clone(),
+                0,
+                0,
+                match bare {
+                    Some(what) => format!(
+                        "{} container {}: image {before} -> {}, a bare {what} with no repository: the node cannot pull it",
+                        i.object, i.container, i.after
+                    ),
+                    None => format!("{} container {}: image {before} -> {}", i.object, i.container, i.after),
+                },
+                match bare {
+                    Some(what) => format!("the marker writes a bare {what} into an image field: use the plain marker on image: (name:tag[@digest]), :{what} only on a separate {what} field (kustomize images: newTag/digest)"),
+                    None => "none needed: this is what the automation's commit deploys".into(),
+                },
+            ));
         }
     }
-    let errors = report
+    Ok(rendered)
+}
+
+/// `--write`: the simulated commit written into the files, unless it would break something.
+fn write_changes(cli: &Cli, report: &Report, rendered: &[render::Rendered]) -> Result<()> {
+    // Refuse to write a broken commit: an error-severity finding in a file the write
+    // changes (MC003 `:tag` on image:, MC007, MC024, MC030...), or a render error/bare
+    // image the change itself causes (MC080 after but not before, MC082). No override:
+    // fix the findings (or drop the marker) and run again.
+    let changed: std::collections::BTreeSet<&str> =
+        report.changes.iter().map(|c| c.file.as_str()).collect();
+    let caused_by_change = |f: &check::Finding| {
+        f.rule == "MC082"
+            || (f.rule == "MC080"
+                && f.message.contains("fails after the change")
+                && rendered
+                    .iter()
+                    .any(|r| r.dir == f.file && r.before_error.is_none()))
+    };
+    let blockers: Vec<&check::Finding> = report
         .findings
         .iter()
-        .any(|f| f.severity == Severity::Error);
-    match cli.format {
-        Format::Github => {
-            let mut s = crate::report::github(&report.findings);
-            if cli.simulate || cli.write || cli.normalize {
-                for c in &report.changes {
-                    s.push_str(&c.diff);
-                }
-            }
-            write_stdout(&s)?;
-        }
-        Format::Sarif => {
-            print_machine(OutputFormat::Json, &crate::report::sarif(&report.findings))?;
-        }
-        Format::Text => match cli.output.output {
-            OutputFormat::Table => {
-                let p = cli.output.stdout_painter();
-                let mut s = crate::report::table(&report.findings, &p);
-                if cli.simulate || cli.write || cli.normalize {
-                    for c in &report.changes {
-                        if !s.is_empty() {
-                            s.push('\n');
-                        }
-                        s.push_str(&c.diff);
-                        if !c.exact {
-                            s.push_str(&format!("# approximate: {}\n", c.caveats.join("; ")));
-                        }
-                    }
-                }
-                write_stdout(&s)?;
-                let ep = cli.output.stderr_painter();
-                let n_err = report
-                    .findings
+        .filter(|f| f.severity == Severity::Error)
+        .filter(|f| changed.contains(f.file.as_str()) || caused_by_change(f))
+        .collect();
+    if !blockers.is_empty() {
+        let ep = cli.output.stderr_painter();
+        note!(
+            "{}",
+            ep.err(&format!(
+                "--write refused, nothing written: {} error finding(s) concern what the write would change: {}; fix them and run again",
+                blockers.len(),
+                blockers
                     .iter()
-                    .filter(|f| f.severity == Severity::Error)
-                    .count();
-                let n_warn = report
-                    .findings
-                    .iter()
-                    .filter(|f| f.severity == Severity::Warning)
-                    .count();
-                let summary = format!(
-                    "scanned {} files, {} selected by Flux, {} with \"$imagepolicy\", {} markers Flux reads; {} errors, {} warnings; {} files {}; repository root {}",
-                    report.stats.files_scanned,
-                    report.stats.files_selected,
-                    report.stats.files_with_token,
-                    report.stats.markers,
-                    n_err,
-                    n_warn,
-                    report.changes.len(),
-                    if cli.normalize {
-                        "--normalize would lay out anew (values unchanged)"
+                    .map(|f| if f.line > 0 {
+                        format!("{} {}:{}", f.rule, f.file, f.line)
                     } else {
-                        "the automation would rewrite"
-                    },
-                    if report.roots.is_empty() {
-                        "-".to_string()
-                    } else {
-                        report.roots.join(", ")
-                    }
-                );
-                note!(
-                    "{}",
-                    if n_err > 0 {
-                        ep.err(&summary)
-                    } else {
-                        ep.ok(&summary)
-                    }
-                );
-            }
-            fmt => {
-                print_machine(
-                    fmt,
-                    &crate::report::MachineReport::new(
-                        &paths,
-                        &report.stats,
-                        &report.findings,
-                        &report.changes,
-                        &rendered,
-                    ),
-                )?;
-            }
-        },
+                        format!("{} {}", f.rule, f.file)
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        );
     }
-    Ok(if errors { EXIT_FINDING } else { EXIT_OK })
+    for c in report.changes.iter().filter(|_| blockers.is_empty()) {
+        write_atomic(&c.abs, c.new.as_bytes()).map_err(|e| Error::io(&c.abs, e))?;
+        note!("wrote {}", c.file);
+    }
+    Ok(())
+}
+
+/// `-o table`: the findings, the diffs with `--simulate`, and the summary on stderr.
+fn print_table(cli: &Cli, report: &Report) -> Result<()> {
+    let p = cli.output.stdout_painter();
+    let mut s = crate::report::table(&report.findings, &p);
+    if cli.simulate || cli.write || cli.normalize {
+        for c in &report.changes {
+            if !s.is_empty() {
+                s.push('\n');
+            }
+            s.push_str(&c.diff);
+            if !c.exact {
+                s.push_str(&format!("# approximate: {}\n", c.caveats.join("; ")));
+            }
+        }
+    }
+    write_stdout(&s)?;
+    let ep = cli.output.stderr_painter();
+    let n_err = report
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .count();
+    let n_warn = report
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Warning)
+        .count();
+    let summary = format!(
+        "scanned {} files, {} selected by Flux, {} with \"$imagepolicy\", {} markers Flux reads; {} errors, {} warnings; {} files {}; repository root {}",
+        report.stats.files_scanned,
+        report.stats.files_selected,
+        report.stats.files_with_token,
+        report.stats.markers,
+        n_err,
+        n_warn,
+        report.changes.len(),
+        if cli.normalize {
+            "--normalize would lay out anew (values unchanged)"
+        } else {
+            "the automation would rewrite"
+        },
+        if report.roots.is_empty() {
+            "-".to_string()
+        } else {
+            report.roots.join(", ")
+        }
+    );
+    note!(
+        "{}",
+        if n_err > 0 {
+            ep.err(&summary)
+        } else {
+            ep.ok(&summary)
+        }
+    );
+    Ok(())
 }
 
 fn write_atomic(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {

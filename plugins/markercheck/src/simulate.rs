@@ -573,189 +573,208 @@ impl Layout<'_> {
                 entries,
                 flow,
                 start,
-            } => {
-                if *flow {
-                    if !entries.is_empty() && !self.canonical_flow_here(n, *start) {
-                        self.caveat(*start, "flow mapping (go-yaml re-spaces flow collections)");
-                    }
-                    return;
-                }
-                for (k, v) in entries {
-                    if let Node::Scalar(ks) = k {
-                        self.plain_scalar(ks);
-                    }
-                    // a tagged key (`!!merge <<`) starts at its tag
-                    let kstart = match k {
-                        Node::Scalar(ks) if ks.tagged => {
-                            let pre = self.text[..ks.start].trim_end_matches(' ');
-                            pre.rfind([' ', '\n']).map_or(0, |i| i + 1)
-                        }
-                        _ => k.start(),
-                    };
-                    let kc = col_at(self.text, kstart);
-                    if let Some(e) = expect
-                        && kc != e
-                    {
-                        self.caveat(k.start(), &format!("key indented {kc}, go-yaml writes {e}"));
-                    }
-                    if !matches!(k, Node::Scalar(s) if matches!(s.style, Style::Plain | Style::DoubleQuoted | Style::SingleQuoted) && !s.value.contains('\n'))
-                    {
-                        self.caveat(k.start(), "complex mapping key");
-                    } else if matches!(k, Node::Scalar(s) if s.start == s.end) {
-                        self.caveat(k.start(), "empty mapping key (not modelled)");
-                    }
-                    match v {
-                        Node::Map { flow: false, .. } => self.check(v, Some(kc + 2), kc),
-                        Node::Seq { flow: false, .. } => {
-                            let e = if self.wide { kc + 2 } else { kc };
-                            self.check(v, Some(e), kc)
-                        }
-                        _ => self.check(v, None, kc),
-                    }
-                }
-            }
-            Node::Seq { items, flow, start } => {
-                if *flow {
-                    if !items.is_empty() && !self.canonical_flow_here(n, *start) {
-                        self.caveat(*start, "flow sequence (go-yaml re-spaces flow collections)");
-                    }
-                    return;
-                }
-                // granit starts an indentless sequence at its first item: use the `-`.
-                let mut dstart = *start;
-                if self.text.as_bytes().get(dstart) != Some(&b'-') {
-                    let ls = self.text[..dstart].rfind('\n').map(|i| i + 1).unwrap_or(0);
-                    if let Some(i) = self.text[ls..dstart].rfind('-') {
-                        dstart = ls + i;
-                    }
-                }
-                let dash = col_at(self.text, dstart);
-                if let Some(e) = expect
-                    && dash != e
-                {
-                    self.caveat(
-                        dstart,
-                        &format!("sequence indented {dash}, go-yaml writes {e}"),
-                    );
-                }
-                for it in items {
-                    match it {
-                        Node::Map { flow: false, .. } => self.check(it, Some(dash + 2), dash),
-                        Node::Seq { flow: false, .. } => self.check(it, Some(dash + 2), dash),
-                        _ => self.check(it, None, dash),
-                    }
-                }
-            }
-            Node::Scalar(s) => {
-                let raw = &self.text[s.start..s.end];
-                // (an empty plain scalar has an empty span; granit gives it the value `~`)
-                if s.style == Style::Plain && s.start == s.end && !s.tagged {
-                    // `key: &a # {"$imagepolicy": ...}` with an empty value: the real
-                    // image-automation-controller v1.1.2 wrote `key: &a` and dropped the
-                    // comment (the differential test, empty value + anchor); go-yaml's
-                    // comment placement on an empty (null) node is not modelled
-                    let le = self.text[s.start..]
-                        .find('\n')
-                        .map_or(self.text.len(), |i| s.start + i);
-                    if self.text[s.start..le].contains(" #")
-                        || self.text[s.start..le].starts_with('#')
-                    {
-                        self.caveat(
-                            s.start,
-                            "empty value with a line comment (go-yaml may drop the comment; not modelled)",
-                        );
-                    }
-                }
-                match s.style {
-                    Style::Literal | Style::Folded if self.replaced_blocks.contains(&s.start) => {
-                        // written anew by go-yaml: the old header and content do not matter
-                        self.block_indent.push((s.start, parent_key_col + 2));
-                        let first = self.lines.line(s.start) + 1;
-                        let last = self.lines.line(s.end.saturating_sub(1).max(s.start));
-                        if last >= first {
-                            self.block_lines.push((first, last));
-                        }
-                    }
-                    Style::Literal | Style::Folded => {
-                        if s.style == Style::Folded {
-                            self.caveat(s.start, "folded block scalar");
-                        }
-                        let header = raw.split('\n').next().unwrap_or("");
-                        let header = header.split('#').next().unwrap_or("").trim_end();
-                        if header.chars().any(|c| c.is_ascii_digit()) {
-                            self.caveat(s.start, "block scalar with an indentation indicator");
-                        }
-                        // kyaml parses the file's last document without a final newline as it
-                        // is: a block scalar ending there has none (the real controller wrote
-                        // `|-` for `|`; the differential test, no-final-newline)
-                        let eof_without_newline =
-                            s.end >= self.text.len() && !self.text.ends_with('\n');
-                        let chomp = if s.value.is_empty()
-                            || !s.value.ends_with('\n')
-                            || eof_without_newline
-                        {
-                            "-"
-                        } else if s.value.ends_with("\n\n") {
-                            "+"
-                        } else {
-                            ""
-                        };
-                        if !header.starts_with(['|', '>']) {
-                            self.caveat(s.start, "block scalar header not found");
-                        } else if header.get(1..).unwrap_or("") != chomp {
-                            self.caveat(
-                                s.start,
-                                "block scalar chomping indicator differs from go-yaml's choice",
-                            );
-                        }
-                        let first = self.lines.line(s.start) + 1;
-                        let mut last = self.lines.line(s.end.saturating_sub(1).max(s.start));
-                        // go-yaml writes the value, so with clip or strip chomping the blank
-                        // lines after the content are not part of it and are not written
-                        // (emitterc.go yaml_emitter_write_literal_scalar writes the value's
-                        // lines only); with keep (`|+`) they are the value's final newlines
-                        if chomp != "+" {
-                            while last >= first
-                                && self.split.get(last).is_some_and(|l| l.trim().is_empty())
-                            {
-                                last -= 1;
-                            }
-                        }
-                        let want = parent_key_col + 2;
-                        // the first non-empty line fixes the block indentation
-                        if let Some(l) = self
-                            .split
-                            .iter()
-                            .skip(first)
-                            .take((last + 1).saturating_sub(first))
-                            .find(|l| !l.trim().is_empty())
-                            && l.len() - l.trim_start_matches(' ').len() != want
-                        {
-                            self.caveat(
-                                s.start,
-                                &format!("block scalar content not indented {want}"),
-                            );
-                        }
-                        if last >= first {
-                            self.block_lines.push((first, last));
-                        }
-                    }
-                    Style::DoubleQuoted if raw.contains('\\') => {
-                        self.caveat(s.start, "double-quoted scalar with escapes");
-                    }
-                    _ if raw.contains('\n') => self.caveat(s.start, "multi-line flow scalar"),
-                    _ => {}
-                }
-                if s.tagged {
-                    let raw_tag_merge =
-                        s.value == "<<" && self.text[..s.start].trim_end().ends_with("!!merge");
-                    if !raw_tag_merge {
-                        self.caveat(s.start, "explicit tag");
-                    }
-                }
-                self.plain_scalar(s);
-            }
+            } => self.check_map(n, entries, *flow, *start, expect),
+            Node::Seq { items, flow, start } => self.check_seq(n, items, *flow, *start, expect),
+            Node::Scalar(s) => self.check_scalar(s, parent_key_col),
             Node::Alias { .. } => {}
+        }
+    }
+
+    /// A mapping `n` (its `entries`) whose keys go-yaml writes at column `expect`.
+    fn check_map(
+        &mut self,
+        n: &Node,
+        entries: &[(Node, Node)],
+        flow: bool,
+        start: usize,
+        expect: Option<usize>,
+    ) {
+        if flow {
+            if !entries.is_empty() && !self.canonical_flow_here(n, start) {
+                self.caveat(start, "flow mapping (go-yaml re-spaces flow collections)");
+            }
+            return;
+        }
+        for (k, v) in entries {
+            if let Node::Scalar(ks) = k {
+                self.plain_scalar(ks);
+            }
+            // a tagged key (`!!merge <<`) starts at its tag
+            let kstart = match k {
+                Node::Scalar(ks) if ks.tagged => {
+                    let pre = self.text[..ks.start].trim_end_matches(' ');
+                    pre.rfind([' ', '\n']).map_or(0, |i| i + 1)
+                }
+                _ => k.start(),
+            };
+            let kc = col_at(self.text, kstart);
+            if let Some(e) = expect
+                && kc != e
+            {
+                self.caveat(k.start(), &format!("key indented {kc}, go-yaml writes {e}"));
+            }
+            if !matches!(k, Node::Scalar(s) if matches!(s.style, Style::Plain | Style::DoubleQuoted | Style::SingleQuoted) && !s.value.contains('\n'))
+            {
+                self.caveat(k.start(), "complex mapping key");
+            } else if matches!(k, Node::Scalar(s) if s.start == s.end) {
+                self.caveat(k.start(), "empty mapping key (not modelled)");
+            }
+            match v {
+                Node::Map { flow: false, .. } => self.check(v, Some(kc + 2), kc),
+                Node::Seq { flow: false, .. } => {
+                    let e = if self.wide { kc + 2 } else { kc };
+                    self.check(v, Some(e), kc)
+                }
+                _ => self.check(v, None, kc),
+            }
+        }
+    }
+
+    /// A sequence `n` (its `items`) whose dashes go-yaml writes at column `expect`.
+    fn check_seq(
+        &mut self,
+        n: &Node,
+        items: &[Node],
+        flow: bool,
+        start: usize,
+        expect: Option<usize>,
+    ) {
+        if flow {
+            if !items.is_empty() && !self.canonical_flow_here(n, start) {
+                self.caveat(start, "flow sequence (go-yaml re-spaces flow collections)");
+            }
+            return;
+        }
+        // granit starts an indentless sequence at its first item: use the `-`.
+        let mut dstart = start;
+        if self.text.as_bytes().get(dstart) != Some(&b'-') {
+            let ls = self.text[..dstart].rfind('\n').map(|i| i + 1).unwrap_or(0);
+            if let Some(i) = self.text[ls..dstart].rfind('-') {
+                dstart = ls + i;
+            }
+        }
+        let dash = col_at(self.text, dstart);
+        if let Some(e) = expect
+            && dash != e
+        {
+            self.caveat(
+                dstart,
+                &format!("sequence indented {dash}, go-yaml writes {e}"),
+            );
+        }
+        for it in items {
+            match it {
+                Node::Map { flow: false, .. } => self.check(it, Some(dash + 2), dash),
+                Node::Seq { flow: false, .. } => self.check(it, Some(dash + 2), dash),
+                _ => self.check(it, None, dash),
+            }
+        }
+    }
+
+    /// A scalar: empty values with comments, block scalars, escapes, tags.
+    fn check_scalar(&mut self, s: &crate::yamltree::Scalar, parent_key_col: usize) {
+        let raw = &self.text[s.start..s.end];
+        // (an empty plain scalar has an empty span; granit gives it the value `~`)
+        if s.style == Style::Plain && s.start == s.end && !s.tagged {
+            // `key: &a # {"$imagepolicy": ...}` with an empty value: the real
+            // image-automation-controller v1.1.2 wrote `key: &a` and dropped the
+            // comment (the differential test, empty value + anchor); go-yaml's
+            // comment placement on an empty (null) node is not modelled
+            let le = self.text[s.start..]
+                .find('\n')
+                .map_or(self.text.len(), |i| s.start + i);
+            if self.text[s.start..le].contains(" #") || self.text[s.start..le].starts_with('#') {
+                self.caveat(
+                    s.start,
+                    "empty value with a line comment (go-yaml may drop the comment; not modelled)",
+                );
+            }
+        }
+        match s.style {
+            Style::Literal | Style::Folded if self.replaced_blocks.contains(&s.start) => {
+                // written anew by go-yaml: the old header and content do not matter
+                self.block_indent.push((s.start, parent_key_col + 2));
+                let first = self.lines.line(s.start) + 1;
+                let last = self.lines.line(s.end.saturating_sub(1).max(s.start));
+                if last >= first {
+                    self.block_lines.push((first, last));
+                }
+            }
+            Style::Literal | Style::Folded => self.check_block(s, raw, parent_key_col),
+            Style::DoubleQuoted if raw.contains('\\') => {
+                self.caveat(s.start, "double-quoted scalar with escapes");
+            }
+            _ if raw.contains('\n') => self.caveat(s.start, "multi-line flow scalar"),
+            _ => {}
+        }
+        if s.tagged {
+            let raw_tag_merge =
+                s.value == "<<" && self.text[..s.start].trim_end().ends_with("!!merge");
+            if !raw_tag_merge {
+                self.caveat(s.start, "explicit tag");
+            }
+        }
+        self.plain_scalar(s);
+    }
+
+    /// A block scalar (`|`, `>`) the change does not replace: its header and chomping, its
+    /// indentation, and its content lines (kept as they are).
+    fn check_block(&mut self, s: &crate::yamltree::Scalar, raw: &str, parent_key_col: usize) {
+        if s.style == Style::Folded {
+            self.caveat(s.start, "folded block scalar");
+        }
+        let header = raw.split('\n').next().unwrap_or("");
+        let header = header.split('#').next().unwrap_or("").trim_end();
+        if header.chars().any(|c| c.is_ascii_digit()) {
+            self.caveat(s.start, "block scalar with an indentation indicator");
+        }
+        // kyaml parses the file's last document without a final newline as it
+        // is: a block scalar ending there has none (the real controller wrote
+        // `|-` for `|`; the differential test, no-final-newline)
+        let eof_without_newline = s.end >= self.text.len() && !self.text.ends_with('\n');
+        let chomp = if s.value.is_empty() || !s.value.ends_with('\n') || eof_without_newline {
+            "-"
+        } else if s.value.ends_with("\n\n") {
+            "+"
+        } else {
+            ""
+        };
+        if !header.starts_with(['|', '>']) {
+            self.caveat(s.start, "block scalar header not found");
+        } else if header.get(1..).unwrap_or("") != chomp {
+            self.caveat(
+                s.start,
+                "block scalar chomping indicator differs from go-yaml's choice",
+            );
+        }
+        let first = self.lines.line(s.start) + 1;
+        let mut last = self.lines.line(s.end.saturating_sub(1).max(s.start));
+        // go-yaml writes the value, so with clip or strip chomping the blank
+        // lines after the content are not part of it and are not written
+        // (emitterc.go yaml_emitter_write_literal_scalar writes the value's
+        // lines only); with keep (`|+`) they are the value's final newlines
+        if chomp != "+" {
+            while last >= first && self.split.get(last).is_some_and(|l| l.trim().is_empty()) {
+                last -= 1;
+            }
+        }
+        let want = parent_key_col + 2;
+        // the first non-empty line fixes the block indentation
+        if let Some(l) = self
+            .split
+            .iter()
+            .skip(first)
+            .take((last + 1).saturating_sub(first))
+            .find(|l| !l.trim().is_empty())
+            && l.len() - l.trim_start_matches(' ').len() != want
+        {
+            self.caveat(
+                s.start,
+                &format!("block scalar content not indented {want}"),
+            );
+        }
+        if last >= first {
+            self.block_lines.push((first, last));
         }
     }
 }
