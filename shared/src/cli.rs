@@ -91,16 +91,81 @@ impl Host {
     }
 }
 
-/// The plugin's clap command as the user invoked it: name `<host>-<plugin>`, bin name
-/// `<host> <plugin>` (usage lines, errors), and, under flux, every `kubectl <plugin>` in the
-/// about, long about and after-help texts (the examples) reading `flux <plugin>`.
-pub fn command_for(cmd: clap::Command, plugin: &str, host: Host) -> clap::Command {
+/// How the plugin was invoked, read from its executable name (argv\[0\]): the host CLI and
+/// the command words the user typed after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// `kubectl` or `flux`.
+    pub host: Host,
+    /// The words after the host: `unstick`; `gitops mcp` for `kubectl-gitops-mcp` on PATH;
+    /// `gitops-mcp` for krew's link `kubectl-gitops_mcp`; `mcp` for `flux-mcp`.
+    pub words: String,
+}
+
+impl Invocation {
+    /// The invocation of the executable `argv0` of a plugin whose kubectl command words are
+    /// `default_words` (`unstick`, `gitops mcp`). kubectl's dispatch (k8s.io/kubectl
+    /// pkg/cmd/cmd.go `HandlePluginCommand`) runs `kubectl-A-B` for `kubectl A B` and looks a
+    /// word's `-` up as `_`, so the file name says what was typed: `-` separates words and `_`
+    /// reads `-` (krew links plugin `gitops-mcp` as `kubectl-gitops_mcp`, krew
+    /// `pluginNameToBin`). flux runs `flux-NAME` for `flux NAME` (flux2
+    /// internal/plugin/discovery.go). Any other file name (a renamed copy) reads as
+    /// `kubectl <default_words>`.
+    pub fn of_argv0(argv0: &std::ffi::OsStr, default_words: &str) -> Invocation {
+        let file = Path::new(argv0)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let base = file.strip_suffix(".exe").unwrap_or(&file);
+        if let Some(name) = base.strip_prefix("flux-").filter(|n| !n.is_empty()) {
+            return Invocation {
+                host: Host::Flux,
+                words: name.to_string(),
+            };
+        }
+        let words = match base.strip_prefix("kubectl-").filter(|n| !n.is_empty()) {
+            Some(name) => name
+                .split('-')
+                .map(|w| w.replace('_', "-"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            None => default_words.to_string(),
+        };
+        Invocation {
+            host: Host::Kubectl,
+            words,
+        }
+    }
+
+    /// The invocation of this process ([`Invocation::of_argv0`] of argv\[0\]).
+    pub fn current(default_words: &str) -> Invocation {
+        match std::env::args_os().next() {
+            Some(a) => Invocation::of_argv0(&a, default_words),
+            None => Invocation {
+                host: Host::Kubectl,
+                words: default_words.to_string(),
+            },
+        }
+    }
+
+    /// What the user typed: `kubectl gitops mcp`, `flux mcp`.
+    pub fn command_line(&self) -> String {
+        format!("{} {}", self.host.word(), self.words)
+    }
+}
+
+/// The plugin's clap command as the user invoked it ([`Invocation`]): name
+/// `<host>-<words joined by ->`, bin name `<host> <words>` (usage lines, errors), and every
+/// `kubectl <default_words>` in the about, long about and after-help texts (the examples)
+/// reading as typed (`flux mcp`, `kubectl gitops-mcp` after a krew install).
+pub fn command_for(cmd: clap::Command, default_words: &str, how: &Invocation) -> clap::Command {
     // clap's `name` wants a `&'static str` (no "string" feature): one small leak per process.
-    let name: &'static str = Box::leak(format!("{}-{plugin}", host.word()).into_boxed_str());
-    let mut cmd = cmd.name(name).bin_name(format!("{} {plugin}", host.word()));
-    if host == Host::Flux {
-        let from = format!("kubectl {plugin}");
-        let to = format!("flux {plugin}");
+    let name: &'static str =
+        Box::leak(format!("{}-{}", how.host.word(), how.words.replace(' ', "-")).into_boxed_str());
+    let mut cmd = cmd.name(name).bin_name(how.command_line());
+    let from = format!("kubectl {default_words}");
+    let to = how.command_line();
+    if from != to {
         let fix = |s: &clap::builder::StyledStr| s.to_string().replace(&from, &to);
         if let Some(t) = cmd.get_about().map(fix) {
             cmd = cmd.about(t);
@@ -118,11 +183,12 @@ pub fn command_for(cmd: clap::Command, plugin: &str, host: Host) -> clap::Comman
     cmd
 }
 
-/// Parses the process arguments into `C` with [`command_for`] the current [`Host`]: what
-/// every plugin's `main` calls instead of `C::parse()`. Usage errors, `--help` and
-/// `--version` exit as clap does (2 / 0).
+/// Parses the process arguments into `C` with [`command_for`] this process's [`Invocation`]
+/// (`plugin`: the kubectl command words, `unstick` or `gitops mcp`): what every plugin's
+/// `main` calls instead of `C::parse()`. Usage errors, `--help` and `--version` exit as clap
+/// does (2 / 0).
 pub fn parse<C: clap::Parser>(plugin: &str) -> C {
-    let cmd = command_for(C::command(), plugin, Host::current());
+    let cmd = command_for(C::command(), plugin, &Invocation::current(plugin));
     let matches = cmd.clone().get_matches();
     C::from_arg_matches(&matches).unwrap_or_else(|e| e.with_cmd(&cmd).exit())
 }
@@ -592,6 +658,40 @@ impl ClusterArgs {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_invocation_is_what_the_user_typed() {
+        use super::{Host, Invocation};
+        use std::ffi::OsStr;
+        let of = |a: &str, d: &str| Invocation::of_argv0(OsStr::new(a), d).command_line();
+        assert_eq!(
+            of("/usr/local/bin/kubectl-unstick", "unstick"),
+            "kubectl unstick"
+        );
+        assert_eq!(of("kubectl-gitops-mcp", "gitops mcp"), "kubectl gitops mcp");
+        assert_eq!(
+            of("/krew/bin/kubectl-gitops_mcp", "gitops mcp"),
+            "kubectl gitops-mcp"
+        );
+        assert_eq!(
+            of("/home/me/.fluxcd/plugins/flux-mcp", "gitops mcp"),
+            "flux mcp"
+        );
+        assert_eq!(of("flux-unstick.exe", "unstick"), "flux unstick");
+        assert_eq!(of("my-copy", "gitops mcp"), "kubectl gitops mcp");
+        let how = Invocation::of_argv0(OsStr::new("kubectl-gitops_mcp"), "gitops mcp");
+        assert_eq!(how.host, Host::Kubectl);
+        let cmd = super::command_for(
+            clap::Command::new("x").after_help("  kubectl gitops mcp --repo DIR"),
+            "gitops mcp",
+            &how,
+        );
+        assert_eq!(cmd.get_bin_name(), Some("kubectl gitops-mcp"));
+        assert_eq!(
+            cmd.get_after_help().map(|s| s.to_string()).as_deref(),
+            Some("  kubectl gitops-mcp --repo DIR")
+        );
+    }
+
     use super::*;
     use clap::Parser;
     use std::fs;

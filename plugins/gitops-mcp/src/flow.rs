@@ -39,7 +39,8 @@ pub struct Plugin {
     pub bin: &'static str,
     /// `apiVersion` of its documents, e.g. `unstick.cluster-loop.dev/v1`.
     pub api_version: &'static str,
-    /// Kind of its error document, e.g. `UnstickError`.
+    /// Kind of its error document: its report kind with `Error` for `Report` (`UnstickError`
+    /// beside `UnstickReport`, `MarkerCheckError` beside `MarkerCheckReport`).
     pub error_kind: &'static str,
 }
 
@@ -59,13 +60,13 @@ pub const PODRESOLVE: Plugin = Plugin {
 pub const MARKERCHECK: Plugin = Plugin {
     bin: "kubectl-markercheck",
     api_version: markercheck::report::SCHEMA,
-    error_kind: "MarkercheckError",
+    error_kind: "MarkerCheckError",
 };
 /// kubectl fleetlint.
 pub const FLEETLINT: Plugin = Plugin {
     bin: "kubectl-fleetlint",
     api_version: fleetlint::report::SCHEMA,
-    error_kind: "FleetlintError",
+    error_kind: "FleetLintError",
 };
 /// kubectl gatewaycheck.
 pub const GATEWAYCHECK: Plugin = Plugin {
