@@ -1,9 +1,23 @@
 //! kubectl-gitops-verify: prove the whole GitOps loop from inside the cluster, link by link.
 //! The engine lives in the `gitops_verify` library (src/lib.rs).
 
+use clap::CommandFactory;
+
 #[tokio::main]
 async fn main() {
-    let cli: gitops_verify::run::Cli = cluster_loop::cli::parse("gitops-verify");
+    // Shell completion (`kubectl gitops-verify completion install`, `__complete`): flags,
+    // contexts and namespaces; HOST|URL arguments are the user's own.
+    if let Some(code) = cluster_loop::completion::handle(
+        "gitops-verify",
+        gitops_verify::run::Cli::command(),
+        |req| match req.flag.as_deref() {
+            None | Some("source") => cluster_loop::completion::Want::Nothing,
+            _ => cluster_loop::completion::Want::Default,
+        },
+    ) {
+        std::process::exit(code);
+    }
+    let cli: gitops_verify::run::Cli = cluster_loop::cli::parse("gitops verify");
     let format = cli.output.output;
     match gitops_verify::run::run(cli).await {
         Ok(code) => std::process::exit(code),
