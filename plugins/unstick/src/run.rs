@@ -104,14 +104,10 @@ pub struct Cli {
     #[arg(long, conflicts_with = "target")]
     all: bool,
     /// With --all: all namespaces
-    // Not `requires = "all"`: clap's error for `-A` alone printed the usage
-    // `kubectl unstick --all --all-namespaces [KS]`, offering KS, which conflicts with --all
-    // (fresh-user trial); run() refuses -A and --problems without --all instead, naming the
-    // flag and what to type.
-    #[arg(short = 'A', long)]
+    #[arg(short = 'A', long, requires = "all")]
     all_namespaces: bool,
     /// With --all: list only the Kustomizations that are not healthy (default: every one)
-    #[arg(long)]
+    #[arg(long, requires = "all")]
     problems: bool,
 
     /// Print the diagnosis, the plan and the exact patches; change nothing
@@ -177,9 +173,9 @@ fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 /// `--all`); returns the exit code (see `--help`). Errors: usage (2) and cluster/API (3)
 /// errors, as [`cluster_loop::error::Error`].
 pub async fn run(cli: Cli) -> Result<i32> {
-    // -A and --problems belong to the fleet view. Without --all they were silently ignored
-    // (the trial: `ks/flux-system -A` looked in flux-system only): a usage error, decided
-    // before any kubeconfig is read.
+    // clap's `requires = "all"` is not enforced: `--all` is a flag whose default `false`
+    // clap counts as present. Without --all, -A and --problems were silently ignored (the
+    // trial: `ks/flux-system -A` looked in flux-system only): a usage error.
     for (given, flag) in [
         (cli.all_namespaces, "-A/--all-namespaces"),
         (cli.problems, "--problems"),
