@@ -16,12 +16,23 @@
 //!   this image, i.e. no marker for it under `spec.update.path` (markercheck simulates it on
 //!   the repository).
 //!
+//! Controller liveness decides first (as `kubectl unstick` does for kustomize-, source- and
+//! helm-controller: `cluster_loop::flux::deployment_not_running` with the pod that says why,
+//! unstick's `StoppedController`): with an ImagePolicy whose image an in-scope workload runs
+//! and the image-reflector-controller Deployment (`FLUX_NS/image-reflector-controller`) not
+//! installed, at 0 replicas or with no ready pod, nothing will ever write a latestRef: the link
+//! is `broken` naming the Deployment, and a policy with no latestRef is `broken`, not
+//! `waiting`. The same for image-automation-controller with such a policy and an
+//! ImageUpdateAutomation that is not suspended: a container waiting on the automation's commit
+//! is `broken`. One Deployment GET each, plus its Pods when it has no ready pod.
+//!
 //! A container image that is a bare tag (`image: 6.5.1`, markercheck's
 //! `looks_like_bare_tag`) is `broken` whatever the policies: the node cannot pull it, and it
 //! is what a `:tag` marker on an `image:` field writes (failure catalogue section 2).
 
 use cluster_loop::error::Result;
 use cluster_loop::flux::{ImagePolicy, ImageUpdateAutomation};
+use cluster_loop::refs::Kind;
 use futures::future::BoxFuture;
 use jiff::SignedDuration;
 use kube::Api;
@@ -29,6 +40,7 @@ use kube::api::ListParams;
 use markercheck::check::{automation_policies, normalize_name, value_name};
 use markercheck::cluster::{automation_from_api, policy_from_api};
 use serde_json::Value;
+use unstick::diagnose::StoppedController;
 use unstick::obj;
 
 use super::{Context, Link};
@@ -57,6 +69,22 @@ impl Link for ImagesLink {
             };
             let containers = containers(&cx.facts.workloads);
             let mut members = bare_tags(&containers, &policies);
+            // The controllers matter only to a policy whose image an in-scope workload runs
+            // (every other policy is not-applicable to this chain).
+            let relevant = policies
+                .iter()
+                .any(|p| !runners(p, &repositories, &containers).1.is_empty());
+            let stopped = Stopped {
+                reflector: match relevant {
+                    false => None,
+                    true => stopped_controller(cx, REFLECTOR).await?,
+                },
+                automation: match relevant && automations.iter().any(|a| !a.spec.suspend) {
+                    false => None,
+                    true => stopped_controller(cx, AUTOMATION).await?,
+                },
+            };
+            members.extend(stopped.members());
             for p in &policies {
                 members.extend(policy_members(
                     cx,
@@ -64,6 +92,7 @@ impl Link for ImagesLink {
                     &automations,
                     &repositories,
                     &containers,
+                    &stopped,
                 ));
             }
             Ok(LinkReport::from_members(
@@ -80,6 +109,127 @@ impl Link for ImagesLink {
             kube::api::ApiResource::erase::<ImagePolicy>(&()),
             kube::api::ApiResource::erase::<ImageUpdateAutomation>(&()),
         ]
+    }
+}
+
+/// The Deployment that writes ImagePolicies' latestRef, and what stops when it does not run.
+const REFLECTOR: (&str, &str) = (
+    "image-reflector-controller",
+    "nothing scans the ImageRepositories or selects a latestRef for the ImagePolicies",
+);
+/// The Deployment that commits latestRefs to Git, and what stops when it does not run.
+const AUTOMATION: (&str, &str) = (
+    "image-automation-controller",
+    "nothing runs the ImageUpdateAutomations or commits a new latestRef to Git",
+);
+/// How `flux install` adds both image controllers (flux2 docs, image automation guide).
+const INSTALL: &str =
+    "flux install --components-extra=image-reflector-controller,image-automation-controller";
+
+/// The image controllers that are not running (`None`: running, or not read because nothing
+/// needs them).
+#[derive(Debug, Default)]
+struct Stopped {
+    reflector: Option<StoppedController>,
+    automation: Option<StoppedController>,
+}
+
+impl Stopped {
+    /// One `broken` member per stopped controller: `Deployment/NS/NAME`, why, what stops,
+    /// and its lever.
+    fn members(&self) -> Vec<Evidence> {
+        [&self.reflector, &self.automation]
+            .into_iter()
+            .flatten()
+            .map(|s| {
+                Evidence::new(
+                    format!("Deployment/{}/{}", s.namespace, s.controller),
+                    Verdict::Broken,
+                    s.line(),
+                )
+                .fix(s.effect())
+            })
+            .collect()
+    }
+}
+
+/// Whether controller `(name, consequence)` runs in the Flux namespace, from its Deployment
+/// (`None`: not installed) and the pods of its selector ([`StoppedController`] as unstick
+/// builds it; not installed: the `flux install` lever). `None` when it runs.
+fn judge_controller(
+    (name, consequence): (&str, &str),
+    ns: &str,
+    deployment: Option<&Value>,
+    pods: &[Value],
+) -> Option<StoppedController> {
+    let Some(d) = deployment else {
+        let mut s = StoppedController::new(
+            name,
+            ns,
+            format!("not installed (no Deployment {ns}/{name})"),
+            consequence,
+            None,
+        );
+        s.command = INSTALL.to_string();
+        return Some(s);
+    };
+    let (why, pod) = unstick::controller::not_running_with_pods(d, pods, &Default::default())?;
+    Some(StoppedController::new(name, ns, why, consequence, pod))
+}
+
+/// Reads controller `c`'s Deployment in the Flux namespace, and its pods when it has replicas
+/// but no ready pod (one GET, one list), and judges it ([`judge_controller`]). A 403 on the
+/// Deployment: not judged (`None`); on the pods: judged from the Deployment alone. Errors:
+/// other API errors.
+async fn stopped_controller(
+    cx: &Context<'_>,
+    c: (&str, &str),
+) -> Result<Option<StoppedController>> {
+    let (s, conn) = (cx.session, &cx.session.conn);
+    let ns = conn.flux_namespace();
+    let dep_ar = Kind::Deployment.api_resource("v1");
+    let d = match s.reader.get(conn, &dep_ar, &ns, c.0).await {
+        Ok(d) => d,
+        Err(e) if e.status_code() == Some(403) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut pods = Vec::new();
+    if let Some(d) = &d
+        && cluster_loop::flux::deployment_not_running(d).is_some_and(|w| w != "0 replicas")
+        && let Some(sel) = obj::at(d, &["spec", "selector", "matchLabels"])
+            .and_then(Value::as_object)
+            .filter(|m| !m.is_empty())
+    {
+        let sel: Vec<String> = sel
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+            .collect();
+        let pod_ar = Kind::Pod.api_resource("v1");
+        let lp = ListParams::default().labels(&sel.join(","));
+        match s.reader.list(conn, &pod_ar, Some(&ns), &lp).await {
+            Ok(p) => pods = p,
+            Err(e) if e.status_code() == Some(403) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(judge_controller(c, &ns, d.as_ref(), &pods))
+}
+
+/// A policy with no latestRef and no failing Ready condition: `waiting` while
+/// image-reflector-controller runs, `broken` naming it when it does not.
+fn no_latest_ref(id: &str, reflector: Option<&StoppedController>) -> Evidence {
+    match reflector {
+        Some(s) => Evidence::new(
+            id,
+            Verdict::Broken,
+            format!("no latestRef, and none will come: {}", s.line()),
+        )
+        .fix(s.effect()),
+        None => Evidence::new(
+            id,
+            Verdict::Waiting,
+            "no latestRef yet: image-reflector-controller has not selected a tag",
+        ),
     }
 }
 
@@ -204,19 +354,15 @@ fn tag_digest(image: &str) -> (&str, &str) {
     (tag.trim_start_matches(':'), digest)
 }
 
-fn policy_members(
-    cx: &Context<'_>,
+/// The image policy `p` selects for (latestRef's name, else its ImageRepository's
+/// `spec.image`; `None` when neither is known) and the containers that run it (names as
+/// go-containerregistry normalises them).
+fn runners<'c>(
     p: &ImagePolicy,
-    automations: &[ImageUpdateAutomation],
     repositories: &[cluster_loop::flux::ImageRepository],
-    containers: &[Container],
-) -> Vec<Evidence> {
+    containers: &'c [Container],
+) -> (Option<String>, Vec<&'c Container>) {
     let pns = p.metadata.namespace.clone().unwrap_or_default();
-    let id = format!(
-        "ImagePolicy/{pns}/{}",
-        p.metadata.name.as_deref().unwrap_or_default()
-    );
-    // The image it selects for: latestRef's name, else its ImageRepository's spec.image.
     let r = &p.spec.image_repository_ref;
     let rns = r.namespace.clone().filter(|n| !n.is_empty()).unwrap_or(pns);
     let name = p
@@ -234,10 +380,27 @@ fn policy_members(
                 .map(|x| x.spec.image.clone())
         });
     let want = name.as_deref().map(normalize_name);
-    let running: Vec<&Container> = containers
+    let running = containers
         .iter()
         .filter(|(_, image)| want.as_deref() == Some(normalize_name(value_name(image)).as_str()))
         .collect();
+    (name, running)
+}
+
+fn policy_members(
+    cx: &Context<'_>,
+    p: &ImagePolicy,
+    automations: &[ImageUpdateAutomation],
+    repositories: &[cluster_loop::flux::ImageRepository],
+    containers: &[Container],
+    stopped: &Stopped,
+) -> Vec<Evidence> {
+    let id = format!(
+        "ImagePolicy/{}/{}",
+        p.metadata.namespace.as_deref().unwrap_or_default(),
+        p.metadata.name.as_deref().unwrap_or_default()
+    );
+    let (name, running) = runners(p, repositories, containers);
     if running.is_empty() {
         return vec![Evidence::new(
             &id,
@@ -263,11 +426,7 @@ fn policy_members(
                     p.metadata.name.as_deref().unwrap_or_default(),
                     p.metadata.namespace.as_deref().unwrap_or_default()
                 )),
-                None => Evidence::new(
-                    &id,
-                    Verdict::Waiting,
-                    "no latestRef yet: image-reflector-controller has not selected a tag",
-                ),
+                None => no_latest_ref(&id, stopped.reflector.as_ref()),
             },
         ];
     };
@@ -283,7 +442,15 @@ fn policy_members(
                     format!("runs {image} == latestRef"),
                 )
             } else {
-                behind(cx, p, latest, automations, format!("{id} {who}"), image)
+                behind(
+                    cx,
+                    p,
+                    latest,
+                    automations,
+                    stopped.automation.as_ref(),
+                    format!("{id} {who}"),
+                    image,
+                )
             }
         })
         .collect()
@@ -295,6 +462,7 @@ fn behind(
     p: &ImagePolicy,
     latest: &cluster_loop::flux::ImageRef,
     automations: &[ImageUpdateAutomation],
+    automation_stopped: Option<&StoppedController>,
     who: String,
     image: &str,
 ) -> Evidence {
@@ -323,6 +491,9 @@ fn behind(
         .iter()
         .find(|a| a.status.observed_policies.get(&name) == Some(latest));
     let Some(a) = observed else {
+        if let Some(s) = automation_stopped {
+            return not_committing(who, &seen, s);
+        }
         let a = active[0];
         let last = a
             .status
@@ -348,6 +519,17 @@ fn behind(
         .until(by);
     };
     pushed(cx, a, who, seen)
+}
+
+/// A container behind its latestRef whose automation has not run with it while
+/// image-automation-controller does not run: `broken` naming the Deployment.
+fn not_committing(who: String, seen: &str, s: &StoppedController) -> Evidence {
+    Evidence::new(
+        who,
+        Verdict::Broken,
+        format!("{seen}; the automation will not commit it: {}", s.line()),
+    )
+    .fix(s.effect())
 }
 
 /// The automation ran with the latestRef: its push on its way, or no marker.
@@ -448,6 +630,131 @@ mod tests {
                 .contains("ImagePolicy flux-system/app's latestRef tag"),
             "{}",
             e[0].detail
+        );
+    }
+
+    fn deployment(replicas: i64, ready: Option<i64>) -> Value {
+        let mut d = serde_json::json!({
+            "metadata": {"name": "image-reflector-controller", "namespace": "flux-system"},
+            "spec": {"replicas": replicas,
+                     "selector": {"matchLabels": {"app": "image-reflector-controller"}}},
+            "status": {"observedGeneration": 1}
+        });
+        if let Some(r) = ready {
+            d["status"]["readyReplicas"] = r.into();
+        }
+        d
+    }
+
+    #[test]
+    fn a_missing_reflector_is_not_installed_with_the_install_lever() {
+        let s = judge_controller(REFLECTOR, "flux-system", None, &[]).unwrap();
+        assert_eq!(
+            s.why,
+            "not installed (no Deployment flux-system/image-reflector-controller)"
+        );
+        assert_eq!(s.command, INSTALL);
+        let m = Stopped {
+            reflector: Some(s),
+            automation: None,
+        }
+        .members();
+        assert_eq!(m.len(), 1);
+        assert_eq!(
+            m[0].object,
+            "Deployment/flux-system/image-reflector-controller"
+        );
+        assert_eq!(m[0].verdict, Verdict::Broken);
+        assert!(
+            m[0].fix.as_deref().unwrap().contains(INSTALL),
+            "{:?}",
+            m[0].fix
+        );
+    }
+
+    #[test]
+    fn a_reflector_at_zero_replicas_is_stopped_with_the_scale_lever() {
+        let d = deployment(0, None);
+        let s = judge_controller(REFLECTOR, "flux-system", Some(&d), &[]).unwrap();
+        assert_eq!(s.why, "0 replicas");
+        assert_eq!(
+            s.command,
+            "kubectl -n flux-system scale deployment/image-reflector-controller --replicas=1"
+        );
+        // A policy with no latestRef: broken naming the controller, not waiting.
+        let e = no_latest_ref("ImagePolicy/flux-system/app", Some(&s));
+        assert_eq!(e.verdict, Verdict::Broken);
+        assert!(
+            e.detail
+                .contains("image-reflector-controller is not running (0 replicas)"),
+            "{}",
+            e.detail
+        );
+    }
+
+    #[test]
+    fn a_reflector_with_no_ready_pod_says_why_from_its_pod() {
+        let d = deployment(1, None);
+        let pod = serde_json::json!({
+            "metadata": {"name": "image-reflector-controller-5d9-x", "namespace": "flux-system",
+                         "labels": {"app": "image-reflector-controller"},
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"containerStatuses": [{"name": "manager", "ready": false, "restartCount": 3,
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}
+        });
+        let s = judge_controller(REFLECTOR, "flux-system", Some(&d), &[pod]).unwrap();
+        assert!(s.why.starts_with("no ready pod, 0 of 1 ready"), "{}", s.why);
+        assert!(s.why.contains("CrashLoopBackOff"), "{}", s.why);
+        assert!(s.command.contains("logs"), "{}", s.command);
+    }
+
+    #[test]
+    fn a_running_reflector_keeps_waiting_for_a_latest_ref() {
+        let d = deployment(1, Some(1));
+        assert!(judge_controller(REFLECTOR, "flux-system", Some(&d), &[]).is_none());
+        // No status yet: not judged, as unstick does.
+        let mut fresh = deployment(1, None);
+        fresh["status"] = serde_json::json!({});
+        assert!(judge_controller(REFLECTOR, "flux-system", Some(&fresh), &[]).is_none());
+        let e = no_latest_ref("ImagePolicy/flux-system/app", None);
+        assert_eq!(e.verdict, Verdict::Waiting);
+        assert!(Stopped::default().members().is_empty());
+    }
+
+    #[test]
+    fn a_stopped_automation_controller_breaks_the_wait_for_a_commit() {
+        let mut d = deployment(0, None);
+        d["metadata"]["name"] = "image-automation-controller".into();
+        let s = judge_controller(AUTOMATION, "flux-system", Some(&d), &[]).unwrap();
+        let e = not_committing(
+            "ImagePolicy/flux-system/app Deployment/apps/app container app".into(),
+            "runs reg/app:1.0.0, latestRef is reg/app:1.1.0",
+            &s,
+        );
+        assert_eq!(e.verdict, Verdict::Broken);
+        assert!(
+            e.detail
+                .contains("image-automation-controller is not running (0 replicas)"),
+            "{}",
+            e.detail
+        );
+        assert!(
+            e.fix
+                .as_deref()
+                .unwrap()
+                .contains("scale deployment/image-automation-controller"),
+            "{:?}",
+            e.fix
+        );
+        let m = Stopped {
+            reflector: None,
+            automation: Some(s),
+        }
+        .members();
+        assert_eq!(
+            m[0].object,
+            "Deployment/flux-system/image-automation-controller"
         );
     }
 }

@@ -554,3 +554,116 @@ fn request_reconcile(c: &Cluster, name: &str) {
     ])
     .unwrap();
 }
+
+/// Its own cluster with the real image-reflector-controller (and the OCI registry), so
+/// stopping the controller does not disturb the group's other tests.
+fn reflector_cluster() -> Lease {
+    static C: ClusterCell = ClusterCell::new();
+    crate::cluster_with(&C, || ClusterOptions {
+        image_reflector_controller: true,
+        ..ClusterOptions::default()
+    })
+}
+
+/// Controller liveness decides link 4 first: with the real image-reflector-controller scaled
+/// to 0 before its ImagePolicy is created, the policy has no latestRef and never will; the
+/// link is `broken` (not `waiting`) naming the Deployment, why (0 replicas) and the scale
+/// lever. Scaled back to 1, the real controller selects the tag and the link is `ok`.
+#[test]
+fn images_link_is_broken_while_image_reflector_controller_is_scaled_to_zero() {
+    let c = &reflector_cluster();
+    let name = "gv-irc-stop";
+    let oci = c
+        .oci()
+        .expect("the OCI registry runs with image-reflector-controller");
+    oci.push("gv/irc", &["1.0.0"]).unwrap();
+    let image = format!("{}/gv/irc", oci.host());
+    c.registry().add(&format!("{image}:*"));
+    let first = c
+        .fleet(
+            name,
+            &[
+                ("ns.yaml", &namespace(name)),
+                (
+                    "app.yaml",
+                    &deployment(name, "app", &format!("{image}:1.0.0")),
+                ),
+            ],
+            "  interval: 1m\n  path: ./\n  prune: true\n",
+        )
+        .unwrap();
+    ready_at(c, name, &first);
+    let scale = |n: &str| {
+        c.kubectl(&[
+            "-n",
+            FLUX_NS,
+            "scale",
+            "deployment",
+            "image-reflector-controller",
+            &format!("--replicas={n}"),
+        ])
+        .unwrap();
+    };
+    scale("0");
+    eventually(T, "image-reflector-controller has 0 replicas", || {
+        let d = c.get_json(&[
+            "-n",
+            FLUX_NS,
+            "get",
+            "deployment",
+            "image-reflector-controller",
+        ]);
+        (d["status"]["replicas"].as_i64().unwrap_or(0) == 0).then_some(())
+    });
+    c.apply_yaml(&format!(
+        "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImageRepository\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nspec: {{image: \"{image}\", interval: 1m, insecure: true}}\n---\napiVersion: image.toolkit.fluxcd.io/v1\nkind: ImagePolicy\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nspec:\n  imageRepositoryRef: {{name: {name}}}\n  policy: {{semver: {{range: \">=1.0.0\"}}}}\n"
+    ))
+    .unwrap();
+    let source = format!("gitrepository/{name}");
+    let (code, r, err) = verify(c.kubeconfig(), &["--source", &source]);
+    let img = link(&r, "images");
+    assert_eq!(img["verdict"], "broken", "{r:#}\n{err}");
+    assert_eq!(code, 1, "{r:#}\n{err}");
+    let ev = img["evidence"].as_array().unwrap();
+    let dep = ev
+        .iter()
+        .find(|e| e["object"] == "Deployment/flux-system/image-reflector-controller")
+        .unwrap_or_else(|| panic!("{img:#}"));
+    assert_eq!(dep["verdict"], "broken");
+    assert!(
+        dep["detail"]
+            .as_str()
+            .unwrap()
+            .contains("image-reflector-controller is not running (0 replicas)"),
+        "{dep:#}"
+    );
+    let pol = ev
+        .iter()
+        .find(|e| e["object"] == format!("ImagePolicy/{FLUX_NS}/{name}"))
+        .unwrap_or_else(|| panic!("{img:#}"));
+    assert_eq!(pol["verdict"], "broken", "{img:#}");
+    assert!(
+        img["fix"]
+            .as_str()
+            .unwrap()
+            .contains("scale deployment/image-reflector-controller --replicas=1"),
+        "{img:#}"
+    );
+    scale("1");
+    eventually(T, "the real ImagePolicy selects 1.0.0", || {
+        let p = c.get_json(&["-n", FLUX_NS, "get", "imagepolicy", name]);
+        (p["status"]["latestRef"]["tag"] == "1.0.0").then_some(())
+    });
+    let (code, r, err) = verify(c.kubeconfig(), &["--source", &source]);
+    let img = link(&r, "images");
+    assert_eq!(img["verdict"], "ok", "{r:#}\n{err}");
+    assert!(
+        !img["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["object"] == "Deployment/flux-system/image-reflector-controller"),
+        "{img:#}"
+    );
+    assert_eq!(code, 0, "{r:#}\n{err}");
+}
