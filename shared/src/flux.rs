@@ -1040,3 +1040,45 @@ mod tests {
         assert_eq!(format_go_duration(k.effective_timeout().unwrap()), "2m0s");
     }
 }
+
+/// The branch a GitRepository (`src`, any JSON shape of the object) follows: `spec.ref.branch`,
+/// or `master` when `spec.ref` names nothing (source-controller api/v1 `GitRepositoryRef`:
+/// "defaults to master"; fluxcd/pkg git `DefaultBranch`); `None` when it pins a tag, semver
+/// range, name or commit (no branch head to compare).
+pub fn git_branch(src: &serde_json::Value) -> Option<String> {
+    let r = src.get("spec").and_then(|s| s.get("ref"));
+    let field = |k: &str| {
+        r.and_then(|r| r.get(k))
+            .and_then(serde_json::Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    if ["tag", "semver", "name", "commit"]
+        .iter()
+        .any(|k| field(k).is_some())
+    {
+        return None;
+    }
+    Some(field("branch").unwrap_or("master").to_string())
+}
+
+#[cfg(test)]
+mod git_branch_tests {
+    use super::git_branch;
+    use serde_json::json;
+
+    #[test]
+    fn git_branch_follows_source_controller_defaults() {
+        assert_eq!(
+            git_branch(&json!({"spec": {"ref": {"branch": "main"}}})).as_deref(),
+            Some("main")
+        );
+        assert_eq!(git_branch(&json!({"spec": {}})).as_deref(), Some("master"));
+        for pinned in ["tag", "semver", "name", "commit"] {
+            assert_eq!(
+                git_branch(&json!({"spec": {"ref": {"branch": "main", pinned: "x"}}})),
+                None,
+                "{pinned}"
+            );
+        }
+    }
+}

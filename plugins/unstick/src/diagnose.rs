@@ -21,7 +21,7 @@ use cluster_loop::flux::Kustomization;
 use cluster_loop::kstatus::{self, Status as KStatus};
 
 mod blind;
-pub use blind::{BlindSpot, ConfigRef, config_refs};
+pub use blind::{BlindSpot, ConfigRef, RemoteHead, apply_remote_head, config_refs};
 
 /// `reconcile.fluxcd.io/requestedAt` (fluxcd/pkg apis/meta `ReconcileRequestAnnotation`).
 pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";

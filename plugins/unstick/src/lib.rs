@@ -8,6 +8,7 @@ pub mod lever;
 pub mod live;
 pub mod obj;
 pub mod proof;
+pub mod remote;
 pub mod report;
 pub mod run;
 pub mod snapshot;

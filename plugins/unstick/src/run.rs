@@ -37,6 +37,9 @@ Examples:
   # After pushing a fix to Git: refetch the source first (v1.7 gate, token rotation)
   kubectl unstick ks/apps-wave-1 --with-source --yes
 
+  # Which commit does the remote's branch have? (git ls-remote from a probe pod)
+  kubectl unstick ks/apps-wave-1 --dry-run --check-remote
+
   # The whole fleet in one table (healthy rows too); only the problems, as JSON
   kubectl unstick --all -A
   kubectl unstick --all -A --problems -o json
@@ -141,6 +144,15 @@ pub struct Cli {
     #[arg(long)]
     force_resume: bool,
 
+    /// Read the source's branch head with git ls-remote from a probe pod in the source's
+    /// namespace (the credentials Flux holds) and say which newer commit a suspended or
+    /// lagging GitRepository holds back; creates one short-lived Job
+    #[arg(long, conflicts_with_all = ["all", "check"])]
+    check_remote: bool,
+    /// With --check-remote: the probe image (sh, getent and git)
+    #[arg(long, requires = "check_remote", default_value = cluster_loop::probe::GIT_IMAGE, value_name = "IMAGE")]
+    probe_image: String,
+
     /// Extra time on top of the Kustomization's own timeout when waiting for proof
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     margin: Duration,
@@ -197,6 +209,14 @@ pub async fn run(cli: Cli) -> Result<i32> {
         return Err(Error::usage(format!(
             "--token {t:?} is not a reconcile.fluxcd.io/requestedAt value: expected an RFC 3339 time as kubectl unstick and flux reconcile write it (e.g. 2026-11-30T07:30:00.5Z) or Unix time (seconds, milliseconds, microseconds or nanoseconds as `date +%s%N` writes it); copy it from the --no-wait output or the annotation"
         )));
+    }
+    if cli.check_remote {
+        cluster_loop::probe::validate_image(&cli.probe_image).map_err(|e| {
+            Error::usage(format!(
+                "--probe-image {:?} is not an image reference: {e}",
+                cli.probe_image
+            ))
+        })?;
     }
     // Usage is decided before any kubeconfig is read (exit 2 even without a cluster).
     let target = match &cli.target {
@@ -264,7 +284,7 @@ async fn single(
     )
     .await?;
     let engine = Engine::new(&snap);
-    let Some(d) = engine.diagnose(&ns, &name) else {
+    let Some(mut d) = engine.diagnose(&ns, &name) else {
         return Err(Error::not_found(
             conn.ctx()
                 .verb("get")
@@ -273,6 +293,20 @@ async fn single(
                 .name(name.as_str()),
         ));
     };
+    let mut notes = notes;
+    if cli.check_remote {
+        let ks = find(&snap, &ns, &name).unwrap();
+        let note = crate::remote::check(
+            conn,
+            engine.source_obj(ks),
+            &mut d,
+            &cli.probe_image,
+            Duration::from_secs(60),
+            !cli.output.output.is_machine(),
+        )
+        .await?;
+        notes.extend(note);
+    }
     let holding = engine.holding_workers();
     let painter = cli.output.stdout_painter();
     let machine = cli.output.output.is_machine();

@@ -229,6 +229,8 @@ impl ProbeOwner {
     pub const PODRESOLVE: ProbeOwner = ProbeOwner { tool: "podresolve" };
     /// `kubectl cutover`.
     pub const CUTOVER: ProbeOwner = ProbeOwner { tool: "cutover" };
+    /// `kubectl unstick --check-remote`.
+    pub const UNSTICK: ProbeOwner = ProbeOwner { tool: "unstick" };
     /// `kubectl gitops verify`.
     pub const GITOPS_VERIFY: ProbeOwner = ProbeOwner {
         tool: "gitops-verify",

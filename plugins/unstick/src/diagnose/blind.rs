@@ -52,6 +52,74 @@ pub struct BlindSpot {
     pub newer_elsewhere: Option<String>,
     /// The command that lifts it, when one does (`flux resume source git ...`, `kubectl scale`).
     pub command: Option<String>,
+    /// `--check-remote`: the source's branch head on the remote, read from a pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_head: Option<RemoteHead>,
+}
+
+/// The remote's branch head as `--check-remote` read it. JSON (`blindSpot.remoteHead`):
+/// `{"branch": "main", "commit": "<sha>", "artifactCommit": "<sha>", "newer": true,
+/// "from": "seen from pod NS/NAME with git ls-remote"}`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteHead {
+    /// The branch the GitRepository follows.
+    pub branch: String,
+    /// The head commit on the remote.
+    pub commit: String,
+    /// The commit of the source's artifact (empty when it has none).
+    pub artifact_commit: String,
+    /// Whether the head differs from the artifact's commit.
+    pub newer: bool,
+    /// Where it was read.
+    pub from: String,
+}
+
+impl RemoteHead {
+    /// A head `commit` of `branch` against the artifact's `artifact_commit`.
+    pub fn new(branch: &str, commit: &str, artifact_commit: &str, from: &str) -> RemoteHead {
+        RemoteHead {
+            branch: branch.to_string(),
+            commit: commit.to_string(),
+            artifact_commit: artifact_commit.to_string(),
+            newer: commit != artifact_commit,
+            from: from.to_string(),
+        }
+    }
+}
+
+/// Records `head` on `d`: a suspended source's finding says which commit it holds back (or
+/// that the remote has nothing newer now), replacing "not known from the cluster"; any other
+/// diagnosis gets a hint (a source behind its remote fetches at its next interval).
+pub fn apply_remote_head(d: &mut Diagnosis, head: RemoteHead) {
+    let short = |c: &str| c.chars().take(12).collect::<String>();
+    let line = if head.newer {
+        format!(
+            "the remote's {} is at {} ({}), newer than the artifact's {}",
+            head.branch,
+            short(&head.commit),
+            head.from,
+            short(&head.artifact_commit)
+        )
+    } else {
+        format!(
+            "the remote's {} is at the artifact's commit {} ({}): nothing newer on the remote now",
+            head.branch,
+            short(&head.commit),
+            head.from
+        )
+    };
+    match d.blind_spot.as_mut() {
+        Some(b) if d.class == Class::SourceSuspended => {
+            d.summary = d.summary.replace(
+                "; whether the remote has newer commits is not known from the cluster",
+                "",
+            );
+            d.summary = format!("{}; {line}", d.summary);
+            b.remote_head = Some(head);
+        }
+        _ => d.hints.push(format!("--check-remote: {line}")),
+    }
 }
 
 impl BlindSpot {
@@ -64,6 +132,7 @@ impl BlindSpot {
             next_run_at: None,
             newer_elsewhere: None,
             command: None,
+            remote_head: None,
         }
     }
 }

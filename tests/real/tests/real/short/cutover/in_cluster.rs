@@ -853,3 +853,110 @@ async fn a_name_only_this_workstation_resolves_to_loopback_is_checked_from_the_p
     assert_eq!(inc["matchesCluster"], true);
     w.assert_clean(&r);
 }
+
+/// Issue 28 (`kubectl unstick --check-remote`, which reads the head through cutover's
+/// in-cluster preflight): the world's GitRepository suspended and pointed at the server on the
+/// pod network, which then gets a newer commit. unstick says `source-suspended` and names the
+/// head the probe pod read (`blindSpot.remoteHead`: the new commit, newer than the artifact);
+/// without `--check-remote` it says the remote is not known. The probe Job is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unstick_check_remote_names_the_commit_a_suspended_source_holds_back() {
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
+    let w = RealWorld::start(
+        c.clone(),
+        "unstick-remote",
+        "gitea.remote.example.dev",
+        true,
+    );
+    let _ca = IMAGE_CA.read().await;
+    // Suspended first, so source-controller never fetches the URL it cannot resolve.
+    c.kubectl(&[
+        "-n",
+        &w.name,
+        "patch",
+        "gitrepository",
+        &w.name,
+        "--type=merge",
+        "-p",
+        &json!({"spec": {"suspend": true, "url": w.to()}}).to_string(),
+    ])
+    .unwrap();
+    let work = w._work.path();
+    std::fs::write(
+        work.join("clusters/prod/apps.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: release-{0}\n  namespace: {0}\ndata:\n  n: \"2\"\n",
+            w.name
+        ),
+    )
+    .unwrap();
+    git(work, &["commit", "-q", "-am", "release 2"], &[]);
+    let newer = git(work, &["rev-parse", "HEAD"], &[]);
+    push(work, &w.new, &w.new.url_https("org/fleet"), &newer, TOKEN);
+    let unstick = |extra: &[&str]| {
+        let mut args = vec![
+            format!("ks/{}", w.name),
+            "-n".into(),
+            w.name.clone(),
+            "--dry-run".into(),
+            "-o".into(),
+            "json".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let out = std::process::Command::new(crate::bin!("kubectl-unstick"))
+            .arg("--kubeconfig")
+            .arg(c.kubeconfig())
+            .args(&args)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (
+            out.status.code(),
+            v,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, v, err) = unstick(&[]);
+    assert_eq!(v["diagnosis"]["class"], "source-suspended", "{v:#}\n{err}");
+    assert_eq!(code, Some(1));
+    assert!(
+        v["diagnosis"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("not known from the cluster"),
+        "{v:#}"
+    );
+    let (code, v, err) = unstick(&["--check-remote"]);
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "source-suspended", "{v:#}\n{err}");
+    assert_eq!(code, Some(1));
+    let head = &d["blindSpot"]["remoteHead"];
+    assert_eq!(head["commit"], json!(newer), "{v:#}\n{err}");
+    assert_eq!(head["artifactCommit"], json!(w.head), "{v:#}");
+    assert_eq!(head["newer"], true);
+    let summary = d["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!("the remote's main is at {}", &newer[..12]))
+            && !summary.contains("not known from the cluster"),
+        "{summary}"
+    );
+    eventually(Duration::from_secs(60), "no unstick probe left", || {
+        let v = c.get_json(&[
+            "-n",
+            &w.name,
+            "get",
+            "jobs,pods",
+            "-l",
+            "app.kubernetes.io/managed-by=kubectl-unstick",
+        ]);
+        v["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|o| !o["metadata"]["deletionTimestamp"].is_null())
+            .then_some(())
+    });
+}
