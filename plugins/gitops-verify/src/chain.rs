@@ -85,6 +85,11 @@ pub struct Evidence {
     /// What to do, for a broken or unknown member.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
+    /// Keys (`namespace/name`) of the Kustomizations whose inventory holds the object this
+    /// member is about (a workload, or the workload running an image); empty when it is about
+    /// no applied object. [`settle`] holds a broken member only when one of them is moving.
+    #[serde(skip)]
+    pub applied_by: Vec<String>,
 }
 
 impl Evidence {
@@ -96,7 +101,14 @@ impl Evidence {
             detail: detail.into(),
             deadline: None,
             fix: None,
+            applied_by: Vec::new(),
         }
+    }
+
+    /// Sets [`Evidence::applied_by`].
+    pub fn applied_by(mut self, kustomizations: Vec<String>) -> Self {
+        self.applied_by = kustomizations;
+        self
     }
 
     /// Sets the deadline.
@@ -138,6 +150,11 @@ pub struct LinkReport {
     /// settles ([`settle`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub moving: bool,
+    /// When not empty, the movement concerns only these Kustomizations (`namespace/name`):
+    /// [`settle`] keeps a broken member below final unless it is applied by one of them.
+    /// Empty with `moving`: everything below is held (a source behind its remote).
+    #[serde(skip)]
+    pub moving_only: Vec<String>,
     /// Its members, worst first.
     pub evidence: Vec<Evidence>,
 }
@@ -153,6 +170,7 @@ impl LinkReport {
             deadline: None,
             fix: None,
             moving: false,
+            moving_only: Vec::new(),
             evidence: Vec::new(),
         }
     }
@@ -205,6 +223,7 @@ impl LinkReport {
             },
             fix,
             moving: false,
+            moving_only: Vec::new(),
             evidence,
         }
     }
@@ -263,23 +282,33 @@ pub struct WaitInfo {
 }
 
 /// The downstream rule: once a link is [`LinkReport::moving`], a `broken` verdict of a later
-/// link (and of each of its members) is about the revision being replaced and reads
-/// `waiting` ("held: link N is moving"), with the fix kept as evidence. Applied in order.
+/// link's member is about the revision being replaced and reads `waiting` ("not final: link
+/// N is moving"), with the fix kept as evidence. A link moving for some Kustomizations only
+/// ([`LinkReport::moving_only`]) holds only the members they apply
+/// ([`Evidence::applied_by`]); a member about no applied object stays final then. Applied in
+/// order; the first moving link decides.
 pub fn settle(links: &mut [LinkReport]) {
-    let mut moving: Option<&'static str> = None;
+    let mut moving: Option<(&'static str, Vec<String>)> = None;
     for l in links.iter_mut() {
-        if let Some(up) = moving
+        if let Some((up, only)) = &moving
             && l.verdict == Verdict::Broken
         {
+            let held =
+                |e: &Evidence| only.is_empty() || e.applied_by.iter().any(|k| only.contains(k));
             for e in l
                 .evidence
                 .iter_mut()
-                .filter(|e| e.verdict == Verdict::Broken)
+                .filter(|e| e.verdict == Verdict::Broken && held(e))
             {
                 e.verdict = Verdict::Waiting;
                 e.detail = format!(
-                    "{} (not final: the {up} link is still moving to a newer revision)",
-                    e.detail
+                    "{} (not final: the {up} link is still moving to a newer revision{})",
+                    e.detail,
+                    if only.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" for Kustomization {}", only.join(", "))
+                    }
                 );
             }
             let rebuilt =
@@ -291,7 +320,7 @@ pub fn settle(links: &mut [LinkReport]) {
             l.evidence = rebuilt.evidence;
         }
         if l.moving && moving.is_none() {
-            moving = Some(l.id);
+            moving = Some((l.id, l.moving_only.clone()));
         }
     }
 }
@@ -431,5 +460,38 @@ mod tests {
         settle(&mut links);
         assert_eq!(links[1].verdict, Verdict::Broken);
         assert_eq!(first_broken(&links), Some("k"));
+    }
+
+    #[test]
+    fn a_kustomization_moving_holds_only_what_it_applies() {
+        // apps/wave-2 waits for a newer revision; wave-1's pod fails on the image being applied.
+        let mut ks = link(2, "kustomizations", Verdict::Waiting);
+        ks.moving = true;
+        ks.moving_only = vec!["apps/wave-2".into()];
+        let mine = Evidence::new("Deployment/apps/backend", Verdict::Broken, "ErrImagePull")
+            .applied_by(vec!["apps/wave-1".into()]);
+        let theirs = Evidence::new(
+            "Deployment/apps/frontend",
+            Verdict::Broken,
+            "CrashLoopBackOff",
+        )
+        .applied_by(vec!["apps/wave-2".into()]);
+        let nobody = Evidence::new("ImagePolicy/apps/p", Verdict::Broken, "no latestRef");
+        let workloads = LinkReport::from_members(3, "workloads", vec![mine, theirs], "");
+        let images = LinkReport::from_members(4, "images", vec![nobody], "");
+        let mut links = vec![ks, workloads, images];
+        settle(&mut links);
+        let w = &links[1];
+        assert_eq!(w.verdict, Verdict::Broken);
+        let by = |o: &str| w.evidence.iter().find(|e| e.object == o).unwrap();
+        assert_eq!(by("Deployment/apps/backend").verdict, Verdict::Broken);
+        assert_eq!(by("Deployment/apps/frontend").verdict, Verdict::Waiting);
+        assert!(
+            by("Deployment/apps/frontend")
+                .detail
+                .contains("for Kustomization apps/wave-2")
+        );
+        assert_eq!(links[2].verdict, Verdict::Broken);
+        assert_eq!(first_broken(&links), Some("workloads"));
     }
 }

@@ -67,6 +67,20 @@ impl Facts {
         self.diagnoses.iter().find(|d| d.kustomization == key)
     }
 
+    /// Keys (`namespace/name`) of the in-scope Kustomizations whose inventory holds the
+    /// workload `kind/ns/name` (kustomize-controller's `status.inventory`).
+    pub fn appliers(&self, kind: &str, ns: &str, name: &str) -> Vec<String> {
+        self.kustomizations
+            .iter()
+            .filter(|ks| {
+                inventory_workloads(ks)
+                    .iter()
+                    .any(|(_, k, n, m)| k == kind && n == ns && m == name)
+            })
+            .map(key_of)
+            .collect()
+    }
+
     /// The workload `(group, kind, ns, name)` when read.
     pub fn workload(&self, kind: &str, ns: &str, name: &str) -> Option<&Value> {
         self.workloads
@@ -121,6 +135,7 @@ pub async fn read(s: &Session) -> Result<Facts> {
             .collect()
     };
     let sources = sources_of(s, &snap, &kustomizations);
+    named_source_exists(s, &sources)?;
     let (workloads, pods) = read_workloads(s, &kustomizations, &mut notes).await?;
     Ok(Facts {
         now: snap.now,
@@ -132,6 +147,33 @@ pub async fn read(s: &Session) -> Result<Facts> {
         pods,
         notes,
     })
+}
+
+/// `--source` names an object the cluster has. Errors: it does not (exit 3, as every plugin
+/// treats a named object that is missing), with the command that lists what exists.
+fn named_source_exists(
+    s: &Session,
+    sources: &[(String, String, String, Option<Value>)],
+) -> Result<()> {
+    let Some((kind, name)) = &s.opts.source else {
+        return Ok(());
+    };
+    let Some((_, ns, _, _)) = sources
+        .iter()
+        .find(|(k, _, n, o)| k == kind && n == name && o.is_none())
+    else {
+        return Ok(());
+    };
+    let mut ctx = s
+        .conn
+        .ctx()
+        .verb("get")
+        .namespace(Some(ns.as_str()))
+        .name(name.as_str());
+    if let Some(ar) = unstick::live::api_resource("source.toolkit.fluxcd.io", kind) {
+        ctx = ctx.api_resource(&ar);
+    }
+    Err(cluster_loop::Error::not_found(ctx))
 }
 
 /// The sources in scope: `--source` (looked for in the session's namespace), else every

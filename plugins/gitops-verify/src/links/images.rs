@@ -95,6 +95,9 @@ impl Link for ImagesLink {
                     &stopped,
                 ));
             }
+            for e in &mut members {
+                e.applied_by = appliers(cx, &containers, &e.object);
+            }
             Ok(LinkReport::from_members(
                 4,
                 "images",
@@ -317,6 +320,22 @@ fn containers(workloads: &[Value]) -> Vec<Container> {
         }
     }
     out
+}
+
+/// The Kustomizations applying the workload a member is about (its object ends with the
+/// container's `Kind/ns/name container C`); empty for a member about no container.
+fn appliers(cx: &Context<'_>, containers: &[Container], object: &str) -> Vec<String> {
+    let Some((who, _)) = containers
+        .iter()
+        .find(|(who, _)| object.ends_with(who.as_str()))
+    else {
+        return Vec::new();
+    };
+    let workload = who.split(" container ").next().unwrap_or_default();
+    match workload.splitn(3, '/').collect::<Vec<_>>()[..] {
+        [kind, ns, name] => cx.facts.appliers(kind, ns, name),
+        _ => Vec::new(),
+    }
 }
 
 fn bare_tags(containers: &[Container], policies: &[ImagePolicy]) -> Vec<Evidence> {

@@ -11,14 +11,15 @@
 //!   controller that is not running) is `broken`, with `kubectl unstick` as the fix (it names
 //!   the lever for this controller version and proves the result).
 //!
-//! The link is moving ([`crate::chain::LinkReport::moving`]) while a Kustomization has a
-//! newer source revision than it last attempted, or a run that is not a health check is in
-//! progress: the workloads below are about to change.
+//! The link is moving ([`crate::chain::LinkReport::moving`], scoped to those Kustomizations
+//! by `moving_only`) while a Kustomization will apply a newer source revision by itself, or a
+//! run that is not a health check is in progress: the workloads they apply are about to
+//! change. A health check in flight for the source's own revision does not move anything.
 
 use cluster_loop::error::Result;
 use futures::future::BoxFuture;
 use jiff::{SignedDuration, Timestamp};
-use unstick::diagnose::{Class, Diagnosis, Heading, heading, is_finding};
+use unstick::diagnose::{Class, Diagnosis, Heading, heading, is_finding, same_revision};
 
 use super::{Context, Link};
 use crate::chain::{Evidence, LinkReport, Verdict};
@@ -46,7 +47,14 @@ impl Link for KustomizationsLink {
                 members,
                 "no Kustomization in scope (check -n, -A or --source)",
             );
-            l.moving = cx.facts.diagnoses.iter().any(moving);
+            l.moving_only = cx
+                .facts
+                .diagnoses
+                .iter()
+                .filter(|d| moving(d))
+                .map(|d| d.kustomization.clone())
+                .collect();
+            l.moving = !l.moving_only.is_empty();
             Ok(l)
         })
     }
@@ -58,15 +66,29 @@ impl Link for KustomizationsLink {
     }
 }
 
-/// Whether a newer revision is on its way to `d`'s objects.
+/// Whether a newer revision is on its way to `d`'s objects: a run (not its health check)
+/// or a request in progress, a canceled health check the controller re-runs, or a source
+/// revision newer than the last attempted one that the controller will apply by itself
+/// (unstick's heading is `Moving`). A health check in flight for the source's own revision
+/// is not: those objects are already applied, so a pull failure on them is final. A
+/// Kustomization that is `Terminal` (failed, held by a failed dependency, stalled) moves
+/// nothing until someone acts.
 fn moving(d: &Diagnosis) -> bool {
-    d.source
+    if matches!(heading(d), Heading::Terminal(_)) {
+        return false;
+    }
+    if matches!(
+        d.class,
+        Class::Reconciling | Class::RequestPending | Class::HealthCheckCanceled
+    ) {
+        return true;
+    }
+    let Some(s) = d.source.as_ref().filter(|s| s.newer_revision_available) else {
+        return false;
+    };
+    !d.health_check
         .as_ref()
-        .is_some_and(|s| s.newer_revision_available)
-        || matches!(
-            d.class,
-            Class::Reconciling | Class::RequestPending | Class::HealthCheckCanceled
-        )
+        .is_some_and(|h| same_revision(Some(&h.revision), s.artifact_revision.as_deref()))
 }
 
 /// When a waiting Kustomization should be done by: its health check's predicted end, else
@@ -121,6 +143,14 @@ fn member(d: &Diagnosis, now: Timestamp) -> Evidence {
             );
             if let Some(f) = d.blocking.iter().find_map(|b| b.fix.clone()) {
                 fix = format!("{f}; then {fix}");
+            }
+            // A catalogue signature (a bare-tag image) fails every run the same way until Git
+            // has a fix: the fix is in Git first (unstick's lever says the same).
+            if let Some(sig) = d.signatures.first() {
+                fix = format!(
+                    "fix it in Git first: {}; then {fix}",
+                    sig.message.trim_end_matches('.')
+                );
             }
             Evidence::new(object, Verdict::Broken, with_blocking(t)).fix(fix)
         }

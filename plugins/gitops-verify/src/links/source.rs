@@ -13,6 +13,10 @@
 //!   source-controller's own fetch needs. It creates one Job per source and pulls a git
 //!   image, so it is a flag, not the default: seconds to minutes, and `create jobs` RBAC in
 //!   a run that otherwise only reads.
+//!   A `spec.url` on the loopback (`localhost`, `127.0.0.1`, `[::1]`) is not probed: in a
+//!   pod it is the pod itself, so the probe would prove nothing. source-controller reaches
+//!   such a URL only when it shares the server's network, and a Ready source says it did; the
+//!   head is read from this workstation and the evidence says so.
 //!
 //! A head ahead of the artifact is `waiting` (source-controller fetches it at its next
 //! interval run: the deadline is now + `spec.interval` + `spec.timeout`) and marks the link
@@ -191,12 +195,35 @@ async fn one(
         ));
     };
     let (_, commit) = cutover::preflight::split_revision(revision);
-    let seen = if cx.session.opts.probe_source {
+    let loopback = loopback_url(src);
+    let seen = if let (true, Some(lo)) = (cx.session.opts.probe_source, &loopback) {
+        // A pod's loopback is the pod itself: a probe there proves nothing about how
+        // source-controller reached this URL. Ready at a revision says it did, so it shares
+        // the server's network (hostNetwork, or a controller run on the host).
+        from_workstation(cx, src, ns, &branch).await?.map(|(head, _)| {
+            (
+                head,
+                format!(
+                    "seen from this workstation, not from a pod: {lo}, which in a pod is the pod \
+                     itself; source-controller reaches it only when it shares the server's \
+                     network (hostNetwork, or run on the host), and its Ready says it does"
+                ),
+            )
+        })
+    } else if cx.session.opts.probe_source {
         from_pod(cx, src, ns, &branch, &commit).await?
     } else {
         from_workstation(cx, src, ns, &branch).await?
     };
     Ok(judge_head(cx, src, &id, revision, &branch, &commit, seen))
+}
+
+/// Why `spec.url`'s host is the loopback wherever it is resolved (`localhost`, a loopback or
+/// unspecified literal: cutover's [`cutover::incluster::loopback_reason`] without a DNS
+/// answer), or `None`.
+fn loopback_url(src: &Value) -> Option<String> {
+    let url = url::Url::parse(obj::s(src, &["spec", "url"])?).ok()?;
+    cutover::incluster::loopback_reason(url.host_str()?, &[])
 }
 
 /// What the remote said: `Ok((head, where))` or `Err((verdict, message, fix))`.

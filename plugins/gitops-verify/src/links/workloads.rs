@@ -78,6 +78,7 @@ impl Link for WorkloadsLink {
                         continue;
                     }
                     let id = format!("{kind}/{ns}/{name}");
+                    let appliers = f.appliers(&kind, &ns, &name);
                     members.push(match f.workload(&kind, &ns, &name) {
                         None => Evidence::new(
                             id,
@@ -90,7 +91,7 @@ impl Link for WorkloadsLink {
                             obj::namespace(ks)
                         )),
                         Some(w) => member(&engine, reader, &f.pods, w, id, f.now, timeout),
-                    });
+                    }.applied_by(appliers));
                 }
             }
             Ok(LinkReport::from_members(

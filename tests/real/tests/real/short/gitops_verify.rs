@@ -315,6 +315,131 @@ fn held_health_check_waits_then_breaks() {
     );
 }
 
+/// The demo's break, in two waves: Kustomization `gv-waves` (health-checked) and
+/// `gv-waves-2` (dependsOn it) read one source. A new revision sets a bare tag (`image:
+/// 0.1.1`, what a `:tag` marker on an `image:` field writes) in wave 1. While the real
+/// kustomize-controller runs wave 1's health check on that revision, wave 2 waits for it:
+/// wave 2 moves, but wave 1's objects are already applied, so the pull failure of the image
+/// being applied is final (links 3 and 4 `broken`, not "still moving"). Once the check
+/// fails, wave 2 is held by a failed dependency and nothing moves: links 3 and 4 stay
+/// `broken`, and link 2's fix points to Git first (markercheck), then unstick.
+#[test]
+fn a_pull_failure_of_the_revision_being_applied_is_final_while_a_dependent_waits() {
+    let c = &cluster();
+    let name = "gv-waves";
+    let held = "  interval: 100h\n  prune: true\n  wait: true\n  timeout: 45s\n";
+    let first = c
+        .fleet(
+            name,
+            &[
+                ("w1/ns.yaml", &namespace(name)),
+                ("w1/web.yaml", &deployment(name, "web", GOOD)),
+                ("w2/api.yaml", &deployment(name, "api", GOOD)),
+            ],
+            &format!("  path: ./w1\n{held}"),
+        )
+        .unwrap();
+    c.apply_yaml(&format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}-2, namespace: {FLUX_NS}}}\nspec:\n  sourceRef: {{kind: GitRepository, name: {name}}}\n  dependsOn: [{{name: {name}}}]\n  path: ./w2\n{held}"
+    ))
+    .unwrap();
+    ready_at(c, name, &first);
+    ready_at(c, &format!("{name}-2"), &first);
+    let second = c
+        .push(
+            name,
+            &[("w1/web.yaml", &deployment(name, "web", "0.1.1"))],
+            "podinfo 0.1.1 (the marker wrote a bare tag)",
+        )
+        .unwrap();
+    request_reconcile(c, name);
+    let short = &second[..7];
+    eventually(
+        T,
+        "wave 1's health check runs on the new revision and its pod fails to pull",
+        || {
+            let rc = condition(&c.kustomization(name), "Reconciling");
+            let running = rc["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Running health checks") && m.contains(short));
+            let pods = c.kubectl(&["-n", name, "get", "pods", "-o", "json"]).ok()?;
+            (running && pods.contains("\"0.1.1\"") && pods.contains("ErrImagePull")
+                || running && pods.contains("ImagePullBackOff"))
+            .then_some(())
+        },
+    );
+    let (code, r, err) = verify(c.kubeconfig(), &["--source", "gitrepository/gv-waves"]);
+    if link(&r, "kustomizations")["verdict"] == "waiting" {
+        assert_eq!(code, 1, "{r:#}\n{err}");
+        assert_eq!(r["firstBroken"], "workloads", "{r:#}");
+        for id in ["workloads", "images"] {
+            let l = link(&r, id);
+            assert_eq!(l["verdict"], "broken", "{id}: {r:#}");
+            let e = &l["evidence"][0];
+            assert_eq!(e["verdict"], "broken", "{id}: {l:#}");
+            assert!(
+                e["object"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("Deployment/gv-waves/web"),
+                "{id}: {l:#}"
+            );
+            assert!(
+                !e["detail"].as_str().unwrap().contains("not final"),
+                "{id}: {l:#}"
+            );
+        }
+        // Wave 2 is the one that moves: its own Deployment's verdict would be held.
+        assert_eq!(link(&r, "kustomizations")["moving"], true, "{r:#}");
+    }
+    eventually(T, "the real controller fails wave 1's check", || {
+        (condition(&c.kustomization(name), "Ready")["reason"] == "HealthCheckFailed").then_some(())
+    });
+    let (code, r, err) = verify(c.kubeconfig(), &["--source", "gitrepository/gv-waves"]);
+    assert_eq!(code, 1, "{r:#}\n{err}");
+    assert_eq!(r["firstBroken"], "kustomizations", "{r:#}");
+    let ks = link(&r, "kustomizations");
+    assert_eq!(ks["verdict"], "broken", "{ks:#}");
+    assert!(ks.get("moving").is_none(), "nothing moves now: {ks:#}");
+    let fix = ks["fix"].as_str().unwrap();
+    assert!(
+        fix.starts_with("fix it in Git first") && fix.contains("markercheck"),
+        "{fix}"
+    );
+    for id in ["workloads", "images"] {
+        let l = link(&r, id);
+        assert_eq!(l["verdict"], "broken", "{id}: {r:#}");
+        assert!(
+            !l["evidence"][0]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("not final"),
+            "{id}: {l:#}"
+        );
+    }
+}
+
+/// `--source` naming a source the cluster does not have is exit 3 with the command that
+/// lists what exists, as every plugin treats a named object that is missing.
+#[test]
+fn a_named_source_that_does_not_exist_is_exit_3() {
+    let c = &cluster();
+    let out = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(["--source", "gitrepository/gv-nope"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("\"gv-nope\" not found") && err.contains("kubectl get"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "nothing on stdout");
+}
+
 /// The request budget, counted by the fault proxy between the binary and the real apiserver:
 /// a one-shot run on one fleet makes exactly the requests its report says (`apiRequests`),
 /// all reads (lists, and the two controller Deployments by name), within the README's bound.
