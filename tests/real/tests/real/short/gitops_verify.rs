@@ -122,6 +122,22 @@ fn chain_that_holds_exits_0() {
         assert_eq!(l["verdict"], "not-applicable", "{id}: {r:#}");
         assert!(!l["summary"].as_str().unwrap().is_empty());
     }
+    // The cluster's Git server is on the loopback (source-controller runs on the host, as in
+    // ./demo): --probe-source does not call that Ready source broken from a pod whose
+    // loopback is itself; it says why the head was read here instead.
+    let (code, r, err) = verify(
+        c.kubeconfig(),
+        &["--source", "gitrepository/gv-ok", "--probe-source"],
+    );
+    assert_eq!(code, 0, "{r:#}\n{err}");
+    let src = &link(&r, "source")["evidence"][0];
+    assert_eq!(src["verdict"], "ok", "{src:#}");
+    let d = src["detail"].as_str().unwrap();
+    assert!(
+        d.contains("seen from this workstation, not from a pod")
+            && d.contains("is a loopback address"),
+        "{d}"
+    );
 }
 
 /// A source revision behind the remote: a commit pushed after the last fetch (the source's
