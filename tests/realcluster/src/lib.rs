@@ -10,7 +10,8 @@
 //! ([`node`]: kubelet and scheduler half; with [`kubelet`] it runs probe-image pods for real
 //! through the twin's pod runtime and serves their logs), the Git server (`twin::git`,
 //! git-http-backend behind our HTTP front),
-//! the registry (a list of pullable references).
+//! the registry (a list of pullable references), and the forward proxy that serves the real OCI
+//! registry under a fleet's registry names ([`oci_proxy`]).
 //!
 //! ```no_run
 //! let cluster = realcluster::Cluster::shared().unwrap();   // a lease: up while leased
@@ -27,6 +28,7 @@ pub mod gateway;
 pub mod kubelet;
 pub mod node;
 pub mod oci;
+pub mod oci_proxy;
 pub mod pki;
 pub mod proc;
 pub mod proxy;
@@ -82,6 +84,13 @@ pub struct ClusterOptions {
     /// Also run image-automation-controller ([`bins::IAC_CURRENT`]): ImageUpdateAutomation,
     /// pushing to the cluster's Git server. Off by default.
     pub image_automation_controller: bool,
+    /// Names (`host:port`) the real OCI registry is also served as, over HTTPS, as a fleet's
+    /// ImageRepositories name their registry (e.g. `registry.example.local:5000`, with no
+    /// `spec.insecure`): the harness's forward proxy ([`oci_proxy`]) serves them, and
+    /// image-reflector-controller's Deployment gets its `HTTPS_PROXY`, `NO_PROXY` and
+    /// `SSL_CERT_FILE` ([`oci_proxy::RegistryProxy::env`]). Empty by default; needs
+    /// `image_reflector_controller`.
+    pub registry_names: Vec<String>,
     /// Also run helm-controller ([`bins::HELM_CURRENT`]): HelmRelease. Off by default.
     pub helm_controller: bool,
     /// Install the Gateway API standard CRDs ([`gateway::GATEWAY_API_VERSION`]; implied by
@@ -104,6 +113,7 @@ impl Default for ClusterOptions {
             images: Vec::new(),
             image_reflector_controller: false,
             image_automation_controller: false,
+            registry_names: Vec::new(),
             helm_controller: false,
             gateway_api_crds: false,
             envoy_gateway: false,
@@ -121,6 +131,7 @@ pub struct Cluster {
     podexec: Mutex<Option<Arc<twin::podexec::PodExec>>>,
     log_server: Mutex<Option<kubelet::LogServer>>,
     procs: Mutex<Vec<Proc>>,
+    oci_proxy: Option<oci_proxy::RegistryProxy>,
     oci: Option<oci::OciRegistry>,
     git: twin::git::GitServer,
     registry: node::Registry,
@@ -457,15 +468,31 @@ impl Cluster {
         ))
         .map_err(|e| Error::Setup(format!("Flux Deployments: {e}")))?;
         docs.extend(flux["items"].as_array().cloned().unwrap_or_default());
-        docs.extend(extra_deployments(&opts));
-        let apply_task = rt.spawn(start::apply_docs(client.clone(), docs, api_until));
-
-        // A real OCI registry for image-reflector-controller to scan.
+        // A real OCI registry for image-reflector-controller to scan, and the proxy that
+        // serves it under the fleet's registry names (its env goes into the Deployment).
+        if !opts.registry_names.is_empty() && !opts.image_reflector_controller {
+            return Err(Error::Setup(
+                "ClusterOptions::registry_names needs image_reflector_controller".into(),
+            ));
+        }
         let oci = if opts.image_reflector_controller {
             Some(oci::OciRegistry::start(&logs)?)
         } else {
             None
         };
+        let oci_proxy = match &oci {
+            Some(reg) if !opts.registry_names.is_empty() => Some(rt.block_on(
+                oci_proxy::RegistryProxy::start(&opts.registry_names, reg.host(), d),
+            )?),
+            _ => None,
+        };
+        let irc_env = oci_proxy
+            .as_ref()
+            .map(oci_proxy::RegistryProxy::env)
+            .unwrap_or_default();
+        docs.extend(extra_deployments(&opts, &irc_env));
+        let apply_task = rt.spawn(start::apply_docs(client.clone(), docs, api_until));
+
         let registry = node::Registry::new(&opts.images);
         let mut hosts = node::HostImages::new();
         let env = vec![
@@ -496,11 +523,17 @@ impl Cluster {
                 _ => None,
             };
             let is_source = name == "source-controller";
+            // The node agent runs a host process with its image's env, not the container's:
+            // image-reflector-controller's proxy env is the same list its Deployment shows.
+            let mut env = env.clone();
+            if name == "image-reflector-controller" {
+                env.extend(irc_env.iter().cloned());
+            }
             hosts.insert(
                 format!("ghcr.io/fluxcd/{name}:{version}"),
                 node::HostImage {
                     program,
-                    env: env.clone(),
+                    env,
                     rewrite: Arc::new(move |args: &[String]| {
                         host_args(args, is_source, storage.as_deref())
                     }),
@@ -648,6 +681,7 @@ impl Cluster {
             podexec: Mutex::new(podexec),
             log_server: Mutex::new(Some(log_server)),
             procs: Mutex::new(procs),
+            oci_proxy,
             oci,
             git,
             registry,
@@ -696,6 +730,11 @@ impl Cluster {
     /// [`ClusterOptions::image_reflector_controller`] is on.
     pub fn oci(&self) -> Option<&oci::OciRegistry> {
         self.oci.as_ref()
+    }
+
+    /// The proxy serving the OCI registry under [`ClusterOptions::registry_names`], when set.
+    pub fn oci_proxy(&self) -> Option<&oci_proxy::RegistryProxy> {
+        self.oci_proxy.as_ref()
     }
 
     /// The working directory (logs under `logs/`).
@@ -907,8 +946,12 @@ pub fn flux_deployments(kc_version: &str, kc_args: &[String]) -> String {
 /// its own kinds by it (main.go cache `ByObject`: image-reflector-controller v1.2.0
 /// ImageRepository and ImagePolicy; image-automation-controller v1.2.0 ImageUpdateAutomation;
 /// helm-controller v1.6.4 HelmRelease). image-reflector-controller keeps its default
-/// `--storage-path=/data` (rewritten for the host process).
-pub fn extra_deployments(opts: &ClusterOptions) -> Vec<serde_json::Value> {
+/// `--storage-path=/data` (rewritten for the host process) and gets `irc_env` (name, value)
+/// in its container's env after `RUNTIME_NAMESPACE` (the registry proxy's, or none).
+pub fn extra_deployments(
+    opts: &ClusterOptions,
+    irc_env: &[(String, String)],
+) -> Vec<serde_json::Value> {
     [
         (
             opts.image_reflector_controller,
@@ -924,7 +967,21 @@ pub fn extra_deployments(opts: &ClusterOptions) -> Vec<serde_json::Value> {
     ]
     .into_iter()
     .filter(|(on, _, _)| *on)
-    .map(|(_, name, version)| flux_deployment(name, version, main_shard_args()))
+    .map(|(_, name, version)| {
+        let mut d = flux_deployment(name, version, main_shard_args());
+        if name == "image-reflector-controller"
+            && let Some(env) = d
+                .pointer_mut("/spec/template/spec/containers/0/env")
+                .and_then(serde_json::Value::as_array_mut)
+        {
+            env.extend(
+                irc_env
+                    .iter()
+                    .map(|(k, v)| serde_json::json!({"name": k, "value": v})),
+            );
+        }
+        d
+    })
     .collect()
 }
 

@@ -250,9 +250,14 @@ fn controllers_cluster() -> realcluster::Lease {
         image_automation_controller: true,
         helm_controller: true,
         images: vec![PODINFO.to_owned()],
+        registry_names: vec![FLEET_REGISTRY.to_owned()],
         ..realcluster::ClusterOptions::default()
     })
 }
+
+/// A registry name as fleets write it (the example fleet's): HTTPS for go-containerregistry,
+/// resolvable nowhere here, served by the harness's proxy.
+const FLEET_REGISTRY: &str = "registry.example.local:5000";
 
 const PODINFO: &str = "ghcr.io/stefanprodan/podinfo:6.7.0";
 
@@ -412,6 +417,115 @@ spec:
         (a["status"]["lastPushCommit"] == pushed.as_str()).then_some(a)
     });
     assert_eq!(condition(&auto, "Ready")["status"], "True", "{auto}");
+}
+
+/// A fleet's registry name with no `spec.insecure` (so HTTPS only, go-containerregistry
+/// `Registry.Scheme`) reaches the real OCI registry through the harness's proxy: the real
+/// image-reflector-controller runs with the proxy env its Deployment shows, scans the tags
+/// pushed to the registry, and its ImagePolicy's latestRef keeps the fleet's name. A port the
+/// proxy does not serve is refused, and the real controller reports the scan failed.
+#[test]
+fn image_repository_scans_a_fleet_registry_name_through_the_proxy() {
+    let c = &controllers_cluster();
+    let oci = c
+        .oci()
+        .expect("the registry runs with image-reflector-controller");
+    let proxy = c.oci_proxy().expect("registry_names starts the proxy");
+    oci.push("proxied/app", &["1.0.0", "1.2.0", "0.9.0"])
+        .unwrap();
+    let deploy = c.get_json(&[
+        "-n",
+        FLUX_NS,
+        "get",
+        "deployment",
+        "image-reflector-controller",
+    ]);
+    let env = &deploy["spec"]["template"]["spec"]["containers"][0]["env"];
+    let value = |name: &str| {
+        env.as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(value("HTTPS_PROXY"), Some(proxy.url().into()), "{env}");
+    assert_eq!(
+        value("SSL_CERT_FILE"),
+        Some(proxy.ca_file().to_string_lossy().into()),
+        "{env}"
+    );
+    let image = format!("{FLEET_REGISTRY}/proxied/app");
+    let unserved = "registry.example.local:5001/proxied/app";
+    c.apply_yaml(&format!(
+        r#"apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageRepository
+metadata: {{name: proxied, namespace: {FLUX_NS}}}
+spec: {{image: "{image}", interval: 1m}}
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata: {{name: proxied, namespace: {FLUX_NS}}}
+spec:
+  imageRepositoryRef: {{name: proxied}}
+  policy: {{semver: {{range: ">=1.0.0"}}}}
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageRepository
+metadata: {{name: unserved, namespace: {FLUX_NS}}}
+spec: {{image: "{unserved}", interval: 1m}}
+"#
+    ))
+    .unwrap();
+    let observed = |o: &Value| o["status"]["observedGeneration"] == o["metadata"]["generation"];
+    let policy = eventually(Duration::from_secs(120), "ImagePolicy latestRef", || {
+        let p = c.get_json(&["-n", FLUX_NS, "get", "imagepolicy", "proxied"]);
+        (condition(&p, "Ready")["status"] == "True" && observed(&p)).then_some(p)
+    });
+    assert_eq!(policy["status"]["latestRef"]["name"], image, "{policy}");
+    assert_eq!(policy["status"]["latestRef"]["tag"], "1.2.0", "{policy}");
+    let repo = c.get_json(&["-n", FLUX_NS, "get", "imagerepository", "proxied"]);
+    assert_eq!(repo["status"]["lastScanResult"]["tagCount"], 3, "{repo}");
+    assert!(
+        proxy
+            .log()
+            .contains(&format!("CONNECT {FLEET_REGISTRY} -> {}", oci.host())),
+        "{:?}",
+        proxy.log()
+    );
+    // The refused name: the controller's scan fails with Go's CONNECT error (the proxy's
+    // status text, net/http transport `dialConn`) on an https URL, and the proxy logged the
+    // refusal. A failed scan leaves observedGeneration at -1 (seen: Ready=False
+    // ReadOperationFailed, Reconciling=True ProgressingWithRetry).
+    let failed = eventually(Duration::from_secs(120), "unserved scan failure", || {
+        let r = c.get_json(&["-n", FLUX_NS, "get", "imagerepository", "unserved"]);
+        (condition(&r, "Ready")["status"] == "False").then_some(r)
+    });
+    let ready = condition(&failed, "Ready");
+    assert_eq!(ready["reason"], "ReadOperationFailed", "{failed}");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(r#"Get "https://registry.example.local:5001/v2/": Forbidden"#),
+        "{failed}"
+    );
+    assert!(failed["status"]["lastScanResult"].is_null(), "{failed}");
+    assert!(
+        proxy
+            .log()
+            .contains(&"CONNECT registry.example.local:5001: 403".to_owned()),
+        "{:?}",
+        proxy.log()
+    );
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "delete",
+        "imagerepository",
+        "unserved",
+        "--wait=false",
+    ])
+    .unwrap();
 }
 
 /// A HelmRelease of a chart in a GitRepository, installed into the real cluster by the real
