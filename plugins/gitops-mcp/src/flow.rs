@@ -74,6 +74,12 @@ pub const GATEWAYCHECK: Plugin = Plugin {
     api_version: gatewaycheck::report::API_VERSION,
     error_kind: "GatewayCheckError",
 };
+/// kubectl gitops verify.
+pub const VERIFY: Plugin = Plugin {
+    bin: "kubectl-gitops-verify",
+    api_version: gitops_verify::chain::API_VERSION,
+    error_kind: "ChainError",
+};
 /// kubectl cutover.
 pub const CUTOVER: Plugin = Plugin {
     bin: "kubectl-cutover",

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::flow::{
     self, CUTOVER, FLEETLINT, GATEWAYCHECK, MARKERCHECK, OnCancel, Outcome, PODRESOLVE, UNSTICK,
+    VERIFY,
 };
 use crate::session::Session;
 
@@ -89,6 +90,34 @@ pub struct GatewayArgs {
     pub all_namespaces: bool,
     /// The VIP the fleet expects for the Gateway (e.g. its GATEWAY_VIP).
     pub vip: Option<String>,
+}
+
+/// The GitOps chain to verify.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ChainArgs {
+    /// Hosts or URLs to check from a pod (DNS, the Gateway serving them, an HTTP(S) request);
+    /// default: the hostnames of the applied Gateways, HTTPRoutes and Ingresses.
+    #[serde(default)]
+    pub targets: Vec<String>,
+    /// Only the Kustomizations reading this source: `gitrepository/NAME`, `ocirepository/NAME`
+    /// or `bucket/NAME`.
+    pub source: Option<String>,
+    /// Namespace of the Flux objects (default: flux-system, as the flux CLI).
+    pub namespace: Option<String>,
+    /// Every namespace.
+    #[serde(default)]
+    pub all_namespaces: bool,
+    /// Read each GitRepository's branch head from a pod in its namespace (a probe Job, deleted
+    /// afterwards), as source-controller's own fetch does, instead of from the server's host.
+    #[serde(default)]
+    pub probe_source: bool,
+    /// Run the chain until it holds, a link breaks, or the deadline (the objects' own
+    /// timeouts plus a margin, or `timeout`), re-checking on watch events; progress
+    /// notifications name each link that changes.
+    #[serde(default)]
+    pub wait: bool,
+    /// The `wait` deadline (Go duration, e.g. 5m) instead of the default.
+    pub timeout: Option<String>,
 }
 
 /// A path in the repository the server was started on.
@@ -196,6 +225,7 @@ pub fn summary(tool: &str, target: &str, o: &Outcome) -> String {
         1 => "finding: see the structured result",
         2 => "usage error: the arguments were refused",
         3 => "cluster or API error",
+        4 => "still waiting: a link has not settled yet (its deadline is in the structured result)",
         130 => "interrupted: anything the run had changed was undone first",
         _ => "unexpected exit code",
     };
@@ -213,7 +243,8 @@ pub fn summary(tool: &str, target: &str, o: &Outcome) -> String {
 
 fn result(tool: &str, target: &str, o: Outcome) -> CallToolResult {
     let text = summary(tool, target, &o);
-    let mut r = if matches!(o.exit_code, 0 | 1) {
+    // 0, 1 and verify_chain's 4 are reports; 2, 3 and 130 are runs that ended without one.
+    let mut r = if matches!(o.exit_code, 0 | 1 | gitops_verify::chain::EXIT_WAITING) {
         CallToolResult::structured(o.document)
     } else {
         CallToolResult::structured_error(o.document)
@@ -483,6 +514,53 @@ impl Server {
             )
             .await;
         result("check_gateway", &label, o)
+    }
+
+    #[tool(
+        description = "Prove the whole GitOps loop from inside the cluster, link by link (kubectl gitops verify): the source at the remote's head, every Kustomization Ready at it, the workloads Current, the images the ImagePolicies select, and for each host its DNS answer from a pod, the Gateway serving it and an HTTP(S) request from a pod. Names the first broken link with what to do; waiting links carry their deadline. Exit 0 holds, 1 broken, 4 still waiting. Read-only, except the probe Jobs of probe_source and host checks (deleted afterwards, also on cancellation).",
+        annotations(read_only_hint = false, destructive_hint = false)
+    )]
+    async fn verify_chain(
+        &self,
+        Parameters(a): Parameters<ChainArgs>,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+        ct: CancellationToken,
+    ) -> CallToolResult {
+        let mut args: Vec<String> = a.targets.clone();
+        if a.all_namespaces {
+            args.push("-A".into());
+        } else {
+            args.extend(ns_args(&a.namespace));
+        }
+        if let Some(s) = &a.source {
+            args.extend(["--source".into(), s.clone()]);
+        }
+        if a.probe_source {
+            args.push("--probe-source".into());
+        }
+        if a.wait {
+            args.push("--wait".into());
+        }
+        if let Some(t) = &a.timeout {
+            args.extend(["--timeout".into(), t.clone()]);
+        }
+        let label = match (&a.source, a.all_namespaces) {
+            (Some(s), _) => format!("{s} in {}", flux_ns(&a.namespace)),
+            (None, true) => "all namespaces".into(),
+            (None, false) => format!("namespace {}", flux_ns(&a.namespace)),
+        };
+        let o = self
+            .cluster_flow(
+                VERIFY,
+                args,
+                progress_embedding(meta, peer),
+                ct,
+                OnCancel::Undo,
+                gitops_verify::run::run,
+            )
+            .await;
+        result("verify_chain", &label, o)
     }
 
     #[tool(

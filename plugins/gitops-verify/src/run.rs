@@ -201,13 +201,15 @@ pub fn options(cli: &Cli) -> Result<Options> {
     })
 }
 
-/// Ends the process with 130 once no probe pod exists any more (each link holding one deletes
-/// it on the same signal first).
-pub async fn exit_when_interrupted(intr: &Interrupt, probes: &RwLock<()>) -> ! {
+/// Resolves once a signal arrived (SIGINT/SIGTERM, or the embedder's cancellation inside a
+/// [`cluster_loop::embed::Embedding`]) and no probe pod exists any more (each link holding
+/// one deletes it on the same signal first). The caller ends the run with
+/// [`EXIT_INTERRUPTED`]; the process is never exited here, so an embedder (the MCP server)
+/// keeps serving its other calls.
+pub async fn interrupted(intr: &Interrupt, probes: &RwLock<()>) {
     intr.wait().await;
     let _all = probes.write().await;
     eprintln!("interrupted: nothing changed, no probe pod left behind");
-    std::process::exit(EXIT_INTERRUPTED)
 }
 
 /// One round: read the facts, check every link. Returns the links, the notes and when.
@@ -258,23 +260,27 @@ pub fn print(cli_output: &OutputArgs, format: Option<Format>, r: &ChainReport) -
     }
 }
 
-/// One run. Returns the exit code (0, 1, 4). Errors: usage (2), API (3).
+/// One run. Returns the exit code (0, 1, 4, or 130 once interrupted with its probe pods
+/// deleted). Errors: usage (2), API (3).
 pub async fn run(cli: Cli) -> Result<i32> {
     let opts = options(&cli)?;
     let intr = Interrupt::install()?;
     let probes = RwLock::new(());
     let conn = tokio::select! {
         c = cli.cluster.connect() => c?,
-        _ = exit_when_interrupted(&intr, &probes) => unreachable!(),
+        _ = interrupted(&intr, &probes) => return Ok(EXIT_INTERRUPTED),
     };
     let s = Session::new(conn, opts);
     let chain = links::chain();
     let r = if s.opts.wait {
-        crate::wait::wait(&s, &chain, &intr, &probes).await?
+        match crate::wait::wait(&s, &chain, &intr, &probes).await? {
+            Some(r) => r,
+            None => return Ok(EXIT_INTERRUPTED),
+        }
     } else {
         let (links, notes, now, _) = tokio::select! {
             r = round(&s, &chain, &intr, &probes) => r?,
-            _ = exit_when_interrupted(&intr, &probes) => unreachable!(),
+            _ = interrupted(&intr, &probes) => return Ok(EXIT_INTERRUPTED),
         };
         report(&s, links, notes, now)
     };

@@ -8,7 +8,7 @@
 //! check's end, a source's next interval fetch, an automation's next run), measured from the
 //! first round. stderr says which object set it. One stderr line per link whose verdict
 //! changes, naming the watch event that triggered the round. Ctrl-C ends it at once; a probe
-//! pod is deleted first ([`crate::run::exit_when_interrupted`]).
+//! pod is deleted first ([`crate::run::interrupted`]).
 
 use std::time::Duration;
 
@@ -23,8 +23,9 @@ use unstick::live::Interrupt;
 use crate::chain::{self, ChainReport, LinkReport, Verdict, WaitInfo};
 use crate::facts::Facts;
 use crate::links::Link;
-use crate::run::{exit_when_interrupted, report, round};
+use crate::run::{interrupted, report, round};
 use crate::session::Session;
+use cluster_loop::wait::Progress;
 
 /// The default deadline after `now`: the largest of each Kustomization's timeout and each
 /// waiting member's time left, plus `margin`; with the object that set it, as
@@ -172,11 +173,16 @@ fn workload_namespace(f: &Facts) -> Option<String> {
 }
 
 /// Prints one line per link whose verdict differs from `old`'s, naming `cause`.
-fn announce(old: &[LinkReport], new: &[LinkReport], cause: &str) {
+/// One stderr line per link whose verdict changed (also a progress notification inside an
+/// embedding, e.g. the MCP server's `verify_chain`).
+fn announce(p: &Progress, old: &[LinkReport], new: &[LinkReport], cause: &str) {
     for l in new {
         let before = old.iter().find(|o| o.id == l.id).map(|o| o.verdict);
         if before != Some(l.verdict) {
-            eprintln!("{} [{cause}]", crate::render::change_line(before, l));
+            p.println(format!(
+                "{} [{cause}]",
+                crate::render::change_line(before, l)
+            ));
         }
     }
 }
@@ -186,28 +192,30 @@ fn done(links: &[LinkReport]) -> bool {
     code == 0 || links.iter().any(|l| l.verdict == Verdict::Broken)
 }
 
-/// Runs `--wait`. Returns the last round's report with its [`WaitInfo`]. Errors: API errors
-/// of a round (exit 3).
+/// Runs `--wait`. Returns the last round's report with its [`WaitInfo`], or `None` when
+/// interrupted (probe pods deleted). Errors: API errors of a round (exit 3).
 pub async fn wait(
     s: &Session,
     chain: &[Box<dyn Link>],
     intr: &Interrupt,
     probes: &RwLock<()>,
-) -> Result<ChainReport> {
+) -> Result<Option<ChainReport>> {
+    // Created in the flow's own task, so an embedder sees the lines as progress.
+    let progress = Progress::hidden();
     // A first read for the namespaces to watch; when it is already final, no watch at all.
     let (links0, notes0, now0, facts) = tokio::select! {
         r = round(s, chain, intr, probes) => r?,
-        _ = exit_when_interrupted(intr, probes) => unreachable!(),
+        _ = interrupted(intr, probes) => return Ok(None),
     };
     if done(&links0) {
-        announce(&[], &links0, "first check");
+        announce(&progress, &[], &links0, "first check");
         let mut r = report(s, links0, notes0, now0);
         r.wait = Some(WaitInfo {
             deadline: now0,
             why: "nothing to wait for".into(),
             expired: false,
         });
-        return Ok(r);
+        return Ok(Some(r));
     }
     let (mut rx, n) = start_watches(s, chain, workload_namespace(&facts));
     drop(facts);
@@ -221,14 +229,14 @@ pub async fn wait(
                 Some(Msg::Change(_)) => {}
                 None => break,
             },
-            _ = exit_when_interrupted(intr, probes) => unreachable!(),
+            _ = interrupted(intr, probes) => return Ok(None),
         }
     }
     let (mut links, mut notes, mut now, facts) = tokio::select! {
         r = round(s, chain, intr, probes) => r?,
-        _ = exit_when_interrupted(intr, probes) => unreachable!(),
+        _ = interrupted(intr, probes) => return Ok(None),
     };
-    announce(&[], &links, "first check");
+    announce(&progress, &[], &links, "first check");
     let (deadline, why) = match s.opts.timeout {
         Some(t) => (
             now.checked_add(SignedDuration::try_from(t).unwrap_or_default())
@@ -239,7 +247,7 @@ pub async fn wait(
     };
     drop(facts);
     if !done(&links) {
-        eprintln!("waiting until {deadline} ({why})");
+        progress.println(format!("waiting until {deadline} ({why})"));
     }
     let until = tokio::time::Instant::now()
         + Duration::from_secs(deadline.as_second().saturating_sub(now.as_second()).max(0) as u64);
@@ -248,13 +256,13 @@ pub async fn wait(
         let first = tokio::select! {
             c = recv_change(&mut rx) => c,
             _ = tokio::time::sleep_until(until) => { expired = true; break; }
-            _ = exit_when_interrupted(intr, probes) => unreachable!(),
+            _ = interrupted(intr, probes) => return Ok(None),
         };
         let Some(mut cause) = first else {
             // Every watcher ended (none could start): only the deadline is left.
             tokio::select! {
                 _ = tokio::time::sleep_until(until) => { expired = true; break; }
-                _ = exit_when_interrupted(intr, probes) => unreachable!(),
+                _ = interrupted(intr, probes) => return Ok(None),
             }
         };
         // Events that arrived together make one round; the line names each object once.
@@ -273,9 +281,9 @@ pub async fn wait(
         };
         let (l2, n2, t2, _) = tokio::select! {
             r = round(s, chain, intr, probes) => r?,
-            _ = exit_when_interrupted(intr, probes) => unreachable!(),
+            _ = interrupted(intr, probes) => return Ok(None),
         };
-        announce(&links, &l2, &cause);
+        announce(&progress, &links, &l2, &cause);
         (links, notes, now) = (l2, n2, t2);
     }
     let mut r = report(s, links, notes, now);
@@ -284,5 +292,5 @@ pub async fn wait(
         why,
         expired,
     });
-    Ok(r)
+    Ok(Some(r))
 }

@@ -187,7 +187,8 @@ fn read_only_tools_match_the_plugins_own_json_and_writes_are_refused() {
             "lint_markers",
             "preflight_source_move",
             "resolve_from_pod",
-            "simulate_automation"
+            "simulate_automation",
+            "verify_chain"
         ]),
         "no write tool and no use_context without their flags"
     );
@@ -387,6 +388,91 @@ fn a_message_that_looks_like_an_instruction_is_only_quoted_data() {
             text(res)
         );
     }
+}
+
+/// `verify_chain` is `kubectl gitops verify` in process: on a source behind its remote (the
+/// GitRepository's interval set to 100h, a commit pushed) it returns the same ChainReport as
+/// the CLI (exit 4, link 1 waiting and moving). A `wait` call cancelled after its first
+/// progress line ends that call only: the server goes on serving (the CLI's interrupt path
+/// exits the process; inside the server it must not).
+#[test]
+fn verify_chain_is_the_cli_report_and_a_cancelled_wait_ends_only_its_call() {
+    let c = mcp_cluster();
+    let name = "mcp-chain";
+    c.fleet(
+        name,
+        &[(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: mcp-chain\n  namespace: default\ndata: {a: b}\n",
+        )],
+        "  interval: 10m\n  path: ./\n  prune: true\n",
+    )
+    .unwrap();
+    eventually(Duration::from_secs(90), "mcp-chain Ready", || {
+        ready(&c, name).then_some(())
+    });
+    c.kubectl(&[
+        "-n",
+        "flux-system",
+        "patch",
+        "gitrepository",
+        name,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"interval":"100h"}}"#,
+    ])
+    .unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "the source read its new interval",
+        || {
+            let g = c.get_json(&["-n", "flux-system", "get", "gitrepository", name]);
+            (g["status"]["observedGeneration"] == g["metadata"]["generation"]).then_some(())
+        },
+    );
+    c.push(
+        name,
+        &[("cm2.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: mcp-chain-2\n  namespace: default\n")],
+        "a commit the source has not fetched",
+    )
+    .unwrap();
+    let r = client(
+        &c,
+        &[],
+        json!([
+            {"call": "verify_chain", "arguments": {"source": "gitrepository/mcp-chain", "wait": true}, "progress": true, "cancel_after_progress": 1},
+            {"sleep": 1},
+            {"call": "verify_chain", "arguments": {"source": "gitrepository/mcp-chain"}},
+        ]),
+    );
+    assert_eq!(r[0]["cancelled"], true, "{}", r[0]);
+    assert!(
+        r[0]["progress"].as_array().is_some_and(|p| !p.is_empty()),
+        "the wait's link lines arrive as progress: {}",
+        r[0]
+    );
+    let got = &r[2]["structured"];
+    assert_eq!(r[2]["isError"], false, "the server still serves: {}", r[2]);
+    assert!(text(&r[2]).contains("exit 4"), "{}", r[2]);
+    let (code, want) = cli(
+        &c,
+        crate::bin!("kubectl-gitops-verify"),
+        &["--source", "gitrepository/mcp-chain"],
+    );
+    assert_eq!(code, 4, "{want}");
+    assert_eq!(got["kind"], "ChainReport", "{got}");
+    let verdicts = |v: &Value| -> Vec<(Value, Value, Value)> {
+        v["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| (l["id"].clone(), l["verdict"].clone(), l["moving"].clone()))
+            .collect()
+    };
+    assert_eq!(verdicts(got), verdicts(&want), "{got}\n{want}");
+    assert_eq!(got["firstBroken"], "source", "{got}");
+    assert_eq!(got["links"][0]["moving"], true, "{got}");
 }
 
 fn deployment(ns: &str, image: &str) -> String {
