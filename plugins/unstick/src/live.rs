@@ -216,18 +216,30 @@ impl Reader {
         ns: &str,
         name: &str,
     ) -> Result<Option<Value>> {
+        let (api, ctx) = self.one(conn, ar, ns, name);
+        match api.get_opt(name).await {
+            Ok(o) => Ok(o.map(|o| to_value(o, ar))),
+            Err(e) => Err(Error::from_kube(e, ctx)),
+        }
+    }
+
+    /// The counted request's API and error context for a GET of `ns/name`.
+    fn one(
+        &self,
+        conn: &Connection,
+        ar: &ApiResource,
+        ns: &str,
+        name: &str,
+    ) -> (Api<DynamicObject>, cluster_loop::error::ApiContext) {
         self.count();
-        let api: Api<DynamicObject> = Api::namespaced_with(conn.client.clone(), ns, ar);
+        let api = Api::namespaced_with(conn.client.clone(), ns, ar);
         let ctx = conn
             .ctx()
             .verb("get")
             .api_resource(ar)
             .namespace(Some(ns))
             .name(name);
-        match api.get_opt(name).await {
-            Ok(o) => Ok(o.map(|o| to_value(o, ar))),
-            Err(e) => Err(Error::from_kube(e, ctx)),
-        }
+        (api, ctx)
     }
 }
 
@@ -241,14 +253,7 @@ impl Reader {
         ns: &str,
         name: &str,
     ) -> Result<Option<Value>> {
-        self.count();
-        let api: Api<DynamicObject> = Api::namespaced_with(conn.client.clone(), ns, ar);
-        let ctx = conn
-            .ctx()
-            .verb("get")
-            .api_resource(ar)
-            .namespace(Some(ns))
-            .name(name);
+        let (api, ctx) = self.one(conn, ar, ns, name);
         match api.get_metadata_opt(name).await {
             Ok(o) => Ok(o.map(|o| {
                 let mut v = serde_json::json!({"metadata": serde_json::to_value(&o.metadata).unwrap_or(Value::Null)});

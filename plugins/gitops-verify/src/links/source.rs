@@ -182,7 +182,7 @@ async fn one(
             false,
         ));
     }
-    let Some(branch) = branch_of(src) else {
+    let Some(branch) = cluster_loop::flux::git_branch(src) else {
         return Ok((
             Evidence::new(
                 &id,
@@ -269,28 +269,6 @@ fn judge_head(
             false,
         ),
     }
-}
-
-/// `spec.ref.branch`, or `master` when `spec.ref` names nothing (source-controller api/v1
-/// `GitRepositoryRef`: "defaults to master"); `None` when it pins a tag, semver range,
-/// name or commit.
-pub fn branch_of(src: &Value) -> Option<String> {
-    let r = obj::at(src, &["spec", "ref"]);
-    let pinned = ["tag", "semver", "name", "commit"].iter().any(|k| {
-        r.and_then(|r| r.get(*k))
-            .and_then(Value::as_str)
-            .is_some_and(|s| !s.is_empty())
-    });
-    if pinned {
-        return None;
-    }
-    Some(
-        r.and_then(|r| r.get("branch"))
-            .and_then(Value::as_str)
-            .filter(|b| !b.is_empty())
-            .unwrap_or("master")
-            .to_string(),
-    )
 }
 
 /// The GitRepository's credentials, or `None` without `spec.secretRef`. Errors: the Secret
@@ -415,23 +393,6 @@ async fn from_pod(
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn branch_of_follows_source_controller_defaults() {
-        assert_eq!(
-            branch_of(&json!({"spec": {"ref": {"branch": "main"}}})).as_deref(),
-            Some("main")
-        );
-        // api/v1 GitRepositoryRef: no ref at all is the master branch.
-        assert_eq!(branch_of(&json!({"spec": {}})).as_deref(), Some("master"));
-        for pinned in ["tag", "semver", "name", "commit"] {
-            assert_eq!(
-                branch_of(&json!({"spec": {"ref": {"branch": "main", pinned: "x"}}})),
-                None,
-                "{pinned}"
-            );
-        }
-    }
 
     #[test]
     fn next_fetch_is_interval_plus_timeout() {

@@ -19,23 +19,7 @@ use realcluster::testkit::{condition, eventually};
 use realcluster::{Cluster, FLUX_NS, HELD_SHARD_LABEL};
 use serde_json::Value;
 
-use super::{BIN, quiet_cluster};
-
-/// Runs the plugin with `-o json`; (exit code, parsed stdout, stderr).
-fn unstick(c: &Cluster, args: &[&str]) -> (i32, Value, String) {
-    let out = Command::new(BIN)
-        .arg("--kubeconfig")
-        .arg(c.kubeconfig())
-        .args(args)
-        .args(["-o", "json"])
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let v = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
-    (out.status.code().unwrap_or(-1), v, stderr)
-}
+use super::{BIN, quiet_cluster, unstick_json as unstick};
 
 /// The `--all -A` row of `flux-system/name`, with the fleet's exit code.
 fn row(c: &Cluster, name: &str) -> (i32, Value) {
