@@ -25,9 +25,9 @@
 //!    check is held, then the whole chain proven (`--wait`) once it is freed.
 //!
 //! The offline steps (1, 2) run first, while the real cluster's Go build (tests/realcluster
-//! build.sh, started at once in the background: only the control plane, source-controller and
-//! the current kustomize-controller when `CLUSTER_LOOP_BUILD_SET=demo`, as `./demo` sets) goes
-//! on. Steps 3, 4, 5 and 6 share ONE real cluster, started once; `--keep` leaves it running.
+//! build.sh, started at once in the background: only the control plane, source-controller,
+//! the current kustomize-controller and the image controllers with the OCI registry when
+//! `CLUSTER_LOOP_BUILD_SET=demo`, as `./demo` sets) goes on. Steps 3, 4, 5 and 6 share ONE real cluster, started once; `--keep` leaves it running.
 //!
 //! Exit code 0 only when every step's outcome is the expected one. Its end-to-end test is the
 //! `demo` group of the real-cluster test binary (tests/real/tests/real/long/demo.rs:
@@ -1031,57 +1031,110 @@ fn every_second(
     });
 }
 
-/// A stand-in for image-reflector-controller and image-automation-controller. The real ones
-/// are built and run in the harness when asked (`realcluster::ClusterOptions`, with a real OCI
-/// registry: markercheck's and the harness's tests), but the demo's fleet names
-/// `registry.example.local:5000/...`, the node's pull list, which no registry serves to
-/// image-reflector-controller here, so the real controllers would never report Ready. Every
-/// second, each ImageRepository, ImagePolicy and ImageUpdateAutomation in flux-system whose
-/// `status.observedGeneration` is not its generation gets the status their reconcilers write
-/// on success (observedGeneration, Ready=True Succeeded). Without it the real
-/// kustomize-controller holds clusters/dev's platform health check on them ("generation is 1,
-/// but latest observed generation is -1") for its whole timeout, as it would on a cluster
-/// without those controllers. Read in process (`Cluster::get_json`); ends with the cluster.
-fn spawn_real_image_status(cluster: std::sync::Weak<realcluster::Cluster>) {
-    every_second(cluster, |c| {
-        let lists = [
-            "imagerepositories",
-            "imagepolicies",
-            "imageupdateautomations",
-        ]
-        .map(|r| c.get_json(&["get", r, "-n", "flux-system"]));
-        for o in lists.iter().filter_map(|l| l["items"].as_array()).flatten() {
-            let generation = o
-                .pointer("/metadata/generation")
-                .cloned()
-                .unwrap_or(json!(1));
-            if o.pointer("/status/observedGeneration") == Some(&generation) {
-                continue;
-            }
-            let now = std::process::Command::new("date")
-                .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-                .unwrap_or_default();
-            let patch = json!({"status": {"observedGeneration": generation, "conditions": [{
-                    "type": "Ready", "status": "True", "reason": "Succeeded",
-                    "message": "stand-in: the demo's image controller status (no image-reflector/automation controller here)",
-                    "observedGeneration": generation, "lastTransitionTime": now}]}});
-            let kind = format!("{}.image.toolkit.fluxcd.io", s(o, "/kind").to_lowercase());
-            let _ = c.kubectl(&[
-                "patch",
-                &kind,
+/// The tags the demo's registry holds for the fleet's ImagePolicies
+/// (clusters/platform/image-automation): per repository, the tags pushed, and the one the
+/// policy's range selects, which is the one the fleet already runs (podinfo `>=6.7.0 <7.0.0`:
+/// 6.7.0, the Deployment's and the images transformer's tag; redis `~7.4`: 7.4.1), so the real
+/// image-automation-controller finds nothing to commit until a marker changes. 7.0.0 and 8.0.2
+/// are above the ranges, 6.6.3 and 7.2.8 below: the choice is the policy's, not the only tag.
+const FLEET_TAGS: [(&str, &[&str], &str); 2] = [
+    ("podinfo", &["6.6.3", "6.7.0", "7.0.0"], "6.7.0"),
+    ("redis", &["7.2.8", "7.4.1", "8.0.2"], "7.4.1"),
+];
+
+/// The fleet's registry (clusters/platform/image-automation/image-repositories.yaml), served by
+/// the harness's proxy in front of the real OCI registry ([`realcluster::oci_proxy`]).
+const FLEET_REGISTRY: &str = "registry.example.local:5000";
+
+/// Pushes [`FLEET_TAGS`] to the real cluster's OCI registry (`crane`), which the real
+/// image-reflector-controller scans as [`FLEET_REGISTRY`] through the harness's proxy.
+fn push_fleet_tags(c: &realcluster::Cluster) -> Result<(), String> {
+    let oci = c
+        .oci()
+        .ok_or("the cluster runs no OCI registry (image_reflector_controller is off)")?;
+    for (repo, tags, _) in FLEET_TAGS {
+        oci.push(repo, tags).map_err(|e| e.to_string())?;
+    }
+    say!(
+        "  pushed {} to the OCI registry the real image-reflector-controller scans as {FLEET_REGISTRY} (through the harness's HTTPS proxy)",
+        FLEET_TAGS
+            .iter()
+            .map(|(r, t, _)| format!("{r}:{}", t.join(",")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    Ok(())
+}
+
+/// The image objects of clusters/dev as the real controllers wrote them: each ImagePolicy's
+/// `status.latestRef` is the tag of [`FLEET_TAGS`] its range selects, on the fleet's registry
+/// name, written by image-reflector-controller (its field manager on the status); the
+/// ImageUpdateAutomation is Ready, written by image-automation-controller after it cloned the
+/// fleet from the cluster's Git server and found nothing to change.
+fn check_real_image_status(ctx: &Ctx, c: &realcluster::Cluster, st: &mut Step) {
+    let kc = c.kubeconfig().to_path_buf();
+    ctx.kubectl(
+        Some(&kc),
+        &[
+            "get",
+            "imagerepositories,imagepolicies,imageupdateautomations",
+            "-n",
+            "flux-system",
+        ],
+    );
+    let status_by = |o: &Value, manager: &str| {
+        o.pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .is_some_and(|m| {
+                m.iter()
+                    .any(|f| f["manager"] == manager && f["subresource"] == "status")
+            })
+    };
+    for (repo, _, want) in FLEET_TAGS {
+        let p = kget(
+            c,
+            &[
+                "get",
+                "imagepolicy",
+                repo,
                 "-n",
                 "flux-system",
-                s(o, "/metadata/name"),
-                "--subresource=status",
-                "--type=merge",
-                "--field-manager=demo-image-controllers",
-                "-p",
-                &patch.to_string(),
-            ]);
-        }
-    });
+                "-o",
+                "json",
+            ],
+        );
+        let name = s(&p, "/status/latestRef/name");
+        let tag = s(&p, "/status/latestRef/tag");
+        st.check(
+            name == format!("{FLEET_REGISTRY}/{repo}")
+                && tag == want
+                && status_by(&p, "image-reflector-controller"),
+            format!(
+                "ImagePolicy {repo}: the real image-reflector-controller scanned {FLEET_REGISTRY}/{repo} and wrote latestRef {name}:{tag} (want tag {want})"
+            ),
+        );
+    }
+    let a = kget(
+        c,
+        &[
+            "get",
+            "imageupdateautomation",
+            "fleet",
+            "-n",
+            "flux-system",
+            "-o",
+            "json",
+        ],
+    );
+    st.check(
+        cond_is(&a, "Ready", "True") && status_by(&a, "image-automation-controller"),
+        format!(
+            "ImageUpdateAutomation fleet: Ready, written by the real image-automation-controller ({})",
+            a.pointer("/status/conditions/0/message")
+                .and_then(Value::as_str)
+                .unwrap_or("no condition")
+        ),
+    );
 }
 
 /// Step 2 on the real cluster: clusters/dev (rendered with `kubectl kustomize`, the root
@@ -1132,7 +1185,13 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
     }
     if let Ok(arc) = real {
         spawn_real_load_balancer(Arc::downgrade(arc));
-        spawn_real_image_status(Arc::downgrade(arc));
+    }
+    if let Err(e) = push_fleet_tags(c) {
+        st.check(
+            false,
+            format!("push the fleet's image tags to the OCI registry: {e}"),
+        );
+        return st;
     }
     for mut d in docs.into_iter().filter(|d| !d.is_null()) {
         let kind = s(&d, "/kind").to_string();
@@ -1169,8 +1228,18 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
     );
     if !all_ready {
         ctx.kubectl(Some(&kc), &["get", "ks", "-n", "flux-system"]);
+        ctx.kubectl(
+            Some(&kc),
+            &[
+                "get",
+                "imagerepositories,imagepolicies,imageupdateautomations",
+                "-n",
+                "flux-system",
+            ],
+        );
         return st;
     }
+    check_real_image_status(ctx, c, &mut st);
     let first = s(&ks_json("apps-wave-1"), "/status/lastAppliedRevision").to_string();
     let git = c.git();
     let text = String::from_utf8(
@@ -1397,13 +1466,16 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
 
 /// Starts the ONE real cluster the cluster steps share (tests/realcluster: etcd,
 /// kube-apiserver, kube-controller-manager, our node agent with its probe-pod runtime,
-/// source- and kustomize-controller); the node's registry holds the images the steps' fleets
-/// pull successfully.
+/// source- and kustomize-controller, image-reflector- and image-automation-controller with the
+/// real OCI registry served as the fleet's [`FLEET_REGISTRY`]); the node's registry holds the
+/// images the steps' fleets pull successfully.
 fn start_real() -> Real {
     say!(
-        "\n  starting the real cluster: etcd, kube-apiserver {}, kube-controller-manager, source- and kustomize-controller {} (first run builds them: tests/realcluster/build.sh)",
+        "\n  starting the real cluster: etcd, kube-apiserver {}, kube-controller-manager, source- and kustomize-controller {}, image-reflector-controller {} and image-automation-controller {} (first run builds them: tests/realcluster/build.sh)",
         realcluster::bins::KUBE_VERSION,
         realcluster::bins::KC_CURRENT,
+        realcluster::bins::IRC_CURRENT,
+        realcluster::bins::IAC_CURRENT,
     );
     let started = std::time::Instant::now();
     // On a thread of its own: the cluster runs a tokio runtime of its own.
@@ -1422,6 +1494,11 @@ fn start_real() -> Real {
             // soon a Kustomization whose dependsOn is not Ready looks again; 5s keeps the
             // four-level fleet's waves seconds apart.
             kustomize_controller_args: vec!["--requeue-dependency=5s".to_owned()],
+            // clusters/platform's ImageRepositories, ImagePolicies and ImageUpdateAutomation,
+            // reconciled for real: the fleet's registry name served by the harness's proxy.
+            image_reflector_controller: true,
+            image_automation_controller: true,
+            registry_names: vec![FLEET_REGISTRY.to_owned()],
             ..realcluster::ClusterOptions::default()
         })
     })
