@@ -239,322 +239,164 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
     if let Some(p) = blind::plan(d, inp, opts) {
         return p;
     }
-    let Inputs {
-        ks,
-        source,
-        controller,
-        holding,
-        now,
-        token,
-    } = *inp;
-    let ns = obj::namespace(ks).to_string();
-    let name = obj::name(ks).to_string();
-    let ks_api = obj::s(ks, &["apiVersion"])
-        .unwrap_or("kustomize.toolkit.fluxcd.io/v1")
-        .to_string();
-    let rv = obj::s(ks, &["metadata", "resourceVersion"]);
-    let mut why = Vec::new();
-    let mut alternatives = Vec::new();
-    // --with-source on a Kustomization whose source object does not exist: there is nothing to
-    // refetch, so plan as without it and say why (never a "reconcile-source" lever that
-    // patches no source).
-    let opts_eff;
-    let opts = if opts.with_source && source.is_none() {
-        let kind = obj::s(ks, &["spec", "sourceRef", "kind"]).unwrap_or("GitRepository");
-        let sname = obj::s(ks, &["spec", "sourceRef", "name"]).unwrap_or("?");
-        let sns = obj::s(ks, &["spec", "sourceRef", "namespace"]).unwrap_or(&ns);
-        why.push(format!(
-            "--with-source: {kind} {sns}/{sname} (spec.sourceRef) does not exist, so there is nothing to refetch: fix spec.sourceRef or create the source"
-        ));
-        opts_eff = Options {
-            with_source: false,
-            ..opts.clone()
-        };
-        &opts_eff
-    } else {
-        opts
+    let mut dr = Draft {
+        wait_for_token: true,
+        ..Draft::default()
     };
-    let mut steps = Vec::new();
-    let mut also_cancels = Vec::new();
-    let mut recommend_gate_arg = None;
-    let mut fresh_run_at = None;
-    // A full run lasts up to the timeout.
-    let timeout = d.timeout_secs;
-    let margin = opts.margin_secs;
-    let ks_patch = |patch: Value, why: String| Step::Patch {
-        api_version: ks_api.clone(),
-        kind: "Kustomization".into(),
-        namespace: ns.clone(),
-        name: name.clone(),
-        patch,
-        why,
+    let opts = &effective_options(inp, opts, &mut dr.why);
+    let ks = inp.ks;
+    let cx = Ctx {
+        d,
+        inp: *inp,
+        opts,
+        ns: obj::namespace(ks).to_string(),
+        name: obj::name(ks).to_string(),
+        ks_api: obj::s(ks, &["apiVersion"])
+            .unwrap_or("kustomize.toolkit.fluxcd.io/v1")
+            .to_string(),
+        rv: obj::s(ks, &["metadata", "resourceVersion"]),
     };
-    let source_step = |why: String| -> Option<Step> {
-        let s = source?;
+    let (lever, effect) = choose(&cx, &mut dr);
+    finish(&cx, dr, lever, effect)
+}
+
+/// The plan being built: what each lever function fills in (see [`plan`]).
+#[derive(Default)]
+struct Draft {
+    why: Vec<String>,
+    alternatives: Vec<String>,
+    steps: Vec<Step>,
+    also_cancels: Vec<String>,
+    recommend_gate_arg: Option<String>,
+    fresh_run_at: Option<Timestamp>,
+    wait_for_token: bool,
+}
+
+/// What every lever function reads: the diagnosis, the inputs, the effective options and the
+/// Kustomization's identity (its resourceVersion guards a suspend).
+struct Ctx<'a> {
+    d: &'a Diagnosis,
+    inp: Inputs<'a>,
+    opts: &'a Options,
+    ns: String,
+    name: String,
+    ks_api: String,
+    rv: Option<&'a str>,
+}
+
+impl Ctx<'_> {
+    /// A merge patch of the Kustomization.
+    fn ks_patch(&self, patch: Value, why: String) -> Step {
+        Step::Patch {
+            api_version: self.ks_api.clone(),
+            kind: "Kustomization".into(),
+            namespace: self.ns.clone(),
+            name: self.name.clone(),
+            patch,
+            why,
+        }
+    }
+
+    /// A reconcile request on the source (`None` when it does not exist).
+    fn source_step(&self, why: String) -> Option<Step> {
+        let s = self.inp.source?;
         Some(Step::Patch {
             api_version: obj::s(s, &["apiVersion"]).unwrap_or("").to_string(),
             kind: obj::kind(s).to_string(),
             namespace: obj::namespace(s).to_string(),
             name: obj::name(s).to_string(),
-            patch: request_patch(token),
+            patch: request_patch(self.inp.token),
             why,
         })
-    };
-    // The request lever: with --with-source the source is asked for its latest revision first,
-    // then the Kustomization gets reconcile.fluxcd.io/requestedAt (flux reconcile ks). Returns
-    // the lever and the outcome the plan promises.
-    let request_lever = |steps: &mut Vec<Step>, why: &str, outcome: &str| -> (Lever, String) {
-        if opts.with_source
-            && let Some(s) = source_step("--with-source: fetch the latest revision first".into())
+    }
+
+    /// The request lever: with --with-source the source is asked for its latest revision
+    /// first, then the Kustomization gets reconcile.fluxcd.io/requestedAt (flux reconcile
+    /// ks). Returns the lever and the outcome the plan promises.
+    fn request_lever(&self, steps: &mut Vec<Step>, why: &str, outcome: &str) -> (Lever, String) {
+        if self.opts.with_source
+            && let Some(s) =
+                self.source_step("--with-source: fetch the latest revision first".into())
         {
             steps.push(s);
         }
-        steps.push(ks_patch(request_patch(token), why.into()));
-        let lever = if opts.with_source {
+        steps.push(self.ks_patch(request_patch(self.inp.token), why.into()));
+        let lever = if self.opts.with_source {
             Lever::ReconcileSource
         } else {
             Lever::RequestReconcile
         };
         (lever, outcome.into())
-    };
-    // Time until the in-flight check ends: its predicted earliest end (fail-fast), else
-    // its deadline.
-    let left = d
-        .health_check
-        .as_ref()
-        .and_then(|h| h.ends_in_secs.or(h.time_left_secs))
-        .unwrap_or(0)
-        .max(0) as f64;
-    let mut wait_for_token = true;
+    }
 
-    let (lever, effect) = match d.class {
-        Class::Healthy | Class::Reconciling if opts.with_source => {
-            // Nothing is stuck, but the user pushed to Git and asks for proof at the newest
-            // revision: refetch the source and request a run we can prove.
-            // The class, not the summary: the diagnosis above says it (with its ETA) once.
-            why.push(format!(
-                "{}: nothing is stuck; --with-source: the source fetches now and a requested run proves the Kustomization reaches its newest revision",
-                d.class
-            ));
-            if let Some(s) = source_step("--with-source: fetch the latest revision".into()) {
-                steps.push(s);
-            }
-            steps.push(ks_patch(
-                request_patch(token),
-                "reconcile.fluxcd.io/requestedAt = now: a run against the refetched source".into(),
-            ));
-            (
-                Lever::ReconcileSource,
-                "the source is fetched again; any run in progress finishes, then the Kustomization runs at the source's newest revision".to_string(),
-            )
-        }
-        Class::ControllerNotRunning => {
-            // A controller this Kustomization needs is not running (kustomize-controller:
-            // nothing reconciles; source-controller: nothing fetches): whatever it last wrote
-            // and whatever lever a flag asks for (--with-source, --restart-controller), a
-            // request stays unhandled, a refetch never happens, a suspend+resume changes
-            // nothing and a restart has no pod to delete. The lever is starting it, and
-            // nothing is written. (A suspended Kustomization keeps its own class and lever:
-            // healing our own suspend is still written, someone else's is left as it is.)
-            // The diagnosis above says why each is down; this says what that means here.
-            let names: Vec<&str> = d
-                .stopped_controllers
-                .iter()
-                .map(|s| s.controller.as_str())
-                .collect();
-            why.push(format!(
-                "{} not running: no write to {ns}/{name} is made and nothing it asks for happens until {} (a request or a refetch would stay unhandled); {name} stays as last applied, and no change in Git reaches it",
-                match names.as_slice() {
-                    [] => "the controller it needs is".to_string(),
-                    [one] => format!("{one} is"),
-                    many => format!("{} are", many.join(" and ")),
-                },
-                if names.len() > 1 { "they run" } else { "it runs" }
-            ));
-            wait_for_token = false;
-            (
-                Lever::StartController,
-                crate::diagnose::StoppedController::effect_of_all(&d.stopped_controllers),
-            )
-        }
-        Class::Reconciling if d.overdue_secs.is_some() => {
-            why.push(format!(
-                "{}: no write reaches a run in progress; the controller's log says what it waits on",
-                d.summary
-            ));
-            alternatives.push(format!(
-                "if the log shows it hung: kubectl unstick ks/{name} -n {ns} --restart-controller"
-            ));
-            (Lever::None, "nothing to write".to_string())
-        }
+    /// Suspend (guarded by the resourceVersion read) then resume: the generation bump queues
+    /// a fresh run.
+    fn suspend_resume(&self, steps: &mut Vec<Step>) {
+        steps.push(self.ks_patch(
+            suspend_patch(self.inp.token, self.rv),
+            "spec.suspend = true with our marker (fails with 409 if the object changed since read)"
+                .into(),
+        ));
+        steps.push(self.ks_patch(
+            resume_patch(None),
+            "remove spec.suspend and the marker: the generation bump queues a fresh run".into(),
+        ));
+    }
+}
+
+/// `opts`, except `--with-source` on a Kustomization whose source object does not exist:
+/// there is nothing to refetch, so it plans as without it and says why in `why` (never a
+/// "reconcile-source" lever that patches no source).
+fn effective_options(inp: &Inputs<'_>, opts: &Options, why: &mut Vec<String>) -> Options {
+    if !opts.with_source || inp.source.is_some() {
+        return opts.clone();
+    }
+    let ks = inp.ks;
+    let ns = obj::namespace(ks);
+    let kind = obj::s(ks, &["spec", "sourceRef", "kind"]).unwrap_or("GitRepository");
+    let sname = obj::s(ks, &["spec", "sourceRef", "name"]).unwrap_or("?");
+    let sns = obj::s(ks, &["spec", "sourceRef", "namespace"]).unwrap_or(ns);
+    why.push(format!(
+        "--with-source: {kind} {sns}/{sname} (spec.sourceRef) does not exist, so there is nothing to refetch: fix spec.sourceRef or create the source"
+    ));
+    Options {
+        with_source: false,
+        ..opts.clone()
+    }
+}
+
+/// The lever for `cx.d`'s class: one function per class (and guard).
+fn choose(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let (d, opts) = (cx.d, cx.opts);
+    match d.class {
+        Class::Healthy | Class::Reconciling if opts.with_source => healthy_with_source(cx, dr),
+        Class::ControllerNotRunning => controller_not_running(cx, dr),
+        Class::Reconciling if d.overdue_secs.is_some() => overdue_run(cx, dr),
         // Blind spots are planned by `blind::plan` above; these only keep the match whole.
         Class::NotWatched
         | Class::SourceEventDropped
         | Class::SourceSuspended
-        | Class::ConfigNotWatched => {
-            why.push(d.summary.clone());
-            wait_for_token = false;
-            (Lever::None, "nothing to write".to_string())
-        }
-        Class::Healthy | Class::Reconciling => {
-            // The class, not the summary: the diagnosis above says it (with its ETA) once.
-            why.push(format!("{}: nothing is stuck", d.class));
-            (Lever::None, "nothing to do".to_string())
-        }
-        Class::Suspended => {
-            if d.suspended_by_unstick_at.is_some() || opts.force_resume {
-                if d.suspended_by_unstick_at.is_some() {
-                    why.push(format!(
-                        "an earlier kubectl unstick run suspended it at {} and was interrupted before resuming",
-                        d.suspended_by_unstick_at.as_deref().unwrap_or("?")
-                    ));
-                } else {
-                    why.push(
-                        "--force-resume: resuming a Kustomization someone else suspended".into(),
-                    );
-                }
-                steps.push(ks_patch(
-                    resume_patch(rv),
-                    "remove spec.suspend (and our marker); the generation bump queues a run".into(),
-                ));
-                wait_for_token = false;
-                (
-                    Lever::Resume,
-                    "the controller runs it again with the latest spec".to_string(),
-                )
-            } else {
-                why.push("it was suspended by someone else (no kubectl unstick marker); resuming could undo a deliberate freeze".into());
-                alternatives.push("--force-resume: resume it anyway".into());
-                (Lever::None, "left suspended".to_string())
-            }
-        }
+        | Class::ConfigNotWatched => blind_spot(cx, dr),
+        Class::Healthy | Class::Reconciling => nothing_stuck(cx, dr),
+        Class::Suspended => suspended(cx, dr),
         Class::WaitingOnDependencies
             if d.root_cause
                 .as_ref()
                 .is_some_and(|r| matches!(r.kind.as_str(), "cycle" | "missing")) =>
         {
-            // A cycle or a missing dependency never ends by itself, and no request, cascade
-            // or restart changes it: only Git does.
-            let rc = d.root_cause.as_ref().unwrap();
-            why.push(rc.message.clone());
-            (
-                Lever::FixInGit,
-                if rc.kind == "cycle" {
-                    "break the cycle in Git".to_string()
-                } else {
-                    format!("create {} or fix spec.dependsOn in Git", rc.kustomization)
-                },
-            )
+            dependency_never_ready(cx, dr)
         }
         Class::WaitingOnDependencies if crate::diagnose::dependency_progressing(d) => {
-            // Nothing is stuck: the blocking dependency is reconciling (or already ready),
-            // and kustomize-controller re-checks dependsOn every --requeue-dependency
-            // (kustomization_controller.go `checkDependencies`, `RequeueAfter:
-            // r.requeueDependency`). The verdict is "nothing to unstick" (exit 0), so the
-            // lever writes nothing: `wait`, as the `--all` row says; the proof wait watches
-            // the dependency's run and then ours (dependency_wait below), and Ready=True at
-            // the source's revision is the proof (it is Ready=False now). The trial: lever
-            // request-reconcile beside "nothing to unstick".
-            if let crate::diagnose::Heading::Moving(m) = crate::diagnose::heading(d) {
-                why.push(format!(
-                    "{m}: its dependsOn wait ends by itself ({}); nothing to unstick",
-                    requeue_text(controller)
-                ));
-            }
-            if opts.with_source {
-                // Asked for: the refetch, and a requested run to prove it reached the new
-                // revision.
-                request_lever(
-                    &mut steps,
-                    "reconcile.fluxcd.io/requestedAt = now: a run against the refetched source, once its dependencies are ready",
-                    "the source is fetched again; the Kustomization runs at its newest revision once its dependencies are ready",
-                )
-            } else {
-                wait_for_token = false;
-                (
-                    Lever::Wait,
-                    format!(
-                        "no write: it runs by itself once its dependencies are ready; without --dry-run, kubectl unstick ks/{name} -n {ns} waits for that run with proof"
-                    ),
-                )
-            }
+            dependency_progressing(cx, dr)
         }
-        Class::WaitingOnDependencies => {
-            let root = d
-                .root_cause
-                .as_ref()
-                .map(|r| r.kustomization.clone())
-                .unwrap_or_default();
-            why.push(format!(
-                "its dependsOn wait ends by itself once {root} is ready ({})",
-                requeue_text(controller)
-            ));
-            // The root cause's own sentence ("X is the first non-ready dependency: ...") is
-            // the diagnosis's `dependsOn chain:` line, printed just above the plan: said once.
-            let (rns, rname) = root.split_once('/').unwrap_or(("", &root));
-            alternatives.push(format!("kubectl unstick ks/{rname} -n {rns} --cascade"));
-            (
-                Lever::FixDependency,
-                format!("unstick {root} first; with --cascade its dependents follow"),
-            )
-        }
-        Class::ReconcileFailed if !d.missing_crds.is_empty() => {
-            why.push(format!(
-                "the apply failed: the cluster does not serve {} (the CRD is missing); a new run fails the same way, so no request is sent",
-                d.missing_crds.join(", ")
-            ));
-            (
-                Lever::FixInGit,
-                "install the CRD (or order this Kustomization after the one that installs it with spec.dependsOn), then the next run applies".to_string(),
-            )
-        }
+        Class::WaitingOnDependencies => fix_dependency_first(cx, dr),
+        Class::ReconcileFailed if !d.missing_crds.is_empty() => missing_crds(cx, dr),
         Class::BuildFailed | Class::ReconcileFailed
             if crate::diagnose::controller_io_error(d).is_some() =>
         {
-            let what = crate::diagnose::controller_io_error(d).unwrap_or_default();
-            why.push(format!(
-                "{}: the error is on kustomize-controller's own temp dir for that run (`{what}`; each run extracts the artifact into a new /tmp/kustomization-* and removes it at the end), an I/O error of the controller, not of the repository: a new run starts from a new temp dir",
-                d.summary
-            ));
-            request_lever(
-                &mut steps,
-                "reconcile.fluxcd.io/requestedAt = now (flux reconcile ks): a fresh run",
-                "a new run starts as soon as a worker is free, in a new temp dir",
-            )
+            controller_io_error(cx, dr)
         }
-        Class::SourceNotReady | Class::BuildFailed | Class::Stalled => {
-            why.push(format!(
-                "{}: a new run fails the same way until the cause is fixed",
-                d.summary
-            ));
-            if opts.with_source {
-                if let Some(s) = source_step(
-                    "--with-source: ask source-controller to fetch again (e.g. after rotating a token)"
-                        .into(),
-                ) {
-                    steps.push(s);
-                }
-                steps.push(ks_patch(
-                    request_patch(token),
-                    "request a run against the refetched source".into(),
-                ));
-                (
-                    Lever::ReconcileSource,
-                    "the source is fetched again, then the Kustomization runs".to_string(),
-                )
-            } else {
-                if source.is_some() {
-                    alternatives.push(
-                        "--with-source: refetch the source after fixing credentials/Git".into(),
-                    );
-                }
-                (
-                    Lever::FixInGit,
-                    "fix the cause (Git content, credentials), then rerun with --with-source"
-                        .to_string(),
-                )
-            }
-        }
+        Class::SourceNotReady | Class::BuildFailed | Class::Stalled => fails_until_fixed(cx, dr),
         // A failed check whose every blocking object needs a fix of its own (a HelmRelease
         // whose retries are exhausted, a suspended one, ...) and no newer revision that may
         // carry it: a new run re-applies the same objects and fails on them the same way
@@ -569,304 +411,702 @@ pub fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Plan {
                 && !opts.with_source
                 && !opts.restart_controller =>
         {
-            why.extend(blocking_fixes(d));
-            why.push("no write to the Kustomization frees it: a new run applies the same objects and its health check fails on them the same way until they are fixed".into());
-            alternatives.push(format!(
-                "after a fix pushed to Git: kubectl unstick ks/{name} -n {ns} --with-source (fetch and run now instead of spec.retryInterval after the failure)"
-            ));
-            wait_for_token = false;
-            (
-                Lever::FixBlockers,
-                "fix the blocking objects as each one says; the next run after the fix passes"
-                    .to_string(),
-            )
+            blockers_need_own_fix(cx, dr)
         }
         Class::HealthCheckFailed
         | Class::HealthCheckCanceled
         | Class::ReconcileFailed
-        | Class::RequestPending => {
-            if d.class == Class::RequestPending {
-                why.push(
-                    "the request is queued; a new requestedAt replaces it with one we can track"
-                        .into(),
-                );
-            } else {
-                why.push(format!(
-                    "{}: the run ended, so a request starts a fresh one now",
-                    d.class
-                ));
-                if !d.signatures.is_empty() || !d.blocking.is_empty() {
-                    if opts.with_source {
-                        why.push("the blocking objects fail the same way until Git has a fix; --with-source: the source fetches first, so a fix pushed to Git is in this run".into());
-                    } else {
-                        why.push("the blocking objects fail the same way until Git has a fix; this only helps once the source has it".into());
-                        alternatives.push(format!(
-                            "a fix pushed to Git that the source has not fetched yet: kubectl unstick ks/{name} -n {ns} --with-source (the source fetches first, then the run)"
-                        ));
-                    }
-                }
-            }
-            request_lever(
-                &mut steps,
-                "reconcile.fluxcd.io/requestedAt = now (flux reconcile ks)",
-                "a new run starts as soon as a worker is free",
-            )
+        | Class::RequestPending => request_fresh_run(cx, dr),
+        Class::HealthCheckInFlight => health_check_in_flight(cx, dr),
+    }
+}
+
+/// `healthy`/`reconciling` with `--with-source`: refetch and a requested run that proves the newest revision.
+fn healthy_with_source(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let token = cx.inp.token;
+    // Nothing is stuck, but the user pushed to Git and asks for proof at the newest
+    // revision: refetch the source and request a run we can prove.
+    // The class, not the summary: the diagnosis above says it (with its ETA) once.
+    dr.why.push(format!(
+        "{}: nothing is stuck; --with-source: the source fetches now and a requested run proves the Kustomization reaches its newest revision",
+        d.class
+    ));
+    if let Some(s) = cx.source_step("--with-source: fetch the latest revision".into()) {
+        dr.steps.push(s);
+    }
+    dr.steps.push(cx.ks_patch(
+        request_patch(token),
+        "reconcile.fluxcd.io/requestedAt = now: a run against the refetched source".into(),
+    ));
+    (
+        Lever::ReconcileSource,
+        "the source is fetched again; any run in progress finishes, then the Kustomization runs at the source's newest revision".to_string(),
+    )
+}
+
+/// `controller-not-running`: start the controller; nothing is written.
+fn controller_not_running(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let ns = &cx.ns;
+    let name = &cx.name;
+    // A controller this Kustomization needs is not running (kustomize-controller:
+    // nothing reconciles; source-controller: nothing fetches): whatever it last wrote
+    // and whatever lever a flag asks for (--with-source, --restart-controller), a
+    // request stays unhandled, a refetch never happens, a suspend+resume changes
+    // nothing and a restart has no pod to delete. The lever is starting it, and
+    // nothing is written. (A suspended Kustomization keeps its own class and lever:
+    // healing our own suspend is still written, someone else's is left as it is.)
+    // The diagnosis above says why each is down; this says what that means here.
+    let names: Vec<&str> = d
+        .stopped_controllers
+        .iter()
+        .map(|s| s.controller.as_str())
+        .collect();
+    dr.why.push(format!(
+        "{} not running: no write to {ns}/{name} is made and nothing it asks for happens until {} (a request or a refetch would stay unhandled); {name} stays as last applied, and no change in Git reaches it",
+        match names.as_slice() {
+            [] => "the controller it needs is".to_string(),
+            [one] => format!("{one} is"),
+            many => format!("{} are", many.join(" and ")),
+        },
+        if names.len() > 1 { "they run" } else { "it runs" }
+    ));
+    dr.wait_for_token = false;
+    (
+        Lever::StartController,
+        crate::diagnose::StoppedController::effect_of_all(&d.stopped_controllers),
+    )
+}
+
+/// `reconciling` past its timeout: nothing to write; the log says what it waits on.
+fn overdue_run(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let ns = &cx.ns;
+    let name = &cx.name;
+    dr.why.push(format!(
+        "{}: no write reaches a run in progress; the controller's log says what it waits on",
+        d.summary
+    ));
+    dr.alternatives.push(format!(
+        "if the log shows it hung: kubectl unstick ks/{name} -n {ns} --restart-controller"
+    ));
+    (Lever::None, "nothing to write".to_string())
+}
+
+/// The blind spots, planned by `blind::plan`; kept so the match is whole.
+/// Blind spots are planned by `blind::plan` above; these only keep the match whole.
+fn blind_spot(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    dr.why.push(d.summary.clone());
+    dr.wait_for_token = false;
+    (Lever::None, "nothing to write".to_string())
+}
+
+/// `healthy`/`reconciling`: nothing is stuck.
+fn nothing_stuck(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    // The class, not the summary: the diagnosis above says it (with its ETA) once.
+    dr.why.push(format!("{}: nothing is stuck", d.class));
+    (Lever::None, "nothing to do".to_string())
+}
+
+/// `suspended`: resume our own (or `--force-resume`), else leave it.
+fn suspended(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let opts = cx.opts;
+    let rv = cx.rv;
+    if d.suspended_by_unstick_at.is_some() || opts.force_resume {
+        if d.suspended_by_unstick_at.is_some() {
+            dr.why.push(format!(
+                "an earlier kubectl unstick run suspended it at {} and was interrupted before resuming",
+                d.suspended_by_unstick_at.as_deref().unwrap_or("?")
+            ));
+        } else {
+            dr.why
+                .push("--force-resume: resuming a Kustomization someone else suspended".into());
         }
-        Class::HealthCheckInFlight => {
-            let hc = d.health_check.as_ref();
-            let rev_in_flight = hc.map(|h| h.revision.clone()).unwrap_or_default();
-            let newer = d.source.as_ref().is_some_and(|s| {
-                s.artifact_revision.is_some()
-                    && !crate::diagnose::same_revision(
-                        s.artifact_revision.as_deref(),
-                        Some(&rev_in_flight),
-                    )
-            });
-            let mode = controller.map(|c| c.cancel_mode);
-            let others: Vec<String> = holding
-                .iter()
-                .filter(|h| **h != d.kustomization)
-                .cloned()
-                .collect();
-            let fresh_after = hc
-                .and_then(|h| h.ends_at.or(h.deadline))
-                .filter(|t| *t > now)
-                .unwrap_or(now);
-            if let Some(c) = controller
-                && c.cancel_mode != CancelMode::AnyRequeue
-            {
-                recommend_gate_arg = Some(c.gate_arg());
-            }
-            // Every blocker needs its own fix (a suspended HelmRelease, a PVC held by
-            // pvc-protection, a missing CRD, a healthChecks entry in the wrong namespace), and
-            // no newer revision may carry one: any fresh run waits on the same objects, so no
-            // lever on the Kustomization is offered (kustomize-controller#1100: resuming the
-            // Kustomization does not help a suspended HelmRelease).
-            let all_need_own_fix =
-                !d.blocking.is_empty() && d.blocking.iter().all(|b| b.fix.is_some());
-            if crate::diagnose::waits_on_progress_only(d)
-                && !opts.restart_controller
-                && !opts.with_source
-            {
-                // Every blocker is its own controller's action in progress with no failure
-                // seen (a HelmRelease installing): nothing is stuck; a cancel would only
-                // start the same wait again.
-                for b in &d.blocking {
-                    why.push(format!("{}: {}", b.object, b.message));
-                }
-                if d.blocking.is_empty() {
-                    why.push("every object the check waits on is Current now: the controller's next poll (every 5s) passes it".into());
-                }
-                why.push("nothing is stuck: the check waits on work in progress, which ends by its own timeout at the latest".into());
-                alternatives.push(format!(
-                    "wait: the check itself ends at {} ({} from now) if it has not passed by then",
-                    short_time(fresh_after),
-                    obj::human_secs(fresh_after.duration_since(now).as_secs())
-                ));
-                wait_for_token = false;
-                recommend_gate_arg = None;
-                (
-                    Lever::Wait,
-                    "no write: the check passes when the work it waits on succeeds".to_string(),
-                )
-            } else if all_need_own_fix && !newer && !opts.restart_controller && !opts.with_source {
-                why.extend(blocking_fixes(d));
-                why.push("no write to the Kustomization frees this check: a fresh run (requestedAt, suspend+resume, --restart-controller) waits on the same objects the same way until they are fixed".into());
-                alternatives.push(format!(
-                    "wait: the check ends by itself at {} ({} from now), failing; the next run holds the same way until the objects are fixed",
-                    short_time(fresh_after),
-                    obj::human_secs(fresh_after.duration_since(now).as_secs())
-                ));
-                alternatives.push(format!(
-                    "after the fix, if the check has ended by then: kubectl unstick ks/{name} -n {ns} (a fresh run now instead of spec.retryInterval after the failure)"
-                ));
-                wait_for_token = false;
-                // The gate would not help either: a canceled check's fresh run waits the same.
-                recommend_gate_arg = None;
-                (
-                    Lever::FixBlockers,
-                    format!(
-                        "fix the blocking objects as each one says; the in-flight check passes if they are Current before it ends at {}, otherwise the next run after the fix does",
-                        short_time(fresh_after)
-                    ),
-                )
-            } else if opts.restart_controller {
-                let c = controller;
-                why.push("--restart-controller: deleting the controller pod cancels every in-flight run at once".into());
-                if !others.is_empty() {
-                    why.push(format!(
-                        "this also cancels the in-flight runs of: {}",
-                        others.join(", ")
-                    ));
-                }
-                also_cancels = others.clone();
-                // The restarted controller starts a fresh run at once, from the artifact the
-                // source has then: with --with-source, fetch first (the executor waits until
-                // the source handled the request before deleting the pod), or the fresh run
-                // re-applies the old revision and holds the check again (seen on the real
-                // kustomize-controller v1.9.6 with the gate off).
-                if opts.with_source
-                    && let Some(s) = source_step(
-                        "--with-source: fetch the latest revision before the restart, so the fresh run applies it".into(),
-                    )
-                {
-                    steps.push(s);
-                }
-                if let Some(c) = c {
-                    let sel: Vec<String> =
-                        c.selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                    steps.push(Step::DeleteControllerPods {
-                        namespace: c.namespace.clone(),
-                        selector: sel.join(","),
-                        why: "the Deployment replaces the pod; the new one starts every Kustomization afresh".into(),
-                    });
-                }
-                steps.push(ks_patch(
-                    request_patch(token),
-                    "request a run so we can prove it was handled".into(),
-                ));
-                (
-                    Lever::RestartController,
-                    "the controller restarts (tens of seconds) and runs everything again"
-                        .to_string(),
-                )
+        dr.steps.push(cx.ks_patch(
+            resume_patch(rv),
+            "remove spec.suspend (and our marker); the generation bump queues a run".into(),
+        ));
+        dr.wait_for_token = false;
+        (
+            Lever::Resume,
+            "the controller runs it again with the latest spec".to_string(),
+        )
+    } else {
+        dr.why.push("it was suspended by someone else (no kubectl unstick marker); resuming could undo a deliberate freeze".into());
+        dr.alternatives
+            .push("--force-resume: resume it anyway".into());
+        (Lever::None, "left suspended".to_string())
+    }
+}
+
+/// `waiting-on-dependencies` on a cycle or a missing dependency: only Git changes it.
+fn dependency_never_ready(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    // A cycle or a missing dependency never ends by itself, and no request, cascade
+    // or restart changes it: only Git does.
+    let rc = d.root_cause.as_ref().unwrap();
+    dr.why.push(rc.message.clone());
+    (
+        Lever::FixInGit,
+        if rc.kind == "cycle" {
+            "break the cycle in Git".to_string()
+        } else {
+            format!("create {} or fix spec.dependsOn in Git", rc.kustomization)
+        },
+    )
+}
+
+/// `waiting-on-dependencies` while the dependency moves: the wait ends by itself.
+fn dependency_progressing(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let opts = cx.opts;
+    let controller = cx.inp.controller;
+    let ns = &cx.ns;
+    let name = &cx.name;
+    // Nothing is stuck: the blocking dependency is reconciling (or already ready),
+    // and kustomize-controller re-checks dependsOn every --requeue-dependency
+    // (kustomization_controller.go `checkDependencies`, `RequeueAfter:
+    // r.requeueDependency`). The verdict is "nothing to unstick" (exit 0), so the
+    // lever writes nothing: `wait`, as the `--all` row says; the proof wait watches
+    // the dependency's run and then ours (dependency_wait below), and Ready=True at
+    // the source's revision is the proof (it is Ready=False now). The trial: lever
+    // request-reconcile beside "nothing to unstick".
+    if let crate::diagnose::Heading::Moving(m) = crate::diagnose::heading(d) {
+        dr.why.push(format!(
+            "{m}: its dependsOn wait ends by itself ({}); nothing to unstick",
+            requeue_text(controller)
+        ));
+    }
+    if opts.with_source {
+        // Asked for: the refetch, and a requested run to prove it reached the new
+        // revision.
+        cx.request_lever(
+            &mut dr.steps,
+            "reconcile.fluxcd.io/requestedAt = now: a run against the refetched source, once its dependencies are ready",
+            "the source is fetched again; the Kustomization runs at its newest revision once its dependencies are ready",
+        )
+    } else {
+        dr.wait_for_token = false;
+        (
+            Lever::Wait,
+            format!(
+                "no write: it runs by itself once its dependencies are ready; without --dry-run, kubectl unstick ks/{name} -n {ns} waits for that run with proof"
+            ),
+        )
+    }
+}
+
+/// `waiting-on-dependencies` on a dependency that is stuck: unstick that one first.
+fn fix_dependency_first(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let controller = cx.inp.controller;
+    let root = d
+        .root_cause
+        .as_ref()
+        .map(|r| r.kustomization.clone())
+        .unwrap_or_default();
+    dr.why.push(format!(
+        "its dependsOn wait ends by itself once {root} is ready ({})",
+        requeue_text(controller)
+    ));
+    // The root cause's own sentence ("X is the first non-ready dependency: ...") is
+    // the diagnosis's `dependsOn chain:` line, printed just above the plan: said once.
+    let (rns, rname) = root.split_once('/').unwrap_or(("", &root));
+    dr.alternatives
+        .push(format!("kubectl unstick ks/{rname} -n {rns} --cascade"));
+    (
+        Lever::FixDependency,
+        format!("unstick {root} first; with --cascade its dependents follow"),
+    )
+}
+
+/// `reconcile-failed` on a missing CRD: install it first; no request.
+fn missing_crds(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    dr.why.push(format!(
+        "the apply failed: the cluster does not serve {} (the CRD is missing); a new run fails the same way, so no request is sent",
+        d.missing_crds.join(", ")
+    ));
+    (
+        Lever::FixInGit,
+        "install the CRD (or order this Kustomization after the one that installs it with spec.dependsOn), then the next run applies".to_string(),
+    )
+}
+
+/// `build-failed`/`reconcile-failed` on the controller's own temp dir: a fresh run.
+fn controller_io_error(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let what = crate::diagnose::controller_io_error(d).unwrap_or_default();
+    dr.why.push(format!(
+        "{}: the error is on kustomize-controller's own temp dir for that run (`{what}`; each run extracts the artifact into a new /tmp/kustomization-* and removes it at the end), an I/O error of the controller, not of the repository: a new run starts from a new temp dir",
+        d.summary
+    ));
+    cx.request_lever(
+        &mut dr.steps,
+        "reconcile.fluxcd.io/requestedAt = now (flux reconcile ks): a fresh run",
+        "a new run starts as soon as a worker is free, in a new temp dir",
+    )
+}
+
+/// `source-not-ready`/`build-failed`/`stalled`: fix the cause; `--with-source` refetches.
+fn fails_until_fixed(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let opts = cx.opts;
+    let token = cx.inp.token;
+    let source = cx.inp.source;
+    dr.why.push(format!(
+        "{}: a new run fails the same way until the cause is fixed",
+        d.summary
+    ));
+    if opts.with_source {
+        if let Some(s) = cx.source_step(
+            "--with-source: ask source-controller to fetch again (e.g. after rotating a token)"
+                .into(),
+        ) {
+            dr.steps.push(s);
+        }
+        dr.steps.push(cx.ks_patch(
+            request_patch(token),
+            "request a run against the refetched source".into(),
+        ));
+        (
+            Lever::ReconcileSource,
+            "the source is fetched again, then the Kustomization runs".to_string(),
+        )
+    } else {
+        if source.is_some() {
+            dr.alternatives
+                .push("--with-source: refetch the source after fixing credentials/Git".into());
+        }
+        (
+            Lever::FixInGit,
+            "fix the cause (Git content, credentials), then rerun with --with-source".to_string(),
+        )
+    }
+}
+
+/// `health-check-failed` whose every blocker needs a fix of its own: no write frees it.
+/// A failed check whose every blocking object needs a fix of its own (a HelmRelease
+/// whose retries are exhausted, a suspended one, ...) and no newer revision that may
+/// carry it: a new run re-applies the same objects and fails on them the same way
+/// (helm-controller v1.4 does not act on a re-applied, unchanged HelmRelease).
+fn blockers_need_own_fix(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let ns = &cx.ns;
+    let name = &cx.name;
+    dr.why.extend(blocking_fixes(d));
+    dr.why.push("no write to the Kustomization frees it: a new run applies the same objects and its health check fails on them the same way until they are fixed".into());
+    dr.alternatives.push(format!(
+        "after a fix pushed to Git: kubectl unstick ks/{name} -n {ns} --with-source (fetch and run now instead of spec.retryInterval after the failure)"
+    ));
+    dr.wait_for_token = false;
+    (
+        Lever::FixBlockers,
+        "fix the blocking objects as each one says; the next run after the fix passes".to_string(),
+    )
+}
+
+/// `health-check-failed`/`-canceled`, `reconcile-failed`, `request-pending`: a fresh run now.
+fn request_fresh_run(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let opts = cx.opts;
+    let ns = &cx.ns;
+    let name = &cx.name;
+    if d.class == Class::RequestPending {
+        dr.why.push(
+            "the request is queued; a new requestedAt replaces it with one we can track".into(),
+        );
+    } else {
+        dr.why.push(format!(
+            "{}: the run ended, so a request starts a fresh one now",
+            d.class
+        ));
+        if !d.signatures.is_empty() || !d.blocking.is_empty() {
+            if opts.with_source {
+                dr.why.push("the blocking objects fail the same way until Git has a fix; --with-source: the source fetches first, so a fix pushed to Git is in this run".into());
             } else {
-                match mode {
-                    Some(CancelMode::AnyRequeue) => {
-                        why.push(format!(
-                            "kustomize-controller {} has CancelHealthCheckOnNewRevision=true: any re-queue event, including a requestedAt annotation, cancels the running health check (Ready=False HealthCheckCanceled) and a fresh run starts now",
-                            controller
-                                .and_then(|c| c.version)
-                                .map(|v| v.to_string())
-                                .unwrap_or_default()
-                        ));
-                        request_lever(
-                            &mut steps,
-                            "reconcile.fluxcd.io/requestedAt = now: cancels the in-flight health check",
-                            "the in-flight health check is canceled now and a fresh run starts with the latest spec and revision",
-                        )
-                    }
-                    Some(CancelMode::NewRevisionOnly) | Some(CancelMode::Unknown) => {
-                        if mode == Some(CancelMode::Unknown) {
-                            why.push("the gate is on but the controller version could not be read from its image tag; assuming v1.7 behaviour (cancel only on a new source revision)".into());
-                        } else {
-                            why.push(format!(
-                                "kustomize-controller {} has the gate, but v1.7 cancels only on a new source revision; a requestedAt annotation waits behind the in-flight run",
-                                controller
-                                    .and_then(|c| c.version)
-                                    .map(|v| v.to_string())
-                                    .unwrap_or_default()
-                            ));
-                        }
-                        if newer {
-                            why.push(format!(
-                                "the source already has {} (in flight: {rev_in_flight}); the controller should have canceled on its arrival, a new source event re-triggers it",
-                                d.source.as_ref().and_then(|s| s.artifact_revision.clone()).unwrap_or_default()
-                            ));
-                        }
-                        if opts.with_source || newer {
-                            if let Some(s) = source_step(
-                                "reconcile the source: a new artifact revision cancels the in-flight health check"
-                                    .into(),
-                            ) {
-                                steps.push(s);
-                            }
-                            steps.push(ks_patch(
-                                request_patch(token),
-                                "request a run so we can prove it was handled".into(),
-                            ));
-                            fresh_run_at = Some(now);
-                            (
-                                Lever::ReconcileSource,
-                                "if the source fetches a new revision, the in-flight check is canceled now; if upstream has no new commit, nothing is canceled and the fresh run starts at the deadline".to_string(),
-                            )
-                        } else {
-                            why.push("the source has no newer revision than the one in flight, so nothing cancels it now: push the fix to Git, then run with --with-source; meanwhile suspend+resume queues a fresh run at the deadline".into());
-                            alternatives.push("--with-source after pushing a fix: a new revision cancels the check".into());
-                            alternatives.push("--restart-controller: cancels now, and every other in-flight run too".into());
-                            suspend_resume(&mut steps, &ks_patch, rv, token);
-                            fresh_run_at = Some(fresh_after);
-                            wait_for_token = false;
-                            (
-                                Lever::SuspendResume,
-                                format!(
-                                    "the in-flight check keeps its worker until {}; the fresh run with the latest spec starts right after",
-                                    short_time(fresh_after)
-                                ),
-                            )
-                        }
-                    }
-                    Some(CancelMode::Never) | None if newer && !opts.with_source => {
-                        // The new revision's event already marked the Kustomization dirty: its
-                        // fresh run starts right after the in-flight check ends, whatever we
-                        // write. A suspend+resume or a request would change nothing sooner.
-                        why.push(format!(
-                            "CancelHealthCheckOnNewRevision is off on this controller: nothing at the API cancels the running health check of {rev_in_flight}"
-                        ));
-                        why.push(format!(
-                            "the source already has {}: its arrival queued a fresh run, which starts right after the in-flight check ends at {} ({} from now); no write (suspend+resume, requestedAt) makes it sooner",
-                            d.source.as_ref().and_then(|s| s.artifact_revision.clone()).unwrap_or_default(),
-                            short_time(fresh_after),
-                            obj::human_secs(fresh_after.duration_since(now).as_secs())
-                        ));
-                        alternatives.push(format!(
-                            "--restart-controller: the fresh run starts now (tens of seconds for the new pod), at the cost of canceling the in-flight runs of {} other Kustomization(s), which start again from scratch",
-                            others.len()
-                        ));
-                        fresh_run_at = Some(fresh_after);
-                        wait_for_token = false;
-                        (
-                            Lever::Wait,
-                            format!(
-                                "no write: the queued run at the new revision starts at {} ({} from now); waiting costs that time, then one run",
-                                short_time(fresh_after),
-                                obj::human_secs(fresh_after.duration_since(now).as_secs())
-                            ),
-                        )
-                    }
-                    Some(CancelMode::Never) | None => {
-                        if controller.is_none() {
-                            why.push("the kustomize-controller Deployment could not be read (use --controller-namespace/--controller-name); assuming the gate is off".into());
-                        } else {
-                            why.push("CancelHealthCheckOnNewRevision is off on this controller: nothing at the API cancels a running health check; the work queue never runs one Kustomization twice at once".into());
-                        }
-                        why.push(format!(
-                            "suspend + resume queues a fresh run with the latest spec right after the in-flight one ends at {} (without it, the next run comes spec.retryInterval after the failure); that run fails the same way unless Git or the cluster changed: push the fix first, then run with --with-source",
-                            short_time(fresh_after)
-                        ));
-                        alternatives.push(format!(
-                            "--restart-controller: cancels now (tens of seconds for the new pod), at the cost of canceling the in-flight runs of {} other Kustomization(s), which start again from scratch",
-                            others.len()
-                        ));
-                        alternatives.push(format!(
-                            "wait: the check ends by itself at {} ({} from now)",
-                            short_time(fresh_after),
-                            obj::human_secs(fresh_after.duration_since(now).as_secs())
-                        ));
-                        if opts.with_source
-                            && let Some(s) = source_step(
-                                "--with-source: fetch the latest revision, so the fresh run has it"
-                                    .into(),
-                            )
-                        {
-                            steps.push(s);
-                        }
-                        suspend_resume(&mut steps, &ks_patch, rv, token);
-                        fresh_run_at = Some(fresh_after);
-                        wait_for_token = false;
-                        (
-                            Lever::SuspendResume,
-                            format!(
-                                "the in-flight check keeps its worker until {} ({} from now); the fresh run starts right after",
-                                short_time(fresh_after),
-                                obj::human_secs(fresh_after.duration_since(now).as_secs())
-                            ),
-                        )
-                    }
-                }
+                dr.why.push("the blocking objects fail the same way until Git has a fix; this only helps once the source has it".into());
+                dr.alternatives.push(format!(
+                    "a fix pushed to Git that the source has not fetched yet: kubectl unstick ks/{name} -n {ns} --with-source (the source fetches first, then the run)"
+                ));
             }
         }
+    }
+    cx.request_lever(
+        &mut dr.steps,
+        "reconcile.fluxcd.io/requestedAt = now (flux reconcile ks)",
+        "a new run starts as soon as a worker is free",
+    )
+}
+
+/// `health-check-in-flight`: the lever depends on the controller's cancel mode.
+fn health_check_in_flight(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let opts = cx.opts;
+    let controller = cx.inp.controller;
+    let holding = cx.inp.holding;
+    let now = cx.inp.now;
+    let hc = d.health_check.as_ref();
+    let rev_in_flight = hc.map(|h| h.revision.clone()).unwrap_or_default();
+    let newer = d.source.as_ref().is_some_and(|s| {
+        s.artifact_revision.is_some()
+            && !crate::diagnose::same_revision(s.artifact_revision.as_deref(), Some(&rev_in_flight))
+    });
+    let mode = controller.map(|c| c.cancel_mode);
+    let others: Vec<String> = holding
+        .iter()
+        .filter(|h| **h != d.kustomization)
+        .cloned()
+        .collect();
+    let fresh_after = hc
+        .and_then(|h| h.ends_at.or(h.deadline))
+        .filter(|t| *t > now)
+        .unwrap_or(now);
+    if let Some(c) = controller
+        && c.cancel_mode != CancelMode::AnyRequeue
+    {
+        dr.recommend_gate_arg = Some(c.gate_arg());
+    }
+    // Every blocker needs its own fix (a suspended HelmRelease, a PVC held by
+    // pvc-protection, a missing CRD, a healthChecks entry in the wrong namespace), and
+    // no newer revision may carry one: any fresh run waits on the same objects, so no
+    // lever on the Kustomization is offered (kustomize-controller#1100: resuming the
+    // Kustomization does not help a suspended HelmRelease).
+    let all_need_own_fix = !d.blocking.is_empty() && d.blocking.iter().all(|b| b.fix.is_some());
+    let f = InFlight {
+        rev_in_flight,
+        newer,
+        mode,
+        others,
+        fresh_after,
     };
+    if crate::diagnose::waits_on_progress_only(d) && !opts.restart_controller && !opts.with_source {
+        in_flight_on_progress(cx, &f, dr)
+    } else if all_need_own_fix && !f.newer && !opts.restart_controller && !opts.with_source {
+        in_flight_blockers(cx, &f, dr)
+    } else if opts.restart_controller {
+        in_flight_restart(cx, &f, dr)
+    } else {
+        match f.mode {
+            Some(CancelMode::AnyRequeue) => in_flight_any_requeue(cx, dr),
+            Some(CancelMode::NewRevisionOnly) | Some(CancelMode::Unknown) => {
+                in_flight_new_revision_only(cx, &f, dr)
+            }
+            Some(CancelMode::Never) | None if f.newer && !opts.with_source => {
+                in_flight_queued(cx, &f, dr)
+            }
+            Some(CancelMode::Never) | None => in_flight_suspend_resume(cx, &f, dr),
+        }
+    }
+}
+
+/// What the in-flight lever functions read besides [`Ctx`].
+struct InFlight {
+    /// The revision under check.
+    rev_in_flight: String,
+    /// The source has a different (newer) artifact revision.
+    newer: bool,
+    /// The controller's cancel mode, when its Deployment was read.
+    mode: Option<CancelMode>,
+    /// Other Kustomizations holding a worker.
+    others: Vec<String>,
+    /// When the check ends by itself (its predicted end, else its deadline; now if past).
+    fresh_after: Timestamp,
+}
+
+/// Every blocker is its own controller's action in progress: nothing is stuck, wait.
+fn in_flight_on_progress(cx: &Ctx<'_>, f: &InFlight, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let now = cx.inp.now;
+    let fresh_after = f.fresh_after;
+    // Every blocker is its own controller's action in progress with no failure
+    // seen (a HelmRelease installing): nothing is stuck; a cancel would only
+    // start the same wait again.
+    for b in &d.blocking {
+        dr.why.push(format!("{}: {}", b.object, b.message));
+    }
+    if d.blocking.is_empty() {
+        dr.why.push("every object the check waits on is Current now: the controller's next poll (every 5s) passes it".into());
+    }
+    dr.why.push("nothing is stuck: the check waits on work in progress, which ends by its own timeout at the latest".into());
+    dr.alternatives.push(format!(
+        "wait: the check itself ends at {} ({} from now) if it has not passed by then",
+        short_time(fresh_after),
+        obj::human_secs(fresh_after.duration_since(now).as_secs())
+    ));
+    dr.wait_for_token = false;
+    dr.recommend_gate_arg = None;
+    (
+        Lever::Wait,
+        "no write: the check passes when the work it waits on succeeds".to_string(),
+    )
+}
+
+/// Every blocker needs its own fix and no newer revision may carry one: no lever on the Kustomization.
+fn in_flight_blockers(cx: &Ctx<'_>, f: &InFlight, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let now = cx.inp.now;
+    let ns = &cx.ns;
+    let name = &cx.name;
+    let fresh_after = f.fresh_after;
+    dr.why.extend(blocking_fixes(d));
+    dr.why.push("no write to the Kustomization frees this check: a fresh run (requestedAt, suspend+resume, --restart-controller) waits on the same objects the same way until they are fixed".into());
+    dr.alternatives.push(format!(
+        "wait: the check ends by itself at {} ({} from now), failing; the next run holds the same way until the objects are fixed",
+        short_time(fresh_after),
+        obj::human_secs(fresh_after.duration_since(now).as_secs())
+    ));
+    dr.alternatives.push(format!(
+        "after the fix, if the check has ended by then: kubectl unstick ks/{name} -n {ns} (a fresh run now instead of spec.retryInterval after the failure)"
+    ));
+    dr.wait_for_token = false;
+    // The gate would not help either: a canceled check's fresh run waits the same.
+    dr.recommend_gate_arg = None;
+    (
+        Lever::FixBlockers,
+        format!(
+            "fix the blocking objects as each one says; the in-flight check passes if they are Current before it ends at {}, otherwise the next run after the fix does",
+            short_time(fresh_after)
+        ),
+    )
+}
+
+/// `--restart-controller`: delete the controller pod, which cancels every in-flight run.
+fn in_flight_restart(cx: &Ctx<'_>, f: &InFlight, dr: &mut Draft) -> (Lever, String) {
+    let opts = cx.opts;
+    let controller = cx.inp.controller;
+    let token = cx.inp.token;
+    let others = &f.others;
+    let c = controller;
+    dr.why.push(
+        "--restart-controller: deleting the controller pod cancels every in-flight run at once"
+            .into(),
+    );
+    if !others.is_empty() {
+        dr.why.push(format!(
+            "this also cancels the in-flight runs of: {}",
+            others.join(", ")
+        ));
+    }
+    dr.also_cancels = others.clone();
+    // The restarted controller starts a fresh run at once, from the artifact the
+    // source has then: with --with-source, fetch first (the executor waits until
+    // the source handled the request before deleting the pod), or the fresh run
+    // re-applies the old revision and holds the check again (seen on the real
+    // kustomize-controller v1.9.6 with the gate off).
+    if opts.with_source
+        && let Some(s) = cx.source_step(
+            "--with-source: fetch the latest revision before the restart, so the fresh run applies it".into(),
+        )
+    {
+        dr.steps.push(s);
+    }
+    if let Some(c) = c {
+        let sel: Vec<String> = c.selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        dr.steps.push(Step::DeleteControllerPods {
+            namespace: c.namespace.clone(),
+            selector: sel.join(","),
+            why: "the Deployment replaces the pod; the new one starts every Kustomization afresh"
+                .into(),
+        });
+    }
+    dr.steps.push(cx.ks_patch(
+        request_patch(token),
+        "request a run so we can prove it was handled".into(),
+    ));
+    (
+        Lever::RestartController,
+        "the controller restarts (tens of seconds) and runs everything again".to_string(),
+    )
+}
+
+/// CancelHealthCheckOnNewRevision on v1.8+: a requestedAt cancels the check now.
+fn in_flight_any_requeue(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let controller = cx.inp.controller;
+    dr.why.push(format!(
+        "kustomize-controller {} has CancelHealthCheckOnNewRevision=true: any re-queue event, including a requestedAt annotation, cancels the running health check (Ready=False HealthCheckCanceled) and a fresh run starts now",
+        controller
+            .and_then(|c| c.version)
+            .map(|v| v.to_string())
+            .unwrap_or_default()
+    ));
+    cx.request_lever(
+        &mut dr.steps,
+        "reconcile.fluxcd.io/requestedAt = now: cancels the in-flight health check",
+        "the in-flight health check is canceled now and a fresh run starts with the latest spec and revision",
+    )
+}
+
+/// The gate on v1.7 (or an unknown version): only a new source revision cancels the check.
+fn in_flight_new_revision_only(cx: &Ctx<'_>, f: &InFlight, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let opts = cx.opts;
+    let controller = cx.inp.controller;
+    let now = cx.inp.now;
+    let token = cx.inp.token;
+    let rev_in_flight = &f.rev_in_flight;
+    let newer = f.newer;
+    let mode = f.mode;
+    let fresh_after = f.fresh_after;
+    if mode == Some(CancelMode::Unknown) {
+        dr.why.push("the gate is on but the controller version could not be read from its image tag; assuming v1.7 behaviour (cancel only on a new source revision)".into());
+    } else {
+        dr.why.push(format!(
+            "kustomize-controller {} has the gate, but v1.7 cancels only on a new source revision; a requestedAt annotation waits behind the in-flight run",
+            controller
+                .and_then(|c| c.version)
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+        ));
+    }
+    if newer {
+        dr.why.push(format!(
+            "the source already has {} (in flight: {rev_in_flight}); the controller should have canceled on its arrival, a new source event re-triggers it",
+            d.source.as_ref().and_then(|s| s.artifact_revision.clone()).unwrap_or_default()
+        ));
+    }
+    if opts.with_source || newer {
+        if let Some(s) = cx.source_step(
+            "reconcile the source: a new artifact revision cancels the in-flight health check"
+                .into(),
+        ) {
+            dr.steps.push(s);
+        }
+        dr.steps.push(cx.ks_patch(
+            request_patch(token),
+            "request a run so we can prove it was handled".into(),
+        ));
+        dr.fresh_run_at = Some(now);
+        (
+            Lever::ReconcileSource,
+            "if the source fetches a new revision, the in-flight check is canceled now; if upstream has no new commit, nothing is canceled and the fresh run starts at the deadline".to_string(),
+        )
+    } else {
+        dr.why.push("the source has no newer revision than the one in flight, so nothing cancels it now: push the fix to Git, then run with --with-source; meanwhile suspend+resume queues a fresh run at the deadline".into());
+        dr.alternatives
+            .push("--with-source after pushing a fix: a new revision cancels the check".into());
+        dr.alternatives
+            .push("--restart-controller: cancels now, and every other in-flight run too".into());
+        cx.suspend_resume(&mut dr.steps);
+        dr.fresh_run_at = Some(fresh_after);
+        dr.wait_for_token = false;
+        (
+            Lever::SuspendResume,
+            format!(
+                "the in-flight check keeps its worker until {}; the fresh run with the latest spec starts right after",
+                short_time(fresh_after)
+            ),
+        )
+    }
+}
+
+/// No gate, and the source already has a newer revision: its run is queued; no write makes it sooner.
+fn in_flight_queued(cx: &Ctx<'_>, f: &InFlight, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    let now = cx.inp.now;
+    let rev_in_flight = &f.rev_in_flight;
+    let others = &f.others;
+    let fresh_after = f.fresh_after;
+    // The new revision's event already marked the Kustomization dirty: its
+    // fresh run starts right after the in-flight check ends, whatever we
+    // write. A suspend+resume or a request would change nothing sooner.
+    dr.why.push(format!(
+        "CancelHealthCheckOnNewRevision is off on this controller: nothing at the API cancels the running health check of {rev_in_flight}"
+    ));
+    dr.why.push(format!(
+        "the source already has {}: its arrival queued a fresh run, which starts right after the in-flight check ends at {} ({} from now); no write (suspend+resume, requestedAt) makes it sooner",
+        d.source.as_ref().and_then(|s| s.artifact_revision.clone()).unwrap_or_default(),
+        short_time(fresh_after),
+        obj::human_secs(fresh_after.duration_since(now).as_secs())
+    ));
+    dr.alternatives.push(format!(
+        "--restart-controller: the fresh run starts now (tens of seconds for the new pod), at the cost of canceling the in-flight runs of {} other Kustomization(s), which start again from scratch",
+        others.len()
+    ));
+    dr.fresh_run_at = Some(fresh_after);
+    dr.wait_for_token = false;
+    (
+        Lever::Wait,
+        format!(
+            "no write: the queued run at the new revision starts at {} ({} from now); waiting costs that time, then one run",
+            short_time(fresh_after),
+            obj::human_secs(fresh_after.duration_since(now).as_secs())
+        ),
+    )
+}
+
+/// No gate: suspend+resume queues a fresh run right after the check ends.
+fn in_flight_suspend_resume(cx: &Ctx<'_>, f: &InFlight, dr: &mut Draft) -> (Lever, String) {
+    let opts = cx.opts;
+    let controller = cx.inp.controller;
+    let now = cx.inp.now;
+    let others = &f.others;
+    let fresh_after = f.fresh_after;
+    if controller.is_none() {
+        dr.why.push("the kustomize-controller Deployment could not be read (use --controller-namespace/--controller-name); assuming the gate is off".into());
+    } else {
+        dr.why.push("CancelHealthCheckOnNewRevision is off on this controller: nothing at the API cancels a running health check; the work queue never runs one Kustomization twice at once".into());
+    }
+    dr.why.push(format!(
+        "suspend + resume queues a fresh run with the latest spec right after the in-flight one ends at {} (without it, the next run comes spec.retryInterval after the failure); that run fails the same way unless Git or the cluster changed: push the fix first, then run with --with-source",
+        short_time(fresh_after)
+    ));
+    dr.alternatives.push(format!(
+        "--restart-controller: cancels now (tens of seconds for the new pod), at the cost of canceling the in-flight runs of {} other Kustomization(s), which start again from scratch",
+        others.len()
+    ));
+    dr.alternatives.push(format!(
+        "wait: the check ends by itself at {} ({} from now)",
+        short_time(fresh_after),
+        obj::human_secs(fresh_after.duration_since(now).as_secs())
+    ));
+    if opts.with_source
+        && let Some(s) = cx
+            .source_step("--with-source: fetch the latest revision, so the fresh run has it".into())
+    {
+        dr.steps.push(s);
+    }
+    cx.suspend_resume(&mut dr.steps);
+    dr.fresh_run_at = Some(fresh_after);
+    dr.wait_for_token = false;
+    (
+        Lever::SuspendResume,
+        format!(
+            "the in-flight check keeps its worker until {} ({} from now); the fresh run starts right after",
+            short_time(fresh_after),
+            obj::human_secs(fresh_after.duration_since(now).as_secs())
+        ),
+    )
+}
+
+/// The plan from the chosen lever: the gate advice, the wait (time until the fresh run can
+/// start, plus a full run, plus margin) and whether it waits for our request token.
+fn finish(cx: &Ctx<'_>, dr: Draft, lever: Lever, effect: String) -> Plan {
+    let (d, opts, now, token) = (cx.d, cx.opts, cx.inp.now, cx.inp.token);
+    let Draft {
+        mut why,
+        alternatives,
+        steps,
+        also_cancels,
+        recommend_gate_arg,
+        fresh_run_at,
+        wait_for_token,
+    } = dr;
+    // A full run lasts up to the timeout.
+    let timeout = d.timeout_secs;
+    let margin = opts.margin_secs;
+    // Time until the in-flight check ends: its predicted earliest end (fail-fast), else
+    // its deadline.
+    let left = d
+        .health_check
+        .as_ref()
+        .and_then(|h| h.ends_in_secs.or(h.time_left_secs))
+        .unwrap_or(0)
+        .max(0) as f64;
     if let Some(arg) = &recommend_gate_arg {
         why.push(format!(
             "to make requestedAt cancel a stuck health check next time, run kustomize-controller v1.8.3+ with `{arg}`"
@@ -931,23 +1171,6 @@ impl Plan {
             _ => None,
         })
     }
-}
-
-fn suspend_resume(
-    steps: &mut Vec<Step>,
-    ks_patch: &dyn Fn(Value, String) -> Step,
-    rv: Option<&str>,
-    token: &str,
-) {
-    steps.push(ks_patch(
-        suspend_patch(token, rv),
-        "spec.suspend = true with our marker (fails with 409 if the object changed since read)"
-            .into(),
-    ));
-    steps.push(ks_patch(
-        resume_patch(None),
-        "remove spec.suspend and the marker: the generation bump queues a fresh run".into(),
-    ));
 }
 
 /// Seconds a dependsOn wait adds before `d`'s own run: while a dependency is still moving,
