@@ -262,17 +262,32 @@ impl Engine<'_> {
         };
         // What was read comes from generation g's spec: not what the running check waits on.
         hc.wait_set_read = false;
+        let now = self.now();
         let end = hc.ends_at.or(hc.deadline);
-        let next = if cancels { Some(self.now()) } else { end };
+        // A predicted end already past: the controller ends the check at its next 5s poll.
+        let next = if cancels {
+            Some(now)
+        } else {
+            end.map(|e| e.max(now))
+        };
         let because = if cancels {
             format!(
                 "generation {g} (a spec change) arrived while the check for generation {n} runs: with CancelHealthCheckOnNewRevision on v1.8+, the generation change cancels that check (HealthCheckCanceled) and generation {g} runs right away"
             )
         } else {
+            let end_text = match end {
+                Some(e) if e > now => {
+                    format!("runs to its end at {} with it", short_time(e))
+                }
+                Some(e) => format!(
+                    "its end, {}, passed {} ago: the controller ends it at its next 5s poll",
+                    short_time(e),
+                    crate::obj::human_secs(e.duration_since(now).as_secs().abs())
+                ),
+                None => "runs to its end with it".to_string(),
+            };
             format!(
-                "generation {g} (a spec change) arrived while the check for generation {n} runs: that check keeps the spec it started with and runs to its end{} with it (nothing at the API cancels it with the gate off); generation {g} runs right after it",
-                end.map(|e| format!(" at {}", short_time(e)))
-                    .unwrap_or_default()
+                "generation {g} (a spec change) arrived while the check for generation {n} runs: that check keeps the spec it started with (nothing at the API cancels it with the gate off) and {end_text}; generation {g} runs right after it"
             )
         };
         if !d.blocking.is_empty() || !cancels {

@@ -114,10 +114,14 @@ pub(super) fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Option<Pl
                     b.because.clone(),
                     "the controller already queued the run of the new generation: no write makes it sooner".into(),
                 ],
-                format!(
-                    "no write: the new generation's run starts at {} and the proof waits for its own result",
-                    super::short_time(start)
-                ),
+                if start > now {
+                    format!(
+                        "no write: the new generation's run starts at {} and the proof waits for its own result",
+                        super::short_time(start)
+                    )
+                } else {
+                    "no write: the new generation's run starts as soon as the running check ends (now: its end has passed) and the proof waits for its own result".to_string()
+                },
             );
             p.fresh_run_at = Some(start);
             p.wait_secs = start.duration_since(now).as_secs_f64().max(0.0)

@@ -525,6 +525,26 @@ fn a_fix_during_an_in_flight_check_waits_for_the_new_generation() {
         "{:#?}",
         p.why
     );
+    // Read after that end (trial: "runs to its end at 19:26:29Z" at 19:29): the past end is
+    // said as past, and the run of generation 2 starts now, not at a time already gone.
+    let mut late = s.clone();
+    late.now = "2026-11-30T07:27:00Z".parse().unwrap();
+    let d = diag(&late, "hc");
+    assert!(
+        d.summary.contains("its end, 07:25:00Z, passed 2m0s ago: the controller ends it at its next 5s poll; generation 2 runs right after")
+            && !d.summary.contains("runs to its end at"),
+        "{}",
+        d.summary
+    );
+    let p = plan(&late, "hc");
+    assert_eq!(p.lever, Lever::Wait, "{p:#?}");
+    assert!(
+        p.effect
+            .contains("starts as soon as the running check ends (now"),
+        "{}",
+        p.effect
+    );
+    assert_eq!(p.fresh_run_at, Some(late.now));
     // Gate on, v1.9.6: the generation change cancels the check.
     let mut on = s.clone();
     on.controller.as_mut().unwrap()["spec"]["template"]["spec"]["containers"][0]["args"] =
