@@ -222,10 +222,18 @@ fn member(
                     reasons[0].pod
                 )
             };
+            // The pod's reason first: it is the cause; kstatus's message ("Pending
+            // termination: 1", the old ReplicaSet's pod kept while the new one fails) reads
+            // as something else at a glance.
+            let pods_say = reasons
+                .iter()
+                .map(reason_text)
+                .collect::<Vec<_>>()
+                .join("; ");
             Evidence::new(
                 id,
                 Verdict::Broken,
-                text(format!("{}: {}", st.status, st.message)),
+                format!("{pods_say}; kstatus {}: {}", st.status, st.message),
             )
             .fix(fix)
         }

@@ -433,6 +433,15 @@ fn a_pull_failure_of_the_revision_being_applied_is_final_while_a_dependent_waits
             "{id}: {l:#}"
         );
     }
+    // The pod's reason leads (kstatus's "Pending termination" follows it).
+    let w = link(&r, "workloads")["evidence"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        w.starts_with("pod web-") && w.contains("; kstatus InProgress"),
+        "{w}"
+    );
 }
 
 /// `--source` naming a source the cluster does not have is exit 3 with the command that
