@@ -144,6 +144,7 @@ pub async fn verify(
         node: None,
         run_id: new_run_id(),
         source: None,
+        http: vec![],
     };
     let ws_host = host.clone();
     let ws = tokio::spawn(async move {

@@ -7,11 +7,13 @@
 //! one session value), [`rules`] (one function per rule, each returning [`rules::Finding`]s),
 //! [`net`] (IP addresses against pool ranges), [`impls`] (what is known of each
 //! implementation: controllerName, images, labels, the way out of AddressNotAssigned),
-//! [`report`] (table, JSON, YAML).
+//! [`report`] (table, JSON, YAML), [`probe`] (`--probe`: HTTP(S) requests and hostname lookups
+//! from a probe pod).
 #![warn(missing_docs)]
 
 pub mod impls;
 pub mod net;
+pub mod probe;
 pub mod report;
 pub mod rules;
 pub mod run;

@@ -40,6 +40,9 @@ pub struct ObjectReport {
     pub verdict: String,
     /// The findings, findings first.
     pub findings: Vec<Finding>,
+    /// `--probe`: the requests, their results and the hostnames' pod answers (Gateways only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<crate::probe::GatewayProbe>,
 }
 
 impl ObjectReport {
@@ -65,6 +68,7 @@ impl ObjectReport {
                 "consistent, not probed".into()
             },
             findings,
+            probe: None,
         }
     }
 }

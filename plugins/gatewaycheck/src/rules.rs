@@ -25,7 +25,9 @@ pub enum Level {
 #[serde(rename_all = "camelCase")]
 pub struct Finding {
     /// The rule: `observedGeneration`, `controller`, `parents`, `listeners`, `addresses`,
-    /// `pool`, `dataPlane`, `programmed` (a Programmed=False no other rule explains).
+    /// `pool`, `dataPlane`, `programmed` (a Programmed=False no other rule explains); with
+    /// `--probe` also `probe` (an HTTP(S) request from a pod) and `dns` (a hostname as a pod
+    /// resolves it), see [`crate::probe`].
     pub rule: &'static str,
     /// The object: `gateway/NS/NAME`, `gatewayclass/NAME`, `httproute/NS/NAME`, `service/NS/NAME`.
     pub object: String,
@@ -44,7 +46,13 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn new(rule: &'static str, object: &str, field: &str, level: Level, message: String) -> Self {
+    pub(crate) fn new(
+        rule: &'static str,
+        object: &str,
+        field: &str,
+        level: Level,
+        message: String,
+    ) -> Self {
         Finding {
             rule,
             object: object.to_owned(),
@@ -55,11 +63,11 @@ impl Finding {
             source: None,
         }
     }
-    fn fix(mut self, fix: impl Into<String>) -> Self {
+    pub(crate) fn fix(mut self, fix: impl Into<String>) -> Self {
         self.fix = Some(fix.into());
         self
     }
-    fn source(mut self, s: &'static str) -> Self {
+    pub(crate) fn source(mut self, s: &'static str) -> Self {
         self.source = Some(s);
         self
     }

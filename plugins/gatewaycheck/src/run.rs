@@ -27,15 +27,21 @@ Examples:
   # Everything in every namespace, machine output
   kubectl gatewaycheck -A -o json
 
+  # Is it really serving? One request per listener and route hostname from
+  # a probe pod, and each hostname as pods resolve it
+  kubectl gatewaycheck gateway/eg -n infra --probe
+
   # Install shell completion (kubectl 1.26+)
   kubectl gatewaycheck completion install
 
 Exit codes:
-  0  no finding (the status agrees with the objects behind it; not proof
-     of serving)
+  0  no finding (the status agrees with the objects behind it; with
+     --probe every request answered: serving)
   1  a finding: stale or missing observedGeneration, no controller, a
      parent left behind, a listener not programmed, no address, a VIP
-     outside the pools, data-plane pods not ready
+     outside the pools, data-plane pods not ready; with --probe a request
+     that got no answer, a refused certificate, a 404 for a route or a 5xx,
+     a hostname pods resolve to another address
   2  usage error (bad reference or flag)
   3  cluster/API error (the object or the Gateway API CRDs do not exist)
   130 interrupted";
@@ -67,6 +73,22 @@ pub struct Cli {
     /// the pools and status.addresses
     #[arg(long, value_name = "IP")]
     pub vip: Option<String>,
+    /// Send an HTTP(S) request per listener and route hostname to the Gateway's address from a
+    /// probe pod (a Job in the namespace of -n, deleted at the end) and resolve each hostname
+    /// there: the only way to say "serving"
+    #[arg(long)]
+    pub probe: bool,
+    /// Probe image (needs sh, curl, openssl, getent, nslookup)
+    #[arg(long, value_name = "IMAGE", default_value = cluster_loop::probe::TOOLS_IMAGE, requires = "probe")]
+    pub image: String,
+    /// How long the probe may take (e.g. 60s, 2m)
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "60s",
+        requires = "probe"
+    )]
+    pub timeout: String,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub cluster: ClusterArgs,
@@ -127,20 +149,36 @@ fn in_ns<'a>(items: &'a [Value], ns: Option<&str>) -> impl Iterator<Item = &'a V
         .filter(move |o| ns.is_none_or(|n| o["metadata"]["namespace"] == n))
 }
 
-/// Checks the objects of `target` in `ns` (`None`: every namespace) against `snap`.
+/// The `--probe` results by Gateway (`gateway/NS/NAME`); empty without `--probe`.
+pub type Probes = std::collections::BTreeMap<String, crate::probe::GatewayProbe>;
+
+/// The Gateways `target` names in `ns` (`None`: every namespace).
+pub fn gateways_in_scope<'a>(
+    snap: &'a Snapshot,
+    target: &Target,
+    ns: Option<&str>,
+) -> Vec<&'a Value> {
+    match target {
+        Target::All => in_ns(&snap.gateways, ns).collect(),
+        Target::Gateway(n) => in_ns(&snap.gateways, ns)
+            .filter(|o| o["metadata"]["name"] == n.as_str())
+            .collect(),
+        Target::HttpRoute(_) => vec![],
+    }
+}
+
+/// Checks the objects of `target` in `ns` (`None`: every namespace) against `snap`, with the
+/// `--probe` results of its Gateways (a Gateway is "serving" only with a probe that proved it).
 /// Errors: the named object does not exist (exit 3, naming namespace and name).
 pub fn check(
     snap: &Snapshot,
     target: &Target,
     ns: Option<&str>,
     vip: Option<&str>,
+    probes: &Probes,
 ) -> Result<Report> {
     let named = |o: &&Value, n: &str| o["metadata"]["name"] == n;
-    let gws: Vec<&Value> = match target {
-        Target::All => in_ns(&snap.gateways, ns).collect(),
-        Target::Gateway(n) => in_ns(&snap.gateways, ns).filter(|o| named(o, n)).collect(),
-        Target::HttpRoute(_) => vec![],
-    };
+    let gws = gateways_in_scope(snap, target, ns);
     let routes: Vec<&Value> = match target {
         Target::All => in_ns(&snap.routes, ns).collect(),
         Target::HttpRoute(n) => in_ns(&snap.routes, ns).filter(|o| named(o, n)).collect(),
@@ -159,14 +197,22 @@ pub fn check(
     }
     let mut objects = Vec::new();
     for gw in gws {
-        let f = rules::gateway(gw, snap, vip);
-        objects.push(ObjectReport::new(
+        let mut f = rules::gateway(gw, snap, vip);
+        let probe = probes.get(&rules::object_ref("Gateway", gw));
+        let served = probe.is_some_and(|p| {
+            let (found, served) = crate::probe::judge(gw, p);
+            f.extend(found);
+            served
+        });
+        let mut o = ObjectReport::new(
             "Gateway",
             gw["metadata"]["namespace"].as_str().unwrap_or_default(),
             gw["metadata"]["name"].as_str().unwrap_or_default(),
             f,
-            false,
-        ));
+            served,
+        );
+        o.probe = probe.cloned();
+        objects.push(o);
     }
     for r in routes {
         let f = rules::route_parents(r, snap);
@@ -200,11 +246,34 @@ pub async fn run(cli: Cli) -> Result<i32> {
             "-A/--all-namespaces checks every object: give no gateway/NAME or httproute/NAME with it",
         ));
     }
-    let _signals = ExitOnSignal::start("nothing changed (gatewaycheck only reads)");
+    let timeout = cluster_loop::duration::parse_go_duration(&cli.timeout)
+        .map_err(|e| Error::usage(format!("--timeout {:?}: {e}", cli.timeout)))?;
+    if cli.probe {
+        cluster_loop::probe::validate_image(&cli.image)
+            .map_err(|e| Error::usage(format!("--image {:?}: {e}", cli.image)))?;
+        if timeout < std::time::Duration::from_secs(5) {
+            return Err(Error::usage(format!(
+                "--timeout {:?}: at least 5s (a probe pod has to start)",
+                cli.timeout
+            )));
+        }
+    }
+    let signals =
+        (!cli.probe).then(|| ExitOnSignal::start("nothing changed (gatewaycheck only reads)"));
     let conn = cli.cluster.connect().await?;
     let ns = (!cli.all_namespaces).then(|| conn.namespace.clone());
     let snap = snapshot::take(&conn, &conn.namespace).await?;
-    let report = check(&snap, &target, ns.as_deref(), cli.vip.as_deref())?;
+    let probes = if cli.probe {
+        drop(signals);
+        let gws = gateways_in_scope(&snap, &target, ns.as_deref());
+        match crate::probe::run(&conn, &gws, &snap, &cli.image, timeout, &cli.output).await? {
+            Some(p) => p,
+            None => return Ok(cluster_loop::signals::EXIT_INTERRUPTED),
+        }
+    } else {
+        Probes::new()
+    };
+    let report = check(&snap, &target, ns.as_deref(), cli.vip.as_deref(), &probes)?;
     if cli.output.output.is_machine() {
         print_machine(cli.output.output, &report)?;
     } else {

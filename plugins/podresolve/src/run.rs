@@ -324,6 +324,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         node: cli.node.clone(),
         run_id: crate::probe::new_run_id(),
         source: None,
+        http: vec![],
     };
     if (v.tls_port.is_some() || v.git_url.is_some()) && opts.image == DEFAULT_IMAGE {
         progress.println(format!(

@@ -6,7 +6,8 @@
 //! ([`parse`]).
 //!
 //! The script runs as `sh -c SCRIPT TOOL [--step-timeout S] [--tls PORT] [--git URL]
-//! [--git-ref REF] -- HOST...`. User values are only ever argv elements after the script; the
+//! [--git-ref REF] -- HOST... [--http URL VIA TARGET SNI]...` ([`http`]: HTTP(S) requests with
+//! curl, status, TLS verdict and time). User values are only ever argv elements after the script; the
 //! script text never changes. Git credentials never appear in the spec, argv or log: they
 //! reach the container only as `env[].valueFrom.secretKeyRef` of the source Secret
 //! ([`GitSecret`]), and the script turns them into git's `http.extraHeader` and
@@ -31,6 +32,7 @@
 //! Default images: [`DEFAULT_IMAGE`] (DNS tools only), [`TOOLS_IMAGE`] (DNS tools, openssl,
 //! git: podresolve `--tls`/`--git`), [`GIT_IMAGE`] (with git: cutover `--verify-in-cluster`).
 
+pub mod http;
 pub mod lifecycle;
 pub mod parse;
 
@@ -235,6 +237,10 @@ impl ProbeOwner {
     pub const GITOPS_VERIFY: ProbeOwner = ProbeOwner {
         tool: "gitops-verify",
     };
+    /// `kubectl gatewaycheck --probe`.
+    pub const GATEWAYCHECK: ProbeOwner = ProbeOwner {
+        tool: "gatewaycheck",
+    };
 
     /// `app.kubernetes.io/managed-by` value on every object we create: `kubectl-<tool>`.
     pub fn managed_by(&self) -> String {
@@ -365,6 +371,9 @@ pub struct ProbeOptions {
     pub run_id: String,
     /// Copy of a `--from` pod's resolver setup (fallback path).
     pub source: Option<SourcePod>,
+    /// HTTP(S) requests made after the hosts' lookups ([`http`]; the image needs `curl`,
+    /// e.g. [`TOOLS_IMAGE`]).
+    pub http: Vec<http::HttpRequest>,
 }
 
 /// Seconds a finished Job is kept before the TTL controller deletes it.
@@ -423,7 +432,8 @@ impl ProbeOptions {
         format!("{}={}", self.owner.run_label(), self.run_id)
     }
 
-    /// The container argv: `["sh", "-c", SCRIPT, TOOL, ...options, "--", hosts...]`.
+    /// The container argv: `["sh", "-c", SCRIPT, TOOL, ...options, "--", hosts..., (--http URL VIA
+    /// TARGET SNI)...]`.
     /// `$0` is the owner's tool name; hosts are separate elements, never concatenated into the
     /// script.
     pub fn command(&self) -> Vec<String> {
@@ -449,6 +459,9 @@ impl ProbeOptions {
         }
         argv.push("--".into());
         argv.extend(self.hosts.iter().cloned());
+        for r in &self.http {
+            argv.extend(r.argv());
+        }
         argv
     }
 
@@ -755,6 +768,7 @@ mod tests {
             node: None,
             run_id: "0123abcdef".into(),
             source: None,
+            http: vec![],
         }
     }
 

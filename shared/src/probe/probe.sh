@@ -8,6 +8,16 @@
 # trusted IN ADDITION to the image's system bundle, as go-git does. Their values are never
 # printed; "#podresolve git-auth SCHEME" and "#podresolve git-ca SRC" (image, image+secret,
 # secret = no system bundle in the image, unwritable) say which were used.
+# HTTP(S) requests follow the hosts as groups of five elements: --http URL VIA TARGET SNI.
+# VIA is "-" (curl resolves URL's host as any client would) or the value of curl's
+# --connect-to (HOST1:PORT1:HOST2:PORT2: send the request, Host header and SNI unchanged, to
+# HOST2:PORT2). TARGET is "-" (plain HTTP) or ADDR:PORT for openssl's certificate facts, SNI the
+# name openssl sends and checks ("-" for none). Each request is a "section http URL" (curl's
+# --write-out line "#http ...", its error line, exit status = curl's), then for HTTPS a
+# "section http-tls URL" (openssl s_client: verify result, leaf subject, issuer, notAfter,
+# subjectAltName). curl judges the chain, name and dates as the client does (the image's CA
+# bundle); when it refuses the certificate, a second request with -k says what the server would
+# have answered ("#http-insecure ..." line). No redirect is followed: the first answer counts.
 m='#podresolve'
 GIT_TERMINAL_PROMPT=0; export GIT_TERMINAL_PROMPT
 tls_port=''
@@ -32,7 +42,7 @@ else
   t() { "$@"; }
 fi
 printf '%s begin v1\n' "$m"
-for tool in getent nslookup openssl git; do
+for tool in getent nslookup openssl git curl; do
   p=$(command -v "$tool" 2>/dev/null) || p=''
   r=''
   [ -n "$p" ] && r=$(readlink -f "$p" 2>/dev/null)
@@ -54,7 +64,8 @@ printf '%s end rc=%s\n' "$m" "$?"
 printf '%s section hosts\n' "$m"
 cat /etc/hosts 2>&1
 printf '%s end rc=%s\n' "$m" "$?"
-for h in "$@"; do
+while [ "$#" -gt 0 ] && [ "$1" != '--http' ]; do
+  h="$1"; shift
   printf '%s section getent %s\n' "$m" "$h"
   if command -v getent >/dev/null 2>&1; then t getent ahosts "$h" 2>&1; rc=$?; else echo 'getent: not found in image'; rc=127; fi
   printf '%s end rc=%s\n' "$m" "$rc"
@@ -69,6 +80,46 @@ for h in "$@"; do
       printf '%s\n' "$out" | grep -E '^(Verify return code|Verification)'
       case "$out" in
         *'BEGIN CERTIFICATE'*) printf '%s\n' "$out" | openssl x509 -noout -subject -issuer -enddate 2>&1 ;;
+      esac
+      printf '%s\n' "$out" | grep -iE 'errno=|connect error|refused|no route|not known|timed out|handshake failure|alert' | head -n 5
+    else echo 'openssl: not found in image'; rc=127; fi
+    printf '%s end rc=%s\n' "$m" "$rc"
+  fi
+done
+# curl's own bound stays under the step timeout, so its error line is printed, not cut.
+ht=20
+[ -n "$step" ] && [ "$step" -gt 2 ] && ht=$((step - 1))
+wfmt='\n#http code=%{http_code} version=%{http_version} remote=%{remote_ip} port=%{remote_port} connect=%{time_connect} tls=%{time_appconnect} total=%{time_total} verify=%{ssl_verify_result}\n'
+http_get() {
+  u="$1"; v="$2"; f="$3"; shift 3
+  if [ "$v" = - ]; then
+    t curl -sS -o /dev/null --proto '=http,https' --max-time "$ht" -w "$f" "$@" -- "$u" 2>&1
+  else
+    t curl -sS -o /dev/null --proto '=http,https' --max-time "$ht" --connect-to "$v" -w "$f" "$@" -- "$u" 2>&1
+  fi
+}
+while [ "$#" -ge 5 ] && [ "$1" = '--http' ]; do
+  url="$2"; via="$3"; target="$4"; sni="$5"; shift 5
+  printf '%s section http %s\n' "$m" "$url"
+  if command -v curl >/dev/null 2>&1; then
+    http_get "$url" "$via" "$wfmt"; rc=$?
+    case "$rc" in
+      35|51|58|60|77|83|90|91)
+        http_get "$url" "$via" "$(printf '%s' "$wfmt" | sed 's/#http /#http-insecure /')" -k ;;
+    esac
+  else echo 'curl: not found in image'; rc=127; fi
+  printf '%s end rc=%s\n' "$m" "$rc"
+  if [ "$target" != - ]; then
+    printf '%s section http-tls %s\n' "$m" "$url"
+    if command -v openssl >/dev/null 2>&1; then
+      if [ "$sni" = - ]; then
+        out=$(t openssl s_client -connect "$target" </dev/null 2>&1); rc=$?
+      else
+        out=$(t openssl s_client -connect "$target" -servername "$sni" -verify_hostname "$sni" </dev/null 2>&1); rc=$?
+      fi
+      printf '%s\n' "$out" | grep -E '^(Verify return code|Verification)'
+      case "$out" in
+        *'BEGIN CERTIFICATE'*) printf '%s\n' "$out" | openssl x509 -noout -subject -issuer -enddate -ext subjectAltName 2>&1 ;;
       esac
       printf '%s\n' "$out" | grep -iE 'errno=|connect error|refused|no route|not known|timed out|handshake failure|alert' | head -n 5
     else echo 'openssl: not found in image'; rc=127; fi

@@ -571,3 +571,180 @@ fn controller_stopped_leaves_the_status_behind() {
     });
     let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
 }
+
+/// The issue's worst verdict, "Programmed while requests fail", caught by `--probe` (Gateway
+/// API spec GatewayConditionType Programmed: "ready to serve traffic"). What is real: Envoy
+/// Gateway writes Programmed=True once its envoy Deployment is available; the probe Job runs
+/// for real in the pod network (curl and getent from nicolaka/netshoot's stand-ins) and asks
+/// the Gateway's ClusterIP (EnvoyProxy `envoyService.type: ClusterIP`) with the route's host
+/// and path; the cluster DNS answers the hostnames from the Corefile's hosts block. What is
+/// not: Envoy's C++ data plane cannot run here, so the test adds the envoy pod's images to the
+/// node agent's registry list, and the node agent reports their containers Running and Ready
+/// without running them, as it does for every image it holds (tests/realcluster README "Node
+/// agent, not a kubelet"). Nothing answers at the address: exactly a data plane whose pods
+/// say Ready while it serves nothing, or a Gateway whose implementation stopped. gatewaycheck
+/// must say the request fails while the status says Programmed=True, never "serving"; and
+/// a hostname CoreDNS answers with another address is the split-horizon finding (clusters/
+/// README), while one answered with the Gateway's address is not.
+#[test]
+fn programmed_while_requests_fail_and_a_split_horizon_answer() {
+    let _running = controller_running();
+    let c = &cluster();
+    if !twin::podexec::missing_prerequisites().is_empty() {
+        eprintln!("SKIPPED: the pod runtime cannot run here");
+        return;
+    }
+    let ns = "gc-probe";
+    c.apply_yaml(&format!(
+        "apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: EnvoyProxy
+metadata: {{name: clusterip, namespace: {ns}}}
+spec:
+  provider:
+    type: Kubernetes
+    kubernetes:
+      envoyService: {{type: ClusterIP}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: eg-probe}}
+spec:
+  controllerName: {ENVOY_GATEWAY_CONTROLLER}
+  parametersRef: {{group: gateway.envoyproxy.io, kind: EnvoyProxy, name: clusterip, namespace: {ns}}}
+"
+    ))
+    .unwrap();
+    gateway(c, ns, "web", "eg-probe", "");
+    c.apply_yaml(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: app, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: web}}]
+  hostnames: [app.gc-probe.example.dev, hairpin.gc-probe.example.dev]
+  rules:
+  - matches: [{{path: {{type: PathPrefix, value: /healthz}}}}]
+    backendRefs: [{{name: app, port: 8080}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: app, namespace: {ns}}}
+spec:
+  ports: [{{port: 8080}}]
+  selector: {{app: app}}
+"
+    ))
+    .unwrap();
+    // The envoy Deployment's images, as Envoy Gateway wrote them, made pullable; its pods are
+    // recreated by the real ReplicaSet controller and reported Ready by the node agent.
+    let sel = format!(
+        "gateway.envoyproxy.io/owning-gateway-name=web,gateway.envoyproxy.io/owning-gateway-namespace={ns}"
+    );
+    let eg_ns = realcluster::gateway::ENVOY_GATEWAY_NS;
+    let images = eventually(Duration::from_secs(90), "the envoy Deployment", || {
+        let d = c.get_json(&["-n", eg_ns, "get", "deployments", "-l", &sel]);
+        let spec = &d["items"][0]["spec"]["template"]["spec"];
+        let imgs: Vec<String> = ["initContainers", "containers"]
+            .iter()
+            .flat_map(|k| spec[k].as_array().cloned().unwrap_or_default())
+            .filter_map(|c| c["image"].as_str().map(str::to_owned))
+            .collect();
+        (!imgs.is_empty()).then_some(imgs)
+    });
+    for i in &images {
+        c.registry().add(i);
+    }
+    let _ = c.kubectl(&["-n", eg_ns, "delete", "pods", "-l", &sel, "--wait=false"]);
+    let gw = eventually(
+        Duration::from_secs(120),
+        "Programmed=True by Envoy Gateway",
+        || {
+            let g = get(c, ns, "gateway", "web");
+            (condition(&g, "Programmed")["status"] == "True").then_some(g)
+        },
+    );
+    let addr = gw["status"]["addresses"][0]["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    c.set_corefile_hosts(&format!(
+        "192.0.2.44 hairpin.gc-probe.example.dev\n{addr} app.gc-probe.example.dev"
+    ))
+    .unwrap();
+    let (code, report, err) = run(c, &["gateway/web", "-n", ns, "--probe", "--timeout", "60s"]);
+    let _ = c.set_corefile_hosts("");
+    assert_eq!(code, 1, "{report:#}\n{err}");
+    let o = &report["objects"][0];
+    assert_eq!(o["verdict"], "findings", "{report:#}");
+    let probe = findings(&report, "probe", "finding");
+    let urls: Vec<&str> = o["probe"]["plan"]["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["request"]["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        urls,
+        [
+            "http://app.gc-probe.example.dev/healthz",
+            "http://hairpin.gc-probe.example.dev/healthz"
+        ],
+        "{report:#}"
+    );
+    assert_eq!(probe.len(), 2, "{report:#}");
+    for f in &probe {
+        let m = f["message"].as_str().unwrap();
+        assert!(
+            m.starts_with("the Gateway says Programmed=True (observedGeneration 1"),
+            "{m}"
+        );
+        assert!(m.contains("but a request from a pod fails"), "{m}");
+        assert!(m.contains("no answer"), "{m}");
+    }
+    for r in o["probe"]["results"].as_array().unwrap() {
+        assert_eq!(r["outcome"], "no-answer", "{r:#}");
+        assert!(r.get("code").is_none(), "{r:#}");
+    }
+    let split = findings(&report, "dns", "finding");
+    assert_eq!(split.len(), 1, "{report:#}");
+    let m = split[0]["message"].as_str().unwrap();
+    assert!(
+        m.starts_with("hairpin.gc-probe.example.dev resolves from a pod to 192.0.2.44 (answered by CoreDNS hosts"),
+        "{m}"
+    );
+    assert!(
+        m.contains(&format!("the Gateway's address is {addr}")),
+        "{m}"
+    );
+    let ok = findings(&report, "dns", "ok");
+    assert!(
+        ok.iter()
+            .any(|f| f["message"].as_str().unwrap().starts_with(&format!(
+                "app.gc-probe.example.dev resolves from a pod to {addr}"
+            ))),
+        "{report:#}"
+    );
+    // The probe Job is gone (deleted by gatewaycheck, not left to its TTL).
+    let jobs = c.get_json(&[
+        "-n",
+        ns,
+        "get",
+        "jobs",
+        "-l",
+        "app.kubernetes.io/managed-by=kubectl-gatewaycheck",
+    ]);
+    assert!(
+        jobs["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|j| !j["metadata"]["deletionTimestamp"].is_null()),
+        "{jobs:#}"
+    );
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+    let _ = c.kubectl(&["delete", "gatewayclass", "eg-probe", "--wait=false"]);
+}

@@ -712,3 +712,172 @@ fn kubectl_logs_of_a_running_container_that_has_not_printed_is_empty() {
     assert_eq!(p["status"]["phase"], "Succeeded", "{p}");
     let _ = c.kubectl(&["delete", "namespace", n, "--wait=false"]);
 }
+
+// ---- the shared probe's HTTP(S) step (cluster_loop::probe::http) ----
+
+/// What the test process's own curl gets for `url`, connecting to `addr` and trusting `ca`
+/// (None: `-k`): the status code, the truth the probe's answer is checked against.
+fn curl_truth(url: &str, addr: std::net::IpAddr, ca: Option<&std::path::Path>) -> String {
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args([
+        "-sS",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "--max-time",
+        "20",
+    ])
+    .arg("--connect-to")
+    .arg(format!("::{addr}:"));
+    match ca {
+        Some(ca) => cmd.arg("--cacert").arg(ca),
+        None => cmd.arg("-k"),
+    };
+    let out = cmd.arg(url).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The probe's `--http` step from a real probe pod (nicolaka/netshoot: the pod runtime runs
+/// the host's curl and openssl in the pod network) against real servers on the pod network's
+/// link: git's HTTP server (the twin's front, HTTPS with its own CA) and a second one whose CA
+/// no client trusts. Every status code is checked against what this process's own curl gets
+/// from the same server; the TLS verdicts are the client's: trusted, wrong name, unknown CA;
+/// an address the pod network has no route to answers nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_probe_reports_status_tls_verdict_and_time_from_a_pod() {
+    use cluster_loop::probe::http::{HttpOutcome, HttpRequest, TlsProblem, results};
+    use cluster_loop::probe::{Carrier, ProbeOptions, ProbeOwner, TOOLS_IMAGE, lifecycle};
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
+    if which_curl().is_none() {
+        eprintln!("SKIPPED: no curl on this host for the netshoot image");
+        return;
+    }
+    ns(c, "probe-http");
+    let pe = c.podexec().unwrap();
+    let addr = std::net::IpAddr::V4(pe.host_address());
+    let host = "web.probe-http.example.dev";
+    c.set_upstream(host, &[&addr.to_string()]).unwrap();
+    let opts = |names: Vec<String>| twin::git::GitServerOptions {
+        dns_names: names,
+        listen: addr,
+        ..Default::default()
+    };
+    let trusted = twin::git::GitServer::start(opts(vec![host.into()])).unwrap();
+    let unknown_ca = twin::git::GitServer::start(opts(vec![host.into()])).unwrap();
+    let system = std::fs::read_to_string(twin::podexec::IMAGE_CA_BUNDLE).unwrap_or_default();
+    pe.set_image_ca_bundle(Some(&format!("{system}{}", trusted.ca_pem())))
+        .unwrap();
+    let path = "/org/none.git/info/refs?service=git-upload-pack";
+    let ok_url = format!("https://{host}:{}{path}", trusted.https_addr().port());
+    let wrong_name = format!(
+        "https://other.probe-http.example.dev:{}/",
+        trusted.https_addr().port()
+    );
+    let untrusted = format!("https://{host}:{}/", unknown_ca.https_addr().port());
+    let plain = format!("http://{host}:{}{path}", trusted.http_addr().port());
+    let unroutable = "http://app.probe-http.example.dev/".to_string();
+    let asked = vec![
+        HttpRequest::new(&ok_url, None).unwrap(),
+        HttpRequest::new(&wrong_name, Some(addr)).unwrap(),
+        HttpRequest::new(&untrusted, None).unwrap(),
+        HttpRequest::new(&plain, None).unwrap(),
+        // TEST-NET-1 (RFC 5737): the pod network has connected routes only, so the connect
+        // fails inside the namespace and no packet leaves it.
+        HttpRequest::new(&unroutable, Some("192.0.2.10".parse().unwrap())).unwrap(),
+    ];
+    let conn = cluster_loop::cli::ClusterArgs {
+        kubeconfig: Some(c.kubeconfig().to_path_buf()),
+        namespace: Some("probe-http".into()),
+        ..Default::default()
+    }
+    .connect()
+    .await
+    .unwrap();
+    let probe = ProbeOptions {
+        owner: ProbeOwner::PODRESOLVE,
+        namespace: "probe-http".into(),
+        image: TOOLS_IMAGE.into(),
+        hosts: vec![],
+        tls_port: None,
+        git_url: None,
+        git_ref: None,
+        git_secret: None,
+        deadline_secs: 60,
+        node: None,
+        run_id: cluster_loop::probe::new_run_id(),
+        source: None,
+        http: asked.clone(),
+    };
+    let end = lifecycle::run_probe(
+        &conn,
+        &probe,
+        Carrier::Job,
+        tokio::time::Instant::now() + Duration::from_secs(90),
+        "kubectl delete jobs -n probe-http -l app.kubernetes.io/managed-by=kubectl-podresolve",
+        &cluster_loop::wait::Progress::hidden(),
+        &lifecycle::RequestCounter::default(),
+        std::future::pending(),
+    )
+    .await;
+    pe.set_image_ca_bundle(None).unwrap();
+    let log = match end.unwrap() {
+        lifecycle::ProbeEnd::Finished { log, .. } => log,
+        other => panic!("{other:?}"),
+    };
+    let r = results(
+        &cluster_loop::probe::parse::ProbeLog::parse(&log),
+        &asked,
+        jiff::Timestamp::now(),
+    );
+    let truth = |url: &str, ca: Option<&std::path::Path>| curl_truth(url, addr, ca);
+    // Trusted: the status the server gives this process too, the certificate's names, a time.
+    assert_eq!(r[0].outcome, HttpOutcome::Answered, "{log}");
+    assert_eq!(
+        r[0].code.map(|c| c.to_string()),
+        Some(truth(&ok_url, Some(trusted.ca_file()))),
+        "{log}"
+    );
+    let cert = r[0].certificate.as_ref().unwrap();
+    assert!(cert.names.iter().any(|n| n == host), "{cert:?}");
+    assert!(cert.days_left.unwrap() >= 0, "{cert:?}");
+    assert!(
+        r[0].total_ms.unwrap() > 0.0 && r[0].tls_ms.is_some(),
+        "{:?}",
+        r[0]
+    );
+    assert_eq!(
+        r[0].remote,
+        Some(format!("{addr}:{}", trusted.https_addr().port()))
+    );
+    // The name the URL asks for is not in the certificate: refused, and what is behind it.
+    assert_eq!(r[1].outcome, HttpOutcome::TlsRefused, "{log}");
+    assert_eq!(r[1].tls_problem, Some(TlsProblem::NameMismatch), "{log}");
+    assert_eq!(
+        r[1].insecure_code.map(|c| c.to_string()),
+        Some(truth(&wrong_name, None))
+    );
+    // A CA the image does not hold.
+    assert_eq!(r[2].outcome, HttpOutcome::TlsRefused, "{log}");
+    assert_eq!(r[2].tls_problem, Some(TlsProblem::UntrustedChain), "{log}");
+    // Plain HTTP: no TLS, the same status as this process gets.
+    assert_eq!(
+        r[3].code.map(|c| c.to_string()),
+        Some(truth(&plain, None)),
+        "{log}"
+    );
+    assert_eq!(r[3].certificate, None);
+    // Nothing to reach: no answer, never a status.
+    assert_eq!(r[4].outcome, HttpOutcome::NoAnswer, "{log}");
+    assert_eq!(r[4].code, None);
+    assert_eq!(r[4].rc, Some(7), "{log}");
+}
+
+fn which_curl() -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("curl"))
+            .find(|f| f.is_file())
+    })
+}
