@@ -57,9 +57,16 @@
 //! `/etc/ssl/certs/ca-certificates.crt` in the container's mount namespace.
 //! The model's own files live under `/run` (not `/tmp`, which an emptyDir may cover).
 //!
+//! Service addresses ([`vips`], standing in for kube-proxy for the pods run here): the ClusterIP
+//! of a Service whose selector matches a running pod of this runtime is put on `lo` of the pod
+//! network, so a connection to CLUSTERIP:PORT reaches the server the pod listens with on PORT
+//! (all pods share the namespace). Only Services whose every port has `targetPort` equal to
+//! `port` (or unset): there is no address or port translation.
+//!
 //! Where this differs from a real cluster: every pod of a model shares one network namespace
 //! and one source address (the reported `podIP` is a stable fake from the pod UID); there is
-//! no CNI, kube-proxy or Service VIP routing (only DNS answers for Services); no image root
+//! no CNI or kube-proxy (Service addresses only as [`vips`] says, only DNS answers for other
+//! Services); no image root
 //! filesystem (containers see the host's files, with private mounts of /etc/resolv.conf,
 //! /etc/hosts, /etc/nsswitch.conf and emptyDirs, and an image's tools replaced by the host's);
 //! an emptyDir is per container, not shared by the pod's containers, and its mountPath must
@@ -73,6 +80,7 @@
 
 pub mod api;
 pub mod dns;
+pub mod vips;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::process::ExitStatusExt;
@@ -464,6 +472,10 @@ struct Inner {
     link: NodeLink,
     /// The images' system CA bundle, when set ([`PodExec::set_image_ca_bundle`]).
     image_ca: Mutex<Option<PathBuf>>,
+    /// Running pods by UID: (namespace, labels), for the Service addresses ([`vips`]).
+    serving: Mutex<HashMap<String, (String, BTreeMap<String, String>)>>,
+    /// The Service ClusterIPs on `lo` now.
+    vips: tokio::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// The running model. Dropping it stops every process it started (containers, dnsmasq, the
@@ -764,6 +776,8 @@ impl PodExec {
             idle: tokio::sync::watch::channel(0).0,
             link,
             image_ca: Mutex::new(None),
+            serving: Mutex::new(HashMap::new()),
+            vips: tokio::sync::Mutex::new(Default::default()),
         });
         guard.0 = None;
         let mut rx = api.watch().await.map_err(PodExecError::Setup)?;
@@ -778,6 +792,7 @@ impl PodExec {
                         let i = i.clone();
                         tokio::spawn(async move {
                             let _ = i.sync_dns().await;
+                            let _ = i.sync_vips().await;
                         });
                     }
                 }
@@ -1160,6 +1175,50 @@ impl Inner {
         Ok(content)
     }
 
+    /// Records that pod `pod` runs (`up`) or ended, and brings the Service addresses on `lo`
+    /// in line ([`vips::wanted`]).
+    async fn serve(&self, pod: &Value, up: bool) {
+        let uid = s(pod, "/metadata/uid").to_string();
+        {
+            let mut m = self.serving.lock().unwrap();
+            if up {
+                let labels = pod["metadata"]["labels"]
+                    .as_object()
+                    .map(|o| {
+                        o.iter()
+                            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                m.insert(uid, (s(pod, "/metadata/namespace").to_string(), labels));
+            } else {
+                m.remove(&uid);
+            }
+        }
+        let _ = self.sync_vips().await;
+    }
+
+    /// Puts on `lo` of the pod network the ClusterIP of every Service [`vips::wanted`] names,
+    /// and removes the others it put there.
+    async fn sync_vips(&self) -> Result<(), PodExecError> {
+        let mut on = self.vips.lock().await;
+        let services = self.api.services().await;
+        let pods: Vec<(String, BTreeMap<String, String>)> =
+            self.serving.lock().unwrap().values().cloned().collect();
+        let want = vips::wanted(&services, &pods);
+        for (verb, ip) in want
+            .difference(&on)
+            .map(|ip| ("add", ip))
+            .chain(on.difference(&want).map(|ip| ("del", ip)))
+        {
+            let net = format!("--net={}", self.netns);
+            let cidr = format!("{ip}/32");
+            run_ok("nsenter", &[&net, "ip", "addr", verb, &cidr, "dev", "lo"]).await?;
+        }
+        *on = want;
+        Ok(())
+    }
+
     fn untrack(&self, key: &str) {
         let mut r = self.running.lock().unwrap();
         r.remove(key);
@@ -1398,6 +1457,7 @@ impl Inner {
                 json!({"status": self.pod_status(&pod, "Running", running, true, &start)}),
             )
             .await;
+        self.serve(&pod, true).await;
         let kill = Arc::new(Notify::new());
         let mut futs = Vec::new();
         for (c, id) in containers.iter().zip(&ids) {
@@ -1411,6 +1471,7 @@ impl Inner {
             ));
         }
         let outcomes = futures::future::join_all(futs).await;
+        self.serve(&pod, false).await;
         if outcomes.iter().any(|o| o.end == End::Deleted) {
             return;
         }

@@ -881,3 +881,139 @@ fn which_curl() -> Option<std::path::PathBuf> {
             .find(|f| f.is_file())
     })
 }
+
+/// A real backend behind a Service, requested by name from a probe pod: BusyBox httpd (the
+/// host's BusyBox applet, run by the pod runtime as the busybox image's) in a pod a Service
+/// selects; the runtime puts the Service's ClusterIP on the pod network's loopback
+/// (twin::podexec::vips, standing in for kube-proxy), the cluster DNS answers the Service's
+/// name. The probe's HTTP step gets the file the pod wrote (200), a path it did not (404), and,
+/// once the pod is deleted, no answer at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_probe_reaches_a_real_backend_through_its_service() {
+    use cluster_loop::probe::http::{HttpOutcome, HttpRequest, results};
+    use cluster_loop::probe::{Carrier, ProbeOptions, ProbeOwner, TOOLS_IMAGE, lifecycle};
+    let Some(lease) = cluster() else { return };
+    let c = &lease;
+    if which_curl().is_none() {
+        eprintln!("SKIPPED: no curl on this host for the netshoot image");
+        return;
+    }
+    let ns = "probe-svc";
+    c.apply_yaml(&format!(
+        "apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: httpd, namespace: {ns}, labels: {{app: httpd-probe}}}}
+spec:
+  containers:
+  - name: httpd
+    image: busybox:1.36
+    command: [sh, -c, 'echo served-by-httpd > /www/index.html && exec httpd -f -v -p 18080 -h /www']
+    volumeMounts: [{{name: www, mountPath: /www}}]
+  volumes: [{{name: www, emptyDir: {{}}}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: httpd, namespace: {ns}}}
+spec:
+  selector: {{app: httpd-probe}}
+  ports: [{{port: 18080}}]
+"
+    ))
+    .unwrap();
+    eventually(Duration::from_secs(60), "httpd Running", || {
+        (c.get_json(&["-n", ns, "get", "pod", "httpd"])["status"]["phase"] == "Running")
+            .then_some(())
+    });
+    let conn = cluster_loop::cli::ClusterArgs {
+        kubeconfig: Some(c.kubeconfig().to_path_buf()),
+        namespace: Some(ns.into()),
+        ..Default::default()
+    }
+    .connect()
+    .await
+    .unwrap();
+    let base = format!("http://httpd.{ns}.svc.cluster.local:18080");
+    let asked = vec![
+        HttpRequest::new(&format!("{base}/index.html"), None).unwrap(),
+        HttpRequest::new(&format!("{base}/missing"), None).unwrap(),
+    ];
+    let probe = |asked: Vec<HttpRequest>| ProbeOptions {
+        owner: ProbeOwner::PODRESOLVE,
+        namespace: ns.into(),
+        image: TOOLS_IMAGE.into(),
+        hosts: vec![],
+        tls_port: None,
+        git_url: None,
+        git_ref: None,
+        git_secret: None,
+        deadline_secs: 60,
+        node: None,
+        run_id: cluster_loop::probe::new_run_id(),
+        source: None,
+        http: asked,
+    };
+    let run = |o: ProbeOptions| {
+        let conn = &conn;
+        async move {
+            let end = lifecycle::run_probe(
+                conn,
+                &o,
+                Carrier::Job,
+                tokio::time::Instant::now() + Duration::from_secs(90),
+                "kubectl delete jobs -n probe-svc -l app.kubernetes.io/managed-by=kubectl-podresolve",
+                &cluster_loop::wait::Progress::hidden(),
+                &lifecycle::RequestCounter::default(),
+                std::future::pending(),
+            )
+            .await
+            .unwrap();
+            match end {
+                lifecycle::ProbeEnd::Finished { log, .. } => log,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    // The Service's address is on the pod network once the runtime saw the pod and the
+    // Service: retried until then (the probe is real each time).
+    let (log, r) = {
+        let mut tries = 0;
+        loop {
+            let log = run(probe(asked.clone())).await;
+            let r = results(
+                &cluster_loop::probe::parse::ProbeLog::parse(&log),
+                &asked,
+                jiff::Timestamp::now(),
+            );
+            tries += 1;
+            if r[0].outcome == HttpOutcome::Answered || tries == 5 {
+                break (log, r);
+            }
+        }
+    };
+    assert_eq!(r[0].outcome, HttpOutcome::Answered, "{log}");
+    assert_eq!(r[0].code, Some(200), "{log}");
+    assert_eq!(r[1].code, Some(404), "{log}");
+    let svc_ip = c.get_json(&["-n", ns, "get", "service", "httpd"])["spec"]["clusterIP"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(r[0].remote, Some(format!("{svc_ip}:18080")), "{log}");
+    let logs = c.kubectl(&["-n", ns, "logs", "httpd"]).unwrap_or_default();
+    // BusyBox httpd -v logs one `ADDR:PORT: response:CODE` line per request it served.
+    assert!(logs.contains("response:200"), "httpd's own log: {logs}");
+    // The backend gone: nothing answers at the Service's address any more.
+    c.kubectl(&["-n", ns, "delete", "pod", "httpd", "--wait=true"])
+        .unwrap();
+    let log = run(probe(asked[..1].to_vec())).await;
+    let r = results(
+        &cluster_loop::probe::parse::ProbeLog::parse(&log),
+        &asked[..1],
+        jiff::Timestamp::now(),
+    );
+    assert_eq!(r[0].outcome, HttpOutcome::NoAnswer, "{log}");
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+}
