@@ -24,8 +24,12 @@
 //!   [`Context::interrupt`] as its interrupt: on Ctrl-C it deletes the pod, and the run exits
 //!   130 only once every guard is dropped (nothing left behind).
 
+pub mod dns;
+pub mod gateway;
+pub mod http;
 pub mod images;
 pub mod kustomizations;
+pub mod net;
 pub mod source;
 pub mod unchecked;
 pub mod workloads;
@@ -80,28 +84,18 @@ pub trait Link: Send + Sync {
 }
 
 /// The chain, in order: source, Kustomizations, workloads, images, then DNS, Gateway and
-/// HTTP(S) (not checked by this build yet: [`unchecked::Unchecked`]).
+/// HTTP(S), which share one round of network reads ([`net::Shared`]: the hosts, the Gateway
+/// API snapshot and one probe pod).
 pub fn chain() -> Vec<Box<dyn Link>> {
+    let net = std::sync::Arc::new(net::Shared::default());
     vec![
         Box::new(source::SourceLink),
         Box::new(kustomizations::KustomizationsLink),
         Box::new(workloads::WorkloadsLink),
         Box::new(images::ImagesLink),
-        Box::new(unchecked::Unchecked {
-            position: 5,
-            id: "dns",
-            what: "the hosts' names resolved from a pod",
-        }),
-        Box::new(unchecked::Unchecked {
-            position: 6,
-            id: "gateway",
-            what: "the Gateway serving each host",
-        }),
-        Box::new(unchecked::Unchecked {
-            position: 7,
-            id: "http",
-            what: "an HTTP(S) request from a probe pod",
-        }),
+        Box::new(dns::DnsLink(net.clone())),
+        Box::new(gateway::GatewayLink(net.clone())),
+        Box::new(http::HttpLink(net)),
     ]
 }
 

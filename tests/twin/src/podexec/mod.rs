@@ -473,7 +473,7 @@ struct Inner {
     /// The images' system CA bundle, when set ([`PodExec::set_image_ca_bundle`]).
     image_ca: Mutex<Option<PathBuf>>,
     /// Running pods by UID: (namespace, labels), for the Service addresses ([`vips`]).
-    serving: Mutex<HashMap<String, (String, BTreeMap<String, String>)>>,
+    serving: Mutex<HashMap<String, vips::PodLabels>>,
     /// The Service ClusterIPs on `lo` now.
     vips: tokio::sync::Mutex<std::collections::BTreeSet<String>>,
 }
@@ -1203,8 +1203,7 @@ impl Inner {
     async fn sync_vips(&self) -> Result<(), PodExecError> {
         let mut on = self.vips.lock().await;
         let services = self.api.services().await;
-        let pods: Vec<(String, BTreeMap<String, String>)> =
-            self.serving.lock().unwrap().values().cloned().collect();
+        let pods: Vec<vips::PodLabels> = self.serving.lock().unwrap().values().cloned().collect();
         let want = vips::wanted(&services, &pods);
         for (verb, ip) in want
             .difference(&on)

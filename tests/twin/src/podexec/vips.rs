@@ -13,9 +13,12 @@
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// A running pod of the runtime: its namespace and labels.
+pub type PodLabels = (String, BTreeMap<String, String>);
+
 /// The ClusterIPs to put on `lo`: the Services (every namespace) that qualify (module docs)
 /// for `pods` (namespace, labels of each running pod of this runtime).
-pub fn wanted(services: &[Value], pods: &[(String, BTreeMap<String, String>)]) -> BTreeSet<String> {
+pub fn wanted(services: &[Value], pods: &[PodLabels]) -> BTreeSet<String> {
     services
         .iter()
         .filter(|svc| svc["spec"]["type"] != "ExternalName")

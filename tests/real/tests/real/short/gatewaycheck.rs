@@ -28,6 +28,9 @@ static POOLS: Mutex<()> = Mutex::new(());
 /// it ([`controller_stopped_leaves_the_status_behind`]).
 static CONTROLLER: RwLock<()> = RwLock::new(());
 
+/// Held by each test that pins names in the Corefile's hosts block (one block per cluster).
+static COREFILE: Mutex<()> = Mutex::new(());
+
 fn controller_running() -> RwLockReadGuard<'static, ()> {
     CONTROLLER.read().unwrap_or_else(|e| e.into_inner())
 }
@@ -639,38 +642,8 @@ spec:
 "
     ))
     .unwrap();
-    // The envoy Deployment's images, as Envoy Gateway wrote them, made pullable; its pods are
-    // recreated by the real ReplicaSet controller and reported Ready by the node agent.
-    let sel = format!(
-        "gateway.envoyproxy.io/owning-gateway-name=web,gateway.envoyproxy.io/owning-gateway-namespace={ns}"
-    );
-    let eg_ns = realcluster::gateway::ENVOY_GATEWAY_NS;
-    let images = eventually(Duration::from_secs(90), "the envoy Deployment", || {
-        let d = c.get_json(&["-n", eg_ns, "get", "deployments", "-l", &sel]);
-        let spec = &d["items"][0]["spec"]["template"]["spec"];
-        let imgs: Vec<String> = ["initContainers", "containers"]
-            .iter()
-            .flat_map(|k| spec[k].as_array().cloned().unwrap_or_default())
-            .filter_map(|c| c["image"].as_str().map(str::to_owned))
-            .collect();
-        (!imgs.is_empty()).then_some(imgs)
-    });
-    for i in &images {
-        c.registry().add(i);
-    }
-    let _ = c.kubectl(&["-n", eg_ns, "delete", "pods", "-l", &sel, "--wait=false"]);
-    let gw = eventually(
-        Duration::from_secs(120),
-        "Programmed=True by Envoy Gateway",
-        || {
-            let g = get(c, ns, "gateway", "web");
-            (condition(&g, "Programmed")["status"] == "True").then_some(g)
-        },
-    );
-    let addr = gw["status"]["addresses"][0]["value"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let addr = envoy_serving_nothing(c, ns, "web");
+    let _dns = COREFILE.lock().unwrap_or_else(|e| e.into_inner());
     c.set_corefile_hosts(&format!(
         "192.0.2.44 hairpin.gc-probe.example.dev\n{addr} app.gc-probe.example.dev"
     ))
@@ -747,4 +720,336 @@ spec:
     );
     let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
     let _ = c.kubectl(&["delete", "gatewayclass", "eg-probe", "--wait=false"]);
+}
+
+/// Makes Gateway `ns/name`'s envoy pods report Ready without running (see
+/// [`programmed_while_requests_fail_and_a_split_horizon_answer`]): the envoy Deployment's
+/// images, as Envoy Gateway wrote them, are added to the node agent's registry list and its
+/// pods recreated by the real ReplicaSet controller. Waits for Envoy Gateway's
+/// Programmed=True and returns the Gateway's address.
+fn envoy_serving_nothing(c: &Cluster, ns: &str, name: &str) -> String {
+    let sel = format!(
+        "gateway.envoyproxy.io/owning-gateway-name={name},gateway.envoyproxy.io/owning-gateway-namespace={ns}"
+    );
+    let eg_ns = realcluster::gateway::ENVOY_GATEWAY_NS;
+    let images = eventually(Duration::from_secs(90), "the envoy Deployment", || {
+        let d = c.get_json(&["-n", eg_ns, "get", "deployments", "-l", &sel]);
+        let spec = &d["items"][0]["spec"]["template"]["spec"];
+        let imgs: Vec<String> = ["initContainers", "containers"]
+            .iter()
+            .flat_map(|k| spec[k].as_array().cloned().unwrap_or_default())
+            .filter_map(|c| c["image"].as_str().map(str::to_owned))
+            .collect();
+        (!imgs.is_empty()).then_some(imgs)
+    });
+    for i in &images {
+        c.registry().add(i);
+    }
+    let _ = c.kubectl(&["-n", eg_ns, "delete", "pods", "-l", &sel, "--wait=false"]);
+    let gw = eventually(
+        Duration::from_secs(120),
+        "Programmed=True by Envoy Gateway",
+        || {
+            let g = get(c, ns, "gateway", name);
+            (condition(&g, "Programmed")["status"] == "True").then_some(g)
+        },
+    );
+    gw["status"]["addresses"][0]["value"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+const VERIFY: &str = crate::bin!("kubectl-gitops-verify");
+
+/// `kubectl gitops verify ARGS -o json`: (exit code, ChainReport, stdout and stderr).
+fn verify(c: &Cluster, args: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(VERIFY)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(args)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let v = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        v,
+        format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)),
+    )
+}
+
+fn verify_link<'a>(r: &'a Value, id: &str) -> &'a Value {
+    r["links"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|l| l["id"] == id)
+        .unwrap_or_else(|| panic!("no link {id}: {r:#}"))
+}
+
+/// An EnvoyProxy (ClusterIP) in `ns` and GatewayClass `class` whose Gateways get their
+/// Service's ClusterIP as address (Envoy Gateway's `envoyService.type`).
+fn clusterip_class(c: &Cluster, ns: &str, class: &str) {
+    c.apply_yaml(&format!(
+        "apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: EnvoyProxy
+metadata: {{name: clusterip, namespace: {ns}}}
+spec:
+  provider:
+    type: Kubernetes
+    kubernetes:
+      envoyService: {{type: ClusterIP}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: {class}}}
+spec:
+  controllerName: {ENVOY_GATEWAY_CONTROLLER}
+  parametersRef: {{group: gateway.envoyproxy.io, kind: EnvoyProxy, name: clusterip, namespace: {ns}}}
+"
+    ))
+    .unwrap();
+}
+
+/// Issue 31's "a route that does not answer" and "a host resolving to the wrong address from
+/// pods only", on hosts taken from the applied inventory (no HOST argument): the real
+/// kustomize-controller applies a Gateway and an HTTPRoute from the fleet repository, Envoy
+/// Gateway programs them (its envoy pods reported Ready, serving nothing:
+/// [`envoy_serving_nothing`]), the Corefile answers the route's hostname. With the Gateway's
+/// address: links 5 (DNS) and 6 (Gateway, gatewaycheck's rules) hold and link 7 (the request
+/// from a probe pod) is the first broken. With another address pinned: link 5 is.
+#[test]
+fn verify_route_that_does_not_answer_then_a_host_resolving_elsewhere() {
+    let _running = controller_running();
+    let c = &cluster();
+    if !twin::podexec::missing_prerequisites().is_empty() {
+        eprintln!("SKIPPED: the pod runtime cannot run here");
+        return;
+    }
+    let ns = "gv-http";
+    clusterip_class(c, ns, "eg-gv-http");
+    let host = "app.gv-http.example.dev";
+    let files = format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  gatewayClassName: eg-gv-http
+  listeners:
+  - {{name: http, protocol: HTTP, port: 80}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: app, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: web}}]
+  hostnames: [{host}]
+  rules:
+  - matches: [{{path: {{type: PathPrefix, value: /healthz}}}}]
+    backendRefs: [{{name: app, port: 8080}}]
+"
+    );
+    c.fleet(
+        ns,
+        &[("net.yaml", &files)],
+        "  interval: 10m\n  path: ./\n  prune: true\n",
+    )
+    .unwrap();
+    eventually(
+        Duration::from_secs(120),
+        "Kustomization gv-http Ready",
+        || {
+            let k = c.get_json(&["-n", realcluster::FLUX_NS, "get", "kustomization", ns]);
+            (condition(&k, "Ready")["status"] == "True").then_some(())
+        },
+    );
+    let addr = envoy_serving_nothing(c, ns, "web");
+    let _dns = COREFILE.lock().unwrap_or_else(|e| e.into_inner());
+    c.set_corefile_hosts(&format!("{addr} {host}")).unwrap();
+    let src = format!("gitrepository/{ns}");
+    let (code, r, out) = verify(c, &["--source", &src]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["firstBroken"], "http", "{r:#}");
+    let dns = verify_link(&r, "dns");
+    assert_eq!(dns["verdict"], "ok", "{r:#}");
+    assert!(
+        dns["evidence"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("resolves from a pod to {addr}")),
+        "{r:#}"
+    );
+    let gw = verify_link(&r, "gateway");
+    assert_eq!(gw["verdict"], "ok", "{r:#}");
+    assert_eq!(gw["evidence"][0]["object"], format!("Gateway/{ns}/web"));
+    let http = verify_link(&r, "http");
+    assert_eq!(http["verdict"], "broken", "{r:#}");
+    let e = &http["evidence"][0];
+    assert_eq!(e["object"], format!("GET http://{host}/healthz"), "{r:#}");
+    assert!(
+        e["detail"].as_str().unwrap().starts_with("no answer"),
+        "{r:#}"
+    );
+
+    // The same host pinned to another address: the DNS link is the first broken, naming the
+    // Gateway's address and the Corefile's answer.
+    c.set_corefile_hosts(&format!("192.0.2.61 {host}")).unwrap();
+    let (code, r, out) = verify(c, &["--source", &src]);
+    let _ = c.set_corefile_hosts("");
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["firstBroken"], "dns", "{r:#}");
+    let d = verify_link(&r, "dns")["evidence"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        d.starts_with("resolves from a pod to 192.0.2.61 (CoreDNS hosts"),
+        "{d}"
+    );
+    assert!(
+        d.contains(&format!("but Gateway {ns}/web's address is {addr}")),
+        "{d}"
+    );
+    let _ = c.kubectl(&[
+        "-n",
+        realcluster::FLUX_NS,
+        "delete",
+        "kustomization,gitrepository",
+        ns,
+        "--wait=false",
+    ]);
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+    let _ = c.kubectl(&["delete", "gatewayclass", "eg-gv-http", "--wait=false"]);
+}
+
+/// Issue 31's "a Gateway with no address", on a HOST argument: Envoy Gateway's LoadBalancer
+/// Service stays pending (no MetalLB pool), the Gateway is Programmed=False
+/// AddressNotAssigned; the name resolves from pods (a Corefile pin), so the DNS link holds (no
+/// Gateway address to compare it with), and the Gateway link is the first broken, with
+/// gatewaycheck's finding and way out.
+#[test]
+fn verify_gateway_without_an_address_is_the_gateway_link() {
+    let _running = controller_running();
+    let c = &cluster();
+    if !twin::podexec::missing_prerequisites().is_empty() {
+        eprintln!("SKIPPED: the pod runtime cannot run here");
+        return;
+    }
+    let _pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    let ns = "gv-noaddr";
+    let host = "app.gv-noaddr.example.dev";
+    gateway(c, ns, "web", "eg", "");
+    c.apply_yaml(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: app, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: web}}]
+  hostnames: [{host}]
+"
+    ))
+    .unwrap();
+    eventually(
+        Duration::from_secs(90),
+        "Programmed=False AddressNotAssigned",
+        || {
+            let p = condition(&get(c, ns, "gateway", "web"), "Programmed");
+            (p["reason"] == "AddressNotAssigned").then_some(())
+        },
+    );
+    let _dns = COREFILE.lock().unwrap_or_else(|e| e.into_inner());
+    c.set_corefile_hosts(&format!("192.0.2.62 {host}")).unwrap();
+    let (code, r, out) = eventually(Duration::from_secs(60), "the Gateway's Service", || {
+        let v = verify(c, &[host, "-n", ns]);
+        verify_link(&v.1, "gateway")["evidence"][0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("AddressNotAssigned"))
+            .then_some(v)
+    });
+    let _ = c.set_corefile_hosts("");
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["firstBroken"], "gateway", "{r:#}");
+    assert_eq!(verify_link(&r, "dns")["verdict"], "ok", "{r:#}");
+    let gw = verify_link(&r, "gateway");
+    assert_eq!(gw["verdict"], "broken", "{r:#}");
+    assert!(
+        gw["fix"]
+            .as_str()
+            .unwrap()
+            .contains("envoyService.type: NodePort"),
+        "{r:#}"
+    );
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+/// The DNS and HTTP(S) links holding, on a URL argument: BusyBox httpd behind its Service (the
+/// pod runtime puts the ClusterIP on the pod network: twin::podexec::vips), requested by its
+/// cluster DNS name from the probe pod. No Gateway serves it: link 6 is not-applicable, links 5
+/// and 7 ok; nothing in the namespace for links 1-4: the chain holds, exit 0.
+#[test]
+fn verify_a_url_served_by_a_real_backend_holds() {
+    let c = &cluster();
+    if !twin::podexec::missing_prerequisites().is_empty() {
+        eprintln!("SKIPPED: the pod runtime cannot run here");
+        return;
+    }
+    let ns = "gv-ok";
+    c.apply_yaml(&format!(
+        "apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: httpd, namespace: {ns}, labels: {{app: httpd-gv}}}}
+spec:
+  containers:
+  - name: httpd
+    image: busybox:1.36
+    command: [sh, -c, 'echo ok > /tmp/index.html && exec httpd -f -p 18081 -h /tmp']
+    volumeMounts: [{{name: www, mountPath: /tmp}}]
+  volumes: [{{name: www, emptyDir: {{}}}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: httpd, namespace: {ns}}}
+spec:
+  selector: {{app: httpd-gv}}
+  ports: [{{port: 18081}}]
+"
+    ))
+    .unwrap();
+    eventually(Duration::from_secs(60), "httpd Running", || {
+        (get(c, ns, "pod", "httpd")["status"]["phase"] == "Running").then_some(())
+    });
+    let url = format!("http://httpd.{ns}.svc.cluster.local:18081/index.html");
+    // The runtime adds the Service's address once it has seen both: retried until then.
+    let (code, r, out) = eventually(Duration::from_secs(90), "the chain holds", || {
+        let v = verify(c, &[&url, "-n", ns]);
+        (v.0 == 0).then_some(v)
+    });
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(r["firstBroken"], Value::Null, "{r:#}");
+    assert_eq!(verify_link(&r, "dns")["verdict"], "ok", "{r:#}");
+    assert_eq!(
+        verify_link(&r, "gateway")["verdict"],
+        "not-applicable",
+        "{r:#}"
+    );
+    let http = verify_link(&r, "http");
+    assert_eq!(http["verdict"], "ok", "{r:#}");
+    assert!(
+        http["evidence"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("HTTP 200"),
+        "{r:#}"
+    );
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
 }

@@ -911,8 +911,8 @@ spec:
   containers:
   - name: httpd
     image: busybox:1.36
-    command: [sh, -c, 'echo served-by-httpd > /www/index.html && exec httpd -f -v -p 18080 -h /www']
-    volumeMounts: [{{name: www, mountPath: /www}}]
+    command: [sh, -c, 'echo served-by-httpd > /tmp/index.html && exec httpd -f -v -p 18080 -h /tmp']
+    volumeMounts: [{{name: www, mountPath: /tmp}}]
   volumes: [{{name: www, emptyDir: {{}}}}]
 ---
 apiVersion: v1
@@ -994,7 +994,14 @@ spec:
             }
         }
     };
-    assert_eq!(r[0].outcome, HttpOutcome::Answered, "{log}");
+    let pod = c.get_json(&["-n", ns, "get", "pod", "httpd"]);
+    let logs = c.kubectl(&["-n", ns, "logs", "httpd"]).unwrap_or_default();
+    assert_eq!(
+        r[0].outcome,
+        HttpOutcome::Answered,
+        "{log}\nhttpd: {}\n{logs}",
+        pod["status"]
+    );
     assert_eq!(r[0].code, Some(200), "{log}");
     assert_eq!(r[1].code, Some(404), "{log}");
     let svc_ip = c.get_json(&["-n", ns, "get", "service", "httpd"])["spec"]["clusterIP"]
