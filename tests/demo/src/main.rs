@@ -979,40 +979,18 @@ fn real_keep_commands(url: &str) -> (String, String) {
     )
 }
 
-/// A load-balancer controller stand-in on the real cluster (MetalLB's behaviour for
-/// `spec.loadBalancerIP`): every second, each `type: LoadBalancer` Service whose loadBalancerIP
-/// is an IP and that has no address yet gets it as `status.loadBalancer.ingress[0].ip`
-/// (through the status subresource), so kstatus can report it Current. This cluster, like
-/// kind, has no load balancer of its own (failure catalogue: "No addresses have been
-/// assigned"). The list is read in process (`Cluster::get_json`), not by a kubectl process a
-/// second. The thread ends with the cluster.
-fn spawn_real_load_balancer(cluster: std::sync::Weak<realcluster::Cluster>) {
-    every_second(cluster, |c| {
-        let list = c.get_json(&["get", "svc", "-A"]);
-        for svc in list["items"].as_array().into_iter().flatten() {
-            let ip = s(svc, "/spec/loadBalancerIP");
-            if s(svc, "/spec/type") != "LoadBalancer"
-                || svc.pointer("/status/loadBalancer/ingress").is_some()
-                || ip.parse::<std::net::IpAddr>().is_err()
-            {
-                continue;
-            }
-            let patch =
-                json!({"status": {"loadBalancer": {"ingress": [{"ip": ip, "ipMode": "VIP"}]}}});
-            let _ = c.kubectl(&[
-                "patch",
-                "svc",
-                "-n",
-                s(svc, "/metadata/namespace"),
-                s(svc, "/metadata/name"),
-                "--subresource=status",
-                "--type=merge",
-                "--field-manager=metallb-controller",
-                "-p",
-                &patch.to_string(),
-            ]);
-        }
-    });
+/// The real MetalLB controller (v0.15.2, `ClusterOptions::metallb`) assigns the gateway's
+/// LoadBalancer Service its `spec.loadBalancerIP` (GATEWAY_VIP) from this pool, as on a kind or
+/// bare-metal cluster with MetalLB (metallb.io "IPAddressPool"; the failure catalogue: the VIP
+/// must lie inside the pool). The range is the one kind's MetalLB guide uses on its docker
+/// network, which clusters/dev's GATEWAY_VIP lies in. No speaker runs: nothing announces it.
+fn metallb_pool(c: &realcluster::Cluster) -> Result<(), String> {
+    c.apply_yaml(&format!(
+        "apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {{name: demo, namespace: {}}}\nspec:\n  addresses: [172.18.255.200-172.18.255.250]\n",
+        realcluster::gateway::METALLB_NS
+    ))
+    .map(|_| ())
+    .map_err(|e| e.to_string())
 }
 
 /// Runs `tick` on the cluster every second on a thread of its own, until the cluster is
@@ -1184,7 +1162,10 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
         return st;
     }
     if let Ok(arc) = real {
-        spawn_real_load_balancer(Arc::downgrade(arc));
+        if let Err(e) = metallb_pool(arc) {
+            st.check(false, format!("MetalLB IPAddressPool: {e}"));
+            return st;
+        }
     }
     if let Err(e) = push_fleet_tags(c) {
         st.check(
@@ -1209,7 +1190,7 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
         }
     }
     say!(
-        "  clusters/dev applied to the real cluster; its GitRepository flux-system fetches {url}; a MetalLB stand-in assigns LoadBalancer IPs"
+        "  clusters/dev applied to the real cluster; its GitRepository flux-system fetches {url}; the real MetalLB assigns LoadBalancer IPs from its pool"
     );
     let ks_json = |name: &str| kget(c, &["get", "ks", name, "-n", "flux-system", "-o", "json"]);
     let mut all_ready = true;
@@ -1499,6 +1480,9 @@ fn start_real() -> Real {
             image_reflector_controller: true,
             image_automation_controller: true,
             registry_names: vec![FLEET_REGISTRY.to_owned()],
+            // The real MetalLB controller gives the gateway's LoadBalancer Service its address
+            // (no stand-in writes a status a real controller should).
+            metallb: true,
             ..realcluster::ClusterOptions::default()
         })
     })
