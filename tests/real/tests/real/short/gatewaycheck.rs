@@ -453,6 +453,9 @@ spec:
     type: Kubernetes
     kubernetes:
       envoyService: {{type: ClusterIP}}
+      # An envoy image no test makes pullable (the registry list is the cluster's: the
+      # --probe and verify tests add Envoy Gateway's default images to it).
+      envoyDeployment: {{container: {{image: docker.io/envoyproxy/envoy:gatewaycheck-never-pulled}}}}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
