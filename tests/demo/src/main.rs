@@ -993,22 +993,6 @@ fn metallb_pool(c: &realcluster::Cluster) -> Result<(), String> {
     .map_err(|e| e.to_string())
 }
 
-/// Runs `tick` on the cluster every second on a thread of its own, until the cluster is
-/// dropped (the demo's end stops it and removes its directory; the thread holds it only while
-/// `tick` runs): the loop of the demo's controller stand-ins.
-fn every_second(
-    cluster: std::sync::Weak<realcluster::Cluster>,
-    tick: impl Fn(&realcluster::Cluster) + Send + 'static,
-) {
-    std::thread::spawn(move || {
-        while let Some(c) = cluster.upgrade() {
-            tick(&c);
-            drop(c);
-            std::thread::sleep(Duration::from_secs(1));
-        }
-    });
-}
-
 /// The tags the demo's registry holds for the fleet's ImagePolicies
 /// (clusters/platform/image-automation): per repository, the tags pushed, and the one the
 /// policy's range selects, which is the one the fleet already runs (podinfo `>=6.7.0 <7.0.0`:
@@ -1161,11 +1145,9 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
         st.check(false, format!("push clusters/ to the Git server: {e}"));
         return st;
     }
-    if let Ok(arc) = real {
-        if let Err(e) = metallb_pool(arc) {
-            st.check(false, format!("MetalLB IPAddressPool: {e}"));
-            return st;
-        }
+    if let Err(e) = metallb_pool(c) {
+        st.check(false, format!("MetalLB IPAddressPool: {e}"));
+        return st;
     }
     if let Err(e) = push_fleet_tags(c) {
         st.check(
