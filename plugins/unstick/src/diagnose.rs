@@ -816,42 +816,63 @@ impl<'a> Engine<'a> {
     /// The state as the Kustomization's conditions and its source tell it.
     fn shallow_own(&self, ks: &Value) -> Diagnosis {
         let now = self.now();
-        let key = key_of(ks);
-        let timeout_secs = Kustomization::effective_timeout_of(ks)
-            .map_or(FALLBACK_TIMEOUT_SECS, |d| d.as_secs_f64());
-        let ready = obj::condition(ks, "Ready");
+        let mut d = Diagnosis {
+            kustomization: key_of(ks),
+            class: Class::Healthy,
+            summary: String::new(),
+            ready: obj::condition(ks, "Ready"),
+            timeout_secs: Kustomization::effective_timeout_of(ks)
+                .map_or(FALLBACK_TIMEOUT_SECS, |d| d.as_secs_f64()),
+            health_check: None,
+            eta: None,
+            overdue_secs: None,
+            request: request_facts(ks, now),
+            root_cause: None,
+            blocking: Vec::new(),
+            signatures: Vec::new(),
+            source: self.source_facts(ks),
+            suspended_by_unstick_at: None,
+            missing_crds: Vec::new(),
+            worker_free_at: None,
+            stopped_controllers: Vec::new(),
+            blind_spot: None,
+            hints: Vec::new(),
+        };
+        (d.class, d.summary) = self.classify(ks, &mut d);
+        // Signatures from blocking workloads.
+        for b in &d.blocking {
+            d.signatures.extend(self.signatures_for(b));
+        }
+        d.signatures.dedup();
+        self.source_hints(ks, &mut d);
+        if let Some(r) = &d.request
+            && r.pending
+            && d.class != Class::RequestPending
+        {
+            d.hints.push(format!(
+                "reconcile request {} is not handled yet: it is recorded only by the next run that reads it",
+                r.requested_at
+            ));
+        }
+        self.worker_starvation(ks, &mut d);
+        self.stopped_controllers_decide(ks, &mut d);
+        if obj::b(ks, &["spec", "suspend"]) {
+            d.suspended_by_unstick_at = obj::annotation(ks, SUSPEND_MARKER).map(String::from);
+        }
+        d
+    }
+
+    /// The class and summary from the conditions, in order: suspended, stalled, a health
+    /// check in flight, a run in progress, Ready not True, a pending request, no Ready yet, a
+    /// generation not observed, a failing or missing source, a newer source revision, else
+    /// healthy. Fills the facts each case reads (health check, ETA, blocking objects, hints).
+    fn classify(&self, ks: &Value, d: &mut Diagnosis) -> (Class, String) {
         let reconciling = run_in_progress(ks);
         let stalled = obj::condition(ks, "Stalled").filter(Condition::is_true);
-        let source = self.source_facts(ks);
-        let request = request_facts(ks, now);
-        let mut hints = Vec::new();
-        let mut health_check = None;
-        let mut eta = None;
-        let mut overdue_secs = None;
-        let mut blocking = Vec::new();
-        let mut signatures = Vec::new();
-        let mut missing_crds = Vec::new();
-
-        let suspended = obj::b(ks, &["spec", "suspend"]);
-        let marker = obj::annotation(ks, SUSPEND_MARKER).map(String::from);
         let generation = obj::i(ks, &["metadata", "generation"]);
         let observed = obj::i(ks, &["status", "observedGeneration"]);
-
-        let (class, summary) = if suspended {
-            let s = match &marker {
-                Some(t) => {
-                    hints.push(format!(
-                        "suspended by an interrupted `kubectl unstick` run at {t}: run `kubectl unstick ks/{} -n {}` (or `--all`) to resume it",
-                        obj::name(ks),
-                        obj::namespace(ks)
-                    ));
-                    format!("suspended by kubectl unstick at {t} (interrupted run)")
-                }
-                None => {
-                    "suspended (spec.suspend: true); not resumed without --force-resume".to_string()
-                }
-            };
-            (Class::Suspended, s)
+        if obj::b(ks, &["spec", "suspend"]) {
+            Self::suspended_class(ks, d)
         } else if let Some(c) = &stalled {
             (
                 Class::Stalled,
@@ -862,206 +883,13 @@ impl<'a> Engine<'a> {
                 .filter(RunStep::is_health_check)
                 .map(|s| (c, s))
         }) {
-            let revision = step.revision.to_string();
-            let t = step.timeout.map_or(timeout_secs, |d| d.as_secs_f64());
-            let started = c.last_transition_time;
-            let deadline = started.and_then(|s| s.checked_add(secs(t)).ok());
-            let left = deadline.map(|d| d.duration_since(now).as_secs());
-            blocking = self.blocking_in_flight(ks);
-            let fail_fast = self
-                .controller
-                .as_ref()
-                .is_none_or(ControllerFacts::fail_fast)
-                .then(|| self.fail_fast_at(&blocking))
-                .flatten()
-                .filter(|(at, _)| deadline.is_none_or(|d| *at < d));
-            let ends_at = fail_fast.as_ref().map(|(at, _)| *at).or(deadline);
-            let members = wait_set(ks);
-            let wait_set_read = !members.is_empty()
-                && members.iter().all(|m| {
-                    self.idx.listed(&m.group, &m.kind)
-                        || self.idx.unserved(&m.group, &m.kind)
-                        // A built-in kind whose kstatus is trivially Current (Service,
-                        // ConfigMap, RBAC, ...): the live reader does not list it.
-                        || !(crate::live::custom_group(&m.group)
-                            || crate::live::STATUS_KINDS
-                                .contains(&(m.group.as_str(), m.kind.as_str())))
-                });
-            let hc = HealthCheck {
-                wait_set_read,
-                revision: revision.clone(),
-                started_at: started,
-                timeout_secs: t,
-                deadline,
-                time_left_secs: left,
-                fail_fast_at: fail_fast.as_ref().map(|(at, _)| *at),
-                fail_fast_because: fail_fast.as_ref().map(|(_, w)| w.clone()),
-                ends_at,
-                ends_in_secs: ends_at.map(|e| e.duration_since(now).as_secs()),
-            };
-            let when = match (deadline, left) {
-                (Some(d), Some(l)) if l >= 0 => {
-                    format!("deadline {} ({} left)", short_time(d), obj::human_secs(l))
-                }
-                (Some(d), Some(l)) => {
-                    hints.push(format!(
-                        "the deadline passed {} ago: the controller should end the check at its next 5s poll; if it does not, it may be hung (kustomize-controller before v1.8.3 could hang after a cancel)",
-                        obj::human_secs(-l)
-                    ));
-                    format!(
-                        "deadline {} (overdue by {})",
-                        short_time(d),
-                        obj::human_secs(-l)
-                    )
-                }
-                _ => "start time unknown".to_string(),
-            };
-            let when = match &hc.fail_fast_because {
-                Some(w) => format!(
-                    "{when}; ends earlier, at {} ({} from now): {w}",
-                    hc.fail_fast_at.map(short_time).unwrap_or_default(),
-                    obj::human_secs(hc.ends_in_secs.unwrap_or(0).max(0))
-                ),
-                None => when,
-            };
-            health_check = Some(hc);
-            (
-                Class::HealthCheckInFlight,
-                format!(
-                    "health check for revision {revision} in flight (timeout {}); {when}",
-                    obj::human_secs(t.round() as i64)
-                ),
-            )
+            self.in_flight_class(ks, c, &step, d)
         } else if let Some(c) = reconciling.as_ref() {
-            let started = c.last_transition_time;
-            let expected = last_duration_secs(ks);
-            // An estimate already in the past is no estimate (a run longer than the last).
-            eta = match (started, expected) {
-                (Some(s), Some(e)) => s.checked_add(secs(e)).ok(),
-                _ => None,
-            }
-            .filter(|t| *t > now);
-            let run_timeout = RunStep::parse(&c.message).and_then(|s| s.timeout);
-            // This run's start: Reconciling keeps its lastTransitionTime across failed runs
-            // (True/ProgressingWithRetry, then True/Progressing again), while every run marks
-            // Ready Unknown "Reconciliation in progress" as it starts (kustomization_controller.go
-            // v1.9.6 line 331), a transition from the last run's True or False. Judged only
-            // while Ready is Unknown/Progressing.
-            let run_started = ready
-                .as_ref()
-                .filter(|r| r.status == "Unknown" && r.reason == "Progressing")
-                .and_then(|r| match (started, r.last_transition_time) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                });
-            overdue_secs = match (run_started, run_timeout) {
-                (Some(s), Some(t)) => s
-                    .checked_add(secs(t.as_secs_f64()))
-                    .ok()
-                    .map(|end| end.duration_since(now).as_secs())
-                    .filter(|left| *left < 0)
-                    .map(|left| -left),
-                _ => None,
-            };
-            match overdue_secs {
-                Some(o) => {
-                    eta = None;
-                    let cns = self
-                        .controller
-                        .as_ref()
-                        .map_or("flux-system", |c| c.namespace.as_str());
-                    hints.push(format!(
-                        "a run ends at its timeout; this one is {} past it: kustomize-controller is stuck in it (often retrying the artifact download from source-controller). Its log says why: kubectl -n {cns} logs deploy/kustomize-controller --since=5m",
-                        obj::human_secs(o)
-                    ));
-                    (
-                        Class::Reconciling,
-                        format!(
-                            "run in progress past its timeout (by {}): {}",
-                            obj::human_secs(o),
-                            c.message
-                        ),
-                    )
-                }
-                None => {
-                    let e = eta
-                        .map(|t| format!("; ETA {}", short_time(t)))
-                        .unwrap_or_default();
-                    (
-                        Class::Reconciling,
-                        format!("reconciling normally: {}{e}", c.message),
-                    )
-                }
-            }
-        } else if let Some(r) = ready.as_ref().filter(|r| !r.is_true()) {
-            let class = match r.reason.as_str() {
-                "DependencyNotReady" => Class::WaitingOnDependencies,
-                // kustomize-controller reports a missing spec.path with reason ArtifactFailed
-                // ("kustomization path not found: ..."): the source is fine, the path is not.
-                "ArtifactFailed" if r.message.contains("kustomization path not found") => {
-                    Class::BuildFailed
-                }
-                // "Source artifact not found, retrying in 30s" / "Source is not ready,
-                // artifact not found": the run found no artifact. If the source has one now
-                // (or is still fetching its first), nothing is stuck: kustomize-controller
-                // requeues after spec.retryInterval and is also enqueued at once when the
-                // source's artifact revision changes (kustomize-controller v1.x
-                // kustomization_controller.go `requestsForRevisionChangeOf`). Only a source
-                // that failed, is missing or is suspended keeps it failing.
-                "ArtifactFailed" if source_moving_or_ready(source.as_ref()) => Class::Reconciling,
-                "ArtifactFailed" => Class::SourceNotReady,
-                "BuildFailed" => Class::BuildFailed,
-                "HealthCheckFailed" => Class::HealthCheckFailed,
-                "HealthCheckCanceled" => Class::HealthCheckCanceled,
-                "Progressing" | "ProgressingWithRetry" => Class::Reconciling,
-                _ if r.status == "Unknown" => Class::Reconciling,
-                _ => Class::ReconcileFailed,
-            };
-            if matches!(class, Class::HealthCheckFailed | Class::HealthCheckCanceled) {
-                blocking = self.blocking_after_check(ks, &r.message);
-            }
-            if class == Class::BuildFailed && r.message.contains("kustomization path not found") {
-                hints.push(format!(
-                    "spec.path {} does not exist in the source's artifact: fix spec.path, or the repository layout at that revision",
-                    crate::obj::s(ks, &["spec", "path"]).unwrap_or("(unset)")
-                ));
-            }
-            if class == Class::BuildFailed && r.message.contains("substitut") {
-                hints.push("post-build variable substitution failed: check spec.postBuild.substitute/substituteFrom and that every referenced ConfigMap/Secret exists".into());
-            }
-            for c in NO_KIND_MATCH.captures_iter(&r.message) {
-                let k = format!("{} ({})", &c[1], &c[2]);
-                if !missing_crds.contains(&k) {
-                    missing_crds.push(k);
-                }
-            }
-            if !missing_crds.is_empty() {
-                hints.push(format!(
-                    "the cluster does not serve {}: the CustomResourceDefinition is missing (not installed yet, or removed by an upgrade). Every run fails the same way until it exists: install the CRD, or make this Kustomization dependsOn the one that installs it",
-                    missing_crds.join(", ")
-                ));
-            }
-            if class == Class::Reconciling
-                && r.reason == "ArtifactFailed"
-                && let Some(sf) = source.as_ref()
-            {
-                hints.push(match sf.artifact_revision.as_deref() {
-                    Some(rev) => format!(
-                        "the last run found no source artifact; {} has one now ({rev}): the controller runs again by itself (on the artifact change, at the latest after spec.retryInterval)",
-                        sf.source
-                    ),
-                    None => format!(
-                        "the last run found no source artifact; {} is still fetching its first: the Kustomization runs when it has one",
-                        sf.source
-                    ),
-                });
-            }
-            if class == Class::HealthCheckCanceled {
-                hints.push("the controller canceled the health check because a new reconciliation was triggered; the next run starts right away".into());
-            }
-            (class, format!("{} ({}): {}", class, r.reason, r.message))
-        } else if request.as_ref().is_some_and(|r| r.pending) {
-            let r = request.as_ref().unwrap();
+            self.run_class(ks, c, d)
+        } else if let Some(r) = d.ready.clone().filter(|r| !r.is_true()) {
+            self.not_ready_class(ks, &r, d)
+        } else if d.request.as_ref().is_some_and(|r| r.pending) {
+            let r = d.request.as_ref().unwrap();
             let age = r
                 .age_secs
                 .map(|a| format!(" {} ago", obj::human_secs(a)))
@@ -1074,7 +902,7 @@ impl<'a> Engine<'a> {
                     r.last_handled_reconcile_at.as_deref().unwrap_or("never")
                 ),
             )
-        } else if ready.is_none() {
+        } else if d.ready.is_none() {
             (
                 Class::Reconciling,
                 "not reconciled yet (no Ready condition)".to_string(),
@@ -1086,11 +914,12 @@ impl<'a> Engine<'a> {
                 Class::Reconciling,
                 format!("generation {g} not observed yet (observedGeneration {o})"),
             )
-        } else if source
+        } else if d
+            .source
             .as_ref()
             .is_some_and(|s| s.failure().is_some() || !s.found)
         {
-            let s = source.as_ref().unwrap();
+            let s = d.source.as_ref().unwrap();
             (
                 Class::SourceNotReady,
                 format!(
@@ -1107,7 +936,7 @@ impl<'a> Engine<'a> {
                     }
                 ),
             )
-        } else if let Some(s) = source.as_ref().filter(|s| {
+        } else if let Some(s) = d.source.as_ref().filter(|s| {
             s.artifact_revision.is_some()
                 && !same_revision(
                     s.artifact_revision.as_deref(),
@@ -1127,19 +956,257 @@ impl<'a> Engine<'a> {
                 Class::Healthy,
                 format!(
                     "Ready: {}",
-                    ready.as_ref().map(|r| r.message.as_str()).unwrap_or("")
+                    d.ready.as_ref().map(|r| r.message.as_str()).unwrap_or("")
                 ),
             )
-        };
-
-        // Signatures from blocking workloads.
-        for b in &blocking {
-            signatures.extend(self.signatures_for(b));
         }
-        signatures.dedup();
+    }
 
-        // Source hints.
-        if let Some(s) = &source {
+    /// `suspended`: ours (an interrupted run's marker) or someone else's.
+    fn suspended_class(ks: &Value, d: &mut Diagnosis) -> (Class, String) {
+        let marker = obj::annotation(ks, SUSPEND_MARKER).map(String::from);
+        let s = match &marker {
+            Some(t) => {
+                d.hints.push(format!(
+                    "suspended by an interrupted `kubectl unstick` run at {t}: run `kubectl unstick ks/{} -n {}` (or `--all`) to resume it",
+                    obj::name(ks),
+                    obj::namespace(ks)
+                ));
+                format!("suspended by kubectl unstick at {t} (interrupted run)")
+            }
+            None => {
+                "suspended (spec.suspend: true); not resumed without --force-resume".to_string()
+            }
+        };
+        (Class::Suspended, s)
+    }
+
+    /// `health-check-in-flight`: the check's revision, timeout, deadline, fail-fast end and
+    /// the objects it waits on.
+    fn in_flight_class(
+        &self,
+        ks: &Value,
+        c: &Condition,
+        step: &RunStep<'_>,
+        d: &mut Diagnosis,
+    ) -> (Class, String) {
+        let now = self.now();
+        let revision = step.revision.to_string();
+        let t = step.timeout.map_or(d.timeout_secs, |d| d.as_secs_f64());
+        let started = c.last_transition_time;
+        let deadline = started.and_then(|s| s.checked_add(secs(t)).ok());
+        let left = deadline.map(|d| d.duration_since(now).as_secs());
+        d.blocking = self.blocking_in_flight(ks);
+        let fail_fast = self
+            .controller
+            .as_ref()
+            .is_none_or(ControllerFacts::fail_fast)
+            .then(|| self.fail_fast_at(&d.blocking))
+            .flatten()
+            .filter(|(at, _)| deadline.is_none_or(|d| *at < d));
+        let ends_at = fail_fast.as_ref().map(|(at, _)| *at).or(deadline);
+        let members = wait_set(ks);
+        let wait_set_read = !members.is_empty()
+            && members.iter().all(|m| {
+                self.idx.listed(&m.group, &m.kind)
+                    || self.idx.unserved(&m.group, &m.kind)
+                    // A built-in kind whose kstatus is trivially Current (Service,
+                    // ConfigMap, RBAC, ...): the live reader does not list it.
+                    || !(crate::live::custom_group(&m.group)
+                        || crate::live::STATUS_KINDS
+                            .contains(&(m.group.as_str(), m.kind.as_str())))
+            });
+        let hc = HealthCheck {
+            wait_set_read,
+            revision: revision.clone(),
+            started_at: started,
+            timeout_secs: t,
+            deadline,
+            time_left_secs: left,
+            fail_fast_at: fail_fast.as_ref().map(|(at, _)| *at),
+            fail_fast_because: fail_fast.as_ref().map(|(_, w)| w.clone()),
+            ends_at,
+            ends_in_secs: ends_at.map(|e| e.duration_since(now).as_secs()),
+        };
+        let when = match (deadline, left) {
+            (Some(dl), Some(l)) if l >= 0 => {
+                format!("deadline {} ({} left)", short_time(dl), obj::human_secs(l))
+            }
+            (Some(dl), Some(l)) => {
+                d.hints.push(format!(
+                    "the deadline passed {} ago: the controller should end the check at its next 5s poll; if it does not, it may be hung (kustomize-controller before v1.8.3 could hang after a cancel)",
+                    obj::human_secs(-l)
+                ));
+                format!(
+                    "deadline {} (overdue by {})",
+                    short_time(dl),
+                    obj::human_secs(-l)
+                )
+            }
+            _ => "start time unknown".to_string(),
+        };
+        let when = match &hc.fail_fast_because {
+            Some(w) => format!(
+                "{when}; ends earlier, at {} ({} from now): {w}",
+                hc.fail_fast_at.map(short_time).unwrap_or_default(),
+                obj::human_secs(hc.ends_in_secs.unwrap_or(0).max(0))
+            ),
+            None => when,
+        };
+        d.health_check = Some(hc);
+        (
+            Class::HealthCheckInFlight,
+            format!(
+                "health check for revision {revision} in flight (timeout {}); {when}",
+                obj::human_secs(t.round() as i64)
+            ),
+        )
+    }
+
+    /// `reconciling`: a run in progress, with its ETA from the last run's duration, or past
+    /// its timeout.
+    fn run_class(&self, ks: &Value, c: &Condition, d: &mut Diagnosis) -> (Class, String) {
+        let now = self.now();
+        let started = c.last_transition_time;
+        let expected = last_duration_secs(ks);
+        // An estimate already in the past is no estimate (a run longer than the last).
+        d.eta = match (started, expected) {
+            (Some(s), Some(e)) => s.checked_add(secs(e)).ok(),
+            _ => None,
+        }
+        .filter(|t| *t > now);
+        let run_timeout = RunStep::parse(&c.message).and_then(|s| s.timeout);
+        // This run's start: Reconciling keeps its lastTransitionTime across failed runs
+        // (True/ProgressingWithRetry, then True/Progressing again), while every run marks
+        // Ready Unknown "Reconciliation in progress" as it starts (kustomization_controller.go
+        // v1.9.6 line 331), a transition from the last run's True or False. Judged only
+        // while Ready is Unknown/Progressing.
+        let run_started = d
+            .ready
+            .as_ref()
+            .filter(|r| r.status == "Unknown" && r.reason == "Progressing")
+            .and_then(|r| match (started, r.last_transition_time) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            });
+        d.overdue_secs = match (run_started, run_timeout) {
+            (Some(s), Some(t)) => s
+                .checked_add(secs(t.as_secs_f64()))
+                .ok()
+                .map(|end| end.duration_since(now).as_secs())
+                .filter(|left| *left < 0)
+                .map(|left| -left),
+            _ => None,
+        };
+        match d.overdue_secs {
+            Some(o) => {
+                d.eta = None;
+                let cns = self
+                    .controller
+                    .as_ref()
+                    .map_or("flux-system", |c| c.namespace.as_str());
+                d.hints.push(format!(
+                    "a run ends at its timeout; this one is {} past it: kustomize-controller is stuck in it (often retrying the artifact download from source-controller). Its log says why: kubectl -n {cns} logs deploy/kustomize-controller --since=5m",
+                    obj::human_secs(o)
+                ));
+                (
+                    Class::Reconciling,
+                    format!(
+                        "run in progress past its timeout (by {}): {}",
+                        obj::human_secs(o),
+                        c.message
+                    ),
+                )
+            }
+            None => {
+                let e = d
+                    .eta
+                    .map(|t| format!("; ETA {}", short_time(t)))
+                    .unwrap_or_default();
+                (
+                    Class::Reconciling,
+                    format!("reconciling normally: {}{e}", c.message),
+                )
+            }
+        }
+    }
+
+    /// Ready not True: the class from its reason, with the blocking objects of a failed or
+    /// canceled check, the missing CRDs and the hints each reason needs.
+    fn not_ready_class(&self, ks: &Value, r: &Condition, d: &mut Diagnosis) -> (Class, String) {
+        let class = match r.reason.as_str() {
+            "DependencyNotReady" => Class::WaitingOnDependencies,
+            // kustomize-controller reports a missing spec.path with reason ArtifactFailed
+            // ("kustomization path not found: ..."): the source is fine, the path is not.
+            "ArtifactFailed" if r.message.contains("kustomization path not found") => {
+                Class::BuildFailed
+            }
+            // "Source artifact not found, retrying in 30s" / "Source is not ready,
+            // artifact not found": the run found no artifact. If the source has one now
+            // (or is still fetching its first), nothing is stuck: kustomize-controller
+            // requeues after spec.retryInterval and is also enqueued at once when the
+            // source's artifact revision changes (kustomize-controller v1.x
+            // kustomization_controller.go `requestsForRevisionChangeOf`). Only a source
+            // that failed, is missing or is suspended keeps it failing.
+            "ArtifactFailed" if source_moving_or_ready(d.source.as_ref()) => Class::Reconciling,
+            "ArtifactFailed" => Class::SourceNotReady,
+            "BuildFailed" => Class::BuildFailed,
+            "HealthCheckFailed" => Class::HealthCheckFailed,
+            "HealthCheckCanceled" => Class::HealthCheckCanceled,
+            "Progressing" | "ProgressingWithRetry" => Class::Reconciling,
+            _ if r.status == "Unknown" => Class::Reconciling,
+            _ => Class::ReconcileFailed,
+        };
+        if matches!(class, Class::HealthCheckFailed | Class::HealthCheckCanceled) {
+            d.blocking = self.blocking_after_check(ks, &r.message);
+        }
+        if class == Class::BuildFailed && r.message.contains("kustomization path not found") {
+            d.hints.push(format!(
+                "spec.path {} does not exist in the source's artifact: fix spec.path, or the repository layout at that revision",
+                crate::obj::s(ks, &["spec", "path"]).unwrap_or("(unset)")
+            ));
+        }
+        if class == Class::BuildFailed && r.message.contains("substitut") {
+            d.hints.push("post-build variable substitution failed: check spec.postBuild.substitute/substituteFrom and that every referenced ConfigMap/Secret exists".into());
+        }
+        for c in NO_KIND_MATCH.captures_iter(&r.message) {
+            let k = format!("{} ({})", &c[1], &c[2]);
+            if !d.missing_crds.contains(&k) {
+                d.missing_crds.push(k);
+            }
+        }
+        if !d.missing_crds.is_empty() {
+            d.hints.push(format!(
+                "the cluster does not serve {}: the CustomResourceDefinition is missing (not installed yet, or removed by an upgrade). Every run fails the same way until it exists: install the CRD, or make this Kustomization dependsOn the one that installs it",
+                d.missing_crds.join(", ")
+            ));
+        }
+        if class == Class::Reconciling
+            && r.reason == "ArtifactFailed"
+            && let Some(sf) = d.source.as_ref()
+        {
+            d.hints.push(match sf.artifact_revision.as_deref() {
+                Some(rev) => format!(
+                    "the last run found no source artifact; {} has one now ({rev}): the controller runs again by itself (on the artifact change, at the latest after spec.retryInterval)",
+                    sf.source
+                ),
+                None => format!(
+                    "the last run found no source artifact; {} is still fetching its first: the Kustomization runs when it has one",
+                    sf.source
+                ),
+            });
+        }
+        if class == Class::HealthCheckCanceled {
+            d.hints.push("the controller canceled the health check because a new reconciliation was triggered; the next run starts right away".into());
+        }
+        (class, format!("{} ({}): {}", class, r.reason, r.message))
+    }
+
+    /// Hints from the source: a missing secret, a refused or absent Git credential, a retry
+    /// that still holds the last failure, a newer revision, a suspended source.
+    fn source_hints(&self, ks: &Value, d: &mut Diagnosis) {
+        // Source d.hints.
+        if let Some(s) = &d.source {
             if let Some(c) = s.failure().or(s.ready.as_ref()) {
                 let m = c.message.to_ascii_lowercase();
                 let secret_key = self
@@ -1167,7 +1234,7 @@ impl<'a> Engine<'a> {
                 );
                 // Quote only what the object says: its reason and message, verbatim.
                 if m.contains("secret") && m.contains("not found") {
-                    hints.push(format!(
+                    d.hints.push(format!(
                         "{} reports {}: \"{}\": the referenced {secret} does not exist; create it (in the source's namespace), then run `{rerun}`",
                         s.source, c.reason, c.message,
                     ));
@@ -1175,7 +1242,7 @@ impl<'a> Engine<'a> {
                     || c.reason == "AuthenticationFailed")
                     && let Some(keys) = no_credential
                 {
-                    hints.push(format!(
+                    d.hints.push(format!(
                         "{} reports {}: \"{}\": the Git server asks for a credential and {secret} holds none (its keys: {}; a Git credential is username and password, bearerToken, or identity for SSH). Put the credential in {secret}, then run `{rerun}`",
                         s.source,
                         c.reason,
@@ -1189,7 +1256,7 @@ impl<'a> Engine<'a> {
                 } else if m.contains("authentication required")
                     || c.reason == "AuthenticationFailed"
                 {
-                    hints.push(format!(
+                    d.hints.push(format!(
                         "{} reports {}: \"{}\": the Git server refused the credential in {secret} (a token rotation that revoked the token Flux holds does this). Mint a new, uniquely named token, put it in {secret}, then run `{rerun}`; never revoke the token in use before the secret has the new one",
                         s.source, c.reason, c.message,
                     ));
@@ -1198,46 +1265,49 @@ impl<'a> Engine<'a> {
             if let (Some(f), Some(r)) = (&s.failing, &s.ready)
                 && !r.is_false()
             {
-                hints.push(format!(
+                d.hints.push(format!(
                     "{} is retrying now (Ready {}: \"{}\"), and its {} condition still holds the last attempt's failure: \"{}\"; each attempt fails the same way until that is fixed",
                     s.source, r.status, r.message, f.type_, f.message
                 ));
             }
             if s.newer_revision_available {
-                hints.push(format!(
+                d.hints.push(format!(
                     "source has {} but the Kustomization last attempted {}",
                     s.artifact_revision.as_deref().unwrap_or("?"),
                     s.last_attempted_revision.as_deref().unwrap_or("nothing")
                 ));
             }
             if s.suspended {
-                hints.push(format!("source {} is suspended", s.source));
+                d.hints.push(format!("source {} is suspended", s.source));
             }
         }
-        if let Some(r) = &request
-            && r.pending
-            && class != Class::RequestPending
-        {
-            hints.push(format!(
-                "reconcile request {} is not handled yet: it is recorded only by the next run that reads it",
-                r.requested_at
-            ));
-        }
+    }
+
+    /// Worker starvation (fluxcd/flux2#5622): work is pending here, no run of it is in
+    /// progress, and every --concurrent worker is held by other Kustomizations' runs; sets
+    /// [`Diagnosis::worker_free_at`] and says so in the summary.
+    fn worker_starvation(&self, ks: &Value, d: &mut Diagnosis) {
+        let now = self.now();
+        let key = &d.kustomization;
+        let suspended = obj::b(ks, &["spec", "suspend"]);
+        let reconciling = run_in_progress(ks);
+        let generation = obj::i(ks, &["metadata", "generation"]);
+        let observed = obj::i(ks, &["status", "observedGeneration"]);
         // Worker starvation (fluxcd/flux2#5622): work is pending here, no run of it is in
         // progress, and every --concurrent worker is held by other Kustomizations' runs.
         let pending_work = !suspended
             && reconciling.is_none()
-            && (class == Class::RequestPending
-                || ready.is_none()
+            && (d.class == Class::RequestPending
+                || d.ready.is_none()
                 || generation != observed
-                || request.as_ref().is_some_and(|r| r.pending)
-                || source.as_ref().is_some_and(|s| s.newer_revision_available));
-        let mut worker_free_at = None;
-        let mut summary = summary;
+                || d.request.as_ref().is_some_and(|r| r.pending)
+                || d.source
+                    .as_ref()
+                    .is_some_and(|s| s.newer_revision_available));
         if pending_work && let Some(c) = &self.controller {
             let holders = self.worker_holders();
-            if holders.len() as u32 >= c.concurrent && !holders.iter().any(|(k, _)| *k == key) {
-                worker_free_at = holders.iter().filter_map(|(_, t)| *t).min();
+            if holders.len() as u32 >= c.concurrent && !holders.iter().any(|(k, _)| k == key) {
+                d.worker_free_at = holders.iter().filter_map(|(_, t)| *t).min();
                 let list: Vec<String> = holders
                     .iter()
                     .map(|(k, t)| match t {
@@ -1245,7 +1315,7 @@ impl<'a> Engine<'a> {
                         None => format!("{k} (end unknown)"),
                     })
                     .collect();
-                let frees = match worker_free_at {
+                let frees = match d.worker_free_at {
                     Some(t) => format!(
                         "the first frees at {} ({} from now)",
                         short_time(t),
@@ -1253,20 +1323,23 @@ impl<'a> Engine<'a> {
                     ),
                     None => "when one frees cannot be estimated".to_string(),
                 };
-                hints.push(format!(
+                d.hints.push(format!(
                     "waiting for a free kustomize-controller worker: all {} (--concurrent) are held by: {}; {frees}. nothing runs here before a worker frees, and that wait ends by itself; --restart-controller frees them all at once (and cancels those runs)",
                     c.concurrent,
                     list.join(", ")
                 ));
-                summary = format!("{summary}; waiting for a free worker ({frees})");
+                d.summary = format!("{}; waiting for a free worker ({frees})", d.summary);
             }
         }
+    }
+
+    /// A controller that is not running decides everything else (see the comment inside).
+    fn stopped_controllers_decide(&self, ks: &Value, d: &mut Diagnosis) {
         // A controller that is not running decides everything else: the conditions above are
         // what it last wrote, and nothing moves (no run, no fetch, no ETA) until it runs. A
         // Kustomization Ready as last written is not healthy then: nothing in Git reaches it
         // (the trial: rows classed `healthy` beside "need attention"). Only a suspended one
         // stays `suspended`: it would not run anyway.
-        let mut class = class;
         let stopped_controllers = self.stopped_controllers_for(ks);
         if !stopped_controllers.is_empty() {
             let line = stopped_controllers
@@ -1274,46 +1347,27 @@ impl<'a> Engine<'a> {
                 .map(StoppedController::line)
                 .collect::<Vec<_>>()
                 .join("; ");
-            if class == Class::Suspended {
-                hints.push(format!(
+            if d.class == Class::Suspended {
+                d.hints.push(format!(
                     "{line}; {} stays as it is until it runs",
                     obj::name(ks)
                 ));
             } else {
                 // Without its ETA: nothing runs, so no run ends then (unless only
                 // helm-controller is down: kustomize-controller still ends its check).
-                let last = summary.split("; ETA ").next().unwrap_or(&summary);
-                hints.insert(0, format!("as last written by the controllers: {last}"));
-                summary = line;
-                class = Class::ControllerNotRunning;
+                let last = d.summary.split("; ETA ").next().unwrap_or(&d.summary);
+                let last = format!("as last written by the controllers: {last}");
+                d.hints.insert(0, last);
+                d.summary = line;
+                d.class = Class::ControllerNotRunning;
                 if !stopped_controllers.iter().all(StoppedController::only_helm) {
-                    health_check = None;
-                    eta = None;
-                    worker_free_at = None;
+                    d.health_check = None;
+                    d.eta = None;
+                    d.worker_free_at = None;
                 }
             }
         }
-        Diagnosis {
-            kustomization: key,
-            class,
-            summary,
-            ready,
-            timeout_secs,
-            health_check,
-            eta,
-            overdue_secs,
-            request,
-            root_cause: None,
-            blocking,
-            signatures,
-            source,
-            suspended_by_unstick_at: if suspended { marker } else { None },
-            missing_crds,
-            worker_free_at,
-            stopped_controllers,
-            blind_spot: None,
-            hints,
-        }
+        d.stopped_controllers = stopped_controllers;
     }
 
     /// The source object named by `spec.sourceRef`.
