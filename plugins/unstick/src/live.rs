@@ -392,6 +392,46 @@ pub async fn gather(
     let mut notes = Vec::new();
     let now = Timestamp::now();
     let ks_ns = scope.namespace.as_deref();
+    let kustomizations = read_kustomizations(conn, r, ks_ns, &mut notes).await?;
+    let sources = read_sources(conn, r, ks_ns, &kustomizations, &mut notes).await?;
+    let c = read_controllers(conn, r, scope, &kustomizations, &mut notes).await?;
+    let (controller_pods, controller_logs) =
+        read_controller_pods(conn, r, scope, &c, &mut notes).await?;
+    let secret_keys = read_secret_keys(conn, r, &sources, &mut notes).await?;
+    let configs = read_configs(conn, r, &kustomizations, &mut notes).await?;
+    let mut snap = Snapshot {
+        now,
+        namespace: ks_ns.map(String::from),
+        configs,
+        kustomizations,
+        sources,
+        controller: c.controller,
+        source_controller: c.source_controller,
+        kustomize_controllers: c.kustomize_controllers,
+        helm_controller: c.helm_controller,
+        helm_controller_read: c.helm_controller_read,
+        controller_pods,
+        controller_logs,
+        secret_keys,
+        ..Default::default()
+    };
+    let (wanted, custom) = wanted_kinds(&snap.kustomizations);
+    read_custom_kinds(conn, r, &custom, &mut snap, &mut notes).await?;
+    let mut workload_ns = read_status_kinds(conn, r, &wanted, &mut snap, &mut notes).await?;
+    read_release_workloads(conn, r, &mut snap, &mut workload_ns, &mut notes).await?;
+    read_pods_and_events(conn, r, &workload_ns, &mut snap, &mut notes).await?;
+    Ok((snap, notes))
+}
+
+/// The Kustomizations in scope (1 list), plus those named as dependencies in other
+/// namespaces (single-namespace scope only: 1 list whatever their number; without list
+/// permission there, 1 per namespace, a namespace not readable a note).
+async fn read_kustomizations(
+    conn: &Connection,
+    r: &Reader,
+    ks_ns: Option<&str>,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Value>> {
     let mut kustomizations = r
         .list(conn, &ks_ar(), ks_ns, &ListParams::default())
         .await?;
@@ -439,9 +479,21 @@ pub async fn gather(
             }
         }
     }
+    Ok(kustomizations)
+}
+
+/// The sources the Kustomizations read: one list per referenced kind, in one namespace or
+/// all; a kind not served or not readable is a note.
+async fn read_sources(
+    conn: &Connection,
+    r: &Reader,
+    ks_ns: Option<&str>,
+    kustomizations: &[Value],
+    notes: &mut Vec<String>,
+) -> Result<Vec<Value>> {
     // Sources: one list per referenced kind, in one namespace or all.
     let mut src_kinds: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for k in &kustomizations {
+    for k in kustomizations {
         let (kind, ns, _) = source_ref(k);
         src_kinds.entry(kind).or_default().insert(ns);
     }
@@ -469,6 +521,27 @@ pub async fn gather(
             }
         }
     }
+    Ok(sources)
+}
+
+/// The controller Deployments read by [`read_controllers`].
+struct Controllers {
+    controller: Option<Value>,
+    source_controller: Option<Value>,
+    kustomize_controllers: Vec<Value>,
+    helm_controller: Option<Value>,
+    helm_controller_read: bool,
+}
+
+/// kustomize-controller (the scope's), source-controller beside it, and the shards and
+/// helm-controller when needed ([`other_controllers`]).
+async fn read_controllers(
+    conn: &Connection,
+    r: &Reader,
+    scope: &Scope,
+    kustomizations: &[Value],
+    notes: &mut Vec<String>,
+) -> Result<Controllers> {
     // Controller.
     let dep_ar = Kind::Deployment.api_resource("v1");
     let controller = match r
@@ -510,15 +583,26 @@ pub async fn gather(
         Err(e) if e.status_code() == Some(403) => None,
         Err(e) => return Err(e),
     };
-    let (kustomize_controllers, helm_controller, helm_controller_read) = other_controllers(
-        conn,
-        r,
-        scope,
-        controller.as_ref(),
-        &kustomizations,
-        &mut notes,
-    )
-    .await?;
+    let (kustomize_controllers, helm_controller, helm_controller_read) =
+        other_controllers(conn, r, scope, controller.as_ref(), kustomizations, notes).await?;
+    Ok(Controllers {
+        controller,
+        source_controller,
+        kustomize_controllers,
+        helm_controller,
+        helm_controller_read,
+    })
+}
+
+/// For each controller Deployment with replicas but no ready pod: its pods and the last log
+/// lines of an exited container (see the comment inside).
+async fn read_controller_pods(
+    conn: &Connection,
+    r: &Reader,
+    scope: &Scope,
+    c: &Controllers,
+    notes: &mut Vec<String>,
+) -> Result<(Vec<Value>, BTreeMap<String, Vec<String>>)> {
     // A controller Deployment with replicas but no ready pod: its pods say why (the kubelet's
     // waiting reason, restart count, last exit), and a container that has exited its last
     // log lines (one list per such Deployment, one log read per exited container). Not
@@ -526,12 +610,12 @@ pub async fn gather(
     let mut controller_pods = Vec::new();
     let mut controller_logs = BTreeMap::new();
     let pod_ar = Kind::Pod.api_resource("v1");
-    for d in [controller.as_ref(), source_controller.as_ref()]
+    for d in [c.controller.as_ref(), c.source_controller.as_ref()]
         .into_iter()
         .flatten()
-        .chain(helm_controller.iter())
+        .chain(c.helm_controller.iter())
         .chain(
-            kustomize_controllers
+            c.kustomize_controllers
                 .iter()
                 .filter(|d| obj::name(d) != scope.controller.name),
         )
@@ -584,12 +668,23 @@ pub async fn gather(
         }
         controller_pods.extend(pods);
     }
+    Ok((controller_pods, controller_logs))
+}
+
+/// The key names (never the values) of the Secret of each source that reports an
+/// authentication failure.
+async fn read_secret_keys(
+    conn: &Connection,
+    r: &Reader,
+    sources: &[Value],
+    notes: &mut Vec<String>,
+) -> Result<BTreeMap<String, Vec<String>>> {
     // The key names of the Secret of a source that reports an authentication failure, to
     // tell a refused credential from none at all (one GET per such source; values are not
     // kept). Not readable: not judged.
     let mut secret_keys = BTreeMap::new();
     let secret_ar = Kind::Secret.api_resource("v1");
-    for src in &sources {
+    for src in sources {
         let Some(ready) = obj::condition(src, "Ready").filter(|c| c.is_false()) else {
             continue;
         };
@@ -620,30 +715,24 @@ pub async fn gather(
             Err(e) => return Err(e),
         }
     }
-    let configs = read_configs(conn, r, &kustomizations, &mut notes).await?;
-    let mut snap = Snapshot {
-        now,
-        namespace: ks_ns.map(String::from),
-        configs,
-        kustomizations,
-        sources,
-        controller,
-        source_controller,
-        kustomize_controllers,
-        helm_controller,
-        helm_controller_read,
-        controller_pods,
-        controller_logs,
-        secret_keys,
-        ..Default::default()
-    };
+    Ok(secret_keys)
+}
+
+/// Status kinds wanted: (group, Kind) -> namespaces.
+type Wanted = BTreeMap<(String, String), BTreeSet<String>>;
+/// Custom kinds wanted: (group, version) -> Kind -> namespaces.
+type CustomWanted = BTreeMap<(String, String), BTreeMap<String, BTreeSet<String>>>;
+
+/// Which health-checked objects matter: those of Kustomizations whose check is in flight or
+/// ended badly (a cheap pass over the conditions), as status kinds and custom kinds.
+fn wanted_kinds(kustomizations: &[Value]) -> (Wanted, CustomWanted) {
     // Which health-checked objects matter: those of Kustomizations whose check is in flight
     // or ended badly (cheap shallow pass over the conditions).
     let mut wanted: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
     // Kinds of other API groups (CRDs): (group, version) -> Kind -> namespaces.
     let mut custom: BTreeMap<(String, String), BTreeMap<String, BTreeSet<String>>> =
         BTreeMap::new();
-    for k in &snap.kustomizations {
+    for k in kustomizations {
         let ready = obj::condition(k, "Ready");
         let rec = obj::condition(k, "Reconciling");
         let interesting = rec
@@ -692,10 +781,21 @@ pub async fn gather(
             }
         }
     }
+    (wanted, custom)
+}
+
+/// The custom kinds: one discovery request per (group, version), then a list per served kind.
+async fn read_custom_kinds(
+    conn: &Connection,
+    r: &Reader,
+    custom: &CustomWanted,
+    snap: &mut Snapshot,
+    notes: &mut Vec<String>,
+) -> Result<()> {
     // One discovery request per (group, version): a 404, or a kind it does not list, is a
     // missing CRD (kustomize-controller reads such objects as `Unknown`); a served kind is
     // listed like the status kinds (its generic kstatus: Ready condition, Reconciling, ...).
-    for ((g, v), kinds) in &custom {
+    for ((g, v), kinds) in custom {
         r.count();
         let gv = kube::core::GroupVersion::gv(g, if v.is_empty() { "v1" } else { v });
         match kube::discovery::oneshot::pinned_group(&conn.client, &gv).await {
@@ -729,8 +829,19 @@ pub async fn gather(
             Err(e) => notes.push(format!("API group {g}/{v} not read: {e}")),
         }
     }
+    Ok(())
+}
+
+/// The status kinds: one list each. Returns the namespaces of the objects read.
+async fn read_status_kinds(
+    conn: &Connection,
+    r: &Reader,
+    wanted: &Wanted,
+    snap: &mut Snapshot,
+    notes: &mut Vec<String>,
+) -> Result<BTreeSet<String>> {
     let mut workload_ns: BTreeSet<String> = BTreeSet::new();
-    for ((g, kind), nss) in &wanted {
+    for ((g, kind), nss) in wanted {
         let Some(ar) = api_resource(g, kind) else {
             continue;
         };
@@ -751,6 +862,18 @@ pub async fn gather(
             Err(e) => return Err(e),
         }
     }
+    Ok(workload_ns)
+}
+
+/// The workloads of the releases of HelmReleases that are not Ready (see the comment
+/// inside); adds their namespaces to `workload_ns`.
+async fn read_release_workloads(
+    conn: &Connection,
+    r: &Reader,
+    snap: &mut Snapshot,
+    workload_ns: &mut BTreeSet<String>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
     // The workloads of the releases of HelmReleases that are not Ready: helm-controller labels
     // every object of a release with the HelmRelease's name and namespace (v1.4
     // internal/postrender/build.go `NewOriginLabels`), so one list per workload kind with
@@ -797,6 +920,18 @@ pub async fn gather(
         }
         workload_ns.extend(release_ns.iter().cloned());
     }
+    Ok(())
+}
+
+/// Pods and Warning Events of the workloads' namespace (one list each), when any object was
+/// read.
+async fn read_pods_and_events(
+    conn: &Connection,
+    r: &Reader,
+    workload_ns: &BTreeSet<String>,
+    snap: &mut Snapshot,
+    notes: &mut Vec<String>,
+) -> Result<()> {
     if !snap.objects.is_empty() {
         let pod_ar = Kind::Pod.api_resource("v1");
         let ns = (workload_ns.len() == 1).then(|| workload_ns.iter().next().unwrap().as_str());
@@ -823,7 +958,7 @@ pub async fn gather(
             Err(e) => return Err(e),
         }
     }
-    Ok((snap, notes))
+    Ok(())
 }
 
 /// Set by SIGINT/SIGTERM. The executor finishes a started suspend+resume before honouring
