@@ -51,6 +51,10 @@ enum Cmd {
         /// Only this plugin (repeatable; krew name or binary name).
         #[arg(long = "plugin", value_parser = parse_plugin)]
         plugins: Vec<Plugin>,
+        /// Pack the binaries already in DIR (built with --profile by an earlier cargo command,
+        /// e.g. target/debug after `cargo test --workspace`) instead of running cargo build.
+        #[arg(long, value_name = "DIR")]
+        prebuilt_bin_dir: Option<PathBuf>,
     },
     /// Write krew-manifests/<name>.yaml and flux-plugins/<name>.yaml from archive sums (dist/*.sha256 and --sha-file),
     /// re-hashing every archive present in --dist-dir.
@@ -124,6 +128,7 @@ fn run(cli: Cli) -> Result<(), String> {
             no_manifests,
             sha_files,
             plugins,
+            prebuilt_bin_dir,
         } => {
             let report = dist::dist(&DistOptions {
                 root: root.clone(),
@@ -135,7 +140,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 flux_manifests_dir: (!no_manifests).then(|| abs(flux_manifests_dir)),
                 sha_files: sha_files.into_iter().map(abs).collect(),
                 plugins,
-                prebuilt_bin_dir: None,
+                prebuilt_bin_dir: prebuilt_bin_dir.map(abs),
             })?;
             for (p, path, sha, size) in &report.archives {
                 println!("{}\t{}\t{sha}\tbinary {size} bytes", p.name, path.display());

@@ -327,6 +327,20 @@ mod tests {
                     );
                     assert!(!caveats.contains("object names"), "{caveats}");
                 }
+                "gatewaycheck" | "gitops-verify" => {
+                    assert!(
+                        caveats.contains("namespaces (from the cluster"),
+                        "{caveats}"
+                    );
+                    assert!(!caveats.contains("object names"), "{caveats}");
+                }
+                "gitops-mcp" => {
+                    assert!(
+                        !caveats.contains("namespaces")
+                            && caveats.contains("takes no object names"),
+                        "the server completes no cluster names: {caveats}"
+                    );
+                }
                 other => panic!("no caveat expectation for {other}"),
             }
         }

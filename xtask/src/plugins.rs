@@ -3,8 +3,14 @@
 /// One kubectl plugin of the suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plugin {
-    /// krew plugin name, also the kubectl command word: `unstick` for `kubectl unstick`.
+    /// krew plugin name: `unstick` for `kubectl unstick`. krew links the binary as
+    /// `kubectl-<name with - as _>` (krew internal/installation/install.go `pluginNameToBin`),
+    /// so `gitops-mcp` is typed `kubectl gitops-mcp` after a krew install (and `kubectl gitops
+    /// mcp` when `kubectl-gitops-mcp` itself is on PATH).
     pub name: &'static str,
+    /// Flux CLI plugin name, the word after `flux` (`flux unstick`): the krew name, except for
+    /// the `gitops-` commands, where `flux` already says GitOps (`flux mcp`, `flux verify`).
+    pub flux_name: &'static str,
     /// Cargo package that builds it, and the binary name: `kubectl-unstick`.
     pub package: &'static str,
     /// krew `spec.shortDescription`: one line, at most 50 characters (`kubectl krew search`
@@ -18,10 +24,11 @@ pub struct Plugin {
     pub completes: &'static str,
 }
 
-/// The five plugins, in README order.
-pub const PLUGINS: [Plugin; 5] = [
+/// The plugins, in README order.
+pub const PLUGINS: [Plugin; 8] = [
     Plugin {
         name: "unstick",
+        flux_name: "unstick",
         package: "kubectl-unstick",
         short_description: "Unstick a Flux Kustomization, with proof",
         description: "Explains why a Flux Kustomization is stuck (an in-flight health check, the\n\
@@ -33,6 +40,7 @@ pub const PLUGINS: [Plugin; 5] = [
     },
     Plugin {
         name: "podresolve",
+        flux_name: "podresolve",
         package: "kubectl-podresolve",
         short_description: "Resolve a DNS name from inside the pod network",
         description: "Resolves a host name from inside the pod network instead of the workstation\n\
@@ -43,6 +51,7 @@ pub const PLUGINS: [Plugin; 5] = [
     },
     Plugin {
         name: "markercheck",
+        flux_name: "markercheck",
         package: "kubectl-markercheck",
         short_description: "Lint Flux image-automation setter markers",
         description: "Offline lint and exact simulation of Flux image-automation setter markers\n\
@@ -55,6 +64,7 @@ pub const PLUGINS: [Plugin; 5] = [
     },
     Plugin {
         name: "fleetlint",
+        flux_name: "fleetlint",
         package: "kubectl-fleetlint",
         short_description: "Lint a Flux fleet repository offline",
         description: "Proves a Flux fleet repository offline, reading it the way Flux would: renders\n\
@@ -67,6 +77,7 @@ pub const PLUGINS: [Plugin; 5] = [
     },
     Plugin {
         name: "cutover",
+        flux_name: "cutover",
         package: "kubectl-cutover",
         short_description: "Move a Flux GitRepository to a new Git URL",
         description: "Moves a Flux GitRepository to a new Git URL without rolling the cluster\n\
@@ -76,14 +87,61 @@ pub const PLUGINS: [Plugin; 5] = [
         completes: "It completes flags, contexts, namespaces and GitRepository names, the\n\
                     names read from the cluster of the current context.",
     },
+    Plugin {
+        name: "gatewaycheck",
+        flux_name: "gatewaycheck",
+        package: "kubectl-gatewaycheck",
+        short_description: "Check a Gateway is really serving, not its status",
+        description: "Checks whether a Gateway API Gateway or HTTPRoute is really serving, whatever\n\
+                      its status says: observedGeneration of every condition, whether a running\n\
+                      controller still owns it, route parents against parentRefs, addresses\n\
+                      against the Service and the load-balancer pool, the data plane's pods, and\n\
+                      with --probe an HTTP request from inside the cluster.",
+        completes: "It completes flags, contexts (from the kubeconfig) and namespaces (from\n\
+                    the cluster of the current context).",
+    },
+    Plugin {
+        name: "gitops-verify",
+        flux_name: "verify",
+        package: "kubectl-gitops-verify",
+        short_description: "Prove the GitOps loop from inside the cluster",
+        description: "Proves the whole GitOps loop from inside the cluster, link by link: the\n\
+                      source's revision against its remote, every Kustomization Ready at it,\n\
+                      workloads Current, images against ImagePolicies, DNS, the Gateway and\n\
+                      HTTP(S) from a pod; names the first broken link and what to do.",
+        completes: "It completes flags, contexts (from the kubeconfig) and namespaces (from\n\
+                    the cluster of the current context). Hosts and URLs are yours to type.",
+    },
+    Plugin {
+        name: "gitops-mcp",
+        flux_name: "mcp",
+        package: "kubectl-gitops-mcp",
+        short_description: "Serve Flux diagnoses and proofs as MCP tools",
+        description: "Serves the suite's diagnoses and proofs to AI agents as Model Context\n\
+                      Protocol tools (stdio, or streamable HTTP on loopback): each tool runs a\n\
+                      plugin's own flow and returns its -o json document. Read-only unless\n\
+                      --allow-write; the kubeconfig context is pinned at start.",
+        completes: "It completes flags, directories (--repo) and contexts (from the\n\
+                    kubeconfig). The server itself takes no object names.",
+    },
 ];
 
-/// Looks a plugin up by krew name (`unstick`) or package/binary name (`kubectl-unstick`).
+impl Plugin {
+    /// The link krew installs in its bin directory: `kubectl-<name with - as _>` (krew
+    /// internal/installation/install.go `pluginNameToBin`), which kubectl's dispatch runs for
+    /// `kubectl <name>` (`kubectl gitops-mcp` finds `kubectl-gitops_mcp`).
+    pub fn krew_bin(&self) -> String {
+        format!("kubectl-{}", self.name.replace('-', "_"))
+    }
+}
+
+/// Looks a plugin up by krew name (`unstick`), Flux CLI plugin name (`mcp`) or
+/// package/binary name (`kubectl-unstick`).
 pub fn find(name: &str) -> Option<Plugin> {
     PLUGINS
         .iter()
         .copied()
-        .find(|p| p.name == name || p.package == name)
+        .find(|p| p.name == name || p.package == name || p.flux_name == name)
 }
 
 #[cfg(test)]
@@ -96,6 +154,11 @@ mod tests {
             assert!(p.short_description.len() <= 50, "{}", p.name);
             assert!(!p.short_description.contains('\n'), "{}", p.name);
             assert_eq!(p.package, format!("kubectl-{}", p.name));
+            assert!(
+                p.flux_name == p.name || p.name == format!("gitops-{}", p.flux_name),
+                "{}",
+                p.name
+            );
         }
     }
 }

@@ -18,7 +18,10 @@ use xtask::plugins::PLUGINS;
 
 fn archive_of(name: &str) -> PathBuf {
     let built = common::built();
-    let plugin = PLUGINS.iter().find(|p| p.name == name).unwrap();
+    let plugin = PLUGINS
+        .iter()
+        .find(|p| p.name == name || p.flux_name == name)
+        .unwrap();
     built.dist_dir.join(manifest::archive_name(
         plugin,
         &built.report.version,
@@ -36,7 +39,10 @@ fn committed_flux_manifests_name_the_krew_archives_and_checksums() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    let mut want: Vec<String> = PLUGINS.iter().map(|p| format!("{}.yaml", p.name)).collect();
+    let mut want: Vec<String> = PLUGINS
+        .iter()
+        .map(|p| format!("{}.yaml", p.flux_name))
+        .collect();
     want.sort();
     assert_eq!(
         names, want,
@@ -50,8 +56,8 @@ fn committed_flux_manifests_name_the_krew_archives_and_checksums() {
             &p,
         ))
         .unwrap_or_else(|e| panic!("{}", e.join("\n")));
-        assert_eq!(m.name, p.name);
-        assert_eq!(m.bin, format!("flux-{}", p.name));
+        assert_eq!(m.name, p.flux_name);
+        assert_eq!(m.bin, format!("flux-{}", p.flux_name));
         assert_eq!(format!("v{}", m.versions[0].version), krew.spec.version);
         let flux_set: Vec<(String, String, String)> = m.versions[0]
             .platforms
@@ -130,9 +136,10 @@ fn run(bin: &Path, args: &[&str], home: &Path, plugins_dir: &Path) -> Output {
         .unwrap()
 }
 
-/// Asserts a plugin started as `flux-<name>` speaks as `flux <name>`: usage line, examples,
-/// and a usage error (exit 2) naming `flux <name>`.
-fn assert_speaks_flux(bin: &Path, name: &str, home: &Path, dir: &Path) {
+/// Asserts a plugin started as `flux-<name>` speaks as `flux <name>`: usage line, examples
+/// (no `kubectl <kubectl_words>` left: `kubectl gitops mcp` for gitops-mcp), and a usage error
+/// (exit 2) naming `flux <name>`.
+fn assert_speaks_flux(bin: &Path, name: &str, kubectl_words: &str, home: &Path, dir: &Path) {
     let out = run(bin, &["--help"], home, dir);
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "flux {name} --help: {out:?}");
@@ -141,8 +148,8 @@ fn assert_speaks_flux(bin: &Path, name: &str, home: &Path, dir: &Path) {
         "flux {name} --help:\n{help}"
     );
     assert!(
-        !help.contains(&format!("kubectl {name}")),
-        "flux {name} --help still says kubectl {name}:\n{help}"
+        !help.contains(&format!("kubectl {kubectl_words}")),
+        "flux {name} --help still says kubectl {kubectl_words}:\n{help}"
     );
     let out = run(bin, &["--no-such-flag"], home, dir);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -159,8 +166,9 @@ fn flux_name_link_in_fluxcd_plugins_runs_as_flux() {
     let dir = tmp.path().join("plugins");
     fs::create_dir_all(&dir).unwrap();
     for p in PLUGINS {
-        let link = dir.join(format!("flux-{}", p.name));
+        let link = dir.join(format!("flux-{}", p.flux_name));
         std::os::unix::fs::symlink(built.report.bin_dir.join(p.package), &link).unwrap();
-        assert_speaks_flux(&link, p.name, tmp.path(), &dir);
+        let words = p.name.replace('-', " ");
+        assert_speaks_flux(&link, p.flux_name, &words, tmp.path(), &dir);
     }
 }

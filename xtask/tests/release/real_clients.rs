@@ -25,7 +25,7 @@ use std::process::{Command, Output};
 
 use realcluster::bins::{FLUX_CLI_VERSION, KREW_VERSION};
 use xtask::manifest;
-use xtask::plugins::PLUGINS;
+use xtask::plugins::{PLUGINS, Plugin};
 
 /// Absolute path of the real kubectl (CI installs it; `.ci/run` checks).
 fn kubectl() -> PathBuf {
@@ -36,9 +36,17 @@ fn kubectl() -> PathBuf {
         .expect("kubectl must be on PATH for the install test")
 }
 
+/// The plugin of a krew or Flux CLI plugin name.
+fn plugin_of(name: &str) -> Plugin {
+    *PLUGINS
+        .iter()
+        .find(|p| p.name == name || p.flux_name == name)
+        .unwrap_or_else(|| panic!("no plugin named {name}"))
+}
+
 fn archive_of(name: &str) -> PathBuf {
     let built = common::built();
-    let plugin = PLUGINS.iter().find(|p| p.name == name).unwrap();
+    let plugin = &plugin_of(name);
     built.dist_dir.join(manifest::archive_name(
         plugin,
         &built.report.version,
@@ -130,13 +138,13 @@ fn real_krew_installs_every_plugin_and_kubectl_runs_each() {
             show(&out)
         );
         // krew's own layout: the link in bin, the files in store/NAME/VERSION, a receipt.
-        let link = root.join("bin").join(format!("kubectl-{name}"));
+        let link = root.join("bin").join(plugin_of(&name).krew_bin());
         assert_eq!(
             fs::read_link(&link).unwrap(),
             root.join("store")
                 .join(&name)
                 .join(&built.report.version)
-                .join(format!("kubectl-{name}"))
+                .join(plugin_of(&name).package)
         );
         assert!(root.join("receipts").join(format!("{name}.yaml")).is_file());
         // Through kubectl's plugin dispatch, found on PATH in krew's bin directory.
@@ -150,11 +158,10 @@ fn real_krew_installs_every_plugin_and_kubectl_runs_each() {
             show(&help)
         );
         let text = String::from_utf8_lossy(&help.stdout);
-        // clap's usage line names the binary, as `kubectl-<name>` or `kubectl <name>`.
+        // The usage line reads as the user typed it (`kubectl gitops-mcp` after a krew
+        // install, whose link is kubectl-gitops_mcp).
         assert!(
-            text.contains("Usage:")
-                && (text.contains(&format!("kubectl-{name}"))
-                    || text.contains(&format!("kubectl {name}"))),
+            text.contains(&format!("Usage: kubectl {name}")),
             "kubectl {name} --help: {}",
             show(&help)
         );
@@ -168,9 +175,9 @@ fn real_krew_installs_every_plugin_and_kubectl_runs_each() {
     let listed = String::from_utf8_lossy(&list.stdout);
     for p in PLUGINS {
         assert!(
-            listed.lines().any(|l| l.trim() == p.package),
+            listed.lines().any(|l| l.trim() == p.krew_bin()),
             "kubectl plugin list lacks {}: {}",
-            p.package,
+            p.krew_bin(),
             show(&list)
         );
     }
@@ -206,7 +213,7 @@ fn real_krew_refuses_a_manifest_whose_sha256_is_not_the_archives() {
     assert!(!out.status.success(), "{}", show(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("checksum does not match"), "{}", show(&out));
-    assert!(!root.join("bin").join(format!("kubectl-{name}")).exists());
+    assert!(!root.join("bin").join(plugin_of(&name).krew_bin()).exists());
 }
 
 #[test]
@@ -370,7 +377,9 @@ fn real_krew_installed_plugins_complete_through_kubectl() {
             "kubectl {name} completion install: {}",
             show(&out)
         );
-        let helper = root.join("bin").join(format!("kubectl_complete-{name}"));
+        let helper = root
+            .join("bin")
+            .join(format!("kubectl_complete-{}", name.replace('-', "_")));
         assert!(
             helper.is_file(),
             "{} not written: {}",
@@ -487,28 +496,28 @@ fn real_flux_plugin_install_from_a_local_catalog_and_flux_runs_each() {
         show(&version)
     );
     for p in PLUGINS {
-        let out = flux(&home, &plugins, &base, &["plugin", "install", p.name]);
+        let out = flux(&home, &plugins, &base, &["plugin", "install", p.flux_name]);
         assert!(
             out.status.success(),
             "flux plugin install {}: {}",
-            p.name,
+            p.flux_name,
             show(&out)
         );
-        let bin = plugins.join(format!("flux-{}", p.name));
+        let bin = plugins.join(format!("flux-{}", p.flux_name));
         assert!(bin.is_file(), "{} missing: {}", bin.display(), show(&out));
         // Through flux's plugin dispatch (the plugin directory, not PATH).
-        let help = flux(&home, &plugins, &base, &[p.name, "--help"]);
+        let help = flux(&home, &plugins, &base, &[p.flux_name, "--help"]);
         assert!(
             help.status.success(),
             "flux {} --help: {}",
-            p.name,
+            p.flux_name,
             show(&help)
         );
         // The plugin reads its invoked name (flux-NAME) and speaks as `flux NAME`.
         assert!(
-            String::from_utf8_lossy(&help.stdout).contains(&format!("Usage: flux {}", p.name)),
+            String::from_utf8_lossy(&help.stdout).contains(&format!("Usage: flux {}", p.flux_name)),
             "flux {} --help: {}",
-            p.name,
+            p.flux_name,
             show(&help)
         );
     }
@@ -518,9 +527,9 @@ fn real_flux_plugin_install_from_a_local_catalog_and_flux_runs_each() {
         assert!(
             listed
                 .lines()
-                .any(|l| l.split_whitespace().next() == Some(p.name)),
+                .any(|l| l.split_whitespace().next() == Some(p.flux_name)),
             "flux plugin list lacks {}: {}",
-            p.name,
+            p.flux_name,
             show(&list)
         );
     }
