@@ -445,10 +445,12 @@ fn serve(dir: PathBuf) -> String {
     base
 }
 
-/// The catalog directory: each flux manifest `xtask dist` wrote, with its archive URL (the
+/// The catalog directory, laid out as the release publishes it (.github/workflows/release.yml):
+/// each flux manifest `xtask dist` wrote as `flux-<flux name>.yaml`, with its archive URL (the
 /// release page's) pointed at `base`, beside the archives themselves; `edit` may break a
-/// manifest's text further.
-fn catalog(dir: &Path, base: &str, edit: impl Fn(&str, String) -> String) {
+/// manifest's text further. Returns the `FLUXCD_PLUGIN_CATALOG` a user sets: `base` + `flux-`
+/// (flux fetches the catalog value + NAME + `.yaml`, flux2 internal/plugin/catalog.go).
+fn catalog(dir: &Path, base: &str, edit: impl Fn(&str, String) -> String) -> String {
     let built = common::built();
     fs::create_dir_all(dir).unwrap();
     for (path, _) in &built.report.flux_manifests {
@@ -463,9 +465,10 @@ fn catalog(dir: &Path, base: &str, edit: impl Fn(&str, String) -> String) {
             .to_owned();
         let indent = &url_line[..url_line.len() - url_line.trim_start().len()];
         let text = text.replace(&url_line, &format!("{indent}url: {base}{file}"));
-        fs::write(dir.join(format!("{name}.yaml")), edit(&name, text)).unwrap();
+        fs::write(dir.join(format!("flux-{name}.yaml")), edit(&name, text)).unwrap();
         fs::copy(&archive, dir.join(&file)).unwrap();
     }
+    format!("{base}flux-")
 }
 
 /// `flux ARGS` as a user whose plugin directory is `plugins` and catalog is `base`.
@@ -483,8 +486,7 @@ fn flux(home: &Path, plugins: &Path, base: &str, args: &[&str]) -> Output {
 fn real_flux_plugin_install_from_a_local_catalog_and_flux_runs_each() {
     let tmp = tempfile::tempdir().unwrap();
     let served = tmp.path().join("catalog");
-    let base = serve(served.clone());
-    catalog(&served, &base, |_, t| t);
+    let base = catalog(&served, &serve(served.clone()), |_, t| t);
     let home = tmp.path().join("home");
     let plugins = tmp.path().join("flux-plugins");
     fs::create_dir_all(&home).unwrap();
@@ -539,10 +541,9 @@ fn real_flux_plugin_install_from_a_local_catalog_and_flux_runs_each() {
 fn real_flux_refuses_a_wrong_checksum_and_a_wrong_extract_path() {
     let tmp = tempfile::tempdir().unwrap();
     let served = tmp.path().join("catalog");
-    let base = serve(served.clone());
     let name = PLUGINS[0].name;
     let other = PLUGINS[1].name;
-    catalog(&served, &base, |n, t| {
+    let base = catalog(&served, &serve(served.clone()), |n, t| {
         if n == name {
             let sum = t
                 .lines()
@@ -580,5 +581,43 @@ fn real_flux_refuses_a_wrong_checksum_and_a_wrong_extract_path() {
     );
     for n in [name, other] {
         assert!(!plugins.join(format!("flux-{n}")).exists());
+    }
+}
+
+/// The README's other Flux route: a `flux-<flux name>` link in the plugin directory to a binary
+/// installed otherwise (cargo, krew) runs through the real flux's dispatch and speaks as
+/// `flux <flux name>` (`flux mcp`, `flux verify`).
+#[test]
+fn real_flux_runs_a_link_to_an_installed_binary_under_its_flux_name() {
+    let built = common::built();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let plugins = home.join(".fluxcd").join("plugins");
+    fs::create_dir_all(&plugins).unwrap();
+    for p in PLUGINS {
+        std::os::unix::fs::symlink(
+            built.report.bin_dir.join(p.package),
+            plugins.join(format!("flux-{}", p.flux_name)),
+        )
+        .unwrap();
+    }
+    let flux = realcluster::bins::bin(&format!("flux-{FLUX_CLI_VERSION}")).unwrap();
+    // No FLUXCD_PLUGINS: the default directory, ~/.fluxcd/plugins.
+    let run = |args: &[&str]| {
+        user(&flux, &home.join("bin"), &home)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for p in PLUGINS {
+        let help = run(&[p.flux_name, "--help"]);
+        assert!(
+            help.status.success()
+                && String::from_utf8_lossy(&help.stdout)
+                    .contains(&format!("Usage: flux {}", p.flux_name)),
+            "flux {} --help: {}",
+            p.flux_name,
+            show(&help)
+        );
     }
 }
