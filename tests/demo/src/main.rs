@@ -4,12 +4,15 @@
 //!
 //! Steps (each prints the commands it runs, their output, and what it proves):
 //! 1. markercheck: a `:tag` marker on an `image:` line in `clusters/`, caught offline, with the
-//!    simulated automation commit (`image: 0.1.1`) and the rendered result.
+//!    simulated automation commit (`image: 6.7.0`, the podinfo policy's tag) and the rendered
+//!    result.
 //! 2. fleetlint: clusters/dev lints clean and prod reports exactly its placeholders; a review
 //!    drops apps-wave-2's `postBuild.substituteFrom`, fleetlint names every `${VAR}` that would
 //!    ship literally, and the fix (restoring it) lints clean again. Offline.
 //! 3. unstick (real cluster): clusters/dev reconciled by the real controllers from the cluster's
-//!    Git server; the same change pushed there; the real kustomize-controller holds
+//!    Git server (its image objects by the real image-reflector- and image-automation-controller,
+//!    tags pushed to the real OCI registry); the same change pushed there, and the real
+//!    image-automation-controller commits the bare tag; the real kustomize-controller holds
 //!    apps-wave-1's health check on ImagePullBackOff, apps-wave-2 waits on it;
 //!    `kubectl unstick ks/apps-wave-2` names the root cause; the fix is committed; unstick frees
 //!    apps-wave-1 with the lever this controller supports and proves Ready at the new revision.
@@ -266,7 +269,11 @@ const BACKEND: &str = "clusters/apps/wave-1/podinfo-backend.yaml";
 const GOOD_LINE: &str =
     r#"image: registry.example.local:5000/podinfo:6.7.0 # {"$imagepolicy": "flux-system:podinfo"}"#;
 const TAG_MARKER_LINE: &str = r#"image: registry.example.local:5000/podinfo:6.7.0 # {"$imagepolicy": "flux-system:podinfo:tag"}"#;
-const AUTOMATION_LINE: &str = r#"image: 0.1.1 # {"$imagepolicy": "flux-system:podinfo:tag"}"#;
+/// What image-automation-controller writes on [`TAG_MARKER_LINE`]: the podinfo policy's tag
+/// ([`PODINFO_SELECTED`]) as the whole value.
+const AUTOMATION_LINE: &str = r#"image: 6.7.0 # {"$imagepolicy": "flux-system:podinfo:tag"}"#;
+/// The tag the fleet's podinfo ImagePolicy (`>=6.7.0 <7.0.0`) selects from [`FLEET_TAGS`].
+const PODINFO_SELECTED: &str = "6.7.0";
 
 // ------------------------------------------------------------------ step 1
 
@@ -295,7 +302,7 @@ fn step_markercheck(ctx: &Ctx) -> Step {
             "--simulate",
             "--render",
             "--set",
-            "flux-system:podinfo=registry.example.local:5000/podinfo:0.1.1",
+            &format!("flux-system:podinfo={FLEET_REGISTRY}/podinfo:{PODINFO_SELECTED}"),
         ],
     );
     st.check(r.code == 1, "the change is an error finding (exit 1)");
@@ -304,12 +311,12 @@ fn step_markercheck(ctx: &Ctx) -> Step {
         "rule MC003 tag-on-full-ref names the line",
     );
     st.check(
-        r.stdout.contains("+          image: 0.1.1 #"),
-        "the simulated automation commit writes `image: 0.1.1`",
+        r.stdout.contains(&format!("+          {AUTOMATION_LINE}")),
+        format!("the simulated automation commit writes `image: {PODINFO_SELECTED}` (the tag the podinfo policy selects in step 3)"),
     );
     st.check(
-        r.stdout.contains("MC082") && r.stdout.contains("-> 0.1.1"),
-        "kubectl kustomize of the simulated tree renders the Deployment with image 0.1.1",
+        r.stdout.contains("MC082") && r.stdout.contains(&format!("-> {PODINFO_SELECTED},")),
+        format!("kubectl kustomize of the simulated tree renders the Deployment with image {PODINFO_SELECTED}"),
     );
     st
 }
@@ -953,28 +960,46 @@ fn step_realcluster(ctx: &Ctx, real: &Real) -> Step {
 /// What the fleet repository of the unstick step is called on the real cluster's Git server.
 const FLEET_REPO: &str = "org/fleet";
 
-/// The ready break/fix commands `./demo --keep` prints for the real fleet: clone the fleet from
-/// the real cluster's Git server, commit, push, then `flux reconcile source git flux-system`'s
-/// requestedAt annotation (else the source fetches at its next 1m interval).
+/// The ready break/fix commands `./demo --keep` prints for the real fleet, each a clone of
+/// the fleet from the real cluster's Git server, a commit and a push. Break: the `:tag` marker
+/// on podinfo-backend's image: line, then `flux reconcile image update fleet` (the requestedAt
+/// annotation), a wait (60 s at most) until the real image-automation-controller has pushed its
+/// commit (the branch head moves), then `flux reconcile source git flux-system`'s annotation
+/// (else the source fetches at its next 1m interval). Fix: the plain marker and the full image
+/// reference back, then the source's annotation.
 fn real_keep_commands(url: &str) -> (String, String) {
+    let annotate = |kind: &str| {
+        format!(
+            "kubectl annotate --overwrite {kind} -n flux-system reconcile.fluxcd.io/requestedAt=\"$(date +%s%N)\""
+        )
+    };
     let push = |from: &str, to: &str, message: &str| {
         format!(
             "d=$(mktemp -d) && git clone -q {url} \"$d\" && sed -i 's|{from}|{to}|' \"$d/{BACKEND}\" \
              && git -C \"$d\" -c user.name=demo -c user.email=demo@example.invalid commit -qam '{message}' \
-             && git -C \"$d\" push -q && kubectl annotate --overwrite gitrepository/flux-system -n flux-system \
-             reconcile.fluxcd.io/requestedAt=\"$(date +%s%N)\""
+             && git -C \"$d\" push -q"
         )
     };
+    let source = annotate("gitrepository/flux-system");
     (
-        push(
-            GOOD_LINE,
-            AUTOMATION_LINE,
-            "Update from image update automation",
+        format!(
+            "{} && h=$(git -C \"$d\" rev-parse HEAD) && {} \
+             && for i in $(seq 60); do [ \"$(git ls-remote {url} refs/heads/main | cut -f1)\" != \"$h\" ] && break; sleep 1; done \
+             && [ \"$(git ls-remote {url} refs/heads/main | cut -f1)\" != \"$h\" ] && {source}",
+            push(
+                GOOD_LINE,
+                TAG_MARKER_LINE,
+                "podinfo-backend: track the policy tag (:tag marker)"
+            ),
+            annotate("imageupdateautomation/fleet"),
         ),
-        push(
-            AUTOMATION_LINE,
-            GOOD_LINE,
-            "fix: full image reference for podinfo-backend",
+        format!(
+            "{} && {source}",
+            push(
+                AUTOMATION_LINE,
+                GOOD_LINE,
+                "fix: full image reference for podinfo-backend",
+            )
         ),
     )
 }
@@ -1000,7 +1025,7 @@ fn metallb_pool(c: &realcluster::Cluster) -> Result<(), String> {
 /// image-automation-controller finds nothing to commit until a marker changes. 7.0.0 and 8.0.2
 /// are above the ranges, 6.6.3 and 7.2.8 below: the choice is the policy's, not the only tag.
 const FLEET_TAGS: [(&str, &[&str], &str); 2] = [
-    ("podinfo", &["6.6.3", "6.7.0", "7.0.0"], "6.7.0"),
+    ("podinfo", &["6.6.3", "6.7.0", "7.0.0"], PODINFO_SELECTED),
     ("redis", &["7.2.8", "7.4.1", "8.0.2"], "7.4.1"),
 ];
 
@@ -1026,6 +1051,71 @@ fn push_fleet_tags(c: &realcluster::Cluster) -> Result<(), String> {
             .join(" ")
     );
     Ok(())
+}
+
+/// Waits (up to [`T`]) for the real image-automation-controller's commit on top of `marked`
+/// after `flux reconcile image update fleet` (the requestedAt annotation): the branch head
+/// moves, the commit's subject is the fleet's message template, the automation's
+/// `status.lastPushCommit` is that head, and the file holds [`AUTOMATION_LINE`], the line
+/// markercheck simulated in step 1. Records the checks; the commit's SHA when it came.
+fn real_automation_commit(c: &realcluster::Cluster, marked: &str, st: &mut Step) -> Option<String> {
+    let git = c.git();
+    request_reconcile(c, "flux-system", "imageupdateautomation", "fleet");
+    let head = poll(T, || {
+        git.head(FLEET_REPO, "main").is_ok_and(|h| h != marked)
+    })
+    .then(|| git.log(FLEET_REPO, "main").ok())
+    .flatten()
+    .and_then(|log| log.into_iter().next());
+    let Some(head) = head else {
+        st.check(
+            false,
+            "image-automation-controller commits the marker's value (no new commit on main)",
+        );
+        let _ = c
+            .kubectl(&[
+                "get",
+                "imageupdateautomation",
+                "fleet",
+                "-n",
+                "flux-system",
+                "-o",
+                "yaml",
+            ])
+            .map(|y| say!("{y}"));
+        return None;
+    };
+    let file = String::from_utf8(
+        git.read_file(FLEET_REPO, &head.sha, BACKEND)
+            .unwrap_or_default(),
+    )
+    .unwrap_or_default();
+    let pushed = poll(T, || {
+        let a = kget(
+            c,
+            &[
+                "get",
+                "imageupdateautomation",
+                "fleet",
+                "-n",
+                "flux-system",
+                "-o",
+                "json",
+            ],
+        );
+        s(&a, "/status/lastPushCommit") == head.sha
+    });
+    st.check(
+        head.subject == "Automated image update by flux-system/fleet"
+            && pushed
+            && file.contains(AUTOMATION_LINE),
+        format!(
+            "the real image-automation-controller committed `{AUTOMATION_LINE}` ({}, \"{}\", its status.lastPushCommit): the line markercheck simulated in step 1",
+            &head.sha[..7],
+            head.subject
+        ),
+    );
+    Some(head.sha)
 }
 
 /// The image objects of clusters/dev as the real controllers wrote them: each ImagePolicy's
@@ -1210,22 +1300,32 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
             .unwrap_or_default(),
     )
     .unwrap_or_default();
-    let bad = match git.commit(
+    // The change under review (step 1's), merged: the `:tag` marker on the image: line. The
+    // real image-automation-controller then does what the catalogue says it does: it writes
+    // the policy's tag over the whole image reference and pushes that commit.
+    let marked = match git.commit(
         FLEET_REPO,
         &[Change::write(
             BACKEND,
-            text.replace(GOOD_LINE, AUTOMATION_LINE),
+            text.replace(GOOD_LINE, TAG_MARKER_LINE),
         )],
-        "Update from image update automation",
+        "podinfo-backend: track the policy's tag (:tag marker)",
     ) {
-        Ok(b) => b,
+        Ok(m) => m,
         Err(e) => {
-            st.check(false, format!("push the automation commit: {e}"));
+            st.check(false, format!("push the marker change: {e}"));
             return st;
         }
     };
     say!(
-        "\n  pushed the automation commit {} (image: 0.1.1); `flux reconcile source git flux-system`",
+        "\n  pushed the reviewed change {} (the :tag marker on podinfo-backend's image: line); `flux reconcile image update fleet`",
+        &marked[..7]
+    );
+    let Some(bad) = real_automation_commit(c, &marked, &mut st) else {
+        return st;
+    };
+    say!(
+        "  image-automation-controller pushed {} (image: {PODINFO_SELECTED}); `flux reconcile source git flux-system`",
         &bad[..7]
     );
     request_reconcile(c, "flux-system", "gitrepository", "flux-system");
@@ -1244,7 +1344,7 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
     });
     st.check(
         in_flight,
-        "apps-wave-1 holds its health check on the new revision (ImagePullBackOff on 0.1.1)",
+        format!("apps-wave-1 holds its health check on the automation's revision (ImagePullBackOff on {PODINFO_SELECTED})"),
     );
     let waiting = poll(T, || {
         ks_json("apps-wave-2")
@@ -1263,8 +1363,10 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
         "unstick on apps-wave-2 walks dependsOn to the root cause apps-wave-1",
     );
     st.check(
-        d.stdout.contains("0.1.1") && d.stdout.contains("markercheck"),
-        "and names the bare-tag image 0.1.1 with the markercheck hint",
+        d.stdout.contains(&format!(
+            "image reference `{PODINFO_SELECTED}` is a bare tag"
+        )) && d.stdout.contains("markercheck"),
+        format!("and names the bare-tag image {PODINFO_SELECTED} with the markercheck hint"),
     );
     // The fix, committed while the health check is still in flight.
     let fixed = match git.commit(
@@ -1343,7 +1445,7 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
         std::env::var("PATH").unwrap_or_default()
     );
     for (what, cmd, line) in [
-        ("break", &break_wave, "image: 0.1.1"),
+        ("break", &break_wave, AUTOMATION_LINE),
         (
             "fix",
             &fix_wave,
@@ -1661,7 +1763,7 @@ async fn main() {
         let mut extra = String::new();
         if let Some((break_wave, fix_wave)) = &fleet_keep {
             extra.push_str(&format!(
-                "\n  # clusters/dev (flux-system): healthy at the fix revision; waves' health-check timeout 40s\n  kubectl get ks -n flux-system\n  # break apps-wave-1: the image-automation bare-tag commit (image: 0.1.1), pushed to the cluster's Git server\n  {break_wave}\n  kubectl unstick ks/apps-wave-2 --dry-run        # walks dependsOn to apps-wave-1, names 0.1.1\n  kubectl unstick ks/apps-wave-1 --dry-run\n  # fix it (the full image reference back), then free the wave\n  {fix_wave}\n  kubectl unstick ks/apps-wave-1 --yes --cascade\n"
+                "\n  # clusters/dev (flux-system): healthy at the fix revision; waves' health-check timeout 40s\n  kubectl get ks -n flux-system\n  # break apps-wave-1: push the :tag marker; the real image-automation-controller commits the bare tag (image: {PODINFO_SELECTED}) to the cluster's Git server\n  {break_wave}\n  kubectl unstick ks/apps-wave-2 --dry-run        # walks dependsOn to apps-wave-1, names {PODINFO_SELECTED}\n  kubectl unstick ks/apps-wave-1 --dry-run\n  # fix it (the full image reference back), then free the wave\n  {fix_wave}\n  kubectl unstick ks/apps-wave-1 --yes --cascade\n"
             ));
             if twin::podexec::missing_prerequisites().is_empty() {
                 extra.push_str(&format!(
