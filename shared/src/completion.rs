@@ -3,8 +3,9 @@
 //! How it works (kubectl 1.26+, kubernetes/kubectl pkg/cmd/plugin/plugin_completion.go
 //! `pluginCompletion`, `lookupCompletionExec`, `getPluginCompletions`): when the user presses
 //! TAB after `kubectl unstick ...`, kubectl's own `__complete` looks up an executable named
-//! `kubectl_complete-unstick` on PATH (plugin name with `-` as `_`, then `_complete-` inserted
-//! after `kubectl`), runs it with every word typed after the plugin name plus the word being
+//! `kubectl_complete-unstick` on PATH (the typed words with `-` as `_`, joined by `-`, then
+//! `_complete-` inserted after `kubectl`: `kubectl gitops mcp` looks up
+//! `kubectl_complete-gitops-mcp`, `kubectl gitops-mcp` `kubectl_complete-gitops_mcp`), runs it with every word typed after the plugin name plus the word being
 //! completed (`""` when starting a new word), and reads one candidate per line from its stdout,
 //! an optional last line `:<directive>` carrying Cobra's `ShellCompDirective` bits. krew cannot
 //! install that helper, so each plugin writes it itself: `kubectl unstick completion install`.
@@ -757,10 +758,41 @@ pub fn write_cobra(
     writeln!(out, ":{}", c.directive)
 }
 
-/// File name of the helper kubectl looks up for `plugin` (kubectl `lookupCompletionExec`):
-/// `kubectl_complete-<plugin with - as _>` (plus `.cmd` on Windows).
-pub fn helper_name(plugin: &str) -> String {
-    let base = format!("kubectl_complete-{}", plugin.replace('-', "_"));
+/// The plugin's file name after `kubectl-` as kubectl ran it (`argv0`), which is what kubectl
+/// completes: `gitops-mcp` for `kubectl-gitops-mcp` (typed `kubectl gitops mcp`, a cargo
+/// install), `gitops_mcp` for krew's link `kubectl-gitops_mcp` (typed `kubectl gitops-mcp`,
+/// krew `pluginNameToBin`). Any other program name (`flux-mcp`, a renamed copy) gives
+/// `plugin` with `-` as `_`, the krew link's stem. `.exe` is dropped.
+pub fn file_stem(plugin: &str, argv0: &std::ffi::OsStr) -> String {
+    let file = Path::new(argv0)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let base = file.strip_suffix(".exe").unwrap_or(&file);
+    match base.strip_prefix("kubectl-").filter(|n| !n.is_empty()) {
+        Some(stem) => stem.to_string(),
+        None => plugin.replace('-', "_"),
+    }
+}
+
+/// The words the user typed after `kubectl` for the file stem `stem` (kubectl's dispatch:
+/// `-` separates words, `_` reads `-`): `gitops mcp` for `gitops-mcp`, `gitops-mcp` for
+/// `gitops_mcp`.
+fn typed_words(stem: &str) -> String {
+    stem.split('-')
+        .map(|w| w.replace('_', "-"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// File name of the helper kubectl looks up for the plugin file `kubectl-<stem>` (kubectl
+/// `pluginCompletion` rebuilds `kubectl-<words, - as _, joined by ->` from the command path,
+/// then `lookupCompletionExec` inserts `_complete` before the first `-`):
+/// `kubectl_complete-<stem>` (plus `.cmd` on Windows). `stem` comes from [`file_stem`]:
+/// `kubectl_complete-gitops-mcp` completes `kubectl gitops mcp`, `kubectl_complete-gitops_mcp`
+/// completes `kubectl gitops-mcp`.
+pub fn helper_name(stem: &str) -> String {
+    let base = format!("kubectl_complete-{stem}");
     if cfg!(windows) {
         format!("{base}.cmd")
     } else {
@@ -768,10 +800,11 @@ pub fn helper_name(plugin: &str) -> String {
     }
 }
 
-/// The helper script: runs `kubectl-<plugin> __complete` with every argument kubectl passes.
+/// The helper script: runs `kubectl-<stem> __complete` with every argument kubectl passes.
 /// The binary is found by name on PATH so the helper survives `kubectl krew upgrade`.
-pub fn helper_script(plugin: &str) -> String {
-    let bin = format!("kubectl-{}", plugin.replace('-', "_"));
+pub fn helper_script(stem: &str) -> String {
+    let bin = format!("kubectl-{stem}");
+    let plugin = typed_words(stem);
     if cfg!(windows) {
         format!("@echo off\r\n{bin}.exe __complete %*\r\n")
     } else {
@@ -792,11 +825,11 @@ fn path_dirs() -> Vec<PathBuf> {
 }
 
 /// Where `completion install` writes the helper without `--dir`, in order of preference:
-/// the directory of the `kubectl-<plugin>` that PATH resolves to (what kubectl runs; for krew
+/// the directory of the `kubectl-<stem>` that PATH resolves to (what kubectl runs; for krew
 /// `~/.krew/bin`, where the symlink lives), the directory of the running binary, then
 /// `~/.local/bin`. Each candidate is tried in turn until one is writable.
-pub fn default_dirs(plugin: &str) -> Vec<PathBuf> {
-    let bin = format!("kubectl-{}", plugin.replace('-', "_"));
+pub fn default_dirs(stem: &str) -> Vec<PathBuf> {
+    let bin = format!("kubectl-{stem}");
     let mut dirs = Vec::new();
     if let Some(d) = path_dirs()
         .into_iter()
@@ -817,13 +850,14 @@ pub fn default_dirs(plugin: &str) -> Vec<PathBuf> {
     dirs
 }
 
-/// Writes the helper into `dir` (created if missing) with mode 0755.
+/// Writes the helper of the plugin file `kubectl-<stem>` into `dir` (created if missing) with
+/// mode 0755.
 ///
 /// Errors: the I/O error, naming the file.
-pub fn install_helper(plugin: &str, dir: &Path) -> Result<PathBuf, String> {
+pub fn install_helper(stem: &str, dir: &Path) -> Result<PathBuf, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let path = dir.join(helper_name(plugin));
-    std::fs::write(&path, helper_script(plugin)).map_err(|e| format!("{}: {e}", path.display()))?;
+    let path = dir.join(helper_name(stem));
+    std::fs::write(&path, helper_script(stem)).map_err(|e| format!("{}: {e}", path.display()))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -833,7 +867,8 @@ pub fn install_helper(plugin: &str, dir: &Path) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-fn completion_command(plugin: &str) -> clap::Command {
+fn completion_command(stem: &str) -> clap::Command {
+    let plugin = typed_words(stem);
     clap::Command::new("completion")
         .bin_name(format!("kubectl {plugin} completion"))
         .about(format!(
@@ -844,15 +879,15 @@ fn completion_command(plugin: &str) -> clap::Command {
             clap::Command::new("install")
                 .about(format!(
                     "Write the {} helper that kubectl runs to complete this plugin",
-                    helper_name(plugin)
+                    helper_name(stem)
                 ))
                 .long_about(format!(
                     "Write the {} helper that kubectl runs to complete this plugin.\n\n\
                      Without --dir it goes next to the kubectl-{} that PATH resolves to (krew's \
                      bin directory for krew installs), else next to the running binary, else into \
                      ~/.local/bin.",
-                    helper_name(plugin),
-                    plugin.replace('-', "_")
+                    helper_name(stem),
+                    stem
                 ))
                 .arg(
                     clap::Arg::new("dir")
@@ -869,13 +904,16 @@ fn completion_command(plugin: &str) -> clap::Command {
         )
 }
 
+/// `completion install|script` of the plugin file `kubectl-<stem>` ([`file_stem`]); `argv`
+/// starts at `completion`.
 fn run_completion_cmd(
-    plugin: &str,
+    stem: &str,
     argv: &[OsString],
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
-    let m = match completion_command(plugin).try_get_matches_from(argv) {
+    let plugin = typed_words(stem);
+    let m = match completion_command(stem).try_get_matches_from(argv) {
         Ok(m) => m,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -890,18 +928,18 @@ fn run_completion_cmd(
     };
     match m.subcommand() {
         Some(("script", _)) => {
-            let _ = write!(out, "{}", helper_script(plugin));
+            let _ = write!(out, "{}", helper_script(stem));
             0
         }
         Some(("install", sub)) => {
             let explicit = sub.get_one::<PathBuf>("dir").cloned();
             let dirs = match &explicit {
                 Some(d) => vec![d.clone()],
-                None => default_dirs(plugin),
+                None => default_dirs(stem),
             };
             let mut last_err = String::from("no candidate directory");
             for dir in dirs {
-                match install_helper(plugin, &dir) {
+                match install_helper(stem, &dir) {
                     Ok(path) => {
                         let on_path = path_dirs().iter().any(|d| {
                             d == &dir
@@ -910,9 +948,8 @@ fn run_completion_cmd(
                         });
                         let _ = writeln!(
                             out,
-                            "wrote {} (runs kubectl-{} __complete)",
+                            "wrote {} (runs kubectl-{stem} __complete)",
                             path.display(),
-                            plugin.replace('-', "_")
                         );
                         if on_path {
                             let _ = writeln!(
@@ -925,7 +962,7 @@ fn run_completion_cmd(
                                 err,
                                 "warning: {} is not on PATH; add it, or kubectl will not find {}",
                                 dir.display(),
-                                helper_name(plugin)
+                                helper_name(stem)
                             );
                         }
                         return 0;
@@ -977,7 +1014,12 @@ pub fn handle_args(
                 Err(_) => 1,
             })
         }
-        "completion" => Some(run_completion_cmd(plugin, &argv[1..], out, err)),
+        "completion" => Some(run_completion_cmd(
+            &file_stem(plugin, &argv[0]),
+            &argv[1..],
+            out,
+            err,
+        )),
         _ => None,
     }
 }
@@ -1180,8 +1222,34 @@ mod tests {
     fn helper_names_follow_kubectl() {
         if !cfg!(windows) {
             assert_eq!(helper_name("unstick"), "kubectl_complete-unstick");
-            assert_eq!(helper_name("get-all"), "kubectl_complete-get_all");
+            assert_eq!(helper_name("get_all"), "kubectl_complete-get_all");
             assert!(helper_script("unstick").contains("exec kubectl-unstick __complete \"$@\"\n"));
+            // kubectl completes `kubectl gitops mcp` with kubectl_complete-gitops-mcp (a cargo
+            // install's kubectl-gitops-mcp) and `kubectl gitops-mcp` with
+            // kubectl_complete-gitops_mcp (krew's link kubectl-gitops_mcp).
+            assert_eq!(helper_name("gitops-mcp"), "kubectl_complete-gitops-mcp");
+            let script = helper_script("gitops-mcp");
+            assert!(
+                script.contains("exec kubectl-gitops-mcp __complete"),
+                "{script}"
+            );
+            assert!(
+                script.contains("`kubectl gitops mcp completion install`"),
+                "{script}"
+            );
         }
+    }
+
+    #[test]
+    fn the_file_stem_is_the_file_kubectl_ran() {
+        let stem = |argv0: &str| file_stem("gitops-mcp", std::ffi::OsStr::new(argv0));
+        assert_eq!(stem("/home/me/.cargo/bin/kubectl-gitops-mcp"), "gitops-mcp");
+        assert_eq!(stem("/home/me/.krew/bin/kubectl-gitops_mcp"), "gitops_mcp");
+        assert_eq!(stem("kubectl-gitops-mcp.exe"), "gitops-mcp");
+        assert_eq!(stem("/home/me/.fluxcd/plugins/flux-mcp"), "gitops_mcp");
+        assert_eq!(stem("cltest-plugin"), "gitops_mcp");
+        assert_eq!(stem("kubectl-"), "gitops_mcp");
+        assert_eq!(typed_words("gitops-mcp"), "gitops mcp");
+        assert_eq!(typed_words("gitops_mcp"), "gitops-mcp");
     }
 }

@@ -282,3 +282,52 @@ fn the_built_test_plugin_is_not_a_kubectl_plugin_until_linked() {
     let listed = list(&m.bin);
     assert!(listed.contains("kubectl-cltest"), "{listed}");
 }
+
+/// A plugin file with two words, as a cargo install of gitops-mcp puts `kubectl-gitops-mcp`
+/// on PATH (typed `kubectl gitops mcp`): kubectl completes `kubectl cltest deep ...` with
+/// `kubectl_complete-cltest-deep` (kubectl pluginCompletion: the command path's words, `-` as
+/// `_`, joined by `-`), so `completion install` run as `kubectl-cltest-deep` must write that
+/// helper, running `kubectl-cltest-deep`, not krew's one-word `kubectl_complete-cltest`.
+#[test]
+fn a_two_word_plugin_file_gets_the_helper_kubectl_looks_up_for_its_words() {
+    let m = Machine::new();
+    let deep = m.bin.join("kubectl-cltest-deep");
+    std::os::unix::fs::symlink(PLUGIN, &deep).unwrap();
+    let complete = || {
+        let out = m
+            .cmd(&kubectl())
+            .args(["__complete", "cltest", "deep", "--dr"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        text(&out.stdout)
+    };
+    // Control: no helper yet, kubectl offers no flag of ours.
+    assert!(!complete().contains("--dry-run"), "{}", complete());
+    let out = m
+        .cmd(&deep)
+        .args(["completion", "install"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let helper = m.bin.join("kubectl_complete-cltest-deep");
+    assert!(
+        text(&out.stdout).contains(&format!("wrote {}", helper.display())),
+        "{out:?}"
+    );
+    assert!(!m.bin.join("kubectl_complete-cltest").exists());
+    let script = fs::read_to_string(&helper).unwrap();
+    assert!(
+        script.ends_with("exec kubectl-cltest-deep __complete \"$@\"\n"),
+        "{script}"
+    );
+    assert!(
+        text(&out.stdout).contains("`kubectl cltest deep <TAB>` now completes"),
+        "{out:?}"
+    );
+    let stdout = complete();
+    assert!(
+        stdout.contains("--dry-run\tPrint what would change, change nothing"),
+        "{stdout}"
+    );
+}
