@@ -190,43 +190,85 @@ fn kubectl_found(cmd: &str) -> bool {
 /// Errors: usage (2) errors, as [`cluster_loop::error::Error`].
 pub fn run(cli: Cli) -> Result<i32> {
     if cli.list_rules {
-        let mut s = String::new();
-        for r in crate::rules::RULES {
-            s.push_str(&format!(
-                "{}  {:<28} {:<8} {:<14} {}\n",
-                r.id,
-                r.name,
-                format!("{:?}", r.severity).to_lowercase(),
-                r.family,
-                r.summary
-            ));
-        }
-        for (id, name, sev, desc) in markercheck::check::RULES {
-            s.push_str(&format!(
-                "{id}  {name:<28} {:<8} {:<14} {desc}\n",
-                format!("{sev:?}").to_lowercase(),
-                "markers"
-            ));
-        }
-        write_stdout(&s)?;
+        write_stdout(&rules_list())?;
         return Ok(EXIT_OK);
     }
     if let Some(id) = &cli.explain {
-        return match crate::rules::explain(id) {
-            Some(t) => {
-                write_stdout(&t)?;
-                Ok(EXIT_OK)
-            }
-            None => Err(Error::usage(format!(
-                "--explain {id}: no such rule (FL001..FL071 or a markercheck MC rule; see --list-rules)"
-            ))),
-        };
+        return explain(id);
     }
     if let Some(p) = &cli.placeholder {
         crate::lint::placeholder_regex(p).map_err(Error::usage)?;
     }
+    let sources = parse_sources(&cli.sources)?;
+    if cli.jobs == Some(0) {
+        return Err(Error::usage("--jobs 0: at least one render must run"));
+    }
+    if !kubectl_found(&cli.kubectl) {
+        return Err(Error::usage(format!(
+            "{}: not found (fleetlint renders with `kubectl kustomize`); install kubectl or pass --kubectl",
+            cli.kubectl
+        )));
+    }
+    let cfg = config(&cli, sources);
+    let started = std::time::Instant::now();
+    let report = run_interruptible(&cfg, &cli.output)?;
+    let elapsed = started.elapsed();
+    if report.overlays.is_empty() {
+        // nothing was linted: not a pass (exit 0 would let a CI gate on a mistyped or too
+        // narrow path pass every fleet), and not a finding about the fleet (exit 1 says the
+        // fleet has an error): the path given is the mistake, as for a path that does not exist
+        return Err(Error::usage(nothing_to_lint(&cfg, &report)));
+    }
+    print_report(&cli, &report)?;
+    print_summary(&cli, &cfg, &report, elapsed);
+    Ok(if report.has_errors() {
+        EXIT_FINDING
+    } else {
+        EXIT_OK
+    })
+}
+
+/// `--list-rules`: one line per rule, fleetlint's then markercheck's.
+fn rules_list() -> String {
+    let mut s = String::new();
+    for r in crate::rules::RULES {
+        s.push_str(&format!(
+            "{}  {:<28} {:<8} {:<14} {}\n",
+            r.id,
+            r.name,
+            format!("{:?}", r.severity).to_lowercase(),
+            r.family,
+            r.summary
+        ));
+    }
+    for (id, name, sev, desc) in markercheck::check::RULES {
+        s.push_str(&format!(
+            "{id}  {name:<28} {:<8} {:<14} {desc}\n",
+            format!("{sev:?}").to_lowercase(),
+            "markers"
+        ));
+    }
+    s
+}
+
+/// `--explain ID`. Errors: an unknown rule (usage).
+fn explain(id: &str) -> Result<i32> {
+    match crate::rules::explain(id) {
+        Some(t) => {
+            write_stdout(&t)?;
+            Ok(EXIT_OK)
+        }
+        None => Err(Error::usage(format!(
+            "--explain {id}: no such rule (FL001..FL071 or a markercheck MC rule; see --list-rules)"
+        ))),
+    }
+}
+
+/// `--source KIND/NAMESPACE/NAME=PATH` (or `NAME=PATH`) values: the checkout of each source.
+/// Errors: a malformed value or a PATH that is not a directory (usage).
+fn parse_sources(given: &[String]) -> Result<Vec<(String, PathBuf)>> {
     let mut sources = Vec::new();
-    for m in &cli.sources {
+    for m in given {
         let Some((id, path)) = m
             .split_once('=')
             .filter(|(i, p)| !i.is_empty() && !p.is_empty())
@@ -247,17 +289,13 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         sources.push((id.to_string(), PathBuf::from(path)));
     }
-    if cli.jobs == Some(0) {
-        return Err(Error::usage("--jobs 0: at least one render must run"));
-    }
-    if !kubectl_found(&cli.kubectl) {
-        return Err(Error::usage(format!(
-            "{}: not found (fleetlint renders with `kubectl kustomize`); install kubectl or pass --kubectl",
-            cli.kubectl
-        )));
-    }
+    Ok(sources)
+}
+
+/// The run's configuration from the flags.
+fn config(cli: &Cli, sources: Vec<(String, PathBuf)>) -> Config {
     let defaults = Config::default();
-    let cfg = Config {
+    Config {
         path: cli.path.clone().unwrap_or_else(|| PathBuf::from(".")),
         repo_root: cli.repo_root.clone(),
         overlays: cli.overlays.clone(),
@@ -279,16 +317,11 @@ pub fn run(cli: Cli) -> Result<i32> {
         kubectl: cli.kubectl.clone(),
         markers: !cli.no_markers,
         progress: None,
-    };
-    let started = std::time::Instant::now();
-    let report = run_interruptible(&cfg, &cli.output)?;
-    let elapsed = started.elapsed();
-    if report.overlays.is_empty() {
-        // nothing was linted: not a pass (exit 0 would let a CI gate on a mistyped or too
-        // narrow path pass every fleet), and not a finding about the fleet (exit 1 says the
-        // fleet has an error): the path given is the mistake, as for a path that does not exist
-        return Err(Error::usage(nothing_to_lint(&cfg, &report)));
     }
+}
+
+/// The report on stdout in the format asked for.
+fn print_report(cli: &Cli, report: &crate::Report) -> Result<()> {
     match cli.format {
         Format::Github => write_stdout(&report::github(&report.findings))?,
         Format::Sarif => print_machine(OutputFormat::Json, &report::sarif(&report.findings))?,
@@ -302,9 +335,14 @@ pub fn run(cli: Cli) -> Result<i32> {
                 s.push_str(&report::table(&report.findings, &p));
                 write_stdout(&s)?;
             }
-            fmt => print_machine(fmt, &report::MachineReport::new(&report))?,
+            fmt => print_machine(fmt, &report::MachineReport::new(report))?,
         },
     }
+    Ok(())
+}
+
+/// The notes and the one-line summary on stderr (red with errors, green without).
+fn print_summary(cli: &Cli, cfg: &Config, report: &crate::Report, elapsed: std::time::Duration) {
     let count = |s: Severity| report.findings.iter().filter(|f| f.severity == s).count();
     let (e, w) = (count(Severity::Error), count(Severity::Warning));
     let ep = cli.output.stderr_painter();
@@ -377,11 +415,6 @@ pub fn run(cli: Cli) -> Result<i32> {
             }
         )
     };
-    Ok(if report.has_errors() {
-        EXIT_FINDING
-    } else {
-        EXIT_OK
-    })
 }
 
 /// The usage error of a run that found no overlay: what was read and what to pass instead.
