@@ -1091,18 +1091,7 @@ fn real_automation_commit(c: &realcluster::Cluster, marked: &str, st: &mut Step)
     )
     .unwrap_or_default();
     let pushed = poll(T, || {
-        let a = kget(
-            c,
-            &[
-                "get",
-                "imageupdateautomation",
-                "fleet",
-                "-n",
-                "flux-system",
-                "-o",
-                "json",
-            ],
-        );
+        let a = fleet_automation(c);
         s(&a, "/status/lastPushCommit") == head.sha
     });
     st.check(
@@ -1116,6 +1105,22 @@ fn real_automation_commit(c: &realcluster::Cluster, marked: &str, st: &mut Step)
         ),
     );
     Some(head.sha)
+}
+
+/// clusters/platform's ImageUpdateAutomation `flux-system/fleet`, as the cluster has it.
+fn fleet_automation(c: &realcluster::Cluster) -> Value {
+    kget(
+        c,
+        &[
+            "get",
+            "imageupdateautomation",
+            "fleet",
+            "-n",
+            "flux-system",
+            "-o",
+            "json",
+        ],
+    )
 }
 
 /// The image objects of clusters/dev as the real controllers wrote them: each ImagePolicy's
@@ -1166,18 +1171,7 @@ fn check_real_image_status(ctx: &Ctx, c: &realcluster::Cluster, st: &mut Step) {
             ),
         );
     }
-    let a = kget(
-        c,
-        &[
-            "get",
-            "imageupdateautomation",
-            "fleet",
-            "-n",
-            "flux-system",
-            "-o",
-            "json",
-        ],
-    );
+    let a = fleet_automation(c);
     st.check(
         cond_is(&a, "Ready", "True") && status_by(&a, "image-automation-controller"),
         format!(
