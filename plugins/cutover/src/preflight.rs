@@ -274,6 +274,21 @@ pub struct FilePatch {
     pub new_text: String,
 }
 
+impl FilePatch {
+    /// The patches of [`authored::authored_change`]'s `(file, old text, new text)` changes,
+    /// each with its unified diff.
+    pub fn all(changes: Vec<(String, String, String)>) -> Vec<FilePatch> {
+        changes
+            .into_iter()
+            .map(|(file, old, new)| FilePatch {
+                diff: authored::unified_diff(&file, &old, &new),
+                file,
+                new_text: new,
+            })
+            .collect()
+    }
+}
+
 /// Splits a Flux Git revision into `(ref, sha)`: `main@sha1:abc` -> (`main`, `abc`),
 /// `refs/heads/x@sha1:abc` -> (`refs/heads/x`, `abc`), `sha1:abc` -> (``, `abc`)
 /// (source-controller api/v1 `GitRepositoryStatus` revision format).
@@ -1149,6 +1164,24 @@ pub fn suspended_root_message(root: &str) -> String {
     )
 }
 
+/// The `drift` warning: the URL Git holds (`committed`, authored at `at`) is not the live
+/// one ([`drift_message`] with the preflight's state).
+fn drift_check(at: &str, committed: &str, root: &Consumer, pre: &Preflight) -> Check {
+    Check {
+        id: "drift",
+        result: CheckResult::Warn,
+        message: drift_message(
+            at,
+            committed,
+            &pre.current.url,
+            root,
+            pre.current.held,
+            pre.interrupted_run.as_ref(),
+            pre.current.url_manager.as_deref(),
+        ),
+    }
+}
+
 /// The drift found before the move: the committed spec.url (at `at`) differs from the live
 /// one. `interrupted`: the mark an interrupted cutover left ([`IN_FLIGHT_ANNOTATION`]); when
 /// it patched in the live URL the drift is that run's, not a hand patch. `url_manager`: the
@@ -1265,19 +1298,7 @@ fn drift_only(
             .first()
             .map(|l| format!("{}:{}", l.file, l.line))
             .unwrap_or_default();
-        Check {
-            id: "drift",
-            result: CheckResult::Warn,
-            message: drift_message(
-                &at,
-                &a.url,
-                &pre.current.url,
-                root,
-                pre.current.held,
-                pre.interrupted_run.as_ref(),
-                pre.current.url_manager.as_deref(),
-            ),
-        }
+        drift_check(&at, &a.url, root, pre)
     })
 }
 
@@ -1398,14 +1419,7 @@ fn unapplied_authored_check(
             if !agrees {
                 let base = req.repo.clone().unwrap_or_else(|| tree.to_path_buf());
                 if let Ok(changes) = authored::authored_change(&base, &a, &req.to) {
-                    pre.authored_patch = changes
-                        .into_iter()
-                        .map(|(file, old, new)| FilePatch {
-                            diff: authored::unified_diff(&file, &old, &new),
-                            file,
-                            new_text: new,
-                        })
-                        .collect();
+                    pre.authored_patch = FilePatch::all(changes);
                 }
             }
             let message = if agrees {
@@ -1588,37 +1602,10 @@ fn authored_check(
             ),
         };
     }
-    // The tree at C: from --repo's working tree when it is at C, else exported from history.
-    let tree = match tempfile::Builder::new()
-        .prefix("kubectl-cutover-tree-")
-        .tempdir()
-    {
+    let tree = match tree_at_c(pre, scratch, runner) {
         Ok(t) => t,
-        Err(e) => {
-            return Check {
-                id: "authored",
-                result: CheckResult::Warn,
-                message: format!("cannot create a temp dir: {e}"),
-            };
-        }
+        Err(check) => return check,
     };
-    if !scratch.has_commit(runner, &pre.current.commit) {
-        return Check {
-            id: "authored",
-            result: CheckResult::Warn,
-            message: format!(
-                "cannot read the tree at {}: pass --repo to find the authored spec.url",
-                pre.current.commit
-            ),
-        };
-    }
-    if let Err(e) = scratch.export_tree(runner, &pre.current.commit, tree.path()) {
-        return Check {
-            id: "authored",
-            result: CheckResult::Warn,
-            message: format!("cannot read the tree at {}: {e}", pre.current.commit),
-        };
-    }
     let source = pre.source.clone();
     let (ns, name) = source.split_once('/').unwrap_or(("", &source));
     // No label and in no inventory: a Kustomization of this source may still render this
@@ -1635,195 +1622,237 @@ fn authored_check(
         // through, may be the root all the same: never "nothing reverts" then (trial 8, B).
         let unknown = unknown_roots(&pre.current.consumers, tree.path(), ns, name);
         if !unknown.is_empty() {
-            let each = unknown
-                .iter()
-                .map(|(c, why)| {
-                    format!(
-                        "Kustomization {} (path {}; {}): {why}",
-                        c.name,
-                        c.path,
-                        not_applying(c).unwrap_or_default()
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Check {
-                id: "authored",
-                result: CheckResult::Warn,
-                message: format!(
-                    "no Kustomization has applied GitRepository {} (no {OWNER_NAME_LABEL} \
-                     label, in no status.inventory), but whether one will is unknown: {each}. \
-                     If that path defines this GitRepository, its first successful run puts \
-                     the committed spec.url back over a live patch. Fix its build first and \
-                     run the preflight again, or use --hold-root (the hold keeps every \
-                     Kustomization off this GitRepository until --finish)",
-                    pre.source
-                ),
-            };
+            return unknown_root_check(pre, &unknown);
         }
         return unapplied_authored_check(pre, tree.path(), req, ns, name);
     };
     match authored::find_authored_url(tree.path(), &root.path, ns, name) {
-        Ok(a) => {
-            let agrees = a.url == req.to;
-            let where_ = a
-                .locations
-                .first()
-                .map(|l| format!("{}:{}", l.file, l.line))
-                .unwrap_or_default();
-            if a.url != pre.current.url {
-                // Said first: everything else is read against a live URL Git does not hold.
-                pre.checks.insert(
-                    0,
-                    Check {
-                        id: "drift",
-                        result: CheckResult::Warn,
-                        message: drift_message(
-                            &where_,
-                            &a.url,
-                            &pre.current.url,
-                            &root,
-                            pre.current.held,
-                            pre.interrupted_run.as_ref(),
-                            pre.current.url_manager.as_deref(),
-                        ),
-                    },
-                );
-            }
-            let check = if agrees {
-                Check {
-                    id: "authored",
-                    result: CheckResult::Ok,
-                    message: format!(
-                        "the committed spec.url ({where_}) is already {}: the root \
-                         Kustomization {} keeps the new value",
-                        req.to, root.name
-                    ),
-                }
-            } else {
-                // Prepare the exact change (against --repo when given, so --write-patch applies).
-                let base = req
-                    .repo
-                    .clone()
-                    .unwrap_or_else(|| tree.path().to_path_buf());
-                match authored::authored_change(&base, &a, &req.to) {
-                    Ok(changes) => {
-                        pre.authored_patch = changes
-                            .into_iter()
-                            .map(|(file, old, new)| FilePatch {
-                                diff: authored::unified_diff(&file, &old, &new),
-                                file,
-                                new_text: new,
-                            })
-                            .collect();
-                    }
-                    Err(e) => {
-                        pre.authored_patch.clear();
-                        return Check {
-                            id: "authored",
-                            result: CheckResult::Warn,
-                            message: format!("cannot prepare the authored change: {e}"),
-                        };
-                    }
-                }
-                let secret_too = match (&req.secret, &pre.current.secret_ref) {
-                    (Some(new), old) if Some(new) != old.as_ref() => format!(
-                        " In the same file set spec.secretRef.name to {new}, or the root \
-                         Kustomization puts the old secret back too."
-                    ),
-                    _ => String::new(),
-                };
-                Check {
-                    id: "authored",
-                    result: CheckResult::Warn,
-                    message: if root.suspended {
-                        // kustomize-controller skips a suspended Kustomization: no revert now,
-                        // but its first run after `flux resume` applies the committed value.
-                        format!(
-                            "the committed spec.url at {where_} is still {}: root Kustomization \
-                             {} is suspended, so nothing reverts the live patch now, but its \
-                             first apply after it is resumed puts {} back unless that file \
-                             changes; commit the change below before resuming it.{secret_too}",
-                            a.url, root.name, a.url
-                        )
-                    } else if pre.current.held {
-                        // kustomize-controller skips the held object: no revert while the hold
-                        // stays, and --finish removes it only once the committed value agrees.
-                        format!(
-                            "the committed spec.url at {where_} is still {}: the hold \
-                             ({RECONCILE_ANNOTATION}: disabled) keeps root Kustomization {} \
-                             from reverting the live patch while it stays; commit the change \
-                             below, then run --finish, which removes the hold once the root \
-                             applies it.{secret_too}",
-                            a.url, root.name
-                        )
-                    } else if let Some(failure) = &root.last_failure {
-                        // kustomize-controller applies nothing while its runs fail: no revert
-                        // now, but the first run that succeeds applies the committed value.
-                        format!(
-                            "the committed spec.url at {where_} is still {}: root Kustomization \
-                             {}{} failed its last run ({failure}), so it reverts nothing now, \
-                             but the first run that succeeds puts {} back over the live patch \
-                             unless that file changes; commit the change below before its build \
-                             is fixed (or use --hold-root until it lands).{secret_too}",
-                            a.url,
-                            root.name,
-                            not_applied_yet(pre.current.root_found_by.as_deref(), &root.path),
-                            a.url
-                        )
-                    } else {
-                        format!(
-                            "the committed spec.url at {where_} is still {}: root Kustomization \
-                             {}{} will revert the live patch within its interval unless that \
-                             file changes; commit the change below through the window (or use \
-                             --hold-root until it lands).{secret_too}",
-                            a.url,
-                            root.name,
-                            not_applied_yet(pre.current.root_found_by.as_deref(), &root.path)
-                        )
-                    },
-                }
-            };
-            pre.authored = Some(a);
-            check
-        }
+        Ok(a) => authored_found(pre, req, &root, tree.path(), a),
         Err(e @ authored::AuthoredError::Render { .. }) => {
-            // The root's path does not build here either (trial 8, B): the spec.url it would
-            // apply cannot be read, but it is still the root.
-            let reach = match authored::path_reaches(tree.path(), &root.path, ns, name) {
-                authored::PathReach::Defines { file } => {
-                    format!("what it lists reaches {file}, which defines this GitRepository")
-                }
-                authored::PathReach::DoesNot => "what it lists does not define this \
-                                                 GitRepository now"
-                    .into(),
-                authored::PathReach::Unknown { why } => {
-                    format!("what it lists cannot all be read: {why}")
-                }
-            };
-            let state = not_applying(&root)
-                .map(|s| format!(" ({s})"))
-                .unwrap_or_default();
-            Check {
-                id: "authored",
-                result: CheckResult::Warn,
-                message: format!(
-                    "root Kustomization {}{}{state}: its path does not build here either ({e}), \
-                     so the committed spec.url it applies cannot be read; {reach}. It reverts \
-                     nothing while its runs fail, but the first run that succeeds puts the \
-                     committed spec.url back over the live patch: fix its build first and run \
-                     the preflight again (it then shows the authored change), or use \
-                     --hold-root until that change lands",
-                    root.name,
-                    not_applied_yet(pre.current.root_found_by.as_deref(), &root.path),
-                ),
-            }
+            unbuildable_root_check(pre, &root, tree.path(), (ns, name), &e)
         }
         Err(e) => Check {
             id: "authored",
             result: CheckResult::Warn,
             message: e.to_string(),
         },
+    }
+}
+
+/// The tree at C: from --repo's working tree when it is at C, else exported from history into
+/// a temporary directory; a warning when it cannot be read.
+fn tree_at_c(
+    pre: &Preflight,
+    scratch: &Scratch,
+    runner: &GitRunner,
+) -> std::result::Result<tempfile::TempDir, Check> {
+    let tree = match tempfile::Builder::new()
+        .prefix("kubectl-cutover-tree-")
+        .tempdir()
+    {
+        Ok(t) => t,
+        Err(e) => {
+            return Err(Check {
+                id: "authored",
+                result: CheckResult::Warn,
+                message: format!("cannot create a temp dir: {e}"),
+            });
+        }
+    };
+    if !scratch.has_commit(runner, &pre.current.commit) {
+        return Err(Check {
+            id: "authored",
+            result: CheckResult::Warn,
+            message: format!(
+                "cannot read the tree at {}: pass --repo to find the authored spec.url",
+                pre.current.commit
+            ),
+        });
+    }
+    if let Err(e) = scratch.export_tree(runner, &pre.current.commit, tree.path()) {
+        return Err(Check {
+            id: "authored",
+            result: CheckResult::Warn,
+            message: format!("cannot read the tree at {}: {e}", pre.current.commit),
+        });
+    }
+    Ok(tree)
+}
+
+/// `authored` when no Kustomization has applied the GitRepository but one of its source that
+/// applies nothing (`unknown`, with why its path cannot be read) may still be its root.
+fn unknown_root_check(pre: &Preflight, unknown: &[(Consumer, String)]) -> Check {
+    let each = unknown
+        .iter()
+        .map(|(c, why)| {
+            format!(
+                "Kustomization {} (path {}; {}): {why}",
+                c.name,
+                c.path,
+                not_applying(c).unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    Check {
+        id: "authored",
+        result: CheckResult::Warn,
+        message: format!(
+            "no Kustomization has applied GitRepository {} (no {OWNER_NAME_LABEL} \
+             label, in no status.inventory), but whether one will is unknown: {each}. \
+             If that path defines this GitRepository, its first successful run puts \
+             the committed spec.url back over a live patch. Fix its build first and \
+             run the preflight again, or use --hold-root (the hold keeps every \
+             Kustomization off this GitRepository until --finish)",
+            pre.source
+        ),
+    }
+}
+
+/// `authored` with the root's committed spec.url `a` found in the tree at C: agrees with
+/// `--to`, or the exact change to commit (in `pre.authored_patch`); drift is said first.
+fn authored_found(
+    pre: &mut Preflight,
+    req: &Request,
+    root: &Consumer,
+    tree: &std::path::Path,
+    a: authored::AuthoredUrl,
+) -> Check {
+    let agrees = a.url == req.to;
+    let where_ = a
+        .locations
+        .first()
+        .map(|l| format!("{}:{}", l.file, l.line))
+        .unwrap_or_default();
+    if a.url != pre.current.url {
+        // Said first: everything else is read against a live URL Git does not hold.
+        pre.checks
+            .insert(0, drift_check(&where_, &a.url, root, pre));
+    }
+    let check = if agrees {
+        Check {
+            id: "authored",
+            result: CheckResult::Ok,
+            message: format!(
+                "the committed spec.url ({where_}) is already {}: the root \
+                 Kustomization {} keeps the new value",
+                req.to, root.name
+            ),
+        }
+    } else {
+        // Prepare the exact change (against --repo when given, so --write-patch applies).
+        let base = req.repo.clone().unwrap_or_else(|| tree.to_path_buf());
+        match authored::authored_change(&base, &a, &req.to) {
+            Ok(changes) => {
+                pre.authored_patch = FilePatch::all(changes);
+            }
+            Err(e) => {
+                pre.authored_patch.clear();
+                return Check {
+                    id: "authored",
+                    result: CheckResult::Warn,
+                    message: format!("cannot prepare the authored change: {e}"),
+                };
+            }
+        }
+        let secret_too = match (&req.secret, &pre.current.secret_ref) {
+            (Some(new), old) if Some(new) != old.as_ref() => format!(
+                " In the same file set spec.secretRef.name to {new}, or the root \
+                 Kustomization puts the old secret back too."
+            ),
+            _ => String::new(),
+        };
+        Check {
+            id: "authored",
+            result: CheckResult::Warn,
+            message: if root.suspended {
+                // kustomize-controller skips a suspended Kustomization: no revert now,
+                // but its first run after `flux resume` applies the committed value.
+                format!(
+                    "the committed spec.url at {where_} is still {}: root Kustomization \
+                     {} is suspended, so nothing reverts the live patch now, but its \
+                     first apply after it is resumed puts {} back unless that file \
+                     changes; commit the change below before resuming it.{secret_too}",
+                    a.url, root.name, a.url
+                )
+            } else if pre.current.held {
+                // kustomize-controller skips the held object: no revert while the hold
+                // stays, and --finish removes it only once the committed value agrees.
+                format!(
+                    "the committed spec.url at {where_} is still {}: the hold \
+                     ({RECONCILE_ANNOTATION}: disabled) keeps root Kustomization {} \
+                     from reverting the live patch while it stays; commit the change \
+                     below, then run --finish, which removes the hold once the root \
+                     applies it.{secret_too}",
+                    a.url, root.name
+                )
+            } else if let Some(failure) = &root.last_failure {
+                // kustomize-controller applies nothing while its runs fail: no revert
+                // now, but the first run that succeeds applies the committed value.
+                format!(
+                    "the committed spec.url at {where_} is still {}: root Kustomization \
+                     {}{} failed its last run ({failure}), so it reverts nothing now, \
+                     but the first run that succeeds puts {} back over the live patch \
+                     unless that file changes; commit the change below before its build \
+                     is fixed (or use --hold-root until it lands).{secret_too}",
+                    a.url,
+                    root.name,
+                    not_applied_yet(pre.current.root_found_by.as_deref(), &root.path),
+                    a.url
+                )
+            } else {
+                format!(
+                    "the committed spec.url at {where_} is still {}: root Kustomization \
+                     {}{} will revert the live patch within its interval unless that \
+                     file changes; commit the change below through the window (or use \
+                     --hold-root until it lands).{secret_too}",
+                    a.url,
+                    root.name,
+                    not_applied_yet(pre.current.root_found_by.as_deref(), &root.path)
+                )
+            },
+        }
+    };
+    pre.authored = Some(a);
+    check
+}
+
+/// `authored` when the root's path does not build here either (trial 8, B): the spec.url it
+/// would apply cannot be read, but it is still the root.
+fn unbuildable_root_check(
+    pre: &Preflight,
+    root: &Consumer,
+    tree: &std::path::Path,
+    (ns, name): (&str, &str),
+    e: &authored::AuthoredError,
+) -> Check {
+    let reach = match authored::path_reaches(tree, &root.path, ns, name) {
+        authored::PathReach::Defines { file } => {
+            format!("what it lists reaches {file}, which defines this GitRepository")
+        }
+        authored::PathReach::DoesNot => "what it lists does not define this \
+                                         GitRepository now"
+            .into(),
+        authored::PathReach::Unknown { why } => {
+            format!("what it lists cannot all be read: {why}")
+        }
+    };
+    let state = not_applying(root)
+        .map(|s| format!(" ({s})"))
+        .unwrap_or_default();
+    Check {
+        id: "authored",
+        result: CheckResult::Warn,
+        message: format!(
+            "root Kustomization {}{}{state}: its path does not build here either ({e}), \
+             so the committed spec.url it applies cannot be read; {reach}. It reverts \
+             nothing while its runs fail, but the first run that succeeds puts the \
+             committed spec.url back over the live patch: fix its build first and run \
+             the preflight again (it then shows the authored change), or use \
+             --hold-root until that change lands",
+            root.name,
+            not_applied_yet(pre.current.root_found_by.as_deref(), &root.path),
+        ),
     }
 }
 
