@@ -356,6 +356,25 @@ async fn single(
         }
         return Ok(read_only_code);
     }
+    if let Some(code) = confirm(cli, &plan, &d, &mut rep, read_only_code, intr).await? {
+        return Ok(code);
+    }
+    execute_and_prove(cli, conn, &scope, &ns, &name, &plan, &d, rep, intr).await
+}
+
+/// Asks before a lever that writes, unless `--yes`: `Some(exit code)` when the run stops here
+/// (no terminal to ask on: `not-confirmed`; declined; interrupted while asking), with the
+/// report printed for `-o json|yaml`; `None` to go on.
+async fn confirm(
+    cli: &Cli,
+    plan: &Plan,
+    d: &Diagnosis,
+    rep: &mut Report<'_>,
+    read_only_code: i32,
+    intr: &Interrupt,
+) -> Result<Option<i32>> {
+    let machine = cli.output.output.is_machine();
+    let waits = plan.lever == Lever::Wait;
     // No terminal to ask on and no --yes: nothing is written (a script never pulls a lever
     // by accident; the fresh-user trial saw `unstick ks/X </dev/null` suspend and resume
     // without asking). The diagnosis and plan above stand, with their read-only exit code.
@@ -369,7 +388,7 @@ async fn single(
             "nothing changed: stdin is not a terminal to confirm lever {} on {}; pass --yes to pull it without asking (or --dry-run to only diagnose)",
             plan.lever, d.kustomization
         );
-        return Ok(read_only_code);
+        return Ok(Some(read_only_code));
     }
     if !waits && !cli.yes {
         eprint!("Pull lever {} on {}? [y/N] ", plan.lever, d.kustomization);
@@ -380,7 +399,7 @@ async fn single(
                 let _ = std::io::stdin().lock().read_line(&mut s);
                 s
             }) => a.unwrap_or_default(),
-            _ = intr.wait() => return Ok(EXIT_INTERRUPTED),
+            _ = intr.wait() => return Ok(Some(EXIT_INTERRUPTED)),
         };
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
             rep.action = "declined".into();
@@ -388,10 +407,31 @@ async fn single(
                 print_machine(cli.output.output, &rep)?;
             }
             eprintln!("nothing changed");
-            return Ok(read_only_code);
+            return Ok(Some(read_only_code));
         }
     }
 
+    Ok(None)
+}
+
+/// Pulls the lever (or, for `wait`, only watches the queued run), then proves the result
+/// ([`prove`]), with the diagnosis after a failure and the cascade with `--cascade`. Returns
+/// the exit code; prints the report.
+#[allow(clippy::too_many_arguments)]
+async fn execute_and_prove(
+    cli: &Cli,
+    conn: &Connection,
+    scope: &Scope,
+    ns: &str,
+    name: &str,
+    plan: &Plan,
+    d: &Diagnosis,
+    mut rep: Report<'_>,
+    intr: &Interrupt,
+) -> Result<i32> {
+    let machine = cli.output.output.is_machine();
+    let painter = cli.output.stdout_painter();
+    let waits = plan.lever == Lever::Wait;
     // The wait lever writes nothing: it only watches the run the controller already queued.
     let ex = if waits {
         Executed {
@@ -399,7 +439,7 @@ async fn single(
             ..Executed::default()
         }
     } else {
-        live::execute(conn, &plan, intr, cli.force_resume).await?
+        live::execute(conn, plan, intr, cli.force_resume).await?
     };
     rep.action = if waits { "waited" } else { "executed" }.into();
     rep.done = ex.done.clone();
@@ -427,7 +467,7 @@ async fn single(
     }
     if cli.no_wait {
         rep.proof = "not-waited".into();
-        let check = check_command(&ns, &name, &plan, &ex);
+        let check = check_command(ns, name, plan, &ex);
         if machine {
             print_machine(cli.output.output, &rep)?;
         } else {
@@ -436,22 +476,22 @@ async fn single(
         return Ok(EXIT_OK);
     }
     let (proof, code, last_seen) =
-        prove(conn, &scope, &ns, &name, &plan, &ex, &progress, intr).await?;
+        prove(conn, scope, ns, name, plan, &ex, &progress, intr).await?;
     rep.proof = proof_str(proof).into();
     rep.last_seen = last_seen.clone();
     if proof == Proof::Interrupted {
-        eprintln!("{}", explain(proof, &plan, last_seen.as_deref()));
+        eprintln!("{}", explain(proof, plan, last_seen.as_deref()));
         if machine {
             print_machine(cli.output.output, &rep)?;
         }
         return Ok(code);
     }
     if proof != Proof::Recovered {
-        let after = rediagnose(conn, &scope, &ns, &name).await.ok().flatten();
+        let after = rediagnose(conn, scope, ns, name).await.ok().flatten();
         if !machine {
             out(&format!(
                 "{}\n",
-                explain(proof, &plan, last_seen.as_deref())
+                explain(proof, plan, last_seen.as_deref())
             ))?;
             if let Some(a) = &after {
                 out(&report::diagnosis_text(&painter, a, ""))?;
@@ -473,7 +513,7 @@ async fn single(
         ))?;
     }
     if cli.cascade {
-        let (waves, code) = cascade(cli, conn, &scope, &ns, &name, intr).await?;
+        let (waves, code) = cascade(cli, conn, scope, ns, name, intr).await?;
         rep.cascade = waves;
         if machine {
             print_machine(cli.output.output, &rep)?;
