@@ -308,29 +308,7 @@ fn judge(
     let https = url.scheme() == "https";
     let has_auth = ic.auth_scheme.as_deref().is_some_and(|s| s != "none");
     if ic.dns_status != LookupStatus::Resolved {
-        let what = match ic.dns_status {
-            LookupStatus::NotFound => "NXDOMAIN",
-            LookupStatus::Timeout => "no DNS answer in time",
-            LookupStatus::ToolMissing => "no getent in the probe image",
-            _ => "no address",
-        };
-        return Err(if ic.workstation_addresses.is_empty() {
-            format!(
-                "{} does not resolve from a pod in {ns} ({what}), nor on this workstation: \
-                 source-controller will fail with \"Could not resolve host\"",
-                ic.host
-            )
-        } else {
-            format!(
-                "split DNS: {} resolves on this workstation ({}) but not from a pod in {ns} \
-                 ({what}): source-controller would fail with \"Could not resolve host\". Make \
-                 the cluster's DNS answer it (a CoreDNS hosts entry or a forward for its zone), \
-                 then see kubectl podresolve {} -n {ns}",
-                ic.host,
-                ips(&ic.workstation_addresses),
-                ic.host
-            )
-        });
+        return Err(unresolved(ic, ns));
     }
     let dns_note = if ic.dns_differs {
         format!(
@@ -353,117 +331,14 @@ fn judge(
         ));
     }
     if !git.reachable {
-        let f = RemoteFailure::classify(git_body);
         let from = format!(
             "from a pod in {ns}, {} resolves to {}{dns_note}",
             ic.host,
             ips(&ic.addresses)
         );
-        // A loopback target is the pod itself: say that, never "check firewalls".
-        if let Some(lo) = loopback_reason(&ic.host, &ic.addresses) {
-            return Err(format!(
-                "{from}, but git could not fetch from it: {}",
-                lo.replace("on this workstation", "in the pod")
-            ));
-        }
-        if matches!(git.rc, Some(124 | 143)) {
-            return Err(format!(
-                "{from}, but git ls-remote did not finish within the probe's step timeout \
-                 ({}s): the server, or the path from the cluster to it, is too slow or drops \
-                 packets (egress firewall?)",
-                ic.step_timeout_secs
-            ));
-        }
-        match &f {
-            RemoteFailure::Authentication | RemoteFailure::Forbidden => {
-                ic.tls = if https { Step::Ok } else { Step::NotApplicable };
-                ic.auth = Step::Failed;
-            }
-            RemoteFailure::Tls(_) => ic.tls = Step::Failed,
-            RemoteFailure::NotFound | RemoteFailure::NoSuchBranch(_) => {
-                ic.tls = if https { Step::Ok } else { Step::NotApplicable };
-                ic.auth = if has_auth {
-                    Step::Ok
-                } else {
-                    Step::NotApplicable
-                };
-            }
-            _ => {}
-        }
-        let why = match &f {
-            RemoteFailure::Tls(detail) if v.secret.is_none() => format!(
-                "TLS verification failed in the cluster ({detail}): the GitRepository has no \
-                 secretRef, so only the image's CA bundle was trusted. If the server uses a \
-                 private CA, put the CA certificate (PEM) in a Secret under the key `ca.crt` and \
-                 pass it with --secret: source-controller verifies with it"
-            ),
-            RemoteFailure::Tls(detail) => format!(
-                "TLS verification failed in the cluster ({detail}){}. Add the CA certificate \
-                 (PEM) to secret {secret} under the key `ca.crt`: source-controller verifies \
-                 with it",
-                match ic.ca_source.as_deref() {
-                    Some("image+secret") => {
-                        ": neither the image's CA bundle nor the secret's ca.crt verifies \
-                         this server"
-                    }
-                    Some("secret") => {
-                        ": the secret's ca.crt does not verify this server (the probe image \
-                         has no system CA bundle)"
-                    }
-                    Some("unwritable") => {
-                        ": the probe could not write the secret's ca.crt (no writable /tmp), so \
-                         only the image's CA bundle was trusted"
-                    }
-                    _ => ": the secret has no ca.crt, so only public CAs are trusted",
-                }
-            ),
-            RemoteFailure::Authentication if v.secret.is_none() => "the server requires \
-                 credentials and the GitRepository has no secretRef; pass --secret with a \
-                 Secret holding username/password (or bearerToken) that may read this repository"
-                .to_string(),
-            RemoteFailure::Forbidden if v.secret.is_none() => "403 forbidden without \
-                 credentials: the server does not allow anonymous reads and the GitRepository \
-                 has no secretRef; pass --secret"
-                .to_string(),
-            // What the probe sent (probe.sh `git-auth`): `none` when the Secret holds no
-            // username/password/bearerToken, as source-controller then sends none either.
-            RemoteFailure::Authentication | RemoteFailure::Forbidden
-                if ic.auth_scheme.as_deref() == Some("none") =>
-            {
-                format!(
-                    "the server requires credentials, but secret {secret} has no \
-                     username/password or bearerToken, so the probe (like source-controller) \
-                     sent none; add them to that Secret, or pass --secret with one that has them"
-                )
-            }
-            RemoteFailure::Authentication | RemoteFailure::Forbidden
-                if ic.auth_scheme.as_deref() == Some("basic-unavailable-no-base64") =>
-            {
-                format!(
-                    "the server requires credentials, and the probe image {} has no base64 to \
-                     encode the basic auth of secret {secret}, so the probe sent none (this says \
-                     nothing about the credential): pass --probe-image with an image that has \
-                     sh, git and base64",
-                    v.image
-                )
-            }
-            RemoteFailure::Authentication => format!(
-                "authentication required: the credential in secret {secret} was rejected \
-                 (wrong, expired or revoked). If a token was rotated, mint a new uniquely named \
-                 token, put it in the secret, and never revoke the one Flux is using"
-            ),
-            RemoteFailure::Forbidden => format!(
-                "403 forbidden: the credential in secret {secret} is valid but may not read \
-                 this repository; grant it read access on the new server"
-            ),
-            RemoteFailure::Unreachable(detail) => format!(
-                "cannot connect from the cluster ({detail}): check egress NetworkPolicies, \
-                 firewalls and proxies between the cluster and {}",
-                ic.host
-            ),
-            other => other.explain(&v.url, Some(&secret)),
-        };
-        return Err(format!("{from}, but {why}"));
+        return Err(unreachable(
+            ic, v, git, git_body, https, has_auth, &secret, &from,
+        ));
     }
     ic.tls = if https { Step::Ok } else { Step::NotApplicable };
     ic.auth = if has_auth {
@@ -518,6 +393,160 @@ fn judge(
         v.branch,
         short(&head)
     ))
+}
+
+/// Why the pod could not resolve the host (NXDOMAIN, no answer in time, no getent), and
+/// whether this workstation can (split DNS).
+fn unresolved(ic: &InCluster, ns: &str) -> String {
+    let what = match ic.dns_status {
+        LookupStatus::NotFound => "NXDOMAIN",
+        LookupStatus::Timeout => "no DNS answer in time",
+        LookupStatus::ToolMissing => "no getent in the probe image",
+        _ => "no address",
+    };
+    if ic.workstation_addresses.is_empty() {
+        format!(
+            "{} does not resolve from a pod in {ns} ({what}), nor on this workstation: \
+             source-controller will fail with \"Could not resolve host\"",
+            ic.host
+        )
+    } else {
+        format!(
+            "split DNS: {} resolves on this workstation ({}) but not from a pod in {ns} \
+             ({what}): source-controller would fail with \"Could not resolve host\". Make \
+             the cluster's DNS answer it (a CoreDNS hosts entry or a forward for its zone), \
+             then see kubectl podresolve {} -n {ns}",
+            ic.host,
+            ips(&ic.workstation_addresses),
+            ic.host
+        )
+    }
+}
+
+/// Why git could not read the remote from the pod (`from`: where the pod resolved it), with
+/// the TLS and auth steps filled as far as the failure shows them.
+#[allow(clippy::too_many_arguments)]
+fn unreachable(
+    ic: &mut InCluster,
+    v: &Verify,
+    git: &cluster_loop::probe::parse::GitResult,
+    git_body: &str,
+    https: bool,
+    has_auth: bool,
+    secret: &str,
+    from: &str,
+) -> String {
+    let f = RemoteFailure::classify(git_body);
+    // A loopback target is the pod itself: say that, never "check firewalls".
+    if let Some(lo) = loopback_reason(&ic.host, &ic.addresses) {
+        return format!(
+            "{from}, but git could not fetch from it: {}",
+            lo.replace("on this workstation", "in the pod")
+        );
+    }
+    if matches!(git.rc, Some(124 | 143)) {
+        return format!(
+            "{from}, but git ls-remote did not finish within the probe's step timeout \
+             ({}s): the server, or the path from the cluster to it, is too slow or drops \
+             packets (egress firewall?)",
+            ic.step_timeout_secs
+        );
+    }
+    match &f {
+        RemoteFailure::Authentication | RemoteFailure::Forbidden => {
+            ic.tls = if https { Step::Ok } else { Step::NotApplicable };
+            ic.auth = Step::Failed;
+        }
+        RemoteFailure::Tls(_) => ic.tls = Step::Failed,
+        RemoteFailure::NotFound | RemoteFailure::NoSuchBranch(_) => {
+            ic.tls = if https { Step::Ok } else { Step::NotApplicable };
+            ic.auth = if has_auth {
+                Step::Ok
+            } else {
+                Step::NotApplicable
+            };
+        }
+        _ => {}
+    }
+    let why = failure_why(ic, v, &f, secret);
+    format!("{from}, but {why}")
+}
+
+/// What a git failure seen from the pod means, and what to do.
+fn failure_why(ic: &InCluster, v: &Verify, f: &RemoteFailure, secret: &str) -> String {
+    match f {
+        RemoteFailure::Tls(detail) if v.secret.is_none() => format!(
+            "TLS verification failed in the cluster ({detail}): the GitRepository has no \
+             secretRef, so only the image's CA bundle was trusted. If the server uses a \
+             private CA, put the CA certificate (PEM) in a Secret under the key `ca.crt` and \
+             pass it with --secret: source-controller verifies with it"
+        ),
+        RemoteFailure::Tls(detail) => format!(
+            "TLS verification failed in the cluster ({detail}){}. Add the CA certificate \
+             (PEM) to secret {secret} under the key `ca.crt`: source-controller verifies \
+             with it",
+            match ic.ca_source.as_deref() {
+                Some("image+secret") => {
+                    ": neither the image's CA bundle nor the secret's ca.crt verifies \
+                     this server"
+                }
+                Some("secret") => {
+                    ": the secret's ca.crt does not verify this server (the probe image \
+                     has no system CA bundle)"
+                }
+                Some("unwritable") => {
+                    ": the probe could not write the secret's ca.crt (no writable /tmp), so \
+                     only the image's CA bundle was trusted"
+                }
+                _ => ": the secret has no ca.crt, so only public CAs are trusted",
+            }
+        ),
+        RemoteFailure::Authentication if v.secret.is_none() => "the server requires \
+             credentials and the GitRepository has no secretRef; pass --secret with a \
+             Secret holding username/password (or bearerToken) that may read this repository"
+            .to_string(),
+        RemoteFailure::Forbidden if v.secret.is_none() => "403 forbidden without \
+             credentials: the server does not allow anonymous reads and the GitRepository \
+             has no secretRef; pass --secret"
+            .to_string(),
+        // What the probe sent (probe.sh `git-auth`): `none` when the Secret holds no
+        // username/password/bearerToken, as source-controller then sends none either.
+        RemoteFailure::Authentication | RemoteFailure::Forbidden
+            if ic.auth_scheme.as_deref() == Some("none") =>
+        {
+            format!(
+                "the server requires credentials, but secret {secret} has no \
+                 username/password or bearerToken, so the probe (like source-controller) \
+                 sent none; add them to that Secret, or pass --secret with one that has them"
+            )
+        }
+        RemoteFailure::Authentication | RemoteFailure::Forbidden
+            if ic.auth_scheme.as_deref() == Some("basic-unavailable-no-base64") =>
+        {
+            format!(
+                "the server requires credentials, and the probe image {} has no base64 to \
+                 encode the basic auth of secret {secret}, so the probe sent none (this says \
+                 nothing about the credential): pass --probe-image with an image that has \
+                 sh, git and base64",
+                v.image
+            )
+        }
+        RemoteFailure::Authentication => format!(
+            "authentication required: the credential in secret {secret} was rejected \
+             (wrong, expired or revoked). If a token was rotated, mint a new uniquely named \
+             token, put it in the secret, and never revoke the one Flux is using"
+        ),
+        RemoteFailure::Forbidden => format!(
+            "403 forbidden: the credential in secret {secret} is valid but may not read \
+             this repository; grant it read access on the new server"
+        ),
+        RemoteFailure::Unreachable(detail) => format!(
+            "cannot connect from the cluster ({detail}): check egress NetworkPolicies, \
+             firewalls and proxies between the cluster and {}",
+            ic.host
+        ),
+        other => other.explain(&v.url, Some(secret)),
+    }
 }
 
 /// Why `host` with the addresses it resolves to is the pod itself inside the cluster:

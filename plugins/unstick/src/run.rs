@@ -475,8 +475,7 @@ async fn execute_and_prove(
         }
         return Ok(EXIT_OK);
     }
-    let (proof, code, last_seen) =
-        prove(conn, scope, ns, name, plan, &ex, &progress, intr).await?;
+    let (proof, code, last_seen) = prove(conn, scope, ns, name, plan, &ex, &progress, intr).await?;
     rep.proof = proof_str(proof).into();
     rep.last_seen = last_seen.clone();
     if proof == Proof::Interrupted {
@@ -489,10 +488,7 @@ async fn execute_and_prove(
     if proof != Proof::Recovered {
         let after = rediagnose(conn, scope, ns, name).await.ok().flatten();
         if !machine {
-            out(&format!(
-                "{}\n",
-                explain(proof, plan, last_seen.as_deref())
-            ))?;
+            out(&format!("{}\n", explain(proof, plan, last_seen.as_deref())))?;
             if let Some(a) = &after {
                 out(&report::diagnosis_text(&painter, a, ""))?;
             }
