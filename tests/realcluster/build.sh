@@ -6,8 +6,8 @@
 #
 #   build.sh [all|demo|gateway]     (default all; or CLUSTER_LOOP_BUILD_SET)
 #     demo: only what ./demo runs: kube/ and flux/ (the control plane, source-controller and the
-#           current kustomize-controller) and image/ (image-reflector- and
-#           image-automation-controller, the OCI registry and crane)
+#           current kustomize-controller), image/ (image-reflector- and
+#           image-automation-controller, the OCI registry and crane), envoygateway/ and metallb/
 #     all:  everything the tests run: demo's set and the modules below but the gateway ones
 #     gateway: all, and envoygateway/ and metallb/ (a cluster with a Gateway option)
 #     module:NAME: that module alone (e.g. module:image), into its own cache dir, printed
@@ -42,7 +42,7 @@ case "$set_name" in
 module:*) ;; # one module alone, into its own cache dir (printed); the main output untouched
 all) modules=(kc17 image helm krew fluxcli) ;;
 gateway) modules=(kc17 image helm krew fluxcli envoygateway metallb) ;;
-demo) modules=(image) ;;
+demo) modules=(image envoygateway metallb) ;;
 *) echo "build.sh: unknown set '$set_name' (all, demo, gateway or module:NAME)" >&2; exit 2 ;;
 esac
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod

@@ -22,8 +22,11 @@
 //!   `kubectl gatewaycheck` to explain, not a defect of the harness.
 //! - MetalLB's `controller` Deployment (webhooks off: no webhook Service can be reached here).
 //!
-//! Envoy Gateway binds fixed host ports (health 8081, xDS 18000, metrics 19001, admin 19000,
-//! webhook 9443): one cluster with Envoy Gateway at a time per machine.
+//! Envoy Gateway binds fixed ports (health 8081, xDS 18000, metrics 19001, admin 19000, webhook
+//! 9443): its certgen Job and server run in a network namespace of the cluster's own
+//! ([`crate::netns`], as a pod has one), where the API server is reachable at the same
+//! address, so any number of clusters with Envoy Gateway run at once (a test group's and the
+//! demo's).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -75,15 +78,20 @@ pub fn bin_dir() -> Result<&'static Path, Error> {
             return Ok(PathBuf::from(d));
         }
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("build.sh");
+        // ./demo's set holds these modules too and fewer others (the same output dir).
+        let set = match std::env::var("CLUSTER_LOOP_BUILD_SET").as_deref() {
+            Ok("demo") => "demo",
+            _ => "gateway",
+        };
         let out = std::process::Command::new("bash")
             .arg(&script)
-            .arg("gateway")
+            .arg(set)
             .stderr(std::process::Stdio::inherit())
             .output()
-            .map_err(|e| format!("run {} gateway: {e}", script.display()))?;
+            .map_err(|e| format!("run {} {set}: {e}", script.display()))?;
         if !out.status.success() {
             return Err(format!(
-                "{} gateway failed ({}); run it by hand to see why",
+                "{} {set} failed ({}); run it by hand to see why",
                 script.display(),
                 out.status
             ));
@@ -247,6 +255,7 @@ pub fn host_images(
     opts: &ClusterOptions,
     dir: &Path,
     env: &[(String, String)],
+    net: Option<&crate::netns::PrivateNet>,
 ) -> Result<HostImages, Error> {
     let mut hosts = HostImages::new();
     let setup = |what: &str, e: std::io::Error| Error::Setup(format!("{what}: {e}"));
@@ -266,10 +275,16 @@ pub fn host_images(
             certs.to_string_lossy().into_owned(),
             config.to_string_lossy().into_owned(),
         );
+        // In its own network namespace when given (see crate::netns): nsenter, then unshare.
+        let nsenter = net.map(crate::netns::PrivateNet::nsenter_args);
         hosts.insert(
             ENVOY_GATEWAY_IMAGE.to_owned(),
             HostImage {
-                program: PathBuf::from("unshare"),
+                program: PathBuf::from(if nsenter.is_some() {
+                    "nsenter"
+                } else {
+                    "unshare"
+                }),
                 env,
                 rewrite: Arc::new(move |args: &[String]| {
                     let server = args.first().is_some_and(|a| a == "server");
@@ -280,8 +295,12 @@ pub fn host_images(
                             None => a.clone(),
                         })
                         .collect();
-                    let mut out: Vec<String> = vec!["--mount".into(), "--propagation".into()];
-                    out.push("private".into());
+                    let mut out: Vec<String> = Vec::new();
+                    if let Some(pre) = &nsenter {
+                        out.extend(pre.iter().cloned());
+                        out.push("unshare".into());
+                    }
+                    out.extend(["--mount", "--propagation", "private"].map(String::from));
                     if server {
                         out.extend(["sh", "-c", EG_WRAPPER, "envoy-gateway"].map(String::from));
                         out.push(certs_s.clone());

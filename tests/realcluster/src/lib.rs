@@ -26,6 +26,7 @@ pub mod bins;
 mod cell;
 pub mod gateway;
 pub mod kubelet;
+pub mod netns;
 pub mod node;
 pub mod oci;
 pub mod oci_proxy;
@@ -129,6 +130,9 @@ pub struct Cluster {
     // directory.
     agent: Mutex<Option<node::NodeAgent>>,
     podexec: Mutex<Option<Arc<twin::podexec::PodExec>>>,
+    /// Envoy Gateway's network namespace and API forwarder (dropped after the agent, which
+    /// stops its processes).
+    eg_net: Option<netns::PrivateNet>,
     log_server: Mutex<Option<kubelet::LogServer>>,
     procs: Mutex<Vec<Proc>>,
     oci_proxy: Option<oci_proxy::RegistryProxy>,
@@ -540,7 +544,18 @@ impl Cluster {
                 },
             );
         }
-        hosts.extend(gateway::host_images(&opts, d, &env)?);
+        // Envoy Gateway's own network namespace (its ports are fixed: see netns).
+        let eg_net = if opts.envoy_gateway {
+            let port = server
+                .rsplit(':')
+                .next()
+                .and_then(|p| p.parse::<u16>().ok())
+                .ok_or_else(|| Error::Setup(format!("no port in {server}")))?;
+            Some(netns::PrivateNet::start(&rt, port)?)
+        } else {
+            None
+        };
+        hosts.extend(gateway::host_images(&opts, d, &env, eg_net.as_ref())?);
         // On a runtime worker thread, not this one: the pod runtime starts its processes with
         // PR_SET_PDEATHSIG, sent when the starting thread ends, and the workers live as long as
         // the cluster's runtime (Cluster::shared's caller thread ends after the start).
@@ -679,6 +694,7 @@ impl Cluster {
             _lock: lock,
             agent: Mutex::new(Some(agent)),
             podexec: Mutex::new(podexec),
+            eg_net,
             log_server: Mutex::new(Some(log_server)),
             procs: Mutex::new(procs),
             oci_proxy,
@@ -853,6 +869,7 @@ impl Drop for Cluster {
         let _guard = self.rt.enter();
         drop(agent);
         drop(self.podexec.lock().unwrap().take());
+        drop(self.eg_net.take());
         drop(self.log_server.lock().unwrap().take());
         for p in self.procs.lock().unwrap().iter_mut().rev() {
             p.kill();

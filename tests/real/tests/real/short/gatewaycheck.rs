@@ -6,8 +6,9 @@
 //! (Envoy's C++ data plane cannot run here: its pods stay in ImagePullBackOff). One case per
 //! test, each naming the thread or spec it comes from.
 //!
-//! The group's cluster runs Envoy Gateway, which binds fixed host ports: one such cluster at a
-//! time. MetalLB pools are cluster-wide: the tests that make one hold [`POOLS`], and remove it.
+//! Envoy Gateway binds fixed ports; it runs in a network namespace of its cluster's own
+//! (realcluster::netns), so this group's cluster and the demo's (long::demo) run at once.
+//! MetalLB pools are cluster-wide: the tests that make one hold [`POOLS`], and remove it.
 
 use std::process::Command;
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
