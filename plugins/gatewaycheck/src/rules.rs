@@ -1026,6 +1026,55 @@ pub fn route_parents(route: &Value, snap: &Snapshot) -> Vec<Finding> {
     out
 }
 
+/// Rule `vip`: the address the Gateway should have (`--vip`, e.g. the repository's
+/// GATEWAY_VIP that split-horizon DNS answers for its hostnames) against the addresses it has
+/// (`status.addresses`). A VIP that is not one of them is the fleet README's hairpin trap: the
+/// pool gave the Gateway another address, so clients sent to the VIP never reach it. No
+/// finding while the Gateway has no address yet (rule `addresses` says why).
+pub fn vip(gw: &Value, vip: Option<&str>) -> Vec<Finding> {
+    let Some(v) = vip else { return vec![] };
+    let object = object_ref("Gateway", gw);
+    let has: Vec<&str> = gw["status"]["addresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["value"].as_str())
+        .collect();
+    let same = |a: &str| match (a.parse::<std::net::IpAddr>(), v.parse::<std::net::IpAddr>()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == v,
+    };
+    if has.is_empty() {
+        vec![]
+    } else if has.iter().any(|a| same(a)) {
+        vec![Finding::new(
+            "vip",
+            &object,
+            "status.addresses",
+            Level::Ok,
+            format!("--vip {v} is the Gateway's address"),
+        )]
+    } else {
+        vec![
+            Finding::new(
+                "vip",
+                &object,
+                "status.addresses",
+                Level::Finding,
+                format!(
+                    "--vip {v} is not the Gateway's address ({}): whatever answers {v} for its hostnames (split-horizon DNS, a client's config) sends requests elsewhere",
+                    has.join(", ")
+                ),
+            )
+            .fix(format!(
+                "set the repository's VIP to {} (what the load balancer gave this Gateway), or ask for {v}: Gateway spec.addresses or the implementation's Service annotation (MetalLB metallb.io/loadBalancerIPs)",
+                has[0]
+            ))
+            .source("clusters/ README split-horizon CoreDNS (${GATEWAY_VIP}); Gateway API GatewayStatus.addresses"),
+        ]
+    }
+}
+
 /// Every rule for a Gateway.
 pub fn gateway(gw: &Value, snap: &Snapshot, vip: Option<&str>) -> Vec<Finding> {
     let object = object_ref("Gateway", gw);
@@ -1039,6 +1088,7 @@ pub fn gateway(gw: &Value, snap: &Snapshot, vip: Option<&str>) -> Vec<Finding> {
     out.extend(listeners(gw));
     out.extend(addresses(gw, snap));
     out.extend(pool(gw, snap, vip));
+    out.extend(self::vip(gw, vip));
     out.extend(data_plane(gw, snap));
     if let Some(c) = condition(&gw["status"]["conditions"], "Programmed")
         .filter(|c| c["status"] != "True" && c["reason"] != "AddressNotAssigned")
@@ -1063,6 +1113,34 @@ pub fn gateway(gw: &Value, snap: &Snapshot, vip: Option<&str>) -> Vec<Finding> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The fleet README's hairpin trap: the repository's GATEWAY_VIP is not the address the
+    /// pool gave the Gateway.
+    #[test]
+    fn a_vip_that_is_not_the_gateways_address_is_a_finding() {
+        let gw = json!({"metadata": {"name": "eg", "namespace": "infra"},
+            "status": {"addresses": [{"type": "IPAddress", "value": "172.18.255.201"}]}});
+        let f = vip(&gw, Some("172.18.255.200"));
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].level, Level::Finding);
+        assert!(
+            f[0].message
+                .starts_with("--vip 172.18.255.200 is not the Gateway's address (172.18.255.201)"),
+            "{}",
+            f[0].message
+        );
+        assert!(
+            f[0].fix
+                .as_deref()
+                .unwrap()
+                .starts_with("set the repository's VIP to 172.18.255.201")
+        );
+        let f = vip(&gw, Some("172.18.255.201"));
+        assert_eq!(f[0].level, Level::Ok);
+        // No address yet: rule `addresses` speaks; nothing to compare.
+        assert!(vip(&json!({"metadata": {"name": "eg"}}), Some("172.18.255.200")).is_empty());
+        assert!(vip(&gw, None).is_empty());
+    }
 
     fn eg_service(ingress: serde_json::Value) -> Value {
         json!({"metadata": {"name": "envoy-infra-eg", "namespace": "envoy-gateway-system",

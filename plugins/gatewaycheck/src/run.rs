@@ -22,7 +22,7 @@ Examples:
   kubectl gatewaycheck httproute/podinfo -n apps
 
   # The repository's GATEWAY_VIP against the Gateway's address and the pools
-  kubectl gatewaycheck gateway/eg -n infra --vip 192.168.2.20
+  kubectl gatewaycheck gateway/eg -n infra --vip 172.18.255.200
 
   # Everything in every namespace, machine output
   kubectl gatewaycheck -A -o json
@@ -39,7 +39,8 @@ Exit codes:
      --probe every request answered: serving)
   1  a finding: stale or missing observedGeneration, no controller, a
      parent left behind, a listener not programmed, no address, a VIP
-     outside the pools, data-plane pods not ready; with --probe a request
+     outside the pools or not the Gateway's address, data-plane pods not
+     ready; with --probe a request
      that got no answer, a refused certificate, a 404 for a route or a 5xx,
      a hostname pods resolve to another address
   2  usage error (bad reference or flag)
@@ -57,8 +58,8 @@ Exit codes:
 against metadata.generation, the GatewayClass and whether its controller runs, an HTTPRoute's \
 status.parents against spec.parentRefs, listener conditions, status.addresses against the \
 implementation's LoadBalancer Service, AddressNotAssigned explained (pending Services, MetalLB \
-and Cilium pools, the way out), the VIP against the pools, and the data-plane pods with the \
-kubelet's reason. Read-only.",
+and Cilium pools, the way out), the VIP against the pools and the Gateway's address, and the \
+data-plane pods with the kubelet's reason. Read-only unless --probe.",
     after_help = EXAMPLES
 )]
 pub struct Cli {
