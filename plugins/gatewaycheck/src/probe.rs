@@ -97,6 +97,27 @@ pub fn attaches(route: &Value, gw: &Value, listener: &Value) -> bool {
         })
 }
 
+/// True when `route`'s `spec.hostnames` intersect the listener's `hostname` (either unset, or a
+/// name one of them matches): only then does the route attach to that listener (Gateway API
+/// spec HTTPRoute.hostnames: a route whose hostnames match no listener is not accepted,
+/// NoMatchingListenerHostname). Seen on a public fleet: a Gateway with listeners `example.com`
+/// and `*.example.com`; routes for `app.example.com` attach to the wildcard listener only.
+pub fn hostnames_intersect(route: &Value, listener: &Value) -> bool {
+    let Some(l) = listener["hostname"].as_str() else {
+        return true;
+    };
+    let hosts: Vec<&str> = route["spec"]["hostnames"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    hosts.is_empty()
+        || hosts
+            .iter()
+            .any(|h| host_matches(l, h) || host_matches(h, l))
+}
+
 /// The path a request for `route` uses: the first rule's first match with a PathPrefix or
 /// Exact path (the default match is PathPrefix `/`, Gateway API spec HTTPRouteMatch).
 pub fn route_path(route: &Value) -> String {
@@ -198,7 +219,10 @@ pub fn plan(gw: &Value, routes: &[Value]) -> GatewayPlan {
             }
         };
         let port = l["port"].as_i64().unwrap_or(0);
-        let attached: Vec<&Value> = routes.iter().filter(|r| attaches(r, gw, l)).collect();
+        let attached: Vec<&Value> = routes
+            .iter()
+            .filter(|r| attaches(r, gw, l) && hostnames_intersect(r, l))
+            .collect();
         let pairs: Vec<Option<&Value>> = if attached.is_empty() {
             vec![None]
         } else {
@@ -270,7 +294,20 @@ pub struct GatewayProbe {
 
 /// True when a result shows the route (or, without one, the data plane) serving.
 fn answered_well(p: &Planned, r: &HttpResult) -> bool {
+    // A listener with no hostname and no route is requested at the address itself: over HTTPS
+    // no certificate names an IP address, so a name mismatch is what any client would get by
+    // IP, not a defect; the data plane answered if the retry with -k did (an HTTPS listener
+    // without hostname on public fleets: onedr0p/home-ops envoy-internal).
+    let by_address = cluster_loop::probe::http::url_parts(&p.request.url)
+        .is_ok_and(|u| u.host.parse::<IpAddr>().is_ok());
     match (r.outcome, r.code) {
+        (HttpOutcome::TlsRefused, _)
+            if by_address
+                && p.route.is_none()
+                && r.tls_problem == Some(cluster_loop::probe::http::TlsProblem::NameMismatch) =>
+        {
+            r.insecure_code.is_some_and(|c| c < 500)
+        }
         (HttpOutcome::Answered, Some(c)) if c >= 500 => false,
         (HttpOutcome::Answered, Some(404)) => p.route.is_none(),
         (HttpOutcome::Answered, Some(_)) => true,
@@ -648,13 +685,75 @@ mod tests {
                 .all(|r| r.request.connect == Some("192.168.240.10".parse().unwrap()))
         );
         assert_eq!(p.hostnames, ["web.apps.example.dev"]);
-        // other's hostname is not the listener's; the TCP listener is said not requested.
-        assert_eq!(p.skipped.len(), 2, "{:?}", p.skipped);
+        // other's hostname intersects no listener's: it does not attach (no request, nothing
+        // skipped); the TCP listener is said not requested.
+        assert_eq!(p.skipped.len(), 1, "{:?}", p.skipped);
+        assert!(p.skipped[0].message.contains("protocol TCP"));
         let none = plan(
             &json!({"metadata": {"name": "x", "namespace": "n"}, "spec": {}}),
             &[],
         );
         assert!(none.requests.is_empty() && none.skipped[0].message.contains("no IP address"));
+    }
+
+    /// A public fleet's shape (sulibot/home-ops gateway-internal): an exact listener for the
+    /// apex and a wildcard one, routes without sectionName for sub-domains. Each route attaches
+    /// to the wildcard listener only; the apex listener is requested on its own name. Before,
+    /// every route was also paired with the apex listener and skipped as "only wildcard
+    /// hostnames", so the Gateway could never be `serving`.
+    #[test]
+    fn a_route_attaches_only_to_listeners_whose_hostname_it_intersects() {
+        let g = json!({"metadata": {"name": "gw", "namespace": "network"},
+          "spec": {"listeners": [
+            {"name": "apex", "protocol": "HTTPS", "port": 443, "hostname": "example.com"},
+            {"name": "wild", "protocol": "HTTPS", "port": 443, "hostname": "*.example.com"}]},
+          "status": {"addresses": [{"type": "IPAddress", "value": "192.0.2.1"}]}});
+        let r = json!({"metadata": {"name": "grafana", "namespace": "default"},
+          "spec": {"hostnames": ["grafana.example.com"],
+            "parentRefs": [{"name": "gw", "namespace": "network"}]}});
+        let p = plan(&g, &[r]);
+        let got: Vec<(&str, Option<&str>, &str)> = p
+            .requests
+            .iter()
+            .map(|q| {
+                (
+                    q.listener.as_str(),
+                    q.route.as_deref(),
+                    q.request.url.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("apex", None, "https://example.com/"),
+                (
+                    "wild",
+                    Some("httproute/default/grafana"),
+                    "https://grafana.example.com/"
+                )
+            ]
+        );
+        assert!(p.skipped.is_empty(), "{:?}", p.skipped);
+        let l = |h: &str| json!({"hostname": h});
+        let rt = |h: Value| json!({"spec": {"hostnames": h}});
+        assert!(hostnames_intersect(
+            &rt(json!(["*.example.com"])),
+            &l("a.example.com")
+        ));
+        assert!(hostnames_intersect(
+            &rt(json!(["*.example.com"])),
+            &l("*.a.example.com")
+        ));
+        assert!(hostnames_intersect(&rt(json!([])), &l("example.com")));
+        assert!(hostnames_intersect(
+            &rt(json!(["a.example.com"])),
+            &json!({})
+        ));
+        assert!(!hostnames_intersect(
+            &rt(json!(["a.example.org"])),
+            &l("*.example.com")
+        ));
     }
 
     fn result(url: &str, outcome: HttpOutcome, code: Option<u16>) -> HttpResult {
@@ -677,6 +776,32 @@ mod tests {
                 7
             }),
         }
+    }
+
+    /// An HTTPS listener without hostname and no route (onedr0p/home-ops envoy-internal's
+    /// shape) is requested at the address: the certificate cannot name it, so a name mismatch
+    /// with an answer behind it (-k) is the data plane answering, not a finding. With a route
+    /// (a name a client uses) the same mismatch stays a finding.
+    #[test]
+    fn a_name_mismatch_at_the_bare_address_is_not_a_finding() {
+        let planned = |route: Option<&str>, url: &str| Planned {
+            listener: "https".into(),
+            route: route.map(str::to_string),
+            request: HttpRequest::new(url, Some("192.0.2.1".parse().unwrap())).unwrap(),
+        };
+        let mut r = result("https://192.0.2.1/", HttpOutcome::TlsRefused, None);
+        r.tls_problem = Some(cluster_loop::probe::http::TlsProblem::NameMismatch);
+        r.insecure_code = Some(404);
+        assert!(answered_well(&planned(None, "https://192.0.2.1/"), &r));
+        r.insecure_code = None;
+        assert!(!answered_well(&planned(None, "https://192.0.2.1/"), &r));
+        r.insecure_code = Some(200);
+        assert!(!answered_well(
+            &planned(Some("httproute/a/b"), "https://web.example.dev/"),
+            &r
+        ));
+        r.tls_problem = Some(cluster_loop::probe::http::TlsProblem::Expired);
+        assert!(!answered_well(&planned(None, "https://192.0.2.1/"), &r));
     }
 
     #[test]
