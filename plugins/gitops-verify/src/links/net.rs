@@ -130,19 +130,11 @@ fn concrete(h: &str) -> bool {
     !h.is_empty() && !h.contains('*')
 }
 
-/// The listener of `gw` that takes `host` (exact, wildcard or no hostname).
-fn listener_for<'a>(gw: &'a Value, host: &str) -> Option<&'a Value> {
-    let ls = gw["spec"]["listeners"].as_array()?;
-    ls.iter()
-        .find(|l| l["hostname"].as_str() == Some(host))
-        .or_else(|| {
-            ls.iter().find(|l| {
-                l["hostname"]
-                    .as_str()
-                    .is_some_and(|p| gatewaycheck::probe::host_matches(p, host))
-            })
-        })
-        .or_else(|| ls.iter().find(|l| l["hostname"].is_null()))
+/// True when listener `l` takes `host`: no hostname, the same name, or a wildcard matching it.
+fn takes(l: &Value, host: &str) -> bool {
+    l["hostname"]
+        .as_str()
+        .is_none_or(|p| gatewaycheck::probe::host_matches(p, host))
 }
 
 fn url_for(https: bool, host: &str, path: &str) -> String {
@@ -153,9 +145,30 @@ fn url_for(https: bool, host: &str, path: &str) -> String {
     format!("{}://{h}{path}", if https { "https" } else { "http" })
 }
 
-/// A target served by Gateway `gw` (listener protocol decides the scheme).
-fn via_gateway(host: &str, path: &str, from: String, gw: &Value) -> HostTarget {
-    let https = listener_for(gw, host).is_some_and(|l| l["protocol"] == "HTTPS");
+/// A target served by Gateway `gw`: `https://` when an HTTPS listener takes the host (and,
+/// for a route, the route attaches to it: parentRef sectionName/port, hostnames), else
+/// `http://`. A client that may use either is asked over HTTPS, where the certificate is
+/// checked (seen on public fleets: listeners `http` and `https` without hostnames, routes on
+/// both and an https-redirect on `http`; the first matching listener, `http`, was picked).
+fn via_gateway(
+    host: &str,
+    path: &str,
+    from: String,
+    gw: &Value,
+    route: Option<&Value>,
+) -> HostTarget {
+    let https = gw["spec"]["listeners"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|l| {
+            l["protocol"] == "HTTPS"
+                && takes(l, host)
+                && route.is_none_or(|r| {
+                    gatewaycheck::probe::attaches(r, gw, l)
+                        && gatewaycheck::probe::hostnames_intersect(r, l)
+                })
+        });
     HostTarget {
         host: host.to_string(),
         url: url_for(https, host, path),
@@ -224,7 +237,7 @@ fn serve(
             let p = path
                 .map(str::to_string)
                 .unwrap_or_else(|| gatewaycheck::probe::route_path(r));
-            return via_gateway(host, &p, from, gw);
+            return via_gateway(host, &p, from, gw, Some(r));
         }
     }
     if let Some(gw) = gws.iter().find(|g| {
@@ -232,7 +245,7 @@ fn serve(
             .as_array()
             .is_some_and(|ls| ls.iter().any(|l| l["hostname"] == host))
     }) {
-        return via_gateway(host, path.unwrap_or("/"), from, gw);
+        return via_gateway(host, path.unwrap_or("/"), from, gw, None);
     }
     if let Some(ing) = ings.iter().find(|i| {
         obj::arr(i, &["spec", "rules"])
@@ -309,7 +322,7 @@ pub fn targets(
             if let Some(h) = l["hostname"].as_str().filter(|h| concrete(h))
                 && !out.iter().any(|o| o.host == h)
             {
-                push(&mut out, via_gateway(h, "/", from.clone(), g));
+                push(&mut out, via_gateway(h, "/", from.clone(), g, None));
             }
         }
     }
@@ -507,4 +520,57 @@ async fn probe(cx: &Context<'_>, targets: &[HostTarget]) -> Result<ProbeSeen> {
         dns: Box::new(dns),
         http: results,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Public fleets' shapes (onedr0p/home-ops, bjw-s-labs/home-ops: listeners `http` and
+    /// `https` without hostnames, routes without sectionName; rcdailey/home-ops: wildcard
+    /// listeners, routes with `sectionName: https`): the host is requested over HTTPS, where
+    /// the certificate a client gets is checked. A route bound to the HTTP listener only stays
+    /// `http://`.
+    #[test]
+    fn a_host_an_https_listener_takes_for_its_route_is_requested_over_https() {
+        let gw = json!({"metadata": {"name": "envoy-external", "namespace": "network"},
+          "spec": {"listeners": [
+            {"name": "http", "protocol": "HTTP", "port": 80},
+            {"name": "https", "protocol": "HTTPS", "port": 443}]}});
+        let route = |name: &str, section: Option<&str>| {
+            json!({
+          "metadata": {"name": name, "namespace": "default"},
+          "spec": {"hostnames": [format!("{name}.example.dev")],
+            "parentRefs": [{"name": "envoy-external", "namespace": "network", "sectionName": section}],
+            "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/hook/"}}]}]}})
+        };
+        let routes = vec![
+            route("webhook", None),
+            route("plain", Some("http")),
+            route("tls", Some("https")),
+        ];
+        let t = targets(
+            &[],
+            &routes,
+            &[],
+            &[],
+            std::slice::from_ref(&gw),
+            &routes,
+            &[],
+        );
+        let urls: Vec<&str> = t.iter().map(|x| x.url.as_str()).collect();
+        assert_eq!(
+            urls,
+            [
+                "https://webhook.example.dev/hook/",
+                "http://plain.example.dev/hook/",
+                "https://tls.example.dev/hook/"
+            ]
+        );
+        assert!(
+            t.iter()
+                .all(|x| x.gateway == Some(("network".into(), "envoy-external".into())))
+        );
+    }
 }
