@@ -26,11 +26,16 @@
 //! 6. realcluster: a Job that cannot pull held by the real kustomize-controller, freed; it ends
 //!    with `kubectl gitops verify` on that fleet: the workloads link named broken while the
 //!    check is held, then the whole chain proven (`--wait`) once it is freed.
+//! 7. gatewaycheck (real cluster): the real Envoy Gateway and MetalLB write the status of a
+//!    Gateway `infra/eg` and an HTTPRoute `apps/podinfo`; every example of `kubectl
+//!    gatewaycheck --help` runs as written and each verdict is checked against the cluster (the
+//!    envoy pods cannot pull here: the data plane is named unavailable with the pod's reason,
+//!    and `--probe` gets no answer).
 //!
 //! The offline steps (1, 2) run first, while the real cluster's Go build (tests/realcluster
 //! build.sh, started at once in the background: only the control plane, source-controller,
 //! the current kustomize-controller and the image controllers with the OCI registry when
-//! `CLUSTER_LOOP_BUILD_SET=demo`, as `./demo` sets) goes on. Steps 3, 4, 5 and 6 share ONE real cluster, started once; `--keep` leaves it running.
+//! `CLUSTER_LOOP_BUILD_SET=demo`, as `./demo` sets) goes on. Steps 3 to 7 share ONE real cluster, started once; `--keep` leaves it running.
 //!
 //! Exit code 0 only when every step's outcome is the expected one. Its end-to-end test is the
 //! `demo` group of the real-cluster test binary (tests/real/tests/real/long/demo.rs:
@@ -79,7 +84,8 @@ struct Cli {
     /// Repository root holding clusters/ (default: the source tree this demo was built from)
     #[arg(long, value_name = "DIR")]
     repo_root: Option<PathBuf>,
-    /// Run only these steps (markercheck, unstick, podresolve, cutover, fleetlint, realcluster);
+    /// Run only these steps (markercheck, unstick, podresolve, cutover, fleetlint, realcluster,
+    /// gatewaycheck);
     /// default all. An
     /// unknown step is a usage error (exit 2) listing the valid ones.
     #[arg(long, value_delimiter = ',', value_name = "STEP", value_parser = STEPS)]
@@ -91,13 +97,14 @@ struct Cli {
 }
 
 /// The demo's steps, in the order they run (`--step` accepts only these).
-const STEPS: [&str; 6] = [
+const STEPS: [&str; 7] = [
     "markercheck",
     "unstick",
     "podresolve",
     "cutover",
     "fleetlint",
     "realcluster",
+    "gatewaycheck",
 ];
 
 /// Nominal time budget for waits inside the demo (real time).
@@ -957,6 +964,316 @@ fn step_realcluster(ctx: &Ctx, real: &Real) -> Step {
     st
 }
 
+/// The demo's Gateway API objects (step 7): Envoy Gateway's class, a Gateway `eg` in `infra`
+/// for the fleet's hostnames, and an HTTPRoute `podinfo` in `apps` to the fleet's
+/// podinfo-frontend Service (clusters/apps/wave-2): the objects `kubectl gatewaycheck --help`'s
+/// examples name. Applied here, not in clusters/: every cluster that runs the fleet would need
+/// the Gateway API CRDs.
+const GATEWAY_OBJECTS: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: eg}
+spec: {controllerName: gateway.envoyproxy.io/gatewayclass-controller}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: infra}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: eg, namespace: infra}
+spec:
+  gatewayClassName: eg
+  listeners:
+  - name: http
+    protocol: HTTP
+    port: 80
+    hostname: '*.dev.example.local'
+    allowedRoutes: {namespaces: {from: All}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: podinfo, namespace: apps}
+spec:
+  parentRefs: [{name: eg, namespace: infra}]
+  hostnames: [podinfo.dev.example.local]
+  rules:
+  - backendRefs: [{name: podinfo-frontend, port: 9898}]
+";
+
+/// The example commands of `kubectl gatewaycheck --help` (lines `  kubectl gatewaycheck ...`
+/// after `Examples:`), as argv after `kubectl`.
+fn help_examples(help: &str) -> Vec<Vec<String>> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Examples:"))
+        .take_while(|l| !l.starts_with("Exit codes:"))
+        .filter_map(|l| l.trim().strip_prefix("kubectl "))
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .collect()
+}
+
+/// Step 7 on the real cluster: the real Envoy Gateway v1.9.1 (its controller; the Envoy data
+/// plane, a C++ binary, cannot run here, so its pods stay in ImagePullBackOff) and the real
+/// MetalLB write every status; `kubectl gatewaycheck --help`'s examples run as written, and each
+/// verdict is checked against what the cluster holds.
+fn step_gatewaycheck(ctx: &Ctx, real: &Real) -> Step {
+    let mut st = Step::new(
+        "7. gatewaycheck: is the Gateway really serving? Envoy Gateway's status against what is behind it (real cluster)",
+    );
+    let Some(c) = real_cluster(real, &mut st) else {
+        return st;
+    };
+    let kc = c.kubeconfig().to_path_buf();
+    if kget(c, &["get", "namespace", "apps"]).is_null() {
+        let _ = c.kubectl(&["create", "namespace", "apps"]);
+    }
+    if let Err(e) = metallb_pool(c).and_then(|()| {
+        c.apply_yaml(GATEWAY_OBJECTS)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }) {
+        st.check(false, format!("apply the Gateway API objects: {e}"));
+        return st;
+    }
+    say!(
+        "  applied GatewayClass eg (Envoy Gateway's controllerName), Gateway infra/eg (HTTP *.dev.example.local) and HTTPRoute apps/podinfo -> podinfo-frontend:9898"
+    );
+    let gw = || kget(c, &["get", "gateway", "eg", "-n", "infra"]);
+    let accepted = poll(T, || cond_is(&gw(), "Accepted", "True"));
+    st.check(
+        accepted,
+        "the real Envoy Gateway accepts Gateway infra/eg (status written by it)",
+    );
+    let addressed = poll(T, || {
+        let g = gw();
+        g.pointer("/status/addresses/0/value").is_some()
+            && g.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|a| {
+                    a.iter()
+                        .any(|x| x["type"] == "Programmed" && x["reason"] == "NoResources")
+                })
+    });
+    let g = gw();
+    let address = s(&g, "/status/addresses/0/value").to_string();
+    st.check(
+        addressed,
+        format!(
+            "the real MetalLB gave Envoy Gateway's LoadBalancer Service {address} from the demo pool, and Envoy Gateway says Programmed=False NoResources (its envoy pods cannot pull here)"
+        ),
+    );
+    if !addressed {
+        ctx.kubectl(Some(&kc), &["get", "gateway,svc,pods", "-A"]);
+        return st;
+    }
+    ctx.kubectl(Some(&kc), &["get", "gateway", "-A"]);
+    // Every example of --help, as written (completion install writes to the user's shell
+    // setup: not run here).
+    let help = ctx.kubectl(Some(&kc), &["gatewaycheck", "--help"]);
+    let examples: Vec<Vec<String>> = help_examples(&help.stdout)
+        .into_iter()
+        .filter(|a| !a.iter().any(|w| w == "completion"))
+        .collect();
+    st.check(
+        examples.len() >= 6,
+        format!(
+            "kubectl gatewaycheck --help lists {} examples to run against this cluster",
+            examples.len()
+        ),
+    );
+    // A true pull reason names the envoy image (the real state of the data plane here).
+    let pull = |t: &str| t.contains("ErrImagePull") || t.contains("ImagePullBackOff");
+    for argv in &examples {
+        let args: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let o = ctx.kubectl(Some(&kc), &args);
+        let line = args.join(" ");
+        st.check(
+            o.code == 0 || o.code == 1,
+            format!(
+                "`kubectl {line}` runs as written (exit {}: 0 ok, 1 findings)",
+                o.code
+            ),
+        );
+        let has = |w: &str| argv.iter().any(|a| a == w);
+        if has("-o") {
+            let doc: Value = serde_json::from_str(&o.stdout).unwrap_or(Value::Null);
+            let objs = doc["objects"].as_array().cloned().unwrap_or_default();
+            let find = |kind: &str, ns: &str, name: &str| {
+                objs.iter()
+                    .find(|x| x["kind"] == kind && x["namespace"] == ns && x["name"] == name)
+                    .cloned()
+                    .unwrap_or(Value::Null)
+            };
+            let gw_rep = find("Gateway", "infra", "eg");
+            let rules = |o: &Value, level: &str| -> Vec<String> {
+                o["findings"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|f| f["level"] == level)
+                    .map(|f| format!("{} {}", s(f, "/rule"), s(f, "/message")))
+                    .collect()
+            };
+            let gw_findings = rules(&gw_rep, "finding");
+            st.check(
+                doc["kind"] == "GatewayCheckReport"
+                    && o.code == 1
+                    && gw_rep["verdict"] == "findings"
+                    && gw_findings
+                        .iter()
+                        .any(|f| f.starts_with("dataPlane 0/1 data-plane pods ready") && pull(f) && f.contains("envoyproxy/envoy"))
+                    && gw_findings.iter().any(|f| f.starts_with("programmed Programmed=False (NoResources")),
+                format!(
+                    "-o json: GatewayCheckReport; Gateway infra/eg has findings: the data plane 0/1 ready with the pod's pull reason naming the envoy image, Programmed=False NoResources ({} findings), exit 1",
+                    gw_findings.len()
+                ),
+            );
+            let pooled = rules(&gw_rep, "ok")
+                .iter()
+                .any(|f| f.starts_with(&format!("pool {address} lies in IPAddressPool/demo")));
+            st.check(
+                pooled,
+                format!("and its address {address} lies in the MetalLB pool (ok)"),
+            );
+            let svc_exists =
+                !kget(c, &["get", "service", "podinfo-frontend", "-n", "apps"]).is_null();
+            let route = find("HTTPRoute", "apps", "podinfo");
+            let backend_finding = rules(&route, "finding")
+                .iter()
+                .any(|f| f.contains("BackendNotFound"));
+            st.check(
+                !route.is_null() && backend_finding != svc_exists,
+                format!(
+                    "HTTPRoute apps/podinfo: {} (podinfo-frontend {})",
+                    if backend_finding {
+                        "its backend is not found"
+                    } else {
+                        "Envoy Gateway resolved its backend"
+                    },
+                    if svc_exists {
+                        "exists"
+                    } else {
+                        "does not exist: run the unstick step first"
+                    }
+                ),
+            );
+        } else if has("--vip") {
+            let vip = argv
+                .iter()
+                .skip_while(|a| *a != "--vip")
+                .nth(1)
+                .cloned()
+                .unwrap_or_default();
+            let differs = vip != address;
+            st.check(
+                o.code == 1
+                    && (o
+                        .stdout
+                        .contains(&format!("--vip {vip} is not the Gateway's"))
+                        == differs),
+                format!(
+                    "--vip {vip}: {} the Gateway's address {address}",
+                    if differs {
+                        "a finding, it is not"
+                    } else {
+                        "ok, it is"
+                    }
+                ),
+            );
+        } else if has("--probe") {
+            st.check(
+                o.code == 1 && o.stdout.contains("no answer") && o.stdout.contains("FINDING"),
+                format!(
+                    "--probe: a request from a probe pod to {address} gets no answer (no envoy runs, no speaker announces the address): a finding, never `serving`"
+                ),
+            );
+            // After step 3 the upstream answers the host with GATEWAY_VIP (the nginx gateway's
+            // Service holds it): pods resolve it elsewhere than this Gateway's address.
+            let upstream_set = !kget(
+                c,
+                &["get", "gitrepository", "flux-system", "-n", "flux-system"],
+            )
+            .is_null();
+            if upstream_set {
+                let dns_finding = o
+                    .stdout
+                    .lines()
+                    .any(|l| l.contains("FINDING") && l.contains(" dns "));
+                st.check(
+                    dns_finding == (address != GATEWAY_VIP),
+                    format!(
+                        "--probe dns: {FRONTEND_HOST} resolves from a pod to {GATEWAY_VIP}, the Gateway holds {address}: {}",
+                        if dns_finding { "the split-horizon finding" } else { "ok" }
+                    ),
+                );
+            }
+            let jobs = kget(c, &["get", "jobs", "-n", "infra"]);
+            st.check(
+                jobs["items"].as_array().is_none_or(Vec::is_empty),
+                "and the probe Job is gone",
+            );
+        } else if has("httproute/podinfo") {
+            st.check(
+                o.stdout.contains("HTTPRoute apps/podinfo:"),
+                "httproute/podinfo: the route's status.parents against its parentRefs",
+            );
+        } else {
+            st.check(
+                o.code == 1
+                    && o.stdout.contains("Gateway infra/eg: findings")
+                    && o.stdout.contains("dataPlane"),
+                format!("`kubectl {line}`: Gateway infra/eg has findings (dataPlane), exit 1"),
+            );
+        }
+    }
+    // Links 5-7 of `kubectl gitops verify` on the fleet of step 3 (when it ran), for the route's
+    // host: DNS from a pod against this Gateway's address, gatewaycheck's verdict, a request.
+    let fleet = !kget(
+        c,
+        &["get", "gitrepository", "flux-system", "-n", "flux-system"],
+    )
+    .is_null();
+    if fleet && twin::podexec::missing_prerequisites().is_empty() {
+        let v = ctx.kubectl(
+            Some(&kc),
+            &[
+                "gitops",
+                "verify",
+                FRONTEND_HOST,
+                "--source",
+                "gitrepository/flux-system",
+                "-o",
+                "json",
+            ],
+        );
+        let doc: Value = serde_json::from_str(&v.stdout).unwrap_or(Value::Null);
+        let verdict = |id: &str| {
+            doc["links"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|l| l["id"] == id)
+                .map(|l| s(l, "/verdict").to_string())
+                .unwrap_or_default()
+        };
+        // Step 3 made the upstream answer GATEWAY_VIP for the host (the nginx gateway's
+        // Service holds it); MetalLB gave Envoy Gateway's Service the next free address.
+        let dns_broken = address != GATEWAY_VIP;
+        st.check(
+            v.code == 1
+                && (verdict("dns") == "broken") == dns_broken
+                && verdict("gateway") == "broken"
+                && verdict("http") == "broken"
+                && doc["firstBroken"].as_str().is_some(),
+            format!(
+                "gitops verify {FRONTEND_HOST}: dns {} ({FRONTEND_HOST} resolves to {GATEWAY_VIP} from pods, the Gateway holds {address}), gateway broken (no envoy ready), http broken (no answer), first broken: {}, exit 1",
+                verdict("dns"),
+                s(&doc, "/firstBroken")
+            ),
+        );
+    }
+    st
+}
+
 /// What the fleet repository of the unstick step is called on the real cluster's Git server.
 const FLEET_REPO: &str = "org/fleet";
 
@@ -1561,6 +1878,10 @@ fn start_real() -> Real {
             // The real MetalLB controller gives the gateway's LoadBalancer Service its address
             // (no stand-in writes a status a real controller should).
             metallb: true,
+            // The real Envoy Gateway for step 7 (gatewaycheck): it writes the Gateway API
+            // status; it runs in a network namespace of its own (realcluster::netns), so its
+            // fixed ports never clash with another cluster's.
+            envoy_gateway: true,
             ..realcluster::ClusterOptions::default()
         })
     })
@@ -1675,7 +1996,13 @@ async fn main() {
     let mut steps = vec![];
     // The real cluster's Go build (cold: tens of minutes) goes on while the offline steps run;
     // the cluster start below waits for it (bins::bin_dir builds once per process).
-    let cluster_steps = ["unstick", "podresolve", "cutover", "realcluster"];
+    let cluster_steps = [
+        "unstick",
+        "podresolve",
+        "cutover",
+        "realcluster",
+        "gatewaycheck",
+    ];
     if cluster_steps.iter().any(|s| want(s)) {
         std::thread::spawn(|| {
             let _ = realcluster::bins::bin_dir();
@@ -1733,6 +2060,11 @@ async fn main() {
     {
         steps.push(step_realcluster(&ctx, real));
     }
+    if let Some(real) = &real
+        && want("gatewaycheck")
+    {
+        steps.push(step_gatewaycheck(&ctx, real));
+    }
     println!("\n=== summary ===");
     let mut passed = 0;
     for s in &steps {
@@ -1778,6 +2110,9 @@ async fn main() {
         }
         if want("realcluster") {
             extra.push_str(&format!("\n  kubectl unstick ks/{REAL_KS} --dry-run\n"));
+        }
+        if want("gatewaycheck") {
+            extra.push_str("\n  # Envoy Gateway (real controller; its envoy pods cannot pull here) and MetalLB\n  kubectl get gatewayclass,gateway,httproute -A\n  kubectl gatewaycheck -A\n  kubectl gatewaycheck gateway/eg -n infra --vip 172.18.255.200\n  kubectl gatewaycheck gateway/eg -n infra --probe\n");
         }
         println!(
             "\nThe real cluster (kube-apiserver {}, source-/kustomize-controller {}) is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get --raw /version\n  kubectl get --raw '/readyz?verbose'\n  kubectl get deploy,pods -n flux-system\n  kubectl unstick --all\n{extra}\n  kubectl markercheck {}/clusters\n  kubectl fleetlint {}/clusters --graph\nCtrl-C (or SIGTERM) stops it and removes what it made.",

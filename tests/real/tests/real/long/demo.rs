@@ -42,6 +42,7 @@ fn every_step_of_the_demo_proves_its_outcome() {
         "4. podresolve",
         "5. cutover",
         "6. realcluster",
+        "7. gatewaycheck",
     ] {
         assert!(
             stdout
@@ -50,14 +51,19 @@ fn every_step_of_the_demo_proves_its_outcome() {
             "step {step} did not pass:\n{stdout}"
         );
     }
-    assert!(stdout.contains("demo: 6 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("demo: 7 passed, 0 failed"), "{stdout}");
     // The cluster steps share one real cluster, started once.
     assert_eq!(
         stdout.matches("starting the real cluster").count(),
         1,
         "{stdout}"
     );
-    for step in ["3. unstick", "4. podresolve", "5. cutover"] {
+    for step in [
+        "3. unstick",
+        "4. podresolve",
+        "5. cutover",
+        "7. gatewaycheck",
+    ] {
         assert!(
             stdout
                 .lines()
