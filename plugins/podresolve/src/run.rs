@@ -288,22 +288,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
     }
     let v = validate(&cli)?;
     if cli.cleanup {
-        let conn = cli.cluster.connect().await?;
-        let ns = (!cli.all_namespaces).then(|| conn.namespace.clone());
-        let swept = cluster::sweep(&conn, ns.as_deref()).await?;
-        if cli.output.output.is_machine() {
-            print_machine(cli.output.output, &swept)?;
-        } else if swept.is_empty() {
-            write_stdout(&format!(
-                "no podresolve probe objects in {}\n",
-                ns.as_deref()
-                    .map(|n| format!("namespace {n}"))
-                    .unwrap_or_else(|| "any namespace".into())
-            ))?;
-        } else {
-            write_stdout(&swept.lines())?;
-        }
-        return Ok(0);
+        return cleanup_mode(&cli).await;
     }
 
     let mut signals = Signals::install();
@@ -311,21 +296,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
     let progress = Progress::for_output("podresolve", &cli.output);
     let n = RequestCounter::default();
     let deadline_secs = v.timeout.as_secs().max(5) as i64;
-    let mut opts = ProbeOptions {
-        owner: crate::probe::OWNER,
-        namespace: conn.namespace.clone(),
-        image: probe_image(&cli),
-        hosts: v.hosts.iter().map(Host::arg).collect(),
-        tls_port: v.tls_port,
-        git_url: v.git_url.clone(),
-        git_ref: None,
-        git_secret: None,
-        deadline_secs,
-        node: cli.node.clone(),
-        run_id: crate::probe::new_run_id(),
-        source: None,
-        http: vec![],
-    };
+    let mut opts = probe_options(&cli, &v, &conn, deadline_secs);
     if (v.tls_port.is_some() || v.git_url.is_some()) && opts.image == DEFAULT_IMAGE {
         progress.println(format!(
             "note: {DEFAULT_IMAGE} has no openssl/git; --tls/--git report 'not found in image' unless --image has them"
@@ -333,33 +304,14 @@ pub async fn run(cli: Cli) -> Result<i32> {
     }
 
     // The workstation answers and the cluster's DNS config, concurrently with the probe.
-    let ws_hosts: Vec<String> = v.hosts.iter().map(Host::arg).collect();
-    let ws_task = tokio::task::spawn_blocking(move || {
-        ws_hosts
-            .iter()
-            .map(|h| workstation::resolve(h))
-            .collect::<Vec<_>>()
-    });
+    let ws_task = on_workstation(&v.hosts);
     let started = tokio::time::Instant::now();
     let probe_deadline = started + v.timeout;
     let local_deadline = probe_deadline + COLLECT_GRACE;
     // Set once one of the kube-system GETs has completed: the create waits for it, so no probe
     // is POSTed to a server that has answered nothing (then nothing can have been created).
     let (answered_tx, mut answered_rx) = tokio::sync::watch::channel(false);
-    let dns_fut = async {
-        tokio::time::timeout_at(
-            local_deadline,
-            cluster::read_cluster_dns(&conn, &n, &answered_tx),
-        )
-        .await
-        .unwrap_or_else(|_| report::ClusterDns {
-            corefile: Some(Err(
-                "the API server did not answer GET ConfigMap kube-system/coredns before the deadline"
-                    .into(),
-            )),
-            ..Default::default()
-        })
-    };
+    let dns_fut = cluster_dns_until(&conn, &n, &answered_tx, local_deadline);
 
     let create_state = AtomicU8::new(CREATE_NOT_SENT);
     // `job NS/NAME` of the create once it is sent (for the deadline message).
@@ -368,49 +320,17 @@ pub async fn run(cli: Cli) -> Result<i32> {
     let mut fallback_reason: Option<String> = None;
     let mut source: Option<SourcePod> = None;
     // The countdown is --timeout; past it, the last 15s to collect the result count down.
-    progress.set_deadline(probe_deadline);
-    let grace_progress = progress.clone();
-    let grace = tokio::spawn(async move {
-        tokio::time::sleep_until(probe_deadline).await;
-        grace_progress.set_deadline(local_deadline);
-        grace_progress.set_status(format!(
-            "--timeout passed: waiting up to {}s more for the probe's end and its log",
-            COLLECT_GRACE.as_secs()
-        ));
-    });
+    let grace = count_down(&progress, probe_deadline, local_deadline);
     let server = conn.server.trim_end_matches('/').to_string();
     let wait_secs = (v.timeout + COLLECT_GRACE).as_secs();
 
     let work = async {
         let mut ephemeral_pod: Option<(String, String)> = None;
         if let Some(target) = &v.from {
-            let ns = conn.namespace.clone();
-            let pod = cluster::resolve_from(&conn, target, &ns, &n).await?;
-            let src = SourcePod::from_pod(&pod);
-            // An ephemeral container runs only where the kubelet of the pod's node starts it:
-            // a pod without spec.nodeName (not scheduled, e.g. held by schedulingGates or
-            // unschedulable) would keep it waiting forever, and it could never be removed
-            // from the pod spec. Probe with a copy of its DNS settings instead.
-            let attached = match &src.node_name {
-                Some(_) => cluster::attach_ephemeral(&conn, &pod, &opts, &n).await?,
-                None => Ephemeral::Refused(not_scheduled_reason(&pod)),
-            };
-            match attached {
-                Ephemeral::Attached => {
-                    carrier_name = "ephemeral";
-                    ephemeral_pod = Some((src.namespace.clone(), src.name.clone()));
-                }
-                Ephemeral::Refused(reason) => {
-                    progress.println(format!(
-                        "ephemeral container not {} pod/{} ({reason}); falling back to a probe {} copying its namespace, {}dnsPolicy, dnsConfig and hostAliases",
-                        if src.node_name.is_some() { "allowed on" } else { "added to" },
-                        src.name,
-                        carrier_name,
-                        if src.node_name.is_some() { "node, " } else { "" },
-                    ));
-                    fallback_reason = Some(reason);
-                }
-            }
+            let (pod, src, reason) =
+                attach_from(&conn, target, &opts, &n, &progress, &mut carrier_name).await?;
+            ephemeral_pod = pod;
+            fallback_reason = reason;
             source = Some(src.clone());
             opts.source = Some(src);
         }
@@ -422,80 +342,39 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 true,
             ),
             None => {
-                progress.set_status(format!("waiting for the API server {server}"));
-                // Err: the sender is gone, i.e. the GETs finished: go on.
-                let _ = answered_rx.wait_for(|a| *a).await;
-                // Probes an earlier run could not delete (killed with SIGKILL): say so, once.
-                n.hit();
-                if let Ok(left) = cluster_loop::probe::lifecycle::leftovers(
+                create_job(
                     &conn,
-                    crate::probe::OWNER,
-                    opts.target_namespace(),
+                    &opts,
+                    cli.carrier,
+                    carrier_name,
+                    &n,
+                    &progress,
+                    &mut answered_rx,
+                    &create_state,
+                    &created_ref,
+                    &server,
                 )
-                .await
-                    && !left.is_empty()
-                {
-                    progress.println(leftover_note(&left, opts.target_namespace()));
-                }
-                if let Some(node) = &opts.node {
-                    cluster::check_node(&conn, node, &n).await?;
-                }
-                let _ = created_ref.set(format!(
-                    "{carrier_name} {}/{}",
-                    opts.target_namespace(),
-                    opts.name()
-                ));
-                create_state.store(CREATE_IN_FLIGHT, Ordering::SeqCst);
-                progress.set_status(format!("creating {carrier_name} {}", opts.name()));
-                match cluster::create_probe(&conn, &opts, cli.carrier, &n).await {
-                    Ok(()) => create_state.store(CREATE_DONE, Ordering::SeqCst),
-                    Err(e) => {
-                        // The server answered with an error status: nothing was created, so
-                        // there is nothing to delete. Transport errors keep the delete (it
-                        // may exist).
-                        if e.status_code().is_some() {
-                            create_state.store(CREATE_REFUSED, Ordering::SeqCst);
-                        }
-                        return Err(e);
-                    }
-                }
-                (
-                    opts.target_namespace().to_string(),
-                    WatchTarget::RunLabel(opts.run_selector()),
-                    "probe".to_string(),
-                    false,
-                )
+                .await?
             }
         };
         let watch = cluster::ProbeWatch {
-            namespace: ns.clone(),
+            namespace: ns,
             target: watch_target,
-            container: container.clone(),
+            container,
             ephemeral: is_ephemeral,
         };
-        let finished = cluster::watch_probe(&conn, &watch, local_deadline, &progress, &n).await?;
-        let log = cluster::read_log(&conn, &ns, &finished.pod, &container, &n).await?;
-        Ok::<_, Error>((finished, log))
+        watch_and_log(&conn, &watch, local_deadline, &progress, &n).await
     };
     // Every step is bounded by the deadline, including a create or GET the server never
     // answers (kube's own read timeout is minutes).
-    let work = async {
-        match tokio::time::timeout_at(local_deadline, work).await {
-            Ok(r) => r,
-            Err(_) => Err(Error::Cluster(match create_state.load(Ordering::SeqCst) {
-                CREATE_NOT_SENT => format!(
-                    "the API server {server} did not answer within {wait_secs}s (--timeout + 15s): nothing was created"
-                ),
-                CREATE_IN_FLIGHT => format!(
-                    "the API server {server} did not answer the create of {} within {wait_secs}s (--timeout + 15s)",
-                    created_ref.get().map(String::as_str).unwrap_or("the probe")
-                ),
-                _ => format!(
-                    "the probe did not finish within {wait_secs}s (--timeout + 15s): the API server {server} stopped answering"
-                ),
-            })),
-        }
-    };
+    let work = within(
+        local_deadline,
+        work,
+        &create_state,
+        &created_ref,
+        &server,
+        wait_secs,
+    );
 
     let (outcome, dns) = {
         let sig = signals.recv();
@@ -512,19 +391,158 @@ pub async fn run(cli: Cli) -> Result<i32> {
     // exist); never for a create that was not sent or was refused.
     let state = create_state.load(Ordering::SeqCst);
     let probe_ref = format!("{carrier_name} {}/{}", opts.target_namespace(), opts.name());
-    let expiry = format!(
-        "it stops at its activeDeadlineSeconds ({deadline_secs}s){}, or run `kubectl podresolve --cleanup -n {}`",
-        if cli.carrier == Carrier::Job {
-            format!(
-                " and ttlSecondsAfterFinished ({}s) removes it",
-                crate::probe::TTL_AFTER_FINISHED_SECS
-            )
-        } else {
-            String::new()
-        },
-        opts.target_namespace()
-    );
-    let cleanup_result = match state {
+    let expiry = expiry(cli.carrier, deadline_secs, opts.target_namespace());
+    let cleanup_result = delete_after(
+        &conn,
+        &opts,
+        cli.carrier,
+        state,
+        &n,
+        &progress,
+        &probe_ref,
+        &expiry,
+    )
+    .await;
+    grace.abort();
+    progress.finish();
+
+    let Some((finished, log)) = settle(outcome, carrier_name, &opts.name(), || {
+        interrupted_message(state, cleanup_result, &probe_ref, &expiry)
+    })?
+    else {
+        return Ok(EXIT_INTERRUPTED);
+    };
+    let workstation = ws_task
+        .await
+        .map_err(|e| Error::Other(format!("workstation resolver task failed: {e}")))?;
+    let done = Done {
+        finished,
+        log,
+        carrier_name,
+        source,
+        fallback_reason,
+        dns: dns.unwrap_or_default(),
+        workstation,
+        api_requests: n.get(),
+    };
+    report_and_print(&cli, &v, &opts, done)
+}
+
+/// Creates the probe (a Job, or a Pod with --carrier pod) once the API server has answered a
+/// GET, noting probes an earlier run left; records how far the create got in `create_state`
+/// (and `created_ref`) for the cleanup. Returns where to watch it: (namespace, target,
+/// container, ephemeral).
+#[allow(clippy::too_many_arguments)]
+async fn create_job(
+    conn: &cluster_loop::cli::Connection,
+    opts: &ProbeOptions,
+    carrier: Carrier,
+    carrier_name: &str,
+    n: &RequestCounter,
+    progress: &Progress,
+    answered_rx: &mut tokio::sync::watch::Receiver<bool>,
+    create_state: &AtomicU8,
+    created_ref: &std::sync::OnceLock<String>,
+    server: &str,
+) -> Result<(String, WatchTarget, String, bool)> {
+    progress.set_status(format!("waiting for the API server {server}"));
+    // Err: the sender is gone, i.e. the GETs finished: go on.
+    let _ = answered_rx.wait_for(|a| *a).await;
+    // Probes an earlier run could not delete (killed with SIGKILL): say so, once.
+    n.hit();
+    if let Ok(left) = cluster_loop::probe::lifecycle::leftovers(
+        conn,
+        crate::probe::OWNER,
+        opts.target_namespace(),
+    )
+    .await
+        && !left.is_empty()
+    {
+        progress.println(leftover_note(&left, opts.target_namespace()));
+    }
+    if let Some(node) = &opts.node {
+        cluster::check_node(conn, node, n).await?;
+    }
+    let _ = created_ref.set(format!(
+        "{carrier_name} {}/{}",
+        opts.target_namespace(),
+        opts.name()
+    ));
+    create_state.store(CREATE_IN_FLIGHT, Ordering::SeqCst);
+    progress.set_status(format!("creating {carrier_name} {}", opts.name()));
+    match cluster::create_probe(conn, opts, carrier, n).await {
+        Ok(()) => create_state.store(CREATE_DONE, Ordering::SeqCst),
+        Err(e) => {
+            // The server answered with an error status: nothing was created, so
+            // there is nothing to delete. Transport errors keep the delete (it
+            // may exist).
+            if e.status_code().is_some() {
+                create_state.store(CREATE_REFUSED, Ordering::SeqCst);
+            }
+            return Err(e);
+        }
+    }
+    Ok((
+        opts.target_namespace().to_string(),
+        WatchTarget::RunLabel(opts.run_selector()),
+        "probe".to_string(),
+        false,
+    ))
+}
+
+/// `--cleanup`: deletes the probe objects earlier runs left (this namespace, or every one
+/// with -A) and lists them.
+async fn cleanup_mode(cli: &Cli) -> Result<i32> {
+    let conn = cli.cluster.connect().await?;
+    let ns = (!cli.all_namespaces).then(|| conn.namespace.clone());
+    let swept = cluster::sweep(&conn, ns.as_deref()).await?;
+    if cli.output.output.is_machine() {
+        print_machine(cli.output.output, &swept)?;
+    } else if swept.is_empty() {
+        write_stdout(&format!(
+            "no podresolve probe objects in {}\n",
+            ns.as_deref()
+                .map(|n| format!("namespace {n}"))
+                .unwrap_or_else(|| "any namespace".into())
+        ))?;
+    } else {
+        write_stdout(&swept.lines())?;
+    }
+    Ok(0)
+}
+
+/// The error when the run's deadline (--timeout + 15s) passes, by how far the create got
+/// (`state`: one of the `CREATE_*` values; `created`: `job NS/NAME` once sent).
+fn deadline_error(state: u8, server: &str, wait_secs: u64, created: Option<&str>) -> Error {
+    Error::Cluster(match state {
+        CREATE_NOT_SENT => format!(
+            "the API server {server} did not answer within {wait_secs}s (--timeout + 15s): nothing was created"
+        ),
+        CREATE_IN_FLIGHT => format!(
+            "the API server {server} did not answer the create of {} within {wait_secs}s (--timeout + 15s)",
+            created.unwrap_or("the probe")
+        ),
+        _ => format!(
+            "the probe did not finish within {wait_secs}s (--timeout + 15s): the API server {server} stopped answering"
+        ),
+    })
+}
+
+/// Cleanup: a DELETE by name whenever the create was answered 201 or got no answer (it may
+/// exist); never for a create that was not sent or was refused (`None`). A failed DELETE is
+/// a warning line (`expiry`: how the probe goes away by itself).
+#[allow(clippy::too_many_arguments)]
+async fn delete_after(
+    conn: &cluster_loop::cli::Connection,
+    opts: &ProbeOptions,
+    carrier: Carrier,
+    state: u8,
+    n: &RequestCounter,
+    progress: &Progress,
+    probe_ref: &str,
+    expiry: &str,
+) -> Option<Result<()>> {
+    match state {
         CREATE_DONE | CREATE_IN_FLIGHT => {
             let within = if state == CREATE_DONE {
                 DELETE_WITHIN
@@ -532,12 +550,12 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 DELETE_IN_DOUBT_WITHIN
             };
             let r = cluster::delete_probe(
-                &conn,
+                conn,
                 opts.target_namespace(),
                 &opts.name(),
-                cli.carrier,
+                carrier,
                 within,
-                &n,
+                n,
             )
             .await;
             match (&r, state) {
@@ -551,50 +569,93 @@ pub async fn run(cli: Cli) -> Result<i32> {
             Some(r)
         }
         _ => None,
-    };
-    grace.abort();
-    progress.finish();
+    }
+}
 
-    let (finished, log) = match outcome {
-        Err(signal) => {
-            eprintln!(
-                "interrupted by {signal}: {}",
-                match (state, cleanup_result) {
-                    (CREATE_DONE, Some(Ok(()))) => format!("probe {probe_ref} deleted"),
-                    (CREATE_DONE, _) => {
-                        format!("probe {probe_ref} NOT deleted (see warning above)")
-                    }
-                    (CREATE_IN_FLIGHT, Some(Ok(()))) => format!(
-                        "the create of {probe_ref} had no answer yet; its DELETE succeeded (or found nothing); should the create still land, {expiry}"
-                    ),
-                    (CREATE_IN_FLIGHT, _) =>
-                        format!("the create of {probe_ref} had no answer; see the warning above"),
-                    _ => "nothing was created".into(),
-                }
-            );
-            return Ok(EXIT_INTERRUPTED);
+/// What an interrupted run left: the probe deleted, not deleted, or never created.
+fn interrupted_message(
+    state: u8,
+    cleanup_result: Option<Result<()>>,
+    probe_ref: &str,
+    expiry: &str,
+) -> String {
+    match (state, cleanup_result) {
+        (CREATE_DONE, Some(Ok(()))) => format!("probe {probe_ref} deleted"),
+        (CREATE_DONE, _) => format!("probe {probe_ref} NOT deleted (see warning above)"),
+        (CREATE_IN_FLIGHT, Some(Ok(()))) => format!(
+            "the create of {probe_ref} had no answer yet; its DELETE succeeded (or found nothing); should the create still land, {expiry}"
+        ),
+        (CREATE_IN_FLIGHT, _) => {
+            format!("the create of {probe_ref} had no answer; see the warning above")
         }
-        Ok(Err(e)) => {
-            if carrier_name == "ephemeral" {
-                eprintln!(
-                    "note: the ephemeral container {} stays listed in the pod spec (Kubernetes cannot remove ephemeral containers)",
-                    opts.name()
-                );
-            }
-            return Err(e);
-        }
-        Ok(Ok(x)) => x,
+        _ => "nothing was created".into(),
+    }
+}
+
+/// `--from pod/NAME|deploy/NAME`: an ephemeral container in that pod when its node can start
+/// one, else (not scheduled, or refused) a probe copying its DNS settings. Returns the pod
+/// (`namespace`, `name`) when attached, the source pod, and why it fell back; sets
+/// `carrier_name` to `ephemeral` when attached.
+async fn attach_from(
+    conn: &cluster_loop::cli::Connection,
+    target: &ResourceRef,
+    opts: &ProbeOptions,
+    n: &RequestCounter,
+    progress: &Progress,
+    carrier_name: &mut &'static str,
+) -> Result<(Option<(String, String)>, SourcePod, Option<String>)> {
+    let ns = conn.namespace.clone();
+    let pod = cluster::resolve_from(conn, target, &ns, n).await?;
+    let src = SourcePod::from_pod(&pod);
+    // An ephemeral container runs only where the kubelet of the pod's node starts it:
+    // a pod without spec.nodeName (not scheduled, e.g. held by schedulingGates or
+    // unschedulable) would keep it waiting forever, and it could never be removed
+    // from the pod spec. Probe with a copy of its DNS settings instead.
+    let attached = match &src.node_name {
+        Some(_) => cluster::attach_ephemeral(conn, &pod, opts, n).await?,
+        None => Ephemeral::Refused(not_scheduled_reason(&pod)),
     };
-    let workstation = ws_task
-        .await
-        .map_err(|e| Error::Other(format!("workstation resolver task failed: {e}")))?;
-    let parsed = ProbeLog::parse(&log);
+    match attached {
+        Ephemeral::Attached => {
+            *carrier_name = "ephemeral";
+            let at = Some((src.namespace.clone(), src.name.clone()));
+            Ok((at, src, None))
+        }
+        Ephemeral::Refused(reason) => {
+            progress.println(format!(
+                "ephemeral container not {} pod/{} ({reason}); falling back to a probe {} copying its namespace, {}dnsPolicy, dnsConfig and hostAliases",
+                if src.node_name.is_some() { "allowed on" } else { "added to" },
+                src.name,
+                carrier_name,
+                if src.node_name.is_some() { "node, " } else { "" },
+            ));
+            Ok((None, src, Some(reason)))
+        }
+    }
+}
+
+/// What a finished probe run hands to the report.
+struct Done {
+    finished: cluster::Finished,
+    log: String,
+    carrier_name: &'static str,
+    source: Option<SourcePod>,
+    fallback_reason: Option<String>,
+    dns: report::ClusterDns,
+    workstation: Vec<workstation::WorkstationAnswer>,
+    api_requests: u32,
+}
+
+/// Parses the probe's log, builds the report and prints it; returns its exit code. Errors:
+/// the probe printed no podresolve output (exit 1, naming the pod and its image).
+fn report_and_print(cli: &Cli, v: &Validated, opts: &ProbeOptions, d: Done) -> Result<i32> {
+    let parsed = ProbeLog::parse(&d.log);
     if parsed.version.is_none() {
         return Err(Error::Finding(format!(
             "the probe pod {} printed no podresolve output (exit code {:?}{}): is {} a shell image with sh?",
-            finished.pod,
-            finished.exit_code,
-            finished
+            d.finished.pod,
+            d.finished.exit_code,
+            d.finished
                 .failure
                 .as_deref()
                 .map(|f| format!(", {f}"))
@@ -603,19 +664,18 @@ pub async fn run(cli: Cli) -> Result<i32> {
         )));
     }
     let mut info = cluster::probe_info(
-        &opts,
-        carrier_name,
-        Some(&finished),
-        source.as_ref(),
-        fallback_reason,
+        opts,
+        d.carrier_name,
+        Some(&d.finished),
+        d.source.as_ref(),
+        d.fallback_reason.clone(),
     );
-    info.api_requests = n.get();
-    let dns = dns.unwrap_or_default();
+    info.api_requests = d.api_requests;
     let rep = report::build(Inputs {
         log: &parsed,
         hosts: &v.hosts,
-        cluster: &dns,
-        workstation,
+        cluster: &d.dns,
+        workstation: d.workstation,
         expect: v.expect.clone(),
         probe: info,
     });
@@ -623,12 +683,159 @@ pub async fn run(cli: Cli) -> Result<i32> {
         OutputFormat::Table => write_stdout(&report::render_text(&rep))?,
         f => print_machine(f, &rep)?,
     }
-    if carrier_name == "ephemeral" {
+    if d.carrier_name == "ephemeral" {
         eprintln!(
             "note: the ephemeral container {} has exited; it stays listed in pod/{} until the pod is replaced (Kubernetes cannot remove ephemeral containers)",
             opts.name(),
-            source.as_ref().map(|s| s.name.as_str()).unwrap_or("?")
+            d.source.as_ref().map(|s| s.name.as_str()).unwrap_or("?")
         );
     }
     Ok(rep.exit_code)
+}
+
+/// The probe's options from the flags: one pod for every host, the deadline in seconds.
+fn probe_options(
+    cli: &Cli,
+    v: &Validated,
+    conn: &cluster_loop::cli::Connection,
+    deadline_secs: i64,
+) -> ProbeOptions {
+    ProbeOptions {
+        owner: crate::probe::OWNER,
+        namespace: conn.namespace.clone(),
+        image: probe_image(cli),
+        hosts: v.hosts.iter().map(Host::arg).collect(),
+        tls_port: v.tls_port,
+        git_url: v.git_url.clone(),
+        git_ref: None,
+        git_secret: None,
+        deadline_secs,
+        node: cli.node.clone(),
+        run_id: crate::probe::new_run_id(),
+        source: None,
+        http: vec![],
+    }
+}
+
+/// How a probe that could not be deleted goes away by itself (its activeDeadlineSeconds,
+/// a Job's ttlSecondsAfterFinished) or by hand (`--cleanup`).
+fn expiry(carrier: Carrier, deadline_secs: i64, namespace: &str) -> String {
+    format!(
+        "it stops at its activeDeadlineSeconds ({deadline_secs}s){}, or run `kubectl podresolve --cleanup -n {namespace}`",
+        if carrier == Carrier::Job {
+            format!(
+                " and ttlSecondsAfterFinished ({}s) removes it",
+                crate::probe::TTL_AFTER_FINISHED_SECS
+            )
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// The workstation's answers for `hosts`, resolved on a blocking thread beside the probe.
+fn on_workstation(hosts: &[Host]) -> tokio::task::JoinHandle<Vec<workstation::WorkstationAnswer>> {
+    let hosts: Vec<String> = hosts.iter().map(Host::arg).collect();
+    tokio::task::spawn_blocking(move || {
+        hosts
+            .iter()
+            .map(|h| workstation::resolve(h))
+            .collect::<Vec<_>>()
+    })
+}
+
+/// The cluster's DNS configuration (CoreDNS Corefile, kube-dns Service, ...), or what was
+/// not answered by `deadline`; `answered` is set once the API server has answered a GET.
+async fn cluster_dns_until(
+    conn: &cluster_loop::cli::Connection,
+    n: &RequestCounter,
+    answered: &tokio::sync::watch::Sender<bool>,
+    deadline: tokio::time::Instant,
+) -> report::ClusterDns {
+    tokio::time::timeout_at(deadline, cluster::read_cluster_dns(conn, n, answered))
+        .await
+        .unwrap_or_else(|_| report::ClusterDns {
+            corefile: Some(Err(
+                "the API server did not answer GET ConfigMap kube-system/coredns before the deadline"
+                    .into(),
+            )),
+            ..Default::default()
+        })
+}
+
+/// The countdown is --timeout; past it, the last 15s to collect the result count down.
+fn count_down(
+    progress: &Progress,
+    probe_deadline: tokio::time::Instant,
+    local_deadline: tokio::time::Instant,
+) -> tokio::task::JoinHandle<()> {
+    progress.set_deadline(probe_deadline);
+    let p = progress.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep_until(probe_deadline).await;
+        p.set_deadline(local_deadline);
+        p.set_status(format!(
+            "--timeout passed: waiting up to {}s more for the probe's end and its log",
+            COLLECT_GRACE.as_secs()
+        ));
+    })
+}
+
+/// Watches the probe to its end and reads its log.
+async fn watch_and_log(
+    conn: &cluster_loop::cli::Connection,
+    watch: &cluster::ProbeWatch,
+    deadline: tokio::time::Instant,
+    progress: &Progress,
+    n: &RequestCounter,
+) -> Result<(cluster::Finished, String)> {
+    let finished = cluster::watch_probe(conn, watch, deadline, progress, n).await?;
+    let log = cluster::read_log(conn, &watch.namespace, &finished.pod, &watch.container, n).await?;
+    Ok((finished, log))
+}
+
+/// `work` bounded by `deadline`, including a create or GET the server never answers (kube's
+/// own read timeout is minutes): past it, [`deadline_error`] by how far the create got.
+async fn within<T>(
+    deadline: tokio::time::Instant,
+    work: impl std::future::Future<Output = Result<T>>,
+    create_state: &AtomicU8,
+    created_ref: &std::sync::OnceLock<String>,
+    server: &str,
+    wait_secs: u64,
+) -> Result<T> {
+    match tokio::time::timeout_at(deadline, work).await {
+        Ok(r) => r,
+        Err(_) => Err(deadline_error(
+            create_state.load(Ordering::SeqCst),
+            server,
+            wait_secs,
+            created_ref.get().map(String::as_str),
+        )),
+    }
+}
+
+/// The probe's result, `None` when interrupted (saying what was left, from `left`), or its
+/// error (with a note that an ephemeral container stays in the pod spec).
+fn settle<T>(
+    outcome: std::result::Result<Result<T>, &'static str>,
+    carrier_name: &str,
+    probe_name: &str,
+    left: impl FnOnce() -> String,
+) -> Result<Option<T>> {
+    match outcome {
+        Err(signal) => {
+            eprintln!("interrupted by {signal}: {}", left());
+            Ok(None)
+        }
+        Ok(Err(e)) => {
+            if carrier_name == "ephemeral" {
+                eprintln!(
+                    "note: the ephemeral container {probe_name} stays listed in the pod spec (Kubernetes cannot remove ephemeral containers)"
+                );
+            }
+            Err(e)
+        }
+        Ok(Ok(x)) => Ok(Some(x)),
+    }
 }
