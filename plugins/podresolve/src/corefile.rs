@@ -505,281 +505,306 @@ impl ServerBlock {
         ds
     }
 
-    /// Explain how this block handles an A/AAAA query for `fqdn`.
+    /// Explain how this block handles an A/AAAA query for `fqdn`: the plugins in CoreDNS's
+    /// order ([`PLUGIN_ORDER`]), each one step ([`step`]), until one answers.
     pub fn explain(&self, fqdn: &str, block_zone: &str) -> Explanation {
         let query = normalize_zone(fqdn);
-        let mut name = query.clone();
-        let mut steps = Vec::new();
-        let mut cached = false;
-        let mut rewrite_done = false;
-        let out = |answered_by: Option<&str>,
-                   detail: String,
-                   line: Option<usize>,
-                   name: String,
-                   steps: Vec<String>,
-                   cached: bool| Explanation {
-            query: query.clone(),
-            rewritten: name,
-            server_block: Some(format!("{block_zone}:{} (line {})", self.port, self.line)),
-            answered_by: answered_by.map(str::to_string),
-            detail,
-            steps,
-            line,
-            cached,
+        let mut w = Walk {
+            name: query.clone(),
+            steps: Vec::new(),
+            cached: false,
+            rewrite_done: false,
         };
-        for d in self.ordered() {
-            match d.name.as_str() {
-                "rewrite" => {
-                    // Rules run in Corefile order; the first match ends the rewriting unless
-                    // it says `continue` (plugin/rewrite/rewrite.go ServeDNS: RewriteDone +
-                    // Stop). The default next action is `stop`.
-                    if rewrite_done {
-                        continue;
-                    }
-                    if let Some(new) = apply_rewrite(d, &name) {
-                        steps.push(format!("rewrite (line {}): {name} -> {new}", d.line));
-                        name = new;
-                        rewrite_done = d.args.first().map(String::as_str) != Some("continue");
-                    }
-                }
-                "cache" => {
-                    // cache [TTL] [ZONES...]
-                    let zone_args: Vec<String> = d
-                        .args
-                        .iter()
-                        .filter(|a| !a.chars().all(|c| c.is_ascii_digit()))
-                        .cloned()
-                        .collect();
-                    let zs = zones_of(&zone_args, block_zone);
-                    if zs.iter().any(|z| in_zone(&name, z)) {
-                        cached = true;
-                        steps.push(format!(
-                            "cache (line {}): answers below are cached{}",
-                            d.line,
-                            d.args
-                                .first()
-                                .map(|t| format!(" up to {t}s"))
-                                .unwrap_or_default()
-                        ));
-                    }
-                }
-                "template" => {
-                    // template CLASS TYPE [ZONES...]
-                    let class = d.args.first().map(String::as_str).unwrap_or("IN");
-                    let qtype = d.args.get(1).map(String::as_str).unwrap_or("ANY");
-                    let zs = zones_of(d.args.get(2..).unwrap_or(&[]), block_zone);
-                    if !zs.iter().any(|z| in_zone(&name, z))
-                        || !matches!(class, "IN" | "ANY")
-                        || !matches!(qtype, "A" | "AAAA" | "ANY")
-                    {
-                        continue;
-                    }
-                    let regexes: Vec<&String> = d
-                        .block
-                        .iter()
-                        .filter(|l| l.first().map(String::as_str) == Some("match"))
-                        .flat_map(|l| l[1..].iter())
-                        .collect();
-                    let matched = if regexes.is_empty() {
-                        true
-                    } else {
-                        regexes.iter().any(|r| {
-                            regex::Regex::new(r)
-                                .map(|re| re.is_match(&name))
-                                .unwrap_or(false)
-                        })
-                    };
-                    let detail = d
-                        .block
-                        .iter()
-                        .filter(|l| {
-                            matches!(l.first().map(String::as_str), Some("answer" | "rcode"))
-                        })
-                        .map(|l| l.join(" "))
-                        .collect::<Vec<_>>()
-                        .join("; ");
-                    if matched {
-                        steps.push(format!(
-                            "template {class} {qtype} (line {}): matches {name}",
-                            d.line
-                        ));
-                        return out(Some("template"), detail, Some(d.line), name, steps, cached);
-                    }
-                    if !falls_through(&d.block, &name) {
-                        steps.push(format!(
-                            "template {class} {qtype} (line {}): {name} is in its zone but matches no regex and there is no fallthrough: SERVFAIL",
-                            d.line
-                        ));
-                        return out(
-                            Some("template"),
-                            "SERVFAIL (no match, no fallthrough)".into(),
-                            Some(d.line),
-                            name,
-                            steps,
-                            cached,
-                        );
-                    }
-                }
-                "hosts" => {
-                    // hosts [FILE] [ZONES...]: the first arg is the file.
-                    let (file, zone_args) = match d.args.split_first() {
-                        Some((f, rest)) => (Some(f.as_str()), rest),
-                        None => (None, &[][..]),
-                    };
-                    let zs = zones_of(zone_args, block_zone);
-                    if !zs.iter().any(|z| in_zone(&name, z)) {
-                        continue;
-                    }
-                    let hits: Vec<String> = hosts_entries(d)
-                        .into_iter()
-                        .filter(|(_, names)| names.contains(&name))
-                        .map(|(a, _)| a)
-                        .collect();
-                    if !hits.is_empty() {
-                        steps.push(format!(
-                            "hosts (line {}): inline entry {name} -> {}",
-                            d.line,
-                            hits.join(", ")
-                        ));
-                        return out(
-                            Some("hosts"),
-                            format!("pinned to {}", hits.join(", ")),
-                            Some(d.line),
-                            name,
-                            steps,
-                            cached,
-                        );
-                    }
-                    let file = file.unwrap_or("/etc/hosts");
-                    if falls_through(&d.block, &name) {
-                        steps.push(format!(
-                            "hosts (line {}): no inline entry for {name} (entries in {file} inside the CoreDNS pod are not visible here); fallthrough",
-                            d.line
-                        ));
-                    } else {
-                        steps.push(format!(
-                            "hosts (line {}): no inline entry for {name} and no fallthrough: SERVFAIL unless {file} in the CoreDNS pod has it",
-                            d.line
-                        ));
-                        return out(
-                            Some("hosts"),
-                            format!("SERVFAIL (no entry, no fallthrough; {file} not visible)"),
-                            Some(d.line),
-                            name,
-                            steps,
-                            cached,
-                        );
-                    }
-                }
-                "kubernetes" => {
-                    let zs = zones_of(&d.args, block_zone);
-                    if !zs.iter().any(|z| in_zone(&name, z)) {
-                        continue;
-                    }
-                    let pods = d
-                        .block
-                        .iter()
-                        .find(|l| l.first().map(String::as_str) == Some("pods"))
-                        .and_then(|l| l.get(1).cloned())
-                        .unwrap_or_else(|| "disabled".into());
-                    let ft = falls_through(&d.block, &name);
-                    steps.push(format!(
-                        "kubernetes (line {}): {name} is in its zones ({}); pods {pods}{}",
-                        d.line,
-                        zs.join(" "),
-                        if ft {
-                            "; fallthrough if not found"
-                        } else {
-                            "; authoritative: NXDOMAIN if no such Service/Pod"
-                        }
-                    ));
-                    if !ft {
-                        return out(
-                            Some("kubernetes"),
-                            format!("cluster records (pods {pods})"),
-                            Some(d.line),
-                            name,
-                            steps,
-                            cached,
-                        );
-                    }
-                }
-                "file" | "auto" | "secondary" | "etcd" | "route53" | "azure" | "clouddns"
-                | "k8s_external" => {
-                    let zs = match d.name.as_str() {
-                        // file DBFILE [ZONES...]
-                        "file" => zones_of(d.args.get(1..).unwrap_or(&[]), block_zone),
-                        // auto/secondary/etcd/k8s_external [ZONES...]
-                        "auto" | "secondary" | "etcd" | "k8s_external" => {
-                            zones_of(&d.args, block_zone)
-                        }
-                        // route53 ZONE:ID..., azure ZONE:RG..., clouddns ZONE:PROJECT:ID...
-                        _ => {
-                            let z: Vec<String> = d
-                                .args
-                                .iter()
-                                .filter_map(|a| a.split(':').next().map(str::to_string))
-                                .collect();
-                            zones_of(&z, block_zone)
-                        }
-                    };
-                    if zs.iter().any(|z| in_zone(&name, z)) {
-                        steps.push(format!("{} (line {}): serves {name}", d.name, d.line));
-                        return out(
-                            Some(&d.name),
-                            d.args.join(" "),
-                            Some(d.line),
-                            name,
-                            steps,
-                            cached,
-                        );
-                    }
-                }
-                "forward" => {
-                    let Some(from) = d.args.first() else { continue };
-                    let from = normalize_zone(from);
-                    let except: Vec<String> = d
-                        .block
-                        .iter()
-                        .filter(|l| l.first().map(String::as_str) == Some("except"))
-                        .flat_map(|l| l[1..].iter().map(|z| normalize_zone(z)))
-                        .collect();
-                    if in_zone(&name, &from) && !except.iter().any(|z| in_zone(&name, z)) {
-                        let to = d.args[1..].join(" ");
-                        steps.push(format!("forward {from} (line {}): to {to}", d.line));
-                        return out(
-                            Some("forward"),
-                            format!("upstream {to}"),
-                            Some(d.line),
-                            name,
-                            steps,
-                            cached,
-                        );
-                    }
-                }
-                "whoami" | "erratic" => {
-                    return out(
-                        Some(&d.name),
-                        String::new(),
-                        Some(d.line),
-                        name,
-                        steps,
-                        cached,
-                    );
-                }
-                _ => {}
+        let answer = self
+            .ordered()
+            .into_iter()
+            .find_map(|d| step(d, &mut w, block_zone));
+        let (answered_by, detail, line) = match answer {
+            Some((by, detail, line)) => (Some(by), detail, line),
+            None => {
+                w.steps
+                    .push("no plugin answers: CoreDNS replies SERVFAIL".into());
+                (
+                    None,
+                    "no plugin in the chain answers this name".into(),
+                    None,
+                )
             }
+        };
+        Explanation {
+            query,
+            rewritten: w.name,
+            server_block: Some(format!("{block_zone}:{} (line {})", self.port, self.line)),
+            answered_by,
+            detail,
+            steps: w.steps,
+            line,
+            cached: w.cached,
         }
-        steps.push("no plugin answers: CoreDNS replies SERVFAIL".into());
-        out(
-            None,
-            "no plugin in the chain answers this name".into(),
-            None,
-            name,
-            steps,
-            cached,
-        )
     }
+}
+
+/// The state of a query's walk through a server block's plugins.
+struct Walk {
+    /// The name as rewritten so far.
+    name: String,
+    /// One line per plugin that acted.
+    steps: Vec<String>,
+    /// A cache plugin covers the name.
+    cached: bool,
+    /// A rewrite rule matched without `continue`: later rules are skipped.
+    rewrite_done: bool,
+}
+
+/// The plugin that answered, what it answers, and its Corefile line.
+type Answer = (String, String, Option<usize>);
+
+/// One plugin's step for the walk: `Some` when it answers.
+fn step(d: &Directive, w: &mut Walk, block_zone: &str) -> Option<Answer> {
+    match d.name.as_str() {
+        "rewrite" => {
+            rewrite_step(d, w);
+            None
+        }
+        "cache" => {
+            cache_step(d, w, block_zone);
+            None
+        }
+        "template" => template_step(d, w, block_zone),
+        "hosts" => hosts_step(d, w, block_zone),
+        "kubernetes" => kubernetes_step(d, w, block_zone),
+        "file" | "auto" | "secondary" | "etcd" | "route53" | "azure" | "clouddns"
+        | "k8s_external" => zone_plugin_step(d, w, block_zone),
+        "forward" => forward_step(d, w),
+        "whoami" | "erratic" => Some((d.name.clone(), String::new(), Some(d.line))),
+        _ => None,
+    }
+}
+
+/// `rewrite`: rules run in Corefile order; the first match ends the rewriting unless it says
+/// `continue` (plugin/rewrite/rewrite.go ServeDNS: RewriteDone + Stop). The default next
+/// action is `stop`.
+fn rewrite_step(d: &Directive, w: &mut Walk) {
+    if w.rewrite_done {
+        return;
+    }
+    if let Some(new) = apply_rewrite(d, &w.name) {
+        w.steps
+            .push(format!("rewrite (line {}): {} -> {new}", d.line, w.name));
+        w.name = new;
+        w.rewrite_done = d.args.first().map(String::as_str) != Some("continue");
+    }
+}
+
+/// `cache [TTL] [ZONES...]`: answers for a name in its zones are cached.
+fn cache_step(d: &Directive, w: &mut Walk, block_zone: &str) {
+    let zone_args: Vec<String> = d
+        .args
+        .iter()
+        .filter(|a| !a.chars().all(|c| c.is_ascii_digit()))
+        .cloned()
+        .collect();
+    let zs = zones_of(&zone_args, block_zone);
+    if zs.iter().any(|z| in_zone(&w.name, z)) {
+        w.cached = true;
+        w.steps.push(format!(
+            "cache (line {}): answers below are cached{}",
+            d.line,
+            d.args
+                .first()
+                .map(|t| format!(" up to {t}s"))
+                .unwrap_or_default()
+        ));
+    }
+}
+
+/// `template CLASS TYPE [ZONES...]`: answers (or SERVFAIL without fallthrough) a name in its zones that matches a regex. `Some` when it answers (the walk stops there).
+fn template_step(d: &Directive, w: &mut Walk, block_zone: &str) -> Option<Answer> {
+    let name = w.name.clone();
+    // template CLASS TYPE [ZONES...]
+    let class = d.args.first().map(String::as_str).unwrap_or("IN");
+    let qtype = d.args.get(1).map(String::as_str).unwrap_or("ANY");
+    let zs = zones_of(d.args.get(2..).unwrap_or(&[]), block_zone);
+    if !zs.iter().any(|z| in_zone(&name, z))
+        || !matches!(class, "IN" | "ANY")
+        || !matches!(qtype, "A" | "AAAA" | "ANY")
+    {
+        return None;
+    }
+    let regexes: Vec<&String> = d
+        .block
+        .iter()
+        .filter(|l| l.first().map(String::as_str) == Some("match"))
+        .flat_map(|l| l[1..].iter())
+        .collect();
+    let matched = if regexes.is_empty() {
+        true
+    } else {
+        regexes.iter().any(|r| {
+            regex::Regex::new(r)
+                .map(|re| re.is_match(&name))
+                .unwrap_or(false)
+        })
+    };
+    let detail = d
+        .block
+        .iter()
+        .filter(|l| matches!(l.first().map(String::as_str), Some("answer" | "rcode")))
+        .map(|l| l.join(" "))
+        .collect::<Vec<_>>()
+        .join("; ");
+    if matched {
+        w.steps.push(format!(
+            "template {class} {qtype} (line {}): matches {name}",
+            d.line
+        ));
+        return Some(("template".to_string(), detail, Some(d.line)));
+    }
+    if !falls_through(&d.block, &name) {
+        w.steps.push(format!(
+            "template {class} {qtype} (line {}): {name} is in its zone but matches no regex and there is no fallthrough: SERVFAIL",
+            d.line
+        ));
+        return Some((
+            "template".to_string(),
+            "SERVFAIL (no match, no fallthrough)".into(),
+            Some(d.line),
+        ));
+    }
+    None
+}
+
+/// `hosts [FILE] [ZONES...]`: an inline entry pins the name; without one and without fallthrough, SERVFAIL (the file inside the CoreDNS pod is not visible here). `Some` when it answers (the walk stops there).
+fn hosts_step(d: &Directive, w: &mut Walk, block_zone: &str) -> Option<Answer> {
+    let name = w.name.clone();
+    // hosts [FILE] [ZONES...]: the first arg is the file.
+    let (file, zone_args) = match d.args.split_first() {
+        Some((f, rest)) => (Some(f.as_str()), rest),
+        None => (None, &[][..]),
+    };
+    let zs = zones_of(zone_args, block_zone);
+    if !zs.iter().any(|z| in_zone(&name, z)) {
+        return None;
+    }
+    let hits: Vec<String> = hosts_entries(d)
+        .into_iter()
+        .filter(|(_, names)| names.contains(&name))
+        .map(|(a, _)| a)
+        .collect();
+    if !hits.is_empty() {
+        w.steps.push(format!(
+            "hosts (line {}): inline entry {name} -> {}",
+            d.line,
+            hits.join(", ")
+        ));
+        return Some((
+            "hosts".to_string(),
+            format!("pinned to {}", hits.join(", ")),
+            Some(d.line),
+        ));
+    }
+    let file = file.unwrap_or("/etc/hosts");
+    if falls_through(&d.block, &name) {
+        w.steps.push(format!(
+            "hosts (line {}): no inline entry for {name} (entries in {file} inside the CoreDNS pod are not visible here); fallthrough",
+            d.line
+        ));
+    } else {
+        w.steps.push(format!(
+            "hosts (line {}): no inline entry for {name} and no fallthrough: SERVFAIL unless {file} in the CoreDNS pod has it",
+            d.line
+        ));
+        return Some((
+            "hosts".to_string(),
+            format!("SERVFAIL (no entry, no fallthrough; {file} not visible)"),
+            Some(d.line),
+        ));
+    }
+    None
+}
+
+/// `kubernetes [ZONES...]`: authoritative for its zones unless fallthrough. `Some` when it answers (the walk stops there).
+fn kubernetes_step(d: &Directive, w: &mut Walk, block_zone: &str) -> Option<Answer> {
+    let name = w.name.clone();
+    let zs = zones_of(&d.args, block_zone);
+    if !zs.iter().any(|z| in_zone(&name, z)) {
+        return None;
+    }
+    let pods = d
+        .block
+        .iter()
+        .find(|l| l.first().map(String::as_str) == Some("pods"))
+        .and_then(|l| l.get(1).cloned())
+        .unwrap_or_else(|| "disabled".into());
+    let ft = falls_through(&d.block, &name);
+    w.steps.push(format!(
+        "kubernetes (line {}): {name} is in its zones ({}); pods {pods}{}",
+        d.line,
+        zs.join(" "),
+        if ft {
+            "; fallthrough if not found"
+        } else {
+            "; authoritative: NXDOMAIN if no such Service/Pod"
+        }
+    ));
+    if !ft {
+        return Some((
+            "kubernetes".to_string(),
+            format!("cluster records (pods {pods})"),
+            Some(d.line),
+        ));
+    }
+    None
+}
+
+/// Plugins that serve whole zones (file, auto, secondary, etcd, route53, azure, clouddns, k8s_external). `Some` when it answers (the walk stops there).
+fn zone_plugin_step(d: &Directive, w: &mut Walk, block_zone: &str) -> Option<Answer> {
+    let name = w.name.clone();
+    let zs = match d.name.as_str() {
+        // file DBFILE [ZONES...]
+        "file" => zones_of(d.args.get(1..).unwrap_or(&[]), block_zone),
+        // auto/secondary/etcd/k8s_external [ZONES...]
+        "auto" | "secondary" | "etcd" | "k8s_external" => zones_of(&d.args, block_zone),
+        // route53 ZONE:ID..., azure ZONE:RG..., clouddns ZONE:PROJECT:ID...
+        _ => {
+            let z: Vec<String> = d
+                .args
+                .iter()
+                .filter_map(|a| a.split(':').next().map(str::to_string))
+                .collect();
+            zones_of(&z, block_zone)
+        }
+    };
+    if zs.iter().any(|z| in_zone(&name, z)) {
+        w.steps
+            .push(format!("{} (line {}): serves {name}", d.name, d.line));
+        return Some((d.name.clone(), d.args.join(" "), Some(d.line)));
+    }
+    None
+}
+
+/// `forward FROM TO...`: a name under FROM (and not under `except`) goes upstream. `Some` when it answers (the walk stops there).
+fn forward_step(d: &Directive, w: &mut Walk) -> Option<Answer> {
+    let name = w.name.clone();
+    let from = d.args.first()?;
+    let from = normalize_zone(from);
+    let except: Vec<String> = d
+        .block
+        .iter()
+        .filter(|l| l.first().map(String::as_str) == Some("except"))
+        .flat_map(|l| l[1..].iter().map(|z| normalize_zone(z)))
+        .collect();
+    if in_zone(&name, &from) && !except.iter().any(|z| in_zone(&name, z)) {
+        let to = d.args[1..].join(" ");
+        w.steps
+            .push(format!("forward {from} (line {}): to {to}", d.line));
+        return Some((
+            "forward".to_string(),
+            format!("upstream {to}"),
+            Some(d.line),
+        ));
+    }
+    None
 }
 
 impl Corefile {
