@@ -1738,42 +1738,9 @@ impl<'a> Engine<'a> {
             let mut message = r.message;
             let mut fix = None;
             if r.status == KStatus::Terminating {
-                let fins: Vec<&str> = obj::arr(o, &["metadata", "finalizers"])
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect();
-                let since = obj::s(o, &["metadata", "deletionTimestamp"]).unwrap_or("?");
-                message = format!(
-                    "{message} at {since}; deletion waits on finalizers [{}]: the health check holds until its timeout while it is Terminating",
-                    fins.join(", ")
-                );
-                fix = Some(if fins.contains(&"kubernetes.io/pvc-protection") {
-                    let users: Vec<String> = self
-                        .idx
-                        .pods_by_claim
-                        .get(&(ns.to_string(), name.to_string()))
-                        .map(|v| {
-                            v.iter()
-                                .map(|p| format!("pod {ns}/{}", obj::name(p)))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    format!(
-                        "kubernetes.io/pvc-protection keeps a PVC while a pod mounts it{}: stop those pods (scale their workload down) so the deletion completes; the next run then recreates the PVC",
-                        if users.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" ({})", users.join(", "))
-                        }
-                    )
-                } else if fins.is_empty() {
-                    "the deletion should complete shortly (no finalizers left); the next run recreates the object".to_string()
-                } else {
-                    format!(
-                        "the controller that owns {} must finish and remove it (check its logs); the next run recreates the object once it is gone",
-                        fins.join(", ")
-                    )
-                });
+                let (m, f) = self.terminating_reading(o, ns, name, &message);
+                message = m;
+                fix = Some(f);
             } else if group.ends_with(".toolkit.fluxcd.io") && obj::b(o, &["spec", "suspend"]) {
                 message = format!(
                     "suspended (spec.suspend: true): its controller does not reconcile it, so it stays {} ({message})",
@@ -1821,33 +1788,7 @@ impl<'a> Engine<'a> {
                 .get(&(group.to_string(), kind.to_string(), name.to_string()))
                 .cloned()
                 .unwrap_or_default();
-            let (message, fix) = match m.origin {
-                Origin::HealthChecks => (
-                    format!(
-                        "spec.healthChecks names {kind} {}/{name}, which does not exist{}; kustomize-controller reads it as NotFound and the check holds until its timeout",
-                        if ns.is_empty() { "(no namespace)" } else { ns },
-                        if elsewhere.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" (a {kind} {name} exists in namespace {})", elsewhere.join(", "))
-                        }
-                    ),
-                    Some(if elsewhere.is_empty() {
-                        "fix the entry in spec.healthChecks (Git), or create the object".to_string()
-                    } else {
-                        format!(
-                            "set namespace: {} on this spec.healthChecks entry (Git)",
-                            elsewhere[0]
-                        )
-                    }),
-                ),
-                _ => (
-                    format!(
-                        "{kind} {ns}/{name} is in the inventory but does not exist (deleted out of band?); the health check never ends for a missing object"
-                    ),
-                    Some("the next run applies it again: request a reconcile once the in-flight check has ended".to_string()),
-                ),
-            };
+            let (message, fix) = not_found_reading(m.origin, kind, ns, name, &elsewhere);
             return Some(mk(KStatus::NotFound.to_string(), message, fix, Vec::new()));
         }
         quoted.map(|q| {
@@ -1858,6 +1799,54 @@ impl<'a> Engine<'a> {
                 Vec::new(),
             )
         })
+    }
+
+    /// A Terminating object in the wait set: (message, fix) naming the finalizers it waits
+    /// on (a PVC held by pvc-protection names the pods that mount it).
+    fn terminating_reading(
+        &self,
+        o: &Value,
+        ns: &str,
+        name: &str,
+        message: &str,
+    ) -> (String, String) {
+        let fins: Vec<&str> = obj::arr(o, &["metadata", "finalizers"])
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let since = obj::s(o, &["metadata", "deletionTimestamp"]).unwrap_or("?");
+        let message = format!(
+            "{message} at {since}; deletion waits on finalizers [{}]: the health check holds until its timeout while it is Terminating",
+            fins.join(", ")
+        );
+        let fix = if fins.contains(&"kubernetes.io/pvc-protection") {
+            let users: Vec<String> = self
+                .idx
+                .pods_by_claim
+                .get(&(ns.to_string(), name.to_string()))
+                .map(|v| {
+                    v.iter()
+                        .map(|p| format!("pod {ns}/{}", obj::name(p)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!(
+                "kubernetes.io/pvc-protection keeps a PVC while a pod mounts it{}: stop those pods (scale their workload down) so the deletion completes; the next run then recreates the PVC",
+                if users.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", users.join(", "))
+                }
+            )
+        } else if fins.is_empty() {
+            "the deletion should complete shortly (no finalizers left); the next run recreates the object".to_string()
+        } else {
+            format!(
+                "the controller that owns {} must finish and remove it (check its logs); the next run recreates the object once it is gone",
+                fins.join(", ")
+            )
+        };
+        (message, fix)
     }
 
     /// Whether a workload that kstatus reads InProgress, with no pod reason below it
@@ -2856,6 +2845,45 @@ fn source_moving_or_ready(source: Option<&SourceFacts>) -> bool {
         Some(c) if c.is_true() => s.artifact_revision.is_some(),
         Some(c) if c.is_false() => false,
         _ => true,
+    }
+}
+
+/// A wait-set object that does not exist, its kind listed: (message, fix). A
+/// `spec.healthChecks` entry names where an object of that name exists (`elsewhere`); an
+/// inventory entry was deleted out of band.
+fn not_found_reading(
+    origin: Origin,
+    kind: &str,
+    ns: &str,
+    name: &str,
+    elsewhere: &[&str],
+) -> (String, Option<String>) {
+    match origin {
+        Origin::HealthChecks => (
+            format!(
+                "spec.healthChecks names {kind} {}/{name}, which does not exist{}; kustomize-controller reads it as NotFound and the check holds until its timeout",
+                if ns.is_empty() { "(no namespace)" } else { ns },
+                if elsewhere.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (a {kind} {name} exists in namespace {})", elsewhere.join(", "))
+                }
+            ),
+            Some(if elsewhere.is_empty() {
+                "fix the entry in spec.healthChecks (Git), or create the object".to_string()
+            } else {
+                format!(
+                    "set namespace: {} on this spec.healthChecks entry (Git)",
+                    elsewhere[0]
+                )
+            }),
+        ),
+        _ => (
+            format!(
+                "{kind} {ns}/{name} is in the inventory but does not exist (deleted out of band?); the health check never ends for a missing object"
+            ),
+            Some("the next run applies it again: request a reconcile once the in-flight check has ended".to_string()),
+        ),
     }
 }
 
