@@ -212,6 +212,21 @@ pub async fn interrupted(intr: &Interrupt, probes: &RwLock<()>) {
     eprintln!("interrupted: nothing changed, no probe pod left behind");
 }
 
+/// The end of an interrupted run: 130, and with `-o json|yaml` the `ChainError` document
+/// the README promises for a run that ends without a report.
+fn interrupted_exit(cli: &Cli) -> Result<i32> {
+    if cli.output.output.is_machine() {
+        print_machine(
+            cli.output.output,
+            &chain::error_report(
+                "interrupted: nothing changed, no probe pod left behind",
+                EXIT_INTERRUPTED,
+            ),
+        )?;
+    }
+    Ok(EXIT_INTERRUPTED)
+}
+
 /// One round: read the facts, check every link. Returns the links, the notes and when.
 pub async fn round(
     s: &Session,
@@ -268,19 +283,19 @@ pub async fn run(cli: Cli) -> Result<i32> {
     let probes = RwLock::new(());
     let conn = tokio::select! {
         c = cli.cluster.connect() => c?,
-        _ = interrupted(&intr, &probes) => return Ok(EXIT_INTERRUPTED),
+        _ = interrupted(&intr, &probes) => return interrupted_exit(&cli),
     };
     let s = Session::new(conn, opts);
     let chain = links::chain();
     let r = if s.opts.wait {
         match crate::wait::wait(&s, &chain, &intr, &probes).await? {
             Some(r) => r,
-            None => return Ok(EXIT_INTERRUPTED),
+            None => return interrupted_exit(&cli),
         }
     } else {
         let (links, notes, now, _) = tokio::select! {
             r = round(&s, &chain, &intr, &probes) => r?,
-            _ = interrupted(&intr, &probes) => return Ok(EXIT_INTERRUPTED),
+            _ = interrupted(&intr, &probes) => return interrupted_exit(&cli),
         };
         report(&s, links, notes, now)
     };

@@ -86,6 +86,12 @@ enum Msg {
 /// Starts one watcher per resource the links watch, each forwarding its changes to the
 /// returned channel, with their number; `watch_ns` for the links that watch outside the Flux
 /// namespace. Watchers back off on errors (kube-runtime's default backoff).
+/// Whether an object with these labels is a probe a cluster-loop plugin created (its run
+/// label, `<tool>.cluster-loop.dev/run`, [`cluster_loop::probe::ProbeOwner::run_label`]).
+fn is_probe(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    labels.is_some_and(|l| l.keys().any(|k| k.ends_with(".cluster-loop.dev/run")))
+}
+
 fn start_watches(
     s: &Session,
     chain: &[Box<dyn Link>],
@@ -126,6 +132,14 @@ fn start_watches(
                 let mut settled = false;
                 while let Some(ev) = w.next().await {
                     let msg = match ev {
+                        // A probe Job or pod of ours (links 5-7 create one per round):
+                        // its events are not a change of the chain, and reacting to them
+                        // would create the next probe, and so on (the trial: ~2 Jobs/s).
+                        Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o))
+                            if is_probe(o.metadata.labels.as_ref()) =>
+                        {
+                            continue;
+                        }
                         Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
                             Msg::Change(format!(
                                 "{kind}/{}/{}",
@@ -293,4 +307,19 @@ pub async fn wait(
         expired,
     });
     Ok(Some(r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probes_own_events_do_not_start_a_round() {
+        let run = cluster_loop::probe::ProbeOwner::GITOPS_VERIFY.run_label();
+        let probe = std::collections::BTreeMap::from([(run, "abc".to_string())]);
+        assert!(is_probe(Some(&probe)));
+        let app = std::collections::BTreeMap::from([("app".to_string(), "web".to_string())]);
+        assert!(!is_probe(Some(&app)));
+        assert!(!is_probe(None));
+    }
 }

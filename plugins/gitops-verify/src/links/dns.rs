@@ -4,6 +4,8 @@
 //!
 //! - resolves to one of those addresses: `ok`; resolves, and nothing known serves the host
 //!   (a HOST argument no Gateway or Ingress names): `ok`, saying the address was not checked;
+//!   resolves, but the Gateway or Ingress that serves it has no address yet: `unknown` (not
+//!   proven either way), with what gives it one;
 //! - resolves elsewhere: `broken` (the split-horizon trap of the fleet README: CoreDNS answers
 //!   another address than the pool gave the Gateway), naming the CoreDNS plugin and Corefile
 //!   line that answered;
@@ -59,16 +61,30 @@ pub fn judge(t: &HostTarget, h: &podresolve::report::HostReport) -> Evidence {
         })
         .unwrap_or_default();
     if !pod.is_empty() {
+        if t.expected.is_empty() && (t.gateway.is_some() || t.ingress.is_some()) {
+            // Nothing to compare with: not proven either way (trial3: this read `ok`).
+            return Evidence::new(
+                object,
+                Verdict::Unknown,
+                format!(
+                    "resolves from a pod to {}{by}, but {} has no address (status) to compare it with: whether pods reach what serves the host is not proven",
+                    list(pod),
+                    served_by(t)
+                ),
+            )
+            .fix(format!(
+                "give {} an address (its controller writes status.addresses / status.loadBalancer: a load-balancer pool, or kubectl gatewaycheck for a Gateway)",
+                served_by(t)
+            ));
+        }
         if t.expected.is_empty() {
-            let why = if t.gateway.is_some() || t.ingress.is_some() {
-                format!("{} has no address to compare it with", served_by(t))
-            } else {
-                "no Gateway or Ingress serves it, so the address is not checked".into()
-            };
             return Evidence::new(
                 object,
                 Verdict::Ok,
-                format!("resolves from a pod to {}{by}; {why}", list(pod)),
+                format!(
+                    "resolves from a pod to {}{by}; no Gateway or Ingress serves it, so the address is not checked",
+                    list(pod)
+                ),
             );
         }
         if pod.iter().any(|a| t.expected.contains(a)) {

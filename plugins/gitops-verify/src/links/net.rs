@@ -326,10 +326,20 @@ pub fn targets(
             }
         }
     }
+    // An Ingress host is served by whatever serves it when named (a route or listener that
+    // claims it comes first, as for a HOST argument): the same host gets the same verdict
+    // with or without naming it.
     for i in inventory_ingresses {
+        let from = format!("Ingress/{}/{}", obj::namespace(i), obj::name(i));
         for r in obj::arr(i, &["spec", "rules"]) {
-            if let Some(h) = r["host"].as_str().filter(|h| concrete(h)) {
-                push(&mut out, via_ingress(h, i));
+            if let Some(h) = r["host"].as_str().filter(|h| concrete(h))
+                && !out.iter().any(|o| o.host == h)
+            {
+                let mut t = serve(h, None, from.clone(), gws, routes, ings);
+                if t.ingress.is_none() && t.gateway.is_none() {
+                    t = via_ingress(h, i);
+                }
+                push(&mut out, t);
             }
         }
     }
@@ -351,14 +361,23 @@ async fn read(cx: &Context<'_>) -> Result<Round> {
     let inv_gws = inventory_of(cx, gatewaycheck::snapshot::GATEWAY_GROUP, "Gateway");
     let inv_ings = inventory_of(cx, "networking.k8s.io", "Ingress");
     let mut notes = Vec::new();
-    let gateways = if !args.is_empty() || !inv_routes.is_empty() || !inv_gws.is_empty() {
+    let gateways = if !args.is_empty()
+        || !inv_routes.is_empty()
+        || !inv_gws.is_empty()
+        || !inv_ings.is_empty()
+    {
         let ns = s
             .namespace
             .clone()
             .unwrap_or_else(|| s.conn.namespace.clone());
         match gatewaycheck::snapshot::take(&s.conn, &ns).await {
             Ok(g) => Some(g),
-            Err(e) if e.exit_code() == cluster_loop::error::EXIT_CLUSTER && args.is_empty() => {
+            // The inventory holds Gateway API objects: the API must be there to judge them.
+            Err(e)
+                if e.exit_code() == cluster_loop::error::EXIT_CLUSTER
+                    && args.is_empty()
+                    && (!inv_routes.is_empty() || !inv_gws.is_empty()) =>
+            {
                 return Err(e);
             }
             Err(e) => {
@@ -572,5 +591,39 @@ mod tests {
             t.iter()
                 .all(|x| x.gateway == Some(("network".into(), "envoy-external".into())))
         );
+    }
+    /// Trial3: an Ingress in the inventory and an HTTPRoute (applied outside Flux) claim the
+    /// same host: with no HOST argument the host is served by the route's Gateway, as when
+    /// the host is named, so links 5-6 give the same verdict either way.
+    #[test]
+    fn an_inventory_ingress_host_a_route_claims_is_the_routes_gateway() {
+        let gw = json!({"metadata": {"name": "eg", "namespace": "infra"},
+          "spec": {"listeners": [{"name": "http", "protocol": "HTTP", "port": 80}]}});
+        let route = json!({"metadata": {"name": "podinfo", "namespace": "apps"},
+          "spec": {"hostnames": ["podinfo.dev.example.local"],
+            "parentRefs": [{"name": "eg", "namespace": "infra"}]}});
+        let ing = json!({"metadata": {"name": "podinfo", "namespace": "apps"},
+          "spec": {"rules": [{"host": "podinfo.dev.example.local"}]}});
+        let gws = [gw];
+        let routes = [route];
+        let ings = [ing];
+        let none = targets(&[], &[], &[], &ings, &gws, &routes, &ings);
+        let host = "podinfo.dev.example.local";
+        let named = targets(
+            &[Target::Host(host.into())],
+            &[],
+            &[],
+            &[],
+            &gws,
+            &routes,
+            &ings,
+        );
+        assert_eq!(none.len(), 1);
+        assert_eq!(none[0].gateway, Some(("infra".into(), "eg".into())));
+        assert_eq!(none[0].gateway, named[0].gateway);
+        assert_eq!(none[0].url, named[0].url);
+        // No route claims it: the Ingress serves it.
+        let alone = targets(&[], &[], &[], &ings, &gws, &[], &ings);
+        assert_eq!(alone[0].ingress, Some(("apps".into(), "podinfo".into())));
     }
 }

@@ -135,6 +135,9 @@ async fn one(
             false,
         ));
     }
+    if let Some(e) = controller_stopped(cx, &id) {
+        return Ok((e, false));
+    }
     let cs = conditions::from_object(src);
     if let Some(c) = cond(&cs, "Stalled").filter(|c| c.is_true()) {
         return Ok((
@@ -224,6 +227,42 @@ async fn one(
 fn loopback_url(src: &Value) -> Option<String> {
     let url = url::Url::parse(obj::s(src, &["spec", "url"])?).ok()?;
     cutover::incluster::loopback_reason(url.host_str()?, &[])
+}
+
+/// source-controller not running (unstick's read of its Deployment, beside
+/// kustomize-controller: 0 replicas, or no ready pod, with the pod's reason): nothing fetches,
+/// so a source behind its remote stays behind and its conditions are what it last wrote:
+/// `broken` with the lever (as `kubectl unstick` says `controller-not-running`). Not judged
+/// when the Deployment was not found or not readable.
+fn controller_stopped(cx: &Context<'_>, id: &str) -> Option<Evidence> {
+    let snap = &cx.facts.snap;
+    let dep = snap.source_controller.as_ref()?;
+    let (why, pod) = unstick::controller::not_running_with_pods(
+        dep,
+        &snap.controller_pods,
+        &snap.controller_logs,
+    )?;
+    let (ns, name) = (obj::namespace(dep), obj::name(dep));
+    let pod_why = pod
+        .map(|p| format!("; pod {} {}", p.pod, p.reason))
+        .unwrap_or_default();
+    let fix = if why == "0 replicas" {
+        format!("kubectl -n {ns} scale deployment/{name} --replicas=1")
+    } else {
+        format!(
+            "kubectl -n {ns} describe deployment/{name}; kubectl -n {ns} logs deployment/{name}"
+        )
+    };
+    Some(
+        Evidence::new(
+            id,
+            Verdict::Broken,
+            format!(
+                "Deployment/{ns}/{name} is not running ({why}{pod_why}): nothing fetches, so no new commit reaches this source and its status is what it last wrote"
+            ),
+        )
+        .fix(fix),
+    )
 }
 
 /// What the remote said: `Ok((head, where))` or `Err((verdict, message, fix))`.
