@@ -958,6 +958,16 @@ pub fn route_parents(route: &Value, snap: &Snapshot) -> Vec<Finding> {
             &st["conditions"],
             &format!("{field}.conditions"),
         ));
+        // The controller that wrote this entry must still run, or the entry is left behind
+        // (trial3: a route read 'consistent' with Envoy Gateway at 0 replicas).
+        let cname = s(st, "controllerName");
+        if !cname.is_empty() {
+            for f in controller_running(&object, cname, snap) {
+                if f.level == Level::Finding && !out.iter().any(|o| o.message == f.message) {
+                    out.push(f);
+                }
+            }
+        }
         for t in ["Accepted", "ResolvedRefs"] {
             if let Some(c) = condition(&st["conditions"], t).filter(|c| c["status"] != "True") {
                 out.push(
@@ -1196,6 +1206,46 @@ mod tests {
             missing[1].message
         );
         assert!(f.iter().all(|f| f.level != Level::Ok), "{f:#?}");
+    }
+
+    /// Trial3: a route whose parent entry Envoy Gateway wrote, with Envoy Gateway at 0
+    /// replicas, read 'consistent'. The writer must run, or the entry is left behind.
+    #[test]
+    fn a_route_whose_controller_stopped_is_left_behind() {
+        let route = json!({"metadata": {"name": "podinfo", "namespace": "apps", "generation": 1},
+            "spec": {"parentRefs": [{"name": "eg", "namespace": "infra"}]},
+            "status": {"parents": [{"parentRef": {"name": "eg", "namespace": "infra"},
+                "controllerName": "gateway.envoyproxy.io/gatewayclass-controller",
+                "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "observedGeneration": 1},
+                    {"type": "ResolvedRefs", "status": "True", "reason": "ResolvedRefs", "observedGeneration": 1}]}]}});
+        let eg = |available: i64| {
+            json!({"metadata": {"name": "envoy-gateway", "namespace": "envoy-gateway-system"},
+                "spec": {"replicas": 1, "template": {"spec": {"containers": [
+                    {"name": "envoy-gateway", "image": "docker.io/envoyproxy/gateway:v1.9.1"}]}}},
+                "status": {"availableReplicas": available}})
+        };
+        let stopped = Snapshot {
+            deployments: vec![eg(0)],
+            ..Snapshot::default()
+        };
+        let f = route_parents(&route, &stopped);
+        assert!(
+            f.iter().any(|f| f.level == Level::Finding
+                && f.message.contains("controller not running")
+                && f.message.contains("left behind")),
+            "{f:#?}"
+        );
+        assert!(
+            !f.iter()
+                .any(|f| f.rule == "parents" && f.level == Level::Ok),
+            "no 'Accepted and ResolvedRefs' ok row beside it: {f:#?}"
+        );
+        let running = Snapshot {
+            deployments: vec![eg(1)],
+            ..Snapshot::default()
+        };
+        let f = route_parents(&route, &running);
+        assert!(f.iter().all(|f| f.level != Level::Finding), "{f:#?}");
     }
 
     /// Found on the real Envoy Gateway (an EnvoyProxy with envoyService.type ClusterIP): the
