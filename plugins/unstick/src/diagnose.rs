@@ -1148,6 +1148,13 @@ impl<'a> Engine<'a> {
             // source's artifact revision changes (kustomize-controller v1.x
             // kustomization_controller.go `requestsForRevisionChangeOf`). Only a source
             // that failed, is missing or is suspended keeps it failing.
+            // A download that failed at the revision the source still has (source-controller
+            // restarted, its storage address moved): the same revision brings no event, and
+            // the error requeues only after spec.retryInterval (default spec.interval), unless
+            // requested. The trial: `reconciling: nothing is stuck` for ten minutes.
+            "ArtifactFailed" if retried_only_at_interval(r, d.source.as_ref()) => {
+                Class::ReconcileFailed
+            }
             "ArtifactFailed" if source_moving_or_ready(d.source.as_ref()) => Class::Reconciling,
             "ArtifactFailed" => Class::SourceNotReady,
             "BuildFailed" => Class::BuildFailed,
@@ -1195,6 +1202,16 @@ impl<'a> Engine<'a> {
                     sf.source
                 ),
             });
+        }
+        if class == Class::ReconcileFailed
+            && r.reason == "ArtifactFailed"
+            && let Some(sf) = d.source.as_ref()
+        {
+            d.hints.push(format!(
+                "the last run could not get the artifact of {} (source-controller restarted, or its storage address changed); {} has that revision now, so no revision change enqueues a run: the next comes after spec.retryInterval (default spec.interval) unless requested",
+                sf.last_attempted_revision.as_deref().unwrap_or("?"),
+                sf.source
+            ));
         }
         if class == Class::HealthCheckCanceled {
             d.hints.push("the controller canceled the health check because a new reconciliation was triggered; the next run starts right away".into());
@@ -2846,6 +2863,24 @@ fn source_moving_or_ready(source: Option<&SourceFacts>) -> bool {
         Some(c) if c.is_false() => false,
         _ => true,
     }
+}
+
+/// Whether a run that failed on the artifact (`Ready=False ArtifactFailed`) is retried only at
+/// `spec.retryInterval`: the source is Ready with an artifact at the revision this
+/// Kustomization last attempted (no revision change will enqueue it), and the failure is not
+/// kustomize-controller's own short retry for an artifact not there yet (its message
+/// `retrying in 30s`, the `--requeue-dependency` interval).
+fn retried_only_at_interval(r: &Condition, source: Option<&SourceFacts>) -> bool {
+    let Some(s) = source else { return false };
+    !r.message.contains("retrying in")
+        && s.found
+        && !s.suspended
+        && s.ready.as_ref().is_some_and(Condition::is_true)
+        && s.artifact_revision.is_some()
+        && same_revision(
+            s.artifact_revision.as_deref(),
+            s.last_attempted_revision.as_deref(),
+        )
 }
 
 /// A wait-set object that does not exist, its kind listed: (message, fix). A

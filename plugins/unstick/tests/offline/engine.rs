@@ -1000,6 +1000,35 @@ fn with_source_and_a_missing_source_object_says_so_and_patches_no_source() {
     }
 }
 
+/// Trial3: a download that failed at the revision the source still has (source-controller
+/// restarted on another storage address) is retried only at spec.retryInterval: no revision
+/// change enqueues it. Not `reconciling: nothing is stuck`: a failed run, and a request frees
+/// it now (seen: Ready within 8 s of a requestedAt).
+#[test]
+fn a_download_failed_at_the_revision_the_source_still_has_is_requested() {
+    let mut s = fleet();
+    let rev = named_mut(&mut s.sources, "flux-system")["status"]["artifact"]["revision"].clone();
+    assert!(rev.is_string());
+    let k = ks_mut(&mut s, "build-broken");
+    k["status"]["lastAttemptedRevision"] = rev;
+    let c = cond_mut(k, "Ready");
+    c["reason"] = json!("ArtifactFailed");
+    c["message"] = json!(
+        "failed to download archive: GET http://127.0.0.1:38783/gitrepository/flux-system/flux-system/x.tar.gz: connection refused"
+    );
+    let d = diag(&s, "build-broken");
+    assert_eq!(d.class, Class::ReconcileFailed, "{}", d.summary);
+    assert!(
+        d.hints
+            .iter()
+            .any(|h| h.contains("no revision change enqueues a run")),
+        "{:?}",
+        d.hints
+    );
+    let p = plan_for(&s, "build-broken", &Options::default());
+    assert_eq!(p.lever, Lever::RequestReconcile, "{p:#?}");
+}
+
 /// kustomize-controller: a run that finds no artifact is Ready=False reason ArtifactFailed
 /// "Source artifact not found, retrying in 30s" and requeues after spec.retryInterval (it is
 /// also enqueued when the source's artifact revision changes). Seen on the real controller: a
