@@ -8,6 +8,7 @@
 //! Job: at most 4) and one list of Pods, each in the one namespace they share or across
 //! namespaces.
 
+use cluster_loop::cli::FLUX_DEFAULT_NAMESPACE;
 use std::collections::BTreeSet;
 
 use cluster_loop::error::Result;
@@ -112,15 +113,17 @@ fn in_scope(s: &Session, ks: &Value) -> bool {
 pub async fn read(s: &Session) -> Result<Facts> {
     let scope = Scope {
         namespace: s.namespace.clone(),
+        // The controllers run where Flux is installed (flux-system, as `flux install` and
+        // unstick's --controller-namespace default), whatever namespace `-n` reads objects
+        // from (trial3: `-n prod` looked for kustomize-controller in prod, found none, and
+        // judged nothing while the real one was stopped).
         controller: ControllerRef {
-            namespace: s
-                .namespace
-                .clone()
-                .unwrap_or_else(|| s.conn.flux_namespace()),
+            namespace: FLUX_DEFAULT_NAMESPACE.into(),
             name: "kustomize-controller".into(),
         },
     };
     let (snap, mut notes) = unstick::live::gather(&s.conn, &scope, &s.reader).await?;
+    nothing_to_verify(s, &snap)?;
     let kustomizations: Vec<Value> = snap
         .kustomizations
         .iter()
@@ -147,6 +150,24 @@ pub async fn read(s: &Session) -> Result<Facts> {
         pods,
         notes,
     })
+}
+
+/// A run with no Kustomization in scope, no `--source` and no HOST|URL checks nothing: not a
+/// pass (exit 0 would let a CI gate on a mistyped `-n` pass every time). Errors: exit 3,
+/// naming the namespace and the command that lists where Kustomizations are.
+fn nothing_to_verify(s: &Session, snap: &Snapshot) -> Result<()> {
+    if !snap.kustomizations.is_empty() || s.opts.source.is_some() || !s.opts.targets.is_empty() {
+        return Ok(());
+    }
+    let place = s
+        .namespace
+        .as_deref()
+        .map(|n| format!("namespace {n:?}"))
+        .unwrap_or_else(|| "any namespace".into());
+    Err(cluster_loop::Error::Cluster(format!(
+        "no Kustomization in {place} ({}): nothing to verify; list where they are with: kubectl get kustomizations -A",
+        s.conn.server
+    )))
 }
 
 /// `--source` names an object the cluster has. Errors: it does not (exit 3, as every plugin

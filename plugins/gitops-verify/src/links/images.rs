@@ -189,7 +189,8 @@ async fn stopped_controller(
     c: (&str, &str),
 ) -> Result<Option<StoppedController>> {
     let (s, conn) = (cx.session, &cx.session.conn);
-    let ns = conn.flux_namespace();
+    // Where Flux runs, whatever `-n` reads objects from (see crate::facts::read).
+    let ns = cluster_loop::cli::FLUX_DEFAULT_NAMESPACE.to_string();
     let dep_ar = Kind::Deployment.api_resource("v1");
     let d = match s.reader.get(conn, &dep_ar, &ns, c.0).await {
         Ok(d) => d,
