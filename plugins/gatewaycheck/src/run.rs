@@ -187,8 +187,9 @@ pub fn check(
     };
     let missing = |kind: &str, n: &str| {
         Error::Cluster(format!(
-            "{kind} {n:?} not found in namespace {}",
-            ns.unwrap_or("(all)")
+            "{kind} {n:?} not found in namespace {}; list what exists with: kubectl get {} -A",
+            ns.unwrap_or("(all)"),
+            kind.to_lowercase()
         ))
     };
     match target {

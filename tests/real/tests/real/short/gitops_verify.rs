@@ -465,6 +465,29 @@ fn a_named_source_that_does_not_exist_is_exit_3() {
     assert!(out.stdout.is_empty(), "nothing on stdout");
 }
 
+/// Trial3: `-n` with a typo (a namespace with no Kustomization) checks nothing, so it is not
+/// "the chain holds" (exit 0 would let a CI gate pass on the typo): exit 3 with the command
+/// that lists where Kustomizations are.
+#[test]
+fn a_namespace_with_nothing_to_verify_is_exit_3_not_a_pass() {
+    let c = &cluster();
+    let out = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(["-n", "flux-sytem"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("no Kustomization in namespace \"flux-sytem\"")
+            && err.contains("kubectl get kustomizations -A"),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("the chain holds"));
+}
+
 /// The request budget, counted by the fault proxy between the binary and the real apiserver:
 /// a one-shot run on one fleet makes exactly the requests its report says (`apiRequests`),
 /// all reads (lists, and the two controller Deployments by name), within the README's bound.
