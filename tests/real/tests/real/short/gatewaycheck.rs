@@ -979,7 +979,9 @@ spec:
     let _ = c.set_corefile_hosts("");
     assert_eq!(code, 1, "{out}");
     assert_eq!(r["firstBroken"], "gateway", "{r:#}");
-    assert_eq!(verify_link(&r, "dns")["verdict"], "ok", "{r:#}");
+    // The Gateway has no address: what pods resolve cannot be compared with it, so dns is
+    // not proven either way (trial3: this read `ok`).
+    assert_eq!(verify_link(&r, "dns")["verdict"], "unknown", "{r:#}");
     let gw = verify_link(&r, "gateway");
     assert_eq!(gw["verdict"], "broken", "{r:#}");
     assert!(

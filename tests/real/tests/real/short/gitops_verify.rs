@@ -502,6 +502,12 @@ async fn request_budget_is_what_the_proxy_counts() {
         "  interval: 1m\n  path: ./\n  prune: true\n",
     );
     ready_at(c, "gv-budget", &sha);
+    // No `wait: true` here: Ready says applied, not rolled out. The budget is counted on a
+    // chain that holds, so the Deployment must be available first (seen: exit 4 under load).
+    eventually(T, "Deployment gv-budget/web available", || {
+        let d = c.get_json(&["-n", "gv-budget", "get", "deployment", "web"]);
+        (d["status"]["availableReplicas"] == 1).then_some(())
+    });
     let proxy = FaultProxy::start(c).await.unwrap();
     let kc = proxy.kubeconfig().to_path_buf();
     let (code, r, err) =
