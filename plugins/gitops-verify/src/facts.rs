@@ -9,7 +9,7 @@
 //! namespaces.
 
 use cluster_loop::cli::FLUX_DEFAULT_NAMESPACE;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use cluster_loop::error::Result;
 use jiff::Timestamp;
@@ -51,6 +51,9 @@ pub struct Facts {
     pub pods: Vec<Value>,
     /// What was not read and why.
     pub notes: Vec<String>,
+    /// For each workload `(Kind, namespace, name)` in an inventory, the keys (`namespace/name`)
+    /// of the in-scope Kustomizations that hold it, built once per round ([`Facts::appliers`]).
+    appliers: BTreeMap<(String, String, String), Vec<String>>,
 }
 
 impl Facts {
@@ -71,15 +74,10 @@ impl Facts {
     /// Keys (`namespace/name`) of the in-scope Kustomizations whose inventory holds the
     /// workload `kind/ns/name` (kustomize-controller's `status.inventory`).
     pub fn appliers(&self, kind: &str, ns: &str, name: &str) -> Vec<String> {
-        self.kustomizations
-            .iter()
-            .filter(|ks| {
-                inventory_workloads(ks)
-                    .iter()
-                    .any(|(_, k, n, m)| k == kind && n == ns && m == name)
-            })
-            .map(key_of)
-            .collect()
+        self.appliers
+            .get(&(kind.to_string(), ns.to_string(), name.to_string()))
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The workload `(group, kind, ns, name)` when read.
@@ -140,6 +138,7 @@ pub async fn read(s: &Session) -> Result<Facts> {
     let sources = sources_of(s, &snap, &kustomizations);
     named_source_exists(s, &sources)?;
     let (workloads, pods) = read_workloads(s, &kustomizations, &mut notes).await?;
+    let appliers = appliers_of(&kustomizations);
     Ok(Facts {
         now: snap.now,
         snap,
@@ -149,7 +148,23 @@ pub async fn read(s: &Session) -> Result<Facts> {
         workloads,
         pods,
         notes,
+        appliers,
     })
+}
+
+/// Each inventory workload's Kustomizations, from one pass over the inventories.
+fn appliers_of(kustomizations: &[Value]) -> BTreeMap<(String, String, String), Vec<String>> {
+    let mut out: BTreeMap<(String, String, String), Vec<String>> = BTreeMap::new();
+    for ks in kustomizations {
+        for (_, kind, ns, name) in inventory_workloads(ks) {
+            let keys = out.entry((kind, ns, name)).or_default();
+            let k = key_of(ks);
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+    }
+    out
 }
 
 /// A run with no Kustomization in scope, no `--source` and no HOST|URL checks nothing: not a

@@ -335,11 +335,9 @@ pub fn targets(
             if let Some(h) = r["host"].as_str().filter(|h| concrete(h))
                 && !out.iter().any(|o| o.host == h)
             {
-                let mut t = serve(h, None, from.clone(), gws, routes, ings);
-                if t.ingress.is_none() && t.gateway.is_none() {
-                    t = via_ingress(h, i);
-                }
-                push(&mut out, t);
+                // `ings` holds `i` (the inventory's are picked from it), so `serve` finds
+                // at least this Ingress.
+                push(&mut out, serve(h, None, from.clone(), gws, routes, ings));
             }
         }
     }
