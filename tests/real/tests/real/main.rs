@@ -52,6 +52,42 @@ macro_rules! bin {
     };
 }
 
+/// A real HTTP backend on the pod runtime: BusyBox httpd (`-v`: one `ADDR:PORT:
+/// response:CODE` log line per request) in pod `httpd` labelled `app: APP`, serving `body` as
+/// /index.html on `port`, behind Service `httpd` in namespace `ns` (made here). Returns once
+/// the pod is Running. Panics when the apply fails or the pod does not run within 60 s.
+pub fn httpd_behind_a_service(c: &Cluster, ns: &str, app: &str, port: u16, body: &str) {
+    c.apply_yaml(&format!(
+        "apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: httpd, namespace: {ns}, labels: {{app: {app}}}}}
+spec:
+  containers:
+  - name: httpd
+    image: busybox:1.36
+    command: [sh, -c, 'echo {body} > /tmp/index.html && exec httpd -f -v -p {port} -h /tmp']
+    volumeMounts: [{{name: www, mountPath: /tmp}}]
+  volumes: [{{name: www, emptyDir: {{}}}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: httpd, namespace: {ns}}}
+spec:
+  selector: {{app: {app}}}
+  ports: [{{port: {port}}}]
+"
+    ))
+    .unwrap();
+    realcluster::testkit::eventually(std::time::Duration::from_secs(60), "httpd Running", || {
+        (c.get_json(&["-n", ns, "get", "pod", "httpd"])["status"]["phase"] == "Running")
+            .then_some(())
+    });
+}
+
 /// A lease on the cluster of default options (`ClusterOptions::default()`) kept in `cell`: one
 /// group's cluster ([`cluster_with`]). Panics with the start error, each call.
 pub fn group_cluster(cell: &'static ClusterCell) -> Lease {

@@ -1006,34 +1006,7 @@ fn verify_a_url_served_by_a_real_backend_holds() {
         return;
     }
     let ns = "gv-ok";
-    c.apply_yaml(&format!(
-        "apiVersion: v1
-kind: Namespace
-metadata: {{name: {ns}}}
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: httpd, namespace: {ns}, labels: {{app: httpd-gv}}}}
-spec:
-  containers:
-  - name: httpd
-    image: busybox:1.36
-    command: [sh, -c, 'echo ok > /tmp/index.html && exec httpd -f -p 18081 -h /tmp']
-    volumeMounts: [{{name: www, mountPath: /tmp}}]
-  volumes: [{{name: www, emptyDir: {{}}}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: httpd, namespace: {ns}}}
-spec:
-  selector: {{app: httpd-gv}}
-  ports: [{{port: 18081}}]
-"
-    ))
-    .unwrap();
-    eventually(Duration::from_secs(60), "httpd Running", || {
-        (get(c, ns, "pod", "httpd")["status"]["phase"] == "Running").then_some(())
-    });
+    crate::httpd_behind_a_service(c, ns, "httpd-gv", 18081, "ok");
     let url = format!("http://httpd.{ns}.svc.cluster.local:18081/index.html");
     // The runtime adds the Service's address once it has seen both: retried until then.
     let (code, r, out) = eventually(Duration::from_secs(90), "the chain holds", || {

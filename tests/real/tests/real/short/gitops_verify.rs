@@ -47,6 +47,23 @@ fn verify(kubeconfig: &std::path::Path, args: &[&str]) -> (i32, Value, String) {
     (out.status.code().unwrap_or(-1), v, stderr)
 }
 
+/// The binary with its default (table) output: (exit code, stdout, stderr), for runs that
+/// end without a report.
+fn verify_table(c: &Cluster, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 fn link<'a>(r: &'a Value, id: &str) -> &'a Value {
     r["links"]
         .as_array()
@@ -449,20 +466,13 @@ fn a_pull_failure_of_the_revision_being_applied_is_final_while_a_dependent_waits
 #[test]
 fn a_named_source_that_does_not_exist_is_exit_3() {
     let c = &cluster();
-    let out = Command::new(BIN)
-        .arg("--kubeconfig")
-        .arg(c.kubeconfig())
-        .args(["--source", "gitrepository/gv-nope"])
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
+    let (code, out, err) = verify_table(c, &["--source", "gitrepository/gv-nope"]);
+    assert_eq!(code, Some(3), "{err}");
     assert!(
         err.contains("\"gv-nope\" not found") && err.contains("kubectl get"),
         "{err}"
     );
-    assert!(out.stdout.is_empty(), "nothing on stdout");
+    assert!(out.is_empty(), "nothing on stdout");
 }
 
 /// Trial3: `-n` with a typo (a namespace with no Kustomization) checks nothing, so it is not
@@ -471,21 +481,14 @@ fn a_named_source_that_does_not_exist_is_exit_3() {
 #[test]
 fn a_namespace_with_nothing_to_verify_is_exit_3_not_a_pass() {
     let c = &cluster();
-    let out = Command::new(BIN)
-        .arg("--kubeconfig")
-        .arg(c.kubeconfig())
-        .args(["-n", "flux-sytem"])
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
+    let (code, out, err) = verify_table(c, &["-n", "flux-sytem"]);
+    assert_eq!(code, Some(3), "{err}");
     assert!(
         err.contains("no Kustomization in namespace \"flux-sytem\"")
             && err.contains("kubectl get kustomizations -A"),
         "{err}"
     );
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("the chain holds"));
+    assert!(!out.contains("the chain holds"), "{out}");
 }
 
 /// The request budget, counted by the fault proxy between the binary and the real apiserver:

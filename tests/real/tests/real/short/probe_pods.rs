@@ -899,35 +899,7 @@ async fn the_http_probe_reaches_a_real_backend_through_its_service() {
         return;
     }
     let ns = "probe-svc";
-    c.apply_yaml(&format!(
-        "apiVersion: v1
-kind: Namespace
-metadata: {{name: {ns}}}
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: httpd, namespace: {ns}, labels: {{app: httpd-probe}}}}
-spec:
-  containers:
-  - name: httpd
-    image: busybox:1.36
-    command: [sh, -c, 'echo served-by-httpd > /tmp/index.html && exec httpd -f -v -p 18080 -h /tmp']
-    volumeMounts: [{{name: www, mountPath: /tmp}}]
-  volumes: [{{name: www, emptyDir: {{}}}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: httpd, namespace: {ns}}}
-spec:
-  selector: {{app: httpd-probe}}
-  ports: [{{port: 18080}}]
-"
-    ))
-    .unwrap();
-    eventually(Duration::from_secs(60), "httpd Running", || {
-        (c.get_json(&["-n", ns, "get", "pod", "httpd"])["status"]["phase"] == "Running")
-            .then_some(())
-    });
+    crate::httpd_behind_a_service(c, ns, "httpd-probe", 18080, "served-by-httpd");
     let conn = cluster_loop::cli::ClusterArgs {
         kubeconfig: Some(c.kubeconfig().to_path_buf()),
         namespace: Some(ns.into()),

@@ -21,6 +21,27 @@ use serde_json::Value;
 
 use super::{BIN, quiet_cluster, unstick_json as unstick};
 
+/// `unstick ks/NAME --dry-run` once no worker wait is in its diagnosis. With every worker
+/// held by other tests of the group, the event may still sit in the controller's queue, and
+/// unstick rightly says "waiting for a free worker": a dropped event is judged only after.
+fn dry_run_with_a_free_worker(c: &Cluster, name: &str) -> (i32, Value, String) {
+    eventually(
+        Duration::from_secs(180),
+        "a diagnosis without a worker wait",
+        || {
+            let r = unstick(c, &[&format!("ks/{name}"), "--dry-run"]);
+            (!waits_for_a_worker(&r.1)).then_some(r)
+        },
+    )
+}
+
+/// Whether an unstick report says every worker is held by other runs.
+fn waits_for_a_worker(v: &Value) -> bool {
+    v["diagnosis"]["summary"]
+        .as_str()
+        .is_some_and(|s| s.contains("waiting for a free worker"))
+}
+
 /// The `--all -A` row of `flux-system/name`, with the fleet's exit code.
 fn row(c: &Cluster, name: &str) -> (i32, Value) {
     let (code, all, err) = unstick(c, &["--all", "-A"]);
@@ -169,19 +190,7 @@ fn a_dependson_cycle_silences_new_revisions_of_its_whole_source() {
     let c = &quiet_cluster();
     let p = "blind-cycle";
     let (_, new) = dropped_by_a_cycle(c, p);
-    // With every worker held by other tests, the event may still be queued: not judged
-    // dropped until a worker is free (see the --yes below).
-    let (code, v, err) = eventually(
-        Duration::from_secs(180),
-        "a diagnosis without a worker wait",
-        || {
-            let r = unstick(c, &[&format!("ks/{p}"), "--dry-run"]);
-            (!r.1["diagnosis"]["summary"]
-                .as_str()
-                .is_some_and(|s| s.contains("waiting for a free worker")))
-            .then_some(r)
-        },
-    );
+    let (code, v, err) = dry_run_with_a_free_worker(c, p);
     let d = &v["diagnosis"];
     assert_eq!(d["class"], "source-event-dropped", "{v:#}\n{err}");
     assert_eq!(code, 1, "{v:#}");
@@ -240,19 +249,7 @@ fn a_revision_dropped_before_the_cycle_was_broken_is_requested_and_proven() {
         "the sibling picked up the new commit after the cycle broke",
         || c.kustomization(p)["status"]["lastAttemptedRevision"] == old.as_str(),
     );
-    // With every worker held by other tests, the event may still be queued: not judged
-    // dropped until a worker is free (see the --yes below).
-    let (code, v, err) = eventually(
-        Duration::from_secs(180),
-        "a diagnosis without a worker wait",
-        || {
-            let r = unstick(c, &[&format!("ks/{p}"), "--dry-run"]);
-            (!r.1["diagnosis"]["summary"]
-                .as_str()
-                .is_some_and(|s| s.contains("waiting for a free worker")))
-            .then_some(r)
-        },
-    );
+    let (code, v, err) = dry_run_with_a_free_worker(c, p);
     let d = &v["diagnosis"];
     assert_eq!(d["class"], "source-event-dropped", "{v:#}\n{err}");
     assert_eq!(code, 1, "{v:#}");
@@ -279,9 +276,7 @@ fn a_revision_dropped_before_the_cycle_was_broken_is_requested_and_proven() {
         "unstick --yes proves the sibling recovered once a worker is free",
         || {
             let (code, v, _) = unstick(c, &[&format!("ks/{p}"), "--yes"]);
-            let waiting = v["diagnosis"]["summary"]
-                .as_str()
-                .is_some_and(|s| s.contains("waiting for a free worker"));
+            let waiting = waits_for_a_worker(&v);
             last = v.clone();
             if waiting {
                 return None;
