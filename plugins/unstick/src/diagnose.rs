@@ -21,7 +21,10 @@ use cluster_loop::flux::Kustomization;
 use cluster_loop::kstatus::{self, Status as KStatus};
 
 mod blind;
-pub use blind::{BlindSpot, ConfigRef, RemoteHead, apply_remote_head, config_refs};
+pub use blind::{
+    BlindSpot, ConfigRef, RemoteHead, SOURCE_CONTROLLER_KINDS, apply_remote_head, config_refs,
+    source_not_watched,
+};
 
 /// `reconcile.fluxcd.io/requestedAt` (fluxcd/pkg apis/meta `ReconcileRequestAnnotation`).
 pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
@@ -74,7 +77,9 @@ pub enum Class {
     ControllerNotRunning,
     /// No running kustomize-controller watches it ([`crate::controller::ControllerFacts::excludes`]:
     /// its `--watch-label-selector` or namespace scope leaves it out): no run, no status, no
-    /// request handled, whatever its conditions say.
+    /// request handled, whatever its conditions say. Also (`blindSpot.kind:
+    /// source-not-watched`) when no running source-controller watches its source
+    /// ([`source_not_watched`]): nothing is ever fetched for it.
     NotWatched,
     /// Its source's new revision was dropped: a dependsOn cycle among the Kustomizations of
     /// the same source fails kustomize-controller's sort of the revision event

@@ -317,37 +317,52 @@ pub struct Scope {
 }
 
 /// The controllers read only when a Kustomization needs them, each with one request: every
-/// kustomize-controller Deployment of the controller's namespace (one list) when the one read
-/// does not watch some Kustomization (a sharded install: which shard would), and the
+/// kustomize-controller and source-controller Deployment of the controller's namespace (one
+/// list) when the kustomize-controller read does not watch some Kustomization, or the
+/// source-controller read some source (a sharded install: which shard would), and the
 /// helm-controller Deployment (one GET) when a health check waits on a HelmRelease. A 403
-/// leaves them unread (a note); (kustomize-controllers, helm-controller, whether it was
-/// looked for).
+/// leaves them unread (a note).
 async fn other_controllers(
     conn: &Connection,
     r: &Reader,
     scope: &Scope,
-    controller: Option<&Value>,
+    c: &mut Controllers,
     kustomizations: &[Value],
+    sources: &[Value],
     notes: &mut Vec<String>,
-) -> Result<(Vec<Value>, Option<Value>, bool)> {
+) -> Result<()> {
+    use crate::controller::ControllerFacts;
     let dep_ar = Kind::Deployment.api_resource("v1");
     let ns = scope.controller.namespace.as_str();
-    let mut shards = Vec::new();
-    let facts = controller.map(crate::controller::ControllerFacts::from_deployment);
-    if facts
-        .as_ref()
-        .is_some_and(|f| kustomizations.iter().any(|k| f.excludes(k).is_some()))
-    {
+    let excludes = |d: Option<&Value>, objs: Vec<&Value>| {
+        d.map(ControllerFacts::from_deployment)
+            .is_some_and(|f| objs.iter().any(|o| f.excludes(o).is_some()))
+    };
+    let ks_out = excludes(c.controller.as_ref(), kustomizations.iter().collect());
+    let src_out = excludes(
+        c.source_controller.as_ref(),
+        sources
+            .iter()
+            .filter(|s| crate::diagnose::SOURCE_CONTROLLER_KINDS.contains(&obj::kind(s)))
+            .collect(),
+    );
+    if ks_out || src_out {
         match r
             .list(conn, &dep_ar, Some(ns), &ListParams::default())
             .await
         {
-            Ok(v) => shards.extend(v.into_iter().filter(|d| {
-                let f = crate::controller::ControllerFacts::from_deployment(d);
-                f.image.contains("kustomize-controller")
-            })),
+            Ok(v) => {
+                for d in v {
+                    let image = ControllerFacts::from_deployment(&d).image;
+                    if image.contains("kustomize-controller") {
+                        c.kustomize_controllers.push(d);
+                    } else if image.contains("source-controller") {
+                        c.source_controllers.push(d);
+                    }
+                }
+            }
             Err(e) if e.status_code() == Some(403) => {
-                notes.push(format!("kustomize-controller shards not read: {e}"))
+                notes.push(format!("controller shards not read: {e}"))
             }
             Err(e) => return Err(e),
         }
@@ -358,16 +373,19 @@ async fn other_controllers(
             .any(|m| m.kind == "HelmRelease" && m.group == "helm.toolkit.fluxcd.io")
     });
     if !wants_helm {
-        return Ok((shards, None, false));
+        return Ok(());
     }
     match r.get(conn, &dep_ar, ns, "helm-controller").await {
-        Ok(v) => Ok((shards, v, true)),
+        Ok(v) => {
+            c.helm_controller = v;
+            c.helm_controller_read = true;
+        }
         Err(e) if e.status_code() == Some(403) => {
             notes.push(format!("helm-controller not read: {e}"));
-            Ok((shards, None, false))
         }
-        Err(e) => Err(e),
+        Err(e) => return Err(e),
     }
+    Ok(())
 }
 
 /// Read everything the engine needs, with list calls only:
@@ -380,7 +398,7 @@ async fn other_controllers(
 /// the workloads of their releases (4: Deployments, StatefulSets, DaemonSets, Jobs with
 /// helm-controller's origin label), Pods (1) and Warning Events (1); for a controller
 /// Deployment with replicas but no ready pod, its pods (1) and the last log lines of its
-/// exited container (1); the kustomize-controller shards and helm-controller when needed
+/// exited container (1); the kustomize- and source-controller shards and helm-controller when needed
 /// (`other_controllers`, 1 each).
 /// Permission errors on the optional reads (controller, pods, events, workloads) degrade to
 /// "not read" and are returned as notes; on the Kustomizations they are errors.
@@ -394,7 +412,7 @@ pub async fn gather(
     let ks_ns = scope.namespace.as_deref();
     let kustomizations = read_kustomizations(conn, r, ks_ns, &mut notes).await?;
     let sources = read_sources(conn, r, ks_ns, &kustomizations, &mut notes).await?;
-    let c = read_controllers(conn, r, scope, &kustomizations, &mut notes).await?;
+    let c = read_controllers(conn, r, scope, &kustomizations, &sources, &mut notes).await?;
     let (controller_pods, controller_logs) =
         read_controller_pods(conn, r, scope, &c, &mut notes).await?;
     let secret_keys = read_secret_keys(conn, r, &sources, &mut notes).await?;
@@ -408,6 +426,7 @@ pub async fn gather(
         controller: c.controller,
         source_controller: c.source_controller,
         kustomize_controllers: c.kustomize_controllers,
+        source_controllers: c.source_controllers,
         helm_controller: c.helm_controller,
         helm_controller_read: c.helm_controller_read,
         controller_pods,
@@ -529,6 +548,7 @@ struct Controllers {
     controller: Option<Value>,
     source_controller: Option<Value>,
     kustomize_controllers: Vec<Value>,
+    source_controllers: Vec<Value>,
     helm_controller: Option<Value>,
     helm_controller_read: bool,
 }
@@ -540,6 +560,7 @@ async fn read_controllers(
     r: &Reader,
     scope: &Scope,
     kustomizations: &[Value],
+    sources: &[Value],
     notes: &mut Vec<String>,
 ) -> Result<Controllers> {
     // Controller.
@@ -583,15 +604,16 @@ async fn read_controllers(
         Err(e) if e.status_code() == Some(403) => None,
         Err(e) => return Err(e),
     };
-    let (kustomize_controllers, helm_controller, helm_controller_read) =
-        other_controllers(conn, r, scope, controller.as_ref(), kustomizations, notes).await?;
-    Ok(Controllers {
+    let mut c = Controllers {
         controller,
         source_controller,
-        kustomize_controllers,
-        helm_controller,
-        helm_controller_read,
-    })
+        kustomize_controllers: Vec::new(),
+        source_controllers: Vec::new(),
+        helm_controller: None,
+        helm_controller_read: false,
+    };
+    other_controllers(conn, r, scope, &mut c, kustomizations, sources, notes).await?;
+    Ok(c)
 }
 
 /// For each controller Deployment with replicas but no ready pod: its pods and the last log
@@ -618,6 +640,11 @@ async fn read_controller_pods(
             c.kustomize_controllers
                 .iter()
                 .filter(|d| obj::name(d) != scope.controller.name),
+        )
+        .chain(
+            c.source_controllers
+                .iter()
+                .filter(|d| obj::name(d) != "source-controller"),
         )
     {
         if crate::controller::not_running(d).is_none_or(|w| w == "0 replicas") {

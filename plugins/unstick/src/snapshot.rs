@@ -38,10 +38,15 @@ pub struct Snapshot {
     pub source_controller: Option<Value>,
     /// Every kustomize-controller Deployment in the controller's namespace (the shards of a
     /// sharded install: a Deployment whose manager image is kustomize-controller), read only
-    /// when the one read above does not watch some Kustomization (one list). `[]` when not
-    /// read.
+    /// when the one read above does not watch some Kustomization, or source-controller some
+    /// source (one list). `[]` when not read.
     #[serde(default)]
     pub kustomize_controllers: Vec<Value>,
+    /// Every source-controller Deployment in the controller's namespace (the shards: a
+    /// Deployment whose manager image is source-controller), read by the same list only when
+    /// `source-controller` does not watch some source read. `[]` when not read.
+    #[serde(default)]
+    pub source_controllers: Vec<Value>,
     /// The helm-controller Deployment (`helm-controller` in the kustomize-controller's
     /// namespace, as `flux install` names it), read only when a health check waits on a
     /// HelmRelease. `None`: not found, or not read ([`Snapshot::helm_controller_read`]).

@@ -5,7 +5,8 @@
 //! does, read from its source (kustomize-controller v1.7.3, v1.9.6, v1.10.1):
 //!
 //! - not watched: `--watch-label-selector` / `--watch-all-namespaces=false` keep the object
-//!   out of the controller's cache (main.go `Cache.ByObject`, `DefaultNamespaces`);
+//!   out of the controller's cache (main.go `Cache.ByObject`, `DefaultNamespaces`); the same
+//!   flags of source-controller keep a source out of its cache, so it is never fetched;
 //! - a source's revision event dropped: `requestsForRevisionChangeOf` sorts the source's
 //!   Kustomizations by dependsOn (`sortAndEnqueue`, fluxcd/pkg runtime/dependency `Sort`) and
 //!   returns no request at all when the sort finds a cycle;
@@ -25,6 +26,7 @@ use super::{
 };
 use crate::controller::ControllerFacts;
 use crate::obj;
+use crate::snapshot::Snapshot;
 
 /// A blind spot found on a Kustomization. JSON (`diagnosis.blindSpot`):
 /// `{"kind": "source-event-dropped", "because": "...", "cycle": ["ns/a", "ns/b", "ns/a"],
@@ -33,7 +35,8 @@ use crate::obj;
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BlindSpot {
-    /// `not-watched`, `source-event-dropped`, `source-suspended`, `path-not-fetched`,
+    /// `not-watched`, `source-not-watched`, `source-event-dropped`, `source-suspended`,
+    /// `path-not-fetched`,
     /// `spec-changed-in-flight` or `config-not-watched`.
     pub kind: String,
     /// Why, in the controller's terms (the flag, the cycle, the suspend, the artifact).
@@ -135,6 +138,12 @@ impl BlindSpot {
             remote_head: None,
         }
     }
+
+    /// The same blind spot with `kind` set.
+    fn named(mut self, kind: &str) -> BlindSpot {
+        self.kind = kind.to_string();
+        self
+    }
 }
 
 /// A ConfigMap or Secret a Kustomization reads, as kustomize-controller indexes it for its
@@ -222,7 +231,7 @@ impl Engine<'_> {
             }
             return;
         }
-        if d.class == Class::Suspended {
+        if d.class == Class::Suspended || self.source_unwatched(ks, d) {
             return;
         }
         let _ = self.spec_changed_in_flight(ks, d)
@@ -308,53 +317,77 @@ impl Engine<'_> {
     /// is excluded: [`crate::snapshot::Snapshot::kustomize_controllers`]).
     fn not_watched(&self, ks: &Value) -> Option<BlindSpot> {
         let c = self.controller.as_ref()?;
-        let why = c.excludes(ks)?;
         let snap = self.idx.snap;
-        let shard = snap
-            .kustomize_controllers
-            .iter()
-            .filter(|dep| !(obj::name(dep) == c.name && obj::namespace(dep) == c.namespace))
-            .map(|dep| {
-                ControllerFacts::with_pods(dep, &snap.controller_pods, &snap.controller_logs)
-            })
-            .find(|f| f.excludes(ks).is_none());
-        let mut b = match shard {
-            Some(f) if f.not_running.is_none() => return None,
-            Some(f) => {
-                let stopped = super::StoppedController::new(
-                    &f.name,
-                    &f.namespace,
-                    f.not_running.clone().unwrap_or_default(),
-                    "nothing reconciles its shard",
-                    f.pod.clone(),
-                );
-                let mut b = BlindSpot::new(
-                    "not-watched",
-                    format!(
-                        "{why}; {}/{} would watch it (--watch-label-selector={}) but {}",
-                        f.namespace,
-                        f.name,
-                        f.watch_label_selector.as_deref().unwrap_or(""),
-                        stopped.line()
-                    ),
-                );
-                b.command = Some(stopped.command);
-                b
-            }
-            None if snap.kustomize_controllers.is_empty() => BlindSpot::new(
-                "not-watched",
-                format!("{why}; no other kustomize-controller Deployment was read"),
+        unwatched(
+            c,
+            &snap.kustomize_controllers,
+            snap,
+            ks,
+            "kustomize-controller",
+            "nothing reconciles its shard",
+        )
+        .map(|b| b.named("not-watched"))
+    }
+
+    /// A Kustomization whose source (GitRepository, OCIRepository, Bucket) no running
+    /// source-controller watches ([`source_not_watched`]): the source never gets an artifact
+    /// (or keeps the last one fetched before it was excluded), so "waiting for the source" and
+    /// "the next run applies it" are promises nobody keeps. Class [`Class::NotWatched`] with
+    /// `blindSpot.kind: source-not-watched` when the state as written waits on the source or
+    /// says nothing is wrong (healthy, reconciling with no run in progress, source-not-ready,
+    /// source-suspended, a dropped revision, or any state promising a run while the source has
+    /// no artifact); any other state (a failed build or check, a run in progress) keeps its
+    /// class with the fact as its first hint.
+    fn source_unwatched(&self, ks: &Value, d: &mut Diagnosis) -> bool {
+        let Some(src) = self.source_obj(ks) else {
+            return false;
+        };
+        let Some(b) = source_not_watched(self.idx.snap, src) else {
+            return false;
+        };
+        let artifact = obj::s(src, &["status", "artifact", "revision"]).map(String::from);
+        let takes_class = matches!(
+            d.class,
+            Class::Healthy
+                | Class::SourceNotReady
+                | Class::SourceSuspended
+                | Class::SourceEventDropped
+        ) || (d.class == Class::Reconciling && run_in_progress(ks).is_none())
+            || (artifact.is_none() && promises_a_run(ks, d));
+        let src_ref = format!(
+            "{}/{} in {}",
+            obj::kind(src).to_ascii_lowercase(),
+            obj::name(src),
+            obj::namespace(src)
+        );
+        let head = format!(
+            "no running source-controller watches {src_ref}: {}",
+            b.because
+        );
+        if !takes_class {
+            d.hints
+                .insert(0, format!("{head}; no new revision of it is ever fetched"));
+            d.blind_spot = Some(b);
+            return true;
+        }
+        let last = d.summary.clone();
+        d.class = Class::NotWatched;
+        d.summary = match &artifact {
+            None => format!(
+                "{head}; it has no artifact, so this Kustomization never gets anything to apply"
             ),
-            None => BlindSpot::new(
-                "not-watched",
-                format!(
-                    "{why}; no other kustomize-controller Deployment in {} selects it",
-                    c.namespace
-                ),
+            Some(rev) => format!(
+                "{head}; its artifact {rev} is the last one fetched before that, and no new commit ever reaches this Kustomization"
             ),
         };
-        b.next_run_at = None;
-        Some(b)
+        d.hints = vec![format!("as last written by the controllers: {last}")];
+        d.health_check = None;
+        d.eta = None;
+        d.overdue_secs = None;
+        d.worker_free_at = None;
+        d.blocking.clear();
+        d.blind_spot = Some(b);
+        true
     }
 
     /// Whether `ks` lost its source's new revision to a dependsOn cycle
@@ -853,6 +886,100 @@ fn cycle_member_promised_a_run(
     b.request_after_fix = affected;
     d.blind_spot = Some(b);
     true
+}
+
+/// The source kinds source-controller's `--watch-label-selector` filters that a
+/// Kustomization reads (source-controller v1.9.6 / v1.10.1 main.go, cache `ByObject`:
+/// GitRepository, OCIRepository, Bucket, plus HelmRepository and HelmChart, which no
+/// Kustomization reads).
+pub const SOURCE_CONTROLLER_KINDS: &[&str] = &["GitRepository", "OCIRepository", "Bucket"];
+
+/// Why no running source-controller watches the source `src` (a GitRepository,
+/// OCIRepository or Bucket as read), or `None` when one does or it is not known: the
+/// `source-controller` Deployment of the snapshot ([`Snapshot::source_controller`]) runs with
+/// a `--watch-label-selector` that does not select `src`'s labels, or with
+/// `--watch-all-namespaces=false` while `src` lives elsewhere
+/// ([`ControllerFacts::excludes`]; source-controller main.go puts both on its cache for its
+/// source kinds, v1.7.3-v1.10.1), and no other source-controller Deployment of its namespace
+/// that selects it runs ([`Snapshot::source_controllers`], the shards: one that selects it
+/// but is not running is named with its command). Such a source is never fetched: no
+/// artifact, no status, no request handled. `blindSpot.kind: source-not-watched`. The one
+/// rule for every view that judges a source (`kubectl unstick`, `kubectl gitops verify`'s
+/// link 1).
+pub fn source_not_watched(snap: &Snapshot, src: &Value) -> Option<BlindSpot> {
+    if !SOURCE_CONTROLLER_KINDS.contains(&obj::kind(src)) {
+        return None;
+    }
+    let sc = ControllerFacts::with_pods(
+        snap.source_controller.as_ref()?,
+        &snap.controller_pods,
+        &snap.controller_logs,
+    );
+    unwatched(
+        &sc,
+        &snap.source_controllers,
+        snap,
+        src,
+        "source-controller",
+        "nothing fetches for its shard",
+    )
+    .map(|b| b.named("source-not-watched"))
+}
+
+/// The blind spot (kind to be named by the caller) when controller `main` excludes `o` and
+/// no other Deployment of `others` (the same controller's shards) that selects it runs: a
+/// running shard that selects it watches it (`None`); one that is not running is named, with
+/// the command that starts it or shows why (`blindSpot.command`). `controller` is the
+/// controller's name in the text, `consequence` what its stop means.
+fn unwatched(
+    main: &ControllerFacts,
+    others: &[Value],
+    snap: &Snapshot,
+    o: &Value,
+    controller: &str,
+    consequence: &str,
+) -> Option<BlindSpot> {
+    let why = main.excludes(o)?;
+    let shard = others
+        .iter()
+        .filter(|dep| !(obj::name(dep) == main.name && obj::namespace(dep) == main.namespace))
+        .map(|dep| ControllerFacts::with_pods(dep, &snap.controller_pods, &snap.controller_logs))
+        .find(|f| f.excludes(o).is_none());
+    Some(match shard {
+        Some(f) if f.not_running.is_none() => return None,
+        Some(f) => {
+            let stopped = super::StoppedController::new(
+                &f.name,
+                &f.namespace,
+                f.not_running.clone().unwrap_or_default(),
+                consequence,
+                f.pod.clone(),
+            );
+            let mut b = BlindSpot::new(
+                "",
+                format!(
+                    "{why}; {}/{} would watch it (--watch-label-selector={}) but {}",
+                    f.namespace,
+                    f.name,
+                    f.watch_label_selector.as_deref().unwrap_or(""),
+                    stopped.line()
+                ),
+            );
+            b.command = Some(stopped.command);
+            b
+        }
+        None if others.is_empty() => BlindSpot::new(
+            "",
+            format!("{why}; no other {controller} Deployment was read"),
+        ),
+        None => BlindSpot::new(
+            "",
+            format!(
+                "{why}; no other {controller} Deployment in {} selects it",
+                main.namespace
+            ),
+        ),
+    })
 }
 
 fn promises_a_run(ks: &Value, d: &Diagnosis) -> bool {

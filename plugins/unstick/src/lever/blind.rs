@@ -30,6 +30,28 @@ pub(super) fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Option<Pl
                 "label it (in Git) for a running kustomize-controller's --watch-label-selector, or run a kustomize-controller for its shard".into(),
             ),
         }),
+        ("source-not-watched", Class::NotWatched) => {
+            let src = d
+                .source
+                .as_ref()
+                .map(|s| s.source.clone())
+                .unwrap_or_else(|| "its source".to_string());
+            let never = "a request, a refetch (--with-source) or a restart of the main source-controller is never seen by a source-controller that does not watch the source, so nothing is written".to_string();
+            Some(match &b.command {
+                Some(cmd) => no_write(
+                    d,
+                    Lever::StartController,
+                    vec![b.because.clone(), never],
+                    format!("start the shard's source-controller: {cmd}; it fetches {src} then, and the Kustomization's next run applies it"),
+                ),
+                None => no_write(
+                    d,
+                    Lever::FixInGit,
+                    vec![b.because.clone(), never],
+                    format!("label {src} (in Git) for a running source-controller's --watch-label-selector, or run a source-controller for its shard"),
+                ),
+            })
+        }
         ("source-event-dropped", Class::SourceEventDropped) if b.cycle.is_empty() => {
             // No cycle now: the event was missed once, and a request queues the run it would
             // have queued (kustomize-controller reads reconcile.fluxcd.io/requestedAt through

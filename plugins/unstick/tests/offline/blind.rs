@@ -2,7 +2,8 @@
 //! kustomize-controller will not make (issue 28). Each verdict is checked in `ks/NAME` (the
 //! diagnosis and its plan) and in `--all` (the same row, the same finding):
 //! - a dependsOn cycle drops the revision event of its whole source (`sortAndEnqueue`);
-//! - an object no running kustomize-controller watches (`--watch-label-selector`);
+//! - an object no running kustomize-controller watches (`--watch-label-selector`), and a
+//!   source no running source-controller watches;
 //! - a suspended source holds back new commits;
 //! - helm-controller not running while a health check waits on a HelmRelease;
 //! - a `spec.path` missing from an artifact older than the Kustomization's spec;
@@ -301,6 +302,135 @@ fn an_object_no_running_controller_watches_is_named_never_request_pending() {
     shard["status"] = json!({"observedGeneration": 1, "replicas": 1, "readyReplicas": 1});
     s.kustomize_controllers = vec![s.controller.clone().unwrap(), shard];
     assert_eq!(diag(&s, "sharded").class, Class::RequestPending);
+}
+
+/// A source-controller Deployment with `args` and a ready pod.
+fn source_controller(name: &str, args: Value) -> Value {
+    let mut d = controller("v1.9.6");
+    d["metadata"]["name"] = json!(name);
+    d["spec"]["selector"]["matchLabels"] = json!({"app": name});
+    d["spec"]["template"]["spec"]["containers"][0]["image"] =
+        json!("ghcr.io/fluxcd/source-controller:v1.9.6");
+    d["spec"]["template"]["spec"]["containers"][0]["args"] = args;
+    d["status"] = json!({"observedGeneration": 1, "replicas": 1, "readyReplicas": 1});
+    d
+}
+
+/// A GitRepository of shard `shard1` while the only source-controller runs the main shard
+/// (`--watch-label-selector=!sharding.fluxcd.io/key`, source-controller main.go cache
+/// `ByObject`): it never gets an artifact, so its Kustomization (ArtifactFailed, "Source
+/// artifact not found") is `not-watched` naming source-controller's selector, never "waiting
+/// for the source"; the same row in `--all`; no write. A shard at 0 replicas that would watch
+/// it is named with its command; a running one watches it (the old verdict). A source that
+/// was fetched before it was excluded keeps its artifact: the Kustomization Ready at it is a
+/// finding too (no new commit ever comes).
+#[test]
+fn a_source_no_running_source_controller_watches_is_named_never_waited_for() {
+    let mut k = ready_at("apps", REV, &[]);
+    k["status"]["conditions"] = json!([{"type": "Ready", "status": "False",
+        "reason": "ArtifactFailed", "message": "Source artifact not found, retrying in 30s"}]);
+    let mut s = snap("v1.9.6", vec![k], vec![], vec![], &[]);
+    s.sources[0]["metadata"]["labels"] = json!({"sharding.fluxcd.io/key": "shard1"});
+    s.sources[0]["status"] = json!({});
+    let main = source_controller(
+        "source-controller",
+        json!(["--watch-label-selector=!sharding.fluxcd.io/key"]),
+    );
+    // Watched by a main shard without a selector: a source not fetched yet, the fetch comes.
+    s.source_controller = Some(source_controller("source-controller", json!([])));
+    let before = diag(&s, "apps");
+    assert_eq!(before.class, Class::Reconciling, "{}", before.summary);
+    s.source_controller = Some(main.clone());
+    let d = diag(&s, "apps");
+    assert_eq!(d.class, Class::NotWatched, "{}", d.summary);
+    assert!(is_finding(&d));
+    assert!(
+        d.summary.contains(
+            "no running source-controller watches gitrepository/flux-system in flux-system"
+        ) && d.summary.contains(
+            "flux-system/source-controller runs with --watch-label-selector=!sharding.fluxcd.io/key"
+        ) && d.summary.contains("sharding.fluxcd.io/key=shard1")
+            && d.summary.contains("it has no artifact"),
+        "{}",
+        d.summary
+    );
+    assert!(!d.summary.contains("waiting"), "{}", d.summary);
+    assert_eq!(d.blind_spot.as_ref().unwrap().kind, "source-not-watched");
+    let p = plan(&s, "apps");
+    assert_eq!(p.lever, Lever::FixInGit);
+    assert!(p.steps.is_empty() && !p.wait_for_request_token);
+    assert!(p.effect.contains("--watch-label-selector"), "{}", p.effect);
+    let p = plan_with(
+        &s,
+        "apps",
+        TOKEN,
+        &Options {
+            with_source: true,
+            ..Options::default()
+        },
+    );
+    assert_eq!(p.lever, Lever::FixInGit, "--with-source writes nothing");
+    assert!(p.steps.is_empty());
+    assert_eq!(row(&s, "apps").class, Class::NotWatched);
+    assert_eq!(row(&s, "apps").summary, d.summary);
+
+    // The shard that would watch it, scaled to 0: named, with the command that starts it.
+    let mut shard = source_controller(
+        "source-controller-shard1",
+        json!(["--watch-label-selector=sharding.fluxcd.io/key in (shard1)"]),
+    );
+    shard["spec"]["replicas"] = json!(0);
+    shard["status"] = json!({"observedGeneration": 1});
+    s.source_controllers = vec![main.clone(), shard.clone()];
+    let d = diag(&s, "apps");
+    assert_eq!(d.class, Class::NotWatched);
+    assert!(
+        d.summary
+            .contains("flux-system/source-controller-shard1 would watch it"),
+        "{}",
+        d.summary
+    );
+    let p = plan(&s, "apps");
+    assert_eq!(p.lever, Lever::StartController);
+    assert!(
+        p.effect.contains(
+            "kubectl -n flux-system scale deployment/source-controller-shard1 --replicas=1"
+        ),
+        "{}",
+        p.effect
+    );
+    // Running: it watches the source, nothing blind.
+    s.source_controllers = vec![
+        main,
+        source_controller(
+            "source-controller-shard1",
+            json!(["--watch-label-selector=sharding.fluxcd.io/key in (shard1)"]),
+        ),
+    ];
+    assert_eq!(diag(&s, "apps").class, Class::Reconciling);
+
+    // Excluded after it was fetched: the artifact stays, nothing new ever comes.
+    let mut fetched = snap(
+        "v1.9.6",
+        vec![ready_at("apps", REV, &[])],
+        vec![],
+        vec![],
+        &[],
+    );
+    fetched.sources[0]["metadata"]["labels"] = json!({"sharding.fluxcd.io/key": "shard1"});
+    fetched.source_controller = Some(source_controller(
+        "source-controller",
+        json!(["--watch-label-selector=!sharding.fluxcd.io/key"]),
+    ));
+    let d = diag(&fetched, "apps");
+    assert_eq!(d.class, Class::NotWatched, "{}", d.summary);
+    assert!(
+        d.summary
+            .contains(&format!("its artifact {REV} is the last one fetched")),
+        "{}",
+        d.summary
+    );
+    assert_eq!(row(&fetched, "apps").class, Class::NotWatched);
 }
 
 /// `--watch-all-namespaces=false`: only the controller's own namespace is watched.

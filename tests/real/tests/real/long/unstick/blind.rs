@@ -4,7 +4,8 @@
 //! - a dependsOn cycle drops the revision event of its whole source, and a revision dropped
 //!   before the cycle was broken stays dropped until a request or the interval run;
 //! - a Kustomization no running kustomize-controller watches (the harness's main shard runs
-//!   with `--watch-label-selector=!sharding.fluxcd.io/key`);
+//!   with `--watch-label-selector=!sharding.fluxcd.io/key`), and a GitRepository no running
+//!   source-controller watches (the same selector);
 //! - a suspended GitRepository while another one on the same URL and branch has moved on;
 //! - a HelmRelease under `wait: true` with no helm-controller in the cluster;
 //! - a `spec.path` pushed but not fetched yet.
@@ -340,6 +341,72 @@ fn an_object_no_running_controller_watches_is_never_request_pending() {
     assert!(v["plan"]["steps"].as_array().unwrap().is_empty());
     let (all_code, r) = row(c, "blind-sharded");
     assert_eq!(r["class"], "not-watched", "{r:#}");
+    assert_eq!(all_code, 1);
+}
+
+/// Issue 28 sweep: a source no running source-controller watches. The harness's
+/// source-controller runs the main shard (`--watch-label-selector=!sharding.fluxcd.io/key`),
+/// so a GitRepository labelled with a shard key is out of its cache. Observed first: a
+/// control GitRepository on the same URL and branch gets an artifact, the labelled one gets
+/// no status at all, even when asked; the real kustomize-controller's Kustomization of it
+/// waits ("Source artifact not found"). unstick then says `not-watched` naming
+/// source-controller's selector and the source (never "waiting for the source"), exit 1, the
+/// same in `--all`; the plan writes nothing.
+#[test]
+fn a_source_no_running_source_controller_watches_is_never_waited_for() {
+    let c = &quiet_cluster();
+    c.fleet(
+        "blind-srcshard",
+        &[("cm.yaml", &cm("blind-srcshard", "1"))],
+        "  interval: 10m\n  path: ./\n  prune: false\n",
+    )
+    .unwrap();
+    let url = c.git().url_http("org/blind-srcshard");
+    c.apply_yaml(&format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {{name: blind-srcshard-held, namespace: {FLUX_NS}, labels: {{{HELD_SHARD_LABEL}: shard1}}}}\nspec: {{interval: 1m, url: \"{url}\", ref: {{branch: main}}}}\n---\n{}",
+        ks_yaml("blind-srcshard-held", "blind-srcshard-held", "./", "")
+    ))
+    .unwrap();
+    eventually(
+        Duration::from_secs(90),
+        "the control source is fetched and applied",
+        || {
+            let a = artifact(c, "blind-srcshard");
+            (!a.is_empty() && ready_at(c, "blind-srcshard", &a)).then_some(())
+        },
+    );
+    fetch(c, "blind-srcshard-held");
+    eventually(
+        Duration::from_secs(60),
+        "the real kustomize-controller waits for the held source's artifact",
+        || {
+            let k = c.kustomization("blind-srcshard-held");
+            (condition(&k, "Ready")["status"] == "False").then_some(())
+        },
+    );
+    stays(15, "the held source got a status", || {
+        let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", "blind-srcshard-held"]);
+        g["status"]["conditions"].is_null() && g["status"]["artifact"].is_null()
+    });
+    let (code, v, err) = unstick(c, &["ks/blind-srcshard-held", "--dry-run"]);
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "not-watched", "{v:#}\n{err}");
+    assert_eq!(code, 1);
+    assert_eq!(d["blindSpot"]["kind"], "source-not-watched", "{v:#}");
+    let summary = d["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(
+            "no running source-controller watches gitrepository/blind-srcshard-held in flux-system"
+        ) && summary.contains("--watch-label-selector=!sharding.fluxcd.io/key")
+            && summary.contains("sharding.fluxcd.io/key=shard1"),
+        "{summary}"
+    );
+    assert!(!summary.contains("waiting"), "{summary}");
+    assert_eq!(v["plan"]["lever"], "fix-in-git", "{v:#}");
+    assert!(v["plan"]["steps"].as_array().unwrap().is_empty());
+    let (all_code, r) = row(c, "blind-srcshard-held");
+    assert_eq!(r["class"], "not-watched", "{r:#}");
+    assert_eq!(r["summary"].as_str(), Some(summary), "{r:#}");
     assert_eq!(all_code, 1);
 }
 
