@@ -86,8 +86,10 @@ pub struct Evidence {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
     /// Keys (`namespace/name`) of the Kustomizations whose inventory holds the object this
-    /// member is about (a workload, or the workload running an image); empty when it is about
-    /// no applied object. [`settle`] holds a broken member only when one of them is moving.
+    /// member is about (a workload, or the workload running an image; for links 5-7 what
+    /// serves the host: its HTTPRoute, Gateway or Ingress and their backend Services, or every
+    /// in-scope Kustomization when nothing known serves it yet); empty when it is about no
+    /// applied object. [`settle`] holds a broken member only when one of them is moving.
     #[serde(skip)]
     pub applied_by: Vec<String>,
 }

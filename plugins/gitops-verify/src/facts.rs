@@ -51,7 +51,7 @@ pub struct Facts {
     pub pods: Vec<Value>,
     /// What was not read and why.
     pub notes: Vec<String>,
-    /// For each workload `(Kind, namespace, name)` in an inventory, the keys (`namespace/name`)
+    /// For each object `(Kind, namespace, name)` in an inventory, the keys (`namespace/name`)
     /// of the in-scope Kustomizations that hold it, built once per round ([`Facts::appliers`]).
     appliers: BTreeMap<(String, String, String), Vec<String>>,
 }
@@ -72,7 +72,8 @@ impl Facts {
     }
 
     /// Keys (`namespace/name`) of the in-scope Kustomizations whose inventory holds the
-    /// workload `kind/ns/name` (kustomize-controller's `status.inventory`).
+    /// object `kind/ns/name` (kustomize-controller's `status.inventory`; the API group is not
+    /// compared: a workload, HTTPRoute, Gateway, Ingress or Service).
     pub fn appliers(&self, kind: &str, ns: &str, name: &str) -> Vec<String> {
         self.appliers
             .get(&(kind.to_string(), ns.to_string(), name.to_string()))
@@ -152,11 +153,16 @@ pub async fn read(s: &Session) -> Result<Facts> {
     })
 }
 
-/// Each inventory workload's Kustomizations, from one pass over the inventories.
+/// Each inventory object's Kustomizations, from one pass over the inventories.
 fn appliers_of(kustomizations: &[Value]) -> BTreeMap<(String, String, String), Vec<String>> {
     let mut out: BTreeMap<(String, String, String), Vec<String>> = BTreeMap::new();
     for ks in kustomizations {
-        for (_, kind, ns, name) in inventory_workloads(ks) {
+        let entries = obj::arr(ks, &["status", "inventory", "entries"])
+            .iter()
+            .filter_map(|e| obj::s(e, &["id"]))
+            .filter_map(unstick::diagnose::parse_inventory_id)
+            .collect::<Vec<_>>();
+        for (_, kind, ns, name) in entries {
             let keys = out.entry((kind, ns, name)).or_default();
             let k = key_of(ks);
             if !keys.contains(&k) {
@@ -297,4 +303,41 @@ async fn read_workloads(
         Err(e) => return Err(e),
     };
     Ok((workloads, pods))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Every inventory entry has its Kustomizations, not only workloads: links 5-7 look up
+    /// the HTTPRoute, Gateway, Ingress and Services that serve a host.
+    #[test]
+    fn every_inventory_object_has_its_kustomizations() {
+        let ks = |name: &str, ids: &[&str]| {
+            json!({"metadata": {"name": name, "namespace": "flux-system"},
+              "status": {"inventory": {"entries": ids.iter().map(|i| json!({"id": i, "v": "v1"})).collect::<Vec<_>>()}}})
+        };
+        let m = appliers_of(&[
+            ks("apps", &["apps_web_apps_Deployment", "apps_app__Service"]),
+            ks(
+                "net",
+                &[
+                    "apps_app_gateway.networking.k8s.io_HTTPRoute",
+                    "apps_app__Service",
+                ],
+            ),
+        ]);
+        let get = |k: &str, ns: &str, n: &str| {
+            m.get(&(k.to_string(), ns.to_string(), n.to_string()))
+                .cloned()
+                .unwrap_or_default()
+        };
+        assert_eq!(get("Deployment", "apps", "web"), ["flux-system/apps"]);
+        assert_eq!(get("HTTPRoute", "apps", "app"), ["flux-system/net"]);
+        assert_eq!(
+            get("Service", "apps", "app"),
+            ["flux-system/apps", "flux-system/net"]
+        );
+    }
 }

@@ -165,7 +165,7 @@ impl Link for DnsLink {
                     continue;
                 }
                 seen.push(&t.host);
-                members.push(match &round.probe {
+                let e = match &round.probe {
                     ProbeSeen::Ran { dns, .. } => match dns.hosts.iter().find(|h| h.host == t.host)
                     {
                         Some(h) => judge(t, h),
@@ -181,7 +181,8 @@ impl Link for DnsLink {
                         format!("the probe pod could not run: {why}"),
                     ),
                     ProbeSeen::NotRun => continue,
-                });
+                };
+                members.push(e.applied_by(t.applied_by(cx.facts)));
             }
             Ok(LinkReport::from_members(
                 5,

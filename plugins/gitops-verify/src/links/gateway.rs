@@ -68,19 +68,32 @@ impl Link for GatewayLink {
     fn check<'a>(&'a self, cx: &'a Context<'a>) -> BoxFuture<'a, Result<LinkReport>> {
         Box::pin(async move {
             let round = self.0.round(cx).await?;
-            let mut gws: Vec<((String, String), Vec<String>)> = Vec::new();
+            // Per Gateway: the hosts it serves and the Kustomizations applying what serves them.
+            type Served = ((String, String), Vec<String>, Vec<String>);
+            let mut gws: Vec<Served> = Vec::new();
             for t in &round.targets {
                 if let Some(g) = &t.gateway {
-                    match gws.iter_mut().find(|(k, _)| k == g) {
-                        Some((_, hs)) if !hs.contains(&t.host) => hs.push(t.host.clone()),
-                        Some(_) => {}
-                        None => gws.push((g.clone(), vec![t.host.clone()])),
+                    let i = match gws.iter().position(|(k, _, _)| k == g) {
+                        Some(i) => i,
+                        None => {
+                            gws.push((g.clone(), Vec::new(), Vec::new()));
+                            gws.len() - 1
+                        }
+                    };
+                    let (_, hosts, by) = &mut gws[i];
+                    if !hosts.contains(&t.host) {
+                        hosts.push(t.host.clone());
+                    }
+                    for k in t.applied_by(cx.facts) {
+                        if !by.contains(&k) {
+                            by.push(k);
+                        }
                     }
                 }
             }
             let mut members = Vec::new();
             if let Some(snap) = &round.gateways {
-                for ((ns, name), hosts) in &gws {
+                for ((ns, name), hosts, by) in &gws {
                     let target = gatewaycheck::run::Target::Gateway(name.clone());
                     let object = format!("Gateway/{ns}/{name}");
                     let r = gatewaycheck::run::check(
@@ -91,7 +104,7 @@ impl Link for GatewayLink {
                         &Default::default(),
                     )?;
                     if let Some(o) = r.objects.first() {
-                        members.push(judge(object, o, hosts));
+                        members.push(judge(object, o, hosts).applied_by(by.clone()));
                     }
                 }
             }

@@ -104,6 +104,18 @@ fn deadline(d: &Diagnosis, now: Timestamp) -> Option<Timestamp> {
         })
 }
 
+/// `kubectl unstick` as the fix; for a Kustomization someone suspended (not an interrupted
+/// unstick run, which unstick resumes by itself) with `--force-resume`, as unstick leaves
+/// another's suspend alone without it.
+fn unstick_fix(class: Class, suspended_by_unstick: bool, ns: &str, name: &str) -> String {
+    if class == Class::Suspended && !suspended_by_unstick {
+        return format!(
+            "if the suspend is no longer wanted: kubectl unstick ks/{name} -n {ns} --force-resume (resumes it and proves the run; flux resume ks {name} -n {ns} only resumes)"
+        );
+    }
+    format!("kubectl unstick ks/{name} -n {ns} (the lever for this controller, and proof)")
+}
+
 fn member(d: &Diagnosis, now: Timestamp) -> Evidence {
     let object = format!("Kustomization/{}", d.kustomization);
     let (ns, name) = d
@@ -138,9 +150,7 @@ fn member(d: &Diagnosis, now: Timestamp) -> Evidence {
         )
         .until(deadline(d, now)),
         Heading::Terminal(t) => {
-            let mut fix = format!(
-                "kubectl unstick ks/{name} -n {ns} (the lever for this controller, and proof)"
-            );
+            let mut fix = unstick_fix(d.class, d.suspended_by_unstick_at.is_some(), ns, name);
             if let Some(f) = d.blocking.iter().find_map(|b| b.fix.clone()) {
                 fix = format!("{f}; then {fix}");
             }
@@ -154,5 +164,29 @@ fn member(d: &Diagnosis, now: Timestamp) -> Evidence {
             }
             Evidence::new(object, Verdict::Broken, with_blocking(t)).fix(fix)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Trial3: a Kustomization someone suspended got `kubectl unstick ks/NAME` as its fix,
+    /// which leaves another's suspend alone: the fix says `--force-resume`. One that an
+    /// interrupted unstick run left suspended is resumed by a plain run.
+    #[test]
+    fn a_suspend_someone_made_is_fixed_with_force_resume() {
+        let theirs = unstick_fix(Class::Suspended, false, "flux-system", "apps");
+        assert!(
+            theirs.contains("kubectl unstick ks/apps -n flux-system --force-resume"),
+            "{theirs}"
+        );
+        let ours = unstick_fix(Class::Suspended, true, "flux-system", "apps");
+        assert!(!ours.contains("--force-resume"), "{ours}");
+        let failed = unstick_fix(Class::BuildFailed, false, "flux-system", "apps");
+        assert!(
+            failed.starts_with("kubectl unstick ks/apps -n flux-system ("),
+            "{failed}"
+        );
     }
 }

@@ -51,6 +51,76 @@ pub struct HostTarget {
     /// The addresses the name must resolve to (the Gateway's status.addresses or the
     /// Ingress's load balancer), empty when nothing known serves it.
     pub expected: Vec<IpAddr>,
+    /// The objects that decide how the host is served, `(Kind, namespace, name)`: the
+    /// HTTPRoute that names it, its Gateway or the Ingress, and the Services their rules send
+    /// to (a route's `backendRefs` of kind Service, an Ingress's `backend.service`). Empty
+    /// when nothing known serves it. [`HostTarget::applied_by`] ties the host's links to the
+    /// Kustomizations that apply these.
+    pub serving: Vec<(String, String, String)>,
+}
+
+impl HostTarget {
+    /// Keys (`namespace/name`) of the in-scope Kustomizations whose inventory holds one of
+    /// [`HostTarget::serving`]: while one of them applies a newer revision, a broken DNS,
+    /// Gateway or HTTP(S) verdict about this host is about objects being replaced
+    /// ([`crate::chain::settle`]). When nothing known serves the host (a HOST argument no
+    /// route, listener or Ingress names yet), every in-scope Kustomization: one still applying
+    /// a newer revision may be the one that brings its route.
+    pub fn applied_by(&self, facts: &crate::facts::Facts) -> Vec<String> {
+        if self.serving.is_empty() {
+            return facts
+                .kustomizations
+                .iter()
+                .map(unstick::diagnose::key_of)
+                .collect();
+        }
+        let mut out: Vec<String> = Vec::new();
+        for (kind, ns, name) in &self.serving {
+            for k in facts.appliers(kind, ns, name) {
+                if !out.contains(&k) {
+                    out.push(k);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The Services a route's rules send to (`spec.rules[].backendRefs[]` of the core group and
+/// kind Service, the default; namespace defaults to the route's), `(Kind, ns, name)`.
+fn route_backends(r: &Value) -> Vec<(String, String, String)> {
+    obj::arr(r, &["spec", "rules"])
+        .iter()
+        .flat_map(|rule| rule["backendRefs"].as_array().cloned().unwrap_or_default())
+        .filter(|b| {
+            b["group"].as_str().is_none_or(str::is_empty)
+                && b["kind"].as_str().is_none_or(|k| k == "Service")
+        })
+        .filter_map(|b| {
+            let ns = b["namespace"].as_str().unwrap_or(obj::namespace(r));
+            Some((
+                "Service".into(),
+                ns.to_string(),
+                b["name"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// The Services an Ingress sends to (`spec.rules[].http.paths[].backend.service`,
+/// `spec.defaultBackend.service`), in its namespace, `(Kind, ns, name)`.
+fn ingress_backends(ing: &Value) -> Vec<(String, String, String)> {
+    let paths = obj::arr(ing, &["spec", "rules"])
+        .iter()
+        .flat_map(|r| r["http"]["paths"].as_array().cloned().unwrap_or_default())
+        .map(|p| p["backend"]["service"]["name"].clone());
+    paths
+        .chain(std::iter::once(
+            ing["spec"]["defaultBackend"]["service"]["name"].clone(),
+        ))
+        .filter_map(|n| n.as_str().map(str::to_string))
+        .map(|n| ("Service".into(), obj::namespace(ing).to_string(), n))
+        .collect()
 }
 
 /// What the probe pod saw.
@@ -169,6 +239,16 @@ fn via_gateway(
                         && gatewaycheck::probe::hostnames_intersect(r, l)
                 })
         });
+    let (ns, name) = key(gw);
+    let mut serving = vec![("Gateway".to_string(), ns, name)];
+    if let Some(r) = route {
+        serving.push((
+            "HTTPRoute".into(),
+            obj::namespace(r).into(),
+            obj::name(r).into(),
+        ));
+        serving.extend(route_backends(r));
+    }
     HostTarget {
         host: host.to_string(),
         url: url_for(https, host, path),
@@ -176,6 +256,7 @@ fn via_gateway(
         gateway: Some(key(gw)),
         ingress: None,
         expected: gatewaycheck::probe::gateway_addresses(gw),
+        serving,
     }
 }
 
@@ -206,6 +287,13 @@ fn via_ingress(host: &str, ing: &Value) -> HostTarget {
             .iter()
             .filter_map(|i| i["ip"].as_str()?.parse().ok())
             .collect(),
+        serving: std::iter::once((
+            "Ingress".to_string(),
+            obj::namespace(ing).to_string(),
+            obj::name(ing).to_string(),
+        ))
+        .chain(ingress_backends(ing))
+        .collect(),
     }
 }
 
@@ -265,6 +353,7 @@ fn serve(
         gateway: None,
         ingress: None,
         expected: Vec::new(),
+        serving: Vec::new(),
     }
 }
 
@@ -590,6 +679,67 @@ mod tests {
                 .all(|x| x.gateway == Some(("network".into(), "envoy-external".into())))
         );
     }
+    /// Links 5-7 are tied to the Kustomizations that apply what serves a host: the route, its
+    /// Gateway and the Services of its `backendRefs` (core Services only, namespace defaulting
+    /// to the route's), or the Ingress and its backend Services; nothing for a host nothing
+    /// known serves (then every in-scope Kustomization holds it, `HostTarget::applied_by`).
+    #[test]
+    fn a_host_is_tied_to_its_route_gateway_ingress_and_backend_services() {
+        let gw = json!({"metadata": {"name": "web", "namespace": "infra"},
+          "spec": {"listeners": [{"name": "http", "protocol": "HTTP", "port": 80}]}});
+        let route = json!({"metadata": {"name": "app", "namespace": "apps"},
+          "spec": {"hostnames": ["app.example.dev"],
+            "parentRefs": [{"name": "web", "namespace": "infra"}],
+            "rules": [{"backendRefs": [
+                {"name": "app", "port": 8080},
+                {"name": "shared", "namespace": "other", "port": 80},
+                {"group": "gateway.envoyproxy.io", "kind": "Backend", "name": "ext"}]}]}});
+        let ing = json!({"metadata": {"name": "legacy", "namespace": "apps"},
+          "spec": {"rules": [{"host": "legacy.example.dev", "http": {"paths": [
+              {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "legacy", "port": {"number": 80}}}}]}}],
+            "defaultBackend": {"service": {"name": "fallback", "port": {"number": 80}}}}});
+        let gws = [gw];
+        let routes = [route];
+        let ings = [ing];
+        let t = targets(&[], &routes, &[], &ings, &gws, &routes, &ings);
+        let serving = |h: &str| -> Vec<String> {
+            t.iter()
+                .find(|x| x.host == h)
+                .unwrap()
+                .serving
+                .iter()
+                .map(|(k, ns, n)| format!("{k}/{ns}/{n}"))
+                .collect()
+        };
+        assert_eq!(
+            serving("app.example.dev"),
+            [
+                "Gateway/infra/web",
+                "HTTPRoute/apps/app",
+                "Service/apps/app",
+                "Service/other/shared"
+            ]
+        );
+        assert_eq!(
+            serving("legacy.example.dev"),
+            [
+                "Ingress/apps/legacy",
+                "Service/apps/legacy",
+                "Service/apps/fallback"
+            ]
+        );
+        let none = targets(
+            &[Target::Host("new.example.dev".into())],
+            &[],
+            &[],
+            &[],
+            &gws,
+            &routes,
+            &ings,
+        );
+        assert!(none[0].serving.is_empty());
+    }
+
     /// Trial3: an Ingress in the inventory and an HTTPRoute (applied outside Flux) claim the
     /// same host: with no HOST argument the host is served by the route's Gateway, as when
     /// the host is named, so links 5-6 give the same verdict either way.

@@ -932,6 +932,181 @@ spec:
     let _ = c.kubectl(&["delete", "gatewayclass", "eg-gv-http", "--wait=false"]);
 }
 
+/// Issue 31, "while upstream still moves": a route that does not answer is final only when
+/// nothing is about to replace it. Two waves read one source: `gv-move` (a health-checked
+/// Deployment) and `gv-move-2` (dependsOn it; applies the Gateway and the HTTPRoute). A new
+/// revision breaks wave 1's image. While the real kustomize-controller runs wave 1's check on
+/// it, wave 2 is still to apply that revision: links 5-7 are tied to it (the route, its
+/// Gateway and its backend Service are in its inventory), so the request that gets no answer
+/// reads `waiting` ("not final ... for Kustomization flux-system/gv-move-2"), not `broken`.
+/// Once the check fails, wave 2 is held by a failed dependency, nothing moves, and the same
+/// request is `broken` again.
+#[test]
+fn verify_a_route_whose_kustomization_is_still_moving_waits_then_breaks() {
+    let _running = controller_running();
+    let c = &cluster();
+    if !twin::podexec::missing_prerequisites().is_empty() {
+        eprintln!("SKIPPED: the pod runtime cannot run here");
+        return;
+    }
+    let ns = "gv-move";
+    let flux = realcluster::FLUX_NS;
+    clusterip_class(c, ns, "eg-gv-move");
+    let host = "app.gv-move.example.dev";
+    let good = "registry.example.local:5000/podinfo:6.7.0";
+    c.registry().add(good);
+    let web = |image: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  replicas: 1\n  progressDeadlineSeconds: 3600\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers:\n      - {{name: web, image: \"{image}\"}}\n"
+        )
+    };
+    let net = format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  gatewayClassName: eg-gv-move
+  listeners:
+  - {{name: http, protocol: HTTP, port: 80}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: app, namespace: {ns}}}
+spec:
+  selector: {{app: web}}
+  ports: [{{port: 8080}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: app, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: web}}]
+  hostnames: [{host}]
+  rules:
+  - matches: [{{path: {{type: PathPrefix, value: /healthz}}}}]
+    backendRefs: [{{name: app, port: 8080}}]
+"
+    );
+    let held = "  interval: 100h\n  prune: true\n  wait: true\n  timeout: 45s\n";
+    let first = c
+        .fleet(
+            ns,
+            &[("w1/web.yaml", &web(good)), ("w2/net.yaml", &net)],
+            &format!("  path: ./w1\n{held}"),
+        )
+        .unwrap();
+    c.apply_yaml(&format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {ns}-2, namespace: {flux}}}\nspec:\n  sourceRef: {{kind: GitRepository, name: {ns}}}\n  dependsOn: [{{name: {ns}}}]\n  path: ./w2\n  interval: 100h\n  prune: true\n"
+    ))
+    .unwrap();
+    let ready_at = |name: &str, sha: &str| {
+        eventually(
+            Duration::from_secs(180),
+            &format!("Kustomization {name} Ready at {sha}"),
+            || {
+                let k = c.kustomization(name);
+                (condition(&k, "Ready")["status"] == "True"
+                    && k["status"]["lastAppliedRevision"]
+                        .as_str()
+                        .is_some_and(|r| r.ends_with(sha)))
+                .then_some(())
+            },
+        )
+    };
+    ready_at(ns, &first);
+    ready_at(&format!("{ns}-2"), &first);
+    let addr = envoy_serving_nothing(c, ns, "web");
+    let _dns = COREFILE.lock().unwrap_or_else(|e| e.into_inner());
+    c.set_corefile_hosts(&format!("{addr} {host}")).unwrap();
+    let src = format!("gitrepository/{ns}");
+    let not_final = |r: &Value| {
+        verify_link(r, "http")["evidence"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not final")
+    };
+
+    // Nothing moves: the request that gets no answer is final.
+    let (code, r, out) = verify(c, &["--source", &src]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["firstBroken"], "http", "{r:#}");
+    assert_eq!(verify_link(&r, "http")["verdict"], "broken", "{r:#}");
+    assert!(!not_final(&r), "{r:#}");
+
+    let second = c
+        .push(
+            ns,
+            &[(
+                "w1/web.yaml",
+                &web("registry.example.local:5000/podinfo:0.0.0-missing"),
+            )],
+            "web: an image the registry does not have",
+        )
+        .unwrap();
+    let now = jiff::Timestamp::now().to_string();
+    c.kubectl(&[
+        "-n",
+        flux,
+        "annotate",
+        "--overwrite",
+        "gitrepository",
+        ns,
+        &format!("reconcile.fluxcd.io/requestedAt={now}"),
+    ])
+    .unwrap();
+    let short = &second[..7];
+    eventually(
+        Duration::from_secs(180),
+        "wave 1's health check runs on the new revision",
+        || {
+            let rc = condition(&c.kustomization(ns), "Reconciling");
+            rc["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Running health checks") && m.contains(short))
+                .then_some(())
+        },
+    );
+    let (code, r, out) = verify(c, &["--source", &src]);
+    if verify_link(&r, "kustomizations")["verdict"] == "waiting" {
+        // Wave 2 still moves to the new revision: what it applies is not judged final.
+        assert_eq!(verify_link(&r, "kustomizations")["moving"], true, "{r:#}");
+        let http = verify_link(&r, "http");
+        assert_eq!(http["verdict"], "waiting", "{r:#}\n{out}");
+        let d = http["evidence"][0]["detail"].as_str().unwrap();
+        assert!(
+            d.contains("not final") && d.contains(&format!("{flux}/{ns}-2")),
+            "{d}"
+        );
+        assert_ne!(code, 0, "{out}");
+    }
+    eventually(
+        Duration::from_secs(180),
+        "the real controller fails wave 1's check",
+        || {
+            (condition(&c.kustomization(ns), "Ready")["reason"] == "HealthCheckFailed")
+                .then_some(())
+        },
+    );
+    // Wave 2 is held by a failed dependency: nothing moves, the request is final again.
+    let (code, r, out) = verify(c, &["--source", &src]);
+    let _ = c.set_corefile_hosts("");
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(verify_link(&r, "http")["verdict"], "broken", "{r:#}");
+    assert!(!not_final(&r), "{r:#}");
+    let _ = c.kubectl(&[
+        "-n",
+        flux,
+        "delete",
+        "kustomization",
+        &format!("{ns}-2"),
+        ns,
+        "--wait=false",
+    ]);
+    let _ = c.kubectl(&["-n", flux, "delete", "gitrepository", ns, "--wait=false"]);
+    let _ = c.kubectl(&["delete", "namespace", ns, "--wait=false"]);
+    let _ = c.kubectl(&["delete", "gatewayclass", "eg-gv-move", "--wait=false"]);
+}
+
 /// Issue 31's "a Gateway with no address", on a HOST argument: Envoy Gateway's LoadBalancer
 /// Service stays pending (no MetalLB pool), the Gateway is Programmed=False
 /// AddressNotAssigned; the name resolves from pods (a Corefile pin), so the DNS link holds (no
