@@ -199,6 +199,10 @@ pub struct Overlay {
     pub objects: Vec<Applied>,
     /// Failed renders.
     pub render_errors: Vec<RenderError>,
+    /// Failed renders of Kustomizations' paths in a `--source` checkout of the external
+    /// source they read (the unit's `dir` is relative to that checkout); filled after the
+    /// overlay is built (`render_checkouts` in lib.rs), reported as FL001.
+    pub checkout_errors: Vec<RenderError>,
     /// Linted as an overlay only because its render failed during discovery
     /// ([`Discovery::unrendered`]): whether it is one is unknown.
     pub unconfirmed: bool,

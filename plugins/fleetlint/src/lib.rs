@@ -460,7 +460,8 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
         let (repo, overlay_dirs, unrendered) =
             overlays_to_lint(cfg, repo, &renderer, overlay_dirs, &mut report)
                 .map_err(load_error)?;
-        let built = build_overlays(cfg, &repo, &renderer, &overlay_dirs, &unrendered);
+        let mut built = build_overlays(cfg, &repo, &renderer, &overlay_dirs, &unrendered);
+        render_checkouts(cfg, &mut built);
         for ov in &built {
             overlay_report(&repo, ov, &options, changed.as_ref(), &mut report);
         }
@@ -635,6 +636,69 @@ fn build_overlays(
     }
     built.sort_by(|a, b| a.dir.cmp(&b.dir));
     built
+}
+
+/// `--source KIND/NS/NAME=PATH`: each Kustomization reading a mapped external source has its
+/// `spec.path` rendered in the checkout, as kustomize-controller builds it from that source's
+/// artifact: the checkout read with source-controller's ignore rules (the default excludes and
+/// `.sourceignore`), the Kustomization's own kustomize fields and `spec.targetNamespace`
+/// applied. A failed render goes to [`fleet::Overlay::checkout_errors`] (FL001); a path the
+/// checkout lacks is FL002 (`lint::mapped_paths`), not rendered. What the render applies is
+/// not linted further (its own Flux Kustomizations are not followed). A checkout that cannot
+/// be read is a render error naming it.
+fn render_checkouts(cfg: &Config, built: &mut [fleet::Overlay]) {
+    type Checkout = std::result::Result<(tree::Repo, render::Renderer), String>;
+    let mut loaded: std::collections::BTreeMap<PathBuf, Checkout> = Default::default();
+    for ov in built.iter_mut() {
+        let mut errors = Vec::new();
+        for e in &ov.external {
+            let Some(co) = cfg.options.checkout(&e.id) else {
+                continue;
+            };
+            let entry = loaded.entry(co.to_path_buf()).or_insert_with(|| {
+                tree::Repo::load_counted(co, co, cfg.cache_dir.as_deref(), None)
+                    .map(|r| {
+                        let renderer = render::Renderer::new(&cfg.kubectl, cfg.cache_dir.clone());
+                        (r, renderer)
+                    })
+                    .map_err(|err| {
+                        format!(
+                            "the --source checkout {} cannot be read: {err}",
+                            co.display()
+                        )
+                    })
+            });
+            for &i in &e.readers {
+                let k = &ov.ks[i];
+                let Some(dir) = tree::normalize(k.path.as_deref().unwrap_or("./")) else {
+                    continue;
+                };
+                if !co.join(&dir).is_dir() {
+                    continue;
+                }
+                let unit = render::Unit {
+                    dir,
+                    target_namespace: k.target_namespace.clone(),
+                    kustomize: k.kustomize.as_ref().map(fleet::KustomizeFields::to_json),
+                };
+                let message = match entry {
+                    Err(m) => Some(m.clone()),
+                    Ok((repo, renderer)) => renderer
+                        .render_all(repo, std::slice::from_ref(&unit), 1)
+                        .get(&unit)
+                        .and_then(|r| r.result.as_ref().err().cloned()),
+                };
+                if let Some(message) = message {
+                    errors.push(fleet::RenderError {
+                        unit,
+                        ks: Some(i),
+                        message,
+                    });
+                }
+            }
+        }
+        ov.checkout_errors = errors;
+    }
 }
 
 /// The findings of one overlay (only those `changed` affects, with `--changed-since`) and its

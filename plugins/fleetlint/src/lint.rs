@@ -266,8 +266,8 @@ pub fn at_most(items: &[String], n: usize) -> String {
 }
 
 /// FL002 for the Kustomizations reading an external source mapped by `--source` to the local
-/// checkout `co`: their `spec.path` must be a directory there (only the path is checked: the
-/// checkout is not rendered).
+/// checkout `co`: their `spec.path` must be a directory there; FL001 when it is one and does
+/// not render there ([`fleet::Overlay::checkout_errors`]).
 fn mapped_paths(
     repo: &Repo,
     ov: &Overlay,
@@ -292,6 +292,27 @@ fn mapped_paths(
                     e.id
                 ),
                 "point spec.path at an existing directory of that source, relative to its root".into(),
+                vec![k.id()],
+            ));
+        }
+        for r in ov.checkout_errors.iter().filter(|r| r.ks == Some(i)) {
+            let dir = co.join(&r.unit.dir);
+            out.push(finding(
+                "FL001",
+                ov,
+                &k.file,
+                raw_line(repo, k, &["spec", "path"]),
+                format!(
+                    "Kustomization {} (path {p:?} in the --source checkout {} of {}) does not render: {}",
+                    k.id(),
+                    co.display(),
+                    e.id,
+                    first_lines(&r.message, 3)
+                ),
+                format!(
+                    "run `kubectl kustomize --load-restrictor=LoadRestrictionsNone {}` and fix what it names in that source",
+                    dir.display()
+                ),
                 vec![k.id()],
             ));
         }
@@ -348,7 +369,7 @@ fn source_rules(repo: &Repo, ov: &Overlay, opts: &Options, out: &mut Vec<Finding
                         at_most(&readers, 2),
                         e.maker.as_deref().unwrap_or("applied by hand, by Terraform or from another repository"),
                         match opts.checkout(&e.id) {
-                            Some(co) => format!("paths checked in the --source checkout {}", co.display()),
+                            Some(co) => format!("paths checked and rendered in the --source checkout {}", co.display()),
                             None => "not checked offline".into(),
                         }
                     ),

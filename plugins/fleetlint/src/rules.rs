@@ -94,7 +94,7 @@ pub const RULES: &[Rule] = &[
        names the maker when it recognises it, and does not check the paths of Kustomizations \
        reading a source that is not this repository (their path is in another artifact).\n\
        Fix: nothing when the maker is known; map a checkout of another repository with \
-       --source KIND/NAMESPACE/NAME=PATH to have its paths checked.",
+       --source KIND/NAMESPACE/NAME=PATH to have its paths checked and rendered there.",
     ),
     r(
         "FL005",

@@ -57,8 +57,8 @@ pub struct Cli {
     placeholder: Option<String>,
 
     /// Map a source the tree does not define to a local checkout, so the paths of the
-    /// Kustomizations reading it are checked there: KIND/NAMESPACE/NAME=PATH, or NAME=PATH for
-    /// any kind in any namespace (repeatable)
+    /// Kustomizations reading it are checked and rendered there: KIND/NAMESPACE/NAME=PATH, or
+    /// NAME=PATH for any kind in any namespace (repeatable)
     #[arg(long = "source", value_name = "SOURCE=PATH")]
     sources: Vec<String>,
 

@@ -721,3 +721,56 @@ fn a_mapped_source_checkout_has_its_paths_checked() {
     );
     assert_eq!(fl002[0].file, "clusters/prod/tenant.yaml");
 }
+
+/// `--source NAME=PATH` renders the mapped checkout (issue 27: it checked paths only): the
+/// tenant's `deploy/prod` is built as kustomize-controller builds it from that source's
+/// artifact. A kustomization.yaml naming a file the checkout lacks is FL001 on the reading
+/// Kustomization, naming the checkout; the same checkout fixed gives no finding but FL004.
+#[test]
+fn a_mapped_source_checkout_is_rendered() {
+    let f = fleet();
+    f.write(
+        "clusters/prod/flux-system/gotk-sync.yaml",
+        &gotk_sync("prod"),
+    );
+    f.write(
+        "clusters/prod/tenant.yaml",
+        &flux_ks("tenant", "GitRepository/tenant-src", "./deploy/prod", ""),
+    );
+    let checkout = tempfile::tempdir().unwrap();
+    let prod = checkout.path().join("deploy/prod");
+    std::fs::create_dir_all(&prod).unwrap();
+    std::fs::write(
+        prod.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [app.yaml]\n",
+    )
+    .unwrap();
+    let co = checkout.path().to_path_buf();
+    let lint = || {
+        let co = co.clone();
+        f.lint_with(move |c| c.options.sources = vec![("tenant-src".into(), co)])
+    };
+    let r = lint();
+    let fl001: Vec<_> = r.findings.iter().filter(|x| x.rule == "FL001").collect();
+    assert_eq!(fl001.len(), 1, "{}", show(&r));
+    assert_eq!(fl001[0].file, "clusters/prod/tenant.yaml");
+    assert!(
+        fl001[0].message.contains("in the --source checkout")
+            && fl001[0].message.contains("GitRepository/flux-system/tenant-src")
+            && fl001[0].message.contains("app.yaml"),
+        "{}",
+        fl001[0].message
+    );
+    assert!(
+        fl001[0].fix.contains(&prod.display().to_string()),
+        "{}",
+        fl001[0].fix
+    );
+    std::fs::write(
+        prod.join("app.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {a: b}\n",
+    )
+    .unwrap();
+    let r = lint();
+    assert!(r.findings.iter().all(|x| x.rule == "FL004"), "{}", show(&r));
+}
