@@ -75,6 +75,15 @@ pub struct ClusterOptions {
     pub kustomize_controller: String,
     /// Extra kustomize-controller args (e.g. `--feature-gates=CancelHealthCheckOnNewRevision=true`).
     pub kustomize_controller_args: Vec<String>,
+    /// Run kustomize-controller with leader election on, as `flux install` does
+    /// (`--enable-leader-election`): its process runs in a mount and UTS namespace of its
+    /// own (`unshare`) with the pod's name as host name (controller-runtime's identity is
+    /// `hostname_uuid`) and a service-account namespace file (`flux-system`) bind-mounted at
+    /// `/var/run/secrets/kubernetes.io/serviceaccount` (controller-runtime puts its Lease in
+    /// that namespace), so it takes, renews and releases its real Lease and reconciles only
+    /// while it leads. Off by default: the controllers then run with
+    /// `--enable-leader-election=false`, and their Deployments say so.
+    pub kustomize_controller_leader_election: bool,
     /// Images the node can pull (see [`node::Registry`]).
     pub images: Vec<String>,
     /// Also run image-reflector-controller ([`bins::IRC_CURRENT`]) as a Deployment (off by
@@ -111,6 +120,7 @@ impl Default for ClusterOptions {
         ClusterOptions {
             kustomize_controller: bins::KC_CURRENT.to_owned(),
             kustomize_controller_args: Vec::new(),
+            kustomize_controller_leader_election: false,
             images: Vec::new(),
             image_reflector_controller: false,
             image_automation_controller: false,
@@ -466,11 +476,14 @@ impl Cluster {
                     .map_err(|e| Error::Setup(format!("cluster DNS manifest: {e}")))?,
             );
         }
-        let flux: serde_json::Value = serde_json::from_str(&flux_deployments(
-            &opts.kustomize_controller,
-            &opts.kustomize_controller_args,
-        ))
-        .map_err(|e| Error::Setup(format!("Flux Deployments: {e}")))?;
+        // The later `--enable-leader-election` wins over main_shard_args' `=false` (Go flag).
+        let mut kc_args = opts.kustomize_controller_args.clone();
+        if opts.kustomize_controller_leader_election {
+            kc_args.push("--enable-leader-election".to_owned());
+        }
+        let flux: serde_json::Value =
+            serde_json::from_str(&flux_deployments(&opts.kustomize_controller, &kc_args))
+                .map_err(|e| Error::Setup(format!("Flux Deployments: {e}")))?;
         docs.extend(flux["items"].as_array().cloned().unwrap_or_default());
         // A real OCI registry for image-reflector-controller to scan, and the proxy that
         // serves it under the fleet's registry names (its env goes into the Deployment).
@@ -533,8 +546,13 @@ impl Cluster {
             if name == "image-reflector-controller" {
                 env.extend(irc_env.iter().cloned());
             }
+            let image = format!("ghcr.io/fluxcd/{name}:{version}");
+            if name == "kustomize-controller" && opts.kustomize_controller_leader_election {
+                hosts.insert(image, leader_election_host(d, program, env)?);
+                continue;
+            }
             hosts.insert(
-                format!("ghcr.io/fluxcd/{name}:{version}"),
+                image,
                 node::HostImage {
                     program,
                     env,
@@ -877,6 +895,63 @@ impl Drop for Cluster {
     }
 }
 
+/// Where controller-runtime reads the namespace of its leader-election Lease in a pod
+/// (controller-runtime pkg/leaderelection `inClusterNamespacePath`, a file `namespace` there).
+const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The wrapper of a controller run with leader election ([`leader_election_host`]): inside
+/// its own mount and UTS namespaces, the pod's name as host name and the service-account
+/// directory bind-mounted, then the controller itself (exec: the node agent's process is the
+/// controller's).
+const LEADER_ELECTION_WRAPPER: &str = r#"sa=$1; bin=$2; shift 2
+hostname "$REALCLUSTER_POD_NAME" || exit 1
+mount --bind "$sa" /var/run/secrets/kubernetes.io/serviceaccount || exit 1
+exec "$bin" "$@"
+"#;
+
+/// kustomize-controller's host image with leader election on
+/// ([`ClusterOptions::kustomize_controller_leader_election`]): `unshare --mount --uts`, then
+/// [`LEADER_ELECTION_WRAPPER`] with a service-account directory of this cluster holding
+/// `namespace` = `flux-system`, then the controller with its Deployment's args, leader
+/// election as they say. The mount point [`SA_DIR`] is made on the host (empty: nothing on
+/// the host reads an empty directory as in-cluster). Errors: the directories cannot be made.
+fn leader_election_host(
+    dir: &Path,
+    program: PathBuf,
+    env: Vec<(String, String)>,
+) -> Result<node::HostImage, Error> {
+    let setup = |what: &str, e: std::io::Error| Error::Setup(format!("{what}: {e}"));
+    let sa = dir.join("kustomize-controller-serviceaccount");
+    std::fs::create_dir_all(&sa).map_err(|e| setup("service-account dir", e))?;
+    std::fs::write(sa.join("namespace"), FLUX_NS).map_err(|e| setup("namespace file", e))?;
+    std::fs::create_dir_all(SA_DIR).map_err(|e| setup(SA_DIR, e))?;
+    let (sa, bin) = (
+        sa.to_string_lossy().into_owned(),
+        program.to_string_lossy().into_owned(),
+    );
+    Ok(node::HostImage {
+        program: PathBuf::from("unshare"),
+        env,
+        rewrite: Arc::new(move |args: &[String]| {
+            let mut out: Vec<String> = ["--mount", "--uts", "--propagation", "private", "sh", "-c"]
+                .map(String::from)
+                .to_vec();
+            out.push(LEADER_ELECTION_WRAPPER.to_owned());
+            out.push("kustomize-controller".to_owned());
+            out.push(sa.clone());
+            out.push(bin.clone());
+            out.extend(
+                args.iter()
+                    .filter(|a| !a.starts_with("--metrics-addr") && !a.starts_with("--health-addr"))
+                    .map(|a| a.replace("$(RUNTIME_NAMESPACE)", FLUX_NS)),
+            );
+            out.push("--metrics-addr=0".into());
+            out.push("--health-addr=0".into());
+            out
+        }),
+    })
+}
+
 /// Rewrites a controller's in-cluster args for a host process: no leader election, metrics and
 /// health listeners off (several controllers share the host), `--storage-path` in `storage`
 /// when given (source-controller's artifacts, image-reflector-controller's database), and for
@@ -909,8 +984,13 @@ fn host_args(args: &[String], is_source: bool, storage: Option<&Path>) -> Vec<St
 
 /// The main-shard args `flux install` gives every controller (flux2 manifests/bases and
 /// install patches: `--watch-all-namespaces=true`, `--log-level=info`, `--log-encoding=json`,
-/// `--enable-leader-election`), with `--events-addr=` empty (no notification-controller here)
+/// `--enable-leader-election`: see below), with `--events-addr=` empty (no notification-controller here)
 /// and the main shard's `--watch-label-selector=!sharding.fluxcd.io/key` ([`HELD_SHARD_LABEL`]).
+///
+/// Leader election: `flux install` sets `--enable-leader-election`, but here the controllers
+/// run as host processes with it off, so their Deployments say `--enable-leader-election=false`:
+/// what a plugin reads is what runs ([`ClusterOptions::kustomize_controller_leader_election`]
+/// turns it on for kustomize-controller, for real).
 fn main_shard_args() -> Vec<String> {
     vec![
         "--events-addr=".to_owned(),
@@ -918,7 +998,7 @@ fn main_shard_args() -> Vec<String> {
         format!("--watch-label-selector=!{HELD_SHARD_LABEL}"),
         "--log-level=info".to_owned(),
         "--log-encoding=json".to_owned(),
-        "--enable-leader-election".to_owned(),
+        "--enable-leader-election=false".to_owned(),
     ]
 }
 

@@ -594,6 +594,7 @@ impl Agent {
                         match self.start_host(
                             host,
                             c,
+                            k.rsplit('/').next().unwrap_or(k.as_str()),
                             &base,
                             hc.attempt + u32::from(hc.exited.is_some()),
                         ) {
@@ -833,13 +834,15 @@ impl Agent {
         (Some(status), events)
     }
 
-    /// Starts the host process of container `c` (image `host`) of the pod whose processes are
+    /// Starts the host process of container `c` (image `host`) of pod `pod` (its name; in the
+    /// process's env as `REALCLUSTER_POD_NAME`), whose processes are
     /// named `base`, for its `attempt`-th run (log file `<base>.log`, then `<base>-<attempt>.log`,
     /// so the previous run's log stays for `kubectl logs --previous`).
     fn start_host(
         &self,
         host: &HostImage,
         c: &Value,
+        pod: &str,
         base: &str,
         attempt: u32,
     ) -> Result<Proc, crate::Error> {
@@ -866,6 +869,9 @@ impl Agent {
         // in flight in every other cluster on the machine ("kustomize build failed: ... lstat
         // /tmp/kustomization-N: no such file or directory"), and with a long interval the
         // failed run was never retried.
+        // The pod's name, for a wrapper that makes it the host name (a pod's host name is its
+        // name: controller-runtime's leader-election identity starts with it).
+        env.push(("REALCLUSTER_POD_NAME".into(), pod.into()));
         match self.pod_tmp(base) {
             Ok(tmp) => env.push(("TMPDIR".into(), tmp.into_os_string())),
             Err(e) => eprintln!("realcluster node agent: {e}"),
