@@ -128,6 +128,16 @@ pub struct ControllerFacts {
     /// ConfigMaps and Secrets a Kustomization references are watched only when they match it
     /// ([`ControllerFacts::config_unwatched`]).
     pub watch_configs_label_selector: String,
+    /// Leader election as its args set it (`--enable-leader-election`, lease duration, retry
+    /// period; the Lease's name from main.go's controller name and the watch selector):
+    /// [`crate::leader`]. `None`: off (every ready pod reconciles).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader_election: Option<crate::leader::LeaderElection>,
+    /// Why its running pod leads nothing, read from its Lease
+    /// ([`ControllerFacts::read_leadership`]). `None`: it leads, leader election is off, or the
+    /// Lease was not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader: Option<crate::leader::LeaderTrouble>,
 }
 
 impl ControllerFacts {
@@ -157,11 +167,13 @@ impl ControllerFacts {
         let mut concurrent = DEFAULT_CONCURRENT;
         let mut requeue_dependency = "30s".to_string();
         let mut watch_label_selector = None;
+        let mut raw_selector = String::new();
         let mut watch_all_namespaces = true;
         let mut watch_configs_label_selector = DEFAULT_WATCH_CONFIGS_SELECTOR.to_string();
         for (flag, value) in flags(&args) {
             match flag.as_str() {
                 "watch-label-selector" => {
+                    raw_selector = value.clone();
                     watch_label_selector = Some(value.clone()).filter(|v| !v.trim().is_empty());
                 }
                 "watch-configs-label-selector" => {
@@ -207,6 +219,11 @@ impl ControllerFacts {
                     .collect()
             })
             .unwrap_or_default();
+        let leader_election = crate::leader::LeaderElection::from_args(
+            controller_name(&image, obj::name(d)),
+            &args,
+            &raw_selector,
+        );
         ControllerFacts {
             namespace: obj::namespace(d).to_string(),
             name: obj::name(d).to_string(),
@@ -225,7 +242,40 @@ impl ControllerFacts {
             watch_label_selector,
             watch_all_namespaces,
             watch_configs_label_selector,
+            leader_election,
+            leader: None,
         }
+    }
+
+    /// Reads whether its running pod leads ([`crate::leader::leader_trouble`]) from `leases`
+    /// (`namespace/name` -> the Lease, `None` when it does not exist; a Lease not in the map
+    /// was not read: not judged) and `pods` (its pods when read), at `now`, for the Deployment
+    /// `d` these facts were read from. Nothing when it is not running or leader election is
+    /// off.
+    pub fn read_leadership(
+        &mut self,
+        d: &Value,
+        leases: &BTreeMap<String, Option<Value>>,
+        pods: &[Value],
+        now: jiff::Timestamp,
+    ) {
+        if self.not_running.is_some() {
+            return;
+        }
+        let Some(le) = &self.leader_election else {
+            return;
+        };
+        let Some(lease) = leases.get(&format!("{}/{}", self.namespace, le.lease)) else {
+            return;
+        };
+        self.leader = crate::leader::leader_trouble(
+            controller_name(&self.image, &self.name),
+            d,
+            le,
+            lease.as_ref(),
+            pods,
+            now,
+        );
     }
 
     /// The facts of Deployment `d` with the pod that says why it is not running, from
@@ -628,6 +678,27 @@ pub fn not_running_with_pods(
         Some(t) => Some((format!("{why}; {}", t.describe()), Some(t))),
         None => Some((why, None)),
     }
+}
+
+/// The controller's own name (main.go `controllerName`, the base of its Lease name) from its
+/// image: `kustomize-controller`, `source-controller`, `helm-controller`, else the
+/// Deployment's name.
+pub fn controller_name<'a>(image: &str, deployment: &'a str) -> &'a str {
+    for c in [
+        "kustomize-controller",
+        "source-controller",
+        "helm-controller",
+        "image-reflector-controller",
+        "image-automation-controller",
+        "notification-controller",
+    ] {
+        let repo = image.split('@').next().unwrap_or(image);
+        let last = repo.rsplit('/').next().unwrap_or(repo);
+        if last.split(':').next() == Some(c) {
+            return c;
+        }
+    }
+    deployment
 }
 
 /// The tag of an image reference (`ghcr.io/fluxcd/kustomize-controller:v1.8.3@sha256:..`

@@ -426,6 +426,10 @@ pub struct StoppedController {
     /// The pod that says why it is not running, when its pods were read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod: Option<crate::controller::PodTrouble>,
+    /// Its pod runs but does not lead ([`crate::leader::LeaderTrouble`]): `why` says so and
+    /// `until`, when set, is a wait (the pod takes the Lease by then), not a finding.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader: Option<crate::leader::LeaderTrouble>,
 }
 
 impl StoppedController {
@@ -452,19 +456,71 @@ impl StoppedController {
             consequence: consequence.to_string(),
             command,
             pod,
+            leader: None,
         }
     }
 
-    /// `source-controller is not running (0 replicas): nothing fetches`.
+    /// A controller Deployment `namespace/name` whose running pod does not lead
+    /// ([`crate::leader::leader_trouble`]): `why` is the trouble's sentence, the command
+    /// shows the Lease (another holder) or the controller's log (no process takes it).
+    pub fn not_leading(
+        name: &str,
+        namespace: &str,
+        consequence: &str,
+        t: crate::leader::LeaderTrouble,
+    ) -> StoppedController {
+        StoppedController {
+            controller: name.to_string(),
+            namespace: namespace.to_string(),
+            why: t.why.clone(),
+            consequence: consequence.to_string(),
+            command: t.command(namespace, name),
+            pod: None,
+            leader: Some(t),
+        }
+    }
+
+    /// Whether it only waits for its pod to take the Lease by a known time (the holder is
+    /// gone or released it): not a finding.
+    pub fn leader_wait(&self) -> bool {
+        self.leader.as_ref().is_some_and(|l| l.until.is_some())
+    }
+
+    /// `source-controller is not running (0 replicas): nothing fetches`; for a pod that does
+    /// not lead, its sentence (`kustomize-controller's pod P is not the leader: ...`) and the
+    /// consequence.
     pub fn line(&self) -> String {
-        format!(
-            "{} is not running ({}): {}",
-            self.controller, self.why, self.consequence
-        )
+        match &self.leader {
+            Some(l) if l.until.is_some() => {
+                format!("{}; {} before then", self.why, self.consequence)
+            }
+            Some(_) => format!("{}; {}", self.why, self.consequence),
+            None => format!(
+                "{} is not running ({}): {}",
+                self.controller, self.why, self.consequence
+            ),
+        }
     }
 
     /// What to do, as the plan's effect: `scale it up: kubectl ...; then ...`.
     pub fn effect(&self) -> String {
+        if let Some(l) = &self.leader {
+            return match l.until {
+                Some(t) => format!(
+                    "nothing to do: its pod takes the Lease by {} and its runs resume by themselves (the Lease: {})",
+                    short_time(t),
+                    self.command
+                ),
+                None if l.keeps_renewing => format!(
+                    "find the other holder of Lease {}: {}; stop it (or give it another --watch-label-selector): this pod takes the Lease within a retry period after it stops renewing",
+                    l.lease, self.command
+                ),
+                None => format!(
+                    "read why its pod does not take Lease {}: {}",
+                    l.lease, self.command
+                ),
+            };
+        }
         if self.not_installed() {
             format!("install it: {}; then it reconciles them", self.command)
         } else if self.why == "0 replicas" {
@@ -501,7 +557,9 @@ impl StoppedController {
                 "{}; {}",
                 all.iter()
                     .map(|s| {
-                        if s.scaled_to_zero() {
+                        if s.leader.is_some() {
+                            s.effect()
+                        } else if s.scaled_to_zero() {
                             format!("scale {} up: {}", s.controller, s.command)
                         } else if s.pod.as_ref().is_some_and(|p| p.last_exit_code.is_some()) {
                             format!("read why {}'s process exits: {}", s.controller, s.command)
@@ -634,7 +692,10 @@ impl<'a> Engine<'a> {
         Engine {
             idx: Index::new(snap),
             controller: snap.controller.as_ref().map(|d| {
-                ControllerFacts::with_pods(d, &snap.controller_pods, &snap.controller_logs)
+                let mut f =
+                    ControllerFacts::with_pods(d, &snap.controller_pods, &snap.controller_logs);
+                f.read_leadership(d, &snap.leases, &snap.controller_pods, snap.now);
+                f
             }),
             hosts: std::sync::OnceLock::new(),
             holding: std::sync::OnceLock::new(),
@@ -655,34 +716,48 @@ impl<'a> Engine<'a> {
     /// work undone. `[]` when they run or are not read.
     pub fn stopped_controllers_for(&self, ks: &Value) -> Vec<StoppedController> {
         let mut v = Vec::new();
-        if let Some(c) = self.controller.as_ref()
-            && let Some(why) = c.not_running.clone()
-        {
-            v.push(StoppedController::new(
-                &c.name,
-                &c.namespace,
-                why,
-                "nothing reconciles",
-                c.pod.clone(),
-            ));
+        if let Some(c) = self.controller.as_ref() {
+            if let Some(why) = c.not_running.clone() {
+                v.push(StoppedController::new(
+                    &c.name,
+                    &c.namespace,
+                    why,
+                    "nothing reconciles",
+                    c.pod.clone(),
+                ));
+            } else if let Some(t) = c.leader.clone() {
+                v.push(StoppedController::not_leading(
+                    &c.name,
+                    &c.namespace,
+                    "nothing reconciles",
+                    t,
+                ));
+            }
         }
         let (kind, _, _) = source_ref(ks);
         let snap = self.idx.snap;
         if matches!(kind.as_str(), "GitRepository" | "OCIRepository" | "Bucket")
             && let Some(sc) = snap.source_controller.as_ref()
-            && let Some((why, pod)) = crate::controller::not_running_with_pods(
-                sc,
-                &snap.controller_pods,
-                &snap.controller_logs,
-            )
         {
-            v.push(StoppedController::new(
-                obj::name(sc),
-                obj::namespace(sc),
-                why,
-                "nothing fetches",
-                pod,
-            ));
+            let mut f =
+                ControllerFacts::with_pods(sc, &snap.controller_pods, &snap.controller_logs);
+            f.read_leadership(sc, &snap.leases, &snap.controller_pods, snap.now);
+            if let Some(why) = f.not_running {
+                v.push(StoppedController::new(
+                    obj::name(sc),
+                    obj::namespace(sc),
+                    why,
+                    "nothing fetches",
+                    f.pod,
+                ));
+            } else if let Some(t) = f.leader {
+                v.push(StoppedController::not_leading(
+                    obj::name(sc),
+                    obj::namespace(sc),
+                    "nothing fetches",
+                    t,
+                ));
+            }
         }
         v.extend(self.helm_controller_stopped(ks));
         v
@@ -2738,6 +2813,14 @@ pub fn controller_io_error(d: &Diagnosis) -> Option<String> {
 /// in Git reaches it, and no lever works until the controller runs (`--help`: exit 1 when
 /// kustomize- or source-controller is not running).
 pub fn is_finding(d: &Diagnosis) -> bool {
+    if !d.stopped_controllers.is_empty()
+        && d.stopped_controllers
+            .iter()
+            .all(StoppedController::leader_wait)
+    {
+        // A pod that takes its Lease by a known time: a wait, not a finding.
+        return false;
+    }
     !d.stopped_controllers.is_empty()
         || d.overdue_secs.is_some()
         || !(matches!(d.class, Class::Healthy | Class::Reconciling)

@@ -4,6 +4,7 @@
 
 pub mod controller;
 pub mod diagnose;
+pub mod leader;
 pub mod lever;
 pub mod live;
 pub mod obj;

@@ -413,8 +413,9 @@ pub async fn gather(
     let kustomizations = read_kustomizations(conn, r, ks_ns, &mut notes).await?;
     let sources = read_sources(conn, r, ks_ns, &kustomizations, &mut notes).await?;
     let c = read_controllers(conn, r, scope, &kustomizations, &sources, &mut notes).await?;
+    let leases = read_leases(conn, r, &c, &kustomizations, &mut notes).await?;
     let (controller_pods, controller_logs) =
-        read_controller_pods(conn, r, scope, &c, &mut notes).await?;
+        read_controller_pods(conn, r, scope, &c, &leases, now, &mut notes).await?;
     let secret_keys = read_secret_keys(conn, r, &sources, &mut notes).await?;
     let configs = read_configs(conn, r, &kustomizations, &mut notes).await?;
     let mut snap = Snapshot {
@@ -431,6 +432,7 @@ pub async fn gather(
         helm_controller_read: c.helm_controller_read,
         controller_pods,
         controller_logs,
+        leases,
         secret_keys,
         ..Default::default()
     };
@@ -616,6 +618,61 @@ async fn read_controllers(
     Ok(c)
 }
 
+/// The Lease of kustomize-controller and of source-controller (one GET each), only for one
+/// that runs (a ready pod), runs with leader election ([`crate::leader`]) and is needed:
+/// kustomize-controller by any Kustomization not suspended, source-controller by one reading
+/// a GitRepository, OCIRepository or Bucket. `None` in the map: it does not exist; a 403
+/// leaves it unread (a note: leadership not judged).
+async fn read_leases(
+    conn: &Connection,
+    r: &Reader,
+    c: &Controllers,
+    kustomizations: &[Value],
+    notes: &mut Vec<String>,
+) -> Result<BTreeMap<String, Option<Value>>> {
+    let active: Vec<&Value> = kustomizations
+        .iter()
+        .filter(|k| !obj::b(k, &["spec", "suspend"]))
+        .collect();
+    let needs_source = active
+        .iter()
+        .any(|k| crate::diagnose::SOURCE_CONTROLLER_KINDS.contains(&source_ref(k).0.as_str()));
+    let lease_ar = ApiResource {
+        group: "coordination.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "coordination.k8s.io/v1".into(),
+        kind: "Lease".into(),
+        plural: "leases".into(),
+    };
+    let mut leases = BTreeMap::new();
+    for (d, needed) in [
+        (c.controller.as_ref(), !active.is_empty()),
+        (c.source_controller.as_ref(), needs_source),
+    ] {
+        let Some(d) = d.filter(|_| needed) else {
+            continue;
+        };
+        if crate::controller::not_running(d).is_some() {
+            continue;
+        }
+        let f = crate::controller::ControllerFacts::from_deployment(d);
+        let Some(le) = f.leader_election else {
+            continue;
+        };
+        match r.get(conn, &lease_ar, &f.namespace, &le.lease).await {
+            Ok(v) => {
+                leases.insert(format!("{}/{}", f.namespace, le.lease), v);
+            }
+            Err(e) if e.status_code() == Some(403) => notes.push(format!(
+                "Lease {}/{} of {} not read (leadership not judged): {e}",
+                f.namespace, le.lease, f.name
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(leases)
+}
+
 /// For each controller Deployment with replicas but no ready pod: its pods and the last log
 /// lines of an exited container (see the comment inside).
 async fn read_controller_pods(
@@ -623,6 +680,8 @@ async fn read_controller_pods(
     r: &Reader,
     scope: &Scope,
     c: &Controllers,
+    leases: &BTreeMap<String, Option<Value>>,
+    now: Timestamp,
     notes: &mut Vec<String>,
 ) -> Result<(Vec<Value>, BTreeMap<String, Vec<String>>)> {
     // A controller Deployment with replicas but no ready pod: its pods say why (the kubelet's
@@ -647,7 +706,14 @@ async fn read_controller_pods(
                 .filter(|d| obj::name(d) != "source-controller"),
         )
     {
-        if crate::controller::not_running(d).is_none_or(|w| w == "0 replicas") {
+        // A running one whose Lease no pod of it seems to hold: its pods name the one that
+        // does not lead.
+        let leads_not = {
+            let mut f = crate::controller::ControllerFacts::from_deployment(d);
+            f.read_leadership(d, leases, &[], now);
+            f.leader.is_some()
+        };
+        if !leads_not && crate::controller::not_running(d).is_none_or(|w| w == "0 replicas") {
             continue;
         }
         let Some(sel) = obj::at(d, &["spec", "selector", "matchLabels"])

@@ -531,6 +531,20 @@ pub fn controller_text(c: Option<&ControllerFacts>, holding: &[String]) -> Strin
                 .map(crate::controller::PodTrouble::log_text)
                 .unwrap_or_default(),
         ),
+        Some(c) if c.leader.is_some() => format!(
+            "Controller {}/{}: NOT LEADING: {}; {} ({}), --concurrent={}\n",
+            c.namespace,
+            c.name,
+            c.leader
+                .as_ref()
+                .map(|l| l.why.as_str())
+                .unwrap_or_default(),
+            c.version
+                .map(|v| v.to_string())
+                .unwrap_or("version unknown".into()),
+            c.image,
+            c.concurrent,
+        ),
         Some(c) => format!(
             "Controller {}/{}: {} ({}), {}={}, --concurrent={}; holding a worker now: {}\n",
             c.namespace,

@@ -56,8 +56,16 @@ pub struct Snapshot {
     /// then does its absence mean that nothing reconciles HelmReleases.
     #[serde(default)]
     pub helm_controller_read: bool,
-    /// The pods of those two Deployments, read only when one has no ready pod (to say why:
-    /// `controller::pod_trouble`).
+    /// The Leases of the running controllers that run with leader election
+    /// ([`crate::leader`]), by `namespace/name`, each read with one GET only when a
+    /// Kustomization in scope needs that controller (kustomize-controller: one not suspended;
+    /// source-controller: one of its sources). `None`: read, and it does not exist. A Lease
+    /// absent here was not read: leadership is not judged.
+    #[serde(default)]
+    pub leases: BTreeMap<String, Option<Value>>,
+    /// The pods of the controller Deployments, read only when one has no ready pod (to say
+    /// why: `controller::pod_trouble`) or when its Lease is not held by a pod of it (to name
+    /// the ready pod that does not lead: `leader::leader_trouble`).
     #[serde(default)]
     pub controller_pods: Vec<Value>,
     /// The last lines of the log of a controller container's ended run

@@ -831,6 +831,7 @@ impl Engine<'_> {
                 consequence: super::HELM_CONSEQUENCE.into(),
                 command: "flux install (helm-controller is one of its default components)".into(),
                 pod: None,
+                leader: None,
             }),
             Some(hc) => {
                 let (why, pod) = crate::controller::not_running_with_pods(

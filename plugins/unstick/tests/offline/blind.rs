@@ -837,3 +837,113 @@ fn a_substitute_from_configmap_changed_without_the_watch_label_is_not_seen() {
         d.summary
     );
 }
+
+/// The snapshot of a Kustomization with a pending request while kustomize-controller runs
+/// with leader election and its Lease is `lease` (`None`: read, not found), its pod
+/// `kustomize-controller-6b8f9c-abcde` ready.
+fn with_lease(lease: Option<Value>) -> Snapshot {
+    let mut k = ready_at("apps", REV, &[]);
+    k["metadata"]["annotations"] =
+        json!({"reconcile.fluxcd.io/requestedAt": "2026-11-30T07:20:00Z"});
+    let mut s = snap("v1.9.6", vec![k], vec![], vec![], &[]);
+    let c = s.controller.as_mut().unwrap();
+    c["spec"]["template"]["spec"]["containers"][0]["args"] =
+        json!(["--enable-leader-election", "--watch-label-selector="]);
+    c["status"] = json!({"observedGeneration": 1, "replicas": 1, "readyReplicas": 1});
+    s.leases.insert(
+        "flux-system/kustomize-controller-leader-election".into(),
+        lease,
+    );
+    s.controller_pods = vec![
+        json!({"metadata": {"name": "kustomize-controller-6b8f9c-abcde",
+            "namespace": "flux-system", "labels": {"app": "kustomize-controller"}},
+        "status": {"containerStatuses": [{"name": "manager", "ready": true}]}}),
+    ];
+    s
+}
+
+/// A ready kustomize-controller pod that is not the leader reconciles nothing
+/// (controller-runtime starts no controller before it is elected): another identity that
+/// keeps renewing the Lease is a finding naming the pod, the Lease and the holder, never
+/// "request-pending ... as soon as a worker is free"; a holder gone is a wait with the time
+/// the pod takes the Lease (not a finding); the same rows in `--all`. Also for
+/// source-controller (`nothing fetches`) when the Kustomization's source needs it.
+#[test]
+fn a_ready_pod_that_is_not_the_leader_is_named_never_promised_a_run() {
+    let lease = |holder: &str, renewed: &str| json!({"spec": {"holderIdentity": holder, "renewTime": renewed, "leaseDurationSeconds": 35}});
+    // Leading: the old verdict.
+    let s = with_lease(Some(lease(
+        "kustomize-controller-6b8f9c-abcde_1f",
+        "2026-11-30T07:20:58Z",
+    )));
+    assert_eq!(diag(&s, "apps").class, Class::RequestPending);
+
+    let s = with_lease(Some(lease("other-5d8f-q2x7z_9a", "2026-11-30T07:20:57Z")));
+    let d = diag(&s, "apps");
+    assert_eq!(d.class, Class::ControllerNotRunning, "{}", d.summary);
+    assert!(is_finding(&d));
+    assert!(
+        d.summary.starts_with("kustomize-controller's pod kustomize-controller-6b8f9c-abcde is not the leader: Lease flux-system/kustomize-controller-leader-election is held by other-5d8f-q2x7z_9a")
+            && d.summary.contains("keeps renewing")
+            && d.summary.ends_with("; nothing reconciles"),
+        "{}",
+        d.summary
+    );
+    let p = plan(&s, "apps");
+    assert_eq!(p.lever, Lever::StartController);
+    assert!(p.steps.is_empty() && !p.wait_for_request_token);
+    assert!(
+        p.effect.contains(
+            "kubectl -n flux-system get lease kustomize-controller-leader-election -o yaml"
+        ),
+        "{}",
+        p.effect
+    );
+    assert!(!format!("{p:?}").contains("as soon as a worker is free"));
+    let r = row(&s, "apps");
+    assert_eq!((r.class, r.summary.clone()), (d.class, d.summary.clone()));
+
+    // The holder stopped renewing at 07:20:40: the pod takes the Lease by 07:21:20.
+    let s = with_lease(Some(lease("other-5d8f-q2x7z_9a", "2026-11-30T07:20:40Z")));
+    let d = diag(&s, "apps");
+    assert_eq!(d.class, Class::ControllerNotRunning);
+    assert!(!is_finding(&d), "a wait: {}", d.summary);
+    assert!(
+        d.summary.contains("is not the leader yet") && d.summary.contains("by 07:21:20Z"),
+        "{}",
+        d.summary
+    );
+    assert!(!is_finding(&row(&s, "apps")));
+
+    // No Lease at all: a finding.
+    let d = diag(&with_lease(None), "apps");
+    assert!(
+        is_finding(&d) && d.summary.contains("no Lease"),
+        "{}",
+        d.summary
+    );
+
+    // source-controller not leading: `nothing fetches`, for a Kustomization of a GitRepository.
+    let mut s = with_lease(Some(lease(
+        "kustomize-controller-6b8f9c-abcde_1f",
+        "2026-11-30T07:20:58Z",
+    )));
+    let mut sc = controller("v1.9.6");
+    sc["metadata"]["name"] = json!("source-controller");
+    sc["spec"]["selector"]["matchLabels"] = json!({"app": "source-controller"});
+    sc["spec"]["template"]["spec"]["containers"][0]["image"] =
+        json!("ghcr.io/fluxcd/source-controller:v1.9.6");
+    sc["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["--enable-leader-election"]);
+    sc["status"] = json!({"observedGeneration": 1, "replicas": 1, "readyReplicas": 1});
+    s.source_controller = Some(sc);
+    s.leases
+        .insert("flux-system/source-controller-leader-election".into(), None);
+    let d = diag(&s, "apps");
+    assert_eq!(d.class, Class::ControllerNotRunning, "{}", d.summary);
+    assert!(
+        d.summary.contains("source-controller's ready pod is not the leader: no Lease flux-system/source-controller-leader-election exists")
+            && d.summary.ends_with("; nothing fetches"),
+        "{}",
+        d.summary
+    );
+}

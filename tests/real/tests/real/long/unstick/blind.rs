@@ -8,7 +8,9 @@
 //!   source-controller watches (the same selector);
 //! - a suspended GitRepository while another one on the same URL and branch has moved on;
 //! - a HelmRelease under `wait: true` with no helm-controller in the cluster;
-//! - a `spec.path` pushed but not fetched yet.
+//! - a `spec.path` pushed but not fetched yet;
+//! - a ready kustomize-controller pod that is not the leader (its own cluster, with leader
+//!   election on: another identity holds and renews the Lease).
 //!
 //! All on the quiet cluster ([`super::quiet_cluster`]: its workers are free, so "not picked
 //! up" is the controller's choice, not a queue), each with objects of its own names.
@@ -779,4 +781,287 @@ fn a_changed_substitute_from_configmap_without_the_watch_label_is_named_and_requ
     assert_eq!(v["proof"], "recovered", "{v:#}\n{err}");
     assert_eq!(code, 0);
     assert_eq!(out_value(c, p), "two");
+}
+
+/// A cluster whose kustomize-controller runs with leader election on, as `flux install` runs
+/// it (`realcluster::ClusterOptions::kustomize_controller_leader_election`): its own Lease,
+/// taken, renewed and released for real.
+fn leader_cluster() -> realcluster::Lease {
+    static LEADER: realcluster::ClusterCell = realcluster::ClusterCell::new();
+    crate::cluster_with(&LEADER, || realcluster::ClusterOptions {
+        kustomize_controller_leader_election: true,
+        ..realcluster::ClusterOptions::default()
+    })
+}
+
+/// A Lease time (metav1.MicroTime: RFC 3339 with 6 fractional digits) of now.
+fn micro_now() -> String {
+    let t = jiff::Timestamp::now();
+    format!(
+        "{}.{:06}Z",
+        t.strftime("%Y-%m-%dT%H:%M:%S"),
+        t.subsec_microsecond()
+    )
+}
+
+/// `spec.holderIdentity` of Lease `name` in flux-system ("" when empty or absent).
+fn lease_holder(c: &Cluster, name: &str) -> String {
+    c.get_json(&["-n", FLUX_NS, "get", "lease", name])["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The name of kustomize-controller's one ready pod that is not being deleted.
+fn ready_kc_pod(c: &Cluster) -> Option<String> {
+    let pods = c.get_json(&[
+        "-n",
+        FLUX_NS,
+        "get",
+        "pods",
+        "-l",
+        "app=kustomize-controller",
+    ]);
+    pods["items"].as_array()?.iter().find_map(|p| {
+        let ready = p["status"]["containerStatuses"]
+            .as_array()
+            .is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c["ready"] == true));
+        (ready && p["metadata"]["deletionTimestamp"].is_null()).then(|| {
+            p["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+    })
+}
+
+/// Issue 28 sweep: a ready kustomize-controller pod that is not the leader reconciles
+/// nothing. On the real kustomize-controller with leader election on, observed first: it
+/// holds its Lease (the name unstick computes: fluxcd/pkg `GenerateID` of the main shard's
+/// selector) as `<pod>_<uuid>`; while another identity holds the Lease and renews it (what a
+/// second install with the same selector in flux-system does; the controller is stopped for
+/// the take-over and started again, a candidate), its new pod is ready and a requested
+/// reconcile is not run. unstick then names the pod, the Lease and the holder
+/// (`controller-not-running`, exit 1, never "a new run starts as soon as a worker is free"),
+/// the same in `--all`. Released (an empty holder, as client-go's release writes), the pod
+/// takes the Lease, runs the request, and unstick's verdict is `healthy`, exit 0.
+#[test]
+fn a_ready_controller_pod_that_is_not_the_leader_is_named_never_promised_a_run() {
+    let c = &leader_cluster();
+    let lease =
+        unstick::leader::lease_name("kustomize-controller", &format!("!{HELD_SHARD_LABEL}"));
+    let first = eventually(
+        Duration::from_secs(60),
+        "a ready kustomize-controller pod",
+        || ready_kc_pod(c),
+    );
+    eventually(
+        Duration::from_secs(60),
+        "the real kustomize-controller holds the Lease unstick names",
+        || {
+            lease_holder(c, &lease)
+                .starts_with(&format!("{first}_"))
+                .then_some(())
+        },
+    );
+    c.fleet(
+        "blind-lead",
+        &[("cm.yaml", &cm("blind-lead", "1"))],
+        "  interval: 10m\n  path: ./\n  prune: false\n",
+    )
+    .unwrap();
+    eventually(Duration::from_secs(90), "the fleet is applied", || {
+        let a = artifact(c, "blind-lead");
+        (!a.is_empty() && ready_at(c, "blind-lead", &a)).then_some(())
+    });
+    // Another identity takes the Lease and keeps renewing it.
+    let other = "kustomize-controller-b-5d8f7c9b4-q2x7z_0f3c2a9e-7d1b-4c55-9a3e-2b8c1d4e5f60";
+    let scale = |n: &str| {
+        c.kubectl(&[
+            "-n",
+            FLUX_NS,
+            "scale",
+            "deployment/kustomize-controller",
+            &format!("--replicas={n}"),
+        ])
+        .unwrap();
+    };
+    scale("0");
+    eventually(
+        Duration::from_secs(60),
+        "the controller's pod is gone",
+        || {
+            let pods = c.get_json(&[
+                "-n",
+                FLUX_NS,
+                "get",
+                "pods",
+                "-l",
+                "app=kustomize-controller",
+            ]);
+            pods["items"]
+                .as_array()
+                .is_some_and(Vec::is_empty)
+                .then_some(())
+        },
+    );
+    let take = |holder: &str, duration: u32| {
+        let now = micro_now();
+        c.kubectl(&[
+            "-n",
+            FLUX_NS,
+            "patch",
+            "lease",
+            &lease,
+            "--type=merge",
+            "-p",
+            &format!(
+                r#"{{"spec":{{"holderIdentity":"{holder}","leaseDurationSeconds":{duration},"acquireTime":"{now}","renewTime":"{now}"}}}}"#
+            ),
+        ])
+        .unwrap();
+    };
+    take(other, 35);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let renewer = {
+        let (stop, kubeconfig, lease) = (stop.clone(), c.kubeconfig().to_path_buf(), lease.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let now = micro_now();
+                let _ = realcluster::kubectl(
+                    &kubeconfig,
+                    &[
+                        "-n",
+                        FLUX_NS,
+                        "patch",
+                        "lease",
+                        &lease,
+                        "--type=merge",
+                        "-p",
+                        &format!(r#"{{"spec":{{"renewTime":"{now}"}}}}"#),
+                    ],
+                );
+                std::thread::sleep(Duration::from_secs(2));
+            }
+        })
+    };
+    scale("1");
+    let pod = eventually(
+        Duration::from_secs(90),
+        "a new ready kustomize-controller pod",
+        || ready_kc_pod(c).filter(|p| *p != first),
+    );
+    // Observed: the ready pod does not run a requested reconcile.
+    let token = now();
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "annotate",
+        "--overwrite",
+        "kustomization",
+        "blind-lead",
+        &format!("reconcile.fluxcd.io/requestedAt={token}"),
+    ])
+    .unwrap();
+    stays(
+        20,
+        "the request was run while another identity leads",
+        || {
+            c.kustomization("blind-lead")["status"]["lastHandledReconcileAt"] != token.as_str()
+                && lease_holder(c, &lease) == other
+        },
+    );
+    let (code, v, err) = unstick(c, &["ks/blind-lead", "--dry-run"]);
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "controller-not-running", "{v:#}\n{err}");
+    assert_eq!(code, 1, "{v:#}");
+    let summary = d["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!(
+            "kustomize-controller's pod {pod} is not the leader"
+        )) && summary.contains(&format!("Lease {FLUX_NS}/{lease} is held by {other}"))
+            && summary.contains("keeps renewing"),
+        "{summary}"
+    );
+    assert!(
+        !v.to_string().contains("as soon as a worker is free"),
+        "{v:#}"
+    );
+    assert_eq!(v["plan"]["lever"], "start-controller", "{v:#}");
+    assert!(v["plan"]["steps"].as_array().unwrap().is_empty());
+    assert_eq!(
+        d["stoppedControllers"][0]["leader"]["keepsRenewing"], true,
+        "{v:#}"
+    );
+    let (all_code, r) = row(c, "blind-lead");
+    assert_eq!(r["class"], "controller-not-running", "{r:#}");
+    assert_eq!(r["summary"].as_str(), Some(summary), "{r:#}");
+    assert_eq!(all_code, 1);
+    // The budget: one GET of the Lease, and one list of the controller's pods to name the pod
+    // that does not lead (source-controller runs without leader election here: no GET).
+    let (leases, pod_lists, total) = lease_requests(c);
+    assert_eq!((leases, pod_lists), (1, 1), "{total} requests");
+
+    // Released, as client-go's release writes it: the pod takes the Lease and runs the
+    // request.
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    renewer.join().unwrap();
+    take("", 1);
+    eventually(
+        Duration::from_secs(30),
+        "the pod takes the released Lease",
+        || {
+            lease_holder(c, &lease)
+                .starts_with(&format!("{pod}_"))
+                .then_some(())
+        },
+    );
+    eventually(Duration::from_secs(60), "the request is run", || {
+        (c.kustomization("blind-lead")["status"]["lastHandledReconcileAt"] == token.as_str())
+            .then_some(())
+    });
+    let (code, v, err) = unstick(c, &["ks/blind-lead", "--dry-run"]);
+    assert_eq!(v["diagnosis"]["class"], "healthy", "{v:#}\n{err}");
+    assert_eq!(code, 0);
+    let (all_code, r) = row(c, "blind-lead");
+    assert_eq!(r["class"], "healthy", "{r:#}");
+    assert_eq!(all_code, 0);
+    // Leading: the one GET of the Lease, no pod list.
+    let (leases, pod_lists, total) = lease_requests(c);
+    assert_eq!((leases, pod_lists), (1, 0), "{total} requests");
+    assert!(total <= 17, "{total} requests");
+}
+
+/// `--all -A` through the fault proxy: (GETs of a Lease, lists of kustomize-controller's
+/// pods, all requests).
+fn lease_requests(c: &Cluster) -> (usize, usize, usize) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let proxy = rt
+        .block_on(realcluster::proxy::FaultProxy::start(c))
+        .unwrap();
+    proxy.reset_requests();
+    let out = Command::new(super::BIN)
+        .arg("--kubeconfig")
+        .arg(proxy.kubeconfig())
+        .args(["--all", "-A", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some_and(|c| c <= 1), "{out:?}");
+    let reqs = proxy.requests();
+    let leases = reqs
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.contains("/leases/"))
+        .count();
+    let pods = reqs
+        .iter()
+        .filter(|r| {
+            r.path.contains("/namespaces/flux-system/pods")
+                && r.path.contains("kustomize-controller")
+        })
+        .count();
+    (leases, pods, reqs.len())
 }
