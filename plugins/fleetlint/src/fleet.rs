@@ -967,6 +967,15 @@ pub fn unrendered_to_report(repo: &Repo, unrendered: &[String], built: &[Overlay
         .collect()
 }
 
+/// What a level of an overlay renders from: the Kustomization that applies it (an index into
+/// [`Overlay::ks`], `None` for the overlay's own directory without a root Kustomization), its
+/// rendered documents and the repository files they were built from.
+type Pending = (Option<usize>, render::Docs, BTreeSet<String>);
+
+/// A Flux Kustomization document found at one level: the Kustomization that applies it, the
+/// document, its namespace and the index of its applier's files in the level's inputs.
+type LevelKs = (Option<usize>, Arc<Doc>, String, usize);
+
 /// Builds one overlay: renders its directory, then every followed Kustomization's path, level
 /// by level (each level in parallel), and applies post-build substitution.
 pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -> Overlay {
@@ -993,9 +1002,39 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
         None => return ov,
     };
     let root_inputs = repo.closure(dir);
-    // the root Kustomization: its path is this directory
-    let mut pending: Vec<(Option<usize>, render::Docs, BTreeSet<String>)> = Vec::new();
     let mut seen: BTreeSet<String> = BTreeSet::new();
+    add_root_ks(repo, &mut ov, dir, &docs, &root_inputs, &mut seen);
+    let mut pending: Vec<Pending> = vec![(ov.root, docs, root_inputs)];
+    let root_source = ov.root.map(|r| ov.ks[r].source.clone());
+    loop {
+        let (level_ks, level_inputs) = record_level(&mut ov, std::mem::take(&mut pending));
+        let mut next = read_level_ks(repo, &mut ov, level_ks, &level_inputs, &mut seen);
+        if next.is_empty() {
+            break;
+        }
+        let units = follow_level(repo, &mut ov, &root_source, &mut next);
+        let rendered = renderer.render_all(repo, &units, jobs);
+        pending = queue_rendered(repo, &mut ov, dir, next, &rendered);
+        if pending.is_empty() {
+            break;
+        }
+    }
+    substitute(repo, renderer, &mut ov);
+    ov.external = external_sources(repo, &ov);
+    ov
+}
+
+/// Records the overlay's root Kustomization (index 0, [`Overlay::root`]): the Flux
+/// Kustomization in the overlay's render whose `spec.path` is the overlay's directory, else
+/// the sync Kustomization a FluxInstance makes for it. Nothing when there is neither.
+fn add_root_ks(
+    repo: &Repo,
+    ov: &mut Overlay,
+    dir: &str,
+    docs: &render::Docs,
+    root_inputs: &BTreeSet<String>,
+    seen: &mut BTreeSet<String>,
+) {
     let root_doc = docs.iter().find(|d| {
         is_flux_ks(&d.value)
             && tree::normalize(d.value["spec"]["path"].as_str().unwrap_or("./")).as_deref()
@@ -1006,7 +1045,7 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
             .as_str()
             .unwrap_or("flux-system")
             .to_string();
-        let k = read_ks(repo, &rd.value, &ns, Some(&root_inputs), None);
+        let k = read_ks(repo, &rd.value, &ns, Some(root_inputs), None);
         seen.insert(k.id());
         ov.ks.push(k);
         ov.root = Some(0);
@@ -1016,146 +1055,175 @@ pub fn build_overlay(repo: &Repo, renderer: &Renderer, dir: &str, jobs: usize) -
         ov.ks.push(k);
         ov.root = Some(0);
     }
-    pending.push((ov.root, docs, root_inputs));
-    let root_source = ov.root.map(|r| ov.ks[r].source.clone());
-    loop {
-        // record this level's objects and collect the next level's units
-        let mut next: Vec<(usize, Unit)> = Vec::new();
-        let mut level_ks = Vec::new();
-        let mut level_inputs: Vec<BTreeSet<String>> = Vec::new();
-        for (owner, docs, inputs) in pending.drain(..) {
-            let owner_ns = owner
-                .map(|o| {
-                    ov.ks[o]
-                        .target_namespace
-                        .clone()
-                        .unwrap_or_else(|| ov.ks[o].namespace.clone())
-                })
-                .unwrap_or_else(|| "flux-system".into());
-            for d in docs.iter() {
-                let kind = d.value["kind"].as_str().unwrap_or("").to_string();
-                let namespace = if cluster_scoped(&kind) {
-                    String::new()
-                } else {
-                    d.value["metadata"]["namespace"]
-                        .as_str()
-                        .filter(|n| !n.is_empty())
-                        .map(str::to_string)
-                        .unwrap_or_else(|| owner_ns.clone())
-                };
-                if is_source(&d.value) {
-                    ov.sources.push(Source {
-                        kind: kind.clone(),
-                        namespace: namespace.clone(),
-                        name: s(&d.value["metadata"]["name"]).unwrap_or_default(),
-                        url: s(&d.value["spec"]["url"]),
-                    });
-                }
-                if is_flux_ks(&d.value) {
-                    level_ks.push((owner, d.clone(), namespace.clone(), level_inputs.len()));
-                }
-                ov.objects.push(Applied {
-                    owner,
-                    value: d.value.clone(),
-                    doc: d.clone(),
-                    namespace,
+}
+
+/// Records one level's objects (and sources) as applied by their Kustomization, in the
+/// namespace it gives them, and returns the level's Flux Kustomization documents with the
+/// files each applier's render read.
+fn record_level(ov: &mut Overlay, pending: Vec<Pending>) -> (Vec<LevelKs>, Vec<BTreeSet<String>>) {
+    let mut level_ks = Vec::new();
+    let mut level_inputs: Vec<BTreeSet<String>> = Vec::new();
+    for (owner, docs, inputs) in pending {
+        let owner_ns = owner
+            .map(|o| {
+                ov.ks[o]
+                    .target_namespace
+                    .clone()
+                    .unwrap_or_else(|| ov.ks[o].namespace.clone())
+            })
+            .unwrap_or_else(|| "flux-system".into());
+        for d in docs.iter() {
+            let kind = d.value["kind"].as_str().unwrap_or("").to_string();
+            let namespace = if cluster_scoped(&kind) {
+                String::new()
+            } else {
+                d.value["metadata"]["namespace"]
+                    .as_str()
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| owner_ns.clone())
+            };
+            if is_source(&d.value) {
+                ov.sources.push(Source {
+                    kind: kind.clone(),
+                    namespace: namespace.clone(),
+                    name: s(&d.value["metadata"]["name"]).unwrap_or_default(),
+                    url: s(&d.value["spec"]["url"]),
                 });
             }
-            level_inputs.push(inputs);
+            if is_flux_ks(&d.value) {
+                level_ks.push((owner, d.clone(), namespace.clone(), level_inputs.len()));
+            }
+            ov.objects.push(Applied {
+                owner,
+                value: d.value.clone(),
+                doc: d.clone(),
+                namespace,
+            });
         }
-        // the level's Kustomizations, as their parents apply them (substituted)
-        let mut memo = BTreeMap::new();
-        for (owner, d, namespace, inputs) in level_ks {
-            let v = as_applied(repo, &ov, owner, &d, &mut memo);
-            let k = read_ks(repo, &v, &namespace, level_inputs.get(inputs), owner);
-            if seen.insert(k.id()) {
-                let i = ov.ks.len();
-                ov.ks.push(k);
-                next.push((
-                    i,
-                    Unit {
-                        dir: String::new(),
-                        target_namespace: None,
-                        kustomize: None,
-                    },
-                ));
-            }
-        }
-        if next.is_empty() {
-            break;
-        }
-        // decide which new Kustomizations are followed (same repository) and render them
-        let mut units = Vec::new();
-        for (i, u) in next.iter_mut() {
-            let same_source = {
-                let k = &ov.ks[*i];
-                match &root_source {
-                    Some(rs) => {
-                        &k.source == rs
-                            || source_url(&ov.sources, &k.source).is_some_and(|u| {
-                                source_url(&ov.sources, rs).is_some_and(|r| r == u)
-                            })
-                    }
-                    // no root Kustomization (an --overlay picked by hand): only bootstrap's
-                    // conventional source is taken for this repository
-                    None => k.source.0 == "GitRepository" && k.source.2 == "flux-system",
-                }
-            };
-            // an ExternalArtifact an ArtifactGenerator packs from this repository's directories
-            let packed = match (&root_source, same_source) {
-                (Some(rs), false) => {
-                    let k = &ov.ks[*i];
-                    artifact_dir(&ov, rs, &k.source, k.path.as_deref().unwrap_or("./"))
-                }
-                _ => None,
-            };
-            let same_source = same_source || packed.is_some();
-            let k = &mut ov.ks[*i];
-            if packed.is_some() {
-                k.dir = packed;
-            }
-            k.followed = same_source;
-            match (&k.dir, same_source) {
-                (Some(d), true) if repo.is_dir(d) => {
-                    *u = Unit {
-                        dir: d.clone(),
-                        target_namespace: k.target_namespace.clone(),
-                        kustomize: k.kustomize.as_ref().map(KustomizeFields::to_json),
-                    };
-                    units.push(u.clone());
-                }
-                _ => u.dir = "\u{0}".into(),
-            }
-        }
-        let rendered = renderer.render_all(repo, &units, jobs);
-        for (i, u) in next {
-            if u.dir == "\u{0}" {
-                continue;
-            }
-            // the root's own directory is already recorded
-            if Some(i) != ov.root && u.dir == dir && u.target_namespace.is_none() {
-                continue;
-            }
-            match rendered.get(&u).map(|r| r.result.clone()) {
-                Some(Ok(docs)) => {
-                    let inputs = unit_inputs(repo, &u);
-                    pending.push((Some(i), docs, inputs));
-                }
-                Some(Err(e)) => ov.render_errors.push(RenderError {
-                    unit: u,
-                    ks: Some(i),
-                    message: e,
-                }),
-                None => {}
-            }
-        }
-        if pending.is_empty() {
-            break;
+        level_inputs.push(inputs);
+    }
+    (level_ks, level_inputs)
+}
+
+/// Reads the level's Kustomizations as their parents apply them (substituted) and adds the
+/// ones not seen before to the overlay: their indexes, each with a unit still to be chosen
+/// ([`follow_level`]).
+fn read_level_ks(
+    repo: &Repo,
+    ov: &mut Overlay,
+    level_ks: Vec<LevelKs>,
+    level_inputs: &[BTreeSet<String>],
+    seen: &mut BTreeSet<String>,
+) -> Vec<(usize, Unit)> {
+    let mut next: Vec<(usize, Unit)> = Vec::new();
+    let mut memo = BTreeMap::new();
+    for (owner, d, namespace, inputs) in level_ks {
+        let v = as_applied(repo, ov, owner, &d, &mut memo);
+        let k = read_ks(repo, &v, &namespace, level_inputs.get(inputs), owner);
+        if seen.insert(k.id()) {
+            let i = ov.ks.len();
+            ov.ks.push(k);
+            next.push((
+                i,
+                Unit {
+                    dir: String::new(),
+                    target_namespace: None,
+                    kustomize: None,
+                },
+            ));
         }
     }
-    substitute(repo, renderer, &mut ov);
-    ov.external = external_sources(repo, &ov);
-    ov
+    next
+}
+
+/// Decides which of the level's new Kustomizations are followed (they read this repository:
+/// the root's source, a source with the same URL, or an ExternalArtifact packed from its
+/// directories) and sets the unit each renders; returns the units to render. A Kustomization
+/// not followed, or whose path is not a directory here, gets the unit dir `"\0"`.
+fn follow_level(
+    repo: &Repo,
+    ov: &mut Overlay,
+    root_source: &Option<(String, String, String)>,
+    next: &mut [(usize, Unit)],
+) -> Vec<Unit> {
+    let mut units = Vec::new();
+    for (i, u) in next.iter_mut() {
+        let same_source = {
+            let k = &ov.ks[*i];
+            match root_source {
+                Some(rs) => {
+                    &k.source == rs
+                        || source_url(&ov.sources, &k.source)
+                            .is_some_and(|u| source_url(&ov.sources, rs).is_some_and(|r| r == u))
+                }
+                // no root Kustomization (an --overlay picked by hand): only bootstrap's
+                // conventional source is taken for this repository
+                None => k.source.0 == "GitRepository" && k.source.2 == "flux-system",
+            }
+        };
+        // an ExternalArtifact an ArtifactGenerator packs from this repository's directories
+        let packed = match (root_source, same_source) {
+            (Some(rs), false) => {
+                let k = &ov.ks[*i];
+                artifact_dir(ov, rs, &k.source, k.path.as_deref().unwrap_or("./"))
+            }
+            _ => None,
+        };
+        let same_source = same_source || packed.is_some();
+        let k = &mut ov.ks[*i];
+        if packed.is_some() {
+            k.dir = packed;
+        }
+        k.followed = same_source;
+        match (&k.dir, same_source) {
+            (Some(d), true) if repo.is_dir(d) => {
+                *u = Unit {
+                    dir: d.clone(),
+                    target_namespace: k.target_namespace.clone(),
+                    kustomize: k.kustomize.as_ref().map(KustomizeFields::to_json),
+                };
+                units.push(u.clone());
+            }
+            _ => u.dir = "\u{0}".into(),
+        }
+    }
+    units
+}
+
+/// The next level: the render of each followed Kustomization of `next` with the files it
+/// read; a failed render is recorded in [`Overlay::render_errors`]. The root's own directory
+/// is not rendered twice.
+fn queue_rendered(
+    repo: &Repo,
+    ov: &mut Overlay,
+    dir: &str,
+    next: Vec<(usize, Unit)>,
+    rendered: &BTreeMap<Unit, render::Rendered>,
+) -> Vec<Pending> {
+    let mut pending = Vec::new();
+    for (i, u) in next {
+        if u.dir == "\u{0}" {
+            continue;
+        }
+        // the root's own directory is already recorded
+        if Some(i) != ov.root && u.dir == dir && u.target_namespace.is_none() {
+            continue;
+        }
+        match rendered.get(&u).map(|r| r.result.clone()) {
+            Some(Ok(docs)) => {
+                let inputs = unit_inputs(repo, &u);
+                pending.push((Some(i), docs, inputs));
+            }
+            Some(Err(e)) => ov.render_errors.push(RenderError {
+                unit: u,
+                ks: Some(i),
+                message: e,
+            }),
+            None => {}
+        }
+    }
+    pending
 }
 
 /// The directory of this repository that the `path` of an ExternalArtifact `source` names,
@@ -1446,7 +1514,58 @@ fn as_applied(
 }
 
 fn substitute(repo: &Repo, renderer: &Renderer, ov: &mut Overlay) {
-    // variables per Kustomization (LoadVariables, then inline substitute overrides)
+    load_all_vars(repo, ov);
+    // substitute every object; the substituted texts are parsed per Kustomization at the end
+    let mut outs: BTreeMap<usize, Vec<(usize, String)>> = BTreeMap::new();
+    let mut blocked: BTreeMap<usize, usize> = ov
+        .subst_problems
+        .iter()
+        .filter_map(|p| match p {
+            SubstProblem::FromMissing { ks, .. } => Some((*ks, 0)),
+            _ => None,
+        })
+        .collect();
+    let known_names: BTreeSet<String> = ov.ks.iter().flat_map(|k| k.vars.keys().cloned()).collect();
+    let known_vars: BTreeSet<&str> = known_names.iter().map(String::as_str).collect();
+    for oi in 0..ov.objects.len() {
+        let Some(owner) = ov.objects[oi].owner else {
+            continue;
+        };
+        let o = &ov.objects[oi];
+        let disabled = o.value["metadata"]["annotations"][SUBSTITUTE_ANNOTATION] == "disabled"
+            || o.value["metadata"]["labels"][SUBSTITUTE_ANNOTATION] == "disabled";
+        if disabled || !o.doc.text.contains("${") {
+            continue;
+        }
+        // a missing substituteFrom input: what substitution gives is unknown offline (one
+        // finding, FL033, counts what it blocks; nothing here assumes the input empty)
+        if let Some(n) = blocked.get_mut(&owner) {
+            *n += 1;
+            continue;
+        }
+        if let Some(out) = substitute_object(ov, oi, owner, &known_vars) {
+            outs.entry(owner).or_default().push((oi, out));
+        }
+    }
+    for p in ov.subst_problems.iter_mut() {
+        if let SubstProblem::FromMissing { ks, blocked: b, .. } = p {
+            *b = blocked.get(ks).copied().unwrap_or(0);
+        }
+    }
+    for batch in outs.into_values() {
+        let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
+        for ((oi, _), v) in batch.iter().zip(renderer.parse_yaml_cached(repo, &texts)) {
+            if let Some(v) = v {
+                ov.objects[*oi].value = v;
+            }
+        }
+    }
+}
+
+/// The variables of every Kustomization of the overlay (LoadVariables, then inline
+/// `substitute` overrides) into [`FluxKs::vars`], with a problem per missing `substituteFrom`
+/// input and per variable name envsubst rejects.
+fn load_all_vars(repo: &Repo, ov: &mut Overlay) {
     for i in 0..ov.ks.len() {
         let Some((vars, missing)) = load_vars(repo, ov, i) else {
             continue;
@@ -1472,130 +1591,123 @@ fn substitute(repo: &Repo, renderer: &Renderer, ov: &mut Overlay) {
         }
         ov.ks[i].vars = vars;
     }
-    // substitute every object; the substituted texts are parsed per Kustomization at the end
-    let mut outs: BTreeMap<usize, Vec<(usize, String)>> = BTreeMap::new();
-    let mut blocked: BTreeMap<usize, usize> = ov
-        .subst_problems
-        .iter()
-        .filter_map(|p| match p {
-            SubstProblem::FromMissing { ks, .. } => Some((*ks, 0)),
-            _ => None,
-        })
-        .collect();
-    let known_names: BTreeSet<String> = ov.ks.iter().flat_map(|k| k.vars.keys().cloned()).collect();
-    let known_vars: BTreeSet<&str> = known_names.iter().map(String::as_str).collect();
-    for oi in 0..ov.objects.len() {
-        let Some(owner) = ov.objects[oi].owner else {
-            continue;
-        };
-        let o = &ov.objects[oi];
-        let disabled = o.value["metadata"]["annotations"][SUBSTITUTE_ANNOTATION] == "disabled"
-            || o.value["metadata"]["labels"][SUBSTITUTE_ANNOTATION] == "disabled";
-        if disabled || !o.doc.text.contains("${") {
-            continue;
+}
+
+/// Substitutes object `oi` (it holds `${`) as its Kustomization `owner` would, recording
+/// what goes wrong in [`Overlay::subst_problems`]; the substituted text, or `None` when the
+/// controller would not substitute it (no postBuild, no variables) or it does not parse.
+fn substitute_object(
+    ov: &mut Overlay,
+    oi: usize,
+    owner: usize,
+    known_vars: &BTreeSet<&str>,
+) -> Option<String> {
+    let o = &ov.objects[oi];
+    let k = &ov.ks[owner];
+    // a CRD's schema and descriptions document `${...}` (Flux's own do): documentation
+    let crd = o.value["kind"] == "CustomResourceDefinition";
+    let tpl = envsubst::parse(&o.doc.text);
+    let Some(pb) = &k.post_build else {
+        // no postBuild: the controller never substitutes; every expression ships as is
+        if let Ok(t) = &tpl
+            && !crd
+        {
+            not_enabled(&mut ov.subst_problems, o, oi, t, known_vars);
         }
-        let k = &ov.ks[owner];
-        // a missing substituteFrom input: what substitution gives is unknown offline (one
-        // finding, FL033, counts what it blocks; nothing here assumes the input empty)
-        if let Some(n) = blocked.get_mut(&owner) {
-            *n += 1;
-            continue;
+        return None;
+    };
+    let t = match tpl {
+        Ok(t) => t,
+        Err(e) => {
+            let near: String = o.doc.text[e.at..].chars().take(40).collect();
+            ov.subst_problems.push(SubstProblem::Syntax {
+                object: oi,
+                message: e.message.to_string(),
+                near: near.lines().next().unwrap_or("").to_string(),
+            });
+            return None;
         }
-        // a CRD's schema and descriptions document `${...}` (Flux's own do): documentation
-        let crd = o.value["kind"] == "CustomResourceDefinition";
-        let tpl = envsubst::parse(&o.doc.text);
-        let Some(pb) = &k.post_build else {
-            // no postBuild: the controller never substitutes; every expression ships as is
-            if let Ok(t) = &tpl
-                && !crd
-            {
-                for e in &t.exprs {
-                    let mut hits = Vec::new();
-                    leaves_containing(&o.doc.value, &e.text, &mut Vec::new(), &mut hits);
-                    if substituted_downstream(&o.doc.value, &hits) {
-                        continue;
-                    }
-                    let shell = hits
-                        .iter()
-                        .any(|(p, s)| shell_use(&o.doc.value, p, s) == ShellUse::Shell);
-                    ov.subst_problems.push(SubstProblem::NotEnabled {
-                        object: oi,
-                        expr: e.text.clone(),
-                        shell,
-                        meant: known_vars.contains(e.name.as_str()),
-                    });
-                }
-            }
-            continue;
-        };
-        let t = match tpl {
-            Ok(t) => t,
-            Err(e) => {
-                let near: String = o.doc.text[e.at..].chars().take(40).collect();
-                ov.subst_problems.push(SubstProblem::Syntax {
-                    object: oi,
-                    message: e.message.to_string(),
-                    near: near.lines().next().unwrap_or("").to_string(),
-                });
-                continue;
-            }
-        };
-        if k.vars.is_empty() && !pb.always {
-            for e in &t.exprs {
-                ov.subst_problems.push(SubstProblem::NoVariables {
-                    object: oi,
-                    expr: e.text.clone(),
-                });
-            }
-            continue;
-        }
-        let vars: BTreeMap<String, String> = k
-            .vars
-            .iter()
-            .map(|(k, v)| (k.clone(), v.value.clone()))
-            .collect();
-        let mut all = Vec::new();
-        fn flat(e: &envsubst::Expr, out: &mut Vec<envsubst::Expr>) {
-            out.push(e.clone());
-            for n in &e.nested {
-                flat(n, out);
-            }
-        }
+    };
+    if k.vars.is_empty() && !pb.always {
         for e in &t.exprs {
-            flat(e, &mut all);
+            ov.subst_problems.push(SubstProblem::NoVariables {
+                object: oi,
+                expr: e.text.clone(),
+            });
         }
-        for e in &all {
-            if !e.has_default() && !vars.contains_key(&e.name) {
-                let mut hits = Vec::new();
-                leaves_containing(&o.doc.value, &e.text, &mut Vec::new(), &mut hits);
-                let uses: Vec<ShellUse> = hits
-                    .iter()
-                    .map(|(p, s)| shell_use(&o.doc.value, p, s))
-                    .collect();
-                ov.subst_problems.push(SubstProblem::Undefined {
-                    object: oi,
-                    expr: e.text.clone(),
-                    name: e.name.clone(),
-                    shell: uses.contains(&ShellUse::Shell),
-                    exec_arg: uses.contains(&ShellUse::ExecArg),
-                });
-            }
+        return None;
+    }
+    let vars: BTreeMap<String, String> = k
+        .vars
+        .iter()
+        .map(|(k, v)| (k.clone(), v.value.clone()))
+        .collect();
+    undefined(&mut ov.subst_problems, o, oi, &t, &vars);
+    t.eval(&vars, false).ok()
+}
+
+/// A `${...}` of object `oi` whose Kustomization has no postBuild ships as is: one
+/// [`SubstProblem::NotEnabled`] per expression, unless a Flux Kustomization substitutes it
+/// downstream ([`substituted_downstream`]).
+fn not_enabled(
+    problems: &mut Vec<SubstProblem>,
+    o: &Applied,
+    oi: usize,
+    t: &envsubst::Template,
+    known_vars: &BTreeSet<&str>,
+) {
+    for e in &t.exprs {
+        let mut hits = Vec::new();
+        leaves_containing(&o.doc.value, &e.text, &mut Vec::new(), &mut hits);
+        if substituted_downstream(&o.doc.value, &hits) {
+            continue;
         }
-        if let Ok(out) = t.eval(&vars, false) {
-            outs.entry(owner).or_default().push((oi, out));
+        let shell = hits
+            .iter()
+            .any(|(p, s)| shell_use(&o.doc.value, p, s) == ShellUse::Shell);
+        problems.push(SubstProblem::NotEnabled {
+            object: oi,
+            expr: e.text.clone(),
+            shell,
+            meant: known_vars.contains(e.name.as_str()),
+        });
+    }
+}
+
+/// One [`SubstProblem::Undefined`] per expression of object `oi` (nested ones included)
+/// without a default whose variable is not in `vars`.
+fn undefined(
+    problems: &mut Vec<SubstProblem>,
+    o: &Applied,
+    oi: usize,
+    t: &envsubst::Template,
+    vars: &BTreeMap<String, String>,
+) {
+    let mut all = Vec::new();
+    fn flat(e: &envsubst::Expr, out: &mut Vec<envsubst::Expr>) {
+        out.push(e.clone());
+        for n in &e.nested {
+            flat(n, out);
         }
     }
-    for p in ov.subst_problems.iter_mut() {
-        if let SubstProblem::FromMissing { ks, blocked: b, .. } = p {
-            *b = blocked.get(ks).copied().unwrap_or(0);
-        }
+    for e in &t.exprs {
+        flat(e, &mut all);
     }
-    for batch in outs.into_values() {
-        let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
-        for ((oi, _), v) in batch.iter().zip(renderer.parse_yaml_cached(repo, &texts)) {
-            if let Some(v) = v {
-                ov.objects[*oi].value = v;
-            }
+    for e in &all {
+        if !e.has_default() && !vars.contains_key(&e.name) {
+            let mut hits = Vec::new();
+            leaves_containing(&o.doc.value, &e.text, &mut Vec::new(), &mut hits);
+            let uses: Vec<ShellUse> = hits
+                .iter()
+                .map(|(p, s)| shell_use(&o.doc.value, p, s))
+                .collect();
+            problems.push(SubstProblem::Undefined {
+                object: oi,
+                expr: e.text.clone(),
+                name: e.name.clone(),
+                shell: uses.contains(&ShellUse::Shell),
+                exec_arg: uses.contains(&ShellUse::ExecArg),
+            });
         }
     }
 }

@@ -468,6 +468,56 @@ impl FactsCache {
     }
 }
 
+/// One file's digest, facts, and its documents' trees when it was parsed now (`None` when
+/// the facts came from the cache).
+type Parsed = (String, FileFacts, Option<Vec<Node>>);
+
+/// Digests every file (path, text, is a kustomization file), looks its facts up in the cache
+/// `entries` and parses it on a miss, on every core (at most 8 threads), in file order. The
+/// threads get markercheck's deep stack (the tree walk recurses once per nesting level).
+///
+/// Errors: no thread can be started.
+fn parse_all(
+    files: &[(String, Arc<str>, bool)],
+    entries: &BTreeMap<String, FileFacts>,
+) -> std::io::Result<Vec<Parsed>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 8);
+    let chunk = files.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = files
+            .chunks(chunk)
+            .map(|c| {
+                std::thread::Builder::new()
+                    .stack_size(markercheck::scan::DEEP_STACK)
+                    .spawn_scoped(s, move || {
+                        c.iter()
+                            .map(|(_, t, k)| {
+                                let d = digest(t);
+                                match entries.get(&d).filter(|f| f.fits(t)) {
+                                    Some(f) => (d, f.clone(), None),
+                                    None => {
+                                        let (f, trees) = parse_file(t, *k);
+                                        (d, f, Some(trees))
+                                    }
+                                }
+                            })
+                            .collect::<Vec<_>>()
+                    })
+            })
+            .collect::<std::io::Result<_>>()?;
+        let mut out = Vec::with_capacity(files.len());
+        for h in handles {
+            out.extend(
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            );
+        }
+        Ok::<_, std::io::Error>(out)
+    })
+}
+
 impl Repo {
     /// Reads every YAML file below `scope` (skipping `.git`), parsing each document once;
     /// paths are relative to `root`, the repository root Flux paths start from (`scope` is
@@ -552,29 +602,7 @@ impl Repo {
             scope: rel(root, scope),
             ..Default::default()
         };
-        // what source-controller leaves out of the artifact is never read (fluxcd/pkg
-        // sourceignore): a CI workflow or a SOPS configuration is no manifest of the fleet
-        let mut dirs: BTreeSet<&str> = BTreeSet::new();
-        for r in files.iter().map(|(r, _)| r).chain(unreadable) {
-            let mut d = r.as_str();
-            while let Some((parent, _)) = d.rsplit_once('/') {
-                if !dirs.insert(parent) {
-                    break;
-                }
-                d = parent;
-            }
-        }
-        let ignore = crate::sourceignore::SourceIgnore::load(root, dirs);
-        repo.sourceignore_files = ignore.files.clone();
-        let (files, dropped): (Vec<_>, Vec<_>) = files
-            .into_iter()
-            .partition(|(r, _)| !ignore.excluded(root, r));
-        repo.excluded = dropped.into_iter().map(|(r, _)| r).collect();
-        let unreadable: Vec<String> = unreadable
-            .iter()
-            .filter(|r| !ignore.excluded(root, r))
-            .cloned()
-            .collect();
+        let (files, unreadable) = repo.drop_sourceignored(root, files, unreadable);
         let unreadable = &unreadable[..];
         let cache = FactsCache::open(cache_dir, root, scope);
         let kustomization_file = |r: &str| {
@@ -602,95 +630,105 @@ impl Repo {
                 (r, Arc::from(text), k)
             })
             .collect();
-        // digest, look up and (on a miss) parse on every core, then index in file order; the
-        // threads get markercheck's deep stack (the tree walk recurses once per nesting level)
-        let threads = std::thread::available_parallelism()
-            .map_or(2, |n| n.get())
-            .clamp(1, 8);
-        let chunk = files.len().div_ceil(threads).max(1);
-        let entries = &cache.entries;
-        type Parsed = (String, FileFacts, Option<Vec<Node>>);
-        let parsed: Vec<Parsed> = std::thread::scope(|s| {
-            let handles: Vec<_> = files
-                .chunks(chunk)
-                .map(|c| {
-                    std::thread::Builder::new()
-                        .stack_size(markercheck::scan::DEEP_STACK)
-                        .spawn_scoped(s, move || {
-                            c.iter()
-                                .map(|(_, t, k)| {
-                                    let d = digest(t);
-                                    match entries.get(&d).filter(|f| f.fits(t)) {
-                                        Some(f) => (d, f.clone(), None),
-                                        None => {
-                                            let (f, trees) = parse_file(t, *k);
-                                            (d, f, Some(trees))
-                                        }
-                                    }
-                                })
-                                .collect::<Vec<_>>()
-                        })
-                })
-                .collect::<std::io::Result<_>>()?;
-            let mut out = Vec::with_capacity(files.len());
-            for h in handles {
-                out.extend(
-                    h.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                );
-            }
-            Ok::<_, std::io::Error>(out)
-        })?;
+        let parsed = parse_all(&files, &cache.entries)?;
         let mut used = BTreeMap::new();
         for ((r, text, _), (d, facts, trees)) in files.into_iter().zip(parsed) {
-            for (line, message) in &facts.bad {
-                repo.bad.push(BadFile {
-                    file: r.clone(),
-                    line: *line,
-                    message: message.clone(),
-                });
-            }
-            let mut trees = trees.map(Vec::into_iter);
-            for f in &facts.docs {
-                let tree = OnceLock::new();
-                if let Some(t) = trees.as_mut().and_then(Iterator::next) {
-                    let _ = tree.set(t);
-                }
-                let i = repo.docs.len();
-                repo.first_doc.entry(r.clone()).or_insert(i);
-                repo.by_kind_name
-                    .entry((f.kind.clone(), f.name.clone()))
-                    .or_default()
-                    .push(i);
-                repo.docs.push(RawDoc {
-                    file: r.clone(),
-                    line: f.line,
-                    line_offset: f.line_offset,
-                    api_version: f.api_version.clone(),
-                    kind: f.kind.clone(),
-                    name: f.name.clone(),
-                    namespace: f.namespace.clone(),
-                    spec_path: f.spec_path.clone(),
-                    refs: f.refs.clone(),
-                    text: text.clone(),
-                    span: (f.start, f.end),
-                    tree,
-                });
-            }
-            let mut dir = r.as_str();
-            while let Some((parent, _)) = dir.rsplit_once('/') {
-                if !repo.dirs.insert(parent.to_string()) {
-                    break;
-                }
-                dir = parent;
-            }
-            repo.dirs.insert(String::new());
-            repo.hashes.insert(r.clone(), d.clone());
-            repo.texts.insert(r, text);
+            repo.index_file(r, text, &d, &facts, trees);
             used.insert(d, facts);
         }
         cache.store(used);
         Ok(repo)
+    }
+
+    /// Leaves out what source-controller leaves out of the artifact (fluxcd/pkg
+    /// sourceignore): a CI workflow or a SOPS configuration is no manifest of the fleet. Records
+    /// the `.sourceignore` files read and the files left out; returns the files and the
+    /// unreadable paths that stay.
+    fn drop_sourceignored(
+        &mut self,
+        root: &Path,
+        files: Vec<(String, Vec<u8>)>,
+        unreadable: &[String],
+    ) -> (Vec<(String, Vec<u8>)>, Vec<String>) {
+        let mut dirs: BTreeSet<&str> = BTreeSet::new();
+        for r in files.iter().map(|(r, _)| r).chain(unreadable) {
+            let mut d = r.as_str();
+            while let Some((parent, _)) = d.rsplit_once('/') {
+                if !dirs.insert(parent) {
+                    break;
+                }
+                d = parent;
+            }
+        }
+        let ignore = crate::sourceignore::SourceIgnore::load(root, dirs);
+        self.sourceignore_files = ignore.files.clone();
+        let (files, dropped): (Vec<_>, Vec<_>) = files
+            .into_iter()
+            .partition(|(r, _)| !ignore.excluded(root, r));
+        self.excluded = dropped.into_iter().map(|(r, _)| r).collect();
+        let unreadable: Vec<String> = unreadable
+            .iter()
+            .filter(|r| !ignore.excluded(root, r))
+            .cloned()
+            .collect();
+        (files, unreadable)
+    }
+
+    /// Indexes one file's facts (repository-relative path `r`, its text and digest `d`):
+    /// its parse errors, its documents (with their trees when they were parsed now), its
+    /// directories and its digest and text.
+    fn index_file(
+        &mut self,
+        r: String,
+        text: Arc<str>,
+        d: &str,
+        facts: &FileFacts,
+        trees: Option<Vec<Node>>,
+    ) {
+        for (line, message) in &facts.bad {
+            self.bad.push(BadFile {
+                file: r.clone(),
+                line: *line,
+                message: message.clone(),
+            });
+        }
+        let mut trees = trees.map(Vec::into_iter);
+        for f in &facts.docs {
+            let tree = OnceLock::new();
+            if let Some(t) = trees.as_mut().and_then(Iterator::next) {
+                let _ = tree.set(t);
+            }
+            let i = self.docs.len();
+            self.first_doc.entry(r.clone()).or_insert(i);
+            self.by_kind_name
+                .entry((f.kind.clone(), f.name.clone()))
+                .or_default()
+                .push(i);
+            self.docs.push(RawDoc {
+                file: r.clone(),
+                line: f.line,
+                line_offset: f.line_offset,
+                api_version: f.api_version.clone(),
+                kind: f.kind.clone(),
+                name: f.name.clone(),
+                namespace: f.namespace.clone(),
+                spec_path: f.spec_path.clone(),
+                refs: f.refs.clone(),
+                text: text.clone(),
+                span: (f.start, f.end),
+                tree,
+            });
+        }
+        let mut dir = r.as_str();
+        while let Some((parent, _)) = dir.rsplit_once('/') {
+            if !self.dirs.insert(parent.to_string()) {
+                break;
+            }
+            dir = parent;
+        }
+        self.dirs.insert(String::new());
+        self.hashes.insert(r.clone(), d.to_string());
+        self.texts.insert(r, text);
     }
 
     /// The raw document most likely to be the source of a rendered object: same kind and name,
