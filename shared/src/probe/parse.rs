@@ -402,116 +402,29 @@ fn strip_port(addr: &str) -> String {
 /// Parse an nslookup section. `tool_real_path` (from the probe's tool line) breaks ties
 /// when the text alone does not tell the flavour (e.g. a timeout).
 pub fn parse_nslookup(body: &str, rc: Option<i32>, tool_real_path: Option<&str>) -> NslookupResult {
-    let mut flavour = NslookupFlavour::Unknown;
-    let mut server = None;
-    let mut answers: Vec<(String, IpAddr)> = Vec::new();
-    let mut cnames: Vec<(String, String)> = Vec::new();
-    let mut ptr_names: Vec<String> = Vec::new();
-    let mut errors: Vec<NslookupError> = Vec::new();
-    let mut in_header = false;
-    // BIND's "Authoritative answers can be found from:" section (the zone's SOA or NS lines)
-    // runs to the next blank line: information, not an error.
-    let mut in_authority = false;
-    let mut current_name = String::new();
+    let mut scan = NslookupScan {
+        flavour: NslookupFlavour::Unknown,
+        server: None,
+        answers: Vec::new(),
+        cnames: Vec::new(),
+        ptr_names: Vec::new(),
+        errors: Vec::new(),
+        in_header: false,
+        in_authority: false,
+        current_name: String::new(),
+    };
     for raw in body.lines() {
-        let line = raw.trim_end();
-        if line.trim().is_empty() {
-            in_header = false;
-            in_authority = false;
-            continue;
-        }
-        if in_authority {
-            continue;
-        }
-        if line.trim() == "Authoritative answers can be found from:" {
-            in_authority = true;
-            continue;
-        }
-        if line.trim() == "Non-authoritative answer:" {
-            continue;
-        }
-        if let Some(v) = line.strip_prefix("Server:") {
-            in_header = true;
-            server = Some(v.trim().to_string());
-            continue;
-        }
-        if let Some(v) = line.strip_prefix("Name:") {
-            in_header = false;
-            current_name = v.trim().trim_end_matches('.').to_string();
-            continue;
-        }
-        // `Address: X`, `Address:\tX#53`, `Address 1: X name`, `Addresses:`
-        if let Some(rest) = line.strip_prefix("Address") {
-            let (numbered, v) = match rest.split_once(':') {
-                Some((n, v)) => (!n.trim().is_empty(), v.trim()),
-                None => continue,
-            };
-            if numbered {
-                flavour = NslookupFlavour::BusyboxLegacy;
-            }
-            let addr_word = v.split_whitespace().next().unwrap_or("");
-            if in_header {
-                if addr_word.contains('#') {
-                    flavour = NslookupFlavour::Bind;
-                } else if !numbered {
-                    flavour = NslookupFlavour::Busybox;
-                }
-                server = Some(strip_port(addr_word));
-                continue;
-            }
-            if let Ok(ip) = addr_word.parse::<IpAddr>() {
-                let entry = (current_name.clone(), ip);
-                if !answers.contains(&entry) {
-                    answers.push(entry);
-                }
-            }
-            continue;
-        }
-        if let Some((alias, target)) = line.split_once("canonical name = ") {
-            let pair = (
-                alias.trim().trim_end_matches('.').to_string(),
-                target.trim().trim_end_matches('.').to_string(),
-            );
-            if !cnames.contains(&pair) {
-                cnames.push(pair);
-            }
-            continue;
-        }
-        if let Some((_, name)) = line
-            .split_once("name = ")
-            .filter(|_| line.contains(".arpa"))
-        {
-            let n = name.trim().trim_end_matches('.').to_string();
-            if !ptr_names.contains(&n) {
-                ptr_names.push(n);
-            }
-            continue;
-        }
-        if let Some((name, status)) = classify_error(line) {
-            if line.starts_with(";; communications error") {
-                flavour = NslookupFlavour::Bind;
-            }
-            let e = NslookupError {
-                name,
-                status,
-                text: line.trim().to_string(),
-            };
-            if !errors.contains(&e) {
-                errors.push(e);
-            }
-        } else {
-            // A line of no known shape (e.g. the dynamic loader's `error while loading shared
-            // libraries`): kept as an error, never dropped.
-            let e = NslookupError {
-                name: String::new(),
-                status: LookupStatus::Error,
-                text: line.trim().to_string(),
-            };
-            if !errors.contains(&e) {
-                errors.push(e);
-            }
-        }
+        scan.line(raw.trim_end());
     }
+    let NslookupScan {
+        mut flavour,
+        server,
+        answers,
+        cnames,
+        ptr_names,
+        errors,
+        ..
+    } = scan;
     if flavour == NslookupFlavour::Unknown {
         flavour = match tool_real_path {
             Some(p) if p.ends_with("/busybox") || p.contains("busybox") => NslookupFlavour::Busybox,
@@ -519,7 +432,156 @@ pub fn parse_nslookup(body: &str, rc: Option<i32>, tool_real_path: Option<&str>)
             _ => NslookupFlavour::Unknown,
         };
     }
-    let status = if rc == Some(127) && body.contains(": not found in image") {
+    let status = nslookup_status(body, rc, &answers, &ptr_names, &errors);
+    NslookupResult {
+        flavour,
+        status,
+        server: server.map(|s| strip_port(&s)),
+        answers,
+        cnames,
+        ptr_names,
+        errors,
+        rc,
+    }
+}
+
+/// What [`parse_nslookup`] has read so far, one line at a time.
+struct NslookupScan {
+    flavour: NslookupFlavour,
+    server: Option<String>,
+    answers: Vec<(String, IpAddr)>,
+    cnames: Vec<(String, String)>,
+    ptr_names: Vec<String>,
+    errors: Vec<NslookupError>,
+    /// Inside the `Server:` header block (its `Address` is the server's, not an answer).
+    in_header: bool,
+    /// Inside BIND's "Authoritative answers can be found from:" section (the zone's SOA or NS
+    /// lines), which runs to the next blank line: information, not an error.
+    in_authority: bool,
+    /// The name of the last `Name:` line: the owner of the addresses that follow.
+    current_name: String,
+}
+
+/// Adds `x` to `v` unless it is there already (nslookup repeats lines per query type).
+fn push_unique<T: PartialEq>(v: &mut Vec<T>, x: T) {
+    if !v.contains(&x) {
+        v.push(x);
+    }
+}
+
+impl NslookupScan {
+    /// One line (trailing space trimmed).
+    fn line(&mut self, line: &str) {
+        if line.trim().is_empty() {
+            self.in_header = false;
+            self.in_authority = false;
+            return;
+        }
+        if self.in_authority {
+            return;
+        }
+        if line.trim() == "Authoritative answers can be found from:" {
+            self.in_authority = true;
+            return;
+        }
+        if line.trim() == "Non-authoritative answer:" {
+            return;
+        }
+        if let Some(v) = line.strip_prefix("Server:") {
+            self.in_header = true;
+            self.server = Some(v.trim().to_string());
+            return;
+        }
+        if let Some(v) = line.strip_prefix("Name:") {
+            self.in_header = false;
+            self.current_name = v.trim().trim_end_matches('.').to_string();
+            return;
+        }
+        if let Some(rest) = line.strip_prefix("Address") {
+            self.address(rest);
+            return;
+        }
+        if let Some((alias, target)) = line.split_once("canonical name = ") {
+            let pair = (
+                alias.trim().trim_end_matches('.').to_string(),
+                target.trim().trim_end_matches('.').to_string(),
+            );
+            push_unique(&mut self.cnames, pair);
+            return;
+        }
+        if let Some((_, name)) = line
+            .split_once("name = ")
+            .filter(|_| line.contains(".arpa"))
+        {
+            let n = name.trim().trim_end_matches('.').to_string();
+            push_unique(&mut self.ptr_names, n);
+            return;
+        }
+        self.error(line);
+    }
+
+    /// `Address: X`, `Address:\tX#53`, `Address 1: X name`, `Addresses:` (`rest` follows
+    /// `Address`): the server in the header block, else an answer of the current name. Tells
+    /// the flavour: numbered is BusyBox's legacy applet, `#port` BIND, plain BusyBox.
+    fn address(&mut self, rest: &str) {
+        let (numbered, v) = match rest.split_once(':') {
+            Some((n, v)) => (!n.trim().is_empty(), v.trim()),
+            None => return,
+        };
+        if numbered {
+            self.flavour = NslookupFlavour::BusyboxLegacy;
+        }
+        let addr_word = v.split_whitespace().next().unwrap_or("");
+        if self.in_header {
+            if addr_word.contains('#') {
+                self.flavour = NslookupFlavour::Bind;
+            } else if !numbered {
+                self.flavour = NslookupFlavour::Busybox;
+            }
+            self.server = Some(strip_port(addr_word));
+            return;
+        }
+        if let Ok(ip) = addr_word.parse::<IpAddr>() {
+            push_unique(&mut self.answers, (self.current_name.clone(), ip));
+        }
+    }
+
+    /// A line of no other shape: an error nslookup printed ([`classify_error`]), or a line of
+    /// no known shape (e.g. the dynamic loader's `error while loading shared libraries`): kept
+    /// as an error, never dropped.
+    fn error(&mut self, line: &str) {
+        let e = match classify_error(line) {
+            Some((name, status)) => {
+                if line.starts_with(";; communications error") {
+                    self.flavour = NslookupFlavour::Bind;
+                }
+                NslookupError {
+                    name,
+                    status,
+                    text: line.trim().to_string(),
+                }
+            }
+            None => NslookupError {
+                name: String::new(),
+                status: LookupStatus::Error,
+                text: line.trim().to_string(),
+            },
+        };
+        push_unique(&mut self.errors, e);
+    }
+}
+
+/// The lookup's status from nslookup's exit code `rc`, its answers and its errors: the tool
+/// missing (127), a timeout (124/143 without answers), resolved, no data (BusyBox >= 1.29
+/// exits 0 with no A/AAAA record), else the most telling error.
+fn nslookup_status(
+    body: &str,
+    rc: Option<i32>,
+    answers: &[(String, IpAddr)],
+    ptr_names: &[String],
+    errors: &[NslookupError],
+) -> LookupStatus {
+    if rc == Some(127) && body.contains(": not found in image") {
         LookupStatus::ToolMissing
     } else if matches!(rc, Some(124) | Some(143)) && answers.is_empty() {
         LookupStatus::Timeout
@@ -552,16 +614,6 @@ pub fn parse_nslookup(body: &str, rc: Option<i32>, tool_real_path: Option<&str>)
             .map(|e| e.status)
             .max_by_key(|s| rank(*s))
             .unwrap_or(LookupStatus::Error)
-    };
-    NslookupResult {
-        flavour,
-        status,
-        server: server.map(|s| strip_port(&s)),
-        answers,
-        cnames,
-        ptr_names,
-        errors,
-        rc,
     }
 }
 
