@@ -110,24 +110,72 @@ pub fn derive(
     hosts_file: &str,
 ) -> Option<Answer> {
     let libc_resolved = getent.is_some_and(|g| g.status == LookupStatus::Resolved);
-    let getent_missing = getent.is_none_or(|g| g.status == LookupStatus::ToolMissing);
     if libc_resolved && in_hosts_file(hosts_file, name) {
-        return Some(Answer {
-            query: None,
-            index: None,
-            search_domain: None,
-            rule: AnswerRule::EtcHosts,
-            evidence: AnswerEvidence::PodEtcHosts,
-            headline: format!(
-                "answered by the pod's /etc/hosts (hostAliases or the image's file): libc reads \
-                 it before any DNS query, so no CoreDNS rule was consulted for {name}"
-            ),
-        });
+        return Some(etc_hosts_answer(name));
     }
-    let (query, evidence) = if libc_resolved {
+    let (query, evidence) = answered_query(query_order, getent, nslookup)?;
+    let index = query_order.iter().position(|q| *q == query)?;
+    let Some(resolv) = resolv else {
+        return Some(answer_without_resolv_conf(name, query, index, evidence));
+    };
+    let bare = name.trim_end_matches('.');
+    let as_is = format!("{bare}.");
+    let search_domain = (query != as_is)
+        .then(|| {
+            query
+                .strip_prefix(&format!("{bare}."))
+                .map(|d| d.trim_end_matches('.').to_string())
+        })
+        .flatten();
+    let (rule, headline) = rule_and_headline(
+        name,
+        &query,
+        index,
+        search_domain.as_deref(),
+        query_order,
+        resolv.ndots,
+        libc,
+    );
+    Some(Answer {
+        query: Some(query),
+        index: Some(index),
+        search_domain,
+        rule,
+        evidence,
+        headline,
+    })
+}
+
+/// The answer when getent resolved `name` and it is an entry of the pod's /etc/hosts.
+fn etc_hosts_answer(name: &str) -> Answer {
+    Answer {
+        query: None,
+        index: None,
+        search_domain: None,
+        rule: AnswerRule::EtcHosts,
+        evidence: AnswerEvidence::PodEtcHosts,
+        headline: format!(
+            "answered by the pod's /etc/hosts (hostAliases or the image's file): libc reads \
+             it before any DNS query, so no CoreDNS rule was consulted for {name}"
+        ),
+    }
+}
+
+/// The query of `query_order` that answered, and how it was found: getent's canonical name
+/// (directly, or through nslookup's CNAME chain back to a queried name) when libc resolved,
+/// nslookup's first alias or answer name when getent did not run. `None` when neither ties
+/// the answer to a query.
+fn answered_query(
+    query_order: &[String],
+    getent: Option<&GetentResult>,
+    nslookup: Option<&NslookupResult>,
+) -> Option<(String, AnswerEvidence)> {
+    let libc_resolved = getent.is_some_and(|g| g.status == LookupStatus::Resolved);
+    let getent_missing = getent.is_none_or(|g| g.status == LookupStatus::ToolMissing);
+    if libc_resolved {
         let canon = getent.and_then(|g| g.canonical_name.as_deref()).map(fqdn)?;
         if query_order.contains(&canon) {
-            (canon, AnswerEvidence::LibcCanonicalName)
+            Some((canon, AnswerEvidence::LibcCanonicalName))
         } else {
             // A CNAME target: walk nslookup's chain back to a queried name.
             let cnames = nslookup.map(|n| n.cnames.as_slice()).unwrap_or_default();
@@ -144,7 +192,7 @@ pub fn derive(
                 }
                 target = a;
             }
-            (found?, AnswerEvidence::LibcCanonicalNameViaCname)
+            Some((found?, AnswerEvidence::LibcCanonicalNameViaCname))
         }
     } else if getent_missing {
         let n = nslookup?;
@@ -156,51 +204,63 @@ pub fn derive(
         if !query_order.contains(&q) {
             return None;
         }
-        (q, AnswerEvidence::NslookupOnly)
+        Some((q, AnswerEvidence::NslookupOnly))
     } else {
-        return None;
-    };
-    let index = query_order.iter().position(|q| *q == query)?;
-    let Some(resolv) = resolv else {
-        // Without the pod's resolv.conf there is no search list or ndots to explain with.
-        return Some(Answer {
-            query: Some(query.clone()),
-            index: Some(index),
-            search_domain: None,
-            rule: if name.ends_with('.') {
-                AnswerRule::Absolute
-            } else {
-                AnswerRule::NameFirst
-            },
-            evidence,
-            headline: format!(
-                "answered by {query} (the pod's resolv.conf was not read: its search list and \
-                 ndots are unknown)"
-            ),
-        });
-    };
+        None
+    }
+}
+
+/// The answer when the pod's resolv.conf was not read: there is no search list or ndots to
+/// explain with.
+fn answer_without_resolv_conf(
+    name: &str,
+    query: String,
+    index: usize,
+    evidence: AnswerEvidence,
+) -> Answer {
+    Answer {
+        query: Some(query.clone()),
+        index: Some(index),
+        search_domain: None,
+        rule: if name.ends_with('.') {
+            AnswerRule::Absolute
+        } else {
+            AnswerRule::NameFirst
+        },
+        evidence,
+        headline: format!(
+            "answered by {query} (the pod's resolv.conf was not read: its search list and \
+             ndots are unknown)"
+        ),
+    }
+}
+
+/// The rule of the query order that chose `query` (position `index`, built with
+/// `search_domain` when search-expanded) for `name` under `ndots`, and the headline that
+/// explains it.
+fn rule_and_headline(
+    name: &str,
+    query: &str,
+    index: usize,
+    search_domain: Option<&str>,
+    query_order: &[String],
+    ndots: u32,
+    libc: Libc,
+) -> (AnswerRule, String) {
     let bare = name.trim_end_matches('.');
     let as_is = format!("{bare}.");
-    let ndots = resolv.ndots;
     let dots = bare.matches('.').count() as u32;
-    let search_domain = (query != as_is)
-        .then(|| {
-            query
-                .strip_prefix(&format!("{bare}."))
-                .map(|d| d.trim_end_matches('.').to_string())
-        })
-        .flatten();
     let libc_word = match libc {
         Libc::Musl => "musl",
         Libc::Glibc => "glibc",
         Libc::Unknown => "libc",
     };
-    let (rule, headline) = if name.ends_with('.') {
+    if name.ends_with('.') {
         (
             AnswerRule::Absolute,
             format!("answered by {query} itself: a trailing dot means no search list"),
         )
-    } else if let Some(d) = &search_domain {
+    } else if let Some(d) = search_domain {
         if dots < ndots {
             (
                 AnswerRule::SearchBeforeName,
@@ -250,15 +310,7 @@ pub fn derive(
                  fewer than ndots:{ndots} dots: search domains first)"
             ),
         )
-    };
-    Some(Answer {
-        query: Some(query),
-        index: Some(index),
-        search_domain,
-        rule,
-        evidence,
-        headline,
-    })
+    }
 }
 
 /// When getent (what applications get) and nslookup (DNS wire) disagree, one note with the
