@@ -463,7 +463,6 @@ pub fn scan_root_keeping(
     keep: impl Fn(&str) -> bool + Sync,
 ) -> (ScanResult, Vec<KeptFile>) {
     use std::sync::Mutex;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let root_is_file = !root.is_dir();
     let base = if root_is_file {
         root.parent().unwrap_or(Path::new(".")).to_path_buf()
@@ -481,105 +480,20 @@ pub fn scan_root_keeping(
             !(e.depth() > 0 && e.file_type().is_some_and(|t| t.is_dir()) && e.file_name() == ".git")
         })
         .build_parallel();
-    let selected_files = AtomicUsize::new(0);
-    let files_read = AtomicUsize::new(0);
-    let root_not_selected = AtomicBool::new(false);
+    let counts = WalkCounts::default();
     let found: Mutex<Vec<(PathBuf, Outcome)>> = Mutex::new(Vec::new());
     let kept_all: Mutex<Vec<KeptFile>> = Mutex::new(Vec::new());
     let rel_of = |p: &Path| p.strip_prefix(&base).unwrap_or(p).to_path_buf();
     walker.run(|| {
-        // per-thread batch, merged once when the thread's visitor is dropped
-        struct Batch<'a> {
-            out: Vec<(PathBuf, Outcome)>,
-            into: &'a Mutex<Vec<(PathBuf, Outcome)>>,
-            kept: Vec<KeptFile>,
-            kept_into: &'a Mutex<Vec<KeptFile>>,
-        }
-        impl Drop for Batch<'_> {
-            fn drop(&mut self) {
-                if let Ok(mut v) = self.into.lock() {
-                    v.append(&mut self.out);
-                }
-                if let Ok(mut v) = self.kept_into.lock() {
-                    v.append(&mut self.kept);
-                }
-            }
-        }
         let mut batch = Batch {
             out: Vec::new(),
             into: &found,
             kept: Vec::new(),
             kept_into: &kept_all,
         };
-        let (selected_files, files_read, root_not_selected, rel_of, keep) = (
-            &selected_files,
-            &files_read,
-            &root_not_selected,
-            &rel_of,
-            &keep,
-        );
+        let (counts, rel_of, keep) = (&counts, &rel_of, &keep);
         Box::new(move |entry| {
-            let entry = match entry {
-                Ok(e) => e,
-                Err(e) => {
-                    let rel = error_path(&e).map(rel_of).unwrap_or_default();
-                    let message = e.to_string();
-                    batch.out.push((
-                        rel.clone(),
-                        Outcome::Error(ReadError {
-                            rel,
-                            message,
-                            symlink: false,
-                        }),
-                    ));
-                    return ignore::WalkState::Continue;
-                }
-            };
-            if entry.file_type().is_some_and(|t| t.is_dir()) {
-                return ignore::WalkState::Continue;
-            }
-            // never open a FIFO, socket or device (a FIFO blocks the open forever), also when
-            // named on the command line or reached through a symlink
-            let kind = match entry.file_type() {
-                Some(t) if t.is_symlink() => std::fs::metadata(entry.path())
-                    .ok()
-                    .and_then(|m| special_kind(m.file_type())),
-                Some(t) => special_kind(t),
-                None => None,
-            };
-            if let Some(kind) = kind {
-                batch.out.push((
-                    rel_of(entry.path()),
-                    Outcome::Special(rel_of(entry.path()), kind),
-                ));
-                return ignore::WalkState::Continue;
-            }
-            let name = entry.file_name().to_string_lossy();
-            let selected = flux_selects(&name);
-            if entry.depth() == 0 && !selected {
-                // a file named on the command line: always read it
-                root_not_selected.store(true, Ordering::Relaxed);
-            } else if !selected {
-                // Flux never reads it, and only a file named explicitly is a finding (MC022)
-                return ignore::WalkState::Continue;
-            }
-            if selected {
-                selected_files.fetch_add(1, Ordering::Relaxed);
-            }
-            files_read.fetch_add(1, Ordering::Relaxed);
-            let rel = rel_of(entry.path());
-            let job = (
-                rel.clone(),
-                entry.path().to_path_buf(),
-                entry.path_is_symlink(),
-                selected,
-            );
-            let kept = keep(&name).then_some(&mut batch.kept);
-            match read_one(&job, max_file_size, entry.depth() == 0, kept) {
-                Outcome::Skip => {}
-                Outcome::Many(v) => batch.out.extend(v.into_iter().map(|o| (rel.clone(), o))),
-                o => batch.out.push((rel, o)),
-            }
+            visit(entry, &mut batch, counts, rel_of, keep, max_file_size);
             ignore::WalkState::Continue
         })
     });
@@ -588,33 +502,140 @@ pub fn scan_root_keeping(
     let mut kept = kept_all.into_inner().unwrap_or_default();
     kept.sort_by(|a, b| a.rel.cmp(&b.rel));
     let mut res = ScanResult {
-        selected_files: selected_files.into_inner(),
-        files_read: files_read.into_inner(),
-        root_not_selected: root_not_selected.into_inner(),
+        selected_files: counts.selected_files.into_inner(),
+        files_read: counts.files_read.into_inner(),
+        root_not_selected: counts.root_not_selected.into_inner(),
         ..Default::default()
     };
     for (_, o) in found {
-        match o {
-            Outcome::Skip => {}
-            Outcome::File(f) => res.files.push(*f),
-            Outcome::TooLarge(rel, size) => res.too_large.push((rel, size)),
-            Outcome::Error(e) => res.read_errors.push(e),
-            Outcome::Special(rel, kind) => res.special.push((rel, kind)),
-            Outcome::NotYaml(rel, why) => res.not_yaml.push((rel, why)),
-            Outcome::FluxVersion(rel, v) => res.flux_versions.push((rel, v)),
-            Outcome::Many(v) => {
-                for o in v {
-                    match o {
-                        Outcome::File(f) => res.files.push(*f),
-                        Outcome::FluxVersion(rel, v) => res.flux_versions.push((rel, v)),
-                        Outcome::NotYaml(rel, why) => res.not_yaml.push((rel, why)),
-                        _ => {}
-                    }
+        add_outcome(&mut res, o);
+    }
+    (res, kept)
+}
+
+/// The counts the walk's threads keep for [`ScanResult`].
+#[derive(Default)]
+struct WalkCounts {
+    selected_files: std::sync::atomic::AtomicUsize,
+    files_read: std::sync::atomic::AtomicUsize,
+    root_not_selected: std::sync::atomic::AtomicBool,
+}
+
+/// One walk thread's results, merged once when the thread's visitor is dropped.
+struct Batch<'a> {
+    out: Vec<(PathBuf, Outcome)>,
+    into: &'a std::sync::Mutex<Vec<(PathBuf, Outcome)>>,
+    kept: Vec<KeptFile>,
+    kept_into: &'a std::sync::Mutex<Vec<KeptFile>>,
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut v) = self.into.lock() {
+            v.append(&mut self.out);
+        }
+        if let Ok(mut v) = self.kept_into.lock() {
+            v.append(&mut self.kept);
+        }
+    }
+}
+
+/// One entry of the walk: a walk error, a special file (never opened), or a file Flux selects
+/// (or one named on the command line) read into `batch` ([`read_one`]); directories and files
+/// Flux never reads are passed over.
+fn visit(
+    entry: Result<ignore::DirEntry, ignore::Error>,
+    batch: &mut Batch<'_>,
+    counts: &WalkCounts,
+    rel_of: &dyn Fn(&Path) -> PathBuf,
+    keep: &dyn Fn(&str) -> bool,
+    max_file_size: u64,
+) {
+    use std::sync::atomic::Ordering;
+    let entry = match entry {
+        Ok(e) => e,
+        Err(e) => {
+            let rel = error_path(&e).map(rel_of).unwrap_or_default();
+            let message = e.to_string();
+            batch.out.push((
+                rel.clone(),
+                Outcome::Error(ReadError {
+                    rel,
+                    message,
+                    symlink: false,
+                }),
+            ));
+            return;
+        }
+    };
+    if entry.file_type().is_some_and(|t| t.is_dir()) {
+        return;
+    }
+    // never open a FIFO, socket or device (a FIFO blocks the open forever), also when
+    // named on the command line or reached through a symlink
+    let kind = match entry.file_type() {
+        Some(t) if t.is_symlink() => std::fs::metadata(entry.path())
+            .ok()
+            .and_then(|m| special_kind(m.file_type())),
+        Some(t) => special_kind(t),
+        None => None,
+    };
+    if let Some(kind) = kind {
+        batch.out.push((
+            rel_of(entry.path()),
+            Outcome::Special(rel_of(entry.path()), kind),
+        ));
+        return;
+    }
+    let name = entry.file_name().to_string_lossy();
+    let selected = flux_selects(&name);
+    if entry.depth() == 0 && !selected {
+        // a file named on the command line: always read it
+        counts.root_not_selected.store(true, Ordering::Relaxed);
+    } else if !selected {
+        // Flux never reads it, and only a file named explicitly is a finding (MC022)
+        return;
+    }
+    if selected {
+        counts.selected_files.fetch_add(1, Ordering::Relaxed);
+    }
+    counts.files_read.fetch_add(1, Ordering::Relaxed);
+    let rel = rel_of(entry.path());
+    let job = (
+        rel.clone(),
+        entry.path().to_path_buf(),
+        entry.path_is_symlink(),
+        selected,
+    );
+    let kept = keep(&name).then_some(&mut batch.kept);
+    match read_one(&job, max_file_size, entry.depth() == 0, kept) {
+        Outcome::Skip => {}
+        Outcome::Many(v) => batch.out.extend(v.into_iter().map(|o| (rel.clone(), o))),
+        o => batch.out.push((rel, o)),
+    }
+}
+
+/// Files one outcome of the walk into the scan result.
+fn add_outcome(res: &mut ScanResult, o: Outcome) {
+    match o {
+        Outcome::Skip => {}
+        Outcome::File(f) => res.files.push(*f),
+        Outcome::TooLarge(rel, size) => res.too_large.push((rel, size)),
+        Outcome::Error(e) => res.read_errors.push(e),
+        Outcome::Special(rel, kind) => res.special.push((rel, kind)),
+        Outcome::NotYaml(rel, why) => res.not_yaml.push((rel, why)),
+        Outcome::FluxVersion(rel, v) => res.flux_versions.push((rel, v)),
+        Outcome::Many(v) => {
+            for o in v {
+                match o {
+                    Outcome::File(f) => res.files.push(*f),
+                    Outcome::FluxVersion(rel, v) => res.flux_versions.push((rel, v)),
+                    Outcome::NotYaml(rel, why) => res.not_yaml.push((rel, why)),
+                    _ => {}
                 }
             }
         }
     }
-    (res, kept)
 }
 
 /// The path an `ignore` walk error is about, if it names one.
