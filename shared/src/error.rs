@@ -23,6 +23,7 @@
 //! command to check it, 404 on a Flux kind says the CRD or API version is not served, and
 //! transport failures (connection refused, TLS, DNS, timeouts) name the server URL.
 
+use crate::kind::{FLUX_GROUP_SUFFIX, KINDS};
 use std::error::Error as StdError;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -352,10 +353,6 @@ impl<T> KubeResultExt<T> for std::result::Result<T, kube::Error> {
     }
 }
 
-/// API groups served by Flux controllers (a 404 without object name on these means the CRD
-/// is not installed or that version is not served).
-pub const FLUX_GROUP_SUFFIX: &str = ".toolkit.fluxcd.io";
-
 fn server_or_unknown(ctx: &ApiContext) -> &str {
     if ctx.server.is_empty() {
         "the API server"
@@ -519,12 +516,11 @@ fn names_object(status: &kube::core::Status, ctx: &ApiContext) -> bool {
 }
 
 /// `kind/namespace/name not found` with the context and server asked and the command that
-/// lists what exists. Kind and short name come from [`crate::refs::Kind`] when the resource is
+/// lists what exists. Kind and short name come from [`crate::kind::KINDS`] when the resource is
 /// one of ours (`Kustomization`, `ks`), else the `resource.group` kubectl accepts.
 fn missing_object_message(ctx: &ApiContext) -> String {
-    let known = crate::refs::Kind::ALL
+    let known = KINDS
         .iter()
-        .map(|k| k.info())
         .find(|i| i.plural == ctx.resource && i.group == ctx.group);
     let (kind, list_as) = match &known {
         Some(i) => (

@@ -4,6 +4,7 @@
 //!   --request-timeout`) and kubeconfig resolution exactly like kubectl.
 //! - [`output`]: `-o table|json|yaml`, `--color`, kubectl-like tables, styling.
 //! - [`error`]: one error type, exit codes 0/1/2/3, actionable API error messages.
+//! - [`kind`]: the kinds the suite names and their API coordinates (one table).
 //! - [`refs`]: `ks/NAME`-style references.
 //! - [`flux`]: typed Flux objects (Kustomization, GitRepository, OCIRepository, image
 //!   automation) and their rules (effective timeout, inventory ids).
@@ -27,6 +28,7 @@ pub mod envsubst;
 pub mod error;
 pub mod flux;
 pub mod helm;
+pub mod kind;
 pub mod klog;
 pub mod kstatus;
 pub mod output;
