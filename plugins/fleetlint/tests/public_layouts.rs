@@ -756,7 +756,9 @@ fn a_mapped_source_checkout_is_rendered() {
     assert_eq!(fl001[0].file, "clusters/prod/tenant.yaml");
     assert!(
         fl001[0].message.contains("in the --source checkout")
-            && fl001[0].message.contains("GitRepository/flux-system/tenant-src")
+            && fl001[0]
+                .message
+                .contains("GitRepository/flux-system/tenant-src")
             && fl001[0].message.contains("app.yaml"),
         "{}",
         fl001[0].message

@@ -201,6 +201,16 @@ impl LinkReport {
             .filter(|e| e.verdict == worst)
             .find_map(|e| e.fix.clone());
         let n = |v: Verdict| evidence.iter().filter(|e| e.verdict == v).count();
+        // The member named beside the link's deadline is the one that sets it (trial3: the
+        // first waiting member was named with another's later deadline).
+        let named = match worst {
+            Verdict::Waiting => evidence
+                .iter()
+                .filter(|e| e.verdict == Verdict::Waiting && e.deadline.is_some())
+                .max_by_key(|e| e.deadline)
+                .unwrap_or(&evidence[0]),
+            _ => &evidence[0],
+        };
         let summary = match worst {
             Verdict::Ok | Verdict::NotApplicable => {
                 format!("{} of {} ok", n(Verdict::Ok), evidence.len())
@@ -210,7 +220,7 @@ impl LinkReport {
                 n(worst),
                 evidence.len(),
                 worst.as_str(),
-                evidence[0].object
+                named.object
             ),
         };
         LinkReport {
@@ -379,6 +389,38 @@ mod tests {
 
     fn link(pos: u8, id: &'static str, v: Verdict) -> LinkReport {
         LinkReport::from_members(pos, id, vec![Evidence::new("X/ns/x", v, "d")], "")
+    }
+
+    /// Trial3: link 2's summary named the first waiting member beside another member's
+    /// later deadline. The member named is the one whose deadline the link shows.
+    #[test]
+    fn the_waiting_member_named_is_the_one_whose_deadline_the_link_shows() {
+        let at = |t: &str| Some(t.parse::<Timestamp>().unwrap());
+        let l = LinkReport::from_members(
+            2,
+            "kustomizations",
+            vec![
+                Evidence::new(
+                    "Kustomization/flux-system/apps-wave-1",
+                    Verdict::Waiting,
+                    "a",
+                )
+                .until(at("2026-12-03T22:32:28Z")),
+                Evidence::new(
+                    "Kustomization/flux-system/apps-wave-2",
+                    Verdict::Waiting,
+                    "b",
+                )
+                .until(at("2026-12-03T22:33:07Z")),
+                Evidence::new("Kustomization/flux-system/infra", Verdict::Ok, "c"),
+            ],
+            "",
+        );
+        assert_eq!(l.deadline, at("2026-12-03T22:33:07Z"));
+        assert_eq!(
+            l.summary,
+            "2 of 3 waiting: Kustomization/flux-system/apps-wave-2"
+        );
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Link 6, Gateway: the `kubectl gatewaycheck` verdict (its engine as a library:
 //! `gatewaycheck::run::check` over its snapshot, read once per round in [`super::net`]) for
-//! each Gateway that serves a host. Its findings (a stale or missing observedGeneration, no
-//! controller, no address, a VIP outside the pools, data-plane pods not ready, a listener not
-//! programmed) make the Gateway `broken`, with the first finding's field and fix; a Gateway
-//! whose status agrees with what is behind it is `ok` ("consistent": link 7 is the request
-//! that proves it serves). A host served by an Ingress, or by nothing known, has no Gateway
-//! member: the link is `not-applicable` when no host has one.
+//! each Gateway that serves a host, and for each HTTPRoute that does (trial3: a route whose
+//! backend Service is missing, ResolvedRefs=False BackendNotFound, was named nowhere in the
+//! chain). Their findings (a stale or missing observedGeneration, no controller, no address, a
+//! VIP outside the pools, data-plane pods not ready, a listener not programmed; a route
+//! parent not Accepted, refs not resolved, a parent left behind) make the object `broken`,
+//! with the first finding's field and fix; one whose status agrees with what is behind it is
+//! `ok` ("consistent": link 7 is the request that proves it serves). A host served by an
+//! Ingress, or by nothing known, has no member here: the link is `not-applicable` when no host
+//! has one.
 
 use cluster_loop::error::Result;
 use futures::future::BoxFuture;
@@ -17,6 +20,35 @@ use crate::chain::{Evidence, LinkReport, Verdict};
 
 /// Link 6.
 pub struct GatewayLink(pub Arc<Shared>);
+
+/// A Gateway or HTTPRoute that serves hosts: `((Kind, (namespace, name)), hosts, the
+/// Kustomizations applying what serves them)`.
+type Served = ((&'static str, (String, String)), Vec<String>, Vec<String>);
+
+/// Adds `host` and `by` to `object`'s entry of `served`, in first-seen order.
+fn add(
+    served: &mut Vec<Served>,
+    object: (&'static str, (String, String)),
+    host: &str,
+    by: &[String],
+) {
+    let i = match served.iter().position(|(o, _, _)| *o == object) {
+        Some(i) => i,
+        None => {
+            served.push((object, Vec::new(), Vec::new()));
+            served.len() - 1
+        }
+    };
+    let (_, hosts, keys) = &mut served[i];
+    if !hosts.iter().any(|h| h == host) {
+        hosts.push(host.to_string());
+    }
+    for k in by {
+        if !keys.contains(k) {
+            keys.push(k.clone());
+        }
+    }
+}
 
 /// The verdict of one Gateway from gatewaycheck's report of it.
 pub fn judge(object: String, o: &gatewaycheck::report::ObjectReport, hosts: &[String]) -> Evidence {
@@ -40,8 +72,10 @@ pub fn judge(object: String, o: &gatewaycheck::report::ObjectReport, hosts: &[St
             match &f.fix {
                 Some(x) => e.fix(x.clone()),
                 None => e.fix(format!(
-                    "kubectl gatewaycheck gateway/{} -n {} shows every finding",
-                    o.name, o.namespace
+                    "kubectl gatewaycheck {}/{} -n {} shows every finding",
+                    o.kind.to_lowercase(),
+                    o.name,
+                    o.namespace
                 )),
             }
         }
@@ -68,34 +102,30 @@ impl Link for GatewayLink {
     fn check<'a>(&'a self, cx: &'a Context<'a>) -> BoxFuture<'a, Result<LinkReport>> {
         Box::pin(async move {
             let round = self.0.round(cx).await?;
-            // Per Gateway: the hosts it serves and the Kustomizations applying what serves them.
-            type Served = ((String, String), Vec<String>, Vec<String>);
-            let mut gws: Vec<Served> = Vec::new();
+            // Per Gateway and per HTTPRoute that serves a host: the hosts and the
+            // Kustomizations applying what serves them.
+            let mut served: Vec<Served> = Vec::new();
             for t in &round.targets {
-                if let Some(g) = &t.gateway {
-                    let i = match gws.iter().position(|(k, _, _)| k == g) {
-                        Some(i) => i,
-                        None => {
-                            gws.push((g.clone(), Vec::new(), Vec::new()));
-                            gws.len() - 1
-                        }
-                    };
-                    let (_, hosts, by) = &mut gws[i];
-                    if !hosts.contains(&t.host) {
-                        hosts.push(t.host.clone());
-                    }
-                    for k in t.applied_by(cx.facts) {
-                        if !by.contains(&k) {
-                            by.push(k);
-                        }
-                    }
+                let Some(g) = &t.gateway else { continue };
+                let by = t.applied_by(cx.facts);
+                add(&mut served, ("Gateway", g.clone()), &t.host, &by);
+                for (_, ns, name) in t.serving.iter().filter(|(k, _, _)| k == "HTTPRoute") {
+                    add(
+                        &mut served,
+                        ("HTTPRoute", (ns.clone(), name.clone())),
+                        &t.host,
+                        &by,
+                    );
                 }
             }
             let mut members = Vec::new();
             if let Some(snap) = &round.gateways {
-                for ((ns, name), hosts, by) in &gws {
-                    let target = gatewaycheck::run::Target::Gateway(name.clone());
-                    let object = format!("Gateway/{ns}/{name}");
+                for ((kind, (ns, name)), hosts, by) in &served {
+                    let target = match *kind {
+                        "Gateway" => gatewaycheck::run::Target::Gateway(name.clone()),
+                        _ => gatewaycheck::run::Target::HttpRoute(name.clone()),
+                    };
+                    let object = format!("{kind}/{ns}/{name}");
                     let r = gatewaycheck::run::check(
                         snap,
                         &target,

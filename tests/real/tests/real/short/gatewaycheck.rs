@@ -848,6 +848,12 @@ spec:
   listeners:
   - {{name: http, protocol: HTTP, port: 80}}
 ---
+apiVersion: v1
+kind: Service
+metadata: {{name: app, namespace: {ns}}}
+spec:
+  ports: [{{port: 8080}}]
+---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {{name: app, namespace: {ns}}}
@@ -900,6 +906,62 @@ spec:
         e["detail"].as_str().unwrap().starts_with("no answer"),
         "{r:#}"
     );
+    // Link 7's fix names the Gateway that serves the host, with the command (trial3: it was
+    // the same text for every host).
+    assert!(
+        http["fix"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("kubectl gatewaycheck gateway/web -n {ns} --probe")),
+        "{r:#}"
+    );
+
+    // Trial3 #12: a route whose backend Service does not exist (Envoy Gateway writes
+    // ResolvedRefs=False BackendNotFound) is link 6's own member, named, not hidden behind a
+    // Gateway that is fine.
+    let orphan_host = "orphan.gv-http.example.dev";
+    c.apply_yaml(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: orphan, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: web}}]
+  hostnames: [{orphan_host}]
+  rules:
+  - backendRefs: [{{name: no-such-service, port: 8080}}]
+"
+    ))
+    .unwrap();
+    eventually(
+        Duration::from_secs(90),
+        "ResolvedRefs=False by Envoy Gateway",
+        || {
+            let r = get(c, ns, "httproute", "orphan");
+            r["status"]["parents"][0]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "ResolvedRefs" && c["status"] == "False")
+                .then_some(())
+        },
+    );
+    c.set_corefile_hosts(&format!("{addr} {host}\n{addr} {orphan_host}"))
+        .unwrap();
+    let (code, r, out) = verify(c, &[orphan_host, "-n", ns]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(r["firstBroken"], "gateway", "{r:#}");
+    let gw = verify_link(&r, "gateway");
+    let route = gw["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["object"] == format!("HTTPRoute/{ns}/orphan"))
+        .unwrap_or_else(|| panic!("no route member: {gw:#}"));
+    assert_eq!(route["verdict"], "broken", "{gw:#}");
+    assert!(
+        route["detail"].as_str().unwrap().contains("ResolvedRefs"),
+        "{route:#}"
+    );
+    let _ = c.kubectl(&["-n", ns, "delete", "httproute", "orphan", "--wait=false"]);
 
     // The same host pinned to another address: the DNS link is the first broken, naming the
     // Gateway's address and the Corefile's answer.
