@@ -14,16 +14,19 @@
 //!   has its own Lease;
 //! - the identity: controller-runtime `NewResourceLock`: `os.Hostname() + "_" + uuid`, the pod
 //!   name in a pod, and a new uuid for every process;
-//! - the election: client-go leaderelection. The leader renews every retry period; a
-//!   candidate takes the Lease when its holder is empty (released: `ReleaseOnCancel` writes an
-//!   empty holder on a clean stop) or when it has seen no renewal for the lease duration,
-//!   trying every retry period. controller-runtime starts no controller (and kustomize- and
+//! - the election: client-go leaderelection (v0.36). The leader renews every retry period; a
+//!   candidate tries every jittered retry period (`wait.JitterUntil(RetryPeriod, JitterFactor
+//!   1.2)`: 5s to 11s by default) and takes the Lease when its holder is empty (released:
+//!   `ReleaseOnCancel` writes an empty holder on a clean stop) or when the record it last saw
+//!   change is older than the lease duration by its own clock (`observedTime`); so a Lease
+//!   the holder stopped renewing at R is taken between R + duration and R + duration + two
+//!   jittered periods (it may see R one period late, and tries once more after the expiry),
+//!   and a released one within one jittered period. controller-runtime starts no controller (and kustomize- and
 //!   source-controller start no reconcile) before it is elected, while their readiness
 //!   probe (`healthz.Ping`) passes: a ready pod is not proof that anything runs.
 //!
-//! Not modelled: the candidate's own clock (it measures the lease duration from when it saw
-//! the last change, not from `renewTime`: the times here are the holder's, within a retry
-//! period), and coordinated leader election (`LeaseCandidate`), which Flux does not use.
+//! Not modelled: clock skew between the holder (who writes `renewTime`) and this machine, and
+//! coordinated leader election (`LeaseCandidate`), which Flux does not use.
 
 use jiff::Timestamp;
 use serde::Serialize;
@@ -31,6 +34,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::obj;
+
+/// client-go leaderelection `JitterFactor`: a candidate waits a retry period times 1 to 1 +
+/// 1.2 between tries (`wait.JitterUntil`), so the longest wait is 2.2 retry periods.
+pub const JITTER: f64 = 2.2;
 
 /// Leader election as a controller's args set it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -120,8 +127,8 @@ pub struct LeaderTrouble {
     pub pod: Option<String>,
     /// The holder renewed within the last three retry periods: it runs and keeps the Lease.
     pub keeps_renewing: bool,
-    /// A wait: when the ready pod takes the Lease (the holder stopped renewing or released
-    /// it; the expiry or release plus one retry period). `None`: a finding.
+    /// A wait: by when the ready pod takes the Lease (the holder stopped renewing: the expiry
+    /// plus two jittered retry periods; released: the release plus one). `None`: a finding.
     pub until: Option<Timestamp>,
     /// The sentence that says it, naming the pod, the Lease, the holder and the times.
     pub why: String,
@@ -135,10 +142,10 @@ pub struct LeaderTrouble {
 /// - held by another identity that renewed within three retry periods: a finding (another
 ///   controller with the same Lease, e.g. a second install with the same selector in this
 ///   namespace, leads; nothing here runs while it does);
-/// - held by another identity that stopped renewing: a wait until the expiry plus one retry
-///   period;
-/// - free (released, or expired) for less than three retry periods: a wait of one retry
-///   period; for longer: a finding (no process takes it);
+/// - held by another identity that stopped renewing: a wait, taken between the expiry and the
+///   expiry plus two jittered retry periods ([`JITTER`]);
+/// - free (released, or expired) for less than three jittered retry periods: a wait of one
+///   jittered period; for longer: a finding (no process takes it);
 /// - no Lease: a finding (no process of it runs for election).
 pub fn leader_trouble(
     controller: &str,
@@ -216,12 +223,13 @@ pub fn leader_trouble(
         }
         (Some(h), true) => {
             let e = expires?;
-            t.until = add(e, retry);
+            t.until = add(e, 2.0 * JITTER * retry);
             t.why = format!(
-                "{who} is not the leader yet: Lease {lease_ref} is held by {h}, which stopped renewing at {}; it expires at {} and the pod takes it within a retry period ({retry}s), by {}",
+                "{who} is not the leader yet: Lease {lease_ref} is held by {h}, which stopped renewing at {}; it expires at {} and the pod takes it between then and {} (a candidate tries every {retry}s to {}s)",
                 renewed.map(hm).unwrap_or_default(),
                 hm(e),
-                t.until.map(hm).unwrap_or_default()
+                t.until.map(hm).unwrap_or_default(),
+                JITTER * retry
             );
             Some(t)
         }
@@ -238,22 +246,24 @@ pub fn leader_trouble(
                 (Some(h), None) => format!("held by {h} has no renew time"),
             };
             match since {
-                Some(s) if now.duration_since(s).as_secs_f64() <= 3.0 * retry => {
-                    t.until = add(s.max(now), retry);
+                Some(s) if now.duration_since(s).as_secs_f64() <= 3.0 * JITTER * retry => {
+                    t.until = add(s, JITTER * retry).map(|u| u.max(now));
                     t.why = format!(
-                        "{who} is not the leader yet: Lease {lease_ref} {what}, and a candidate takes a free Lease within a retry period ({retry}s), by {}",
+                        "{who} is not the leader yet: Lease {lease_ref} {what}, and a candidate takes a free Lease at its next try (every {retry}s to {}s), by {}",
+                        JITTER * retry,
                         t.until.map(hm).unwrap_or_default()
                     );
                 }
                 _ => {
                     t.why = format!(
-                        "no {controller} process leads: Lease {lease_ref} {what}{} and no process has taken it (a candidate takes a free Lease within {retry}s): its pod does not run for this Lease (check its --enable-leader-election, --watch-label-selector and whether it may update Leases in {ns})",
+                        "no {controller} process leads: Lease {lease_ref} {what}{} and no process has taken it (a candidate takes a free Lease within {}s): its pod does not run for this Lease (check its --enable-leader-election, --watch-label-selector and whether it may update Leases in {ns})",
                         since
                             .map(|s| format!(
                                 ", {} ago,",
                                 obj::human_secs(now.duration_since(s).as_secs())
                             ))
-                            .unwrap_or_default()
+                            .unwrap_or_default(),
+                        JITTER * retry,
                     );
                 }
             }
@@ -422,7 +432,8 @@ mod tests {
             t.command("flux-system", "kustomize-controller"),
             "kubectl -n flux-system get lease kustomize-controller-leader-election -o yaml"
         );
-        // The same holder gone (no renewal for 20s): a wait until expiry + one retry period.
+        // The same holder gone (no renewal for 20s): a wait, taken between the expiry and two
+        // jittered retry periods later.
         let gone = lease(
             "kustomize-controller-b-5d8f-q2x7z_9a",
             "2026-12-04T00:00:40Z",
@@ -430,30 +441,31 @@ mod tests {
         );
         let t = judge(Some(&gone), std::slice::from_ref(&mine)).unwrap();
         assert!(!t.keeps_renewing);
-        assert_eq!(t.until, Some(at("2026-12-04T00:01:20Z")));
+        assert_eq!(t.until, Some(at("2026-12-04T00:01:37Z")));
         assert!(
-            t.why
-                .contains("stopped renewing at 00:00:40Z; it expires at 00:01:15Z"),
+            t.why.contains(
+                "stopped renewing at 00:00:40Z; it expires at 00:01:15Z and the pod takes it between then and 00:01:37Z"
+            ),
             "{}",
             t.why
         );
         // Our own pod's name but an old process, expired long ago: nobody takes it.
         let stale = lease(
             "kustomize-controller-6b8f9c-abcde_old",
-            "2026-12-04T00:00:00Z",
+            "2026-12-03T23:59:45Z",
             35,
         );
         let t = judge(Some(&stale), std::slice::from_ref(&mine)).unwrap();
         assert_eq!(t.until, None);
-        assert!(t.why.starts_with("no kustomize-controller process leads: Lease flux-system/kustomize-controller-leader-election held by kustomize-controller-6b8f9c-abcde_old expired at 00:00:35Z, 25s ago, and no process has taken it"), "{}", t.why);
+        assert!(t.why.starts_with("no kustomize-controller process leads: Lease flux-system/kustomize-controller-leader-election held by kustomize-controller-6b8f9c-abcde_old expired at 00:00:20Z, 40s ago, and no process has taken it"), "{}", t.why);
         assert_eq!(
             t.command("flux-system", "kustomize-controller"),
             "kubectl -n flux-system logs deployment/kustomize-controller -c manager"
         );
-        // Released just now (empty holder): taken within a retry period.
+        // Released just now (empty holder): taken at the next jittered try.
         let released = lease("", "2026-12-04T00:00:58Z", 1);
         let t = judge(Some(&released), std::slice::from_ref(&mine)).unwrap();
-        assert_eq!(t.until, Some(at("2026-12-04T00:01:05Z")));
+        assert_eq!(t.until, Some(at("2026-12-04T00:01:09Z")));
         assert!(t.why.contains("was released at 00:00:58Z"), "{}", t.why);
         // No Lease at all: a finding.
         let t = judge(None, std::slice::from_ref(&mine)).unwrap();

@@ -473,8 +473,19 @@ fn controller_not_running(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
         if names.len() > 1 { "they run" } else { "it runs" }
     ));
     dr.wait_for_token = false;
+    // Only a pod about to take its Lease (the holder is gone or released it): a wait with its
+    // time, nothing to start (not a finding: read-only exit 0).
+    let lever = if d
+        .stopped_controllers
+        .iter()
+        .all(crate::diagnose::StoppedController::leader_wait)
+    {
+        Lever::None
+    } else {
+        Lever::StartController
+    };
     (
-        Lever::StartController,
+        lever,
         crate::diagnose::StoppedController::effect_of_all(&d.stopped_controllers),
     )
 }

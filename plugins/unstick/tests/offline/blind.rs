@@ -903,17 +903,28 @@ fn a_ready_pod_that_is_not_the_leader_is_named_never_promised_a_run() {
     let r = row(&s, "apps");
     assert_eq!((r.class, r.summary.clone()), (d.class, d.summary.clone()));
 
-    // The holder stopped renewing at 07:20:40: the pod takes the Lease by 07:21:20.
+    // The holder stopped renewing at 07:20:40: it expires at 07:21:15, and the pod takes the
+    // Lease by 07:21:37 (two jittered retry periods of at most 11s later).
     let s = with_lease(Some(lease("other-5d8f-q2x7z_9a", "2026-11-30T07:20:40Z")));
     let d = diag(&s, "apps");
     assert_eq!(d.class, Class::ControllerNotRunning);
     assert!(!is_finding(&d), "a wait: {}", d.summary);
     assert!(
-        d.summary.contains("is not the leader yet") && d.summary.contains("by 07:21:20Z"),
+        d.summary.contains("is not the leader yet")
+            && d.summary.contains("between then and 07:21:37Z"),
         "{}",
         d.summary
     );
     assert!(!is_finding(&row(&s, "apps")));
+    let p = plan(&s, "apps");
+    assert_eq!(p.lever, Lever::None, "nothing to start: {}", p.effect);
+    assert!(
+        p.steps.is_empty()
+            && p.effect
+                .starts_with("nothing to do: its pod takes the Lease by 07:21:37Z"),
+        "{}",
+        p.effect
+    );
 
     // No Lease at all: a finding.
     let d = diag(&with_lease(None), "apps");

@@ -843,8 +843,9 @@ fn ready_kc_pod(c: &Cluster) -> Option<String> {
 /// the take-over and started again, a candidate), its new pod is ready and a requested
 /// reconcile is not run. unstick then names the pod, the Lease and the holder
 /// (`controller-not-running`, exit 1, never "a new run starts as soon as a worker is free"),
-/// the same in `--all`. Released (an empty holder, as client-go's release writes), the pod
-/// takes the Lease, runs the request, and unstick's verdict is `healthy`, exit 0.
+/// the same in `--all`. When the other holder stops renewing (gone without a release), unstick
+/// says it is a wait (exit 0) with the window in which the pod takes the Lease; the real pod
+/// takes it in that window, runs the request, and unstick's verdict is `healthy`, exit 0.
 #[test]
 fn a_ready_controller_pod_that_is_not_the_leader_is_named_never_promised_a_run() {
     let c = &leader_cluster();
@@ -1002,19 +1003,66 @@ fn a_ready_controller_pod_that_is_not_the_leader_is_named_never_promised_a_run()
     let (leases, pod_lists, total) = lease_requests(c);
     assert_eq!((leases, pod_lists), (1, 1), "{total} requests");
 
-    // Released, as client-go's release writes it: the pod takes the Lease and runs the
-    // request.
+    // The other holder goes away without releasing (a second install deleted): it stops
+    // renewing. After three retry periods with no renewal, unstick says it is a wait, with
+    // the window in which the pod takes the Lease (expiry, then at most two jittered client-go
+    // tries of 5s to 11s), exit 0 in both views.
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     renewer.join().unwrap();
-    take("", 1);
-    eventually(
-        Duration::from_secs(30),
-        "the pod takes the released Lease",
-        || {
-            lease_holder(c, &lease)
-                .starts_with(&format!("{pod}_"))
-                .then_some(())
-        },
+    let renewed: jiff::Timestamp =
+        c.get_json(&["-n", FLUX_NS, "get", "lease", &lease])["spec"]["renewTime"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+    let expires = renewed
+        .checked_add(jiff::SignedDuration::from_secs(35))
+        .unwrap();
+    let by = renewed
+        .checked_add(jiff::SignedDuration::from_secs(57))
+        .unwrap();
+    while jiff::Timestamp::now()
+        < renewed
+            .checked_add(jiff::SignedDuration::from_secs(16))
+            .unwrap()
+    {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (code, v, err) = unstick(c, &["ks/blind-lead", "--dry-run"]);
+    let d = &v["diagnosis"];
+    assert_eq!(d["class"], "controller-not-running", "{v:#}\n{err}");
+    assert_eq!(code, 0, "a wait, not a finding: {v:#}");
+    let summary = d["summary"].as_str().unwrap();
+    let hm = |t: jiff::Timestamp| t.strftime("%H:%M:%SZ").to_string();
+    assert!(
+        summary.contains(&format!(
+            "kustomize-controller's pod {pod} is not the leader yet"
+        )) && summary.contains(&format!("which stopped renewing at {}", hm(renewed)))
+            && summary.contains(&format!(
+                "it expires at {} and the pod takes it between then and {}",
+                hm(expires),
+                hm(by)
+            )),
+        "{summary}"
+    );
+    let (all_code, r) = row(c, "blind-lead");
+    assert_eq!(r["summary"].as_str(), Some(summary), "{r:#}");
+    assert_eq!(all_code, 0);
+    // Observed: the real controller's pod takes the Lease in that window (polled every 200 ms).
+    let taken = eventually(Duration::from_secs(90), "the pod takes the Lease", || {
+        if lease_holder(c, &lease).starts_with(&format!("{pod}_")) {
+            return Some(jiff::Timestamp::now());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        None
+    });
+    eprintln!(
+        "leader: the pod took the Lease at {taken}, {:.1}s after its expiry {expires} (window to {by})",
+        taken.duration_since(expires).as_secs_f64()
+    );
+    assert!(
+        taken >= expires && taken <= by.checked_add(jiff::SignedDuration::from_secs(1)).unwrap(),
+        "taken at {taken}, predicted between {expires} and {by}"
     );
     eventually(Duration::from_secs(60), "the request is run", || {
         (c.kustomization("blind-lead")["status"]["lastHandledReconcileAt"] == token.as_str())
