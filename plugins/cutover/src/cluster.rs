@@ -10,6 +10,15 @@ use kube::Api;
 /// kustomize-controller's takeover of `kubectl`-owned fields does not apply).
 pub const FIELD_MANAGER: &str = "kubectl-cutover";
 
+/// The field manager of the patch that ends a proven run and writes the cutover record
+/// (`cutover.cluster-loop.dev/cut-over`). Not [`FIELD_MANAGER`]: kustomize-controller's
+/// server-side apply removes every field owned by an Update whose manager name starts with
+/// `kubectl` (v1.9.6 kustomization_controller.go `applyOpts.Cleanup` lists `kubectl`;
+/// fluxcd/pkg/ssa `matchFieldManager` matches by prefix), so the root's run that reverts a
+/// cutover would delete the record that tells `--finish` about it (seen on the real
+/// controller).
+pub const RECORD_FIELD_MANAGER: &str = "cluster-loop.dev/cutover";
+
 /// Why the Flux controller Deployment `name` in `flux-system` (the flux CLI's default
 /// namespace) runs no controller, e.g. `0 replicas` or `no ready pod, 0 of 1 ready`, by the
 /// rule unstick uses ([`cluster_loop::flux::deployment_not_running`]). `None` when it runs, or

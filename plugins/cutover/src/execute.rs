@@ -21,11 +21,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::authored;
-use crate::cluster::{FIELD_MANAGER, controller_not_running, start_command};
+use crate::cluster::{FIELD_MANAGER, RECORD_FIELD_MANAGER, controller_not_running, start_command};
 use crate::git::{GitRunner, Scratch};
 use crate::preflight::{
-    IN_FLIGHT_ANNOTATION, InFlight, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL, Preflight,
-    RECONCILE_ANNOTATION, read_credentials, split_revision,
+    CUT_OVER_ANNOTATION, CutOverRecord, IN_FLIGHT_ANNOTATION, InFlight, OWNER_NAME_LABEL,
+    OWNER_NAMESPACE_LABEL, Preflight, RECONCILE_ANNOTATION, read_credentials, split_revision,
 };
 
 /// How a cutover ended.
@@ -141,9 +141,14 @@ pub fn rollback_patch(before: &GitRepository, forward: &Value) -> Value {
     patch
 }
 
-/// The merge patch that ends a proven run: removes the in-flight mark.
-pub fn done_patch() -> Value {
-    json!({ "metadata": { "annotations": { IN_FLIGHT_ANNOTATION: null } } })
+/// The merge patch that ends a proven run: replaces the in-flight mark with the record of
+/// what the run set ([`CUT_OVER_ANNOTATION`]).
+pub fn done_patch(record: &CutOverRecord) -> Value {
+    let record = serde_json::to_string(record).unwrap_or_default();
+    json!({ "metadata": { "annotations": {
+        IN_FLIGHT_ANNOTATION: null,
+        CUT_OVER_ANNOTATION: record,
+    } } })
 }
 
 /// What the watch decided about one version of the object.
@@ -418,7 +423,20 @@ pub async fn execute(
         }
     };
     if ending == Ending::CutOver {
-        if let Err(e) = api.patch(&name, &pp, &Patch::Merge(&done_patch())).await {
+        let mark = in_flight(pre, &requested_at);
+        let record = CutOverRecord {
+            from: mark.from,
+            to: mark.to,
+            at: jiff::Timestamp::now().to_string(),
+        };
+        let pp_record = PatchParams {
+            field_manager: Some(RECORD_FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        if let Err(e) = api
+            .patch(&name, &pp_record, &Patch::Merge(&done_patch(&record)))
+            .await
+        {
             return Err(Error::Cluster(format!(
                 "{message}; but removing the in-flight mark failed ({e}): remove it with kubectl \
                  annotate gitrepository -n {ns} {name} {IN_FLIGHT_ANNOTATION}-"
@@ -481,6 +499,12 @@ pub struct FinishReport {
     pub stopped_controllers: Vec<StoppedController>,
     /// What was found, one line per fact.
     pub notes: Vec<String>,
+    /// The cutover that was undone: its record ([`CUT_OVER_ANNOTATION`]) says it set `to`,
+    /// and the live spec.url is its `from` again (the root Kustomization applied the old
+    /// committed URL, or someone rolled it back). Then `verified` is false (exit 1). Absent
+    /// otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reverted_cutover: Option<CutOverRecord>,
 }
 
 /// A Flux controller Deployment that runs no controller: the shape of unstick's
@@ -902,6 +926,7 @@ async fn finish_refused(
         in_progress_at_deadline: None,
         stopped_controllers: stopped,
         notes,
+        reverted_cutover: None,
     })
 }
 
@@ -951,11 +976,19 @@ async fn finish_inner(
         in_progress_at_deadline: None,
         stopped_controllers: vec![],
         notes: vec![],
+        reverted_cutover: None,
     };
     if let Some(m) = InFlight::of(&repo) {
         // A killed run's patch was never proven: nothing to verify until it is finished or
         // rolled back (the hold, if any, stays).
         report.notes.push(m.message(ns, name, &live_url));
+        return Ok(report);
+    }
+    if let Some(r) = CutOverRecord::of(&repo).filter(|r| r.reverted(&live_url)) {
+        // Trial3: committed == live == the old URL read "verified" after the root reverted
+        // a cutover whose URL was never committed.
+        report.notes.push(reverted_message(ns, name, &repo, &r));
+        report.reverted_cutover = Some(r);
         return Ok(report);
     }
     let mut all: Option<Vec<cluster_loop::flux::Kustomization>> = None;
@@ -1427,6 +1460,21 @@ pub fn unapplied_consumers(
         .collect()
 }
 
+/// "the cutover to TO (proven at AT) was reverted: spec.url is FROM again, written by M":
+/// what undid it and how to land it for good.
+fn reverted_message(ns: &str, name: &str, repo: &GitRepository, r: &CutOverRecord) -> String {
+    let by = crate::preflight::url_field_manager(repo)
+        .map(|m| format!(", written by {m}"))
+        .unwrap_or_default();
+    format!(
+        "the cutover to {} (proven at {}) was reverted: spec.url is {} again{by} (the root \
+         Kustomization applies the committed URL, or someone rolled it back). Commit {} where \
+         the root renders spec.url, then cut over again: kubectl cutover gitrepository/{name} \
+         -n {ns} --to {} (--hold-root keeps the root from reverting it until --finish)",
+        r.to, r.at, r.from, r.to, r.to
+    )
+}
+
 async fn remove_hold(
     conn: &Connection,
     api: &Api<GitRepository>,
@@ -1438,11 +1486,21 @@ async fn remove_hold(
         .as_ref()
         .and_then(|a| a.get(RECONCILE_ANNOTATION))
         .is_some_and(|v| v == "disabled");
-    if !held {
+    let recorded = CutOverRecord::of(repo).is_some();
+    if !held && !recorded {
         return Ok(false);
     }
     let name = repo.metadata.name.clone().unwrap_or_default();
-    let patch = json!({ "metadata": { "annotations": { RECONCILE_ANNOTATION: null } } });
+    // The cutover record goes with the hold: verified, it has done its job (a later URL
+    // change in Git must not read as a revert of it).
+    let mut annotations = serde_json::Map::new();
+    if held {
+        annotations.insert(RECONCILE_ANNOTATION.into(), Value::Null);
+    }
+    if recorded {
+        annotations.insert(CUT_OVER_ANNOTATION.into(), Value::Null);
+    }
+    let patch = json!({ "metadata": { "annotations": annotations } });
     let pp = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
@@ -1456,7 +1514,7 @@ async fn remove_hold(
                 .namespace(repo.metadata.namespace.clone())
                 .name(name.clone())
         })?;
-    Ok(true)
+    Ok(held)
 }
 
 #[cfg(test)]

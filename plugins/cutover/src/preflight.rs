@@ -35,6 +35,46 @@ pub const RECONCILE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/reconcile";
 /// record of what it changed. Value: JSON [`InFlight`].
 pub const IN_FLIGHT_ANNOTATION: &str = "cutover.cluster-loop.dev/in-flight";
 
+/// Annotation a proven cutover leaves on the GitRepository in place of the in-flight mark, and
+/// `--finish` removes once it verified: the record of what the cutover set, so `--finish` can
+/// tell a cutover the root Kustomization reverted (live spec.url back at `from`) from one that
+/// landed. Written by [`crate::cluster::RECORD_FIELD_MANAGER`], a manager kustomize-controller's
+/// apply cleanup does not strip, so the root's reverting run keeps it. Value: JSON
+/// [`CutOverRecord`].
+pub const CUT_OVER_ANNOTATION: &str = "cutover.cluster-loop.dev/cut-over";
+
+/// The value of [`CUT_OVER_ANNOTATION`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CutOverRecord {
+    /// `spec.url` before the cutover.
+    pub from: String,
+    /// `spec.url` the cutover set and proved.
+    pub to: String,
+    /// RFC 3339 time the cutover was proven.
+    pub at: String,
+}
+
+impl CutOverRecord {
+    /// The record on `repo`; `None` when there is none or it does not parse (then nothing is
+    /// claimed from it).
+    pub fn of(repo: &GitRepository) -> Option<CutOverRecord> {
+        let v = repo
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(CUT_OVER_ANNOTATION)?;
+        serde_json::from_str(v).ok()
+    }
+
+    /// Whether `live_url` is the URL this cutover replaced: the cutover was undone (the root
+    /// Kustomization applied the old committed URL again, or someone rolled it back). A third
+    /// URL claims nothing (Git may have moved on since).
+    pub fn reverted(&self, live_url: &str) -> bool {
+        self.from == live_url && self.to != live_url
+    }
+}
+
 /// The value of [`IN_FLIGHT_ANNOTATION`]: the URL before and after, when it started.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -417,6 +417,8 @@ async fn finish_mode(
             "{}",
             if report.verified {
                 out.ok("verified: the committed and live spec.url agree")
+            } else if report.reverted_cutover.is_some() {
+                out.err("not verified: the cutover was reverted (see above)")
             } else if !report.stopped_controllers.is_empty() {
                 out.err("not judged: a Flux controller is not running (see above); nothing changed")
             } else if report.in_progress_at_deadline.is_some() {

@@ -439,12 +439,20 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
         "{o}"
     );
     // The cutover patch (with the in-flight mark), then the one that removes the mark once
-    // the new URL is proven, both with the plugin's field manager.
+    // the new URL is proven and writes the record.
     let patches = f.gitrepo_patches();
     assert_eq!(patches.len(), 2, "{patches:?}");
-    for p in &patches {
-        assert!(p.contains("fieldManager=kubectl-cutover"), "{p}");
-    }
+    assert!(
+        patches[0].contains("fieldManager=kubectl-cutover"),
+        "{patches:?}"
+    );
+    // The end of a proven run (the record) has a manager kustomize-controller's apply
+    // cleanup does not strip (it strips Update managers named kubectl*).
+    assert!(
+        patches[1].contains("fieldManager=cluster-loop.dev%2Fcutover")
+            || patches[1].contains("fieldManager=cluster-loop.dev/cutover"),
+        "{patches:?}"
+    );
     assert!(
         o["metadata"]["annotations"]
             .get("cutover.cluster-loop.dev/in-flight")
@@ -452,6 +460,15 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
         "a proven cutover leaves no in-flight mark: {o}"
     );
     assert!(held(&o), "--hold-root keeps the root from reverting: {o}");
+    // The record of what the cutover set, for --finish.
+    let record: Value = serde_json::from_str(
+        o["metadata"]["annotations"]["cutover.cluster-loop.dev/cut-over"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no cut-over record: {o}")),
+    )
+    .unwrap();
+    assert_eq!(record["from"], json!(f.old_url()), "{record}");
+    assert_eq!(record["to"], json!(f.to()), "{record}");
     // The root keeps its applied revision (a cutover is not a rollback).
     assert_eq!(
         f.root()["status"]["lastAppliedRevision"],
@@ -561,6 +578,68 @@ async fn behind_is_refused_then_level_cuts_over_at_the_same_revision() {
     let l = f.live();
     assert!(!held(&l), "hold removed: {l}");
     assert_eq!(l["spec"]["url"], json!(f.to()));
+    assert!(
+        l["metadata"]["annotations"]
+            .get("cutover.cluster-loop.dev/cut-over")
+            .is_none(),
+        "a verified --finish removes the record: {l}"
+    );
+}
+
+/// Trial3 #10: a cutover proven without --hold-root whose URL was never committed; the root
+/// Kustomization's next run (requested here, as its interval would) applies the committed old
+/// URL again. `--finish` then found the committed and live URLs equal (both the old one) and
+/// said "verified". The cutover's record says what it set: `--finish` says it was reverted,
+/// naming kustomize-controller as spec.url's writer, exit 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finish_after_the_root_reverted_a_proven_cutover_says_reverted() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-reverted", true).await;
+    let r = f.run(&f.args(&["--timeout", "120s"])).await;
+    assert_eq!(r.code, 0, "{}", r.all());
+    assert_eq!(f.live()["spec"]["url"], json!(f.to()));
+    let requested = jiff::Timestamp::now().to_string();
+    f.c.kubectl(&[
+        "-n",
+        &f.ns,
+        "annotate",
+        "--overwrite",
+        "kustomization",
+        &f.ns,
+        &format!("reconcile.fluxcd.io/requestedAt={requested}"),
+    ])
+    .unwrap();
+    let old = f.old_url();
+    eventually(T, "the real root Kustomization reverts spec.url", || {
+        (f.live()["spec"]["url"] == json!(old)).then_some(())
+    });
+    let r = f.run(&f.finish_args(&["-o", "json"])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v = r.json();
+    assert_eq!(v["verified"], false, "{v}");
+    assert_eq!(v["revertedCutover"]["to"], json!(f.to()), "{v}");
+    assert_eq!(v["revertedCutover"]["from"], json!(old), "{v}");
+    let r = f.run(&f.finish_args(&[])).await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    assert!(
+        r.stdout
+            .contains(&format!("the cutover to {} (proven at", f.to()))
+            && r.stdout.contains(&format!(
+                "was reverted: spec.url is {old} again, written by kustomize-controller"
+            )),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("not verified: the cutover was reverted"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        !r.stdout.contains("verified: the committed"),
+        "{}",
+        r.stdout
+    );
 }
 
 /// Source-controller stopped, so the binary is mid-wait: SIGINT restores the spec, exit 130.
