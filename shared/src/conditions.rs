@@ -81,6 +81,39 @@ impl Condition {
     }
 }
 
+/// `serialize_with` for an `Option<Condition>` in the shape a diagnosis reports it (unstick's
+/// `ready` and `failing`): `type` and `status`, `reason` and `message` always present (`""`
+/// when absent), `lastTransitionTime` as [`Condition::last_transition_time`] parses it, written
+/// back as RFC 3339 and left out when absent or malformed, `observedGeneration` when set. Pair
+/// it with `skip_serializing_if = "Option::is_none"`.
+pub fn serialize_as_read<S: serde::Serializer>(
+    c: &Option<Condition>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct AsRead<'a> {
+        #[serde(rename = "type")]
+        type_: &'a str,
+        status: &'a str,
+        reason: &'a str,
+        message: &'a str,
+        #[serde(rename = "lastTransitionTime", skip_serializing_if = "Option::is_none")]
+        last_transition_time: Option<jiff::Timestamp>,
+        #[serde(rename = "observedGeneration", skip_serializing_if = "Option::is_none")]
+        observed_generation: Option<i64>,
+    }
+    c.as_ref()
+        .map(|c| AsRead {
+            type_: &c.type_,
+            status: &c.status,
+            reason: c.reason(),
+            message: c.message(),
+            last_transition_time: c.last_transition_time(),
+            observed_generation: c.observed_generation,
+        })
+        .serialize(s)
+}
+
 /// The first condition of `type_` in `conditions` (Kubernetes keeps types unique).
 pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)

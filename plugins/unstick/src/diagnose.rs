@@ -14,8 +14,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::controller::ControllerFacts;
-use crate::obj::{self, Condition};
+use crate::obj;
 use crate::snapshot::{Index, Snapshot};
+use cluster_loop::conditions::Condition;
 use cluster_loop::duration::{self, parse_go_duration};
 use cluster_loop::flux::Kustomization;
 use cluster_loop::kstatus::{self, Status as KStatus};
@@ -247,7 +248,10 @@ pub struct SourceFacts {
     /// Whether the object exists.
     pub found: bool,
     /// Its Ready condition.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "cluster_loop::conditions::serialize_as_read"
+    )]
     pub ready: Option<Condition>,
     /// `status.artifact.revision`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -269,7 +273,10 @@ pub struct SourceFacts {
     /// succeeds, while a source without an artifact marks Ready=Unknown "building artifact"
     /// at the start of every attempt (`reconcileStorage`, `ProgressiveStatus(true, ...)`): a
     /// source that fails every attempt reads "building artifact" for the length of each one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "cluster_loop::conditions::serialize_as_read"
+    )]
     pub failing: Option<Condition>,
 }
 
@@ -340,7 +347,10 @@ pub struct Diagnosis {
     /// One line a human reads first.
     pub summary: String,
     /// The Ready condition as read.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "cluster_loop::conditions::serialize_as_read"
+    )]
     pub ready: Option<Condition>,
     /// Effective timeout in seconds (GetTimeout).
     pub timeout_secs: f64,
@@ -874,7 +884,7 @@ impl<'a> Engine<'a> {
                 // Every dependency is Ready now: the DependencyNotReady message names one
                 // that was not ready when the controller last checked. Said as such, never
                 // as the current state (the controller re-checks every --requeue-dependency).
-                if let Some(stale) = d.ready.as_ref().map(|r| r.message.clone()) {
+                if let Some(stale) = d.ready.as_ref().map(|r| r.message().to_string()) {
                     d.hints
                         .push(format!("as last written by kustomize-controller: {stale}"));
                 }
@@ -956,10 +966,10 @@ impl<'a> Engine<'a> {
         } else if let Some(c) = &stalled {
             (
                 Class::Stalled,
-                format!("stalled ({}): {}", c.reason, c.message),
+                format!("stalled ({}): {}", c.reason(), c.message()),
             )
         } else if let Some((c, step)) = reconciling.as_ref().and_then(|c| {
-            RunStep::parse(&c.message)
+            RunStep::parse(c.message())
                 .filter(RunStep::is_health_check)
                 .map(|s| (c, s))
         }) {
@@ -1009,7 +1019,7 @@ impl<'a> Engine<'a> {
                     if s.found {
                         format!(
                             "not ready: {}",
-                            s.failure().map(|c| c.message.as_str()).unwrap_or("")
+                            s.failure().map(|c| c.message()).unwrap_or("")
                         )
                     } else {
                         "missing".to_string()
@@ -1036,7 +1046,7 @@ impl<'a> Engine<'a> {
                 Class::Healthy,
                 format!(
                     "Ready: {}",
-                    d.ready.as_ref().map(|r| r.message.as_str()).unwrap_or("")
+                    d.ready.as_ref().map(|r| r.message()).unwrap_or("")
                 ),
             )
         }
@@ -1073,7 +1083,7 @@ impl<'a> Engine<'a> {
         let now = self.now();
         let revision = step.revision.to_string();
         let t = step.timeout.map_or(d.timeout_secs, |d| d.as_secs_f64());
-        let started = c.last_transition_time;
+        let started = c.last_transition_time();
         let deadline = started.and_then(|s| s.checked_add(secs(t)).ok());
         let left = deadline.map(|d| d.duration_since(now).as_secs());
         d.blocking = self.blocking_in_flight(ks);
@@ -1147,7 +1157,7 @@ impl<'a> Engine<'a> {
     /// its timeout.
     fn run_class(&self, ks: &Value, c: &Condition, d: &mut Diagnosis) -> (Class, String) {
         let now = self.now();
-        let started = c.last_transition_time;
+        let started = c.last_transition_time();
         let expected = last_duration_secs(ks);
         // An estimate already in the past is no estimate (a run longer than the last).
         d.eta = match (started, expected) {
@@ -1155,7 +1165,7 @@ impl<'a> Engine<'a> {
             _ => None,
         }
         .filter(|t| *t > now);
-        let run_timeout = RunStep::parse(&c.message).and_then(|s| s.timeout);
+        let run_timeout = RunStep::parse(c.message()).and_then(|s| s.timeout);
         // This run's start: Reconciling keeps its lastTransitionTime across failed runs
         // (True/ProgressingWithRetry, then True/Progressing again), while every run marks
         // Ready Unknown "Reconciliation in progress" as it starts (kustomization_controller.go
@@ -1164,8 +1174,8 @@ impl<'a> Engine<'a> {
         let run_started = d
             .ready
             .as_ref()
-            .filter(|r| r.status == "Unknown" && r.reason == "Progressing")
-            .and_then(|r| match (started, r.last_transition_time) {
+            .filter(|r| r.status == "Unknown" && r.reason() == "Progressing")
+            .and_then(|r| match (started, r.last_transition_time()) {
                 (Some(a), Some(b)) => Some(a.max(b)),
                 (a, b) => a.or(b),
             });
@@ -1194,7 +1204,7 @@ impl<'a> Engine<'a> {
                     format!(
                         "run in progress past its timeout (by {}): {}",
                         obj::human_secs(o),
-                        c.message
+                        c.message()
                     ),
                 )
             }
@@ -1205,7 +1215,7 @@ impl<'a> Engine<'a> {
                     .unwrap_or_default();
                 (
                     Class::Reconciling,
-                    format!("reconciling normally: {}{e}", c.message),
+                    format!("reconciling normally: {}{e}", c.message()),
                 )
             }
         }
@@ -1214,11 +1224,11 @@ impl<'a> Engine<'a> {
     /// Ready not True: the class from its reason, with the blocking objects of a failed or
     /// canceled check, the missing CRDs and the hints each reason needs.
     fn not_ready_class(&self, ks: &Value, r: &Condition, d: &mut Diagnosis) -> (Class, String) {
-        let class = match r.reason.as_str() {
+        let class = match r.reason() {
             "DependencyNotReady" => Class::WaitingOnDependencies,
             // kustomize-controller reports a missing spec.path with reason ArtifactFailed
             // ("kustomization path not found: ..."): the source is fine, the path is not.
-            "ArtifactFailed" if r.message.contains("kustomization path not found") => {
+            "ArtifactFailed" if r.message().contains("kustomization path not found") => {
                 Class::BuildFailed
             }
             // "Source artifact not found, retrying in 30s" / "Source is not ready,
@@ -1245,18 +1255,18 @@ impl<'a> Engine<'a> {
             _ => Class::ReconcileFailed,
         };
         if matches!(class, Class::HealthCheckFailed | Class::HealthCheckCanceled) {
-            d.blocking = self.blocking_after_check(ks, &r.message);
+            d.blocking = self.blocking_after_check(ks, r.message());
         }
-        if class == Class::BuildFailed && r.message.contains("kustomization path not found") {
+        if class == Class::BuildFailed && r.message().contains("kustomization path not found") {
             d.hints.push(format!(
                 "spec.path {} does not exist in the source's artifact: fix spec.path, or the repository layout at that revision",
                 crate::obj::s(ks, &["spec", "path"]).unwrap_or("(unset)")
             ));
         }
-        if class == Class::BuildFailed && r.message.contains("substitut") {
+        if class == Class::BuildFailed && r.message().contains("substitut") {
             d.hints.push("post-build variable substitution failed: check spec.postBuild.substitute/substituteFrom and that every referenced ConfigMap/Secret exists".into());
         }
-        for c in NO_KIND_MATCH.captures_iter(&r.message) {
+        for c in NO_KIND_MATCH.captures_iter(r.message()) {
             let k = format!("{} ({})", &c[1], &c[2]);
             if !d.missing_crds.contains(&k) {
                 d.missing_crds.push(k);
@@ -1269,7 +1279,7 @@ impl<'a> Engine<'a> {
             ));
         }
         if class == Class::Reconciling
-            && r.reason == "ArtifactFailed"
+            && r.reason() == "ArtifactFailed"
             && let Some(sf) = d.source.as_ref()
         {
             d.hints.push(match sf.artifact_revision.as_deref() {
@@ -1284,7 +1294,7 @@ impl<'a> Engine<'a> {
             });
         }
         if class == Class::ReconcileFailed
-            && r.reason == "ArtifactFailed"
+            && r.reason() == "ArtifactFailed"
             && let Some(sf) = d.source.as_ref()
         {
             d.hints.push(format!(
@@ -1296,7 +1306,10 @@ impl<'a> Engine<'a> {
         if class == Class::HealthCheckCanceled {
             d.hints.push("the controller canceled the health check because a new reconciliation was triggered; the next run starts right away".into());
         }
-        (class, format!("{} ({}): {}", class, r.reason, r.message))
+        (
+            class,
+            format!("{} ({}): {}", class, r.reason(), r.message()),
+        )
     }
 
     /// Hints from the source: a missing secret, a refused or absent Git credential, a retry
@@ -1305,7 +1318,7 @@ impl<'a> Engine<'a> {
         // Source d.hints.
         if let Some(s) = &d.source {
             if let Some(c) = s.failure().or(s.ready.as_ref()) {
-                let m = c.message.to_ascii_lowercase();
+                let m = c.message().to_ascii_lowercase();
                 let secret_key = self
                     .source_obj(ks)
                     .and_then(|o| obj::s(o, &["spec", "secretRef", "name"]))
@@ -1333,17 +1346,17 @@ impl<'a> Engine<'a> {
                 if m.contains("secret") && m.contains("not found") {
                     d.hints.push(format!(
                         "{} reports {}: \"{}\": the referenced {secret} does not exist; create it (in the source's namespace), then run `{rerun}`",
-                        s.source, c.reason, c.message,
+                        s.source, c.reason(), c.message(),
                     ));
                 } else if (m.contains("authentication required")
-                    || c.reason == "AuthenticationFailed")
+                    || c.reason() == "AuthenticationFailed")
                     && let Some(keys) = no_credential
                 {
                     d.hints.push(format!(
                         "{} reports {}: \"{}\": the Git server asks for a credential and {secret} holds none (its keys: {}; a Git credential is username and password, bearerToken, or identity for SSH). Put the credential in {secret}, then run `{rerun}`",
                         s.source,
-                        c.reason,
-                        c.message,
+                        c.reason(),
+                        c.message(),
                         if keys.is_empty() {
                             "none".to_string()
                         } else {
@@ -1351,11 +1364,11 @@ impl<'a> Engine<'a> {
                         },
                     ));
                 } else if m.contains("authentication required")
-                    || c.reason == "AuthenticationFailed"
+                    || c.reason() == "AuthenticationFailed"
                 {
                     d.hints.push(format!(
                         "{} reports {}: \"{}\": the Git server refused the credential in {secret} (a token rotation that revoked the token Flux holds does this). Mint a new, uniquely named token, put it in {secret}, then run `{rerun}`; never revoke the token in use before the secret has the new one",
-                        s.source, c.reason, c.message,
+                        s.source, c.reason(), c.message(),
                     ));
                 }
             }
@@ -1364,7 +1377,7 @@ impl<'a> Engine<'a> {
             {
                 d.hints.push(format!(
                     "{} is retrying now (Ready {}: \"{}\"), and its {} condition still holds the last attempt's failure: \"{}\"; each attempt fails the same way until that is fixed",
-                    s.source, r.status, r.message, f.type_, f.message
+                    s.source, r.status, r.message(), f.type_, f.message()
                 ));
             }
             if s.newer_revision_available {
@@ -2121,16 +2134,16 @@ impl<'a> Engine<'a> {
             out.push(PodReason {
                 pod,
                 container: String::new(),
-                reason: if c.reason.is_empty() {
+                reason: if c.reason().is_empty() {
                     "Unschedulable".into()
                 } else {
-                    c.reason
+                    c.reason().to_string()
                 },
                 image: None,
                 last_exit_code: None,
                 last_exit_reason: None,
                 restarts: None,
-                message: c.message,
+                message: c.message().to_string(),
             });
         }
         out
@@ -2403,7 +2416,8 @@ fn flux_cli_kind(kind: &str) -> &'static str {
 /// ProgressingWithRetry (and the last message) when the run failed (kustomization_controller.go
 /// `finalizeStatus`), so a failed health check still shows `Running health checks ...`.
 pub fn run_in_progress(ks: &Value) -> Option<Condition> {
-    obj::condition(ks, "Reconciling").filter(|c| c.is_true() && c.reason != "ProgressingWithRetry")
+    obj::condition(ks, "Reconciling")
+        .filter(|c| c.is_true() && c.reason() != "ProgressingWithRetry")
 }
 
 /// `namespace/name` of an object.
@@ -2798,7 +2812,7 @@ fn dependency_moving(dd: &Diagnosis) -> bool {
 /// not a Git fix, is what helps (seen on the fresh-user trial: `BuildFailed ... lstat
 /// /tmp/kustomization-2167172500: no such file or directory`, Ready 12 s after a request).
 pub fn controller_io_error(d: &Diagnosis) -> Option<String> {
-    let m = &d.ready.as_ref()?.message;
+    let m = d.ready.as_ref()?.message();
     CONTROLLER_TMP_IO.find(m).map(|x| x.as_str().to_string())
 }
 
@@ -2960,7 +2974,7 @@ fn source_moving_or_ready(source: Option<&SourceFacts>) -> bool {
 /// `retrying in 30s`, the `--requeue-dependency` interval).
 fn retried_only_at_interval(r: &Condition, source: Option<&SourceFacts>) -> bool {
     let Some(s) = source else { return false };
-    !r.message.contains("retrying in")
+    !r.message().contains("retrying in")
         && s.found
         && !s.suspended
         && s.ready.as_ref().is_some_and(Condition::is_true)

@@ -781,9 +781,9 @@ async fn read_secret_keys(
         let Some(ready) = obj::condition(src, "Ready").filter(|c| c.is_false()) else {
             continue;
         };
-        let auth = ready.reason == "AuthenticationFailed"
+        let auth = ready.reason() == "AuthenticationFailed"
             || ready
-                .message
+                .message()
                 .to_ascii_lowercase()
                 .contains("authentication required");
         let Some(sname) = obj::s(src, &["spec", "secretRef", "name"]).filter(|_| auth) else {
@@ -829,13 +829,9 @@ fn wanted_kinds(kustomizations: &[Value]) -> (Wanted, CustomWanted) {
         let ready = obj::condition(k, "Ready");
         let rec = obj::condition(k, "Reconciling");
         let interesting = rec
-            .is_some_and(|c| c.is_true() && c.message.starts_with("Running health checks"))
-            || ready.is_some_and(|c| {
-                matches!(
-                    c.reason.as_str(),
-                    "HealthCheckFailed" | "HealthCheckCanceled"
-                )
-            });
+            .is_some_and(|c| c.is_true() && c.message().starts_with("Running health checks"))
+            || ready
+                .is_some_and(|c| matches!(c.reason(), "HealthCheckFailed" | "HealthCheckCanceled"));
         if !interesting {
             continue;
         }
@@ -864,7 +860,7 @@ fn wanted_kinds(kustomizations: &[Value]) -> (Wanted, CustomWanted) {
         // Kinds quoted by the controller's message.
         if let Some(c) = obj::condition(k, "Ready") {
             for w in ["Deployment", "StatefulSet", "DaemonSet", "Job"] {
-                if c.message.contains(&format!("{w}/")) {
+                if c.message().contains(&format!("{w}/")) {
                     let g = if w == "Job" { "batch" } else { "apps" };
                     wanted
                         .entry((g.into(), w.into()))

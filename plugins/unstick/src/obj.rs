@@ -3,8 +3,8 @@
 //! written as a fixture straight from upstream shapes and so that unknown fields never make
 //! a diagnosis fail.
 
+use cluster_loop::conditions::Condition;
 use jiff::Timestamp;
-use serde::Serialize;
 use serde_json::Value;
 
 /// Follow `path` (object keys) into `v`.
@@ -74,48 +74,10 @@ pub fn parse_time(t: &str) -> Option<Timestamp> {
     t.parse::<Timestamp>().ok()
 }
 
-/// One `status.conditions[]` entry (metav1.Condition shape).
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Condition {
-    /// `type`, e.g. `Ready`.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    /// CamelCase reason, e.g. `HealthCheckFailed`.
-    pub reason: String,
-    /// Human message.
-    pub message: String,
-    /// `lastTransitionTime`: when `status` last changed (not when the message changed).
-    #[serde(rename = "lastTransitionTime", skip_serializing_if = "Option::is_none")]
-    pub last_transition_time: Option<Timestamp>,
-    /// `observedGeneration` of the condition, when set.
-    #[serde(rename = "observedGeneration", skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-}
-
-impl Condition {
-    /// `status == "True"`.
-    pub fn is_true(&self) -> bool {
-        self.status == "True"
-    }
-    /// `status == "False"`.
-    pub fn is_false(&self) -> bool {
-        self.status == "False"
-    }
-}
-
 /// Find condition `type_` in `status.conditions` (parsed by `cluster_loop::conditions`).
 pub fn condition(v: &Value, type_: &str) -> Option<Condition> {
     let all = cluster_loop::conditions::from_object(v);
-    cluster_loop::conditions::find(&all, type_).map(|c| Condition {
-        type_: c.type_.clone(),
-        status: c.status.clone(),
-        reason: c.reason().to_string(),
-        message: c.message().to_string(),
-        last_transition_time: c.last_transition_time(),
-        observed_generation: c.observed_generation,
-    })
+    cluster_loop::conditions::find(&all, type_).cloned()
 }
 
 /// Format a timestamp the way Go's `time.Now().UTC().Format(time.RFC3339Nano)` does:
@@ -180,7 +142,7 @@ mod tests {
              "lastTransitionTime": "2026-11-30T07:00:00Z", "observedGeneration": 3}]}});
         let c = condition(&v, "Ready").unwrap();
         assert!(c.is_false());
-        assert_eq!(c.reason, "HealthCheckFailed");
+        assert_eq!(c.reason(), "HealthCheckFailed");
         assert_eq!(c.observed_generation, Some(3));
         assert!(condition(&v, "Reconciling").is_none());
     }

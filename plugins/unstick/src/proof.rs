@@ -101,12 +101,12 @@ pub fn source_moving(src: &Value, our_token: Option<&str>) -> Option<String> {
         ));
     }
     if let Some(c) = run_in_progress(src) {
-        return Some(format!("source {id} is reconciling: {}", c.message));
+        return Some(format!("source {id} is reconciling: {}", c.message()));
     }
     if let Some(c) = obj::condition(src, "Ready")
         && c.status == "Unknown"
     {
-        return Some(format!("source {id} is reconciling: {}", c.message));
+        return Some(format!("source {id} is reconciling: {}", c.message()));
     }
     let generation = obj::i(src, &["metadata", "generation"]);
     let og = obj::i(src, &["status", "observedGeneration"]);
@@ -157,7 +157,7 @@ pub fn recovered_contract(ks: &Value, artifact: Option<&str>) -> Result<(), Stri
         return Err("not Ready=True".into());
     }
     if let Some(c) = run_in_progress(ks) {
-        return Err(format!("a run is in progress: {}", c.message));
+        return Err(format!("a run is in progress: {}", c.message()));
     }
     let g = obj::i(ks, &["metadata", "generation"]);
     let og = obj::i(ks, &["status", "observedGeneration"]);
@@ -233,7 +233,7 @@ pub fn judge(engine: &Engine<'_>, ns: &str, name: &str, e: &Expect<'_>) -> Verdi
         return Verdict::Moving(m);
     }
     if let Some(c) = run_in_progress(ks) {
-        return Verdict::Moving(format!("a run is in progress: {}", c.message));
+        return Verdict::Moving(format!("a run is in progress: {}", c.message()));
     }
     // 2. Upstream of the Kustomization: the source (and our request on it).
     if let Some(m) = engine
@@ -333,7 +333,8 @@ fn dependency_moving(engine: &Engine<'_>, d: &Diagnosis) -> Option<String> {
     if let Some(c) = run_in_progress(dep) {
         return Some(format!(
             "dependency {} is reconciling: {}",
-            rc.kustomization, c.message
+            rc.kustomization,
+            c.message()
         ));
     }
     upstream_moving(engine, dep, None).map(|m| format!("dependency {}: {m}", rc.kustomization))

@@ -335,7 +335,7 @@ pub fn root_cause_cell(d: &Diagnosis) -> String {
             s.source,
             s.failure()
                 .or(s.ready.as_ref())
-                .map(|c| c.reason.as_str())
+                .map(|c| c.reason())
                 .unwrap_or(if s.found { "not ready" } else { "missing" })
         );
     }
@@ -467,7 +467,7 @@ pub fn diagnosis_text(p: &Painter, d: &Diagnosis, indent: &str) -> String {
         let ready = s
             .ready
             .as_ref()
-            .map(|c| format!("Ready={} {}", c.status, c.reason))
+            .map(|c| format!("Ready={} {}", c.status, c.reason()))
             .unwrap_or_else(|| {
                 if s.found {
                     "no Ready condition".into()

@@ -745,8 +745,8 @@ impl Engine<'_> {
             return false;
         };
         if d.class != Class::BuildFailed
-            || r.reason != "ArtifactFailed"
-            || !r.message.contains("kustomization path not found")
+            || r.reason() != "ArtifactFailed"
+            || !r.message().contains("kustomization path not found")
         {
             return false;
         }
@@ -792,7 +792,7 @@ impl Engine<'_> {
             0,
             format!(
                 "as last written by kustomize-controller: Ready=False ArtifactFailed: {}",
-                r.message
+                r.message()
             ),
         );
         let mut b = BlindSpot::new("path-not-fetched", because);

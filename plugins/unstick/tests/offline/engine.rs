@@ -1103,7 +1103,7 @@ fn artifact_not_found_follows_the_source_as_it_is_now() {
         "{:?}",
         d.hints
     );
-    assert_eq!(d.source.as_ref().unwrap().failure().unwrap().message, msg);
+    assert_eq!(d.source.as_ref().unwrap().failure().unwrap().message(), msg);
     let p = plan_for(&s, "build-broken", &Options::default());
     assert_eq!(p.lever, Lever::FixInGit);
     // The source failed: that is what keeps it failing.
