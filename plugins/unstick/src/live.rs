@@ -1232,16 +1232,18 @@ pub async fn execute(
     intr: &Interrupt,
     force_resume: bool,
 ) -> Result<Executed> {
-    let mut ex = Executed {
-        started_at: Some(Timestamp::now()),
-        ..Executed::default()
+    let mut run = Execution {
+        conn,
+        intr,
+        force_resume,
+        ex: Executed {
+            started_at: Some(Timestamp::now()),
+            ..Executed::default()
+        },
+        r: Reader::default(),
+        suspended: None,
+        source_requested: None,
     };
-    let r = Reader::default();
-    // The marker value of the suspend we did, until its resume is done.
-    let mut suspended: Option<String> = None;
-    // A source we asked to reconcile (api resource, namespace, name, requestedAt), until a
-    // controller restart has waited for it.
-    let mut source_requested: Option<(ApiResource, String, String, String)> = None;
     for step in &plan.steps {
         match step {
             Step::Patch {
@@ -1253,79 +1255,11 @@ pub async fn execute(
                 why,
             } => {
                 let ar = step_ar(api_version, kind)?;
-                let is_suspend = patch.pointer("/spec/suspend") == Some(&Value::Bool(true));
                 let is_resume = patch.pointer("/spec/suspend") == Some(&Value::Null);
                 if is_resume {
-                    let marker = suspended.clone();
-                    let res =
-                        resume_ours(conn, namespace, name, marker.as_deref(), force_resume).await;
-                    match res {
-                        Ok(Some(o)) => {
-                            ex.generation_after = obj::i(&o, &["metadata", "generation"]);
-                            ex.done.push(format!("resumed {kind} {namespace}/{name}: {why}"));
-                        }
-                        Ok(None) => ex.done.push(format!(
-                            "{kind} {namespace}/{name} was not resumed: it no longer carries our marker (someone else changed it)"
-                        )),
-                        Err(e) => {
-                            return Err(Error::Other(format!(
-                                "{e}\n{kind} {namespace}/{name} may still be suspended with annotation {SUSPEND_MARKER}; run `kubectl unstick ks/{name} -n {namespace}` again to resume it"
-                            )));
-                        }
-                    }
-                    suspended = None;
-                    continue;
-                }
-                let marker = patch
-                    .pointer(&format!(
-                        "/metadata/annotations/{}",
-                        SUSPEND_MARKER.replace('/', "~1")
-                    ))
-                    .and_then(Value::as_str)
-                    .map(String::from);
-                let base = patch.clone();
-                let res = patch_with_retry(conn, &ar, namespace, name, patch.clone(), async |_| {
-                    if !is_suspend {
-                        return Ok(Some(base.clone()));
-                    }
-                    // Re-read: if someone else suspended it meanwhile, stop.
-                    let Some(cur) = r.get(conn, &ar, namespace, name).await? else {
-                        return Ok(None);
-                    };
-                    if obj::b(&cur, &["spec", "suspend"]) {
-                        return Ok(None);
-                    }
-                    let mut p = base.clone();
-                    p["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
-                    Ok(Some(p))
-                })
-                .await?;
-                if kind != "Kustomization"
-                    && let Some(token) = patch
-                        .pointer("/metadata/annotations/reconcile.fluxcd.io~1requestedAt")
-                        .and_then(Value::as_str)
-                {
-                    source_requested = Some((
-                        ar.clone(),
-                        namespace.clone(),
-                        name.clone(),
-                        token.to_owned(),
-                    ));
-                }
-                match res {
-                    Some(o) => {
-                        ex.generation_after = obj::i(&o, &["metadata", "generation"]);
-                        ex.done
-                            .push(format!("patched {kind} {namespace}/{name}: {why}"));
-                        if is_suspend {
-                            suspended = marker;
-                        }
-                    }
-                    None => {
-                        return Err(Error::Finding(format!(
-                            "{kind} {namespace}/{name} was suspended by someone else while we prepared; not touching it"
-                        )));
-                    }
+                    run.resume(kind, namespace, name, why).await?;
+                } else {
+                    run.patch(&ar, kind, namespace, name, patch, why).await?;
                 }
             }
             Step::DeleteControllerPods {
@@ -1333,50 +1267,183 @@ pub async fn execute(
                 selector,
                 why,
             } => {
-                if let Some((sar, sns, sname, token)) = source_requested.take() {
-                    // source-controller records the request in lastHandledReconcileAt when
-                    // the fetch is done (fluxcd/pkg runtime reconcile.ReturnWithSummary);
-                    // bounded by its default timeout (60s) plus a margin.
-                    let handled =
-                        wait_source_handled(conn, &sar, &sns, &sname, &token, intr).await?;
-                    ex.done.push(if handled {
-                        format!("{} {sns}/{sname} fetched the latest revision", sar.kind)
-                    } else {
-                        format!(
-                            "{} {sns}/{sname} did not handle the request within 90s; restarting anyway (the fresh run may use its previous artifact)",
-                            sar.kind
-                        )
-                    });
-                }
-                let ar = Kind::Pod.api_resource("v1");
-                let pods = r
-                    .list(
-                        conn,
-                        &ar,
-                        Some(namespace),
-                        &ListParams::default().labels(selector),
-                    )
-                    .await?;
-                let api: Api<DynamicObject> =
-                    Api::namespaced_with(conn.client.clone(), namespace, &ar);
-                for p in pods {
-                    let n = obj::name(&p).to_string();
-                    let ctx = conn
-                        .ctx()
-                        .verb("delete")
-                        .api_resource(&ar)
-                        .namespace(Some(namespace.clone()))
-                        .name(n.clone());
-                    api.delete(&n, &DeleteParams::default())
-                        .await
-                        .map_err(|e| Error::from_kube(e, ctx))?;
-                    ex.done.push(format!("deleted pod {namespace}/{n}: {why}"));
-                }
+                run.delete_controller_pods(namespace, selector, why).await?;
             }
         }
     }
-    ex.interrupted = intr.fired();
-    Ok(ex)
+    run.ex.interrupted = intr.fired();
+    Ok(run.ex)
+}
+
+/// What [`execute`] carries from one step of the plan to the next: the connection, the
+/// interrupt handle and `--force-resume`, and what the steps did so far.
+struct Execution<'a> {
+    conn: &'a Connection,
+    intr: &'a Interrupt,
+    /// A resume step may resume a Kustomization without our marker.
+    force_resume: bool,
+    /// What was done so far.
+    ex: Executed,
+    r: Reader,
+    /// The marker value of the suspend we did, until its resume is done.
+    suspended: Option<String>,
+    /// A source we asked to reconcile (api resource, namespace, name, requestedAt), until a
+    /// controller restart has waited for it.
+    source_requested: Option<(ApiResource, String, String, String)>,
+}
+
+impl Execution<'_> {
+    /// A resume step: resumes the Kustomization if it still carries the marker of our suspend
+    /// ([`resume_ours`]). A failed resume is an error naming the marker left on it.
+    async fn resume(&mut self, kind: &str, namespace: &str, name: &str, why: &str) -> Result<()> {
+        let marker = self.suspended.clone();
+        let res = resume_ours(
+            self.conn,
+            namespace,
+            name,
+            marker.as_deref(),
+            self.force_resume,
+        )
+        .await;
+        match res {
+            Ok(Some(o)) => {
+                self.ex.generation_after = obj::i(&o, &["metadata", "generation"]);
+                self.ex
+                    .done
+                    .push(format!("resumed {kind} {namespace}/{name}: {why}"));
+            }
+            Ok(None) => self.ex.done.push(format!(
+                "{kind} {namespace}/{name} was not resumed: it no longer carries our marker (someone else changed it)"
+            )),
+            Err(e) => {
+                return Err(Error::Other(format!(
+                    "{e}\n{kind} {namespace}/{name} may still be suspended with annotation {SUSPEND_MARKER}; run `kubectl unstick ks/{name} -n {namespace}` again to resume it"
+                )));
+            }
+        }
+        self.suspended = None;
+        Ok(())
+    }
+
+    /// Any other patch step (a suspend re-reads the object and stops when someone else
+    /// suspended it meanwhile: a finding). A reconcile request on a source is remembered for
+    /// the next controller restart.
+    async fn patch(
+        &mut self,
+        ar: &ApiResource,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+        why: &str,
+    ) -> Result<()> {
+        let (conn, r) = (self.conn, &self.r);
+        let is_suspend = patch.pointer("/spec/suspend") == Some(&Value::Bool(true));
+        let marker = patch
+            .pointer(&format!(
+                "/metadata/annotations/{}",
+                SUSPEND_MARKER.replace('/', "~1")
+            ))
+            .and_then(Value::as_str)
+            .map(String::from);
+        let base = patch.clone();
+        let res = patch_with_retry(conn, ar, namespace, name, patch.clone(), async |_| {
+            if !is_suspend {
+                return Ok(Some(base.clone()));
+            }
+            // Re-read: if someone else suspended it meanwhile, stop.
+            let Some(cur) = r.get(conn, ar, namespace, name).await? else {
+                return Ok(None);
+            };
+            if obj::b(&cur, &["spec", "suspend"]) {
+                return Ok(None);
+            }
+            let mut p = base.clone();
+            p["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
+            Ok(Some(p))
+        })
+        .await?;
+        if kind != "Kustomization"
+            && let Some(token) = patch
+                .pointer("/metadata/annotations/reconcile.fluxcd.io~1requestedAt")
+                .and_then(Value::as_str)
+        {
+            self.source_requested = Some((
+                ar.clone(),
+                namespace.to_string(),
+                name.to_string(),
+                token.to_owned(),
+            ));
+        }
+        match res {
+            Some(o) => {
+                self.ex.generation_after = obj::i(&o, &["metadata", "generation"]);
+                self.ex
+                    .done
+                    .push(format!("patched {kind} {namespace}/{name}: {why}"));
+                if is_suspend {
+                    self.suspended = marker;
+                }
+                Ok(())
+            }
+            None => Err(Error::Finding(format!(
+                "{kind} {namespace}/{name} was suspended by someone else while we prepared; not touching it"
+            ))),
+        }
+    }
+
+    /// A controller restart: waits first for the source we asked to reconcile
+    /// ([`wait_source_handled`]), then deletes the controller's pods (`selector` in
+    /// `namespace`).
+    async fn delete_controller_pods(
+        &mut self,
+        namespace: &str,
+        selector: &str,
+        why: &str,
+    ) -> Result<()> {
+        let (conn, intr) = (self.conn, self.intr);
+        if let Some((sar, sns, sname, token)) = self.source_requested.take() {
+            // source-controller records the request in lastHandledReconcileAt when
+            // the fetch is done (fluxcd/pkg runtime reconcile.ReturnWithSummary);
+            // bounded by its default timeout (60s) plus a margin.
+            let handled = wait_source_handled(conn, &sar, &sns, &sname, &token, intr).await?;
+            self.ex.done.push(if handled {
+                format!("{} {sns}/{sname} fetched the latest revision", sar.kind)
+            } else {
+                format!(
+                    "{} {sns}/{sname} did not handle the request within 90s; restarting anyway (the fresh run may use its previous artifact)",
+                    sar.kind
+                )
+            });
+        }
+        let ar = Kind::Pod.api_resource("v1");
+        let pods = self
+            .r
+            .list(
+                conn,
+                &ar,
+                Some(namespace),
+                &ListParams::default().labels(selector),
+            )
+            .await?;
+        let api: Api<DynamicObject> = Api::namespaced_with(conn.client.clone(), namespace, &ar);
+        for p in pods {
+            let n = obj::name(&p).to_string();
+            let ctx = conn
+                .ctx()
+                .verb("delete")
+                .api_resource(&ar)
+                .namespace(Some(namespace.to_string()))
+                .name(n.clone());
+            api.delete(&n, &DeleteParams::default())
+                .await
+                .map_err(|e| Error::from_kube(e, ctx))?;
+            self.ex
+                .done
+                .push(format!("deleted pod {namespace}/{n}: {why}"));
+        }
+        Ok(())
+    }
 }
 
 /// Waits until the source's `status.lastHandledReconcileAt == token` (true), 90 s pass or a
