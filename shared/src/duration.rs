@@ -298,6 +298,11 @@ impl<'de> serde::Deserialize<'de> for GoDuration {
     }
 }
 
+/// `HH:MM:SSZ` of a timestamp (UTC).
+pub fn short_time(t: jiff::Timestamp) -> String {
+    t.strftime("%H:%M:%SZ").to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

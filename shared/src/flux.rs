@@ -876,6 +876,355 @@ pub fn deployment_not_running(d: &serde_json::Value) -> Option<String> {
     (ready == 0).then(|| format!("no ready pod, 0 of {replicas} ready"))
 }
 
+/// The consequence of a stopped helm-controller.
+pub const HELM_CONSEQUENCE: &str = "nothing reconciles HelmReleases";
+
+/// A Flux controller Deployment that is not running
+/// ([`deployment_not_running`]: `spec.replicas` 0, or observed status with
+/// no ready pod). JSON: `{"controller": "source-controller", "namespace": "flux-system",
+/// "why": "0 replicas", "consequence": "nothing fetches", "command": "kubectl -n flux-system
+/// scale deployment/source-controller --replicas=1"}`. The one shape of `stoppedControllers`
+/// in unstick's diagnosis, cutover's `--finish` report (its `command` is cutover's start
+/// command, `pod` and `leader` unset) and gitops verify's image links.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoppedController {
+    /// The Deployment's name (`kustomize-controller`, `source-controller`).
+    pub controller: String,
+    /// The Deployment's namespace.
+    pub namespace: String,
+    /// `0 replicas` or `no ready pod, 0 of N ready`.
+    pub why: String,
+    /// `nothing reconciles` (kustomize-controller) or `nothing fetches` (source-controller).
+    pub consequence: String,
+    /// The lever, as a command to run: `kubectl -n NS scale deployment/NAME --replicas=1` at
+    /// 0 replicas; for a pod that is not ready the command that shows why
+    /// ([`PodTrouble::command`]: the ended run's log, `kubectl -n NS logs
+    /// POD -c manager --previous`, for a crash loop); else `kubectl -n NS describe
+    /// deployment/NAME`.
+    pub command: String,
+    /// The pod that says why it is not running, when its pods were read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodTrouble>,
+    /// Its pod runs but does not lead ([`LeaderTrouble`]): `why` says so and
+    /// `until`, when set, is a wait (the pod takes the Lease by then), not a finding.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader: Option<LeaderTrouble>,
+}
+
+impl StoppedController {
+    /// A stopped controller `namespace/name` (a Deployment), `why` it is not running, what
+    /// that stops (`consequence`) and the pod that says why, with the command of its lever.
+    pub fn new(
+        name: &str,
+        namespace: &str,
+        why: String,
+        consequence: &str,
+        pod: Option<PodTrouble>,
+    ) -> StoppedController {
+        let command = match &pod {
+            _ if why == "0 replicas" => {
+                format!("kubectl -n {namespace} scale deployment/{name} --replicas=1")
+            }
+            Some(p) => p.command(namespace),
+            None => format!("kubectl -n {namespace} describe deployment/{name}"),
+        };
+        StoppedController {
+            controller: name.to_string(),
+            namespace: namespace.to_string(),
+            why,
+            consequence: consequence.to_string(),
+            command,
+            pod,
+            leader: None,
+        }
+    }
+
+    /// A controller Deployment `namespace/name` whose running pod does not lead
+    /// (unstick's `leader::leader_trouble`): `why` is the trouble's sentence, the command
+    /// shows the Lease (another holder) or the controller's log (no process takes it).
+    pub fn not_leading(
+        name: &str,
+        namespace: &str,
+        consequence: &str,
+        t: LeaderTrouble,
+    ) -> StoppedController {
+        StoppedController {
+            controller: name.to_string(),
+            namespace: namespace.to_string(),
+            why: t.why.clone(),
+            consequence: consequence.to_string(),
+            command: t.command(namespace, name),
+            pod: None,
+            leader: Some(t),
+        }
+    }
+
+    /// Whether it only waits for its pod to take the Lease by a known time (the holder is
+    /// gone or released it): not a finding.
+    pub fn leader_wait(&self) -> bool {
+        self.leader.as_ref().is_some_and(|l| l.until.is_some())
+    }
+
+    /// `source-controller is not running (0 replicas): nothing fetches`; for a pod that does
+    /// not lead, its sentence (`kustomize-controller's pod P is not the leader: ...`) and the
+    /// consequence.
+    pub fn line(&self) -> String {
+        match &self.leader {
+            Some(l) if l.until.is_some() => {
+                format!("{}; {} before then", self.why, self.consequence)
+            }
+            Some(_) => format!("{}; {}", self.why, self.consequence),
+            None => format!(
+                "{} is not running ({}): {}",
+                self.controller, self.why, self.consequence
+            ),
+        }
+    }
+
+    /// What to do, as the plan's effect: `scale it up: kubectl ...; then ...`.
+    pub fn effect(&self) -> String {
+        if let Some(l) = &self.leader {
+            return match l.until {
+                Some(t) => format!(
+                    "nothing to do: its pod takes the Lease by {} and its runs resume by themselves (the Lease: {})",
+                    crate::duration::short_time(t),
+                    self.command
+                ),
+                None if l.keeps_renewing => format!(
+                    "find the other holder of Lease {}: {}; stop it (or give it another --watch-label-selector): this pod takes the Lease within a retry period after it stops renewing",
+                    l.lease, self.command
+                ),
+                None => format!(
+                    "read why its pod does not take Lease {}: {}",
+                    l.lease, self.command
+                ),
+            };
+        }
+        if self.not_installed() {
+            format!("install it: {}; then it reconciles them", self.command)
+        } else if self.why == "0 replicas" {
+            format!(
+                "scale it up: {}; then its runs resume by themselves",
+                self.command
+            )
+        } else if self
+            .pod
+            .as_ref()
+            .is_some_and(|p| p.last_exit_code.is_some())
+        {
+            format!(
+                "read why its process exits: {}; fix its Deployment (args, image, resources) and its runs resume once its pod is ready",
+                self.command
+            )
+        } else {
+            format!(
+                "find why its pod is not ready: {}; its runs resume once it is",
+                self.command
+            )
+        }
+    }
+
+    /// What to do about every controller of `stopped` (kustomize-controller first), as one
+    /// effect: `scale kustomize-controller up: kubectl ...; scale source-controller up: kubectl
+    /// ...; then its runs resume by themselves`; a single one reads as
+    /// [`StoppedController::effect`].
+    pub fn effect_of_all(stopped: &[StoppedController]) -> String {
+        match stopped {
+            [] => "start the controller named above".to_string(),
+            [one] => one.effect(),
+            all => format!(
+                "{}; {}",
+                all.iter()
+                    .map(|s| {
+                        if s.leader.is_some() {
+                            s.effect()
+                        } else if s.scaled_to_zero() {
+                            format!("scale {} up: {}", s.controller, s.command)
+                        } else if s.pod.as_ref().is_some_and(|p| p.last_exit_code.is_some()) {
+                            format!("read why {}'s process exits: {}", s.controller, s.command)
+                        } else {
+                            format!(
+                                "find why {}'s pod is not ready: {}",
+                                s.controller, s.command
+                            )
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                if all.iter().all(StoppedController::scaled_to_zero) {
+                    "then its runs resume by themselves"
+                } else {
+                    "its runs resume once they all run"
+                }
+            ),
+        }
+    }
+
+    /// Whether it stays stopped until someone acts: scaled to 0 replicas (one with replicas
+    /// but no ready pod yet, a restart, may come back by itself).
+    pub fn scaled_to_zero(&self) -> bool {
+        self.why == "0 replicas" || self.not_installed()
+    }
+
+    /// Whether it is helm-controller ([`HELM_CONSEQUENCE`]): kustomize-controller still runs
+    /// and ends the health check at its deadline.
+    pub fn only_helm(&self) -> bool {
+        self.consequence == HELM_CONSEQUENCE
+    }
+
+    /// Whether its Deployment does not exist at all (`not installed (no Deployment NS/NAME)`).
+    pub fn not_installed(&self) -> bool {
+        self.why.starts_with("not installed")
+    }
+}
+
+/// Why a controller's pod is not running, read from the pod status the kubelet writes
+/// (k8s.io/kubernetes pkg/kubelet/kubelet_pods.go `convertToAPIContainerStatuses`): the
+/// container's waiting reason (`CrashLoopBackOff`: the process exited and the kubelet holds
+/// its restart in a back-off of 10 s doubling to 5 min, kuberuntime_manager.go `doBackOff`;
+/// `ImagePullBackOff`, `ErrImagePull`, `CreateContainerConfigError`, ...), its restart count
+/// and its last exit (`lastState.terminated`, or `state.terminated` when it is not restarted).
+/// JSON: `{"pod": "kustomize-controller-7d9c5-x2b4q", "container": "manager", "reason":
+/// "CrashLoopBackOff", "message": "back-off 20s restarting failed container=manager pod=...",
+/// "restarts": 2, "lastExitCode": 1, "lastExitReason": "Error", "lastLogLines": [...]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodTrouble {
+    /// The pod's name (in the Deployment's namespace).
+    pub pod: String,
+    /// The container that is not ready (`manager` in a Flux install).
+    pub container: String,
+    /// `state.waiting.reason`, `Terminated` (not restarted), or `NotReady` (running but not
+    /// ready: its readiness probe fails).
+    pub reason: String,
+    /// `state.waiting.message`, when the kubelet wrote one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `restartCount`.
+    pub restarts: i64,
+    /// Exit code of the last run that ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_exit_code: Option<i64>,
+    /// The runtime's reason for that exit (`Error`, `Completed`, `OOMKilled`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_exit_reason: Option<String>,
+    /// When that run ended (RFC 3339, as the kubelet wrote it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_finished_at: Option<String>,
+    /// The last lines of that run's log (`pods/log?previous=true`), when they could be read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub last_log_lines: Vec<String>,
+}
+
+impl PodTrouble {
+    /// `pod kustomize-controller-7d9c5-x2b4q CrashLoopBackOff, 2 restarts, last exit code 1
+    /// Error`: the part of the not-running reason that names the pod.
+    pub fn describe(&self) -> String {
+        let mut o = format!("pod {} {}", self.pod, self.reason);
+        if self.restarts > 0 {
+            let s = if self.restarts == 1 { "" } else { "s" };
+            o.push_str(&format!(", {} restart{s}", self.restarts));
+        }
+        if let Some(code) = self.last_exit_code {
+            o.push_str(&format!(", last exit code {code}"));
+            if let Some(r) = &self.last_exit_reason {
+                o.push_str(&format!(" {r}"));
+            }
+        }
+        o
+    }
+
+    /// The ended run's last log lines, indented under a header naming the pod, or empty:
+    /// `  last log lines of pod/POD container manager (exit code 1):\n    {...}\n`.
+    pub fn log_text(&self) -> String {
+        if self.last_log_lines.is_empty() {
+            return String::new();
+        }
+        let mut o = format!(
+            "  last log lines of pod/{} container {}{}:\n",
+            self.pod,
+            self.container,
+            self.last_exit_code
+                .map(|c| format!(" (exit code {c})"))
+                .unwrap_or_default()
+        );
+        for l in &self.last_log_lines {
+            o.push_str(&format!("    {l}\n"));
+        }
+        o
+    }
+
+    /// Whether the pod may become ready by itself: a container being created or started
+    /// that has never exited (`ContainerCreating`, `PodInitializing`, running but not ready
+    /// yet). A process that exited (CrashLoopBackOff, Error), an image that does not pull or a
+    /// container config error stays so until someone changes something.
+    pub fn may_come_back(&self) -> bool {
+        self.last_exit_code.is_none()
+            && matches!(
+                self.reason.as_str(),
+                "ContainerCreating" | "PodInitializing" | "NotReady"
+            )
+    }
+
+    /// What to run to see why: the ended run's log when there is one (`kubectl -n NS logs
+    /// POD -c CONTAINER --previous` while the container is restarting; without `--previous`
+    /// when it was not restarted), else `kubectl -n NS describe pod/POD` (its Events say why
+    /// a pull or a start fails).
+    pub fn command(&self, namespace: &str) -> String {
+        match (self.last_exit_code, self.reason.as_str()) {
+            (Some(_), "Terminated") => format!(
+                "kubectl -n {namespace} logs {} -c {}",
+                self.pod, self.container
+            ),
+            (Some(_), _) => format!(
+                "kubectl -n {namespace} logs {} -c {} --previous",
+                self.pod, self.container
+            ),
+            (None, _) => format!("kubectl -n {namespace} describe pod/{}", self.pod),
+        }
+    }
+}
+
+/// Why a running controller Deployment leads nothing, read from its Lease. JSON
+/// (`stoppedControllers[].leader`): `{"lease": "flux-system/kustomize-controller-leader-election-3a0b8c1d",
+/// "holder": "other-7d9c5-x2b4q_0f3c...", "renewedAt": "...", "expiresAt": "...",
+/// "pod": "kustomize-controller-6b8f-abcde", "keepsRenewing": true, "until": null}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderTrouble {
+    /// `namespace/name` of the Lease.
+    pub lease: String,
+    /// `spec.holderIdentity` (`hostname_uuid`), `None` when empty or no Lease.
+    pub holder: Option<String>,
+    /// `spec.renewTime` (or `acquireTime`).
+    pub renewed_at: Option<jiff::Timestamp>,
+    /// `renewedAt + leaseDurationSeconds`: when a candidate may take it.
+    pub expires_at: Option<jiff::Timestamp>,
+    /// The Deployment's ready pod that does not lead (`None` when its pods were not read).
+    pub pod: Option<String>,
+    /// The holder renewed within the last three retry periods: it runs and keeps the Lease.
+    pub keeps_renewing: bool,
+    /// A wait: by when the ready pod takes the Lease (the holder stopped renewing: the expiry
+    /// plus two jittered retry periods; released: the release plus one). `None`: a finding.
+    pub until: Option<jiff::Timestamp>,
+    /// The sentence that says it, naming the pod, the Lease, the holder and the times.
+    pub why: String,
+}
+
+impl LeaderTrouble {
+    /// What to run to see it: the Lease (`kubectl -n NS get lease NAME -o yaml`) when another
+    /// holder keeps it, else the controller's log.
+    pub fn command(&self, deployment_ns: &str, deployment: &str) -> String {
+        let (ns, name) = self.lease.split_once('/').unwrap_or(("", &self.lease));
+        if self.keeps_renewing || self.until.is_some() {
+            format!("kubectl -n {ns} get lease {name} -o yaml")
+        } else {
+            format!("kubectl -n {deployment_ns} logs deployment/{deployment} -c manager")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use cluster_loop::cli::Connection;
 use cluster_loop::error::{Error, KubeResultExt, Result};
-use cluster_loop::flux::{FluxObject, GitRepository, RECONCILE_REQUESTED_AT};
+use cluster_loop::flux::{FluxObject, GitRepository, RECONCILE_REQUESTED_AT, StoppedController};
 use cluster_loop::wait::{Progress, wait_for};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -507,25 +507,6 @@ pub struct FinishReport {
     pub reverted_cutover: Option<CutOverRecord>,
 }
 
-/// A Flux controller Deployment that runs no controller: the shape of unstick's
-/// `stoppedControllers` entries.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct StoppedController {
-    /// The Deployment's name: `source-controller` or `kustomize-controller`.
-    pub controller: String,
-    /// The Deployment's namespace (`flux-system`, the flux CLI's default).
-    pub namespace: String,
-    /// `0 replicas` or `no ready pod, 0 of N ready`
-    /// ([`cluster_loop::flux::deployment_not_running`]).
-    pub why: String,
-    /// What does not happen while it is stopped: `nothing fetches the GitRepository`,
-    /// `nothing applies the root Kustomization`.
-    pub consequence: String,
-    /// The lever ([`start_command`]).
-    pub command: String,
-}
-
 /// An object `--finish` waited for that was still mid-reconcile at the deadline.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -879,6 +860,8 @@ pub async fn stopped_controller_list(conn: &Connection) -> Vec<StoppedController
                 command: start_command(name, &why),
                 why,
                 consequence: does.to_string(),
+                pod: None,
+                leader: None,
             });
         }
     }
@@ -1652,6 +1635,8 @@ mod tests {
             why: "no ready pod, 0 of 1 ready".into(),
             consequence: "nothing applies the root Kustomization".into(),
             command: start_command("kustomize-controller", "no ready pod, 0 of 1 ready"),
+            pod: None,
+            leader: None,
         };
         assert_eq!(
             finish_stopped_note(&c),

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
+pub use cluster_loop::flux::PodTrouble;
+
 use crate::obj;
 
 /// Feature gate name, kustomize-controller internal/features/features.go
@@ -484,113 +486,6 @@ pub fn parse_label_selector(s: &str) -> Option<kube::core::Selector> {
 /// The rule lives in `cluster_loop::flux::deployment_not_running` (shared with cutover).
 pub fn not_running(d: &Value) -> Option<String> {
     cluster_loop::flux::deployment_not_running(d)
-}
-
-/// Why a controller's pod is not running, read from the pod status the kubelet writes
-/// (k8s.io/kubernetes pkg/kubelet/kubelet_pods.go `convertToAPIContainerStatuses`): the
-/// container's waiting reason (`CrashLoopBackOff`: the process exited and the kubelet holds
-/// its restart in a back-off of 10 s doubling to 5 min, kuberuntime_manager.go `doBackOff`;
-/// `ImagePullBackOff`, `ErrImagePull`, `CreateContainerConfigError`, ...), its restart count
-/// and its last exit (`lastState.terminated`, or `state.terminated` when it is not restarted).
-/// JSON: `{"pod": "kustomize-controller-7d9c5-x2b4q", "container": "manager", "reason":
-/// "CrashLoopBackOff", "message": "back-off 20s restarting failed container=manager pod=...",
-/// "restarts": 2, "lastExitCode": 1, "lastExitReason": "Error", "lastLogLines": [...]}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodTrouble {
-    /// The pod's name (in the Deployment's namespace).
-    pub pod: String,
-    /// The container that is not ready (`manager` in a Flux install).
-    pub container: String,
-    /// `state.waiting.reason`, `Terminated` (not restarted), or `NotReady` (running but not
-    /// ready: its readiness probe fails).
-    pub reason: String,
-    /// `state.waiting.message`, when the kubelet wrote one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// `restartCount`.
-    pub restarts: i64,
-    /// Exit code of the last run that ended.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_exit_code: Option<i64>,
-    /// The runtime's reason for that exit (`Error`, `Completed`, `OOMKilled`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_exit_reason: Option<String>,
-    /// When that run ended (RFC 3339, as the kubelet wrote it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_finished_at: Option<String>,
-    /// The last lines of that run's log (`pods/log?previous=true`), when they could be read.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub last_log_lines: Vec<String>,
-}
-
-impl PodTrouble {
-    /// `pod kustomize-controller-7d9c5-x2b4q CrashLoopBackOff, 2 restarts, last exit code 1
-    /// Error`: the part of the not-running reason that names the pod.
-    pub fn describe(&self) -> String {
-        let mut o = format!("pod {} {}", self.pod, self.reason);
-        if self.restarts > 0 {
-            let s = if self.restarts == 1 { "" } else { "s" };
-            o.push_str(&format!(", {} restart{s}", self.restarts));
-        }
-        if let Some(code) = self.last_exit_code {
-            o.push_str(&format!(", last exit code {code}"));
-            if let Some(r) = &self.last_exit_reason {
-                o.push_str(&format!(" {r}"));
-            }
-        }
-        o
-    }
-
-    /// The ended run's last log lines, indented under a header naming the pod, or empty:
-    /// `  last log lines of pod/POD container manager (exit code 1):\n    {...}\n`.
-    pub fn log_text(&self) -> String {
-        if self.last_log_lines.is_empty() {
-            return String::new();
-        }
-        let mut o = format!(
-            "  last log lines of pod/{} container {}{}:\n",
-            self.pod,
-            self.container,
-            self.last_exit_code
-                .map(|c| format!(" (exit code {c})"))
-                .unwrap_or_default()
-        );
-        for l in &self.last_log_lines {
-            o.push_str(&format!("    {l}\n"));
-        }
-        o
-    }
-
-    /// Whether the pod may become ready by itself: a container being created or started
-    /// that has never exited (`ContainerCreating`, `PodInitializing`, running but not ready
-    /// yet). A process that exited (CrashLoopBackOff, Error), an image that does not pull or a
-    /// container config error stays so until someone changes something.
-    pub fn may_come_back(&self) -> bool {
-        self.last_exit_code.is_none()
-            && matches!(
-                self.reason.as_str(),
-                "ContainerCreating" | "PodInitializing" | "NotReady"
-            )
-    }
-
-    /// What to run to see why: the ended run's log when there is one (`kubectl -n NS logs
-    /// POD -c CONTAINER --previous` while the container is restarting; without `--previous`
-    /// when it was not restarted), else `kubectl -n NS describe pod/POD` (its Events say why
-    /// a pull or a start fails).
-    pub fn command(&self, namespace: &str) -> String {
-        match (self.last_exit_code, self.reason.as_str()) {
-            (Some(_), "Terminated") => format!(
-                "kubectl -n {namespace} logs {} -c {}",
-                self.pod, self.container
-            ),
-            (Some(_), _) => format!(
-                "kubectl -n {namespace} logs {} -c {} --previous",
-                self.pod, self.container
-            ),
-            (None, _) => format!("kubectl -n {namespace} describe pod/{}", self.pod),
-        }
-    }
 }
 
 /// The pod of `deployment` (its namespace and `spec.selector.matchLabels`) among `pods` that

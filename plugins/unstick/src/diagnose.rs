@@ -17,8 +17,10 @@ use crate::controller::ControllerFacts;
 use crate::obj;
 use crate::snapshot::{Index, Snapshot};
 use cluster_loop::conditions::Condition;
+pub use cluster_loop::duration::short_time;
 use cluster_loop::duration::{self, parse_go_duration};
 use cluster_loop::flux::Kustomization;
+pub use cluster_loop::flux::{HELM_CONSEQUENCE, StoppedController};
 use cluster_loop::kstatus::{self, Status as KStatus};
 
 mod blind;
@@ -406,207 +408,6 @@ pub struct Diagnosis {
     /// Further facts and advice, one sentence each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hints: Vec<String>,
-}
-
-/// The consequence of a stopped helm-controller.
-pub const HELM_CONSEQUENCE: &str = "nothing reconciles HelmReleases";
-
-/// A Flux controller Deployment that is not running
-/// (`cluster_loop::flux::deployment_not_running`: `spec.replicas` 0, or observed status with
-/// no ready pod). JSON: `{"controller": "source-controller", "namespace": "flux-system",
-/// "why": "0 replicas", "consequence": "nothing fetches", "command": "kubectl -n flux-system
-/// scale deployment/source-controller --replicas=1"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StoppedController {
-    /// The Deployment's name (`kustomize-controller`, `source-controller`).
-    pub controller: String,
-    /// The Deployment's namespace.
-    pub namespace: String,
-    /// `0 replicas` or `no ready pod, 0 of N ready`.
-    pub why: String,
-    /// `nothing reconciles` (kustomize-controller) or `nothing fetches` (source-controller).
-    pub consequence: String,
-    /// The lever, as a command to run: `kubectl -n NS scale deployment/NAME --replicas=1` at
-    /// 0 replicas; for a pod that is not ready the command that shows why
-    /// ([`crate::controller::PodTrouble::command`]: the ended run's log, `kubectl -n NS logs
-    /// POD -c manager --previous`, for a crash loop); else `kubectl -n NS describe
-    /// deployment/NAME`.
-    pub command: String,
-    /// The pod that says why it is not running, when its pods were read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pod: Option<crate::controller::PodTrouble>,
-    /// Its pod runs but does not lead ([`crate::leader::LeaderTrouble`]): `why` says so and
-    /// `until`, when set, is a wait (the pod takes the Lease by then), not a finding.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub leader: Option<crate::leader::LeaderTrouble>,
-}
-
-impl StoppedController {
-    /// A stopped controller `namespace/name` (a Deployment), `why` it is not running, what
-    /// that stops (`consequence`) and the pod that says why, with the command of its lever.
-    pub fn new(
-        name: &str,
-        namespace: &str,
-        why: String,
-        consequence: &str,
-        pod: Option<crate::controller::PodTrouble>,
-    ) -> StoppedController {
-        let command = match &pod {
-            _ if why == "0 replicas" => {
-                format!("kubectl -n {namespace} scale deployment/{name} --replicas=1")
-            }
-            Some(p) => p.command(namespace),
-            None => format!("kubectl -n {namespace} describe deployment/{name}"),
-        };
-        StoppedController {
-            controller: name.to_string(),
-            namespace: namespace.to_string(),
-            why,
-            consequence: consequence.to_string(),
-            command,
-            pod,
-            leader: None,
-        }
-    }
-
-    /// A controller Deployment `namespace/name` whose running pod does not lead
-    /// ([`crate::leader::leader_trouble`]): `why` is the trouble's sentence, the command
-    /// shows the Lease (another holder) or the controller's log (no process takes it).
-    pub fn not_leading(
-        name: &str,
-        namespace: &str,
-        consequence: &str,
-        t: crate::leader::LeaderTrouble,
-    ) -> StoppedController {
-        StoppedController {
-            controller: name.to_string(),
-            namespace: namespace.to_string(),
-            why: t.why.clone(),
-            consequence: consequence.to_string(),
-            command: t.command(namespace, name),
-            pod: None,
-            leader: Some(t),
-        }
-    }
-
-    /// Whether it only waits for its pod to take the Lease by a known time (the holder is
-    /// gone or released it): not a finding.
-    pub fn leader_wait(&self) -> bool {
-        self.leader.as_ref().is_some_and(|l| l.until.is_some())
-    }
-
-    /// `source-controller is not running (0 replicas): nothing fetches`; for a pod that does
-    /// not lead, its sentence (`kustomize-controller's pod P is not the leader: ...`) and the
-    /// consequence.
-    pub fn line(&self) -> String {
-        match &self.leader {
-            Some(l) if l.until.is_some() => {
-                format!("{}; {} before then", self.why, self.consequence)
-            }
-            Some(_) => format!("{}; {}", self.why, self.consequence),
-            None => format!(
-                "{} is not running ({}): {}",
-                self.controller, self.why, self.consequence
-            ),
-        }
-    }
-
-    /// What to do, as the plan's effect: `scale it up: kubectl ...; then ...`.
-    pub fn effect(&self) -> String {
-        if let Some(l) = &self.leader {
-            return match l.until {
-                Some(t) => format!(
-                    "nothing to do: its pod takes the Lease by {} and its runs resume by themselves (the Lease: {})",
-                    short_time(t),
-                    self.command
-                ),
-                None if l.keeps_renewing => format!(
-                    "find the other holder of Lease {}: {}; stop it (or give it another --watch-label-selector): this pod takes the Lease within a retry period after it stops renewing",
-                    l.lease, self.command
-                ),
-                None => format!(
-                    "read why its pod does not take Lease {}: {}",
-                    l.lease, self.command
-                ),
-            };
-        }
-        if self.not_installed() {
-            format!("install it: {}; then it reconciles them", self.command)
-        } else if self.why == "0 replicas" {
-            format!(
-                "scale it up: {}; then its runs resume by themselves",
-                self.command
-            )
-        } else if self
-            .pod
-            .as_ref()
-            .is_some_and(|p| p.last_exit_code.is_some())
-        {
-            format!(
-                "read why its process exits: {}; fix its Deployment (args, image, resources) and its runs resume once its pod is ready",
-                self.command
-            )
-        } else {
-            format!(
-                "find why its pod is not ready: {}; its runs resume once it is",
-                self.command
-            )
-        }
-    }
-
-    /// What to do about every controller of `stopped` (kustomize-controller first), as one
-    /// effect: `scale kustomize-controller up: kubectl ...; scale source-controller up: kubectl
-    /// ...; then its runs resume by themselves`; a single one reads as
-    /// [`StoppedController::effect`].
-    pub fn effect_of_all(stopped: &[StoppedController]) -> String {
-        match stopped {
-            [] => "start the controller named above".to_string(),
-            [one] => one.effect(),
-            all => format!(
-                "{}; {}",
-                all.iter()
-                    .map(|s| {
-                        if s.leader.is_some() {
-                            s.effect()
-                        } else if s.scaled_to_zero() {
-                            format!("scale {} up: {}", s.controller, s.command)
-                        } else if s.pod.as_ref().is_some_and(|p| p.last_exit_code.is_some()) {
-                            format!("read why {}'s process exits: {}", s.controller, s.command)
-                        } else {
-                            format!(
-                                "find why {}'s pod is not ready: {}",
-                                s.controller, s.command
-                            )
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                if all.iter().all(StoppedController::scaled_to_zero) {
-                    "then its runs resume by themselves"
-                } else {
-                    "its runs resume once they all run"
-                }
-            ),
-        }
-    }
-
-    /// Whether it stays stopped until someone acts: scaled to 0 replicas (one with replicas
-    /// but no ready pod yet, a restart, may come back by itself).
-    pub fn scaled_to_zero(&self) -> bool {
-        self.why == "0 replicas" || self.not_installed()
-    }
-
-    /// Whether it is helm-controller ([`HELM_CONSEQUENCE`]): kustomize-controller still runs
-    /// and ends the health check at its deadline.
-    pub fn only_helm(&self) -> bool {
-        self.consequence == HELM_CONSEQUENCE
-    }
-
-    /// Whether its Deployment does not exist at all (`not installed (no Deployment NS/NAME)`).
-    pub fn not_installed(&self) -> bool {
-        self.why.starts_with("not installed")
-    }
 }
 
 /// The Reconciling message of a run in progress: one shape for every step
@@ -2654,11 +2455,6 @@ pub fn registry_host(image: &str) -> Option<&str> {
 
 fn secs(s: f64) -> SignedDuration {
     SignedDuration::from_secs_f64(s)
-}
-
-/// `HH:MM:SSZ` of a timestamp (UTC).
-pub fn short_time(t: Timestamp) -> String {
-    t.strftime("%H:%M:%SZ").to_string()
 }
 
 /// Where a Kustomization that is not yet Ready at its source's revision is heading, judged

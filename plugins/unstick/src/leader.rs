@@ -33,6 +33,8 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+pub use cluster_loop::flux::LeaderTrouble;
+
 use crate::obj;
 
 /// client-go leaderelection `JitterFactor`: a candidate waits a retry period times 1 to 1 +
@@ -106,32 +108,6 @@ pub fn lease_name(controller: &str, selector: &str) -> String {
     let sum = Sha256::digest(selector.as_bytes());
     let hex: String = sum.iter().take(4).map(|b| format!("{b:02x}")).collect();
     format!("{base}-{hex}")
-}
-
-/// Why a running controller Deployment leads nothing, read from its Lease. JSON
-/// (`stoppedControllers[].leader`): `{"lease": "flux-system/kustomize-controller-leader-election-3a0b8c1d",
-/// "holder": "other-7d9c5-x2b4q_0f3c...", "renewedAt": "...", "expiresAt": "...",
-/// "pod": "kustomize-controller-6b8f-abcde", "keepsRenewing": true, "until": null}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LeaderTrouble {
-    /// `namespace/name` of the Lease.
-    pub lease: String,
-    /// `spec.holderIdentity` (`hostname_uuid`), `None` when empty or no Lease.
-    pub holder: Option<String>,
-    /// `spec.renewTime` (or `acquireTime`).
-    pub renewed_at: Option<Timestamp>,
-    /// `renewedAt + leaseDurationSeconds`: when a candidate may take it.
-    pub expires_at: Option<Timestamp>,
-    /// The Deployment's ready pod that does not lead (`None` when its pods were not read).
-    pub pod: Option<String>,
-    /// The holder renewed within the last three retry periods: it runs and keeps the Lease.
-    pub keeps_renewing: bool,
-    /// A wait: by when the ready pod takes the Lease (the holder stopped renewing: the expiry
-    /// plus two jittered retry periods; released: the release plus one). `None`: a finding.
-    pub until: Option<Timestamp>,
-    /// The sentence that says it, naming the pod, the Lease, the holder and the times.
-    pub why: String,
 }
 
 /// Why `deployment` (a controller Deployment that runs: a ready pod) leads nothing, from its
@@ -268,19 +244,6 @@ pub fn leader_trouble(
                 }
             }
             Some(t)
-        }
-    }
-}
-
-impl LeaderTrouble {
-    /// What to run to see it: the Lease (`kubectl -n NS get lease NAME -o yaml`) when another
-    /// holder keeps it, else the controller's log.
-    pub fn command(&self, deployment_ns: &str, deployment: &str) -> String {
-        let (ns, name) = self.lease.split_once('/').unwrap_or(("", &self.lease));
-        if self.keeps_renewing || self.until.is_some() {
-            format!("kubectl -n {ns} get lease {name} -o yaml")
-        } else {
-            format!("kubectl -n {deployment_ns} logs deployment/{deployment} -c manager")
         }
     }
 }
