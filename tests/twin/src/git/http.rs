@@ -148,95 +148,35 @@ pub(crate) async fn handle(
         content_encoding: content_encoding.clone(),
         git_protocol: git_protocol.clone(),
     };
-
-    let Some((repo, path_info)) = route(&path) else {
-        record.status = 404;
-        shared.record(record);
-        return Ok(full(StatusCode::NOT_FOUND, "Not found\n"));
-    };
-    record.repo = Some(repo.clone());
-    if !shared.repo_dir(&repo).is_dir() {
-        record.status = 404;
-        shared.record(record);
-        return Ok(full(StatusCode::NOT_FOUND, "Repository not found\n"));
-    }
-    let fault = shared.faults.lock().unwrap().get(&repo).copied();
-    match fault {
-        Some(Fault::Status(code)) => {
-            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            record.status = status.as_u16();
+    let admitted = admit(
+        &shared,
+        &mut record,
+        &path,
+        &query,
+        header_str(&header::AUTHORIZATION),
+    )
+    .await;
+    let (path_info, user) = match admitted {
+        Ok(a) => a,
+        Err(resp) => {
             shared.record(record);
-            let text = format!(
-                "{}\n",
-                status.canonical_reason().unwrap_or("injected fault")
-            );
-            return Ok(full(status, &text));
-        }
-        Some(Fault::Delay(d)) => tokio::time::sleep(d).await,
-        None => {}
-    }
-    let user = match authenticate(&shared, &repo, header_str(&header::AUTHORIZATION)) {
-        Ok(user) => user,
-        Err(()) => {
-            record.status = 401;
-            shared.record(record);
-            let mut resp = full(StatusCode::UNAUTHORIZED, "Unauthorized\n");
-            let challenge = format!("Basic realm=\"{}\"", shared.realm);
-            resp.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_str(&challenge)
-                    .unwrap_or(HeaderValue::from_static("Basic realm=\"git\"")),
-            );
             return Ok(resp);
         }
     };
-    let user = match user {
-        Some((_, false))
-            if query.contains("service=git-receive-pack")
-                || path_info.ends_with("/git-receive-pack") =>
-        {
-            record.status = 403;
-            shared.record(record);
-            return Ok(full(StatusCode::FORBIDDEN, "Forbidden\n"));
-        }
-        Some((u, _)) => Some(u),
-        None => None,
-    };
-    record.user = user.clone();
-
-    let mut cmd = tokio::process::Command::new(&shared.http_backend);
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", &shared.home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_PROJECT_ROOT", &shared.root)
-        .env("GIT_HTTP_EXPORT_ALL", "1")
-        .env("GATEWAY_INTERFACE", "CGI/1.1")
-        .env("SERVER_PROTOCOL", "HTTP/1.1")
-        .env("SERVER_SOFTWARE", "cluster-loop-twin-git")
-        .env("REQUEST_METHOD", &method)
-        .env("PATH_INFO", &path_info)
-        .env("QUERY_STRING", &query)
-        .env("REMOTE_ADDR", peer.ip().to_string());
-    if let Some(v) = header_str(&header::CONTENT_TYPE) {
-        cmd.env("CONTENT_TYPE", v);
-    }
-    if let Some(v) = header_str(&header::CONTENT_LENGTH) {
-        cmd.env("CONTENT_LENGTH", v);
-    }
-    if let Some(v) = &content_encoding {
-        cmd.env("HTTP_CONTENT_ENCODING", v);
-    }
-    if let Some(v) = &git_protocol {
-        cmd.env("GIT_PROTOCOL", v);
-    }
-    if let Some(u) = &user {
-        cmd.env("REMOTE_USER", u);
-    }
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    let mut cmd = backend_command(
+        &shared,
+        peer,
+        &Cgi {
+            method: &method,
+            path_info: &path_info,
+            query: &query,
+            content_type: header_str(&header::CONTENT_TYPE),
+            content_length: header_str(&header::CONTENT_LENGTH),
+            content_encoding: content_encoding.as_deref(),
+            git_protocol: git_protocol.as_deref(),
+            user: user.as_deref(),
+        },
+    );
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -246,31 +186,12 @@ pub(crate) async fn handle(
             return Ok(full(StatusCode::INTERNAL_SERVER_ERROR, &msg));
         }
     };
-
-    // Request body -> stdin, concurrently with reading the response (a large push must not
-    // deadlock against a full stdout pipe).
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let mut body = req.into_body();
-    tokio::spawn(async move {
-        while let Some(frame) = body.frame().await {
-            let Ok(frame) = frame else { break };
-            if let Ok(data) = frame.into_data()
-                && stdin.write_all(&data).await.is_err()
-            {
-                break;
-            }
-        }
-        let _ = stdin.shutdown().await;
-    });
-    let mut stderr = child.stderr.take().expect("piped stderr");
-    let log_shared = shared.clone();
-    let log_path = path_info.clone();
-    tokio::spawn(async move {
-        let mut buf = String::new();
-        if stderr.read_to_string(&mut buf).await.is_ok() && !buf.trim().is_empty() {
-            log_shared.backend_stderr(&log_path, buf.trim_end());
-        }
-    });
+    pump_stdin_and_stderr(
+        &mut child,
+        req.into_body(),
+        shared.clone(),
+        path_info.clone(),
+    );
 
     // CGI response headers.
     let mut stdout = child.stdout.take().expect("piped stdout");
@@ -294,6 +215,167 @@ pub(crate) async fn handle(
     };
     let head = String::from_utf8_lossy(&buf[..head_len]).into_owned();
     let leftover = buf.split_off(body_start).freeze();
+    let (builder, status) = cgi_response(&head);
+    record.status = status.as_u16();
+    shared.record(record);
+    let body = body_stream(leftover, stdout, child);
+    Ok(builder.body(body).unwrap_or_else(|e| {
+        full(
+            StatusCode::BAD_GATEWAY,
+            &format!("bad CGI header from git http-backend: {e}\n"),
+        )
+    }))
+}
+
+/// Admits a request to repository `path` (or answers it): 404 for a path no route takes or a
+/// repository that does not exist, an injected fault (a status, or a delay before going on),
+/// 401 with the Basic challenge when the credentials are refused, 403 for a push with a
+/// read-only token. Fills `record`'s repository, user and (when it answers) status; returns
+/// the PATH_INFO for git http-backend and the user.
+async fn admit(
+    shared: &Shared,
+    record: &mut RequestRecord,
+    path: &str,
+    query: &str,
+    authorization: Option<&str>,
+) -> Result<(String, Option<String>), Response<Body>> {
+    let Some((repo, path_info)) = route(path) else {
+        record.status = 404;
+        return Err(full(StatusCode::NOT_FOUND, "Not found\n"));
+    };
+    record.repo = Some(repo.clone());
+    if !shared.repo_dir(&repo).is_dir() {
+        record.status = 404;
+        return Err(full(StatusCode::NOT_FOUND, "Repository not found\n"));
+    }
+    let fault = shared.faults.lock().unwrap().get(&repo).copied();
+    match fault {
+        Some(Fault::Status(code)) => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            record.status = status.as_u16();
+            let text = format!(
+                "{}\n",
+                status.canonical_reason().unwrap_or("injected fault")
+            );
+            return Err(full(status, &text));
+        }
+        Some(Fault::Delay(d)) => tokio::time::sleep(d).await,
+        None => {}
+    }
+    let user = match authenticate(shared, &repo, authorization) {
+        Ok(user) => user,
+        Err(()) => {
+            record.status = 401;
+            let mut resp = full(StatusCode::UNAUTHORIZED, "Unauthorized\n");
+            let challenge = format!("Basic realm=\"{}\"", shared.realm);
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_str(&challenge)
+                    .unwrap_or(HeaderValue::from_static("Basic realm=\"git\"")),
+            );
+            return Err(resp);
+        }
+    };
+    let user = match user {
+        Some((_, false))
+            if query.contains("service=git-receive-pack")
+                || path_info.ends_with("/git-receive-pack") =>
+        {
+            record.status = 403;
+            return Err(full(StatusCode::FORBIDDEN, "Forbidden\n"));
+        }
+        Some((u, _)) => Some(u),
+        None => None,
+    };
+    record.user = user.clone();
+    Ok((path_info, user))
+}
+
+/// What git http-backend is told about the request (CGI/1.1 meta-variables).
+struct Cgi<'a> {
+    method: &'a str,
+    path_info: &'a str,
+    query: &'a str,
+    content_type: Option<&'a str>,
+    content_length: Option<&'a str>,
+    content_encoding: Option<&'a str>,
+    git_protocol: Option<&'a str>,
+    user: Option<&'a str>,
+}
+
+/// git http-backend as a CGI for one request from `peer`: a clean environment (PATH, HOME, no
+/// system config), the repository root, every repository exported, and the request's
+/// meta-variables; stdin, stdout and stderr piped, killed when dropped.
+fn backend_command(shared: &Shared, peer: SocketAddr, r: &Cgi<'_>) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(&shared.http_backend);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &shared.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_PROJECT_ROOT", &shared.root)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env("GATEWAY_INTERFACE", "CGI/1.1")
+        .env("SERVER_PROTOCOL", "HTTP/1.1")
+        .env("SERVER_SOFTWARE", "cluster-loop-twin-git")
+        .env("REQUEST_METHOD", r.method)
+        .env("PATH_INFO", r.path_info)
+        .env("QUERY_STRING", r.query)
+        .env("REMOTE_ADDR", peer.ip().to_string());
+    if let Some(v) = r.content_type {
+        cmd.env("CONTENT_TYPE", v);
+    }
+    if let Some(v) = r.content_length {
+        cmd.env("CONTENT_LENGTH", v);
+    }
+    if let Some(v) = r.content_encoding {
+        cmd.env("HTTP_CONTENT_ENCODING", v);
+    }
+    if let Some(v) = r.git_protocol {
+        cmd.env("GIT_PROTOCOL", v);
+    }
+    if let Some(u) = r.user {
+        cmd.env("REMOTE_USER", u);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Request body -> the backend's stdin, concurrently with reading the response (a large push
+/// must not deadlock against a full stdout pipe), and the backend's stderr into the server's
+/// log for `log_path`.
+fn pump_stdin_and_stderr(
+    child: &mut tokio::process::Child,
+    mut body: Incoming,
+    log_shared: Arc<Shared>,
+    log_path: String,
+) {
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    tokio::spawn(async move {
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { break };
+            if let Ok(data) = frame.into_data()
+                && stdin.write_all(&data).await.is_err()
+            {
+                break;
+            }
+        }
+        let _ = stdin.shutdown().await;
+    });
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    tokio::spawn(async move {
+        let mut buf = String::new();
+        if stderr.read_to_string(&mut buf).await.is_ok() && !buf.trim().is_empty() {
+            log_shared.backend_stderr(&log_path, buf.trim_end());
+        }
+    });
+}
+
+/// The response the CGI headers `head` say: its `Status:` (200 when absent or unreadable) and
+/// every other header as is.
+fn cgi_response(head: &str) -> (http::response::Builder, StatusCode) {
     let mut builder = Response::builder().status(StatusCode::OK);
     let mut status = StatusCode::OK;
     for line in head.lines() {
@@ -311,11 +393,17 @@ pub(crate) async fn handle(
         }
     }
     builder = builder.status(status);
-    record.status = status.as_u16();
-    shared.record(record);
+    (builder, status)
+}
 
-    // Response body: what was read past the headers, then the rest of stdout. The child is
-    // reaped at EOF; if the client goes away the stream is dropped and kill_on_drop ends it.
+/// Response body: what was read past the headers (`leftover`), then the rest of stdout. The
+/// child is reaped at EOF; if the client goes away the stream is dropped and kill_on_drop
+/// ends it.
+fn body_stream(
+    leftover: Bytes,
+    stdout: tokio::process::ChildStdout,
+    child: tokio::process::Child,
+) -> Body {
     let first = if leftover.is_empty() {
         None
     } else {
@@ -341,13 +429,7 @@ pub(crate) async fn handle(
             }
         },
     );
-    let body = BodyExt::boxed(StreamBody::new(stream.map(|r| r.map(Frame::data))));
-    Ok(builder.body(body).unwrap_or_else(|e| {
-        full(
-            StatusCode::BAD_GATEWAY,
-            &format!("bad CGI header from git http-backend: {e}\n"),
-        )
-    }))
+    BodyExt::boxed(StreamBody::new(stream.map(|r| r.map(Frame::data))))
 }
 
 /// Finds the blank line ending CGI headers: returns (header length, body start).
