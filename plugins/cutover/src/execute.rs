@@ -14,7 +14,7 @@ use std::time::Duration;
 use cluster_loop::cli::Connection;
 use cluster_loop::error::{Error, KubeResultExt, Result};
 use cluster_loop::flux::{FluxObject, GitRepository, RECONCILE_REQUESTED_AT, StoppedController};
-use cluster_loop::wait::{Progress, wait_for};
+use cluster_loop::wait::{Outcome, Progress, wait_for};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde::Serialize;
@@ -376,52 +376,8 @@ pub async fn execute(
         _ = signals.recv() => None,
     };
     progress.finish();
-    let (ending, message, revision) = match interrupted {
-        None => (
-            Ending::Interrupted,
-            "interrupted: restoring the previous spec".to_string(),
-            None,
-        ),
-        Some(Err(e)) => (
-            Ending::RolledBack,
-            format!("lost the watch ({e}): restoring the previous spec"),
-            None,
-        ),
-        Some(Ok(out)) => {
-            let rev = out
-                .object
-                .as_ref()
-                .and_then(|o| o.status.artifact.as_ref().map(|a| a.revision.clone()));
-            match (&verdict, out.timed_out) {
-                (Verdict::Proven, _) => (
-                    Ending::CutOver,
-                    format!(
-                        "Ready=True at {} from {} (observedGeneration == generation)",
-                        expected, pre.to
-                    ),
-                    rev,
-                ),
-                (Verdict::Failed(m), _) => (
-                    Ending::RolledBack,
-                    format!("the source failed at the new URL: {m}"),
-                    rev,
-                ),
-                (Verdict::Waiting, _) => {
-                    let stopped = controller_not_running(conn, "source-controller").await;
-                    (
-                        Ending::RolledBack,
-                        no_proof_message(
-                            out.object.as_ref(),
-                            pre,
-                            opts.timeout,
-                            stopped.as_deref(),
-                        ),
-                        rev,
-                    )
-                }
-            }
-        }
-    };
+    let (ending, message, revision) =
+        ending_of(conn, interrupted, &verdict, &expected, pre, opts).await;
     if ending == Ending::CutOver {
         let mark = in_flight(pre, &requested_at);
         let record = CutOverRecord {
@@ -466,6 +422,66 @@ pub async fn execute(
         rollback_patch: Some(back),
         elapsed_seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// How a wait that was `interrupted` (`None`: a signal) or ended ended, with the message and
+/// the artifact revision read last: cut over when `verdict` is proven, rolled back when the
+/// source failed at the new URL, the watch was lost or nothing was proven within the timeout
+/// ([`no_proof_message`], naming a stopped source-controller).
+async fn ending_of(
+    conn: &Connection,
+    interrupted: Option<Result<Outcome<GitRepository>>>,
+    verdict: &Verdict,
+    expected: &str,
+    pre: &Preflight,
+    opts: &ExecOptions,
+) -> (Ending, String, Option<String>) {
+    match interrupted {
+        None => (
+            Ending::Interrupted,
+            "interrupted: restoring the previous spec".to_string(),
+            None,
+        ),
+        Some(Err(e)) => (
+            Ending::RolledBack,
+            format!("lost the watch ({e}): restoring the previous spec"),
+            None,
+        ),
+        Some(Ok(out)) => {
+            let rev = out
+                .object
+                .as_ref()
+                .and_then(|o| o.status.artifact.as_ref().map(|a| a.revision.clone()));
+            match (verdict, out.timed_out) {
+                (Verdict::Proven, _) => (
+                    Ending::CutOver,
+                    format!(
+                        "Ready=True at {} from {} (observedGeneration == generation)",
+                        expected, pre.to
+                    ),
+                    rev,
+                ),
+                (Verdict::Failed(m), _) => (
+                    Ending::RolledBack,
+                    format!("the source failed at the new URL: {m}"),
+                    rev,
+                ),
+                (Verdict::Waiting, _) => {
+                    let stopped = controller_not_running(conn, "source-controller").await;
+                    (
+                        Ending::RolledBack,
+                        no_proof_message(
+                            out.object.as_ref(),
+                            pre,
+                            opts.timeout,
+                            stopped.as_deref(),
+                        ),
+                        rev,
+                    )
+                }
+            }
+        }
+    }
 }
 
 pub use cluster_loop::signals::Signals;
