@@ -190,7 +190,14 @@ impl LinkReport {
             return LinkReport::not_applicable(position, id, empty_why);
         }
         evidence.sort_by_key(|e| std::cmp::Reverse(e.verdict.severity()));
-        let worst = evidence[0].verdict;
+        // Ok before not-applicable among the members that hold: the link is not-applicable
+        // only when every member is.
+        let worst = match evidence[0].verdict {
+            Verdict::NotApplicable if evidence.iter().any(|e| e.verdict == Verdict::Ok) => {
+                Verdict::Ok
+            }
+            v => v,
+        };
         let deadline = evidence
             .iter()
             .filter(|e| e.verdict == Verdict::Waiting)
@@ -212,9 +219,21 @@ impl LinkReport {
             _ => &evidence[0],
         };
         let summary = match worst {
-            Verdict::Ok | Verdict::NotApplicable => {
-                format!("{} of {} ok", n(Verdict::Ok), evidence.len())
-            }
+            // trial3: all not-applicable read "0 of 2 ok", like a failure.
+            Verdict::NotApplicable => format!(
+                "not applicable ({} of {}): {}",
+                n(Verdict::NotApplicable),
+                evidence.len(),
+                evidence[0].detail
+            ),
+            Verdict::Ok => match n(Verdict::NotApplicable) {
+                0 => format!("{} of {} ok", n(Verdict::Ok), evidence.len()),
+                na => format!(
+                    "{} of {} ok, {na} not applicable",
+                    n(Verdict::Ok),
+                    evidence.len()
+                ),
+            },
             _ => format!(
                 "{} of {} {}: {}",
                 n(worst),
@@ -389,6 +408,35 @@ mod tests {
 
     fn link(pos: u8, id: &'static str, v: Verdict) -> LinkReport {
         LinkReport::from_members(pos, id, vec![Evidence::new("X/ns/x", v, "d")], "")
+    }
+
+    /// Trial3: an images link whose ImagePolicies all have no in-scope workload read "0 of 2
+    /// ok", like a failure: it is not-applicable, saying why; ok beside not-applicable is ok.
+    #[test]
+    fn members_that_do_not_apply_are_said_so_not_counted_as_failures() {
+        let na = |o: &str| Evidence::new(o, Verdict::NotApplicable, "no in-scope workload runs it");
+        let l = LinkReport::from_members(
+            4,
+            "images",
+            vec![na("ImagePolicy/a/x"), na("ImagePolicy/a/y")],
+            "",
+        );
+        assert_eq!(l.verdict, Verdict::NotApplicable);
+        assert_eq!(
+            l.summary,
+            "not applicable (2 of 2): no in-scope workload runs it"
+        );
+        let l = LinkReport::from_members(
+            4,
+            "images",
+            vec![
+                na("ImagePolicy/a/x"),
+                Evidence::new("ImagePolicy/a/z", Verdict::Ok, "runs 1.2.3"),
+            ],
+            "",
+        );
+        assert_eq!(l.verdict, Verdict::Ok);
+        assert_eq!(l.summary, "1 of 2 ok, 1 not applicable");
     }
 
     /// Trial3: link 2's summary named the first waiting member beside another member's

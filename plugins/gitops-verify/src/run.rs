@@ -142,7 +142,11 @@ pub fn parse_source(s: &str) -> Result<(String, String)> {
 /// Errors: usage (exit 2) for another scheme or a name that is not a DNS name.
 pub fn parse_target(t: &str) -> Result<Target> {
     if t.contains("://") {
-        let u = url::Url::parse(t).map_err(|e| Error::usage(format!("{t:?} is not a URL: {e}")))?;
+        let u = url::Url::parse(t).map_err(|e| {
+            Error::usage(format!(
+                "{t:?} is not a URL ({e}): give http(s)://HOST[:PORT][/PATH] or a bare host name"
+            ))
+        })?;
         if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none() {
             return Err(Error::usage(format!(
                 "{t:?}: only http:// and https:// URLs with a host"

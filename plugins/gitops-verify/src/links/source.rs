@@ -138,6 +138,12 @@ async fn one(
     if let Some(e) = controller_stopped(cx, &id) {
         return Ok((e, false));
     }
+    if let Some(e) = not_watched(cx, src, &id) {
+        return Ok((e, false));
+    }
+    if let Some(e) = not_leading(cx, &id) {
+        return Ok((e, false));
+    }
     let cs = conditions::from_object(src);
     if let Some(c) = cond(&cs, "Stalled").filter(|c| c.is_true()) {
         return Ok((
@@ -263,6 +269,53 @@ fn controller_stopped(cx: &Context<'_>, id: &str) -> Option<Evidence> {
         )
         .fix(fix),
     )
+}
+
+/// No running source-controller watches the source (its `--watch-label-selector` or namespace
+/// scope excludes it: unstick's [`unstick::diagnose::source_not_watched`], the one rule): it
+/// never gets a status or a new artifact, so nothing will come to wait for. `broken`, with the
+/// command that lifts it when one does (a stopped shard's scale), else the label to set.
+fn not_watched(cx: &Context<'_>, src: &Value, id: &str) -> Option<Evidence> {
+    let b = unstick::diagnose::source_not_watched(&cx.facts.snap, src)?;
+    let fix = b.command.clone().unwrap_or_else(|| {
+        "label it for a running source-controller's --watch-label-selector (or run the shard that would watch it)"
+            .into()
+    });
+    Some(
+        Evidence::new(
+            id,
+            Verdict::Broken,
+            format!(
+                "no running source-controller watches it, so nothing fetches it: {}",
+                b.because
+            ),
+        )
+        .fix(fix),
+    )
+}
+
+/// source-controller runs but its ready pod does not lead (leader election on, the Lease held
+/// by another identity: unstick's [`unstick::controller::ControllerFacts::read_leadership`],
+/// the one rule): nothing fetches while another identity keeps renewing the Lease (`broken`,
+/// naming the Lease and its holder); a holder that stopped renewing is `waiting` until the
+/// ready pod can take it.
+fn not_leading(cx: &Context<'_>, id: &str) -> Option<Evidence> {
+    let snap = &cx.facts.snap;
+    let dep = snap.source_controller.as_ref()?;
+    let mut f = unstick::controller::ControllerFacts::with_pods(
+        dep,
+        &snap.controller_pods,
+        &snap.controller_logs,
+    );
+    f.read_leadership(dep, &snap.leases, &snap.controller_pods, snap.now);
+    let t = f.leader?;
+    let (ns, lease) = t.lease.split_once('/').unwrap_or(("", &t.lease));
+    Some(match t.until {
+        Some(until) => Evidence::new(id, Verdict::Waiting, t.why).until(Some(until)),
+        None => Evidence::new(id, Verdict::Broken, t.why).fix(format!(
+            "kubectl -n {ns} get lease {lease} -o yaml names the holder: stop the other source-controller that holds it, or give each install its own shard (--watch-label-selector)"
+        )),
+    })
 }
 
 /// What the remote said: `Ok((head, where))` or `Err((verdict, message, fix))`.

@@ -157,6 +157,65 @@ fn chain_that_holds_exits_0() {
     );
 }
 
+/// Issue 28's sweep, on link 1: a GitRepository that source-controller's
+/// `--watch-label-selector` excludes (a `sharding.fluxcd.io/key` shard no controller runs
+/// here) gets no status from the real source-controller, while a control on the same URL is
+/// fetched. Nothing will fetch it, so link 1 is `broken`, naming the selector, never `waiting`
+/// for a fetch; exit 1.
+#[test]
+fn a_source_no_source_controller_watches_is_broken_not_waiting() {
+    let c = &cluster();
+    let sha = fleet(
+        c,
+        "gv-shard",
+        GOOD,
+        "  interval: 10m\n  path: ./\n  prune: true\n",
+    );
+    ready_at(c, "gv-shard", &sha);
+    let url = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", "gv-shard"])["spec"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let secret = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", "gv-shard"])["spec"]
+        ["secretRef"]["name"]
+        .as_str()
+        .map(|n| format!("\n  secretRef: {{name: {n}}}"))
+        .unwrap_or_default();
+    c.apply_yaml(&format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: gv-shard-x\n  namespace: {FLUX_NS}\n  labels: {{{}: shard1}}\nspec:\n  interval: 1m\n  url: {url}\n  ref: {{branch: main}}{secret}\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: gv-shard-x, namespace: {FLUX_NS}}}\nspec:\n  interval: 10m\n  path: ./\n  prune: false\n  sourceRef: {{kind: GitRepository, name: gv-shard-x}}\n",
+        realcluster::HELD_SHARD_LABEL
+    ))
+    .unwrap();
+    // Observed first: the control on the same URL is Ready; the shard's source gets no
+    // status from the real controller.
+    std::thread::sleep(Duration::from_secs(10));
+    let x = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", "gv-shard-x"]);
+    assert!(
+        x["status"]["conditions"]
+            .as_array()
+            .is_none_or(|a| a.is_empty()),
+        "the real source-controller handled an excluded source: {x:#}"
+    );
+    let (code, r, err) = verify(c.kubeconfig(), &["--source", "gitrepository/gv-shard-x"]);
+    assert_eq!(code, 1, "{r:#}\n{err}");
+    assert_eq!(r["firstBroken"], "source", "{r:#}");
+    let l = link(&r, "source");
+    assert_eq!(l["verdict"], "broken", "{l:#}");
+    let d = l["evidence"][0]["detail"].as_str().unwrap();
+    assert!(
+        d.contains("no running source-controller watches") && d.contains("--watch-label-selector"),
+        "{d}"
+    );
+    let _ = c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "delete",
+        "kustomization,gitrepository",
+        "gv-shard-x",
+        "--wait=false",
+    ]);
+}
+
 /// A source revision behind the remote: a commit pushed after the last fetch (the source's
 /// interval set to 100h first, so no fetch can race the check) is `waiting` on link 1 with its
 /// next fetch as the deadline, the link moving, exit 4; `--wait` on it waits and SIGINT ends
