@@ -56,7 +56,7 @@ pub fn check_addr(addr: SocketAddr, allow_non_loopback: bool) -> Result<(), Erro
     }
     if ip.is_unspecified() {
         return Err(Error::usage(format!(
-            "--http {addr}: every interface is never served; give one address (127.0.0.1:PORT, or with --allow-non-loopback the one address clients reach)"
+            "--http {addr}: an unspecified address (every interface) is never bound; give one address (127.0.0.1:PORT, or with --allow-non-loopback the one address clients reach)"
         )));
     }
     if !allow_non_loopback {
@@ -164,7 +164,7 @@ mod tests {
         assert!(check_addr(a("10.1.2.3:8080"), true).is_ok());
         for every in ["0.0.0.0:80", "[::]:80"] {
             let e = check_addr(a(every), true).unwrap_err();
-            assert!(e.to_string().contains("never served"), "{e}");
+            assert!(e.to_string().contains("is never bound"), "{e}");
         }
         for bad in ["8080", "example.com:80", "localhost:x", "127.0.0.1"] {
             assert!(parse_addr(bad).is_err(), "{bad}");

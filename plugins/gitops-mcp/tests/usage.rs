@@ -77,7 +77,7 @@ fn http_on_a_non_loopback_address_is_refused_unless_allowed_and_never_on_every_i
     );
     let (code, _, err) = run(&["--http", "0.0.0.0:8080", "--allow-non-loopback"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("every interface is never served"), "{err}");
+    assert!(err.contains("(every interface) is never bound"), "{err}");
     let (code, _, err) = run(&["--http", "example.com:80"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("localhost:PORT"), "{err}");

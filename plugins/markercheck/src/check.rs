@@ -741,7 +741,7 @@ fn name_roots(cfg: &Config, scans: &mut [Scanned], report: &mut Report) {
         } else if s.repo_root.as_os_str().is_empty() {
             continue;
         } else {
-            format!("git root of {}", display_path(&s.root))
+            format!("git root of {}", display_dir(&s.root))
         };
         let r = format!("{} ({why})", display_dir(&s.repo_root));
         if !report.roots.contains(&r) {

@@ -410,6 +410,14 @@ fn without_git_the_root_is_path_itself_not_the_current_directory() {
         "{}",
         o.stderr
     );
+    // Run at the git root with no PATH (trial3: "repository root . (git root of )").
+    std::fs::create_dir(d.path().join("fleet/.git")).unwrap();
+    let o = run_in(&d.path().join("fleet"), &["--set", SET]);
+    assert!(
+        o.stderr.contains("repository root . (git root of .)"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]
