@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-pub use cluster_loop::flux::PodTrouble;
+use cluster_loop::flux::PodTrouble;
 
 use crate::obj;
 
@@ -139,7 +139,7 @@ pub struct ControllerFacts {
     /// ([`ControllerFacts::read_leadership`]). `None`: it leads, leader election is off, or the
     /// Lease was not read.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub leader: Option<crate::leader::LeaderTrouble>,
+    pub leader: Option<cluster_loop::flux::LeaderTrouble>,
 }
 
 impl ControllerFacts {

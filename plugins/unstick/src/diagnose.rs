@@ -20,7 +20,7 @@ use cluster_loop::conditions::Condition;
 pub use cluster_loop::duration::short_time;
 use cluster_loop::duration::{self, parse_go_duration};
 use cluster_loop::flux::Kustomization;
-pub use cluster_loop::flux::{HELM_CONSEQUENCE, StoppedController};
+use cluster_loop::flux::{HELM_CONSEQUENCE, StoppedController};
 use cluster_loop::kstatus::{self, Status as KStatus};
 
 mod blind;
@@ -2534,7 +2534,7 @@ pub fn heading(d: &Diagnosis) -> Heading {
                 !s.scaled_to_zero()
                     && s.pod
                         .as_ref()
-                        .is_none_or(crate::controller::PodTrouble::may_come_back)
+                        .is_none_or(cluster_loop::flux::PodTrouble::may_come_back)
             }) =>
         {
             Heading::Moving(format!("{}; waiting for it to be back", d.summary))

@@ -33,7 +33,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-pub use cluster_loop::flux::LeaderTrouble;
+use cluster_loop::flux::LeaderTrouble;
 
 use crate::obj;
 

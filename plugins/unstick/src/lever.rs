@@ -478,7 +478,7 @@ fn controller_not_running(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
     let lever = if d
         .stopped_controllers
         .iter()
-        .all(crate::diagnose::StoppedController::leader_wait)
+        .all(cluster_loop::flux::StoppedController::leader_wait)
     {
         Lever::None
     } else {
@@ -486,7 +486,7 @@ fn controller_not_running(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
     };
     (
         lever,
-        crate::diagnose::StoppedController::effect_of_all(&d.stopped_controllers),
+        cluster_loop::flux::StoppedController::effect_of_all(&d.stopped_controllers),
     )
 }
 

@@ -184,9 +184,9 @@ pub struct FleetReport {
     /// Kustomizations left suspended by an interrupted run and resumed now.
     pub healed: Vec<String>,
     /// The Flux controllers that are not running and that listed Kustomizations need
-    /// ([`crate::diagnose::StoppedController`], kustomize-controller first), each once: every
+    /// ([`cluster_loop::flux::StoppedController`], kustomize-controller first), each once: every
     /// row needing one is a finding (exit 1), healthy or not. `[]` when all run.
-    pub stopped_controllers: Vec<crate::diagnose::StoppedController>,
+    pub stopped_controllers: Vec<cluster_loop::flux::StoppedController>,
     /// Reads that were skipped.
     pub notes: Vec<String>,
 }
@@ -194,7 +194,7 @@ pub struct FleetReport {
 /// One line per stopped controller, with its lever:
 /// `source-controller is not running (0 replicas): nothing fetches; lever start-controller:
 /// kubectl -n flux-system scale deployment/source-controller --replicas=1`.
-pub fn stopped_text(p: &Painter, stopped: &[crate::diagnose::StoppedController]) -> String {
+pub fn stopped_text(p: &Painter, stopped: &[cluster_loop::flux::StoppedController]) -> String {
     stopped
         .iter()
         .map(|s| {
@@ -205,7 +205,7 @@ pub fn stopped_text(p: &Painter, stopped: &[crate::diagnose::StoppedController])
                 s.command,
                 s.pod
                     .as_ref()
-                    .map(crate::controller::PodTrouble::log_text)
+                    .map(cluster_loop::flux::PodTrouble::log_text)
                     .unwrap_or_default()
             )
         })
@@ -528,7 +528,7 @@ pub fn controller_text(c: Option<&ControllerFacts>, holding: &[String]) -> Strin
             // The exited run's own words (a crash loop's cause is in its log).
             c.pod
                 .as_ref()
-                .map(crate::controller::PodTrouble::log_text)
+                .map(cluster_loop::flux::PodTrouble::log_text)
                 .unwrap_or_default(),
         ),
         Some(c) if c.leader.is_some() => format!(
@@ -689,7 +689,7 @@ pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetR
         .filter(|i| crate::diagnose::is_finding(&i.diagnosis))
         .count();
     let not_healthy = items.iter().filter(|i| i.class != Class::Healthy).count();
-    let mut stopped_controllers: Vec<crate::diagnose::StoppedController> = Vec::new();
+    let mut stopped_controllers: Vec<cluster_loop::flux::StoppedController> = Vec::new();
     for sc in items
         .iter()
         .flat_map(|i| i.diagnosis.stopped_controllers.iter())

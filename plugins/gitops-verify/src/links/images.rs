@@ -31,6 +31,7 @@
 //! is what a `:tag` marker on an `image:` field writes (failure catalogue section 2).
 
 use cluster_loop::error::Result;
+use cluster_loop::flux::StoppedController;
 use cluster_loop::flux::{ImagePolicy, ImageUpdateAutomation};
 use cluster_loop::refs::Kind;
 use futures::future::BoxFuture;
@@ -40,7 +41,6 @@ use kube::api::ListParams;
 use markercheck::check::{automation_policies, normalize_name, value_name};
 use markercheck::cluster::{automation_from_api, policy_from_api};
 use serde_json::Value;
-use unstick::diagnose::StoppedController;
 use unstick::obj;
 
 use super::{Context, Link};
