@@ -52,9 +52,9 @@ pub struct HostTarget {
     /// Ingress's load balancer), empty when nothing known serves it.
     pub expected: Vec<IpAddr>,
     /// The objects that decide how the host is served, `(Kind, namespace, name)`: the
-    /// HTTPRoute that names it, its Gateway or the Ingress, and the Services their rules send
-    /// to (a route's `backendRefs` of kind Service, an Ingress's `backend.service`). Empty
-    /// when nothing known serves it. [`HostTarget::applied_by`] ties the host's links to the
+    /// HTTPRoute that names it (also when its Gateway was not read), its Gateway or the
+    /// Ingress, and what their rules send to (a route's `backendRefs`, an Ingress's
+    /// `backend.service`). Empty when nothing known serves it. [`HostTarget::applied_by`] ties the host's links to the
     /// Kustomizations that apply these.
     pub serving: Vec<(String, String, String)>,
 }
@@ -86,25 +86,30 @@ impl HostTarget {
     }
 }
 
-/// The Services a route's rules send to (`spec.rules[].backendRefs[]` of the core group and
-/// kind Service, the default; namespace defaults to the route's), `(Kind, ns, name)`.
+/// The objects a route's rules send to (`spec.rules[].backendRefs[]`: kind Service by
+/// default, or another kind such as Envoy Gateway's Backend, seen on public fleets; namespace
+/// defaults to the route's), `(Kind, ns, name)`.
 fn route_backends(r: &Value) -> Vec<(String, String, String)> {
     obj::arr(r, &["spec", "rules"])
         .iter()
         .flat_map(|rule| rule["backendRefs"].as_array().cloned().unwrap_or_default())
-        .filter(|b| {
-            b["group"].as_str().is_none_or(str::is_empty)
-                && b["kind"].as_str().is_none_or(|k| k == "Service")
-        })
         .filter_map(|b| {
             let ns = b["namespace"].as_str().unwrap_or(obj::namespace(r));
-            Some((
-                "Service".into(),
-                ns.to_string(),
-                b["name"].as_str()?.to_string(),
-            ))
+            let kind = b["kind"].as_str().unwrap_or("Service");
+            Some((kind.into(), ns.to_string(), b["name"].as_str()?.to_string()))
         })
         .collect()
+}
+
+/// A route and what it sends to, `(Kind, ns, name)`: what serves a host the route names.
+fn route_serving(r: &Value) -> Vec<(String, String, String)> {
+    std::iter::once((
+        "HTTPRoute".to_string(),
+        obj::namespace(r).to_string(),
+        obj::name(r).to_string(),
+    ))
+    .chain(route_backends(r))
+    .collect()
 }
 
 /// The Services an Ingress sends to (`spec.rules[].http.paths[].backend.service`,
@@ -242,12 +247,7 @@ fn via_gateway(
     let (ns, name) = key(gw);
     let mut serving = vec![("Gateway".to_string(), ns, name)];
     if let Some(r) = route {
-        serving.push((
-            "HTTPRoute".into(),
-            obj::namespace(r).into(),
-            obj::name(r).into(),
-        ));
-        serving.extend(route_backends(r));
+        serving.extend(route_serving(r));
     }
     HostTarget {
         host: host.to_string(),
@@ -311,10 +311,17 @@ fn serve(
         gws.iter()
             .find(|g| obj::namespace(g) == ns && obj::name(g) == name)
     };
+    // A route that names the host although its Gateway is not among the read objects (a
+    // Gateway made by a Helm chart's values, in a namespace not read): it still serves the
+    // host (public fleets: 11 of 67 hosts).
+    let mut naming_route = None;
     for r in routes {
         let named = r["spec"]["hostnames"]
             .as_array()
             .is_some_and(|hs| hs.iter().any(|h| h == host));
+        if named && naming_route.is_none() {
+            naming_route = Some(r);
+        }
         let parent = r["spec"]["parentRefs"].as_array().and_then(|ps| {
             ps.iter().find_map(|p| {
                 let ns = p["namespace"].as_str().unwrap_or(obj::namespace(r));
@@ -353,7 +360,7 @@ fn serve(
         gateway: None,
         ingress: None,
         expected: Vec::new(),
-        serving: Vec::new(),
+        serving: naming_route.map(route_serving).unwrap_or_default(),
     }
 }
 
@@ -680,9 +687,11 @@ mod tests {
         );
     }
     /// Links 5-7 are tied to the Kustomizations that apply what serves a host: the route, its
-    /// Gateway and the Services of its `backendRefs` (core Services only, namespace defaulting
-    /// to the route's), or the Ingress and its backend Services; nothing for a host nothing
-    /// known serves (then every in-scope Kustomization holds it, `HostTarget::applied_by`).
+    /// Gateway and what its `backendRefs` name (a Service by default, or another kind such as
+    /// Envoy Gateway's Backend; namespace defaulting to the route's), or the Ingress and its
+    /// backend Services; the naming route even when its Gateway was not read; nothing for a
+    /// host nothing known serves (then every in-scope Kustomization holds it,
+    /// `HostTarget::applied_by`).
     #[test]
     fn a_host_is_tied_to_its_route_gateway_ingress_and_backend_services() {
         let gw = json!({"metadata": {"name": "web", "namespace": "infra"},
@@ -717,7 +726,8 @@ mod tests {
                 "Gateway/infra/web",
                 "HTTPRoute/apps/app",
                 "Service/apps/app",
-                "Service/other/shared"
+                "Service/other/shared",
+                "Backend/apps/ext"
             ]
         );
         assert_eq!(
@@ -738,6 +748,19 @@ mod tests {
             &ings,
         );
         assert!(none[0].serving.is_empty());
+        // A route naming the host whose Gateway was not read still serves it.
+        let orphan = targets(
+            &[Target::Host("app.example.dev".into())],
+            &[],
+            &[],
+            &[],
+            &[],
+            &routes,
+            &[],
+        );
+        assert_eq!(orphan[0].gateway, None);
+        assert_eq!(orphan[0].serving.len(), 4, "{:?}", orphan[0].serving);
+        assert_eq!(orphan[0].serving[0].0, "HTTPRoute");
     }
 
     /// Trial3: an Ingress in the inventory and an HTTPRoute (applied outside Flux) claim the
