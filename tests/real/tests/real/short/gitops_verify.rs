@@ -206,6 +206,23 @@ fn a_source_no_source_controller_watches_is_broken_not_waiting() {
         d.contains("no running source-controller watches") && d.contains("--watch-label-selector"),
         "{d}"
     );
+    // fluxcd/source-controller#2150's state: a Ready source that leaves its shard keeps its
+    // Ready status and artifact (masking the misconfiguration), but nothing fetches it again:
+    // broken too, not ok.
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "label",
+        "gitrepository",
+        "gv-shard",
+        &format!("{}=shard1", realcluster::HELD_SHARD_LABEL),
+    ])
+    .unwrap();
+    let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", "gv-shard"]);
+    assert_eq!(condition(&g, "Ready")["status"], "True", "{g:#}");
+    let (code, r, err) = verify(c.kubeconfig(), &["--source", "gitrepository/gv-shard"]);
+    assert_eq!(code, 1, "{r:#}\n{err}");
+    assert_eq!(link(&r, "source")["verdict"], "broken", "{r:#}");
     let _ = c.kubectl(&[
         "-n",
         FLUX_NS,
@@ -213,6 +230,14 @@ fn a_source_no_source_controller_watches_is_broken_not_waiting() {
         "kustomization,gitrepository",
         "gv-shard-x",
         "--wait=false",
+    ]);
+    let _ = c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "label",
+        "gitrepository",
+        "gv-shard",
+        &format!("{}-", realcluster::HELD_SHARD_LABEL),
     ]);
 }
 
