@@ -88,6 +88,23 @@ spec:
     });
 }
 
+/// Waits (up to 180 s) until Kustomization `name` in flux-system is Ready with a last applied
+/// revision ending in `sha`; panics with the wait's message after that.
+pub fn ready_at(c: &realcluster::Cluster, name: &str, sha: &str) {
+    realcluster::testkit::eventually(
+        std::time::Duration::from_secs(180),
+        &format!("Kustomization {name} Ready at {sha}"),
+        || {
+            let k = c.kustomization(name);
+            (realcluster::testkit::condition(&k, "Ready")["status"] == "True"
+                && k["status"]["lastAppliedRevision"]
+                    .as_str()
+                    .is_some_and(|r| r.ends_with(sha)))
+            .then_some(())
+        },
+    );
+}
+
 /// A lease on the cluster of default options (`ClusterOptions::default()`) kept in `cell`: one
 /// group's cluster ([`cluster_with`]). Panics with the start error, each call.
 pub fn group_cluster(cell: &'static ClusterCell) -> Lease {

@@ -793,6 +793,39 @@ fn verify_link<'a>(r: &'a Value, id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no link {id}: {r:#}"))
 }
 
+/// A fleet file with Gateway `web` of `class` (one HTTP listener), Service `app` (pods
+/// `app: web`, port 8080) and HTTPRoute `app` for `host` on `/healthz` to that Service, all in
+/// `ns`.
+fn route_fleet(ns: &str, class: &str, host: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  gatewayClassName: {class}
+  listeners:
+  - {{name: http, protocol: HTTP, port: 80}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: app, namespace: {ns}}}
+spec:
+  selector: {{app: web}}
+  ports: [{{port: 8080}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: app, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: web}}]
+  hostnames: [{host}]
+  rules:
+  - matches: [{{path: {{type: PathPrefix, value: /healthz}}}}]
+    backendRefs: [{{name: app, port: 8080}}]
+"
+    )
+}
+
 /// An EnvoyProxy (ClusterIP) in `ns` and GatewayClass `class` whose Gateways get their
 /// Service's ClusterIP as address (Envoy Gateway's `envoyService.type`).
 fn clusterip_class(c: &Cluster, ns: &str, class: &str) {
@@ -839,32 +872,7 @@ fn verify_route_that_does_not_answer_then_a_host_resolving_elsewhere() {
     let ns = "gv-http";
     clusterip_class(c, ns, "eg-gv-http");
     let host = "app.gv-http.example.dev";
-    let files = format!(
-        "apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  gatewayClassName: eg-gv-http
-  listeners:
-  - {{name: http, protocol: HTTP, port: 80}}
----
-apiVersion: v1
-kind: Service
-metadata: {{name: app, namespace: {ns}}}
-spec:
-  ports: [{{port: 8080}}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: app, namespace: {ns}}}
-spec:
-  parentRefs: [{{name: web}}]
-  hostnames: [{host}]
-  rules:
-  - matches: [{{path: {{type: PathPrefix, value: /healthz}}}}]
-    backendRefs: [{{name: app, port: 8080}}]
-"
-    );
+    let files = route_fleet(ns, "eg-gv-http", host);
     c.fleet(
         ns,
         &[("net.yaml", &files)],
@@ -1022,33 +1030,7 @@ fn verify_a_route_whose_kustomization_is_still_moving_waits_then_breaks() {
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  replicas: 1\n  progressDeadlineSeconds: 3600\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers:\n      - {{name: web, image: \"{image}\"}}\n"
         )
     };
-    let net = format!(
-        "apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  gatewayClassName: eg-gv-move
-  listeners:
-  - {{name: http, protocol: HTTP, port: 80}}
----
-apiVersion: v1
-kind: Service
-metadata: {{name: app, namespace: {ns}}}
-spec:
-  selector: {{app: web}}
-  ports: [{{port: 8080}}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: app, namespace: {ns}}}
-spec:
-  parentRefs: [{{name: web}}]
-  hostnames: [{host}]
-  rules:
-  - matches: [{{path: {{type: PathPrefix, value: /healthz}}}}]
-    backendRefs: [{{name: app, port: 8080}}]
-"
-    );
+    let net = route_fleet(ns, "eg-gv-move", host);
     let held = "  interval: 100h\n  prune: true\n  wait: true\n  timeout: 45s\n";
     let first = c
         .fleet(
@@ -1061,22 +1043,8 @@ spec:
         "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {ns}-2, namespace: {flux}}}\nspec:\n  sourceRef: {{kind: GitRepository, name: {ns}}}\n  dependsOn: [{{name: {ns}}}]\n  path: ./w2\n  interval: 100h\n  prune: true\n"
     ))
     .unwrap();
-    let ready_at = |name: &str, sha: &str| {
-        eventually(
-            Duration::from_secs(180),
-            &format!("Kustomization {name} Ready at {sha}"),
-            || {
-                let k = c.kustomization(name);
-                (condition(&k, "Ready")["status"] == "True"
-                    && k["status"]["lastAppliedRevision"]
-                        .as_str()
-                        .is_some_and(|r| r.ends_with(sha)))
-                .then_some(())
-            },
-        )
-    };
-    ready_at(ns, &first);
-    ready_at(&format!("{ns}-2"), &first);
+    crate::ready_at(c, ns, &first);
+    crate::ready_at(c, &format!("{ns}-2"), &first);
     let addr = envoy_serving_nothing(c, ns, "web");
     let _dns = COREFILE.lock().unwrap_or_else(|e| e.into_inner());
     c.set_corefile_hosts(&format!("{addr} {host}")).unwrap();

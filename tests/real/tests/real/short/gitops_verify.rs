@@ -97,16 +97,7 @@ fn fleet(c: &Cluster, name: &str, image: &str, spec: &str) -> String {
     .unwrap()
 }
 
-fn ready_at(c: &Cluster, name: &str, sha: &str) {
-    eventually(T, &format!("Kustomization {name} Ready at {sha}"), || {
-        let k = c.kustomization(name);
-        (condition(&k, "Ready")["status"] == "True"
-            && k["status"]["lastAppliedRevision"]
-                .as_str()
-                .is_some_and(|r| r.ends_with(sha)))
-        .then_some(())
-    });
-}
+use crate::ready_at;
 
 /// The chain that holds exits 0: source at the remote's head, the Kustomization Ready at it,
 /// the Deployment Current; images and the links this build does not check are

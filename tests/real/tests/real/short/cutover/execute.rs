@@ -228,6 +228,23 @@ impl Fleet {
         v
     }
 
+    /// `reconcile.fluxcd.io/requestedAt` on the root Kustomization, as `flux reconcile ks`
+    /// writes it: its run comes now, as it would at its interval.
+    fn request_root_reconcile(&self) {
+        let requested = jiff::Timestamp::now().to_string();
+        self.c
+            .kubectl(&[
+                "-n",
+                &self.ns,
+                "annotate",
+                "--overwrite",
+                "kustomization",
+                &self.ns,
+                &format!("reconcile.fluxcd.io/requestedAt={requested}"),
+            ])
+            .unwrap();
+    }
+
     /// `--finish` for this fleet followed by `extra`.
     fn finish_args(&self, extra: &[&str]) -> Vec<String> {
         let mut v: Vec<String> = [self.target().as_str(), "-n", &self.ns, "--finish"]
@@ -598,17 +615,7 @@ async fn finish_after_the_root_reverted_a_proven_cutover_says_reverted() {
     let r = f.run(&f.args(&["--timeout", "120s"])).await;
     assert_eq!(r.code, 0, "{}", r.all());
     assert_eq!(f.live()["spec"]["url"], json!(f.to()));
-    let requested = jiff::Timestamp::now().to_string();
-    f.c.kubectl(&[
-        "-n",
-        &f.ns,
-        "annotate",
-        "--overwrite",
-        "kustomization",
-        &f.ns,
-        &format!("reconcile.fluxcd.io/requestedAt={requested}"),
-    ])
-    .unwrap();
+    f.request_root_reconcile();
     let old = f.old_url();
     eventually(T, "the real root Kustomization reverts spec.url", || {
         (f.live()["spec"]["url"] == json!(old)).then_some(())
@@ -2075,17 +2082,7 @@ async fn without_hold_the_root_kustomization_reverts_the_live_patch() {
         RUN_TIMEOUT,
     ));
     f.patched();
-    let requested = jiff::Timestamp::now().to_string();
-    f.c.kubectl(&[
-        "-n",
-        &f.ns,
-        "annotate",
-        "--overwrite",
-        "kustomization",
-        &f.ns,
-        &format!("reconcile.fluxcd.io/requestedAt={requested}"),
-    ])
-    .unwrap();
+    f.request_root_reconcile();
     let r = child.await.unwrap();
     assert_eq!(r.code, 1, "{}\nlive: {}", r.all(), f.live());
     r.assert_no_secrets();
