@@ -332,9 +332,8 @@ fn judge(
     }
     if !git.reachable {
         let from = format!(
-            "from a pod in {ns}, {} resolves to {}{dns_note}",
-            ic.host,
-            ips(&ic.addresses)
+            "from a pod in {ns}, {}{dns_note}",
+            resolved(&ic.host, &ic.addresses)
         );
         return Err(unreachable(
             ic, v, git, git_body, https, has_auth, &secret, &from,
@@ -373,10 +372,9 @@ fn judge(
         ));
     }
     Ok(format!(
-        "from a pod in {ns}: {} resolves to {}{dns_note}; {}; {}; {} is at {} == the commit \
+        "from a pod in {ns}: {}{dns_note}; {}; {}; {} is at {} == the commit \
          the cluster runs",
-        ic.host,
-        ips(&ic.addresses),
+        resolved(&ic.host, &ic.addresses),
         if https {
             format!(
                 "TLS verified ({})",
@@ -549,12 +547,51 @@ fn failure_why(ic: &InCluster, v: &Verify, f: &RemoteFailure, secret: &str) -> S
     }
 }
 
+/// `"HOST resolves to A, B"`, or `"HOST (an address: nothing to resolve)"` for an IP literal
+/// (trial3: "127.0.0.1 resolves to 127.0.0.1").
+fn resolved(host: &str, addrs: &[std::net::IpAddr]) -> String {
+    if host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<std::net::IpAddr>()
+        .is_ok()
+    {
+        format!("{host} (an address: nothing to resolve)")
+    } else {
+        format!("{host} resolves to {}", ips(addrs))
+    }
+}
+
 /// Why `host` with the addresses it resolves to is the pod itself inside the cluster:
 /// `localhost`/`*.localhost` (RFC 6761 6.3), a loopback or unspecified literal (see
 /// [`is_own_machine`]: 127.0.0.0/8, ::1, ::ffff:127.0.0.1, 0.0.0.0, ::), or a name whose every
 /// address is one of those. `None` otherwise (or when `addrs` is empty and the name is not a
 /// loopback name).
 pub fn loopback_reason(host: &str, addrs: &[std::net::IpAddr]) -> Option<String> {
+    let what = loopback_fact(host, addrs)?;
+    Some(format!(
+        "{what}: in a pod, localhost is the pod itself, so source-controller would connect to \
+         its own pod, not to this workstation or the Git server. Refused: use a URL the cluster \
+         can reach (the server's real name, or a Service's cluster DNS name)"
+    ))
+}
+
+/// The fact of [`loopback_reason`] alone, without the refusal: `"127.0.0.1 is a loopback
+/// address"`, `"localhost is the loopback name"`, `"git.local resolves on this workstation to
+/// the loopback (127.0.0.1)"`; `None` when `host` is not the loopback.
+pub fn loopback_fact(host: &str, addrs: &[std::net::IpAddr]) -> Option<String> {
+    loopback_fact_of(host, addrs)
+}
+
+/// [`loopback_fact`] of a URL's host without a DNS answer (`localhost`, a loopback or
+/// unspecified literal): a Git URL a pod cannot reach as source-controller on the host does.
+/// `None` for another host or a URL that does not parse.
+pub fn url_loopback_fact(url: &str) -> Option<String> {
+    let u = url::Url::parse(url).ok()?;
+    loopback_fact_of(u.host_str()?, &[])
+}
+
+fn loopback_fact_of(host: &str, addrs: &[std::net::IpAddr]) -> Option<String> {
     let h = host
         .trim_start_matches('[')
         .trim_end_matches(']')
@@ -587,9 +624,5 @@ pub fn loopback_reason(host: &str, addrs: &[std::net::IpAddr]) -> Option<String>
     } else {
         return None;
     };
-    Some(format!(
-        "{what}: in a pod, localhost is the pod itself, so source-controller would connect to \
-         its own pod, not to this workstation or the Git server. Refused: use a URL the cluster \
-         can reach (the server's real name, or a Service's cluster DNS name)"
-    ))
+    Some(what)
 }

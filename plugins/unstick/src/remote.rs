@@ -3,7 +3,9 @@
 //! (cutover's in-cluster preflight, [`cutover::incluster::verify`]: the shared probe Job,
 //! labelled `app.kubernetes.io/managed-by=kubectl-unstick`, deleted when done and on Ctrl-C),
 //! so a suspended or lagging source says which newer commit it holds back. Read-only for the
-//! Flux objects; it creates one short-lived Job.
+//! Flux objects; it creates one short-lived Job. A loopback `spec.url` (`localhost`,
+//! `127.0.0.1`: in a pod, the pod itself) is read from this workstation instead, and the
+//! record says so ([`workstation_head`]), as `kubectl gitops verify --probe-source` does.
 
 use std::time::Duration;
 
@@ -40,13 +42,10 @@ pub async fn check(
         ));
     };
     let ns = obj::namespace(src).to_string();
-    let secret = match obj::s(src, &["spec", "secretRef", "name"]) {
+    let creds = match obj::s(src, &["spec", "secretRef", "name"]) {
         None => None,
         Some(name) => match cutover::preflight::read_credentials(conn, &ns, name).await {
-            Ok(c) => Some(GitSecret {
-                name: name.to_string(),
-                keys: c.keys,
-            }),
+            Ok(c) => Some((name.to_string(), c)),
             Err(e) => {
                 return Ok(Some(format!(
                     "--check-remote: secret {ns}/{name} could not be read, so the probe was not started: {e}"
@@ -60,11 +59,17 @@ pub async fn check(
         .and_then(|s| s.artifact_revision.as_deref())
         .map(|r| r.rsplit(':').next().unwrap_or(r).to_string())
         .unwrap_or_default();
+    let url = obj::s(src, &["spec", "url"])
+        .unwrap_or_default()
+        .to_string();
+    if let Some(fact) = cutover::incluster::url_loopback_fact(&url) {
+        let creds = creds.map(|(_, c)| c).unwrap_or_default();
+        return workstation_head(creds, &url, &branch, &commit, &fact, d).await;
+    }
+    let secret = creds.map(|(name, c)| GitSecret { name, keys: c.keys });
     let v = cutover::incluster::Verify {
         namespace: ns.clone(),
-        url: obj::s(src, &["spec", "url"])
-            .unwrap_or_default()
-            .to_string(),
+        url,
         branch: branch.clone(),
         commit: commit.clone(),
         secret,
@@ -99,6 +104,41 @@ pub async fn check(
         }
         (Ok(m) | Err(m), _) => Ok(Some(format!(
             "--check-remote: the remote head was not read from the pod plane: {m}"
+        ))),
+    }
+}
+
+/// A loopback `spec.url` (trial3: "from a pod, 127.0.0.1 resolves to 127.0.0.1, but git could
+/// not fetch from it", and no head at all): in a pod the loopback is the pod itself, so no
+/// probe runs; the head is read here with `git ls-remote` and the credentials Flux holds, and
+/// the record says where it was seen and why. A head that cannot be read is a note.
+async fn workstation_head(
+    creds: cutover::git::GitCredentials,
+    url: &str,
+    branch: &str,
+    commit: &str,
+    fact: &str,
+    d: &mut Diagnosis,
+) -> Result<Option<String>> {
+    let (u, b) = (url.to_string(), branch.to_string());
+    let head = tokio::task::spawn_blocking(move || {
+        let runner = cutover::git::GitRunner::new(creds)
+            .map_err(|e| cutover::git::RemoteFailure::Other(e.to_string()))?;
+        runner.remote_head(&u, &b)
+    })
+    .await
+    .map_err(|e| cluster_loop::Error::Other(format!("git ls-remote task: {e}")))?;
+    match head {
+        Ok(h) => {
+            let from = format!(
+                "seen from this workstation with git ls-remote, not from a pod: {fact}, and in a pod the loopback is the pod itself"
+            );
+            crate::diagnose::apply_remote_head(d, RemoteHead::new(branch, &h, commit, &from));
+            Ok(None)
+        }
+        Err(f) => Ok(Some(format!(
+            "--check-remote: {fact} (in a pod the pod itself), and this workstation cannot read its head either: {}",
+            f.explain(url, None)
         ))),
     }
 }

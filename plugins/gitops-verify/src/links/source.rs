@@ -209,16 +209,19 @@ async fn one(
         // A pod's loopback is the pod itself: a probe there proves nothing about how
         // source-controller reached this URL. Ready at a revision says it did, so it shares
         // the server's network (hostNetwork, or a controller run on the host).
-        from_workstation(cx, src, ns, &branch).await?.map(|(head, _)| {
-            (
-                head,
-                format!(
-                    "seen from this workstation, not from a pod: {lo}, which in a pod is the pod \
-                     itself; source-controller reaches it only when it shares the server's \
-                     network (hostNetwork, or run on the host), and its Ready says it does"
-                ),
-            )
-        })
+        from_workstation(cx, src, ns, &branch)
+            .await?
+            .map(|(head, _)| {
+                (
+                    head,
+                    format!(
+                        "seen from this workstation, not from a pod: {lo}, and in a pod the \
+                     loopback is the pod itself; source-controller reaches it only when it \
+                     shares the server's network (hostNetwork, or run on the host), and its \
+                     Ready says it does"
+                    ),
+                )
+            })
     } else if cx.session.opts.probe_source {
         from_pod(cx, src, ns, &branch, &commit).await?
     } else {
@@ -228,11 +231,10 @@ async fn one(
 }
 
 /// Why `spec.url`'s host is the loopback wherever it is resolved (`localhost`, a loopback or
-/// unspecified literal: cutover's [`cutover::incluster::loopback_reason`] without a DNS
-/// answer), or `None`.
+/// unspecified literal: cutover's [`cutover::incluster::loopback_fact`] without a DNS answer),
+/// or `None`.
 fn loopback_url(src: &Value) -> Option<String> {
-    let url = url::Url::parse(obj::s(src, &["spec", "url"])?).ok()?;
-    cutover::incluster::loopback_reason(url.host_str()?, &[])
+    cutover::incluster::url_loopback_fact(obj::s(src, &["spec", "url"])?)
 }
 
 /// source-controller not running (unstick's read of its Deployment, beside

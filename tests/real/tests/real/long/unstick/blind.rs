@@ -484,6 +484,19 @@ fn a_suspended_source_is_a_finding_naming_the_newer_revision() {
     let (all_code, r) = row(c, "blind-susp");
     assert_eq!(r["class"], "source-suspended", "{r:#}");
     assert_eq!(all_code, 1);
+    // --check-remote on a loopback spec.url (trial3: "from a pod, 127.0.0.1 resolves to
+    // 127.0.0.1, but git could not fetch from it", and no head): no probe runs (in a pod the
+    // loopback is the pod itself); the head is read here and names the commit held back.
+    let (code, v, err) = unstick(c, &["ks/blind-susp", "--dry-run", "--check-remote"]);
+    assert_eq!(code, 1, "{v:#}\n{err}");
+    let head = &v["diagnosis"]["blindSpot"]["remoteHead"];
+    assert_eq!(head["commit"], sha, "{v:#}\n{err}");
+    assert_eq!(head["newer"], true, "{v:#}");
+    let from = head["from"].as_str().unwrap();
+    assert!(
+        from.starts_with("seen from this workstation") && from.contains("is a loopback address"),
+        "{from}"
+    );
 }
 
 /// Issue 28 item 5. A HelmRelease under a `wait: true` Kustomization in a cluster with no
