@@ -143,7 +143,7 @@ pub async fn serve(session: Session, addr: SocketAddr) -> Result<&'static str, E
         });
     };
     stop.cancel();
-    crate::serve::wait_for_flows(&session).await;
+    crate::session::wait_for_flows(&session).await;
     Ok(signal)
 }
 

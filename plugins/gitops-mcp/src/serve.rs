@@ -3,14 +3,13 @@
 //! in flight (a cancelled `unstick` resuming what it suspended) before exiting.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Parser;
 use cluster_loop::cli::ClusterArgs;
 use cluster_loop::error::{EXIT_OK, Error};
 use rmcp::ServiceExt;
 
-use crate::session::Session;
+use crate::session::{Session, wait_for_flows};
 use crate::tools::Server;
 
 const EXAMPLES: &str = "\
@@ -175,16 +174,4 @@ pub async fn serve(session: Session) -> Result<(), Error> {
     waited
         .map(|_| ())
         .map_err(|e| Error::Other(format!("MCP session ended abnormally: {e}")))
-}
-
-/// Waits (up to 10 minutes) for the flows of `session` still in flight: they were cancelled
-/// when their MCP session ended and may be undoing (resuming what they suspended).
-pub async fn wait_for_flows(session: &Session) {
-    session.tracker.close();
-    if tokio::time::timeout(Duration::from_secs(600), session.tracker.wait())
-        .await
-        .is_err()
-    {
-        eprintln!("kubectl gitops mcp: a flow was still undoing after 10 minutes; exiting");
-    }
 }

@@ -3,6 +3,7 @@
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use cluster_loop::error::Error;
 use tokio_util::task::TaskTracker;
@@ -89,6 +90,18 @@ impl Session {
             )));
         }
         Ok(self.repo.join(p))
+    }
+}
+
+/// Waits (up to 10 minutes) for the flows of `session` still in flight: they were cancelled
+/// when their MCP session ended and may be undoing (resuming what they suspended).
+pub async fn wait_for_flows(session: &Session) {
+    session.tracker.close();
+    if tokio::time::timeout(Duration::from_secs(600), session.tracker.wait())
+        .await
+        .is_err()
+    {
+        eprintln!("kubectl gitops mcp: a flow was still undoing after 10 minutes; exiting");
     }
 }
 
