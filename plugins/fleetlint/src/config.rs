@@ -18,17 +18,13 @@
 //! `-o json` (`suppressed[]`) with what suppressed it.
 
 use crate::lint::Finding;
-use crate::rules::Severity;
+use crate::rules::{OFF_BY_DEFAULT, Severity};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The configuration file's name, read at the repository root.
 pub const FILE: &str = ".fleetlint.yaml";
-
-/// Rules that encode a convention of one fleet rather than what Flux does: off unless the
-/// configuration turns them on.
-pub const OFF_BY_DEFAULT: &[&str] = &["FL051"];
 
 /// `.fleetlint.yaml` as written.
 #[derive(Debug, Default, serde::Deserialize)]

@@ -11,6 +11,7 @@
 pub use cluster_loop::envsubst;
 pub mod config;
 pub mod fleet;
+pub mod kustomize_fields;
 pub mod lint;
 pub mod render;
 pub mod report;
@@ -679,7 +680,10 @@ fn render_checkouts(cfg: &Config, built: &mut [fleet::Overlay]) {
                 let unit = render::Unit {
                     dir,
                     target_namespace: k.target_namespace.clone(),
-                    kustomize: k.kustomize.as_ref().map(fleet::KustomizeFields::to_json),
+                    kustomize: k
+                        .kustomize
+                        .as_ref()
+                        .map(kustomize_fields::KustomizeFields::to_json),
                 };
                 let message = match entry {
                     Err(m) => Some(m.clone()),

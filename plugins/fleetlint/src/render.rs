@@ -8,10 +8,11 @@
 //! file, sub-directories with a kustomization as one resource), and `spec.targetNamespace`
 //! becomes the kustomization's `namespace:` (`GenerateManifest`).
 
+use crate::kustomize_fields::KustomizeFields;
 use crate::tree::Repo;
 use cluster_loop::klog::strip_klog;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -22,7 +23,7 @@ pub struct Unit {
     pub dir: String,
     /// `spec.targetNamespace` of the Flux Kustomization.
     pub target_namespace: Option<String>,
-    /// The Flux Kustomization's own kustomize fields ([`crate::fleet::KustomizeFields`]) as
+    /// The Flux Kustomization's own kustomize fields ([`crate::kustomize_fields::KustomizeFields`]) as
     /// JSON, `None` when it sets none.
     pub kustomize: Option<String>,
 }
@@ -297,7 +298,7 @@ impl Renderer {
         h.update(u.target_namespace.as_deref().unwrap_or("\u{1}").as_bytes());
         h.update(b"\0");
         h.update(u.kustomize.as_deref().unwrap_or("\u{1}").as_bytes());
-        for f in crate::fleet::unit_inputs(repo, u) {
+        for f in unit_inputs(repo, u) {
             h.update(b"\0");
             h.update(f.as_bytes());
             h.update(b"\0");
@@ -521,9 +522,7 @@ impl Renderer {
                 ));
             }
             if let Some(j) = &u.kustomize {
-                k.push_str(&crate::fleet::KustomizeFields::wrapper_lines(
-                    j, &abs, &relative,
-                ));
+                k.push_str(&KustomizeFields::wrapper_lines(j, &abs, &relative));
             }
             std::fs::write(tmp.0.join("kustomization.yaml"), k)
                 .map_err(|e| format!("cannot write a temporary kustomization: {e}"))?;
@@ -634,4 +633,20 @@ pub fn parse_output(out: &str) -> Vec<Doc> {
     }
     flush(&mut cur);
     docs
+}
+
+/// Every file a render of `u` reads: its directory's inputs and those of the components its
+/// Flux Kustomization adds.
+pub fn unit_inputs(repo: &Repo, u: &Unit) -> BTreeSet<String> {
+    let mut out = repo.closure(&u.dir);
+    if let Some(f) = u
+        .kustomize
+        .as_deref()
+        .and_then(|j| serde_json::from_str::<KustomizeFields>(j).ok())
+    {
+        for c in f.component_dirs(&u.dir) {
+            out.extend(repo.closure(&c));
+        }
+    }
+    out
 }

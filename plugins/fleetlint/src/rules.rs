@@ -401,6 +401,10 @@ repository root `rules: {{{id}: off}}` (or `warning`, `error`, `info` to change 
     )
 }
 
+/// Rules that encode a convention of one fleet rather than what Flux does: off unless the
+/// configuration turns them on.
+pub const OFF_BY_DEFAULT: &[&str] = &["FL051"];
+
 /// Looks a rule up by ID (case-insensitive).
 pub fn find(id: &str) -> Option<&'static Rule> {
     RULES.iter().find(|r| r.id.eq_ignore_ascii_case(id))
@@ -415,7 +419,7 @@ pub fn explain(id: &str) -> Option<String> {
             r.name,
             format!("{:?}", r.severity).to_lowercase(),
             r.family,
-            if crate::config::OFF_BY_DEFAULT.contains(&r.id) {
+            if OFF_BY_DEFAULT.contains(&r.id) {
                 ", off unless .fleetlint.yaml turns it on"
             } else {
                 ""
