@@ -2,6 +2,7 @@
 //! (`internal/update`, kyaml `fieldmeta`/`kio`), plus lint rules on top.
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod check;
 #[cfg(feature = "cluster")]
 pub mod cluster;

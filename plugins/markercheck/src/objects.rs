@@ -1,13 +1,11 @@
 //! Flux image-automation objects read from manifests (or the cluster): ImagePolicy,
 //! ImageRepository, ImageUpdateAutomation — only the fields the setters and the rules use.
 
+use crate::api::IMAGE_GROUP;
 use crate::scan::FileScan;
 use crate::yamltree::Node;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-
-/// API group of the image automation objects.
-pub const GROUP: &str = "image.toolkit.fluxcd.io";
 
 /// `status.latestRef` of an ImagePolicy (image-reflector-controller api/v1 `ImageRef`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -363,7 +361,7 @@ impl Objects {
             }
             return;
         }
-        if group != GROUP {
+        if group != IMAGE_GROUP {
             return;
         }
         let kind = s(r.get("kind"));

@@ -2,6 +2,7 @@
 //! `internal/update/filereader.go` (`ScreeningLocalReader.Read`) and kyaml v0.21.1
 //! `kio/byteio_reader.go` (`ByteReader.Read`, `splitDocuments`, `decode`).
 
+use crate::api::{IMAGE_GROUP, KUSTOMIZE_GROUP};
 use crate::marker::{self, Parsed};
 use crate::yamltree::{self, Comment, Node, Scalar, Style};
 use std::path::{Path, PathBuf};
@@ -306,9 +307,7 @@ impl FileScan {
             r.get("apiVersion")
                 .and_then(Node::str)
                 .and_then(|a| a.split_once('/'))
-                .is_some_and(|(g, _)| {
-                    g == crate::objects::GROUP || g == "kustomize.toolkit.fluxcd.io"
-                })
+                .is_some_and(|(g, _)| g == IMAGE_GROUP || g == KUSTOMIZE_GROUP)
         };
         let holds_objects = self.selected
             && self.docs.iter().any(|d| match &d.tree.root {
