@@ -280,6 +280,9 @@ pub struct DnsCheck {
     pub answered_by: Option<String>,
 }
 
+/// The `--probe` results by Gateway (`gateway/NS/NAME`); empty without `--probe`.
+pub type Probes = std::collections::BTreeMap<String, GatewayProbe>;
+
 /// What `--probe` found for one Gateway (in the machine output).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -507,7 +510,7 @@ pub async fn run(
     image: &str,
     timeout: std::time::Duration,
     output: &cluster_loop::output::OutputArgs,
-) -> cluster_loop::error::Result<Option<crate::run::Probes>> {
+) -> cluster_loop::error::Result<Option<Probes>> {
     use cluster_loop::probe::lifecycle::{ProbeEnd, RequestCounter, run_probe};
     use cluster_loop::probe::{Carrier, ProbeOptions, ProbeOwner, new_run_id};
     let plans: Vec<(String, GatewayPlan)> = gws
@@ -532,7 +535,7 @@ pub async fn run(
                 .collect::<Vec<_>>(),
         );
     }
-    let mut out = crate::run::Probes::new();
+    let mut out = Probes::new();
     if hosts.is_empty() && http.is_empty() {
         for (k, p) in plans {
             out.insert(

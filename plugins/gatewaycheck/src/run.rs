@@ -1,5 +1,6 @@
 //! The command line and the orchestration of one run.
 
+use crate::probe::Probes;
 use crate::report::{ObjectReport, Report, render};
 use crate::rules;
 use crate::snapshot::{self, Snapshot};
@@ -149,9 +150,6 @@ fn in_ns<'a>(items: &'a [Value], ns: Option<&str>) -> impl Iterator<Item = &'a V
         .iter()
         .filter(move |o| ns.is_none_or(|n| o["metadata"]["namespace"] == n))
 }
-
-/// The `--probe` results by Gateway (`gateway/NS/NAME`); empty without `--probe`.
-pub type Probes = std::collections::BTreeMap<String, crate::probe::GatewayProbe>;
 
 /// The Gateways `target` names in `ns` (`None`: every namespace).
 pub fn gateways_in_scope<'a>(
