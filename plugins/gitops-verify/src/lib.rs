@@ -8,7 +8,8 @@
 //! remote head and in-cluster preflight, the shared kstatus): nothing is shelled out to and no
 //! rule is copied.
 //!
-//! Modules: [`run`] (the command line and one run), [`session`] (the session value:
+//! Modules: [`run`] (the command line and one run), [`round`] (one round: the facts read
+//! once, every link checked, the round's report; the interrupt), [`session`] (the session value:
 //! connection, options, request counter), [`facts`] (what every link reads, once per round),
 //! [`links`] (one module per link and the extension point for new ones), [`chain`] (the
 //! verdicts, the `ChainReport` document and the exit codes), [`render`] (table, GitHub
@@ -19,6 +20,7 @@ pub mod chain;
 pub mod facts;
 pub mod links;
 pub mod render;
+pub mod round;
 pub mod run;
 pub mod session;
 pub mod wait;

@@ -8,7 +8,7 @@
 //! check's end, a source's next interval fetch, an automation's next run), measured from the
 //! first round. stderr says which object set it. One stderr line per link whose verdict
 //! changes, naming the watch event that triggered the round. Ctrl-C ends it at once; a probe
-//! pod is deleted first ([`crate::run::interrupted`]).
+//! pod is deleted first ([`crate::round::interrupted`]).
 
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ use unstick::live::Interrupt;
 use crate::chain::{self, ChainReport, LinkReport, Verdict, WaitInfo};
 use crate::facts::Facts;
 use crate::links::Link;
-use crate::run::{interrupted, report, round};
+use crate::round::{interrupted, report, round};
 use crate::session::Session;
 use cluster_loop::wait::Progress;
 
