@@ -588,6 +588,12 @@ impl<'a> Engine<'a> {
                     .filter(|k| !obj::b(k, &["spec", "suspend"]) && run_in_progress(k).is_some())
                     .map(key_of)
                     .collect();
+                // The workers serve every namespace: runs of other namespaces hold them too.
+                for k in self.idx.snap.workers_elsewhere.iter().flatten() {
+                    if !v.contains(k) {
+                        v.push(k.clone());
+                    }
+                }
                 v.sort();
                 v
             })
@@ -2528,13 +2534,18 @@ pub fn heading(d: &Diagnosis) -> Heading {
         // A controller scaled to 0 stays so until someone scales it up; one with replicas but
         // no ready pod yet (a restart, `--restart-controller`'s own) may come back by itself;
         // a pod whose process exits (CrashLoopBackOff) or whose image does not pull does not.
-        // Moving only while every stopped one may come back.
+        // Moving only while every stopped one may come back. A ready pod that does not lead
+        // comes back only when its Lease wait has an end (the holder is gone); another holder
+        // that keeps renewing holds it for good (trial4: verify read it as a 5-minute wait).
         Class::ControllerNotRunning
-            if d.stopped_controllers.iter().all(|s| {
-                !s.scaled_to_zero()
-                    && s.pod
-                        .as_ref()
-                        .is_none_or(cluster_loop::flux::PodTrouble::may_come_back)
+            if d.stopped_controllers.iter().all(|s| match &s.leader {
+                Some(_) => s.leader_wait(),
+                None => {
+                    !s.scaled_to_zero()
+                        && s.pod
+                            .as_ref()
+                            .is_none_or(cluster_loop::flux::PodTrouble::may_come_back)
+                }
             }) =>
         {
             Heading::Moving(format!("{}; waiting for it to be back", d.summary))

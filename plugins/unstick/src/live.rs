@@ -410,7 +410,8 @@ pub async fn gather(
     let mut notes = Vec::new();
     let now = Timestamp::now();
     let ks_ns = scope.namespace.as_deref();
-    let kustomizations = read_kustomizations(conn, r, ks_ns, &mut notes).await?;
+    let (kustomizations, workers_elsewhere) =
+        read_kustomizations(conn, r, ks_ns, &mut notes).await?;
     let sources = read_sources(conn, r, ks_ns, &kustomizations, &mut notes).await?;
     let c = read_controllers(conn, r, scope, &kustomizations, &sources, &mut notes).await?;
     let leases = read_leases(conn, r, &c, &kustomizations, &mut notes).await?;
@@ -423,6 +424,7 @@ pub async fn gather(
         namespace: ks_ns.map(String::from),
         configs,
         kustomizations,
+        workers_elsewhere,
         sources,
         controller: c.controller,
         source_controller: c.source_controller,
@@ -447,25 +449,75 @@ pub async fn gather(
 /// The Kustomizations in scope (1 list), plus those named as dependencies in other
 /// namespaces (single-namespace scope only: 1 list whatever their number; without list
 /// permission there, 1 per namespace, a namespace not readable a note).
+///
+/// A single-namespace scope lists every namespace in that one request when allowed: the
+/// controller's workers are shared by all namespaces, so the Kustomizations of other
+/// namespaces whose run holds one are returned as well (trial4: four runs in `prod` held every
+/// worker, and a queued run in `flux-system` read as a dropped revision event), and the
+/// dependencies are taken from it. Refused (403): the namespace's list, and who holds the
+/// workers elsewhere is not known (`None`).
 async fn read_kustomizations(
     conn: &Connection,
     r: &Reader,
     ks_ns: Option<&str>,
     notes: &mut Vec<String>,
-) -> Result<Vec<Value>> {
-    let mut kustomizations = r
-        .list(conn, &ks_ar(), ks_ns, &ListParams::default())
-        .await?;
-    // Dependencies in other namespaces (single-namespace scope only).
-    if let Some(ns) = ks_ns {
-        let mut extra: BTreeSet<(String, String)> = BTreeSet::new();
-        for k in &kustomizations {
-            for d in obj::arr(k, &["spec", "dependsOn"]) {
-                if let Some(dns) = obj::s(d, &["namespace"]).filter(|d| !d.is_empty() && *d != ns) {
-                    extra.insert((dns.to_string(), obj::s(d, &["name"]).unwrap_or("").into()));
-                }
+) -> Result<(Vec<Value>, Option<Vec<String>>)> {
+    let Some(ns) = ks_ns else {
+        let all = r.list(conn, &ks_ar(), None, &ListParams::default()).await?;
+        return Ok((all, None));
+    };
+    match r.list(conn, &ks_ar(), None, &ListParams::default()).await {
+        Ok(all) => {
+            let (mut mine, other): (Vec<Value>, Vec<Value>) =
+                all.into_iter().partition(|k| obj::namespace(k) == ns);
+            let held = other
+                .iter()
+                .filter(|k| {
+                    !obj::b(k, &["spec", "suspend"]) && diagnose::run_in_progress(k).is_some()
+                })
+                .map(diagnose::key_of)
+                .collect();
+            let named: BTreeSet<(String, String)> = dependencies_elsewhere(&mine, ns);
+            mine.extend(other.into_iter().filter(|v| {
+                named.contains(&(obj::namespace(v).to_string(), obj::name(v).to_string()))
+            }));
+            Ok((mine, Some(held)))
+        }
+        Err(e) if e.status_code() == Some(403) => {
+            let mine = namespace_and_dependencies(conn, r, ns, notes).await?;
+            Ok((mine, None))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The dependencies (`spec.dependsOn`) of `kustomizations` that live in another namespace
+/// than `ns`, as `(namespace, name)`.
+fn dependencies_elsewhere(kustomizations: &[Value], ns: &str) -> BTreeSet<(String, String)> {
+    let mut extra = BTreeSet::new();
+    for k in kustomizations {
+        for d in obj::arr(k, &["spec", "dependsOn"]) {
+            if let Some(dns) = obj::s(d, &["namespace"]).filter(|d| !d.is_empty() && *d != ns) {
+                extra.insert((dns.to_string(), obj::s(d, &["name"]).unwrap_or("").into()));
             }
         }
+    }
+    extra
+}
+
+/// Without list permission across namespaces: the namespace's Kustomizations (1 list), plus
+/// the dependencies they name in other namespaces (see [`read_kustomizations`]).
+async fn namespace_and_dependencies(
+    conn: &Connection,
+    r: &Reader,
+    ns: &str,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Value>> {
+    let mut kustomizations = r
+        .list(conn, &ks_ar(), Some(ns), &ListParams::default())
+        .await?;
+    {
+        let extra = dependencies_elsewhere(&kustomizations, ns);
         // One list whatever the number of such dependencies: the namespace's when they all
         // live in one, else all namespaces (filtered to the ones named). Without list
         // permission there, one list per namespace; a namespace we may not read leaves its

@@ -26,6 +26,13 @@ pub struct Snapshot {
     /// the namespaces of the dependencies they name).
     #[serde(default)]
     pub kustomizations: Vec<Value>,
+    /// With a single-namespace scope: the Kustomizations (`namespace/name`) of the other
+    /// namespaces whose run holds one of kustomize-controller's workers now (its
+    /// `--concurrent` workers serve every namespace), from the same one list read across
+    /// namespaces. `None` when not read (the cross-namespace list was refused, or a fixture):
+    /// then who holds the workers is not known ([`Snapshot::holders_known`]).
+    #[serde(default)]
+    pub workers_elsewhere: Option<Vec<String>>,
     /// GitRepository / OCIRepository / Bucket / ExternalArtifact objects in scope.
     #[serde(default)]
     pub sources: Vec<Value>,
@@ -103,6 +110,14 @@ pub struct Snapshot {
     /// an object as `Unknown`.
     #[serde(default)]
     pub unserved_kinds: BTreeSet<String>,
+}
+
+impl Snapshot {
+    /// Whether every Kustomization holding a worker is known: the scope is all namespaces, or
+    /// [`Snapshot::workers_elsewhere`] was read.
+    pub fn holders_known(&self) -> bool {
+        self.namespace.is_none() || self.workers_elsewhere.is_some()
+    }
 }
 
 /// `namespace/name`.

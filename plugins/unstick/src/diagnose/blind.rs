@@ -455,6 +455,18 @@ impl Engine<'_> {
         true
     }
 
+    /// Whether every one of kustomize-controller's `--concurrent` workers is held by another
+    /// Kustomization's run (the end of some unknown: [`Diagnosis::worker_free_at`] stays
+    /// unset then, the wait does not).
+    fn all_workers_held_by_others(&self, ks: &Value) -> bool {
+        let Some(c) = &self.controller else {
+            return false;
+        };
+        let key = key_of(ks);
+        let holders = self.worker_holders();
+        holders.len() as u32 >= c.concurrent && !holders.iter().any(|(k, _)| *k == key)
+    }
+
     /// Whether `ks` missed its source's current revision event although nothing drops it now
     /// (no cycle among the source's Kustomizations today: one was broken since, or the object
     /// was out of the controller's watch when the revision came): Ready=True at an older
@@ -475,11 +487,15 @@ impl Engine<'_> {
         let Some(sf) = d.source.as_ref().filter(|s| s.newer_revision_available) else {
             return false;
         };
+        // Who holds the workers must be known: runs of other namespaces hold them too, and a
+        // queue behind them is not a dropped event (trial4).
         if d.class != Class::Reconciling
             || !ready_true
             || pending
             || d.worker_free_at.is_some()
             || run_in_progress(ks).is_some()
+            || !self.idx.snap.holders_known()
+            || self.all_workers_held_by_others(ks)
         {
             return false;
         }

@@ -12,6 +12,12 @@ pub(super) fn plan(d: &Diagnosis, inp: &Inputs<'_>, opts: &Options) -> Option<Pl
     Some(match (b.kind.as_str(), d.class) {
         ("not-watched", Class::NotWatched) => not_watched(d, b),
         ("source-not-watched", Class::NotWatched) => source_not_watched(d, b),
+        // A failed run of a source no controller watches: another run reads the same
+        // artifact (trial4: a dead artifact URL nobody rewrites) and fails the same way; a
+        // fix in Git is never fetched either. The source must be watched first.
+        ("source-not-watched", Class::ReconcileFailed | Class::BuildFailed) => {
+            source_not_watched(d, b)
+        }
         ("source-event-dropped", Class::SourceEventDropped) if b.cycle.is_empty() => {
             source_event_dropped_once(d, b, inp, opts)
         }

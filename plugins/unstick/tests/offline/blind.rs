@@ -10,7 +10,7 @@
 //! - wording: a plan that writes nothing waits for nothing; a message's own newlines.
 
 use serde_json::{Value, json};
-use unstick::diagnose::{Class, Engine, is_finding};
+use unstick::diagnose::{Class, Engine, Heading, heading, is_finding};
 use unstick::lever::{Lever, Options};
 use unstick::snapshot::Snapshot;
 
@@ -431,6 +431,38 @@ fn a_source_no_running_source_controller_watches_is_named_never_waited_for() {
         d.summary
     );
     assert_eq!(row(&fetched, "apps").class, Class::NotWatched);
+
+    // Trial4: its last run failed to download the artifact (a URL nobody rewrites while the
+    // source is unwatched). The class stays, but no request can help: another run reads the
+    // same artifact. The plan writes nothing and says what lets a controller watch it.
+    let mut failed = fetched.clone();
+    failed.kustomizations[0]["status"]["conditions"] = json!([{"type": "Ready", "status": "False",
+        "reason": "ArtifactFailed", "lastTransitionTime": "2026-11-30T07:10:00Z",
+        "message": "failed to download archive: GET http://127.0.0.1:34883/gitrepository/flux-system/flux-system/x.tar.gz: connection refused"}]);
+    let d = diag(&failed, "apps");
+    assert_eq!(
+        d.blind_spot.as_ref().map(|b| b.kind.as_str()),
+        Some("source-not-watched"),
+        "{}",
+        d.summary
+    );
+    let p = plan(&failed, "apps");
+    assert_eq!(p.lever, Lever::FixInGit, "class {}: {}", d.class, p.effect);
+    assert!(p.steps.is_empty() && !p.wait_for_request_token);
+    let p = plan_with(
+        &failed,
+        "apps",
+        TOKEN,
+        &Options {
+            with_source: true,
+            ..Options::default()
+        },
+    );
+    assert!(
+        p.steps.is_empty(),
+        "--with-source writes nothing: {:?}",
+        p.steps
+    );
 }
 
 /// `--watch-all-namespaces=false`: only the controller's own namespace is watched.
@@ -745,6 +777,38 @@ fn a_revision_event_missed_before_the_cycle_was_broken_is_requested_not_promised
     assert_eq!(r.summary, d.summary);
 }
 
+/// Trial4: `unstick ks/NAME` reads one namespace, but kustomize-controller's workers serve
+/// every namespace. Four runs in `prod` held all of them while `apps` (flux-system) waited in
+/// the queue, and the missed-event rule called it a dropped revision event (verify: broken),
+/// with a request that changes nothing. The holders elsewhere (read in the same one list) make
+/// it a worker wait; when they could not be read, nothing is claimed; with none, the rule
+/// stands.
+#[test]
+fn a_queue_behind_runs_of_other_namespaces_is_not_a_missed_event() {
+    let mut s = snap_with_artifact_at(vec![ready_at("apps", OLD, &[])], "2026-11-30T07:19:00Z");
+    s.namespace = Some("flux-system".into());
+    s.workers_elsewhere = Some(
+        ["prod/slow-1", "prod/slow-2", "prod/slow-3", "prod/slow-4"]
+            .map(String::from)
+            .to_vec(),
+    );
+    let d = diag(&s, "apps");
+    assert_ne!(d.class, Class::SourceEventDropped, "{}", d.summary);
+    assert!(!is_finding(&d), "{}", d.summary);
+    assert!(d.summary.contains("worker"), "{}", d.summary);
+    assert_ne!(row(&s, "apps").class, Class::SourceEventDropped);
+    s.workers_elsewhere = None;
+    let d = diag(&s, "apps");
+    assert_ne!(
+        d.class,
+        Class::SourceEventDropped,
+        "not known: {}",
+        d.summary
+    );
+    s.workers_elsewhere = Some(vec![]);
+    assert_eq!(diag(&s, "apps").class, Class::SourceEventDropped);
+}
+
 /// The other side of [`a_revision_event_missed_before_the_cycle_was_broken_is_requested_not_promised`]:
 /// an artifact stored 15 s ago (within the grace a delivered event needs to start a run), or a
 /// run recorded after the artifact changed, or no recorded run at all keeps the old reading
@@ -902,6 +966,13 @@ fn a_ready_pod_that_is_not_the_leader_is_named_never_promised_a_run() {
     assert!(!format!("{p:?}").contains("as soon as a worker is free"));
     let r = row(&s, "apps");
     assert_eq!((r.class, r.summary.clone()), (d.class, d.summary.clone()));
+    // Trial4: the proof wait and gitops verify read this as moving ("waiting ... in 5m0s"):
+    // a holder that keeps renewing holds it for good.
+    assert!(
+        matches!(heading(&d), Heading::Terminal(_)),
+        "{:?}",
+        heading(&d)
+    );
 
     // The holder stopped renewing at 07:20:40: it expires at 07:21:15, and the pod takes the
     // Lease by 07:21:37 (two jittered retry periods of at most 11s later).
@@ -916,6 +987,11 @@ fn a_ready_pod_that_is_not_the_leader_is_named_never_promised_a_run() {
         d.summary
     );
     assert!(!is_finding(&row(&s, "apps")));
+    assert!(
+        matches!(heading(&d), Heading::Moving(_)),
+        "{:?}",
+        heading(&d)
+    );
     let p = plan(&s, "apps");
     assert_eq!(p.lever, Lever::None, "nothing to start: {}", p.effect);
     assert!(
