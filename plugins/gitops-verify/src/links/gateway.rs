@@ -105,16 +105,40 @@ impl Link for GatewayLink {
             // Per Gateway and per HTTPRoute that serves a host: the hosts and the
             // Kustomizations applying what serves them.
             let mut served: Vec<Served> = Vec::new();
+            // A member is held only by what applies it (trial4: a Gateway no Kustomization
+            // applies, with its data plane in ImagePullBackOff, read "not final" because the
+            // host's Ingress was being re-applied): the Gateway by its own appliers, a route by
+            // the route's and its backends'.
+            let appliers = |gateway: bool, t: &super::net::HostTarget| {
+                let mut by: Vec<String> = Vec::new();
+                for (kind, ns, name) in t
+                    .serving
+                    .iter()
+                    .filter(|(k, _, _)| (k == "Gateway") == gateway)
+                {
+                    for k in cx.facts.appliers(kind, ns, name) {
+                        if !by.contains(&k) {
+                            by.push(k);
+                        }
+                    }
+                }
+                by
+            };
             for t in &round.targets {
                 let Some(g) = &t.gateway else { continue };
-                let by = t.applied_by(cx.facts);
-                add(&mut served, ("Gateway", g.clone()), &t.host, &by);
+                add(
+                    &mut served,
+                    ("Gateway", g.clone()),
+                    &t.host,
+                    &appliers(true, t),
+                );
+                let route_by = appliers(false, t);
                 for (_, ns, name) in t.serving.iter().filter(|(k, _, _)| k == "HTTPRoute") {
                     add(
                         &mut served,
                         ("HTTPRoute", (ns.clone(), name.clone())),
                         &t.host,
-                        &by,
+                        &route_by,
                     );
                 }
             }

@@ -54,9 +54,20 @@ impl Link for SourceLink {
         Box::pin(async move {
             let mut members = Vec::new();
             let mut moving = false;
+            let mut moving_only: Vec<String> = Vec::new();
             for (kind, ns, name, o) in &cx.facts.sources {
                 let (e, behind) = one(cx, kind, ns, name, o.as_ref()).await?;
-                moving |= behind;
+                if behind {
+                    moving = true;
+                    // What this source moves: the Kustomizations that read it (trial4: one
+                    // source behind held every host in scope, also hosts it never touches).
+                    moving_only.extend(
+                        cx.facts
+                            .readers_of(kind, ns, name)
+                            .into_iter()
+                            .map(unstick::diagnose::key_of),
+                    );
+                }
                 members.push(e);
             }
             let mut l = LinkReport::from_members(
@@ -65,7 +76,9 @@ impl Link for SourceLink {
                 members,
                 "no Kustomization in scope, so no source to check (pass --source or -n)",
             );
-            l.moving = moving;
+            // A source behind that no in-scope Kustomization reads moves nothing downstream.
+            l.moving = moving && !moving_only.is_empty();
+            l.moving_only = moving_only;
             Ok(l)
         })
     }
