@@ -909,8 +909,8 @@ impl<'a> Engine<'a> {
                     || self.idx.unserved(&m.group, &m.kind)
                     // A built-in kind whose kstatus is trivially Current (Service,
                     // ConfigMap, RBAC, ...): the live reader does not list it.
-                    || !(crate::live::custom_group(&m.group)
-                        || crate::live::STATUS_KINDS
+                    || !(crate::snapshot::custom_group(&m.group)
+                        || crate::snapshot::STATUS_KINDS
                             .contains(&(m.group.as_str(), m.kind.as_str())))
             });
         let hc = HealthCheck {

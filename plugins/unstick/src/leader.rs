@@ -185,7 +185,7 @@ pub fn leader_trouble(
     });
     let valid = expires.is_some_and(|e| e > now);
     let fresh = renewed.is_some_and(|r| now.duration_since(r).as_secs_f64() <= 3.0 * retry);
-    let hm = |t: Timestamp| crate::diagnose::short_time(t);
+    let hm = |t: Timestamp| cluster_loop::duration::short_time(t);
     match (holder, valid) {
         (Some(_), true) if ours => None,
         (Some(h), true) if fresh => {

@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 use crate::diagnose::{self, SUSPEND_MARKER, source_ref, wait_set};
 use crate::lever::{FIELD_MANAGER, Plan, Step, resume_patch};
 use crate::obj;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{STATUS_KINDS, Snapshot, custom_group};
 
 /// Where the kustomize-controller Deployment lives (`--controller-namespace`,
 /// `--controller-name`).
@@ -54,19 +54,6 @@ pub fn api_resource(group: &str, kind: &str) -> Option<ApiResource> {
     ))
 }
 
-/// The kinds whose kstatus is not trivially Current, listed when a health check names them.
-/// Other inventory kinds (ConfigMap, Service, RBAC, ...) are reported "not read".
-pub(crate) const STATUS_KINDS: &[(&str, &str)] = &[
-    ("apps", "Deployment"),
-    ("apps", "StatefulSet"),
-    ("apps", "DaemonSet"),
-    ("apps", "ReplicaSet"),
-    ("batch", "Job"),
-    ("", "Pod"),
-    ("", "PersistentVolumeClaim"),
-    ("helm.toolkit.fluxcd.io", "HelmRelease"),
-];
-
 /// Marker in a kind's namespace set: list it in all namespaces.
 const ALL_NS: &str = "*";
 
@@ -78,37 +65,6 @@ fn one_namespace(nss: &BTreeSet<String>) -> Option<&str> {
     }
     let v: Vec<&String> = nss.iter().filter(|n| !n.is_empty()).collect();
     (v.len() == 1).then(|| v[0].as_str())
-}
-
-/// Whether objects of API group `g` may be of a CustomResourceDefinition that is missing:
-/// not a built-in Kubernetes group, not a Flux group this tool reads anyway.
-pub(crate) fn custom_group(g: &str) -> bool {
-    const BUILT_IN: &[&str] = &[
-        "rbac.authorization.k8s.io",
-        "networking.k8s.io",
-        "storage.k8s.io",
-        "apiextensions.k8s.io",
-        "admissionregistration.k8s.io",
-        "scheduling.k8s.io",
-        "coordination.k8s.io",
-        "node.k8s.io",
-        "discovery.k8s.io",
-        "certificates.k8s.io",
-        "events.k8s.io",
-        "flowcontrol.apiserver.k8s.io",
-        "apiregistration.k8s.io",
-        "resource.k8s.io",
-    ];
-    !(g.is_empty()
-        || !g.contains('.')
-        || BUILT_IN.contains(&g)
-        || matches!(
-            g,
-            "kustomize.toolkit.fluxcd.io"
-                | "source.toolkit.fluxcd.io"
-                | "helm.toolkit.fluxcd.io"
-                | "notification.toolkit.fluxcd.io"
-        ))
 }
 
 /// At most this many ConfigMaps/Secrets are read per snapshot ([`read_configs`]): one GET

@@ -10,6 +10,50 @@ use serde_json::Value;
 
 use crate::obj;
 
+/// The kinds whose kstatus is not trivially Current, which the live reader ([`crate::live`])
+/// lists when a health check names them. Other inventory kinds (ConfigMap, Service, RBAC, ...) are reported "not read".
+pub(crate) const STATUS_KINDS: &[(&str, &str)] = &[
+    ("apps", "Deployment"),
+    ("apps", "StatefulSet"),
+    ("apps", "DaemonSet"),
+    ("apps", "ReplicaSet"),
+    ("batch", "Job"),
+    ("", "Pod"),
+    ("", "PersistentVolumeClaim"),
+    ("helm.toolkit.fluxcd.io", "HelmRelease"),
+];
+
+/// Whether objects of API group `g` may be of a CustomResourceDefinition that is missing:
+/// not a built-in Kubernetes group, not a Flux group this tool reads anyway.
+pub(crate) fn custom_group(g: &str) -> bool {
+    const BUILT_IN: &[&str] = &[
+        "rbac.authorization.k8s.io",
+        "networking.k8s.io",
+        "storage.k8s.io",
+        "apiextensions.k8s.io",
+        "admissionregistration.k8s.io",
+        "scheduling.k8s.io",
+        "coordination.k8s.io",
+        "node.k8s.io",
+        "discovery.k8s.io",
+        "certificates.k8s.io",
+        "events.k8s.io",
+        "flowcontrol.apiserver.k8s.io",
+        "apiregistration.k8s.io",
+        "resource.k8s.io",
+    ];
+    !(g.is_empty()
+        || !g.contains('.')
+        || BUILT_IN.contains(&g)
+        || matches!(
+            g,
+            "kustomize.toolkit.fluxcd.io"
+                | "source.toolkit.fluxcd.io"
+                | "helm.toolkit.fluxcd.io"
+                | "notification.toolkit.fluxcd.io"
+        ))
+}
+
 /// Everything the engine may look at. All object lists hold API objects exactly as the API
 /// server returns them (each with `apiVersion`/`kind`; list items get them filled in by the
 /// gatherer).
