@@ -462,7 +462,7 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
             overlays_to_lint(cfg, repo, &renderer, overlay_dirs, &mut report)
                 .map_err(load_error)?;
         let mut built = build_overlays(cfg, &repo, &renderer, &overlay_dirs, &unrendered);
-        render_checkouts(cfg, &mut built);
+        let checkout_runs = render_checkouts(cfg, &mut built)?;
         for ov in &built {
             overlay_report(&repo, ov, &options, changed.as_ref(), &mut report);
         }
@@ -487,7 +487,8 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
         }
         report.stats.files = repo.texts.len();
         report.stats.kustomize_dirs = repo.kustomize_dirs.len();
-        report.stats.renders_run = renderer.runs.load(std::sync::atomic::Ordering::Relaxed);
+        report.stats.renders_run =
+            renderer.runs.load(std::sync::atomic::Ordering::Relaxed) + checkout_runs;
         renderer.save_pack();
         report.changed_files = changed.map(|c| c.into_iter().collect());
         Ok(report)
@@ -646,10 +647,14 @@ fn build_overlays(
 /// applied. A failed render goes to [`fleet::Overlay::checkout_errors`] (FL001); a path the
 /// checkout lacks is FL002 (`lint::mapped_paths`), not rendered. What the render applies is
 /// not linted further (its own Flux Kustomizations are not followed). A checkout that cannot
-/// be read is a render error naming it.
-fn render_checkouts(cfg: &Config, built: &mut [fleet::Overlay]) {
+/// be read is a render error naming it. Returns the `kubectl kustomize` runs it made.
+///
+/// Errors: usage (exit 2) for a `--source` that no linted Kustomization reads as an external
+/// source (trial4: a typo, a wrong kind or a source the tree defines was ignored, "0 errors").
+fn render_checkouts(cfg: &Config, built: &mut [fleet::Overlay]) -> Result<usize, RunError> {
     type Checkout = std::result::Result<(tree::Repo, render::Renderer), String>;
     let mut loaded: std::collections::BTreeMap<PathBuf, Checkout> = Default::default();
+    unmatched_sources(cfg, built)?;
     for ov in built.iter_mut() {
         let mut errors = Vec::new();
         for e in &ov.external {
@@ -703,6 +708,39 @@ fn render_checkouts(cfg: &Config, built: &mut [fleet::Overlay]) {
         }
         ov.checkout_errors = errors;
     }
+    Ok(loaded
+        .values()
+        .filter_map(|c| c.as_ref().ok())
+        .map(|(_, r)| r.runs.load(std::sync::atomic::Ordering::Relaxed))
+        .sum())
+}
+
+/// Each `--source` must name a source some linted Kustomization reads and the tree does not
+/// make (matched as [`lint::Options::checkout`] matches). Errors: usage, naming the mapping and
+/// the external sources there are.
+fn unmatched_sources(cfg: &Config, built: &[fleet::Overlay]) -> Result<(), RunError> {
+    let external: Vec<&str> = built
+        .iter()
+        .flat_map(|ov| ov.external.iter().map(|e| e.id.as_str()))
+        .collect();
+    for (src, path) in &cfg.options.sources {
+        let hit = external.iter().any(|id| lint::source_matches(src, id));
+        if !hit {
+            let mut known: Vec<&str> = external.clone();
+            known.sort();
+            known.dedup();
+            return Err(RunError::Usage(format!(
+                "--source {src}={}: no linted Kustomization reads a source of that name made outside this tree ({}); a source the tree defines is rendered from the tree",
+                path.display(),
+                if known.is_empty() {
+                    "none is read".to_string()
+                } else {
+                    format!("the external sources: {}", known.join(", "))
+                }
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The findings of one overlay (only those `changed` affects, with `--changed-since`) and its

@@ -44,13 +44,23 @@ pub struct Options {
 }
 
 impl Options {
-    /// The local checkout `--source` maps the source `Kind/namespace/name` to.
+    /// The local checkout `--source` maps the source `Kind/namespace/name` to: the same id
+    /// (the kind in any case, as kubectl takes `gitrepository/...`), or its name alone.
     pub fn checkout(&self, id: &str) -> Option<&std::path::Path> {
-        let name = id.rsplit('/').next().unwrap_or(id);
         self.sources
             .iter()
-            .find(|(s, _)| s == id || s == name)
+            .find(|(s, _)| source_matches(s, id))
             .map(|(_, p)| p.as_path())
+    }
+}
+
+/// Whether the `--source` value `given` (`KIND/NAMESPACE/NAME`, kind in any case, or `NAME`)
+/// names the source `id` (`Kind/namespace/name`).
+pub fn source_matches(given: &str, id: &str) -> bool {
+    if given.contains('/') {
+        given.eq_ignore_ascii_case(id)
+    } else {
+        id.rsplit('/').next() == Some(given)
     }
 }
 
@@ -373,7 +383,10 @@ fn source_rules(repo: &Repo, ov: &Overlay, opts: &Options, out: &mut Vec<Finding
                             None => "not checked offline".into(),
                         }
                     ),
-                    "nothing to do when the maker is right; --source KIND/NAMESPACE/NAME=PATH maps a local checkout of it".into(),
+                    match opts.checkout(&e.id) {
+                        Some(_) => "nothing to do when the maker is right (its paths are checked in the --source checkout)".into(),
+                        None => "nothing to do when the maker is right; --source KIND/NAMESPACE/NAME=PATH maps a local checkout of it".into(),
+                    },
                     readers,
                 ));
             }

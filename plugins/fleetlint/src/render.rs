@@ -545,10 +545,13 @@ impl Renderer {
                 "{}/",
                 repo.root.display().to_string().trim_start_matches('/')
             );
-            let mut err = err.replace(&root, "");
+            // the relative forms first: the absolute root is a substring of each of them
+            // (trial4: '../../tmp/co/deploy' became '../..deploy')
+            let mut err = err;
             for n in (1..=32).rev() {
                 err = err.replace(&format!("{}{rel_root}", "../".repeat(n)), "");
             }
+            let err = err.replace(&root, "");
             Err(err.trim().to_string())
         }
     }

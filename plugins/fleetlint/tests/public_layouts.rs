@@ -775,4 +775,47 @@ fn a_mapped_source_checkout_is_rendered() {
     .unwrap();
     let r = lint();
     assert!(r.findings.iter().all(|x| x.rule == "FL004"), "{}", show(&r));
+
+    // Trial4: a directory without kustomization.yaml (the controller generates one) whose
+    // file does not parse: FL001 with the checkout's own relative path, never a wrapper's
+    // ('../..deploy'); the render counts in the summary's runs.
+    std::fs::remove_file(prod.join("kustomization.yaml")).unwrap();
+    std::fs::write(
+        prod.join("app.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: [\n",
+    )
+    .unwrap();
+    let r = lint();
+    let fl001: Vec<_> = r.findings.iter().filter(|x| x.rule == "FL001").collect();
+    assert_eq!(fl001.len(), 1, "{}", show(&r));
+    assert!(!fl001[0].message.contains("../"), "{}", fl001[0].message);
+    assert!(r.stats.renders_run >= 1, "{:?}", r.stats.renders_run);
+
+    // A --source that names no source read from outside the tree (a typo, a wrong kind, a
+    // source the tree defines) is a usage error, never silently ignored with "0 errors".
+    for wrong in ["tenant-srx", "ocirepository/flux-system/tenant-src"] {
+        let cfg = fleetlint::Config {
+            path: f.root().to_path_buf(),
+            repo_root: Some(f.root().to_path_buf()),
+            cache_dir: None,
+            options: fleetlint::lint::Options {
+                sources: vec![(wrong.into(), co.clone())],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let Err(fleetlint::RunError::Usage(m)) = fleetlint::run(&cfg) else {
+            panic!("{wrong}: not a usage error");
+        };
+        assert!(
+            m.contains(&format!("--source {wrong}="))
+                && m.contains("GitRepository/flux-system/tenant-src"),
+            "{m}"
+        );
+    }
+    // The kind in kubectl's lower case matches.
+    let r = f.lint_with(|c| {
+        c.options.sources = vec![("gitrepository/flux-system/tenant-src".into(), co.clone())]
+    });
+    assert!(r.findings.iter().any(|x| x.rule == "FL001"), "{}", show(&r));
 }
