@@ -692,6 +692,11 @@ fn render_checkouts(cfg: &Config, built: &mut [fleet::Overlay]) -> Result<usize,
                 };
                 let message = match entry {
                     Err(m) => Some(m.clone()),
+                    // A listed file the artifact leaves out fails the controller's build,
+                    // whatever the working tree renders (trial4).
+                    Ok((repo, _)) if let Some(f) = left_out_input(repo, &unit) => Some(format!(
+                        "its kustomization lists {f}, which source-controller leaves out of the artifact (its default excludes or a .sourceignore), so kustomize-controller's build fails"
+                    )),
                     Ok((repo, renderer)) => renderer
                         .render_all(repo, std::slice::from_ref(&unit), 1)
                         .get(&unit)
@@ -713,6 +718,16 @@ fn render_checkouts(cfg: &Config, built: &mut [fleet::Overlay]) -> Result<usize,
         .filter_map(|c| c.as_ref().ok())
         .map(|(_, r)| r.runs.load(std::sync::atomic::Ordering::Relaxed))
         .sum())
+}
+
+/// A file a render of `u` reads that source-controller leaves out of the artifact
+/// ([`tree::Repo::excluded`]), when there is one.
+fn left_out_input(repo: &tree::Repo, u: &render::Unit) -> Option<String> {
+    let excluded: std::collections::BTreeSet<&str> =
+        repo.excluded.iter().map(String::as_str).collect();
+    render::unit_inputs(repo, u)
+        .into_iter()
+        .find(|f| excluded.contains(f.as_str()))
 }
 
 /// Each `--source` must name a source some linted Kustomization reads and the tree does not

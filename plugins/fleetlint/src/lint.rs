@@ -149,6 +149,7 @@ fn owner_ids(ov: &Overlay, o: &Applied) -> Vec<String> {
 pub fn lint_overlay(repo: &Repo, ov: &Overlay, opts: &Options) -> Vec<Finding> {
     let mut out = Vec::new();
     render_rules(repo, ov, &mut out);
+    shipped_rule(repo, ov, &mut out);
     source_rules(repo, ov, opts, &mut out);
     applied_twice_rule(repo, ov, &mut out);
     depends_rules(repo, ov, &mut out);
@@ -164,6 +165,77 @@ pub fn lint_overlay(repo: &Repo, ov: &Overlay, opts: &Options) -> Vec<Finding> {
         a.file == b.file && a.line == b.line && a.rule == b.rule && a.message == b.message
     });
     out
+}
+
+/// FL001 for a file a kustomization lists that source-controller leaves out of every
+/// artifact (its default excludes and `.sourceignore`: [`crate::sourceignore`]): the working
+/// tree renders, but kustomize-controller builds the artifact, where the file is missing
+/// (trial4: "kustomize build failed: accumulating resources from 'cm.yaml': open ...: no
+/// such file" on the real controller while fleetlint said 0 errors). Reported on the
+/// kustomization file that lists it, once per file.
+fn shipped_rule(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
+    if repo.excluded.is_empty() {
+        return;
+    }
+    let excluded: BTreeSet<&str> = repo.excluded.iter().map(String::as_str).collect();
+    let units = ov.ks.iter().filter(|k| k.followed).filter_map(|k| {
+        Some((
+            Some(k.id()),
+            render::Unit {
+                dir: k.dir.clone()?,
+                target_namespace: k.target_namespace.clone(),
+                kustomize: k
+                    .kustomize
+                    .as_ref()
+                    .map(crate::kustomize_fields::KustomizeFields::to_json),
+            },
+        ))
+    });
+    let root = (
+        None,
+        render::Unit {
+            dir: ov.dir.clone(),
+            target_namespace: None,
+            kustomize: None,
+        },
+    );
+    for (ks, u) in std::iter::once(root).chain(units) {
+        let inputs = render::unit_inputs(repo, &u);
+        for f in inputs.iter().filter(|f| excluded.contains(f.as_str())) {
+            let lister = inputs
+                .iter()
+                .filter(|k| {
+                    k.rsplit('/').next().is_some_and(|n| {
+                        matches!(
+                            n,
+                            "kustomization.yaml" | "kustomization.yml" | "Kustomization"
+                        )
+                    })
+                })
+                .find(|k| {
+                    let dir = k.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
+                    repo.kustomization_refs(dir).1.iter().any(|x| x == f)
+                });
+            let Some(lister) = lister else { continue };
+            out.push(finding(
+                "FL001",
+                ov,
+                lister,
+                0,
+                format!(
+                    "{lister} lists {f}, which source-controller leaves out of every artifact ({}): kustomize-controller builds the artifact, where {f} is missing, so the build fails{}",
+                    if repo.sourceignore_files.is_empty() {
+                        "its default excludes".to_string()
+                    } else {
+                        format!("its default excludes or {}", repo.sourceignore_files.join(", "))
+                    },
+                    ks.as_ref().map(|k| format!(" for Kustomization {k}")).unwrap_or_default()
+                ),
+                format!("ship {f} (remove the pattern that excludes it) or stop listing it in {lister}"),
+                ks.clone().into_iter().collect(),
+            ));
+        }
+    }
 }
 
 fn render_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {

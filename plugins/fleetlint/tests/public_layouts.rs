@@ -533,6 +533,78 @@ fn sourceignore_and_default_exclusions_keep_unshipped_files_out() {
     assert_eq!(rules_of(&r), ["FL001"], "{}", show(&r));
 }
 
+/// Trial4, on the real kustomize-controller: a `.sourceignore`d file that a kustomization
+/// lists ("kustomize build failed: accumulating resources from 'cm.yaml': open ...: no such
+/// file"). The working tree renders, the artifact does not: FL001 on the kustomization that
+/// lists it. The same in a `--source` checkout.
+#[test]
+fn a_listed_file_the_artifact_leaves_out_fails_the_build() {
+    let f = fleet();
+    f.write("clusters/dev/flux-system/gotk-sync.yaml", &gotk_sync("dev"));
+    f.write(
+        "clusters/dev/flux-system/kustomization.yaml",
+        &format!("{K}resources:\n  - gotk-sync.yaml\n"),
+    );
+    f.write(
+        "clusters/dev/apps.yaml",
+        &flux_ks("apps", "GitRepository/flux-system", "./apps", ""),
+    );
+    f.write(
+        "apps/kustomization.yaml",
+        &format!("{K}resources:\n  - cm.yaml\n"),
+    );
+    f.write(
+        "apps/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\ndata:\n  a: \"1\"\n",
+    );
+    let r = f.lint();
+    assert!(r.findings.is_empty(), "{}", show(&r));
+    f.write(".sourceignore", "/apps/cm.yaml\n");
+    let r = f.lint();
+    let fl001: Vec<_> = r.findings.iter().filter(|x| x.rule == "FL001").collect();
+    assert_eq!(fl001.len(), 1, "{}", show(&r));
+    assert_eq!(fl001[0].file, "apps/kustomization.yaml");
+    assert!(
+        fl001[0].message.contains("lists apps/cm.yaml")
+            && fl001[0].message.contains(".sourceignore"),
+        "{}",
+        fl001[0].message
+    );
+
+    // A --source checkout with the same trap.
+    let g = fleet();
+    g.write(
+        "clusters/prod/flux-system/gotk-sync.yaml",
+        &gotk_sync("prod"),
+    );
+    g.write(
+        "clusters/prod/tenant.yaml",
+        &flux_ks("tenant", "GitRepository/tenant-src", "./deploy", ""),
+    );
+    let co = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(co.path().join("deploy")).unwrap();
+    std::fs::write(
+        co.path().join("deploy/kustomization.yaml"),
+        format!("{K}resources:\n  - cm.yaml\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        co.path().join("deploy/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+    )
+    .unwrap();
+    std::fs::write(co.path().join(".sourceignore"), "/deploy/cm.yaml\n").unwrap();
+    let path = co.path().to_path_buf();
+    let r = g.lint_with(move |c| c.options.sources = vec![("tenant-src".into(), path)]);
+    let fl001: Vec<_> = r.findings.iter().filter(|x| x.rule == "FL001").collect();
+    assert_eq!(fl001.len(), 1, "{}", show(&r));
+    assert!(
+        fl001[0].message.contains("lists deploy/cm.yaml"),
+        "{}",
+        fl001[0].message
+    );
+}
+
 fn web_fleet(f: &Fleet, image: &str) {
     f.write("clusters/dev/flux-system/gotk-sync.yaml", &gotk_sync("dev"));
     f.write(
