@@ -313,6 +313,28 @@ impl Connection {
         ApiContext::new(self.server.clone()).kube_context(self.context.clone())
     }
 
+    /// Whether namespace `ns` is known to exist (one GET): `Ok(true)`; `Ok(false)` when GET
+    /// namespaces is forbidden (we cannot tell). Errors: a 404 names the namespace, the
+    /// context and `kubectl get ns` (exit 3), like any object the user named that the
+    /// cluster lacks; other API errors (exit 3).
+    pub async fn namespace_exists(&self, ns: &str) -> crate::error::Result<bool> {
+        use k8s_openapi::api::core::v1::Namespace;
+        let api: kube::Api<Namespace> = kube::Api::all(self.client.clone());
+        let ctx = self.ctx().verb("get").resource_of::<Namespace>().name(ns);
+        match api.get_opt(ns).await {
+            Ok(Some(_)) => Ok(true),
+            Ok(None) => Err(crate::error::Error::not_found(ctx)),
+            Err(e) => {
+                let err = crate::error::Error::from_kube(e, ctx);
+                if err.status_code() == Some(403) {
+                    Ok(false)
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+
     /// Namespace for Flux objects: `-n` if given, else `flux-system` (flux CLI behaviour,
     /// which ignores the context's namespace).
     pub fn flux_namespace(&self) -> String {

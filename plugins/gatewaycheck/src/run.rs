@@ -274,6 +274,13 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Probes::new()
     };
     let report = check(&snap, &target, ns.as_deref(), cli.vip.as_deref(), &probes)?;
+    // Nothing matched in a namespace that does not exist is the cluster's answer (exit 3),
+    // not a pass (trial4: `-n nope` exited 0).
+    if report.objects.is_empty()
+        && let Some(n) = &ns
+    {
+        conn.namespace_exists(n).await?;
+    }
     if cli.output.output.is_machine() {
         print_machine(cli.output.output, &report)?;
     } else {

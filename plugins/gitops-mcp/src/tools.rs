@@ -499,10 +499,18 @@ impl Server {
         if let Some(v) = &a.vip {
             args.extend(["--vip".into(), v.clone()]);
         }
-        let label = a
-            .target
-            .clone()
-            .unwrap_or_else(|| "every Gateway and HTTPRoute".into());
+        // Say the scope that was checked (trial4: a one-namespace check read as the whole
+        // cluster's).
+        let label =
+            a.target
+                .clone()
+                .unwrap_or_else(|| match (a.all_namespaces, a.namespace.as_deref()) {
+                    (true, _) => "every Gateway and HTTPRoute of every namespace".into(),
+                    (false, Some(n)) => format!("every Gateway and HTTPRoute in namespace {n}"),
+                    (false, None) => {
+                        "every Gateway and HTTPRoute of the context's namespace".into()
+                    }
+                });
         let o = self
             .cluster_flow(
                 GATEWAYCHECK,

@@ -976,7 +976,7 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
         code = EXIT_FINDING;
         Some(match &scope.namespace {
             Some(ns) => {
-                if namespace_exists(conn, ns).await? {
+                if conn.namespace_exists(ns).await? {
                     format!("no Kustomizations in namespace {ns}")
                 } else {
                     format!(
@@ -1022,25 +1022,4 @@ async fn fleet(cli: &Cli, conn: &Connection, ctrl: ControllerRef) -> Result<i32>
         }
     }
     Ok(code)
-}
-
-/// Whether namespace `ns` is known to exist: `Ok(true)`; `Ok(false)` when GET namespaces is
-/// forbidden (we cannot tell); a 404 is an error naming the namespace, the context and
-/// `kubectl get ns` (exit 3), like any object the user named that the cluster lacks.
-async fn namespace_exists(conn: &Connection, ns: &str) -> Result<bool> {
-    use k8s_openapi::api::core::v1::Namespace;
-    let api: kube::Api<Namespace> = kube::Api::all(conn.client.clone());
-    let ctx = conn.ctx().verb("get").resource_of::<Namespace>().name(ns);
-    match api.get_opt(ns).await {
-        Ok(Some(_)) => Ok(true),
-        Ok(None) => Err(Error::not_found(ctx)),
-        Err(e) => {
-            let err = Error::from_kube(e, ctx);
-            if err.status_code() == Some(403) {
-                Ok(false)
-            } else {
-                Err(err)
-            }
-        }
-    }
 }

@@ -149,6 +149,19 @@ fn delete_pool(c: &Cluster, name: &str) {
     ]);
 }
 
+/// Trial4: a namespace that does not exist (a typo) matched nothing and exited 0, a pass for
+/// a CI gate. It is the cluster's answer now: exit 3 naming the namespace and how to list them.
+#[test]
+fn a_namespace_that_does_not_exist_is_exit_3_not_a_pass() {
+    let c = &cluster();
+    let (code, r, err) = run(c, &["-n", "gc-no-such-namespace"]);
+    assert_eq!(code, 3, "{r:#}\n{err}");
+    assert!(
+        err.contains("gc-no-such-namespace") && err.contains("kubectl get"),
+        "{err}"
+    );
+}
+
 /// The catalogue's first Gateway row (kind and bare metal have no load balancer): Envoy Gateway
 /// sets `Programmed=False AddressNotAssigned` while its LoadBalancer Service is pending
 /// (envoyproxy/gateway internal/gatewayapi/status/gateway.go `updateGatewayProgrammedCondition`).
