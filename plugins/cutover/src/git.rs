@@ -774,6 +774,25 @@ fn git_objects_dir(repo: &Path) -> Result<PathBuf, String> {
     Ok(common.join("objects"))
 }
 
+/// `git ls-remote URL refs/heads/BRANCH` from this workstation with `creds`, on a blocking
+/// thread (for async callers: unstick's `--check-remote` and gitops verify read a loopback or
+/// default head this way). Errors: as [`GitRunner::remote_head`]; a runner that cannot start or
+/// a task that panicked is [`RemoteFailure::Other`].
+pub async fn remote_head_here(
+    creds: GitCredentials,
+    url: &str,
+    branch: &str,
+) -> Result<String, RemoteFailure> {
+    let (u, b) = (url.to_string(), branch.to_string());
+    tokio::task::spawn_blocking(move || {
+        GitRunner::new(creds)
+            .map_err(|e| RemoteFailure::Other(e.to_string()))?
+            .remote_head(&u, &b)
+    })
+    .await
+    .unwrap_or_else(|e| Err(RemoteFailure::Other(format!("git ls-remote task: {e}"))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

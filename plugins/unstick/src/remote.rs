@@ -120,15 +120,7 @@ async fn workstation_head(
     fact: &str,
     d: &mut Diagnosis,
 ) -> Result<Option<String>> {
-    let (u, b) = (url.to_string(), branch.to_string());
-    let head = tokio::task::spawn_blocking(move || {
-        let runner = cutover::git::GitRunner::new(creds)
-            .map_err(|e| cutover::git::RemoteFailure::Other(e.to_string()))?;
-        runner.remote_head(&u, &b)
-    })
-    .await
-    .map_err(|e| cluster_loop::Error::Other(format!("git ls-remote task: {e}")))?;
-    match head {
+    match cutover::git::remote_head_here(creds, url, branch).await {
         Ok(h) => {
             let from = format!(
                 "seen from this workstation with git ls-remote, not from a pod: {fact}, and in a pod the loopback is the pod itself"

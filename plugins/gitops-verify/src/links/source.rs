@@ -409,14 +409,7 @@ async fn from_workstation(cx: &Context<'_>, src: &Value, ns: &str, branch: &str)
             )));
         }
     };
-    let (u, b) = (url.clone(), branch.to_string());
-    let head = tokio::task::spawn_blocking(move || {
-        let runner = cutover::git::GitRunner::new(creds)
-            .map_err(|e| cutover::git::RemoteFailure::Other(e.to_string()))?;
-        runner.remote_head(&u, &b)
-    })
-    .await
-    .map_err(|e| cluster_loop::Error::Other(format!("git ls-remote task: {e}")))?;
+    let head = cutover::git::remote_head_here(creds, &url, branch).await;
     Ok(match head {
         Ok(h) => Ok((
             h,
