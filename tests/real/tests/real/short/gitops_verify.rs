@@ -157,38 +157,47 @@ fn chain_that_holds_exits_0() {
 #[test]
 fn a_source_no_source_controller_watches_is_broken_not_waiting() {
     let c = &cluster();
-    let sha = fleet(
-        c,
-        "gv-shard",
-        GOOD,
-        "  interval: 10m\n  path: ./\n  prune: true\n",
-    );
-    ready_at(c, "gv-shard", &sha);
-    let url = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", "gv-shard"])["spec"]["url"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let secret = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", "gv-shard"])["spec"]
-        ["secretRef"]["name"]
-        .as_str()
-        .map(|n| format!("\n  secretRef: {{name: {n}}}"))
-        .unwrap_or_default();
-    c.apply_yaml(&format!(
-        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: gv-shard-x\n  namespace: {FLUX_NS}\n  labels: {{{}: shard1}}\nspec:\n  interval: 1m\n  url: {url}\n  ref: {{branch: main}}{secret}\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: gv-shard-x, namespace: {FLUX_NS}}}\nspec:\n  interval: 10m\n  path: ./\n  prune: false\n  sourceRef: {{kind: GitRepository, name: gv-shard-x}}\n",
-        realcluster::HELD_SHARD_LABEL
-    ))
-    .unwrap();
-    // Observed first: the control on the same URL is Ready; the shard's source gets no
+    // Its own namespace: an excluded source in flux-system would change what the other
+    // tests' runs read there (the controllers' Deployments list, +1 request).
+    let ns = "gv-shard";
+    let sha = fleet(c, ns, GOOD, "  interval: 10m\n  path: ./\n  prune: true\n");
+    ready_at(c, ns, &sha);
+    let control = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", ns]);
+    let url = control["spec"]["url"].as_str().unwrap().to_owned();
+    let secret = match control["spec"]["secretRef"]["name"].as_str() {
+        Some(name) => {
+            let mut s = c.get_json(&["-n", FLUX_NS, "get", "secret", name]);
+            s["metadata"] = serde_json::json!({"name": name, "namespace": ns});
+            c.apply_yaml(&s.to_string()).unwrap();
+            format!("\n  secretRef: {{name: {name}}}")
+        }
+        None => String::new(),
+    };
+    let source = |name: &str, labels: &str| {
+        format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{{labels}}}\nspec:\n  interval: 1m\n  url: {url}\n  ref: {{branch: main}}{secret}\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  interval: 10m\n  path: ./\n  prune: false\n  sourceRef: {{kind: GitRepository, name: {name}}}\n"
+        )
+    };
+    let shard = format!("{}: shard1", realcluster::HELD_SHARD_LABEL);
+    c.apply_yaml(&source("gv-shard-x", &shard)).unwrap();
+    c.apply_yaml(&source("gv-shard-a", "")).unwrap();
+    // Observed first: the control on the same URL gets Ready; the shard's source gets no
     // status from the real controller.
-    std::thread::sleep(Duration::from_secs(10));
-    let x = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", "gv-shard-x"]);
+    eventually(T, "the control source is fetched", || {
+        let g = c.get_json(&["-n", ns, "get", "gitrepository", "gv-shard-a"]);
+        (condition(&g, "Ready")["status"] == "True").then_some(())
+    });
+    let x = c.get_json(&["-n", ns, "get", "gitrepository", "gv-shard-x"]);
     assert!(
         x["status"]["conditions"]
             .as_array()
             .is_none_or(|a| a.is_empty()),
         "the real source-controller handled an excluded source: {x:#}"
     );
-    let (code, r, err) = verify(c.kubeconfig(), &["--source", "gitrepository/gv-shard-x"]);
+    let (code, r, err) = verify(
+        c.kubeconfig(),
+        &["--source", "gitrepository/gv-shard-x", "-n", ns],
+    );
     assert_eq!(code, 1, "{r:#}\n{err}");
     assert_eq!(r["firstBroken"], "source", "{r:#}");
     let l = link(&r, "source");
@@ -203,33 +212,40 @@ fn a_source_no_source_controller_watches_is_broken_not_waiting() {
     // broken too, not ok.
     c.kubectl(&[
         "-n",
-        FLUX_NS,
+        ns,
         "label",
         "gitrepository",
-        "gv-shard",
-        &format!("{}=shard1", realcluster::HELD_SHARD_LABEL),
+        "gv-shard-a",
+        &shard.replace(": ", "="),
     ])
     .unwrap();
-    let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", "gv-shard"]);
+    let g = c.get_json(&["-n", ns, "get", "gitrepository", "gv-shard-a"]);
     assert_eq!(condition(&g, "Ready")["status"], "True", "{g:#}");
-    let (code, r, err) = verify(c.kubeconfig(), &["--source", "gitrepository/gv-shard"]);
+    let (code, r, err) = verify(
+        c.kubeconfig(),
+        &["--source", "gitrepository/gv-shard-a", "-n", ns],
+    );
     assert_eq!(code, 1, "{r:#}\n{err}");
     assert_eq!(link(&r, "source")["verdict"], "broken", "{r:#}");
+    // Back to the main shard, so source-controller handles the namespace's deletion (its
+    // finalizer).
     let _ = c.kubectl(&[
         "-n",
-        FLUX_NS,
-        "delete",
-        "kustomization,gitrepository",
+        ns,
+        "label",
+        "gitrepository",
+        "gv-shard-a",
         "gv-shard-x",
-        "--wait=false",
+        &format!("{}-", realcluster::HELD_SHARD_LABEL),
     ]);
     let _ = c.kubectl(&[
         "-n",
-        FLUX_NS,
-        "label",
-        "gitrepository",
-        "gv-shard",
-        &format!("{}-", realcluster::HELD_SHARD_LABEL),
+        ns,
+        "delete",
+        "kustomization,gitrepository",
+        "gv-shard-a",
+        "gv-shard-x",
+        "--wait=false",
     ]);
 }
 
