@@ -1205,7 +1205,6 @@ impl<'a> Engine<'a> {
     /// [`Diagnosis::worker_free_at`] and says so in the summary.
     fn worker_starvation(&self, ks: &Value, d: &mut Diagnosis) {
         let now = self.now();
-        let key = &d.kustomization;
         let suspended = obj::b(ks, &["spec", "suspend"]);
         let reconciling = run_in_progress(ks);
         let generation = obj::i(ks, &["metadata", "generation"]);
@@ -1223,7 +1222,7 @@ impl<'a> Engine<'a> {
                     .is_some_and(|s| s.newer_revision_available));
         if pending_work && let Some(c) = &self.controller {
             let holders = self.worker_holders();
-            if holders.len() as u32 >= c.concurrent && !holders.iter().any(|(k, _)| k == key) {
+            if self.all_workers_held_by_others(ks) {
                 d.worker_free_at = holders.iter().filter_map(|(_, t)| *t).min();
                 let list: Vec<String> = holders
                     .iter()

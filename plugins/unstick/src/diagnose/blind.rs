@@ -380,13 +380,11 @@ impl Engine<'_> {
                 "{head}; its artifact {rev} is the last one fetched before that, and no new commit ever reaches this Kustomization"
             ),
         };
-        d.hints = vec![format!("as last written by the controllers: {last}")];
-        d.health_check = None;
-        d.eta = None;
-        d.overdue_secs = None;
-        d.worker_free_at = None;
-        d.blocking.clear();
-        d.blind_spot = Some(b);
+        not_watched_state(
+            d,
+            vec![format!("as last written by the controllers: {last}")],
+            b,
+        );
         true
     }
 
@@ -456,9 +454,10 @@ impl Engine<'_> {
     }
 
     /// Whether every one of kustomize-controller's `--concurrent` workers is held by another
-    /// Kustomization's run (the end of some unknown: [`Diagnosis::worker_free_at`] stays
-    /// unset then, the wait does not).
-    fn all_workers_held_by_others(&self, ks: &Value) -> bool {
+    /// Kustomization's run (in any namespace: [`Engine::worker_holders`]). The one test of
+    /// worker starvation, for its hint and for the missed-event rule (the end of some run may
+    /// be unknown: [`Diagnosis::worker_free_at`] stays unset then, the wait does not).
+    pub(crate) fn all_workers_held_by_others(&self, ks: &Value) -> bool {
         let Some(c) = &self.controller else {
             return false;
         };
@@ -1027,6 +1026,13 @@ fn apply_not_watched(d: &mut Diagnosis, b: BlindSpot) {
             r.requested_at
         ));
     }
+    not_watched_state(d, hints, b);
+}
+
+/// What a `not-watched` diagnosis keeps of the state as last written: only `hints`. No check,
+/// ETA, overdue run, worker wait or blocker is promised while no controller watches it (or its
+/// source); `b` says why.
+fn not_watched_state(d: &mut Diagnosis, hints: Vec<String>, b: BlindSpot) {
     d.hints = hints;
     d.health_check = None;
     d.eta = None;
