@@ -495,11 +495,9 @@ fn a_helm_release_applied_by_two_kustomizations_is_reported_once() {
     assert_eq!(r.findings[0].file, "apps/base/redis/release.yaml");
 }
 
-/// What source-controller never ships is never read: a SOPS configuration inside a directory
-/// without a kustomization file (kustomize-controller generates one from the manifests it
-/// ships) and a `.sourceignore`d scripts directory.
-#[test]
-fn sourceignore_and_default_exclusions_keep_unshipped_files_out() {
+/// A `flux bootstrap` cluster `dev` whose Kustomization `apps` applies `./apps`, holding one
+/// ConfigMap (apps/cm.yaml).
+fn dev_apps_fleet() -> Fleet {
     let f = fleet();
     f.write("clusters/dev/flux-system/gotk-sync.yaml", &gotk_sync("dev"));
     f.write(
@@ -514,6 +512,15 @@ fn sourceignore_and_default_exclusions_keep_unshipped_files_out() {
         "apps/cm.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\ndata:\n  a: \"1\"\n",
     );
+    f
+}
+
+/// What source-controller never ships is never read: a SOPS configuration inside a directory
+/// without a kustomization file (kustomize-controller generates one from the manifests it
+/// ships) and a `.sourceignore`d scripts directory.
+#[test]
+fn sourceignore_and_default_exclusions_keep_unshipped_files_out() {
+    let f = dev_apps_fleet();
     f.write(
         "apps/.sops.yaml",
         "creation_rules:\n  - path_regex: .*.yaml\n    age: age1example\n",
@@ -539,23 +546,10 @@ fn sourceignore_and_default_exclusions_keep_unshipped_files_out() {
 /// lists it. The same in a `--source` checkout.
 #[test]
 fn a_listed_file_the_artifact_leaves_out_fails_the_build() {
-    let f = fleet();
-    f.write("clusters/dev/flux-system/gotk-sync.yaml", &gotk_sync("dev"));
-    f.write(
-        "clusters/dev/flux-system/kustomization.yaml",
-        &format!("{K}resources:\n  - gotk-sync.yaml\n"),
-    );
-    f.write(
-        "clusters/dev/apps.yaml",
-        &flux_ks("apps", "GitRepository/flux-system", "./apps", ""),
-    );
+    let f = dev_apps_fleet();
     f.write(
         "apps/kustomization.yaml",
         &format!("{K}resources:\n  - cm.yaml\n"),
-    );
-    f.write(
-        "apps/cm.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\ndata:\n  a: \"1\"\n",
     );
     let r = f.lint();
     assert!(r.findings.is_empty(), "{}", show(&r));

@@ -109,30 +109,15 @@ impl Link for GatewayLink {
             // applies, with its data plane in ImagePullBackOff, read "not final" because the
             // host's Ingress was being re-applied): the Gateway by its own appliers, a route by
             // the route's and its backends'.
-            let appliers = |gateway: bool, t: &super::net::HostTarget| {
-                let mut by: Vec<String> = Vec::new();
-                for (kind, ns, name) in t
-                    .serving
-                    .iter()
-                    .filter(|(k, _, _)| (k == "Gateway") == gateway)
-                {
-                    for k in cx.facts.appliers(kind, ns, name) {
-                        if !by.contains(&k) {
-                            by.push(k);
-                        }
-                    }
-                }
-                by
-            };
             for t in &round.targets {
                 let Some(g) = &t.gateway else { continue };
                 add(
                     &mut served,
                     ("Gateway", g.clone()),
                     &t.host,
-                    &appliers(true, t),
+                    &t.appliers_of(cx.facts, |k| k == "Gateway"),
                 );
-                let route_by = appliers(false, t);
+                let route_by = t.appliers_of(cx.facts, |k| k != "Gateway");
                 for (_, ns, name) in t.serving.iter().filter(|(k, _, _)| k == "HTTPRoute") {
                     add(
                         &mut served,

@@ -74,8 +74,18 @@ impl HostTarget {
                 .map(unstick::diagnose::key_of)
                 .collect();
         }
+        self.appliers_of(facts, |_| true)
+    }
+
+    /// Keys of the in-scope Kustomizations whose inventory holds one of the
+    /// [`HostTarget::serving`] objects whose kind `keep` takes, each once, in order.
+    pub fn appliers_of(
+        &self,
+        facts: &crate::facts::Facts,
+        keep: impl Fn(&str) -> bool,
+    ) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        for (kind, ns, name) in &self.serving {
+        for (kind, ns, name) in self.serving.iter().filter(|(k, _, _)| keep(k)) {
             for k in facts.appliers(kind, ns, name) {
                 if !out.contains(&k) {
                     out.push(k);
