@@ -1,4 +1,4 @@
-//! kubectl-cutover: see README.md. The flow lives in the `cutover` library ([`cutover::run`]).
+//! kubectl-cutover: see docs/cutover.md. The flow lives in the `cutover` library ([`cutover::run`]).
 use clap::CommandFactory;
 use cluster_loop::completion::{self, ObjectKind, Want};
 use cluster_loop::error::Error;

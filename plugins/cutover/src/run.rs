@@ -168,7 +168,7 @@ pub const API_VERSION: &str = "cutover.cluster-loop.dev/v1";
 const EXIT_INTERRUPTED: i32 = 130;
 
 /// `-o json|yaml` of a cutover run: `apiVersion`, `kind: CutoverReport`, `mode`
-/// (`refused`, `dry-run`, `execute`, `nothing-to-do`, `drift`: see the README), the preflight, the forward merge patch (when one was
+/// (`refused`, `dry-run`, `execute`, `nothing-to-do`, `drift`: see docs/cutover.md), the preflight, the forward merge patch (when one was
 /// planned) and the execute result. A struct, so the keys keep this order (a
 /// `serde_json::Value` map would sort them and push `kind` down).
 #[derive(serde::Serialize)]
@@ -224,7 +224,7 @@ pub fn exit_with_document(format: cluster_loop::output::OutputFormat, e: &Error)
 }
 
 /// Runs `kubectl cutover` for the parsed `cli` (preflight, the move with its proof and
-/// rollback, or `--finish`); returns the exit code (module docs of the plugin's README).
+/// rollback, or `--finish`); returns the exit code (docs/cutover.md).
 /// Errors: usage (2) and cluster/API (3) errors, as [`cluster_loop::error::Error`].
 pub async fn run(cli: Cli) -> Result<i32> {
     let source = ResourceRef::parse_with_default(

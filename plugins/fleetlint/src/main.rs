@@ -1,4 +1,4 @@
-//! kubectl-fleetlint: see README.md. The flow lives in the `fleetlint` library
+//! kubectl-fleetlint: see docs/fleetlint.md. The flow lives in the `fleetlint` library
 //! ([`fleetlint::run`] module).
 use clap::CommandFactory;
 use cluster_loop::completion::{self, Want};

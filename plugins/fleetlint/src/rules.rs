@@ -434,7 +434,7 @@ pub fn explain(id: &str) -> Option<String> {
         .find(|m| m.0.eq_ignore_ascii_case(id))
         .map(|m| {
             format!(
-                "{} {} ({}, markers)\n{}\n\nA markercheck rule, run by fleetlint through markercheck's library on the same tree; `kubectl markercheck --help` and plugins/markercheck/README.md give its story.\n\n{}\n",
+                "{} {} ({}, markers)\n{}\n\nA markercheck rule, run by fleetlint through markercheck's library on the same tree; `kubectl markercheck --help` and docs/markercheck.md give its story.\n\n{}\n",
                 m.0,
                 m.1,
                 format!("{:?}", m.2).to_lowercase(),

@@ -1,7 +1,7 @@
 //! MCP over streamable HTTP (`kubectl gitops mcp --http ADDR`), rmcp's
 //! [`StreamableHttpService`] on one endpoint, `http://ADDR/mcp`, served with hyper (HTTP/1.1).
 //!
-//! Security (README "kubectl gitops mcp", Security): the endpoint has no authentication of its
+//! Security (docs/gitops-mcp.md, "Security"): the endpoint has no authentication of its
 //! own, and every tool runs with the identity of the pinned kubeconfig context, so whoever can
 //! reach the port can do what the tools do with it. Hence:
 //! - loopback only by default: a non-loopback address is a usage error unless

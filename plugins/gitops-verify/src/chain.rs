@@ -1,5 +1,5 @@
 //! The chain model: one [`LinkReport`] per link, in chain order, and the [`ChainReport`]
-//! document (`-o json|yaml`, kind `ChainReport`, documented in the README).
+//! document (`-o json|yaml`, kind `ChainReport`, documented in docs/gitops-verify.md).
 //!
 //! Verdicts, most severe first ([`Verdict::severity`]): `broken` (the link fails now, at the
 //! newest revision, and does not end by itself: a failed health check, ImagePullBackOff on

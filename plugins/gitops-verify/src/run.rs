@@ -206,7 +206,7 @@ pub fn options(cli: &Cli) -> Result<Options> {
 }
 
 /// The end of an interrupted run: 130, and with `-o json|yaml` the `ChainError` document
-/// the README promises for a run that ends without a report.
+/// docs/gitops-verify.md promises for a run that ends without a report.
 fn interrupted_exit(cli: &Cli) -> Result<i32> {
     if cli.output.output.is_machine() {
         print_machine(

@@ -1,5 +1,5 @@
 //! The session value of one run: the connection, what the user asked for, and the request
-//! counter every read goes through (the README's request budget is this counter, checked
+//! counter every read goes through (docs/gitops-verify.md's request budget is this counter, checked
 //! against the fault proxy's log in the real-cluster tests).
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! kubectl-markercheck: see README.md. The flow lives in the `markercheck` library
+//! kubectl-markercheck: see docs/markercheck.md. The flow lives in the `markercheck` library
 //! ([`markercheck::run`]).
 use clap::CommandFactory;
 use cluster_loop::completion::{self, Want};

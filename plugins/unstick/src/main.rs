@@ -1,4 +1,4 @@
-//! kubectl-unstick: see README.md. The flow lives in the `unstick` library ([`unstick::run`]).
+//! kubectl-unstick: see docs/unstick.md. The flow lives in the `unstick` library ([`unstick::run`]).
 use std::time::Duration;
 
 use clap::CommandFactory;

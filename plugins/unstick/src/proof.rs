@@ -2,7 +2,7 @@
 //! verdict, or at a state that does not end by itself? Pure (one [`Engine`] over one
 //! snapshot); [`crate::live::wait_proof`] calls it at every change until the deadline.
 //!
-//! The contract (README "Waiting and proof", `--help`):
+//! The contract (docs/unstick.md "Waiting and proof", `--help`):
 //!
 //! **recovered** means, all at once:
 //! - `Ready=True` and no run in progress;

@@ -17,7 +17,7 @@
 //! - `broken` only when certain (a failed check at the newest revision, NXDOMAIN), with a
 //!   `fix`; moving toward holding by itself is `waiting` with a deadline;
 //! - its reads go through [`Context::session`] (`session.reader` counts requests for the
-//!   README's budget; a probe pod's requests are added with `Session::count`) and what every
+//!   budget in docs/gitops-verify.md; a probe pod's requests are added with `Session::count`) and what every
 //!   link shares is in [`Context::facts`], read once per round;
 //! - a probe pod is created, awaited and deleted with `cluster_loop::probe::lifecycle`,
 //!   holding a read guard of [`Context::probes`] while it exists and passing

@@ -22,7 +22,7 @@ fn usage_line_reads_kubectl_unstick() {
         "{stdout}"
     );
     assert!(!stdout.contains("Usage: kubectl-unstick"), "{stdout}");
-    // The proof contract is in --help, as in the README.
+    // The proof contract is in --help, as in docs/unstick.md.
     for part in [
         "observedGeneration == generation",
         "lastAttemptedRevision == lastAppliedRevision == the source's artifact revision",
@@ -31,13 +31,13 @@ fn usage_line_reads_kubectl_unstick() {
     ] {
         assert!(stdout.contains(part), "--help lacks {part:?}:\n{stdout}");
     }
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../../../docs/unstick.md");
     for part in [
         "`status.observedGeneration` == `metadata.generation`",
         "`status.lastHandledReconcileAt` == our `requestedAt`",
         "`--problems`",
     ] {
-        assert!(readme.contains(part), "README lacks {part:?}");
+        assert!(readme.contains(part), "docs/unstick.md lacks {part:?}");
     }
 }
 

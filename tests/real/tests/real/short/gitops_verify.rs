@@ -585,7 +585,7 @@ fn a_namespace_with_nothing_to_verify_is_exit_3_not_a_pass() {
 
 /// The request budget, counted by the fault proxy between the binary and the real apiserver:
 /// a one-shot run on one fleet makes exactly the requests its report says (`apiRequests`),
-/// all reads (lists, and the two controller Deployments by name), within the README's bound.
+/// all reads (lists, and the two controller Deployments by name), within the bound docs/gitops-verify.md gives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_budget_is_what_the_proxy_counts() {
     use realcluster::proxy::FaultProxy;
@@ -622,7 +622,7 @@ async fn request_budget_is_what_the_proxy_counts() {
     );
     assert!(
         reqs.len() <= 12,
-        "README bound: {} requests: {reqs:#?}",
+        "docs/gitops-verify.md bound: {} requests: {reqs:#?}",
         reqs.len()
     );
     eprintln!(

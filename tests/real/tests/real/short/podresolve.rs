@@ -228,7 +228,7 @@ fn pinned_name_from_the_pod_expect_pass_and_fail() {
     assert_eq!(r.code, Some(1), "{}", r.dump());
     assert!(r.stdout.contains("MISMATCH"), "{}", r.dump());
 
-    // The top README's podresolve example is this run's output.
+    // docs/podresolve.md's demo example is this run's output.
     let args = [
         "gitea.prod.example.dev",
         "--expect",
@@ -238,7 +238,7 @@ fn pinned_name_from_the_pod_expect_pass_and_fail() {
     ];
     let r = run_bin(c.kubeconfig(), &args);
     assert_eq!(r.code, Some(0), "{}", r.dump());
-    readme_example_is_the_real_output("README.md", &args, &r.stdout);
+    readme_example_is_the_real_output("docs/podresolve.md", &args, &r.stdout);
     no_leftovers(c, "flux-system");
 }
 
@@ -918,8 +918,8 @@ spec:
         "{}",
         r.dump()
     );
-    // The README's search-expansion example is this run's output.
-    readme_example_is_the_real_output("plugins/podresolve/README.md", &args, &r.stdout);
+    // docs/podresolve.md's search-expansion example is this run's output.
+    readme_example_is_the_real_output("docs/podresolve.md", &args, &r.stdout);
     no_leftovers(c, "podresolve-search");
     let _ = c.kubectl(&["delete", "namespace", "podresolve-search", "--wait=false"]);
 }

@@ -35,7 +35,7 @@ const FIRST: &str = "registry.example.local:5000/podinfo:6.7.0";
 /// (a revert) reuses the old ReplicaSet, and the Deployment can be read with its new
 /// observedGeneration and the old ProgressDeadlineExceeded for a moment: kustomize-controller's
 /// fail-fast then fails the fix revision's check at once (seen in 1 of 2 reverts on this
-/// cluster: README "Tests", `diagnose::passes_on_retry`).
+/// cluster: docs/unstick.md "Tests", `diagnose::passes_on_retry`).
 fn good(c: &Cluster, i: usize) -> String {
     let image = format!("registry.example.local:5000/podinfo:6.7.{}", i + 1);
     c.registry().add(&image);
