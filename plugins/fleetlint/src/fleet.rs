@@ -238,7 +238,12 @@ pub const SOURCE_EXTENSIONS_GROUP: &str = "source.extensions.fluxcd.io";
 /// A FluxInstance's `spec.sync` from a raw document: a FluxInstance, or a HelmRelease of
 /// flux-operator's `flux-instance` chart (`spec.values.instance.sync`: the chart renders the
 /// FluxInstance in the release's namespace). Returns (the document, its sync).
-fn instance_sync(d: &tree::RawDoc) -> Option<(Value, Value)> {
+///
+/// The chart's values may come from a file: `spec.valuesFrom` ConfigMaps and Secrets (each
+/// `valuesKey`, default `values.yaml`) that the tree defines, or that a kustomization's
+/// `configMapGenerator`/`secretGenerator` makes from a file; merged as helm-controller does
+/// (valuesFrom in order, then `spec.values` over them). An entry with `targetPath` is not read.
+fn instance_sync(repo: &Repo, d: &tree::RawDoc) -> Option<(Value, Value)> {
     let operator = d.kind == "FluxInstance" && group(&d.api_version) == OPERATOR_GROUP;
     let chart = d.kind == "HelmRelease" && group(&d.api_version) == "helm.toolkit.fluxcd.io";
     if !operator && !chart {
@@ -248,9 +253,99 @@ fn instance_sync(d: &tree::RawDoc) -> Option<(Value, Value)> {
     let sync = if operator {
         v["spec"]["sync"].clone()
     } else {
-        v["spec"]["values"]["instance"]["sync"].clone()
+        let mut sync = Value::Null;
+        let flux_instance_chart = v["spec"]["chart"]["spec"]["chart"] == "flux-instance"
+            || v["spec"]["chartRef"]["name"]
+                .as_str()
+                .is_some_and(|n| n.contains("flux-instance"));
+        if flux_instance_chart && let Some(from) = v["spec"]["valuesFrom"].as_array() {
+            for f in from.iter().filter(|f| f["targetPath"].is_null()) {
+                let (Some(kind), Some(name)) = (f["kind"].as_str(), f["name"].as_str()) else {
+                    continue;
+                };
+                let key = f["valuesKey"].as_str().unwrap_or("values.yaml");
+                if let Some(values) = values_from(repo, kind, name, key) {
+                    merge(&mut sync, &values["instance"]["sync"]);
+                }
+            }
+        }
+        merge(&mut sync, &v["spec"]["values"]["instance"]["sync"]);
+        sync
     };
     sync.is_object().then_some((v, sync))
+}
+
+/// Deep-merges `over` into `base` (objects key by key, anything else replaced), as Helm merges
+/// values; `null` in `over` changes nothing here.
+fn merge(base: &mut Value, over: &Value) {
+    match (base, over) {
+        (_, Value::Null) => {}
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                merge(b.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}
+
+/// The values a HelmRelease `valuesFrom` entry reads, when the tree holds them: a ConfigMap
+/// (`data`) or Secret (`stringData`, `data` base64) named `name` with key `key`, or a
+/// kustomization generator of that name whose `files` entry `key` (`KEY=PATH`, or `PATH`
+/// keyed by its file name) is a file of the tree. `None` when none is found or it does not
+/// parse.
+fn values_from(repo: &Repo, kind: &str, name: &str, key: &str) -> Option<Value> {
+    let text: Option<String> = repo
+        .by_kind_name
+        .get(&(kind.to_string(), name.to_string()))
+        .into_iter()
+        .flatten()
+        .filter_map(|&i| repo.docs[i].value())
+        .find_map(|o| {
+            o["data"][key]
+                .as_str()
+                .map(str::to_string)
+                .filter(|_| kind == "ConfigMap")
+                .or_else(|| o["stringData"][key].as_str().map(str::to_string))
+                .or_else(|| {
+                    use base64::Engine as _;
+                    let b = o["data"][key].as_str()?;
+                    let raw = base64::engine::general_purpose::STANDARD.decode(b).ok()?;
+                    String::from_utf8(raw).ok()
+                })
+        })
+        .or_else(|| {
+            let field = if kind == "Secret" {
+                "secretGenerator"
+            } else {
+                "configMapGenerator"
+            };
+            repo.kustomize_dirs.iter().find_map(|dir| {
+                let kf = repo.kustomization_file(dir)?;
+                let k = repo.docs[*repo.first_doc.get(&kf)?].value()?;
+                k[field].as_array()?.iter().find_map(|g| {
+                    if g["name"].as_str() != Some(name) {
+                        return None;
+                    }
+                    g["files"].as_array()?.iter().find_map(|f| {
+                        let f = f.as_str()?;
+                        let (k, path) = match f.split_once('=') {
+                            Some((k, p)) => (k.to_string(), p),
+                            None => (f.rsplit('/').next().unwrap_or(f).to_string(), f),
+                        };
+                        if k != key {
+                            return None;
+                        }
+                        let file = tree::join(dir, path)?;
+                        repo.texts
+                            .get(&file)
+                            .map(|t| t.to_string())
+                            .or_else(|| std::fs::read_to_string(repo.root.join(&file)).ok())
+                    })
+                })
+            })
+        });
+    serde_saphyr::from_str::<Value>(&text?).ok()
 }
 
 /// The root Kustomizations made outside the tree: flux-operator's, and `flux bootstrap`'s for
@@ -263,7 +358,7 @@ fn instance_sync(d: &tree::RawDoc) -> Option<(Value, Value)> {
 pub fn instance_roots(repo: &Repo) -> Vec<(String, FluxKs)> {
     let mut out = Vec::new();
     for d in &repo.docs {
-        let Some((v, sync)) = instance_sync(d) else {
+        let Some((v, sync)) = instance_sync(repo, d) else {
             continue;
         };
         let sync = &sync;
@@ -310,22 +405,71 @@ pub fn instance_roots(repo: &Repo) -> Vec<(String, FluxKs)> {
         {
             continue;
         }
-        let ks = serde_json::json!({
-            "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
-            "kind": "Kustomization",
-            "metadata": {"name": "flux-system", "namespace": "flux-system"},
-            "spec": {
-                "path": format!("./{cluster}"),
-                "interval": "10m",
-                "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
-            },
-        });
-        let mut k = read_ks(repo, &ks, "flux-system", None, None);
-        k.file = f.clone();
-        k.line = 1;
-        out.push((cluster.to_string(), k));
+        out.push((cluster.to_string(), bootstrap_root(repo, cluster, f)));
     }
     out
+}
+
+/// The Kustomization `flux bootstrap --path DIR` writes (flux-system/flux-system, reading
+/// GitRepository flux-system, path DIR), not in the tree yet; its file is `file`, line 1.
+fn bootstrap_root(repo: &Repo, dir: &str, file: &str) -> FluxKs {
+    let ks = serde_json::json!({
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+        "kind": "Kustomization",
+        "metadata": {"name": "flux-system", "namespace": "flux-system"},
+        "spec": {
+            "path": format!("./{dir}"),
+            "interval": "10m",
+            "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
+        },
+    });
+    let mut k = read_ks(repo, &ks, "flux-system", None, None);
+    k.file = file.to_string();
+    k.line = 1;
+    k
+}
+
+/// `flux bootstrap --path` directories before bootstrap: a directory without a kustomization
+/// file whose own files (not below it) hold Flux Kustomizations with a written `spec.path`,
+/// none of those files listed by a kustomization, and that no Flux Kustomization of the tree
+/// points at (the shape of the best-known Flux example repositories:
+/// clusters/production/{apps.yaml,infrastructure.yaml}, flux-system written by bootstrap).
+/// Each with the root Kustomization bootstrap will write ([`bootstrap_root`]), its file the
+/// first of those files. An archived directory of old Kustomizations has the same shape, so
+/// [`find_overlays`] reads these only when it finds no overlay otherwise.
+pub fn bootstrap_paths(repo: &Repo) -> Vec<(String, FluxKs)> {
+    let listed: BTreeSet<String> = repo
+        .kustomize_dirs
+        .iter()
+        .flat_map(|k| repo.kustomization_refs(k).1)
+        .collect();
+    let flux =
+        |d: &tree::RawDoc| d.kind == "Kustomization" && group(&d.api_version) == KUSTOMIZE_GROUP;
+    let pointed: BTreeSet<String> = repo
+        .docs
+        .iter()
+        .filter(|d| flux(d))
+        .filter_map(|d| tree::normalize(d.spec_path.as_deref().unwrap_or("./")))
+        .collect();
+    let mut dirs: BTreeMap<String, String> = BTreeMap::new();
+    for d in repo
+        .docs
+        .iter()
+        .filter(|d| flux(d) && d.spec_path.is_some())
+    {
+        let dir = d.file.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
+        if repo.kustomize_dirs.contains(dir) || pointed.contains(dir) || listed.contains(&d.file) {
+            continue;
+        }
+        dirs.entry(dir.to_string())
+            .or_insert_with(|| d.file.clone());
+    }
+    dirs.into_iter()
+        .map(|(dir, file)| {
+            let k = bootstrap_root(repo, &dir, &file);
+            (dir, k)
+        })
+        .collect()
 }
 
 /// Sources made by objects of the overlay or of the tree, as (`Kind/namespace/name`, maker):
@@ -382,7 +526,7 @@ pub fn source_makers(repo: &Repo, ov: &Overlay) -> Vec<(String, String)> {
             if let Some(v) = d.value() {
                 add(&v, Some(&d.file));
             }
-        } else if let Some((v, _)) = instance_sync(d) {
+        } else if let Some((v, _)) = instance_sync(repo, d) {
             add(&v, Some(&d.file));
         }
     }
@@ -647,6 +791,29 @@ pub fn cluster_scoped(kind: &str) -> bool {
     )
 }
 
+/// Whether raw document `d` is a Flux Kustomization pointing at directory `dir` of this
+/// repository: its `spec.path` is written and names `dir`, and it reads a GitRepository (the
+/// kind `flux bootstrap` and a FluxInstance sync make for a repository; the path of a
+/// Kustomization reading an OCIRepository, a Bucket or an ExternalArtifact is in another
+/// artifact, and one without spec.path is a base a cluster patches, or an archived copy).
+fn points_at(repo: &Repo, d: &tree::RawDoc, dir: &str) -> bool {
+    if d.kind != "Kustomization" || group(&d.api_version) != KUSTOMIZE_GROUP {
+        return false;
+    }
+    let Some(p) = d.spec_path.as_deref() else {
+        return false;
+    };
+    if tree::normalize(p).as_deref() != Some(dir) {
+        return false;
+    }
+    let _ = repo;
+    d.value().is_none_or(|v| {
+        v["spec"]["sourceRef"]["kind"]
+            .as_str()
+            .is_none_or(|k| k == "GitRepository")
+    })
+}
+
 /// What [`find_overlays`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Discovery {
@@ -748,6 +915,34 @@ pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Discovery
             out.push(u.dir);
         }
     }
+    // self-managed Kustomizations: a directory whose own Kustomization (a ks.yaml inside its
+    // spec.path) is listed by a kustomization outside the directory's inputs is applied by
+    // that one (its root), not an overlay of its own, even when the root cannot render here
+    // (a remote resource offline gave each one a false FL010 or FL003)
+    let refs: Vec<(String, Vec<String>)> = repo
+        .kustomize_dirs
+        .iter()
+        .filter_map(|k| Some((repo.kustomization_file(k)?, repo.kustomization_refs(k).1)))
+        .collect();
+    let mut listers: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (kf, files) in &refs {
+        for f in files {
+            listers.entry(f.as_str()).or_default().push(kf.clone());
+        }
+    }
+    out.retain(|d| {
+        let own = repo.closure(d);
+        !repo.docs.iter().any(|rd| {
+            rd.kind == "Kustomization"
+                && group(&rd.api_version) == KUSTOMIZE_GROUP
+                && tree::normalize(rd.spec_path.as_deref().unwrap_or("./")).as_deref()
+                    == Some(d.as_str())
+                && own.contains(&rd.file)
+                && listers
+                    .get(rd.file.as_str())
+                    .is_some_and(|ls| ls.iter().any(|kf| !own.contains(kf)))
+        })
+    });
     // nested overlays: a self-rooted directory inside another's inputs is not an overlay
     let closures: Vec<BTreeSet<String>> = out.iter().map(|d| repo.closure(d)).collect();
     let keep: Vec<String> = out
@@ -762,6 +957,16 @@ pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Discovery
         })
         .map(|(_, d)| d.clone())
         .collect();
+    // nothing found and nothing to report: the `flux bootstrap --path` directories of a fleet
+    // not bootstrapped yet are its overlays
+    if keep.is_empty() && unrendered.is_empty() {
+        let boot: Vec<String> = bootstrap_paths(repo).into_iter().map(|(d, _)| d).collect();
+        return Discovery {
+            candidates: cands.len() + boot.len(),
+            overlays: boot,
+            unrendered,
+        };
+    }
     Discovery {
         overlays: keep,
         unrendered,
@@ -774,7 +979,11 @@ pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Discovery
 /// - not the directory of a Kustomization an overlay applies (that overlay reports the
 ///   failure under the Kustomization, or the Kustomization belongs to another source);
 /// - a candidate that is only a `spec.path` target (no kustomization file): only while a raw
-///   Flux Kustomization naming it sits in a file no overlay rendered; when every one that names
+///   Flux Kustomization pointing at it ([`points_at`]) sits in a file no overlay rendered and
+///   inside the candidate's own inputs (self-rooted, as `flux bootstrap` writes it): a
+///   directory no live Kustomization points at is never an overlay (a repository root holding
+///   a Taskfile.yml and an archive whose old Kustomization has no spec.path got FL001); or
+///   the `spec.sync.path` of a FluxInstance; when every one that names
 ///   it was rendered by an overlay, the overlay read it as applied (a patch may point it
 ///   elsewhere, as a tenant's base Kustomization without `spec.path` is patched per cluster;
 ///   and one of another source, the tenant's own repository, is never rendered here);
@@ -795,17 +1004,18 @@ pub fn unrendered_to_report(repo: &Repo, unrendered: &[String], built: &[Overlay
             }
         }
     }
+    let instance_dirs: BTreeSet<String> =
+        instance_roots(repo).into_iter().map(|(d, _)| d).collect();
     let kept: Vec<&String> = unrendered
         .iter()
         .filter(|c| !applied_dirs.contains(c.as_str()))
         .filter(|c| {
             repo.kustomize_dirs.contains(*c)
+                || instance_dirs.contains(*c)
                 || repo.docs.iter().any(|d| {
-                    d.kind == "Kustomization"
-                        && group(&d.api_version) == KUSTOMIZE_GROUP
-                        && tree::normalize(d.spec_path.as_deref().unwrap_or("./")).as_deref()
-                            == Some(c.as_str())
+                    points_at(repo, d, c)
                         && !inputs.contains(&d.file)
+                        && repo.closure(c).contains(&d.file)
                 })
         })
         .collect();
@@ -904,8 +1114,13 @@ fn add_root_ks(
         seen.insert(k.id());
         ov.ks.push(k);
         ov.root = Some(0);
-    } else if let Some((_, k)) = instance_roots(repo).into_iter().find(|(d, _)| d == dir) {
-        // flux-operator's sync Kustomization: made by a FluxInstance, never in the tree
+    } else if let Some((_, k)) = instance_roots(repo)
+        .into_iter()
+        .chain(bootstrap_paths(repo))
+        .find(|(d, _)| d == dir)
+    {
+        // flux-operator's sync Kustomization (made by a FluxInstance), or the one `flux
+        // bootstrap --path` writes: never in the tree
         seen.insert(k.id());
         ov.ks.push(k);
         ov.root = Some(0);
@@ -1471,6 +1686,20 @@ fn substitute_object(
         }
         return None;
     };
+    // no variables and no substituteStrategy: Always: envsubst never runs on the object
+    // (`if len(vars) > 0 || options.Always`), so no syntax error or strict-mode failure can
+    // happen; what ships is the text as written
+    if k.vars.is_empty() && !pb.always {
+        if let Ok(t) = &tpl {
+            for e in &t.exprs {
+                ov.subst_problems.push(SubstProblem::NoVariables {
+                    object: oi,
+                    expr: e.text.clone(),
+                });
+            }
+        }
+        return None;
+    }
     let t = match tpl {
         Ok(t) => t,
         Err(e) => {
@@ -1483,15 +1712,6 @@ fn substitute_object(
             return None;
         }
     };
-    if k.vars.is_empty() && !pb.always {
-        for e in &t.exprs {
-            ov.subst_problems.push(SubstProblem::NoVariables {
-                object: oi,
-                expr: e.text.clone(),
-            });
-        }
-        return None;
-    }
     let vars: BTreeMap<String, String> = k
         .vars
         .iter()

@@ -52,6 +52,9 @@ pub struct Config {
     pub progress: Option<std::sync::Arc<RunProgress>>,
     /// `--placeholder` was given (it wins over `.fleetlint.yaml`'s `placeholder`).
     pub placeholder_given: bool,
+    /// Time and memory bounds of each `kubectl kustomize` run (`--render-timeout`,
+    /// `--render-memory`).
+    pub render_bounds: render::RenderBounds,
 }
 
 /// Phases of a run, as [`RunProgress::phase`] holds them.
@@ -154,6 +157,7 @@ impl Default for Config {
             markers: true,
             progress: None,
             placeholder_given: false,
+            render_bounds: render::RenderBounds::default(),
         }
     }
 }
@@ -452,6 +456,7 @@ pub fn run(cfg: &Config) -> Result<Report, RunError> {
             }
         };
         let renderer = render::Renderer::new(&cfg.kubectl, cfg.cache_dir.clone())
+            .with_bounds(cfg.render_bounds)
             .with_progress(cfg.progress.clone());
         let mut report = Report {
             root: root.clone(),
@@ -664,7 +669,8 @@ fn render_checkouts(cfg: &Config, built: &mut [fleet::Overlay]) -> Result<usize,
             let entry = loaded.entry(co.to_path_buf()).or_insert_with(|| {
                 tree::Repo::load_counted(co, co, cfg.cache_dir.as_deref(), None)
                     .map(|r| {
-                        let renderer = render::Renderer::new(&cfg.kubectl, cfg.cache_dir.clone());
+                        let renderer = render::Renderer::new(&cfg.kubectl, cfg.cache_dir.clone())
+                            .with_bounds(cfg.render_bounds);
                         (r, renderer)
                     })
                     .map_err(|err| {

@@ -290,10 +290,17 @@ fn render_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
             } else {
                 format!("{who} does not render: {}", first_lines(&e.message, 3))
             },
-            format!(
-                "run `kubectl kustomize --load-restrictor=LoadRestrictionsNone {}` and fix what it names",
-                fleet::unit_dir(&e.unit)
-            ),
+            if render::bound_passed(&e.message) {
+                format!(
+                    "look in {} for what grows without end (YAML anchors and aliases nested in one another, a generator reading itself); kustomize-controller runs out of its own memory limit on it. If the render is meant to be this large, raise --render-timeout / --render-memory",
+                    fleet::unit_dir(&e.unit)
+                )
+            } else {
+                format!(
+                    "run `kubectl kustomize --load-restrictor=LoadRestrictionsNone {}` and fix what it names",
+                    fleet::unit_dir(&e.unit)
+                )
+            },
             ks,
         );
         if offline {
@@ -878,37 +885,8 @@ fn subst_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
                     owner_ids(ov, o),
                 ));
             }
-            SubstProblem::FromMissing {
-                ks,
-                kind,
-                name,
-                maker,
-                blocked,
-            } => {
-                let k = &ov.ks[*ks];
-                let made = match maker {
-                    Some(m) => format!("{m} makes it at run time"),
-                    None => "it may be created outside the tree (bootstrap, Terraform, by hand) or be missing".into(),
-                };
-                out.push(finding(
-                    "FL033",
-                    ov,
-                    &k.file,
-                    raw_line(repo, k, &["spec", "postBuild", "substituteFrom"]),
-                    format!(
-                        "unknown offline: Kustomization {} substituteFrom {kind}/{name} is not applied by overlay {} ({made}); if it is missing the build fails (\"substitute from '{kind}/{name}' error: not found\"); {}",
-                        k.id(),
-                        render::display_dir(&ov.dir),
-                        if k.followed {
-                            format!("substitution of {blocked} object(s) holding ${{...}} is not checked")
-                        } else {
-                            "its path is in another source, not rendered here".to_string()
-                        }
-                    ),
-                    format!("nothing when {kind} {}/{name} exists in the cluster; otherwise add it to the overlay or mark the reference optional: true", k.namespace),
-                    vec![k.id()],
-                ));
-            }
+            // one finding per input, below
+            SubstProblem::FromMissing { .. } => {}
             SubstProblem::BadName { ks, name, origin } => {
                 let k = &ov.ks[*ks];
                 let (file, line) = origin.clone().unwrap_or((k.file.clone(), k.line));
@@ -924,11 +902,110 @@ fn subst_rules(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
             }
         }
     }
+    missing_inputs(repo, ov, out);
 }
 
-/// FL030 (no postBuild: the literal ships) for one `${...}`: an error when a Kustomization of
-/// the overlay defines the variable (Flux was meant to substitute it), a warning otherwise (a
-/// config template's own placeholder); in a shell script the literal is what the shell reads,
+/// FL033: one finding per `substituteFrom` input the overlay never applies (kind, the
+/// readers' namespace, name), at its first reader's `substituteFrom`, naming every
+/// Kustomization that reads it (a fleet had 73 findings for one cluster Secret, one per
+/// reader) and how many objects' substitution it leaves unchecked.
+fn missing_inputs(repo: &Repo, ov: &Overlay, out: &mut Vec<Finding>) {
+    struct Input<'a> {
+        readers: Vec<usize>,
+        maker: Option<&'a str>,
+        blocked: usize,
+        elsewhere: usize,
+    }
+    let mut inputs: Vec<((&str, &str, &str), Input<'_>)> = Vec::new();
+    for p in &ov.subst_problems {
+        let SubstProblem::FromMissing {
+            ks,
+            kind,
+            name,
+            maker,
+            blocked,
+        } = p
+        else {
+            continue;
+        };
+        let key = (kind.as_str(), ov.ks[*ks].namespace.as_str(), name.as_str());
+        let i = match inputs.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                inputs.push((
+                    key,
+                    Input {
+                        readers: vec![],
+                        maker: None,
+                        blocked: 0,
+                        elsewhere: 0,
+                    },
+                ));
+                inputs.len() - 1
+            }
+        };
+        let input = &mut inputs[i].1;
+        if !input.readers.contains(ks) {
+            input.readers.push(*ks);
+        }
+        input.maker = input.maker.or(maker.as_deref());
+        input.blocked += blocked;
+        input.elsewhere += usize::from(!ov.ks[*ks].followed);
+    }
+    for ((kind, ns, name), input) in inputs {
+        let first = &ov.ks[input.readers[0]];
+        let made = match input.maker {
+            Some(m) => format!("{m} makes it at run time"),
+            None => {
+                "it may be created outside the tree (bootstrap, Terraform, by hand) or be missing"
+                    .into()
+            }
+        };
+        let ids: Vec<String> = input.readers.iter().map(|&i| ov.ks[i].id()).collect();
+        let readers = if ids.len() == 1 {
+            format!("Kustomization {}", ids[0])
+        } else {
+            const SHOWN: usize = 5;
+            let mut names = ids
+                .iter()
+                .take(SHOWN)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ");
+            if ids.len() > SHOWN {
+                names.push_str(&format!(" and {} more", ids.len() - SHOWN));
+            }
+            format!("{} Kustomizations ({names})", ids.len())
+        };
+        let mut unchecked = format!(
+            "substitution of {} object(s) holding ${{...}} is not checked",
+            input.blocked
+        );
+        if input.elsewhere > 0 {
+            unchecked.push_str(&format!(
+                " ({} of the readers' paths are in another source, not rendered here)",
+                input.elsewhere
+            ));
+        }
+        out.push(finding(
+            "FL033",
+            ov,
+            &first.file,
+            raw_line(repo, first, &["spec", "postBuild", "substituteFrom"]),
+            format!(
+                "unknown offline: {kind} {ns}/{name}, read by substituteFrom of {readers}, is not applied by overlay {} ({made}); if it is missing each reader's build fails (\"substitute from '{kind}/{name}' error: not found\"); {unchecked}",
+                render::display_dir(&ov.dir),
+            ),
+            format!("nothing when {kind} {ns}/{name} exists in the cluster; otherwise add it to the overlay or mark the references optional: true"),
+            ids,
+        ));
+    }
+}
+
+/// FL030 (no postBuild: the literal ships) for one `${...}`, a warning (what ships is what the
+/// author wrote) saying whether a Kustomization of the overlay defines the variable (Flux was
+/// likely meant to substitute it) or none does (a config template's own placeholder); in a
+/// shell script the literal is what the shell reads,
 /// so FL032 warns with the escape that keeps it working once postBuild is enabled.
 fn not_enabled(
     repo: &Repo,
@@ -959,7 +1036,7 @@ fn not_enabled(
         out.push(f);
         return;
     }
-    let mut f = finding(
+    let f = finding(
         "FL030",
         ov,
         &file,
@@ -980,9 +1057,6 @@ fn not_enabled(
         ),
         owner_ids(ov, o),
     );
-    if !meant {
-        f.severity = Severity::Warning;
-    }
     out.push(f);
 }
 

@@ -50,9 +50,226 @@ pub struct Rendered {
     pub cached: bool,
 }
 
+/// The bounds of one `kubectl kustomize` run (`--render-timeout`, `--render-memory`).
+///
+/// A render that never ends (a YAML alias bomb: nine levels of nine anchors grew `kubectl
+/// kustomize` to 8 GB in 20 s) is stopped and reported as FL001 naming the directory and the
+/// bound, and the rest of the fleet is linted. The defaults are far beyond any real fleet:
+/// kustomize-controller's own Deployment is limited to 1Gi of memory for every build it runs,
+/// and a real directory renders in well under a second.
+///
+/// - `timeout`: wall-clock time from the start of the child; past it the child's process group
+///   (kubectl and anything it started, e.g. `git` for a remote base) is killed.
+/// - `memory`: bytes of data segment (RLIMIT_DATA: heap and private anonymous mappings, what
+///   the Go runtime allocates) set on the child with prlimit(2) as soon as it is spawned
+///   (Linux only; RLIMIT_AS would also count the Go runtime's address-space reservations,
+///   about 1 GB for kubectl before any work). The runtime then dies with `out of memory`.
+///
+/// A zero in either field is no bound. A render stopped by a bound is never cached: with
+/// other bounds it may finish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RenderBounds {
+    /// Wall-clock time one render may take.
+    pub timeout: std::time::Duration,
+    /// Bytes of memory (data segment) one render may use.
+    pub memory: u64,
+}
+
+impl Default for RenderBounds {
+    fn default() -> Self {
+        RenderBounds {
+            timeout: std::time::Duration::from_secs(300),
+            memory: 4 << 30,
+        }
+    }
+}
+
+/// How every message of a render stopped by a [`RenderBounds`] bound starts.
+pub const BOUND_PASSED: &str = "stopped past a render bound: ";
+
+/// Whether a render error is a bound passed ([`RenderBounds`]), not kustomize's own error.
+pub fn bound_passed(message: &str) -> bool {
+    message.starts_with(BOUND_PASSED)
+}
+
+/// Parses a memory size: bytes, or a number with a Kubernetes quantity suffix (`Ki`, `Mi`,
+/// `Gi`, `Ti`; `k`/`K`, `M`, `G`, `T` in powers of 1000), e.g. `4Gi`, `512Mi`; `0` is no bound.
+/// Errors: anything else, quoting the input.
+pub fn parse_memory(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: u64 = match unit {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        "k" | "K" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        _ => {
+            return Err(format!(
+                "{s:?}: not a memory size (e.g. 4Gi, 512Mi, 0 for no bound)"
+            ));
+        }
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("{s:?}: not a memory size (e.g. 4Gi, 512Mi, 0 for no bound)"))
+}
+
+/// A memory size as written back to the user: the largest binary unit that divides it
+/// (`4Gi`, `256Mi`), else bytes.
+pub fn format_memory(b: u64) -> String {
+    for (unit, m) in [
+        ("Ti", 1u64 << 40),
+        ("Gi", 1 << 30),
+        ("Mi", 1 << 20),
+        ("Ki", 1 << 10),
+    ] {
+        if b >= m && b % m == 0 {
+            return format!("{}{unit}", b / m);
+        }
+    }
+    b.to_string()
+}
+
+/// Process groups of the `kubectl kustomize` runs under way (each child leads its own group,
+/// so a bound kills what it started too); [`cleanup_interrupted`] kills them on Ctrl-C, since
+/// the terminal's SIGINT no longer reaches them.
+static LIVE_GROUPS: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+
+fn kill_group(pid: u32) {
+    if let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+    }
+}
+
+/// What one bounded run of a child left: its exit status, stdout, stderr, and the bound it
+/// passed (a message starting with [`BOUND_PASSED`]).
+struct BoundedOutput {
+    status: std::process::ExitStatus,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    passed: Option<String>,
+}
+
+/// Runs `cmd` (stdin closed) as the leader of its own process group under `bounds`
+/// ([`RenderBounds`]): its output is read on this thread and one more, a watchdog thread
+/// kills the group when the time bound passes (woken early when the child ends), and a
+/// memory bound is applied with prlimit(2) right after spawn. Errors: the child cannot start.
+fn run_bounded(
+    mut cmd: std::process::Command,
+    bounds: RenderBounds,
+) -> std::io::Result<BoundedOutput> {
+    use std::io::Read as _;
+    use std::os::unix::process::CommandExt as _;
+    use std::process::Stdio;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn()?;
+    let pid = child.id();
+    if let Ok(mut g) = LIVE_GROUPS.lock() {
+        g.insert(pid);
+    }
+    #[cfg(target_os = "linux")]
+    if bounds.memory > 0 {
+        let limit = rustix::process::Rlimit {
+            current: Some(bounds.memory),
+            maximum: Some(bounds.memory),
+        };
+        let _ = rustix::process::prlimit(
+            Some(rustix::process::Pid::from_child(&child)),
+            rustix::process::Resource::Data,
+            limit,
+        );
+    }
+    let timed_out = std::sync::atomic::AtomicBool::new(false);
+    let (done, ended) = std::sync::mpsc::channel::<()>();
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let child_pid = rustix::process::Pid::from_child(&child);
+    let (out, err) = std::thread::scope(|s| {
+        let watchdog = (!bounds.timeout.is_zero()).then(|| {
+            let timed_out = &timed_out;
+            s.spawn(move || {
+                if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    ended.recv_timeout(bounds.timeout)
+                {
+                    timed_out.store(true, std::sync::atomic::Ordering::SeqCst);
+                    kill_group(pid);
+                }
+            })
+        });
+        let err = s.spawn(move || {
+            let mut b = Vec::new();
+            let _ = stderr.read_to_end(&mut b);
+            b
+        });
+        let mut out = Vec::new();
+        let _ = stdout.read_to_end(&mut out);
+        let err = err.join().unwrap_or_default();
+        // wait for the child's exit without reaping it: until it is reaped its id (the
+        // group's) cannot be reused, so no kill below can reach another process
+        loop {
+            match rustix::process::waitid(
+                rustix::process::WaitId::Pid(child_pid),
+                rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOWAIT,
+            ) {
+                Err(e) if e == rustix::io::Errno::INTR => continue,
+                _ => break,
+            }
+        }
+        drop(done);
+        if let Some(w) = watchdog {
+            let _ = w.join();
+        }
+        (out, err)
+    });
+    // what the child started and left behind (a `git` of a remote base) ends with it
+    if let Ok(mut g) = LIVE_GROUPS.lock() {
+        g.remove(&pid);
+    }
+    kill_group(pid);
+    let status = child.wait();
+    let status = status?;
+    let passed = if timed_out.load(std::sync::atomic::Ordering::SeqCst) {
+        Some(format!(
+            "{BOUND_PASSED}kubectl kustomize ran past the time bound {} (--render-timeout) and was killed",
+            cluster_loop::duration::format_go_duration(bounds.timeout)
+        ))
+    } else if bounds.memory > 0 && !status.success() && {
+        let e = String::from_utf8_lossy(&err);
+        e.contains("fatal error")
+            && (e.contains("out of memory") || e.contains("cannot allocate memory"))
+    } {
+        Some(format!(
+            "{BOUND_PASSED}kubectl kustomize needed more than the memory bound {} (--render-memory) and died",
+            format_memory(bounds.memory)
+        ))
+    } else {
+        None
+    };
+    Ok(BoundedOutput {
+        status,
+        stdout: out,
+        stderr: err,
+        passed,
+    })
+}
+
 /// Renders units with `kubectl kustomize`, memoised in memory and (unless disabled) on disk.
 pub struct Renderer {
     kubectl: String,
+    bounds: RenderBounds,
     kubectl_id: String,
     cache_dir: Option<PathBuf>,
     memo: Mutex<BTreeMap<Unit, Rendered>>,
@@ -157,6 +374,7 @@ impl Renderer {
             .unwrap_or_else(|| kubectl.to_string());
         Renderer {
             kubectl: kubectl.to_string(),
+            bounds: RenderBounds::default(),
             kubectl_id,
             cache_dir,
             memo: Mutex::new(BTreeMap::new()),
@@ -164,6 +382,12 @@ impl Renderer {
             runs: Default::default(),
             progress: None,
         }
+    }
+
+    /// The same renderer, each `kubectl kustomize` run under `bounds` ([`RenderBounds`]).
+    pub fn with_bounds(mut self, bounds: RenderBounds) -> Self {
+        self.bounds = bounds;
+        self
     }
 
     /// The same renderer, counting its renders in `progress` ([`crate::RunProgress`]).
@@ -385,7 +609,10 @@ impl Renderer {
     fn render_one(&self, repo: &Repo, u: &Unit) -> Rendered {
         let key = self.key(repo, u);
         let r = self.render_keyed(repo, u, &key);
+        // a render stopped by a bound is not kustomize's answer: never kept for another run
+        let bounded = matches!(&r.result, Err(e) if bound_passed(e));
         if self.cache_dir.is_some()
+            && !bounded
             && let Ok(mut p) = self.pack(repo).lock()
         {
             p.renders.insert(key, r.result.clone());
@@ -455,7 +682,8 @@ impl Renderer {
         }
         self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let result = self.run_kubectl(repo, u).map(|o| shared(parse_output(&o)));
-        if let Some(cf) = &cache_file {
+        let bounded = matches!(&result, Err(e) if bound_passed(e));
+        if let Some(cf) = cache_file.as_ref().filter(|_| !bounded) {
             let body = match &result {
                 Ok(docs) => {
                     let pairs: Vec<(&str, &serde_json::Value)> =
@@ -528,13 +756,15 @@ impl Renderer {
                 .map_err(|e| format!("cannot write a temporary kustomization: {e}"))?;
             &tmp.0
         };
-        let out = std::process::Command::new(&self.kubectl)
-            .arg("kustomize")
+        let mut cmd = std::process::Command::new(&self.kubectl);
+        cmd.arg("kustomize")
             .arg("--load-restrictor=LoadRestrictionsNone")
-            .arg(target)
-            .stdin(std::process::Stdio::null())
-            .output()
+            .arg(target);
+        let out = run_bounded(cmd, self.bounds)
             .map_err(|e| format!("cannot run {} kustomize: {e}", self.kubectl))?;
+        if let Some(passed) = out.passed {
+            return Err(passed);
+        }
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -566,10 +796,14 @@ pub fn display_dir(d: &str) -> String {
     }
 }
 
-/// Removes what an interrupted run of this process leaves: its temporary kustomization
+/// Ends what an interrupted run of this process leaves: its `kubectl kustomize` runs (each
+/// in a process group of its own, see [`RenderBounds`]), its temporary kustomization
 /// directories and half-written cache files (renders already in the cache are complete: each is
 /// written to a temporary name and renamed).
 pub fn cleanup_interrupted(cache_dir: Option<&Path>) {
+    if let Ok(groups) = LIVE_GROUPS.lock() {
+        groups.iter().for_each(|&g| kill_group(g));
+    }
     let pid = std::process::id();
     let tmp_prefix = format!("fleetlint-{pid}-");
     if let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) {
@@ -652,4 +886,27 @@ pub fn unit_inputs(repo: &Repo, u: &Unit) -> BTreeSet<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_sizes_parse_and_print_as_written() {
+        assert_eq!(parse_memory("4Gi"), Ok(4 << 30));
+        assert_eq!(parse_memory("512Mi"), Ok(512 << 20));
+        assert_eq!(parse_memory("1G"), Ok(1_000_000_000));
+        assert_eq!(parse_memory("0"), Ok(0));
+        assert!(
+            parse_memory("4GB")
+                .unwrap_err()
+                .contains("not a memory size")
+        );
+        assert!(parse_memory("").is_err());
+        assert!(parse_memory("99999999999Ti").is_err());
+        assert_eq!(format_memory(4 << 30), "4Gi");
+        assert_eq!(format_memory(256 << 20), "256Mi");
+        assert_eq!(format_memory(1000), "1000");
+    }
 }

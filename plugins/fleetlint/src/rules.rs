@@ -41,6 +41,13 @@ const fn r(
 use Severity::{Error, Info, Warning};
 
 /// Every fleetlint rule (markercheck's MC rules are listed by `kubectl markercheck --list-rules`).
+///
+/// Severity follows certainty: `Error` only for a Kustomization the real kustomize-controller
+/// fails to build or never runs (FL001, FL002, FL003, FL010, FL011, FL031, FL032 and FL034 when
+/// substitution runs, FL035) or an applied object certainly wrong (FL005 two appliers, FL050 and
+/// FL052 addresses, FL061 a service-link collision, FL040 a value its author marked
+/// undecided). What ships exactly as the author wrote it is at most a `Warning` (FL013, FL030,
+/// FL036, FL070).
 pub const RULES: &[Rule] = &[
     r(
         "FL001",
@@ -150,12 +157,13 @@ pub const RULES: &[Rule] = &[
     r(
         "FL013",
         "wave-order",
-        Error,
+        Warning,
         "dependsOn",
         "a wave depends on a later wave",
         "Names or paths carrying a wave number (wave-0, wave-1...) state the order; a Kustomization \
        of wave N depending on one of a wave above N inverts it (and usually hides a cycle in \
-       intent). From the failure catalogue's rule that waves apply in order.\n\
+       intent). From the failure catalogue's rule that waves apply in order. A warning: the \
+       names are a convention, the controller runs the graph as written (a real cycle is FL011).\n\
        Fix: depend on the previous wave only.",
     ),
     r(
@@ -175,14 +183,15 @@ pub const RULES: &[Rule] = &[
     r(
         "FL030",
         "substitution-not-enabled",
-        Error,
+        Warning,
         "substitution",
         "${VAR} in a manifest whose Kustomization has no postBuild: the literal ships",
         "kustomize-controller substitutes only when spec.postBuild is set (kustomization_controller.go: \
        `if obj.Spec.PostBuild != nil`). Anywhere else the text `${VAR}` is applied as is: an \
-       invalid value at best, a silent wrong one at worst. Certainty decides the severity: an \
-       error when a Kustomization of the overlay defines VAR (Flux was meant to substitute it), \
-       a warning when none does (a config template's own placeholder may be meant). Not a \
+       invalid value at best, a silent wrong one at worst. A warning: what ships is exactly what \
+       the author wrote, and a config template's own placeholder (a Grafana dashboard's \
+       ${DS_PROMETHEUS}, filled in by grafana-operator) may be meant; the message says when a \
+       Kustomization of the overlay defines VAR (Flux was likely meant to substitute it). Not a \
        finding: `${...}` in a CustomResourceDefinition (schemas and descriptions document it, \
        as Flux's own CRDs in gotk-components.yaml do); in a shell script it is FL032 (a warning).\n\
        Fix: add postBuild.substituteFrom (or substitute) to the Kustomization that applies it, \
@@ -270,12 +279,15 @@ pub const RULES: &[Rule] = &[
     r(
         "FL036",
         "substitution-skipped",
-        Error,
+        Warning,
         "substitution",
         "postBuild present but no variables: nothing is substituted, ${...} ships",
         "SubstituteVariables runs only when at least one variable is loaded or \
        postBuild.substituteStrategy is Always (`if len(vars) > 0 || options.Always`). With an empty \
-       substitute map and substituteFrom objects without data, even ${VAR:=default} ships literally.\n\
+       substitute map and substituteFrom objects without data, even ${VAR:=default} ships literally \
+       (and no envsubst error or strict-mode failure can happen). A warning, as FL030: what \
+       ships is exactly what the author wrote, and a template's own placeholder (a Grafana \
+       dashboard's ${DS_PROMETHEUS} under `postBuild: {substitute: {}}`) is often meant.\n\
        Fix: define a variable, or set postBuild.substituteStrategy: Always.",
     ),
     r(
@@ -369,12 +381,13 @@ pub const RULES: &[Rule] = &[
     r(
         "FL070",
         "image-unpinned",
-        Error,
+        Warning,
         "images",
         "a container image is untagged or :latest",
         "containers, initContainers and ephemeralContainers of Deployments, StatefulSets, \
        DaemonSets, Jobs, CronJobs and Pods, after kustomize's images transformer. An untagged \
-       image means :latest: every node can run a different build and a rollback is impossible.\n\
+       image means :latest: every node can run a different build and a rollback is impossible. \
+       A warning: the image is pulled and runs as the author wrote it.\n\
        Fix: pin a tag (and a digest where possible); set it with the kustomization's images: newTag.",
     ),
     r(

@@ -97,6 +97,16 @@ pub struct Cli {
     #[arg(long, default_value = "kubectl", value_name = "CMD")]
     kubectl: String,
 
+    /// Wall-clock time one `kubectl kustomize` run may take before it is killed and reported
+    /// as FL001 (a Go duration; 0s: no bound)
+    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = parse_timeout)]
+    render_timeout: std::time::Duration,
+
+    /// Memory one `kubectl kustomize` run may use (its data segment) before it dies and is
+    /// reported as FL001 (4Gi, 512Mi, bytes; 0: no bound)
+    #[arg(long, default_value = "4Gi", value_name = "SIZE", value_parser = crate::render::parse_memory)]
+    render_memory: u64,
+
     /// Print a rule's story (what goes wrong, the fix, its source) and exit
     #[arg(long, value_name = "ID")]
     explain: Option<String>,
@@ -292,6 +302,11 @@ fn parse_sources(given: &[String]) -> Result<Vec<(String, PathBuf)>> {
     Ok(sources)
 }
 
+fn parse_timeout(s: &str) -> std::result::Result<std::time::Duration, String> {
+    cluster_loop::duration::parse_go_duration(s)
+        .map_err(|e| format!("{e} (e.g. 5m, 90s, 0s for no bound)"))
+}
+
 /// The run's configuration from the flags.
 fn config(cli: &Cli, sources: Vec<(String, PathBuf)>) -> Config {
     let defaults = Config::default();
@@ -317,6 +332,10 @@ fn config(cli: &Cli, sources: Vec<(String, PathBuf)>) -> Config {
         kubectl: cli.kubectl.clone(),
         markers: !cli.no_markers,
         progress: None,
+        render_bounds: crate::render::RenderBounds {
+            timeout: cli.render_timeout,
+            memory: cli.render_memory,
+        },
     }
 }
 

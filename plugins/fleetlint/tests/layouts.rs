@@ -434,3 +434,173 @@ fn a_bootstrap_cluster_directory_that_does_not_render_is_reported_once() {
         fl001[0].message
     );
 }
+
+fn empty_fleet() -> Fleet {
+    Fleet {
+        dir: tempfile::tempdir().unwrap(),
+    }
+}
+
+fn app_dir(f: &Fleet, dir: &str, name: &str) {
+    f.write(
+        &format!("{dir}/kustomization.yaml"),
+        &format!("{K}resources:\n  - cm.yaml\n"),
+    );
+    f.write(
+        &format!("{dir}/cm.yaml"),
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\ndata:\n  a: \"1\"\n"),
+    );
+}
+
+/// A `flux bootstrap --path` directory before bootstrap: Flux Kustomizations and no
+/// flux-system yet, no kustomization file (the shape of the best-known Flux example
+/// repositories: clusters/production/{apps.yaml,infrastructure.yaml}). It is the overlay:
+/// bootstrap adds the Kustomization flux-system whose path it is. Never "nothing to lint".
+#[test]
+fn a_bootstrap_path_without_flux_system_is_an_overlay() {
+    let f = empty_fleet();
+    f.write(
+        "clusters/production/infrastructure.yaml",
+        &flux_ks("infra-controllers", "./infrastructure/controllers", ""),
+    );
+    f.write(
+        "clusters/production/apps.yaml",
+        &flux_ks(
+            "apps",
+            "./apps/production",
+            "  dependsOn:\n    - name: infra-controllers\n",
+        ),
+    );
+    app_dir(&f, "infrastructure/controllers", "controllers");
+    app_dir(&f, "apps/production", "podinfo");
+    let r = f.lint();
+    assert_eq!(r.overlays.len(), 1, "{}", show(&r));
+    assert_eq!(r.overlays[0].dir, "clusters/production");
+    let ids: BTreeSet<&str> = r.overlays[0]
+        .kustomizations
+        .iter()
+        .map(|k| k.id.as_str())
+        .collect();
+    assert!(
+        ids.contains("flux-system/apps") && ids.contains("flux-system/infra-controllers"),
+        "{ids:?}"
+    );
+    assert!(!r.has_errors(), "{}", show(&r));
+    // the sync source bootstrap writes is named, not an error
+    assert!(rules(&r).iter().all(|x| x == "FL004"), "{}", show(&r));
+}
+
+/// A FluxInstance made by flux-operator's flux-instance chart whose values come from a file:
+/// the HelmRelease reads `valuesFrom` a ConfigMap that a configMapGenerator makes from
+/// values.yaml. Its `instance.sync.path` is the overlay.
+#[test]
+fn a_flux_instance_chart_with_values_from_a_generated_configmap_is_found() {
+    let f = empty_fleet();
+    f.write(
+        "bootstrap/kustomization.yaml",
+        &format!(
+            "{K}namespace: flux-system\nresources:\n  - release.yaml\nconfigMapGenerator:\n  - name: flux-instance-values\n    files:\n      - values.yaml=instance-values.yaml\ngeneratorOptions:\n  disableNameSuffixHash: true\n"
+        ),
+    );
+    f.write(
+        "bootstrap/release.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: flux-instance\n  namespace: flux-system\nspec:\n  interval: 1h\n  chart:\n    spec:\n      chart: flux-instance\n      sourceRef:\n        kind: HelmRepository\n        name: controlplaneio\n  valuesFrom:\n    - kind: ConfigMap\n      name: flux-instance-values\n",
+    );
+    f.write(
+        "bootstrap/instance-values.yaml",
+        "instance:\n  distribution:\n    version: 2.x\n  sync:\n    kind: GitRepository\n    url: https://git.example.com/fleet.git\n    ref: refs/heads/main\n    path: clusters/main\n",
+    );
+    f.write(
+        "clusters/main/apps.yaml",
+        &flux_ks("apps", "./apps/main", ""),
+    );
+    app_dir(&f, "apps/main", "main");
+    let r = f.lint();
+    let dirs: Vec<&str> = r.overlays.iter().map(|o| o.dir.as_str()).collect();
+    assert!(dirs.contains(&"clusters/main"), "{dirs:?}\n{}", show(&r));
+    let main = r
+        .overlays
+        .iter()
+        .find(|o| o.dir == "clusters/main")
+        .unwrap();
+    assert!(
+        main.kustomizations
+            .iter()
+            .any(|k| k.id == "flux-system/apps"),
+        "{:?}",
+        main.kustomizations
+    );
+    assert!(!r.has_errors(), "{}", show(&r));
+}
+
+/// A repository root that no Kustomization points at (no kustomization file; tool YAML such
+/// as a Taskfile.yml, an archive directory holding an old Kustomization without spec.path) is
+/// never an overlay: no FL001 for it, the cluster directory is linted.
+#[test]
+fn a_root_no_kustomization_points_at_is_not_an_overlay() {
+    let f = empty_fleet();
+    f.write(
+        "Taskfile.yml",
+        "version: \"3\"\ntasks:\n  lint:\n    cmds:\n      - kubectl fleetlint\n",
+    );
+    f.write(
+        "archive/old-app.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: old-app\n  namespace: flux-system\nspec:\n  interval: 1h\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",
+    );
+    f.write("clusters/main/flux-system/gotk-sync.yaml", &sync("main"));
+    f.write(
+        "clusters/main/flux-system/kustomization.yaml",
+        &format!("{K}resources:\n  - gotk-sync.yaml\n"),
+    );
+    f.write(
+        "clusters/main/apps.yaml",
+        &flux_ks("apps", "./apps/main", ""),
+    );
+    app_dir(&f, "apps/main", "main");
+    let r = f.lint();
+    let dirs: Vec<&str> = r.overlays.iter().map(|o| o.dir.as_str()).collect();
+    assert_eq!(dirs, ["clusters/main"], "{}", show(&r));
+    assert!(r.findings.is_empty(), "{}", show(&r));
+}
+
+/// Self-managed Kustomizations: each ks.yaml sits inside its own spec.path (the directory has
+/// no kustomization file, so the generated one applies ks.yaml too), listed by a cluster root
+/// that cannot render offline (one remote resource). They are read under that root, never
+/// each as an overlay of its own (which gave a false FL010 for a sibling dependency and a
+/// false FL003 for the root's source).
+#[test]
+fn self_managed_kustomizations_are_read_under_their_root() {
+    let f = empty_fleet();
+    f.write("clusters/main/flux-system/gotk-sync.yaml", &sync("main"));
+    f.write(
+        "clusters/main/flux-system/kustomization.yaml",
+        &format!("{K}resources:\n  - gotk-sync.yaml\n"),
+    );
+    f.write(
+        "clusters/main/kustomization.yaml",
+        &format!(
+            "{K}resources:\n  - flux-system\n  - https://git.example.invalid/platform/shared//deploy?ref=v1.0.0\n  - ../../apps/web/ks.yaml\n  - ../../apps/db/ks.yaml\n"
+        ),
+    );
+    f.write(
+        "apps/web/ks.yaml",
+        &flux_ks("web", "./apps/web", "  dependsOn:\n    - name: db\n"),
+    );
+    f.write(
+        "apps/web/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: default\ndata:\n  a: \"1\"\n",
+    );
+    f.write("apps/db/ks.yaml", &flux_ks("db", "./apps/db", ""));
+    f.write(
+        "apps/db/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db\n  namespace: default\ndata:\n  a: \"1\"\n",
+    );
+    let r = f.lint();
+    let dirs: Vec<&str> = r.overlays.iter().map(|o| o.dir.as_str()).collect();
+    assert_eq!(dirs, ["clusters/main"], "{}", show(&r));
+    assert!(
+        !rules(&r).iter().any(|x| x == "FL010" || x == "FL003"),
+        "{}",
+        show(&r)
+    );
+}

@@ -625,11 +625,12 @@ fn configuration_and_inline_comments_suppress_and_count() {
     let r = f.lint();
     assert_eq!(rules_of(&r), ["FL070"], "{}", show(&r));
     assert_eq!(r.stats.suppressed, 0);
+    assert!(!r.has_errors(), "a warning by default: {}", show(&r));
 
-    f.write(".fleetlint.yaml", "rules:\n  FL070: warning\n");
+    f.write(".fleetlint.yaml", "rules:\n  FL070: error\n");
     let r = f.lint();
     assert_eq!(rules_of(&r), ["FL070"]);
-    assert!(!r.has_errors(), "a warning now: {}", show(&r));
+    assert!(r.has_errors(), "an error now: {}", show(&r));
 
     f.write(".fleetlint.yaml", "rules:\n  FL070: off\n");
     let r = f.lint();

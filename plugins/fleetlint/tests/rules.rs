@@ -397,6 +397,36 @@ fn substitute_from_missing() {
     );
     let r = f.lint();
     assert_eq!(rules(&r), ["FL033"], "{}", show(&r));
+    // one finding per input, naming every reader (a fleet had one per reader: 73 for one
+    // Secret)
+    configmap_dir(&f, "second", "  X: ${REPLICAS}\n");
+    add_to_root(
+        &f,
+        "second.yaml",
+        &ks(
+            "second",
+            "  postBuild:\n    substituteFrom:\n      - kind: ConfigMap\n        name: nowhere\n",
+        ),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL033"], "{}", show(&r));
+    assert_eq!(
+        r.findings[0].kustomizations,
+        ["flux-system/app", "flux-system/second"]
+    );
+    assert!(
+        r.findings[0].message.contains(
+            "ConfigMap flux-system/nowhere, read by substituteFrom of 2 Kustomizations (flux-system/app, flux-system/second)"
+        ) && r.findings[0].message.contains("substitution of 3 object(s)"),
+        "{}",
+        r.findings[0].message
+    );
+    f.remove("clusters/test/second.yaml");
+    let k = std::fs::read_to_string(f.root().join("clusters/test/kustomization.yaml")).unwrap();
+    f.write(
+        "clusters/test/kustomization.yaml",
+        &k.replace("  - second.yaml\n", ""),
+    );
     // optional: true is skipped by the controller
     f.write(
         "clusters/test/app.yaml",
@@ -540,6 +570,41 @@ fn substitution_skipped_without_variables() {
     let r = f.lint();
     assert!(rules(&r).iter().all(|x| x == "FL036"), "{}", show(&r));
     assert!(!r.findings.is_empty());
+    // nothing is substituted: what ships is what the author wrote, a warning (severity
+    // follows certainty)
+    assert!(!r.has_errors(), "{}", show(&r));
+}
+
+/// A Grafana dashboard's own `${DS_PROMETHEUS}` (grafana-operator fills it in) under a
+/// Kustomization with `postBuild: {substitute: {}}`: envsubst never runs, the literal is what
+/// the author wants. FL036 as a warning, never an error; a malformed `${` there is not FL034
+/// either (no envsubst error can happen when substitution does not run).
+#[test]
+fn a_grafana_placeholder_under_an_empty_substitute_is_a_warning() {
+    let f = clean_fleet();
+    configmap_dir(
+        &f,
+        "dashboards",
+        "  node.json: |\n    {\"datasource\": \"${DS_PROMETHEUS}\"}\n",
+    );
+    f.write(
+        "apps/dashboards/legacy.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: legacy\n  namespace: default\ndata:\n  legend: \"${ broken\"\n",
+    );
+    f.write(
+        "apps/dashboards/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - cm.yaml\n  - legacy.yaml\n",
+    );
+    add_to_root(
+        &f,
+        "dashboards.yaml",
+        &ks("dashboards", "  postBuild:\n    substitute: {}\n"),
+    );
+    let r = f.lint();
+    assert_eq!(rules(&r), ["FL036"], "{}", show(&r));
+    assert_eq!(r.findings[0].severity, fleetlint::rules::Severity::Warning);
+    assert!(r.findings[0].message.contains("${DS_PROMETHEUS}"));
+    assert!(!r.has_errors(), "{}", show(&r));
 }
 
 /// FL012: dependsOn into another namespace.
@@ -671,4 +736,101 @@ fn overlay_inherits_base_lan_address() {
     assert_eq!(x.overlay.as_deref(), Some("clusters/prod"));
     assert_eq!((x.file.as_str(), x.line), ("clusters/base/vars.yaml", 7));
     assert!(x.message.contains("192.168.10.5"), "{}", x.message);
+}
+
+/// A YAML alias bomb of our own: nine levels of nine anchors, 9^9 strings once expanded
+/// (kustomize expands them all; unbounded it grew `kubectl kustomize` to 8 GB in 20 s).
+fn alias_bomb() -> String {
+    let mut s = String::from(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\n  namespace: default\ndata:\n  a0: &a0 [\"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\"]\n",
+    );
+    for i in 1..9 {
+        let refs = vec![format!("*a{}", i - 1); 9].join(", ");
+        s.push_str(&format!("  a{i}: &a{i} [{refs}]\n"));
+    }
+    s
+}
+
+/// The clean fleet plus Kustomization `bomb` (./apps/bomb lists the alias bomb) and `unpinned`
+/// (./apps/unpinned, a Deployment whose image has no tag: FL070), so a report holding FL070
+/// proves the rest of the fleet was linted.
+fn bomb_fleet() -> common::Fleet {
+    let f = clean_fleet();
+    f.write(
+        "apps/bomb/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - bomb.yaml\n",
+    );
+    f.write("apps/bomb/bomb.yaml", &alias_bomb());
+    add_to_root(&f, "bomb.yaml", &ks("bomb", ""));
+    f.write(
+        "apps/unpinned/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - deploy.yaml\n",
+    );
+    f.write(
+        "apps/unpinned/deploy.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: unpinned\n  namespace: default\nspec:\n  selector:\n    matchLabels: {app: unpinned}\n  template:\n    metadata:\n      labels: {app: unpinned}\n    spec:\n      containers:\n        - name: app\n          image: ghcr.io/example/unpinned\n",
+    );
+    add_to_root(&f, "unpinned.yaml", &ks("unpinned", ""));
+    f
+}
+
+/// A render past its memory bound (set low here: 256Mi of data segment, which a real render
+/// of this size never needs) is FL001 naming the directory and the bound, and the rest of the
+/// fleet is linted. No time is measured: the run ends because the bound ends the render.
+#[test]
+fn a_render_past_its_memory_bound_is_fl001_and_the_rest_is_linted() {
+    let f = bomb_fleet();
+    let r = f.lint_with(|c| {
+        c.render_bounds = fleetlint::render::RenderBounds {
+            timeout: std::time::Duration::ZERO,
+            memory: 256 << 20,
+        }
+    });
+    assert_eq!(rules(&r), ["FL001", "FL070"], "{}", show(&r));
+    let x = r.findings.iter().find(|x| x.rule == "FL001").unwrap();
+    assert!(
+        x.message.contains("flux-system/bomb (path apps/bomb)")
+            && x.message.contains("memory bound 256Mi (--render-memory)"),
+        "{}",
+        x.message
+    );
+    assert_eq!(x.severity, fleetlint::rules::Severity::Error);
+}
+
+/// A render past its time bound (no memory bound; 2s here, the bomb never finishes in any
+/// time) is FL001 naming the directory and the bound.
+#[test]
+fn a_render_past_its_time_bound_is_fl001() {
+    let f = bomb_fleet();
+    f.remove("apps/unpinned/deploy.yaml");
+    f.write(
+        "apps/unpinned/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n",
+    );
+    let r = f.lint_with(|c| {
+        c.render_bounds = fleetlint::render::RenderBounds {
+            timeout: std::time::Duration::from_secs(2),
+            memory: 0,
+        }
+    });
+    let x = r
+        .findings
+        .iter()
+        .find(|x| x.rule == "FL001" && x.message.contains("(path apps/bomb)"))
+        .unwrap_or_else(|| panic!("{}", show(&r)));
+    assert!(
+        x.message.contains("flux-system/bomb (path apps/bomb)")
+            && x.message.contains("time bound 2s (--render-timeout)"),
+        "{}",
+        show(&r)
+    );
+}
+
+/// Our own YAML readers are bounded too: serde-saphyr's default budget (250,000 nodes,
+/// 1,000,000 events replayed from aliases, nesting 64 deep) refuses the bomb instead of
+/// expanding it, and the tree reader keeps aliases unexpanded.
+#[test]
+fn our_own_yaml_parsing_refuses_an_alias_bomb() {
+    let e = serde_saphyr::from_str::<serde_json::Value>(&alias_bomb()).unwrap_err();
+    assert!(e.to_string().contains("budget breached"), "{e}");
 }
