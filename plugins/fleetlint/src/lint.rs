@@ -1029,7 +1029,9 @@ fn not_enabled(
                 "{expr} in a shell script of {}: Kustomization {owner} has no postBuild, so the shell gets it as written today; enabling postBuild would substitute it",
                 o.describe()
             ),
-            format!("escape it as ${expr} so Flux always leaves it to the shell"),
+            format!(
+                "nothing today; if postBuild is enabled on Kustomization {owner}, escape it as ${expr} then (without postBuild Flux ships ${expr} as written and the shell reads $$, its process ID)"
+            ),
             owner_ids(ov, o),
         );
         f.severity = Severity::Warning;
@@ -1053,7 +1055,7 @@ fn not_enabled(
             )
         },
         format!(
-            "add postBuild.substituteFrom (or substitute) to Kustomization {owner}, write the value, or escape it as ${expr} if the literal is meant"
+            "add postBuild.substituteFrom (or substitute) to Kustomization {owner}, or write the value; if the literal is meant nothing ships wrong (do not write ${expr}: without postBuild Flux ships the escape as written)"
         ),
         owner_ids(ov, o),
     );

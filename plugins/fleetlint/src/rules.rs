@@ -195,7 +195,8 @@ pub const RULES: &[Rule] = &[
        finding: `${...}` in a CustomResourceDefinition (schemas and descriptions document it, \
        as Flux's own CRDs in gotk-components.yaml do); in a shell script it is FL032 (a warning).\n\
        Fix: add postBuild.substituteFrom (or substitute) to the Kustomization that applies it, \
-       write the value, or escape a meant literal as $${VAR}.",
+       or write the value; a meant literal needs nothing (`$${VAR}` is an escape only where \
+       substitution runs: without postBuild it ships as written).",
     ),
     r(
         "FL031",
@@ -232,8 +233,9 @@ pub const RULES: &[Rule] = &[
        expands only $(VAR) there, from the container's env), no shell expands ${VAR}: escaping it \
        would hand the process the literal text, so the finding is FL031 (define the variable).\n\
        An error when the Kustomization has postBuild (strict mode fails it); a warning when it \
-       has none (the shell gets the literal today, and the escape keeps it so once postBuild is \
-       enabled).\n\
+       has none (the shell gets the literal today; `$$` is an escape only where substitution \
+       runs, so without postBuild `$${VAR}` would ship as written and the shell would read `$$`, \
+       its process ID: escape only once postBuild is enabled).\n\
        Fix: write $${VAR} when the shell is meant to expand it, define VAR when Flux is, or \
        disable substitution on that object with the annotation \
        kustomize.toolkit.fluxcd.io/substitute: disabled.",
