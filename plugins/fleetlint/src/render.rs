@@ -130,7 +130,7 @@ pub fn format_memory(b: u64) -> String {
         ("Mi", 1 << 20),
         ("Ki", 1 << 10),
     ] {
-        if b >= m && b % m == 0 {
+        if b >= m && b.is_multiple_of(m) {
             return format!("{}{unit}", b / m);
         }
     }
