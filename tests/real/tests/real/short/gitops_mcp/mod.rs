@@ -206,13 +206,7 @@ fn read_only_tools_match_the_plugins_own_json_and_writes_are_refused() {
     let got = &r[1]["structured"];
     assert_eq!(code, 0, "{want}");
     assert_eq!(r[1]["isError"], false, "{}", r[1]);
-    for key in [
-        "apiVersion",
-        "kind",
-        "diagnosis",
-        "controller",
-        "action",
-    ] {
+    for key in ["apiVersion", "kind", "diagnosis", "controller", "action"] {
         assert_eq!(got[key], want[key], "{key}: {got} vs {want}");
     }
     assert!(
