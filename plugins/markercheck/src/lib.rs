@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod changed;
 pub mod check;
 #[cfg(feature = "cluster")]
 pub mod cluster;

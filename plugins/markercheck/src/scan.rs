@@ -116,7 +116,7 @@ impl Problem {
 }
 
 /// Identity of the object a marker is in.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct ObjectId {
     /// `apiVersion`.
     pub api_version: String,
