@@ -312,12 +312,7 @@ fn step_markercheck(ctx: &Ctx) -> Step {
             &format!("flux-system:podinfo={FLEET_REGISTRY}/podinfo:{PODINFO_SELECTED}"),
         ],
     );
-    // the literal ships exactly as written: a warning (severity follows certainty), still
-    // named where each ${VAR} is written
-    st.check(
-        r.code == 0 && r.stdout.contains("warning"),
-        "the change is a warning finding (exit 0: what ships is what the author wrote)",
-    );
+    st.check(r.code == 1, "the change is an error finding (exit 1)");
     st.check(
         r.stdout.contains("MC003") && r.stdout.contains("tag-on-full-ref"),
         "rule MC003 tag-on-full-ref names the line",
