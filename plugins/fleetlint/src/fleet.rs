@@ -120,6 +120,11 @@ pub struct FluxKs {
     /// Variables for its post-build substitution (empty without postBuild).
     #[serde(skip)]
     pub vars: BTreeMap<String, VarValue>,
+    /// `spec` as its parent applies it (after the parent's substitution; made from the
+    /// FluxInstance or `gotk-sync.yaml` for a root made outside the tree): what the
+    /// differential harness (tests/fleetdiff) creates on a real cluster.
+    #[serde(skip)]
+    pub spec: Arc<Value>,
 }
 
 fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -748,6 +753,7 @@ pub fn read_ks(
         followed: true,
         parent,
         vars: BTreeMap::new(),
+        spec: Arc::new(spec.clone()),
     }
 }
 

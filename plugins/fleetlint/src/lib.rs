@@ -19,6 +19,7 @@ pub mod rules;
 pub mod run;
 pub mod sourceignore;
 pub mod tree;
+pub mod verdict;
 
 use lint::Finding;
 use rules::Severity;
@@ -206,6 +207,15 @@ pub struct GraphNode {
     pub applied_by: Option<String>,
     /// Affected by `--changed-since` (always true without it).
     pub affected: bool,
+    /// fleetlint's verdict on its build ([`verdict::decide`]).
+    pub build: verdict::BuildVerdict,
+    /// `spec` as its parent applies it ([`fleet::FluxKs::spec`]; library only).
+    #[serde(skip)]
+    pub spec: std::sync::Arc<serde_json::Value>,
+    /// Its `postBuild.substituteFrom` inputs and the objects the overlay applies for them
+    /// (library only).
+    #[serde(skip)]
+    pub inputs: Vec<verdict::SubstituteInput>,
 }
 
 /// One overlay in the report.
@@ -785,6 +795,8 @@ fn overlay_report(
     // an overlay whose own directory does not render is reported whatever changed:
     // none of it could be linted, so nothing shows the change is safe
     let unrendered_root = |f: &Finding| f.rule == "FL001" && f.kustomizations.is_empty();
+    // the build verdicts read every finding of the overlay, before the filter
+    let kustomizations = graph_nodes(ov, &chains, &affected, &findings);
     if let Some(ch) = &changed {
         findings.retain(|f| {
             f.kustomizations.iter().any(|k| affected.contains(k))
@@ -797,7 +809,7 @@ fn overlay_report(
     report.overlays.push(OverlayReport {
         dir: dir.clone(),
         root: ov.root.map(|r| ov.ks[r].id()),
-        kustomizations: graph_nodes(ov, &chains, &affected),
+        kustomizations,
         objects: ov.objects.len(),
         rendered: !ov.render_errors.iter().any(|e| e.ks.is_none()),
     });
@@ -809,6 +821,7 @@ fn graph_nodes(
     ov: &fleet::Overlay,
     chains: &[std::time::Duration],
     affected: &BTreeSet<String>,
+    findings: &[Finding],
 ) -> Vec<GraphNode> {
     graph_order(ov)
         .into_iter()
@@ -833,6 +846,49 @@ fn graph_nodes(
             followed: k.followed,
             applied_by: k.parent.map(|p| ov.ks[p].id()),
             affected: affected.contains(&k.id()),
+            build: verdict::decide(k, ov.root == Some(i), findings, encrypted(ov, i)),
+            spec: k.spec.clone(),
+            inputs: substitute_inputs(ov, i),
+        })
+        .collect()
+}
+
+/// The first SOPS-encrypted object Kustomization `i` applies when it decrypts
+/// (`spec.decryption`): its build depends on keys offline lacks.
+fn encrypted(ov: &fleet::Overlay, i: usize) -> Option<String> {
+    if ov.ks[i]
+        .spec
+        .get("decryption")
+        .is_none_or(serde_json::Value::is_null)
+    {
+        return None;
+    }
+    ov.objects
+        .iter()
+        .find(|o| o.owner == Some(i) && verdict::sops_encrypted(&o.doc.value))
+        .map(fleet::Applied::describe)
+}
+
+/// Kustomization `i`'s `postBuild.substituteFrom` inputs with the objects the overlay applies
+/// for them (kind, name, the Kustomization's namespace; as `fleet::load_vars` finds them).
+fn substitute_inputs(ov: &fleet::Overlay, i: usize) -> Vec<verdict::SubstituteInput> {
+    let k = &ov.ks[i];
+    let Some(pb) = &k.post_build else {
+        return Vec::new();
+    };
+    pb.substitute_from
+        .iter()
+        .map(|r| verdict::SubstituteInput {
+            reference: r.clone(),
+            object: ov
+                .objects
+                .iter()
+                .find(|o| {
+                    o.value["kind"] == r.kind.as_str()
+                        && o.value["metadata"]["name"] == r.name.as_str()
+                        && o.namespace == k.namespace
+                })
+                .map(|o| o.value.clone()),
         })
         .collect()
 }

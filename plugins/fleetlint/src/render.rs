@@ -313,6 +313,11 @@ enum PackRenderOut<'a> {
     Error(&'a str),
 }
 
+/// How a unit is rendered, in every render's cache key: a change of the recipe (here: the
+/// kustomization written in place as kustomize-controller writes it, no longer a wrapper)
+/// never serves a render of the old one.
+const RENDER_RECIPE: &str = "in-place-1\0";
+
 /// Version of the pack format.
 const PACK_FORMAT: &str = concat!("fleetlint-pack/1/", env!("CARGO_PKG_VERSION"));
 
@@ -515,6 +520,7 @@ impl Renderer {
 
     fn key(&self, repo: &Repo, u: &Unit) -> String {
         let mut h = Sha256::new();
+        h.update(RENDER_RECIPE.as_bytes());
         h.update(self.kubectl_id.as_bytes());
         h.update(b"\0");
         h.update(u.dir.as_bytes());
@@ -715,9 +721,35 @@ impl Renderer {
         if !abs.is_dir() {
             return Err(format!("{}: no such directory", display_dir(&u.dir)));
         }
-        let has_k = repo.kustomization_file(&u.dir).is_some();
+        let kfile = repo.kustomization_file(&u.dir);
+        let has_k = kfile.is_some();
+        // the kustomization kustomize-controller writes in place before it builds
+        // (GenerateManifest), built in a mirror of the repository made of links
+        let in_place = match kfile
+            .as_ref()
+            .and_then(|f| repo.texts.get(f).map(|t| (f, t)))
+        {
+            Some((f, text)) => crate::kustomize_fields::in_place(
+                text,
+                u.target_namespace.as_deref(),
+                u.kustomize.as_deref(),
+                &abs,
+            )
+            .map(|k| k.map(|k| (f.clone(), k)))?,
+            None => None,
+        };
         let tmp;
-        let target: &Path = if has_k && u.target_namespace.is_none() && u.kustomize.is_none() {
+        let mirror;
+        let mirror_dir;
+        let mut mirror_root = None;
+        let target: &Path = if let Some((f, text)) = in_place {
+            mirror = tempdir()
+                .and_then(|t| link_mirror(&repo.root, &t.0, &f, &text).map(|()| t))
+                .map_err(|e| format!("cannot build a mirror of the repository: {e}"))?;
+            mirror_dir = mirror.0.join(&u.dir);
+            mirror_root = Some(mirror.0.clone());
+            &mirror_dir
+        } else if has_k {
             &abs
         } else {
             tmp = tempdir().map_err(|e| format!("cannot create a temporary directory: {e}"))?;
@@ -781,7 +813,10 @@ impl Renderer {
             for n in (1..=32).rev() {
                 err = err.replace(&format!("{}{rel_root}", "../".repeat(n)), "");
             }
-            let err = err.replace(&root, "");
+            let mut err = err.replace(&root, "");
+            if let Some(m) = &mirror_root {
+                err = err.replace(&format!("{}/", m.display()), "");
+            }
             Err(err.trim().to_string())
         }
     }
@@ -839,6 +874,37 @@ fn tempdir() -> std::io::Result<TempDir> {
     let p = std::env::temp_dir().join(format!("fleetlint-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&p)?;
     Ok(TempDir(std::fs::canonicalize(&p)?))
+}
+
+/// Makes `dst` a mirror of the repository at `root` that kustomize reads as the repository
+/// itself: the directories from the root down to the directory of `kfile` (a
+/// repository-relative kustomization file) are real directories holding links to every other
+/// entry of the original, and `kfile` is a file holding `text` (what kustomize-controller writes
+/// there in place before it builds). Relative references from that directory (`../base`,
+/// components, patches) reach the original files through the links; kustomize resolves a
+/// linked directory to the original (`ConfirmDir`), whose own references are the original's.
+fn link_mirror(root: &Path, dst: &Path, kfile: &str, text: &str) -> std::io::Result<()> {
+    let (dir, name) = kfile.rsplit_once('/').unwrap_or(("", kfile));
+    let chain: Vec<&str> = dir.split('/').filter(|c| !c.is_empty()).collect();
+    let (mut src, mut out) = (root.to_path_buf(), dst.to_path_buf());
+    for depth in 0..=chain.len() {
+        let keep = chain.get(depth).copied().unwrap_or(name);
+        for e in std::fs::read_dir(&src)? {
+            let e = e?;
+            let n = e.file_name();
+            if n.to_str() == Some(keep) || n == ".git" {
+                continue;
+            }
+            #[cfg(unix)]
+            std::os::unix::fs::symlink(e.path(), out.join(&n))?;
+        }
+        if let Some(c) = chain.get(depth) {
+            src = src.join(c);
+            out = out.join(c);
+            std::fs::create_dir(&out)?;
+        }
+    }
+    std::fs::write(out.join(name), text)
 }
 
 fn shared(docs: Vec<Doc>) -> Docs {

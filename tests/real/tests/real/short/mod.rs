@@ -2,6 +2,7 @@
 //! the test threads as those end.
 pub mod completion;
 pub mod cutover;
+pub mod fleetdiff;
 pub mod gatewaycheck;
 pub mod gitops_mcp;
 pub mod gitops_verify;
