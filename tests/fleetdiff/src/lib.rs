@@ -313,7 +313,7 @@ pub fn cluster_kustomization(c: &Case, source: (&str, &str), prefix: &str) -> Va
     json!({
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
         "kind": "Kustomization",
-        "metadata": {"name": name, "namespace": c.cluster_ns, "labels": {RUN_LABEL: prefix}},
+        "metadata": {"name": name, "namespace": c.cluster_ns, "labels": {RUN_LABEL: prefix.trim_matches('-')}},
         "spec": spec,
     })
 }
@@ -331,7 +331,7 @@ pub fn input_object(obj: &Value, ns: &str, prefix: &str) -> Result<Value, String
     let mut o = json!({
         "apiVersion": "v1",
         "kind": kind,
-        "metadata": {"name": name, "namespace": ns, "labels": {RUN_LABEL: prefix}},
+        "metadata": {"name": name, "namespace": ns, "labels": {RUN_LABEL: prefix.trim_matches('-')}},
     });
     let keys: &[&str] = if kind == "Secret" {
         &["data", "stringData"]
@@ -446,8 +446,11 @@ pub fn real_outcome(ks: Option<&Value>, refused: Option<&str>, withheld: Option<
     };
     let reason = ready["reason"].as_str().unwrap_or("");
     let message = ready["message"].as_str().unwrap_or("").to_string();
-    let done = observed >= generation || reason == "BuildFailed" || reason == "ArtifactFailed";
-    if !done || reason == "Progressing" {
+    // the controller sets observedGeneration on success only; the harness never changes a
+    // Kustomization, so a Ready condition with a final reason is the outcome
+    let done = observed >= generation
+        || !matches!(reason, "" | "Progressing" | "ProgressingWithRetry");
+    if !done {
         return real(
             Outcome::NotRun,
             Some(reason),
@@ -527,6 +530,8 @@ pub fn run(
     progress: &dyn Fn(&str),
 ) -> Result<DiffReport, ClusterError> {
     let p = &opts.prefix;
+    // a label value starts and ends with an alphanumeric character
+    let label = p.trim_matches('-');
     let mut results: Vec<FleetResult> = fleets
         .iter()
         .map(|f| FleetResult {
@@ -555,9 +560,9 @@ pub fn run(
     let mut setup: Vec<Value> = Vec::new();
     for ns in &namespaces {
         setup.push(json!({"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": ns, "labels": {RUN_LABEL: p}}}));
+            "metadata": {"name": ns, "labels": {RUN_LABEL: label}}}));
         setup.push(json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": NO_RIGHTS_SA, "namespace": ns, "labels": {RUN_LABEL: p}}}));
+            "metadata": {"name": NO_RIGHTS_SA, "namespace": ns, "labels": {RUN_LABEL: label}}}));
     }
     let mut sources = Vec::new();
     for &fi in &with_cases {
@@ -570,7 +575,7 @@ pub fn run(
             .map_err(|e| ClusterError(format!("git server: {repo}: {e}")))?;
         sources.push(json!({
             "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
-            "metadata": {"name": "fleet", "namespace": source_ns(fi), "labels": {RUN_LABEL: p}},
+            "metadata": {"name": "fleet", "namespace": source_ns(fi), "labels": {RUN_LABEL: label}},
             "spec": {"interval": "60m", "url": cluster.git().url_http(&repo), "ref": {"branch": "main"}},
         }));
     }
@@ -689,7 +694,7 @@ pub fn run(
                 "kustomizations",
                 "-A",
                 "-l",
-                &format!("{RUN_LABEL}={p}"),
+                &format!("{RUN_LABEL}={label}"),
                 "-o",
                 "json",
             ])
