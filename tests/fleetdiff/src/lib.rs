@@ -448,8 +448,8 @@ pub fn real_outcome(ks: Option<&Value>, refused: Option<&str>, withheld: Option<
     let message = ready["message"].as_str().unwrap_or("").to_string();
     // the controller sets observedGeneration on success only; the harness never changes a
     // Kustomization, so a Ready condition with a final reason is the outcome
-    let done = observed >= generation
-        || !matches!(reason, "" | "Progressing" | "ProgressingWithRetry");
+    let done =
+        observed >= generation || !matches!(reason, "" | "Progressing" | "ProgressingWithRetry");
     if !done {
         return real(
             Outcome::NotRun,
