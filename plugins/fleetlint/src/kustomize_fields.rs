@@ -373,3 +373,60 @@ pub fn local_relative(path: &str) -> bool {
             .unwrap_or(&lower)
             .starts_with('/')
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Value {
+        serde_json::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn the_controller_writes_components_patches_and_images_into_the_kustomization() {
+        let dir = std::path::Path::new("/nonexistent");
+        let original = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [cm.yaml]\npatches:\n  - path: p.yaml\nimages:\n  - name: app\n    newName: reg/app\n    digest: sha256:aa\nnamePrefix: dir-\nlabelz: {a: b}\n";
+        let f = KustomizeFields {
+            components: vec!["../c".into()],
+            images: vec![serde_json::json!({"name": "app", "newTag": "2"})],
+            patches: vec![serde_json::json!({"patch": "x", "target": {"kind": "ConfigMap"}})],
+            name_prefix: Some("ks-".into()),
+            ..Default::default()
+        };
+        let out = in_place(original, Some("ns"), Some(&f.to_json()), dir)
+            .unwrap()
+            .unwrap();
+        let k = v(&out);
+        assert_eq!(k["namespace"], "ns");
+        assert_eq!(k["namePrefix"], "ks-");
+        assert_eq!(k["components"], serde_json::json!(["../c"]));
+        assert_eq!(k["patches"][0]["path"], "p.yaml");
+        assert_eq!(k["patches"][1]["target"]["kind"], "ConfigMap");
+        // merged by name: newName kept, newTag replaces both tag and digest
+        assert_eq!(
+            k["images"],
+            serde_json::json!([{"name": "app", "newName": "reg/app", "newTag": "2"}])
+        );
+        assert!(k.get("labelz").is_none(), "unknown fields are dropped");
+        assert!(k.get("buildMetadata").is_none());
+    }
+
+    #[test]
+    fn an_empty_kustomization_gets_build_metadata_and_a_plain_one_is_left_alone() {
+        let dir = std::path::Path::new("/nonexistent");
+        let out = in_place("", None, None, dir).unwrap().unwrap();
+        assert_eq!(
+            v(&out)["buildMetadata"],
+            serde_json::json!(["originAnnotations"])
+        );
+        assert_eq!(in_place("resources: [a.yaml]\n", None, None, dir), Ok(None));
+        let remote = KustomizeFields {
+            components: vec!["https://github.com/o/r//c".into()],
+            ..Default::default()
+        };
+        assert!(in_place("resources: [a.yaml]\n", None, Some(&remote.to_json()), dir).is_err());
+        assert!(!local_relative("/abs"));
+        assert!(!local_relative("file:///abs"));
+        assert!(local_relative("../components/x"));
+    }
+}

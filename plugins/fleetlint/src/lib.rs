@@ -212,6 +212,10 @@ pub struct GraphNode {
     /// `spec` as its parent applies it ([`fleet::FluxKs::spec`]; library only).
     #[serde(skip)]
     pub spec: std::sync::Arc<serde_json::Value>,
+    /// The repository directory fleetlint built for it ([`fleet::FluxKs::dir`]: `spec.path`
+    /// of the root source, or the directory an ArtifactGenerator packs; library only).
+    #[serde(skip)]
+    pub dir: Option<String>,
     /// Its `postBuild.substituteFrom` inputs and the objects the overlay applies for them
     /// (library only).
     #[serde(skip)]
@@ -848,6 +852,7 @@ fn graph_nodes(
             affected: affected.contains(&k.id()),
             build: verdict::decide(k, ov.root == Some(i), findings, encrypted(ov, i)),
             spec: k.spec.clone(),
+            dir: k.dir.clone(),
             inputs: substitute_inputs(ov, i),
         })
         .collect()

@@ -301,6 +301,12 @@ pub fn cluster_kustomization(c: &Case, source: (&str, &str), prefix: &str) -> Va
             spec.insert(key.into(), v.clone());
         }
     }
+    // the directory fleetlint built: the harness serves the whole repository, where an
+    // ArtifactGenerator's artifact path (`./production`) is the directory it packs
+    // (`apps/production`)
+    if let Some(d) = &c.node.dir {
+        spec.insert("path".into(), json!(format!("./{d}")));
+    }
     spec.insert(
         "sourceRef".into(),
         json!({"kind": "GitRepository", "namespace": source.0, "name": source.1}),
