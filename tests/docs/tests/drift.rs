@@ -109,6 +109,21 @@ const PLUGINS: &[Plugin] = &[
 /// Flags a plugin's page names that are another program's, not the plugin's: (page, flag,
 /// whose). A bare flag span on a plugin page not listed here must exist in its `--help`.
 const FOREIGN_FLAGS: &[(&str, &str, &str)] = &[
+    (
+        "docs/fleetlint.md",
+        "--all",
+        "cargo fleet-diff (tests/fleetdiff)",
+    ),
+    (
+        "docs/fleetlint.md",
+        "--controller",
+        "cargo fleet-diff (tests/fleetdiff)",
+    ),
+    (
+        "docs/fleetlint.md",
+        "--timeout",
+        "cargo fleet-diff (tests/fleetdiff)",
+    ),
     ("docs/unstick.md", "--concurrent", "kustomize-controller"),
     (
         "docs/unstick.md",
