@@ -24,10 +24,12 @@ use cluster_loop::flux::{HELM_CONSEQUENCE, StoppedController};
 use cluster_loop::kstatus::{self, Status as KStatus};
 
 mod blind;
+mod refused;
 pub use blind::{
     BlindSpot, ConfigRef, RemoteHead, SOURCE_CONTROLLER_KINDS, apply_remote_head, config_refs,
     source_not_watched,
 };
+pub use refused::{FORCE_ANNOTATION, Refusal, RefusalKind, refusals};
 
 /// `reconcile.fluxcd.io/requestedAt` (fluxcd/pkg apis/meta `ReconcileRequestAnnotation`).
 pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
@@ -391,6 +393,12 @@ pub struct Diagnosis {
     /// kind "K" in version "G/V"`: the CRD is missing), as `K (G/V)`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing_crds: Vec<String>,
+    /// Objects the API server refuses the same way on every run ([`refusals`]: an immutable
+    /// field, a validation error, an admission policy's denial, RBAC), read from a failed
+    /// apply's Ready message, each with the fix for its cause. A rerun changes nothing, so
+    /// no lever requests one ([`crate::lever`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<Refusal>,
     /// When all `--concurrent` workers are held by other runs while work waits here: the
     /// earliest predicted end of those runs (a worker frees then).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -730,6 +738,7 @@ impl<'a> Engine<'a> {
             source: self.source_facts(ks),
             suspended_by_unstick_at: None,
             missing_crds: Vec::new(),
+            refused: Vec::new(),
             worker_free_at: None,
             stopped_controllers: Vec::new(),
             blind_spot: None,
@@ -1078,6 +1087,9 @@ impl<'a> Engine<'a> {
             if !d.missing_crds.contains(&k) {
                 d.missing_crds.push(k);
             }
+        }
+        if class == Class::ReconcileFailed && r.reason() != "ArtifactFailed" {
+            d.refused = refusals(r.message(), &key_of(ks));
         }
         if !d.missing_crds.is_empty() {
             d.hints.push(format!(

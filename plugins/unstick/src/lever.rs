@@ -391,6 +391,7 @@ fn choose(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
         }
         Class::WaitingOnDependencies => fix_dependency_first(cx, dr),
         Class::ReconcileFailed if !d.missing_crds.is_empty() => missing_crds(cx, dr),
+        Class::ReconcileFailed if !d.refused.is_empty() => apply_refused(cx, dr),
         Class::BuildFailed | Class::ReconcileFailed
             if crate::diagnose::controller_io_error(d).is_some() =>
         {
@@ -646,6 +647,50 @@ fn missing_crds(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
         Lever::FixInGit,
         "install the CRD (or order this Kustomization after the one that installs it with spec.dependsOn), then the next run applies".to_string(),
     )
+}
+
+/// `reconcile-failed` on an apply the API server refuses the same way on every run
+/// ([`crate::diagnose::refusals`]: an immutable field, a validation error, an admission
+/// policy's denial, RBAC): no request, no suspend+resume, no restart: nothing a rerun does
+/// changes the outcome. The fix for each refused object's cause; `--with-source` refetches
+/// (a fix pushed to Git) and requests the run that applies it.
+fn apply_refused(cx: &Ctx<'_>, dr: &mut Draft) -> (Lever, String) {
+    let d = cx.d;
+    for r in &d.refused {
+        dr.why.push(format!(
+            "the API server refuses {} ({}){}: it answers every apply of it the same way, so nothing a rerun does (a request, suspend+resume, a controller restart) changes the outcome; no request is sent",
+            r.object,
+            r.kind.as_str(),
+            if r.fields.is_empty() {
+                String::new()
+            } else {
+                format!(" on {}", r.fields.join(", "))
+            }
+        ));
+    }
+    dr.wait_for_token = false;
+    if cx.opts.with_source {
+        dr.wait_for_token = true;
+        if let Some(s) =
+            cx.source_step("--with-source: fetch the revision that carries the fix".into())
+        {
+            dr.steps.push(s);
+        }
+        dr.steps.push(cx.ks_patch(
+            request_patch(cx.inp.token),
+            "request a run against the refetched source".into(),
+        ));
+        return (
+            Lever::ReconcileSource,
+            "the source is fetched again, then the Kustomization runs: it passes only if the fetched revision carries the fix".to_string(),
+        );
+    }
+    dr.alternatives.push(format!(
+        "after the fix is pushed to Git: kubectl unstick ks/{} -n {} --with-source (fetch and run now)",
+        cx.name, cx.ns
+    ));
+    let fixes: Vec<&str> = d.refused.iter().map(|r| r.fix.as_str()).collect();
+    (Lever::FixInGit, fixes.join("; "))
 }
 
 /// `build-failed`/`reconcile-failed` on the controller's own temp dir: a fresh run.

@@ -315,6 +315,12 @@ pub fn root_cause_cell(d: &Diagnosis) -> String {
     if let Some(s) = d.signatures.first() {
         return format!("{} image {}", s.object, s.image);
     }
+    if let Some(r) = d.refused.first() {
+        return match r.fields.is_empty() {
+            true => format!("{} {}", r.object, r.kind.as_str()),
+            false => format!("{} {} {}", r.object, r.fields.join(","), r.kind.as_str()),
+        };
+    }
     if let Some(b) = d.blocking.first() {
         if let Some(p) = b.pods.first() {
             let extra = p
@@ -461,6 +467,20 @@ pub fn diagnosis_text(p: &Painter, d: &Diagnosis, indent: &str) -> String {
             "{indent}  {} {}\n",
             p.warn("signature:"),
             s.message
+        ));
+    }
+    // The API server's message is the summary's (the Ready message): said once.
+    for r in &d.refused {
+        let what = match (&r.by, r.fields.is_empty()) {
+            (Some(by), _) => format!("{} by {by}", r.kind.as_str()),
+            (None, false) => format!("{}: {}", r.kind.as_str(), r.fields.join(", ")),
+            (None, true) => r.kind.as_str().to_string(),
+        };
+        o.push_str(&format!(
+            "{indent}  {} {} ({what}), the same on every run\n{indent}    fix: {}\n",
+            p.warn("refused:"),
+            r.object,
+            one_line(&r.fix)
         ));
     }
     if let Some(s) = &d.source {

@@ -31,11 +31,19 @@
 //!    gatewaycheck --help` runs as written and each verdict is checked against the cluster (the
 //!    envoy pods cannot pull here: the data plane is named unavailable with the pod's reason,
 //!    and `--probe` gets no answer).
+//! 8. immutable (real cluster, catalogue row 7): a Job's changed template refused by the real
+//!    API server on every run; `kubectl unstick` names it with its fix and plans no rerun,
+//!    `kubectl gitops verify` says the same fix; the force annotation it names recreates it
+//!    ([`verdicts`]).
+//! 9. automation (real cluster, catalogue row 6): a commit template using the removed
+//!    `.Updated`, refused by the real image-automation-controller; `kubectl gitops verify`
+//!    names the automation on link 4 with the message and the fix, `kubectl markercheck` flags
+//!    it offline, `.Changed` makes the real controller commit.
 //!
 //! The offline steps (1, 2) run first, while the real cluster's Go build (tests/realcluster
 //! build.sh, started at once in the background: only the control plane, source-controller,
 //! the current kustomize-controller and the image controllers with the OCI registry when
-//! `CLUSTER_LOOP_BUILD_SET=demo`, as `./demo` sets) goes on. Steps 3 to 7 share ONE real cluster, started once; `--keep` leaves it running.
+//! `CLUSTER_LOOP_BUILD_SET=demo`, as `./demo` sets) goes on. Steps 3 to 9 share ONE real cluster, started once; `--keep` leaves it running.
 //!
 //! Exit code 0 only when every step's outcome is the expected one. Its end-to-end test is the
 //! `demo` group of the real-cluster test binary (tests/real/tests/real/long/demo.rs:
@@ -45,6 +53,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
+
+mod verdicts;
 
 use clap::Parser;
 use serde_json::{Value, json};
@@ -97,7 +107,7 @@ struct Cli {
 }
 
 /// The demo's steps, in the order they run (`--step` accepts only these).
-const STEPS: [&str; 7] = [
+const STEPS: [&str; 9] = [
     "markercheck",
     "unstick",
     "podresolve",
@@ -105,6 +115,8 @@ const STEPS: [&str; 7] = [
     "fleetlint",
     "realcluster",
     "gatewaycheck",
+    "immutable",
+    "automation",
 ];
 
 /// Nominal time budget for waits inside the demo (real time).
@@ -2007,6 +2019,8 @@ async fn main() {
         "cutover",
         "realcluster",
         "gatewaycheck",
+        "immutable",
+        "automation",
     ];
     if cluster_steps.iter().any(|s| want(s)) {
         std::thread::spawn(|| {
@@ -2069,6 +2083,16 @@ async fn main() {
         && want("gatewaycheck")
     {
         steps.push(step_gatewaycheck(&ctx, real));
+    }
+    if let Some(real) = &real
+        && want("immutable")
+    {
+        steps.push(verdicts::step_immutable(&ctx, real));
+    }
+    if let Some(real) = &real
+        && want("automation")
+    {
+        steps.push(verdicts::step_automation(&ctx, real));
     }
     println!("\n=== summary ===");
     let mut passed = 0;

@@ -26,6 +26,14 @@
 //! ImageUpdateAutomation that is not suspended: a container waiting on the automation's commit
 //! is `broken`. One Deployment GET each, plus its Pods when it has no ready pod.
 //!
+//! Each in-scope ImageUpdateAutomation (every one read; with `--source`, those pushing to it)
+//! and each ImageRepository of a policy that matters here (one an in-scope workload runs or
+//! an in-scope automation selects) is a member of its own, judged from its conditions
+//! ([`super::automation`]): a refused automation (a removed template field, a failed push, an
+//! auth error) or a failed scan is `broken` with the controller's message and the fix, one
+//! that has not run yet is `waiting`. A container behind its latestRef whose every automation
+//! is refused is `broken` too (nothing will commit it), not `waiting`.
+//!
 //! A container image that is a bare tag (`image: 6.5.1`, markercheck's
 //! `looks_like_bare_tag`) is `broken` whatever the policies: the node cannot pull it, and it
 //! is what a `:tag` marker on an `image:` field writes (failure catalogue section 2).
@@ -43,7 +51,7 @@ use markercheck::cluster::{automation_from_api, policy_from_api};
 use serde_json::Value;
 use unstick::obj;
 
-use super::{Context, Link};
+use super::{Context, Link, automation};
 use crate::chain::{Evidence, LinkReport, Verdict};
 
 /// Link 4.
@@ -69,11 +77,35 @@ impl Link for ImagesLink {
             };
             let containers = containers(&cx.facts.workloads);
             let mut members = bare_tags(&containers, &policies);
-            // The controllers matter only to a policy whose image an in-scope workload runs
-            // (every other policy is not-applicable to this chain).
-            let relevant = policies
+            // The automations that write to this chain's sources, and the ImageRepositories
+            // of the policies that matter to it: those an in-scope workload runs, and those
+            // an in-scope automation selects.
+            let in_scope: Vec<&ImageUpdateAutomation> = automations
                 .iter()
-                .any(|p| !runners(p, &repositories, &containers).1.is_empty());
+                .filter(|a| automation_in_scope(cx, a))
+                .collect();
+            let converted: Vec<_> = policies.iter().map(policy_from_api).collect();
+            let selected: Vec<String> = in_scope
+                .iter()
+                .flat_map(|a| automation_policies(&automation_from_api(a), &converted))
+                .map(|p| format!("{}/{}", p.namespace, p.name))
+                .collect();
+            let matters = |p: &ImagePolicy| {
+                !runners(p, &repositories, &containers).1.is_empty()
+                    || selected.contains(&format!(
+                        "{}/{}",
+                        p.metadata.namespace.as_deref().unwrap_or_default(),
+                        p.metadata.name.as_deref().unwrap_or_default()
+                    ))
+            };
+            let scanned: Vec<&cluster_loop::flux::ImageRepository> = repositories
+                .iter()
+                .filter(|r| policies.iter().any(|p| matters(p) && refers_to(p, r)))
+                .collect();
+            // The controllers matter only to a policy whose image an in-scope workload runs
+            // or that an in-scope automation selects (every other policy is not-applicable
+            // to this chain).
+            let relevant = policies.iter().any(matters);
             let stopped = Stopped {
                 reflector: match relevant {
                     false => None,
@@ -85,6 +117,23 @@ impl Link for ImagesLink {
                 },
             };
             members.extend(stopped.members());
+            // A stopped controller writes no status: its objects' conditions are the last it
+            // wrote, so they are judged only while it runs (its Deployment's member says why
+            // they will not move).
+            if stopped.automation.is_none() {
+                members.extend(
+                    in_scope
+                        .iter()
+                        .map(|a| automation::automation_member(a, cx.facts.now)),
+                );
+            }
+            if stopped.reflector.is_none() {
+                members.extend(
+                    scanned
+                        .iter()
+                        .map(|r| automation::repository_member(r, cx.facts.now)),
+                );
+            }
             for p in &policies {
                 members.extend(policy_members(
                     cx,
@@ -111,8 +160,46 @@ impl Link for ImagesLink {
         vec![
             kube::api::ApiResource::erase::<ImagePolicy>(&()),
             kube::api::ApiResource::erase::<ImageUpdateAutomation>(&()),
+            kube::api::ApiResource::erase::<cluster_loop::flux::ImageRepository>(&()),
         ]
     }
+}
+
+/// Whether automation `a` is in scope: every automation read (the session's namespace, or
+/// all) without `--source`; with `--source GitRepository/NAME`, those that push to it.
+fn automation_in_scope(cx: &Context<'_>, a: &ImageUpdateAutomation) -> bool {
+    let Some((kind, name)) = &cx.session.opts.source else {
+        return true;
+    };
+    let ns = a.metadata.namespace.as_deref().unwrap_or_default();
+    let src_ns = a
+        .spec
+        .source_ref
+        .namespace
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(ns);
+    let src_kind = match a.spec.source_ref.kind.as_str() {
+        "" => "GitRepository",
+        k => k,
+    };
+    src_kind == kind.as_str()
+        && &a.spec.source_ref.name == name
+        && cx.session.namespace.as_deref().is_none_or(|n| n == src_ns)
+}
+
+/// Whether policy `p` reads ImageRepository `r` (`spec.imageRepositoryRef`, namespace
+/// defaulting to the policy's).
+fn refers_to(p: &ImagePolicy, r: &cluster_loop::flux::ImageRepository) -> bool {
+    let pns = p.metadata.namespace.as_deref().unwrap_or_default();
+    let rf = &p.spec.image_repository_ref;
+    let rns = rf
+        .namespace
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(pns);
+    r.metadata.name.as_deref() == Some(rf.name.as_str())
+        && r.metadata.namespace.as_deref() == Some(rns)
 }
 
 /// The Deployment that writes ImagePolicies' latestRef, and what stops when it does not run.
@@ -513,6 +600,25 @@ fn behind(
     let Some(a) = observed else {
         if let Some(s) = automation_stopped {
             return not_committing(who, &seen, s);
+        }
+        // Every automation that would commit it is refused (Ready=False, Stalled): nothing
+        // commits it until its cause is fixed, so not a wait.
+        let refused: Vec<Evidence> = active
+            .iter()
+            .map(|a| automation::automation_member(a, cx.facts.now))
+            .collect();
+        if refused.iter().all(|e| e.verdict == Verdict::Broken) {
+            let e = &refused[0];
+            let mut out = Evidence::new(
+                who,
+                Verdict::Broken,
+                format!(
+                    "{seen}; the automation will not commit it: {} is {}",
+                    e.object, e.detail
+                ),
+            );
+            out.fix = e.fix.clone();
+            return out;
         }
         let a = active[0];
         let last = a

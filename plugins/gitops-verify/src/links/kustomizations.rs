@@ -9,7 +9,10 @@
 //!   health check's predicted end (fail-fast or its deadline), else the run's ETA, else now +
 //!   its timeout; `Terminal` (failed at the current revision, stalled, suspended, a cycle, a
 //!   controller that is not running) is `broken`, with `kubectl unstick` as the fix (it names
-//!   the lever for this controller version and proves the result).
+//!   the lever for this controller version and proves the result); an apply the API server
+//!   refuses the same way on every run (unstick's `refused`: an immutable field, a validation
+//!   error, an admission denial, RBAC) is `broken` with unstick's fix for its cause instead,
+//!   as no rerun helps.
 //!
 //! The link is moving ([`crate::chain::LinkReport::moving`], scoped to those Kustomizations
 //! by `moving_only`) while a Kustomization will apply a newer source revision by itself, or a
@@ -149,6 +152,13 @@ fn member(d: &Diagnosis, now: Timestamp) -> Evidence {
             with_blocking(format!("{}: {t}", d.class)),
         )
         .until(deadline(d, now)),
+        // An apply the API server refuses the same way on every run: unstick plans no rerun
+        // (`fix-in-git`), so the fix is the one for the cause, said here as unstick says it,
+        // never "run kubectl unstick" (issue 40: it offered the useless rerun).
+        Heading::Terminal(t) if !d.refused.is_empty() => {
+            let fix: Vec<&str> = d.refused.iter().map(|r| r.fix.as_str()).collect();
+            Evidence::new(object, Verdict::Broken, t).fix(fix.join("; "))
+        }
         Heading::Terminal(t) => {
             let mut fix = unstick_fix(d.class, d.suspended_by_unstick_at.is_some(), ns, name);
             if let Some(f) = d.blocking.iter().find_map(|b| b.fix.clone()) {

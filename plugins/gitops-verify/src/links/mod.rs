@@ -24,6 +24,7 @@
 //!   [`Context::interrupt`] as its interrupt: on Ctrl-C it deletes the pod, and the run exits
 //!   130 only once every guard is dropped (nothing left behind).
 
+pub mod automation;
 pub mod dns;
 pub mod gateway;
 pub mod http;

@@ -5,6 +5,7 @@ mod blind;
 mod engine;
 mod helm;
 mod interrupt_hang;
+mod refused;
 mod support;
 mod usage;
 mod views;

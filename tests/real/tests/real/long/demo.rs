@@ -43,6 +43,8 @@ fn every_step_of_the_demo_proves_its_outcome() {
         "5. cutover",
         "6. realcluster",
         "7. gatewaycheck",
+        "8. immutable",
+        "9. automation",
     ] {
         assert!(
             stdout
@@ -51,7 +53,7 @@ fn every_step_of_the_demo_proves_its_outcome() {
             "step {step} did not pass:\n{stdout}"
         );
     }
-    assert!(stdout.contains("demo: 7 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("demo: 9 passed, 0 failed"), "{stdout}");
     // The cluster steps share one real cluster, started once.
     assert_eq!(
         stdout.matches("starting the real cluster").count(),

@@ -941,3 +941,152 @@ fn images_link_is_broken_while_image_reflector_controller_is_scaled_to_zero() {
     );
     assert_eq!(code, 0, "{r:#}\n{err}");
 }
+
+/// The ImageUpdateAutomation `name` of fleet `name` (flux-system, pushing to main, Setters
+/// over ./deploy) with commit `template`.
+fn automation_yaml(name: &str, template: &str) -> String {
+    format!(
+        "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImageUpdateAutomation\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nspec:\n  interval: 1m\n  sourceRef: {{kind: GitRepository, name: {name}}}\n  git:\n    checkout: {{ref: {{branch: main}}}}\n    commit:\n      author: {{name: fluxcdbot, email: fluxcdbot@users.noreply.github.com}}\n      messageTemplate: '{template}'\n    push: {{branch: main}}\n  update: {{path: ./deploy, strategy: Setters}}\n"
+    )
+}
+
+/// Catalogue row 6 for real (issue 40 item 2): a commit template using the removed `.Updated`
+/// field. The real image-automation-controller v1.2.0 refuses it (Stalled and Ready=False
+/// RemovedTemplateField, `template uses removed '.Updated' field`) as soon as it has a new
+/// tag to commit. Link 4 is `broken` naming the ImageUpdateAutomation with the controller's
+/// message and the fix (`.Changed`, `kubectl markercheck`), and the container behind its
+/// latestRef is `broken` too (nothing will commit it), not waiting; exit 1. Before the
+/// automation exists the link is ok (the workload runs what the policy selected then), and
+/// with `.Changed` the real controller commits and its member is `ok`.
+#[test]
+fn a_removed_template_field_breaks_the_images_link_with_the_fix() {
+    let c = &cluster();
+    let name = "gv-updated";
+    let oci = c
+        .oci()
+        .expect("the OCI registry runs with image-reflector-controller");
+    oci.push("gv/tmpl", &["1.0.0"]).unwrap();
+    let image = format!("{}/gv/tmpl", oci.host());
+    c.registry().add(&format!("{image}:*"));
+    let app = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app\n  namespace: {name}\nspec:\n  replicas: 1\n  progressDeadlineSeconds: 3600\n  selector:\n    matchLabels: {{app: app}}\n  template:\n    metadata:\n      labels: {{app: app}}\n    spec:\n      containers:\n        - name: app\n          image: {image}:1.0.0 # {{\"$imagepolicy\": \"{FLUX_NS}:{name}\"}}\n"
+    );
+    let first = c
+        .fleet(
+            name,
+            &[("ns.yaml", &namespace(name)), ("deploy/app.yaml", &app)],
+            "  interval: 1m\n  path: ./\n  prune: true\n",
+        )
+        .unwrap();
+    ready_at(c, name, &first);
+    c.apply_yaml(&format!(
+        "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImageRepository\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nspec: {{image: \"{image}\", interval: 1m, insecure: true}}\n---\napiVersion: image.toolkit.fluxcd.io/v1\nkind: ImagePolicy\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nspec:\n  imageRepositoryRef: {{name: {name}}}\n  policy: {{semver: {{range: \">=1.0.0\"}}}}\n"
+    ))
+    .unwrap();
+    eventually(T, "the real ImagePolicy selects 1.0.0", || {
+        let p = c.get_json(&["-n", FLUX_NS, "get", "imagepolicy", name]);
+        (p["status"]["latestRef"]["tag"] == "1.0.0").then_some(())
+    });
+    // A new tag, then the automation with the removed field.
+    oci.push("gv/tmpl", &["1.1.0"]).unwrap();
+    c.kubectl(&[
+        "-n",
+        FLUX_NS,
+        "annotate",
+        "--overwrite",
+        "imagerepository",
+        name,
+        &format!("reconcile.fluxcd.io/requestedAt={}", jiff::Timestamp::now()),
+    ])
+    .unwrap();
+    eventually(T, "the real ImagePolicy selects 1.1.0", || {
+        let p = c.get_json(&["-n", FLUX_NS, "get", "imagepolicy", name]);
+        (p["status"]["latestRef"]["tag"] == "1.1.0").then_some(())
+    });
+    c.apply_yaml(&automation_yaml(
+        name,
+        "{{ range .Updated.Images }}{{ println . }}{{ end }}",
+    ))
+    .unwrap();
+    let message = eventually(T, "the real automation refuses the template", || {
+        let a = c.get_json(&["-n", FLUX_NS, "get", "imageupdateautomation", name]);
+        let r = condition(&a, "Ready");
+        (r["status"] == "False").then(|| r["message"].as_str().unwrap_or_default().to_string())
+    });
+    eprintln!("row 6, the real Ready message: {message}");
+    assert!(
+        message.starts_with("template uses removed '.Updated' field"),
+        "{message}"
+    );
+    assert_eq!(
+        c.git().head(&format!("org/{name}"), "main").unwrap(),
+        first,
+        "nothing was pushed"
+    );
+    let source = format!("gitrepository/{name}");
+    let (code, r, err) = verify(c.kubeconfig(), &["--source", &source]);
+    assert_eq!(code, 1, "{r:#}\n{err}");
+    let img = link(&r, "images");
+    assert_eq!(img["verdict"], "broken", "{r:#}");
+    let ev = img["evidence"].as_array().unwrap();
+    let aut = ev
+        .iter()
+        .find(|e| e["object"] == format!("ImageUpdateAutomation/{FLUX_NS}/{name}"))
+        .unwrap_or_else(|| panic!("{img:#}"));
+    assert_eq!(aut["verdict"], "broken", "{aut:#}");
+    assert!(
+        aut["detail"].as_str().unwrap().contains(&message),
+        "{aut:#}"
+    );
+    let fix = aut["fix"].as_str().unwrap();
+    assert!(
+        fix.starts_with("use .Changed") && fix.contains("kubectl markercheck"),
+        "{fix}"
+    );
+    let behind = ev
+        .iter()
+        .find(|e| {
+            e["object"]
+                == format!("ImagePolicy/{FLUX_NS}/{name} Deployment/{name}/app container app")
+        })
+        .unwrap_or_else(|| panic!("{img:#}"));
+    assert_eq!(behind["verdict"], "broken", "{behind:#}");
+    assert!(
+        behind["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the automation will not commit it"),
+        "{behind:#}"
+    );
+    let repo = ev
+        .iter()
+        .find(|e| e["object"] == format!("ImageRepository/{FLUX_NS}/{name}"))
+        .unwrap_or_else(|| panic!("{img:#}"));
+    assert_eq!(repo["verdict"], "ok", "{repo:#}");
+    assert!(
+        repo["detail"].as_str().unwrap().contains("2 tags"),
+        "{repo:#}"
+    );
+
+    // The fix it names: .Changed. The real controller commits 1.1.0.
+    c.apply_yaml(&automation_yaml(
+        name,
+        "{{ range .Changed.Changes }}{{ println .NewValue }}{{ end }}",
+    ))
+    .unwrap();
+    let pushed = eventually(T, "the real automation pushes with .Changed", || {
+        let head = c.git().head(&format!("org/{name}"), "main").ok()?;
+        (head != first).then_some(head)
+    });
+    eventually(T, "link 4 no longer names the automation broken", || {
+        let (_, r, _) = verify(c.kubeconfig(), &["--source", &source]);
+        let img = link(&r, "images");
+        let aut = img["evidence"]
+            .as_array()?
+            .iter()
+            .find(|e| e["object"] == format!("ImageUpdateAutomation/{FLUX_NS}/{name}"))?
+            .clone();
+        (aut["verdict"] == "ok").then_some(())
+    });
+    eprintln!("row 6 fixed: the automation pushed {pushed}");
+}

@@ -17,6 +17,7 @@ mod helm;
 mod levers;
 mod moving_fleet;
 mod race;
+mod refused;
 mod situations;
 mod stopped;
 
