@@ -2,6 +2,7 @@
 //! cluster, choose the lever that really frees it on this controller, and plan the exact
 //! patches. Everything here except [`live`] is pure and tested on JSON fixtures.
 
+pub mod cache;
 pub mod controller;
 pub mod diagnose;
 pub mod leader;
@@ -13,3 +14,4 @@ pub mod remote;
 pub mod report;
 pub mod run;
 pub mod snapshot;
+pub mod synthetic;

@@ -626,18 +626,18 @@ async fn read_controllers(
     Ok(c)
 }
 
-/// The Lease of kustomize-controller and of source-controller (one GET each), only for one
-/// that runs (a ready pod), runs with leader election ([`crate::leader`]) and is needed:
-/// kustomize-controller by any Kustomization not suspended, source-controller by one reading
-/// a GitRepository, OCIRepository or Bucket. `None` in the map: it does not exist; a 403
-/// leaves it unread (a note: leadership not judged).
-async fn read_leases(
-    conn: &Connection,
-    r: &Reader,
-    c: &Controllers,
+/// The Leases (`(namespace, name, the Deployment's name)`) whose holder decides whether a controller leads: of
+/// kustomize-controller (`controller`) and of source-controller (`source_controller`), only
+/// for one that runs (a ready pod), runs with leader election ([`crate::leader`]) and is
+/// needed: kustomize-controller by any Kustomization not suspended, source-controller by one
+/// reading a GitRepository, OCIRepository or Bucket. Pure: the one selection of
+/// [`gather`] (one GET each) and of a cache of watched Leases
+/// ([`crate::cache::snapshot`]).
+pub fn leases_wanted(
+    controller: Option<&Value>,
+    source_controller: Option<&Value>,
     kustomizations: &[Value],
-    notes: &mut Vec<String>,
-) -> Result<BTreeMap<String, Option<Value>>> {
+) -> Vec<(String, String, String)> {
     let active: Vec<&Value> = kustomizations
         .iter()
         .filter(|k| !obj::b(k, &["spec", "suspend"]))
@@ -645,17 +645,10 @@ async fn read_leases(
     let needs_source = active
         .iter()
         .any(|k| crate::diagnose::SOURCE_CONTROLLER_KINDS.contains(&source_ref(k).0.as_str()));
-    let lease_ar = ApiResource {
-        group: "coordination.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "coordination.k8s.io/v1".into(),
-        kind: "Lease".into(),
-        plural: "leases".into(),
-    };
-    let mut leases = BTreeMap::new();
+    let mut wanted = Vec::new();
     for (d, needed) in [
-        (c.controller.as_ref(), !active.is_empty()),
-        (c.source_controller.as_ref(), needs_source),
+        (controller, !active.is_empty()),
+        (source_controller, needs_source),
     ] {
         let Some(d) = d.filter(|_| needed) else {
             continue;
@@ -664,16 +657,41 @@ async fn read_leases(
             continue;
         }
         let f = crate::controller::ControllerFacts::from_deployment(d);
-        let Some(le) = f.leader_election else {
-            continue;
-        };
-        match r.get(conn, &lease_ar, &f.namespace, &le.lease).await {
+        if let Some(le) = f.leader_election {
+            wanted.push((f.namespace, le.lease, f.name));
+        }
+    }
+    wanted
+}
+
+/// The Leases of [`leases_wanted`], one GET each. `None` in the map: it does not exist; a
+/// 403 leaves it unread (a note: leadership not judged).
+async fn read_leases(
+    conn: &Connection,
+    r: &Reader,
+    c: &Controllers,
+    kustomizations: &[Value],
+    notes: &mut Vec<String>,
+) -> Result<BTreeMap<String, Option<Value>>> {
+    let lease_ar = ApiResource {
+        group: "coordination.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "coordination.k8s.io/v1".into(),
+        kind: "Lease".into(),
+        plural: "leases".into(),
+    };
+    let mut leases = BTreeMap::new();
+    for (ns, lease, name) in leases_wanted(
+        c.controller.as_ref(),
+        c.source_controller.as_ref(),
+        kustomizations,
+    ) {
+        match r.get(conn, &lease_ar, &ns, &lease).await {
             Ok(v) => {
-                leases.insert(format!("{}/{}", f.namespace, le.lease), v);
+                leases.insert(format!("{ns}/{lease}"), v);
             }
             Err(e) if e.status_code() == Some(403) => notes.push(format!(
-                "Lease {}/{} of {} not read (leadership not judged): {e}",
-                f.namespace, le.lease, f.name
+                "Lease {ns}/{lease} of {name} not read (leadership not judged): {e}"
             )),
             Err(e) => return Err(e),
         }

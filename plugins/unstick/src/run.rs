@@ -654,7 +654,9 @@ async fn check(
     })
 }
 
-fn proof_str(p: Proof) -> &'static str {
+/// The verdict's word in reports and Events: `recovered`, `failed-again`, `timed-out`,
+/// `interrupted`.
+pub fn proof_str(p: Proof) -> &'static str {
     match p {
         Proof::Recovered => "recovered",
         Proof::FailedAgain => "failed-again",
@@ -697,7 +699,10 @@ fn check_command(ns: &str, name: &str, plan: &Plan, ex: &Executed) -> String {
 
 /// What the proof wait judges against: our requestedAt on the Kustomization (or, after a
 /// resume, the generation), and our requestedAt on its source when the plan wrote one.
-fn expect<'a>(plan: &'a Plan, ex: &Executed) -> crate::proof::Expect<'a> {
+/// What the proof wait expects after `plan`'s writes `ex` (our request token, else the
+/// generation after our resume; the source's token; a fresh run after the writes began):
+/// the one reading for `kubectl unstick` and cluster-loop-controller's levers.
+pub fn expect<'a>(plan: &'a Plan, ex: &Executed) -> crate::proof::Expect<'a> {
     crate::proof::Expect {
         token: plan
             .request_token

@@ -127,6 +127,10 @@ pub fn cluster_with(
 /// workspace root).
 const BINARIES: &[(&str, &[&str])] = &[
     ("kubectl-unstick", &["plugins/unstick", "shared"]),
+    (
+        "cluster-loop-controller",
+        &["controller", "plugins/unstick", "plugins/cutover", "shared"],
+    ),
     ("kubectl-cutover", &["plugins/cutover", "shared"]),
     ("kubectl-podresolve", &["plugins/podresolve", "shared"]),
     ("kubectl-gatewaycheck", &["plugins/gatewaycheck", "shared"]),
