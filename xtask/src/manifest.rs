@@ -319,7 +319,9 @@ mod tests {
                     assert!(caveats.contains("never contacts a cluster"), "{caveats}");
                 }
                 "unstick" => assert!(caveats.contains("Kustomization names"), "{caveats}"),
-                "cutover" => assert!(caveats.contains("GitRepository names"), "{caveats}"),
+                "cutover" | "gitops-pull" => {
+                    assert!(caveats.contains("GitRepository names"), "{caveats}")
+                }
                 "podresolve" | "markercheck" => {
                     assert!(
                         caveats.contains("namespaces (from the cluster"),

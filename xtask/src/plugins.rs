@@ -25,7 +25,7 @@ pub struct Plugin {
 }
 
 /// The plugins, in README order.
-pub const PLUGINS: [Plugin; 8] = [
+pub const PLUGINS: [Plugin; 9] = [
     Plugin {
         name: "unstick",
         flux_name: "unstick",
@@ -111,6 +111,19 @@ pub const PLUGINS: [Plugin; 8] = [
                       HTTP(S) from a pod; names the first broken link and what to do.",
         completes: "It completes flags, contexts (from the kubeconfig) and namespaces (from\n\
                     the cluster of the current context). Hosts and URLs are yours to type.",
+    },
+    Plugin {
+        name: "gitops-pull",
+        flux_name: "gitops-pull",
+        package: "kubectl-gitops-pull",
+        short_description: "Bring image automation's commits home, safely",
+        description: "Fetches the branch a Flux GitRepository reads (its URL, ref and secretRef\n\
+                      credentials) into your checkout, marks the commits image automation made\n\
+                      with the setter lines each changed, fast-forwards when possible, refuses a\n\
+                      diverged or dirty checkout, and warns before the next push goes astray.",
+        completes: "It completes flags, directories (--repo), contexts, namespaces and\n\
+                    GitRepository names, the names read from the cluster of the current\n\
+                    context.",
     },
     Plugin {
         name: "gitops-mcp",

@@ -13,7 +13,9 @@
 //!    Git server (its image objects by the real image-reflector- and image-automation-controller,
 //!    tags pushed to the real OCI registry); the same change pushed there, and the real
 //!    image-automation-controller commits the bare tag; the real kustomize-controller holds
-//!    apps-wave-1's health check on ImagePullBackOff, apps-wave-2 waits on it;
+//!    apps-wave-1's health check on ImagePullBackOff, apps-wave-2 waits on it; an operator's
+//!    checkout behind that commit brings it home with `kubectl gitops pull` (a fast-forward,
+//!    the automation's setter line named);
 //!    `kubectl unstick ks/apps-wave-2` names the root cause; the fix is committed; unstick frees
 //!    apps-wave-1 with the lever this controller supports and proves Ready at the new revision.
 //! 4. podresolve (real cluster): the Git host resolved from a real probe pod (kubeadm's CoreDNS
@@ -1441,6 +1443,91 @@ fn real_automation_commit(c: &realcluster::Cluster, marked: &str, st: &mut Step)
     Some(head.sha)
 }
 
+/// `kubectl gitops pull` on the real image-automation-controller's commit `bad`: an
+/// operator's checkout of the fleet at `marked` (the reviewed change, the commit the
+/// automation built on), cloned from the server the GitRepository reads. `--dry-run` plans the
+/// fast-forward and changes nothing; the pull then brings `bad` home by a fast-forward, marked
+/// as ImageUpdateAutomation flux-system/fleet's, with the setter line it changed named as
+/// markercheck names it (file:line, setter, old -> new), exit 0 (no warning: origin is the
+/// server Flux reads, the tree holds what the policy selects, the push branch is main).
+fn pull_home(
+    ctx: &Ctx,
+    c: &realcluster::Cluster,
+    kc: &Path,
+    marked: &str,
+    bad: &str,
+    st: &mut Step,
+) {
+    let dir = ctx.work.path().join("pull-checkout");
+    let url = c.git().url_http(FLEET_REPO);
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(ctx.work.path())
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let d = dir.to_string_lossy().into_owned();
+    let cloned = git(&["clone", "-q", &url, &d]).is_some()
+        && git(&["-C", &d, "reset", "-q", "--hard", marked]).is_some();
+    say!(
+        "\n  an operator's checkout of the fleet at {} (the reviewed change), behind the automation's commit",
+        &marked[..7]
+    );
+    if !st.check(cloned, format!("clone {url} at {}", &marked[..7])) {
+        return;
+    }
+    let head = || git(&["-C", &d, "rev-parse", "HEAD"]).unwrap_or_default();
+    let plan = ctx.kubectl(Some(kc), &["gitops", "pull", "--repo", &d, "--dry-run"]);
+    st.check(
+        plan.code == 0
+            && plan
+                .stdout
+                .contains("plan (--dry-run, nothing changed): fast-forward main")
+            && head() == marked,
+        "gitops pull --dry-run plans the fast-forward and changes nothing, exit 0",
+    );
+    let out = ctx.kubectl(
+        Some(kc),
+        &[
+            "gitops",
+            "pull",
+            "gitrepository/flux-system",
+            "-n",
+            "flux-system",
+            "--repo",
+            &d,
+        ],
+    );
+    let committed = String::from_utf8(
+        c.git()
+            .read_file(FLEET_REPO, bad, BACKEND)
+            .unwrap_or_default(),
+    )
+    .unwrap_or_default();
+    let line = committed
+        .lines()
+        .position(|l| l.contains(AUTOMATION_LINE))
+        .map_or(0, |i| i + 1);
+    let named = format!(
+        "{BACKEND}:{line} flux-system:podinfo:tag registry.example.local:5000/podinfo:{PODINFO_SELECTED} -> {PODINFO_SELECTED}"
+    );
+    st.check(
+        out.code == 0
+            && head() == bad
+            && out.stdout.contains("flux-system/fleet")
+            && out.stdout.contains(&named)
+            && out.stdout.contains("pulled: fast-forward main"),
+        format!(
+            "gitops pull brings the automation's commit {} home (a fast-forward), marked as flux-system/fleet's, naming `{named}`, exit 0",
+            &bad[..7]
+        ),
+    );
+}
+
 /// clusters/platform's ImageUpdateAutomation `flux-system/fleet`, as the cluster has it.
 fn fleet_automation(c: &realcluster::Cluster) -> Value {
     kget(
@@ -1652,6 +1739,7 @@ fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>
     let Some(bad) = real_automation_commit(c, &marked, &mut st) else {
         return st;
     };
+    pull_home(ctx, c, &kc, &marked, &bad, &mut st);
     say!(
         "  image-automation-controller pushed {} (image: {PODINFO_SELECTED}); `flux reconcile source git flux-system`",
         &bad[..7]
@@ -1927,7 +2015,7 @@ fn poll(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
 
 /// Every plugin binary of the suite, linked into the plugin directory `--keep` puts on PATH
 /// (`kubectl NAME` for each; `gitops-mcp` is `kubectl gitops mcp`).
-const PLUGINS: [&str; 8] = [
+const PLUGINS: [&str; 9] = [
     "unstick",
     "podresolve",
     "markercheck",
@@ -1936,6 +2024,7 @@ const PLUGINS: [&str; 8] = [
     "gatewaycheck",
     "gitops-mcp",
     "gitops-verify",
+    "gitops-pull",
 ];
 
 fn default_bin_dir() -> PathBuf {
@@ -2136,6 +2225,9 @@ async fn main() {
                 "\n  kubectl get gitrepository,ks -n {CUTOVER_NS}       # the cutover step's prod fleet, on prod's Git server\n  {}\n",
                 real_cutover_keep(prod)
             ));
+        }
+        if fleet_keep.is_some() {
+            extra.push_str("\n  # kubectl gitops pull (its --help examples): a checkout of the fleet Flux reads, behind the automation's commit\n  git clone -q \"$(kubectl get gitrepository/flux-system -n flux-system -o jsonpath='{.spec.url}')\" fleet && git -C fleet reset -q --hard HEAD~2\n  kubectl gitops pull --repo fleet --dry-run\n  kubectl gitops pull gitrepository/flux-system -n flux-system --repo fleet\n");
         }
         if want("realcluster") {
             extra.push_str(&format!("\n  kubectl unstick ks/{REAL_KS} --dry-run\n"));

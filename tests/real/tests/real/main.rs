@@ -26,6 +26,8 @@
 //! - [`short::harness`] and [`short::probe_pods`]: the real-cluster harness itself;
 //! - [`short::shared`]: the shared library's waits, kstatus and errors on the real API server;
 //! - [`short::completion`]: completion through `kubectl __complete` on a real cluster;
+//! - [`short::gitops_pull`]: `kubectl-gitops-pull` on the real image-automation-controller's
+//!   commits;
 //! - [`short::gitops_mcp`]: `kubectl-gitops-mcp` driven by the official Python MCP client.
 //!
 //! The plugins' binaries are other packages' binaries, found in the profile directory
@@ -149,6 +151,15 @@ const BINARIES: &[(&str, &[&str])] = &[
         &[
             "plugins/gitops-verify",
             "plugins/unstick",
+            "plugins/markercheck",
+            "plugins/cutover",
+            "shared",
+        ],
+    ),
+    (
+        "kubectl-gitops-pull",
+        &[
+            "plugins/gitops-pull",
             "plugins/markercheck",
             "plugins/cutover",
             "shared",

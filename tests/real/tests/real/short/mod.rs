@@ -5,6 +5,7 @@ pub mod cutover;
 pub mod fleetdiff;
 pub mod gatewaycheck;
 pub mod gitops_mcp;
+pub mod gitops_pull;
 pub mod gitops_verify;
 pub mod harness;
 pub mod podresolve;
