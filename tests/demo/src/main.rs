@@ -41,11 +41,13 @@
 //!    `.Updated`, refused by the real image-automation-controller; `kubectl gitops verify`
 //!    names the automation on link 4 with the message and the fix, `kubectl markercheck` flags
 //!    it offline, `.Changed` makes the real controller commit.
+//! 10. examples (real cluster): every example of every plugin's `--help` runs as written on the
+//!     cluster the steps before it leave (tests/demo/src/examples.rs).
 //!
 //! The offline steps (1, 2) run first, while the real cluster's Go build (tests/realcluster
 //! build.sh, started at once in the background: only the control plane, source-controller,
 //! the current kustomize-controller and the image controllers with the OCI registry when
-//! `CLUSTER_LOOP_BUILD_SET=demo`, as `./demo` sets) goes on. Steps 3 to 9 share ONE real cluster, started once; `--keep` leaves it running.
+//! `CLUSTER_LOOP_BUILD_SET=demo`, as `./demo` sets) goes on. Steps 3 to 10 share ONE real cluster, started once; `--keep` leaves it running.
 //!
 //! Exit code 0 only when every step's outcome is the expected one. Its end-to-end test is the
 //! `demo` group of the real-cluster test binary (tests/real/tests/real/long/demo.rs:
@@ -86,6 +88,8 @@ fn say(line: String) {
     })
 }
 
+mod examples;
+
 /// Replay the failure catalogue's incidents on the twin cluster with the real plugins.
 #[derive(Parser, Debug)]
 #[command(name = "cluster-loop-demo", version)]
@@ -97,7 +101,7 @@ struct Cli {
     #[arg(long, value_name = "DIR")]
     repo_root: Option<PathBuf>,
     /// Run only these steps (markercheck, unstick, podresolve, cutover, fleetlint, realcluster,
-    /// gatewaycheck);
+    /// gatewaycheck, examples);
     /// default all. An
     /// unknown step is a usage error (exit 2) listing the valid ones.
     #[arg(long, value_delimiter = ',', value_name = "STEP", value_parser = STEPS)]
@@ -109,7 +113,7 @@ struct Cli {
 }
 
 /// The demo's steps, in the order they run (`--step` accepts only these).
-const STEPS: [&str; 9] = [
+const STEPS: [&str; 10] = [
     "markercheck",
     "unstick",
     "podresolve",
@@ -119,6 +123,7 @@ const STEPS: [&str; 9] = [
     "gatewaycheck",
     "immutable",
     "automation",
+    "examples",
 ];
 
 /// Nominal time budget for waits inside the demo (real time).
@@ -2013,6 +2018,9 @@ fn poll(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// The steps that need no cluster, each running the plugin of its name only.
+const OFFLINE_STEPS: [&str; 2] = ["markercheck", "fleetlint"];
+
 /// Every plugin binary of the suite, linked into the plugin directory `--keep` puts on PATH
 /// (`kubectl NAME` for each; `gitops-mcp` is `kubectl gitops mcp`).
 const PLUGINS: [&str; 9] = [
@@ -2045,8 +2053,17 @@ async fn main() {
         .clone()
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."));
     let repo_root = std::fs::canonicalize(&repo_root).unwrap_or(repo_root);
+    // The offline steps run only their own plugins: `./demo` runs them on those two binaries
+    // while the rest of the suite is still to be built.
+    let offline_only =
+        !cli.step.is_empty() && cli.step.iter().all(|s| OFFLINE_STEPS.contains(&s.as_str()));
+    let needed: &[&str] = if offline_only {
+        &OFFLINE_STEPS
+    } else {
+        &PLUGINS
+    };
     let mut missing = vec![];
-    for p in PLUGINS {
+    for p in needed {
         if !bin_dir.join(format!("kubectl-{p}")).is_file() {
             missing.push(format!("kubectl-{p}"));
         }
@@ -2080,7 +2097,7 @@ async fn main() {
     // (whose cargo `kubectl-<name>.d` dep-info files `kubectl plugin list` warns about).
     let plugin_dir = work.path().join("plugins");
     let linked = std::fs::create_dir_all(&plugin_dir).and_then(|()| {
-        for p in PLUGINS {
+        for p in needed {
             let name = format!("kubectl-{p}");
             std::os::unix::fs::symlink(bin_dir.join(&name), plugin_dir.join(&name))?;
         }
@@ -2110,6 +2127,7 @@ async fn main() {
         "gatewaycheck",
         "immutable",
         "automation",
+        "examples",
     ];
     if cluster_steps.iter().any(|s| want(s)) {
         std::thread::spawn(|| {
@@ -2182,6 +2200,11 @@ async fn main() {
         && want("automation")
     {
         steps.push(verdicts::step_automation(&ctx, real));
+    }
+    if let Some(real) = &real
+        && want("examples")
+    {
+        steps.push(examples::step_examples(&ctx, real));
     }
     println!("\n=== summary ===");
     let mut passed = 0;

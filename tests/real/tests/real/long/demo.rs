@@ -45,6 +45,7 @@ fn every_step_of_the_demo_proves_its_outcome() {
         "7. gatewaycheck",
         "8. immutable",
         "9. automation",
+        "10. examples",
     ] {
         assert!(
             stdout
@@ -53,7 +54,7 @@ fn every_step_of_the_demo_proves_its_outcome() {
             "step {step} did not pass:\n{stdout}"
         );
     }
-    assert!(stdout.contains("demo: 9 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("demo: 10 passed, 0 failed"), "{stdout}");
     // The cluster steps share one real cluster, started once.
     assert_eq!(
         stdout.matches("starting the real cluster").count(),
@@ -65,6 +66,7 @@ fn every_step_of_the_demo_proves_its_outcome() {
         "4. podresolve",
         "5. cutover",
         "7. gatewaycheck",
+        "10. examples",
     ] {
         assert!(
             stdout
