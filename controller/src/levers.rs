@@ -326,13 +326,6 @@ async fn confirm(
     };
     let holding = engine.holding_workers();
     let token = obj::rfc3339_nano(jiff::Timestamp::now());
-    let inputs = Inputs {
-        ks,
-        source: engine.source_obj(ks),
-        controller: engine.controller.as_ref(),
-        holding: &holding,
-        now: snap.now,
-        token: &token,
-    };
+    let inputs = engine.lever_inputs(ks, &holding, snap.now, &token);
     Ok(Some(unstick::lever::plan(&d, &inputs, &Options::default())))
 }

@@ -5,11 +5,7 @@ use cluster_loop_controller::args::Args;
 fn main() {
     let args = <Args as clap::Parser>::parse();
     cluster_loop_controller::run::init_logs(&args);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let rt = match cluster_loop::signals::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(error = %e, "cannot start the runtime");

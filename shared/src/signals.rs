@@ -101,6 +101,18 @@ impl Signals {
 /// Exit code of a run ended by SIGINT/SIGTERM: 128 + SIGINT(2), as shells report Ctrl-C.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
+/// The tokio runtime every cluster-facing binary runs on: multi-thread with two workers (a
+/// signal watcher or a blocking git call never starves the API calls), I/O and time enabled.
+/// Errors: the OS refused the threads or the reactor (`Error::Other`, "cannot start
+/// runtime: ..."), which callers report as exit 3.
+pub fn runtime() -> Result<tokio::runtime::Runtime, crate::error::Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| crate::error::Error::Other(format!("cannot start runtime: {e}")))
+}
+
 /// Runs a read-only phase (`fut`: API reads, connection set-up, git fetches) so that SIGINT or
 /// SIGTERM ends it at once even while a request hangs (an API server that accepts and never
 /// answers, with no `--request-timeout`) or a blocking call (a `git` child process) holds the

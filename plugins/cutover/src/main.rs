@@ -1,7 +1,6 @@
 //! kubectl-cutover: see docs/cutover.md. The flow lives in the `cutover` library ([`cutover::run`]).
 use clap::CommandFactory;
 use cluster_loop::completion::{self, ObjectKind, Want};
-use cluster_loop::error::Error;
 use cutover::run::{Cli, exit_with_document, run};
 
 fn main() {
@@ -18,13 +17,9 @@ fn main() {
     }
     let cli: Cli = cluster_loop::cli::parse("cutover");
     let format = cli.output.output;
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let rt = match cluster_loop::signals::runtime() {
         Ok(rt) => rt,
-        Err(e) => exit_with_document(format, &Error::Other(format!("cannot start runtime: {e}"))),
+        Err(e) => exit_with_document(format, &e),
     };
     match rt.block_on(run(cli)) {
         Ok(code) => std::process::exit(code),

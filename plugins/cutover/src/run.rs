@@ -165,7 +165,7 @@ pub struct Cli {
 /// `apiVersion` of every cutover document (report and error).
 pub const API_VERSION: &str = "cutover.cluster-loop.dev/v1";
 /// Exit code of an interrupted run (nothing changed, or the patch was rolled back first).
-const EXIT_INTERRUPTED: i32 = 130;
+use cluster_loop::signals::EXIT_INTERRUPTED;
 
 /// `-o json|yaml` of a cutover run: `apiVersion`, `kind: CutoverReport`, `mode`
 /// (`refused`, `dry-run`, `execute`, `nothing-to-do`, `drift`: see docs/cutover.md), the preflight, the forward merge patch (when one was

@@ -135,15 +135,9 @@ pub fn main(cli: Cli) -> i32 {
         Ok(s) => s,
         Err(e) => cluster_loop::error::exit_with(&e),
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let rt = match cluster_loop::signals::runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            cluster_loop::error::exit_with(&Error::Other(format!("cannot start runtime: {e}")))
-        }
+        Err(e) => cluster_loop::error::exit_with(&e),
     };
     let served = match cli.http {
         Some(addr) => rt

@@ -33,13 +33,9 @@ fn main() {
     let cli: Cli = cluster_loop::cli::parse("gitops pull");
     let format = cli.output.output;
     // Multi-thread: the signal watcher of a read phase runs while git holds a worker.
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let rt = match cluster_loop::signals::runtime() {
         Ok(rt) => rt,
-        Err(e) => exit_with(format, &Error::Other(format!("cannot start runtime: {e}"))),
+        Err(e) => exit_with(format, &e),
     };
     match rt.block_on(run(cli)) {
         Ok(code) => std::process::exit(code),

@@ -258,8 +258,7 @@ pub fn not_scheduled_reason(pod: &k8s_openapi::api::core::v1::Pod) -> String {
     )
 }
 
-/// Exit code for an interrupted run.
-pub const EXIT_INTERRUPTED: i32 = 130;
+pub use cluster_loop::signals::EXIT_INTERRUPTED;
 
 /// Where the probe's create stands, for cleanup and for what the run reports.
 /// Not sent (or an ephemeral container): nothing to delete.

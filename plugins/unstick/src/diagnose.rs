@@ -1304,6 +1304,27 @@ impl<'a> Engine<'a> {
         self.idx.sources.get(&(kind, ns, name)).copied()
     }
 
+    /// The lever planner's inputs ([`crate::lever::plan`]) for `ks` on this engine's
+    /// snapshot: its source and the controller's facts from here; `holding`
+    /// ([`Engine::holding_workers`]), the snapshot's `now` and the requestedAt `token` from the
+    /// caller. One shape for `ks/NAME`, `--all` and the in-cluster controller.
+    pub fn lever_inputs<'b>(
+        &'b self,
+        ks: &'b Value,
+        holding: &'b [String],
+        now: Timestamp,
+        token: &'b str,
+    ) -> crate::lever::Inputs<'b> {
+        crate::lever::Inputs {
+            ks,
+            source: self.source_obj(ks),
+            controller: self.controller.as_ref(),
+            holding,
+            now,
+            token,
+        }
+    }
+
     fn source_facts(&self, ks: &Value) -> Option<SourceFacts> {
         let (kind, ns, name) = source_ref(ks);
         if name.is_empty() {

@@ -26,13 +26,9 @@ fn main() {
     let fail = |e: &Error| -> ! {
         cluster_loop::output::exit_with_document(format, report::SCHEMA, "UnstickError", e)
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let rt = match cluster_loop::signals::runtime() {
         Ok(rt) => rt,
-        Err(e) => fail(&Error::Other(format!("cannot start runtime: {e}"))),
+        Err(e) => fail(&e),
     };
     match rt.block_on(run(cli)) {
         Ok(code) => {

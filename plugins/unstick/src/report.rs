@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::controller::ControllerFacts;
 use crate::diagnose::{Class, Diagnosis, Engine, key_of, short_time};
-use crate::lever::{Inputs, Lever, Options, Plan, Step};
+use crate::lever::{Lever, Options, Plan, Step};
 use crate::obj;
 use crate::snapshot::Snapshot;
 
@@ -682,14 +682,7 @@ pub fn fleet_report(snap: &Snapshot, notes: Vec<String>, o: &Options) -> (FleetR
     let mut items = Vec::new();
     for d in all {
         let ks = by_key[&d.kustomization];
-        let inputs = Inputs {
-            ks,
-            source: engine.source_obj(ks),
-            controller: engine.controller.as_ref(),
-            holding: &holding,
-            now: snap.now,
-            token: &token,
-        };
+        let inputs = engine.lever_inputs(ks, &holding, snap.now, &token);
         let plan = crate::lever::plan(&d, &inputs, o);
         // The lever `ks/NAME` shows, from the same plan: a row that needs no attention
         // (reconciling, a dependsOn rollout, a check waiting on progress) has a lever that

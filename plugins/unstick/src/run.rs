@@ -14,14 +14,14 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::diagnose::{Class, Diagnosis, Engine};
-use crate::lever::{self, Inputs, Lever, Options, Plan};
+use crate::lever::{self, Lever, Options, Plan};
 use crate::live::{self, ControllerRef, Executed, Interrupt, Proof, Reader, Scope};
 use crate::obj;
 use crate::report::{self, CascadeItem, Report};
 use crate::snapshot::Snapshot;
 
 /// Exit code after SIGINT/SIGTERM (128 + 2), once anything we suspended was resumed.
-const EXIT_INTERRUPTED: i32 = 130;
+use cluster_loop::signals::EXIT_INTERRUPTED;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -318,14 +318,7 @@ async fn single(
     let ks = find(&snap, &ns, &name).unwrap();
     let token = obj::rfc3339_nano(Timestamp::now());
     let o = opts(cli);
-    let inputs = Inputs {
-        ks,
-        source: engine.source_obj(ks),
-        controller: engine.controller.as_ref(),
-        holding: &holding,
-        now: snap.now,
-        token: &token,
-    };
+    let inputs = engine.lever_inputs(ks, &holding, snap.now, &token);
     let plan = lever::plan(&d, &inputs, &o);
 
     let mut rep = Report::new(
@@ -841,14 +834,7 @@ async fn cascade(
             }
             let ks = find(&snap, kns, kname).unwrap();
             let token = obj::rfc3339_nano(Timestamp::now());
-            let inputs = Inputs {
-                ks,
-                source: engine.source_obj(ks),
-                controller: engine.controller.as_ref(),
-                holding: &holding,
-                now: snap.now,
-                token: &token,
-            };
+            let inputs = engine.lever_inputs(ks, &holding, snap.now, &token);
             let o = opts(cli);
             let plan = lever::cascade_plan(&d, &inputs, &o);
             if !plan.lever.mutates() || plan.lever == Lever::None {
