@@ -250,16 +250,34 @@ fn tempdir() -> std::io::Result<TempDir> {
     Err(std::io::Error::other("cannot create a temporary directory"))
 }
 
-/// A rendered image that looks like a bare tag (no repository): what `image: 0.1.1` becomes.
+/// Whether an `image:` value is a bare tag (`0.1.1`, `v1.2.3`, `v2`, `2`, `1.4.0-rc.1`): what
+/// a `:tag` setter writes into a whole `image:` field. The one rule of the suite (markercheck,
+/// gitops verify's workloads and images links, unstick's pull failures).
+///
+/// A bare tag has no `/`, `:` or `@` and reads as a version: an optional `v`, digits, more
+/// `.digits`, and an optional `-`/`+` suffix. Such a value is still a valid reference by the
+/// docker grammar (`docker.io/library/0.1.1:latest`), which is why the node tries, and fails,
+/// to pull it. A word (`latest`, `nginx`) is not a bare tag: it is the name of an image as
+/// often as a tag, and calling a real image broken would be a wrong verdict.
 pub fn looks_like_bare_tag(image: &str) -> bool {
-    !image.contains('/')
-        && !image.contains(':')
-        && !image.contains('@')
-        && image
-            .trim_start_matches('v')
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_digit())
+    if image.contains(['/', ':', '@']) {
+        return false;
+    }
+    let v = image.strip_prefix('v').unwrap_or(image);
+    let (core, suffix) = match v.find(['-', '+']) {
+        Some(i) => (&v[..i], Some(&v[i + 1..])),
+        None => (v, None),
+    };
+    let numeric = !core.is_empty()
+        && core
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    numeric
+        && suffix.is_none_or(|s| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        })
 }
 
 #[cfg(test)]
@@ -279,5 +297,30 @@ mod tests {
         assert!(looks_like_bare_tag("0.1.1"));
         assert!(!looks_like_bare_tag("nginx"));
         assert!(!looks_like_bare_tag("nginx:1"));
+    }
+
+    /// The bare-tag rule's cases (issue 42: unstick called `v2` no bare tag, gitops verify one).
+    #[test]
+    fn the_bare_tag_rule() {
+        for bare in ["v2", "2", "0.1.1", "v1.2.3", "1.4.0-rc.1", "6.7.0+build.5"] {
+            assert!(looks_like_bare_tag(bare), "{bare}");
+        }
+        for not in [
+            "latest",
+            "nginx",
+            "v",
+            "",
+            "1.",
+            ".1",
+            "v1..2",
+            "2abc",
+            "1.2-",
+            "ghcr.io/org/app",
+            "app:1.2.3",
+            "app@sha256:abc",
+            "registry:5000/app",
+        ] {
+            assert!(!looks_like_bare_tag(not), "{not}");
+        }
     }
 }

@@ -484,9 +484,6 @@ static CONTROLLER_TMP_IO: LazyLock<Regex> = LazyLock::new(|| {
 /// `username`/`password`, `bearerToken`, SSH `identity`); `ca.crt`, `tls.crt`, `tls.key`
 /// and `known_hosts` are TLS/host trust, not a credential.
 const GIT_CREDENTIAL_KEYS: &[&str] = &["username", "password", "bearerToken", "identity"];
-static VERSION_TAG: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^v?\d+(\.\d+)+([-+][0-9A-Za-z.-]+)?$").unwrap());
-
 /// The engine over one snapshot.
 pub struct Engine<'a> {
     /// Lookup tables.
@@ -2018,7 +2015,7 @@ impl<'a> Engine<'a> {
         for img in images {
             let id;
             let why;
-            if is_bare_tag(&img) {
+            if markercheck::render::looks_like_bare_tag(&img) {
                 id = "bare-tag-image";
                 why = format!("image reference `{img}` is a bare tag");
             } else if registry_host(&img).is_none()
@@ -2473,15 +2470,6 @@ fn spec_image(p: &Value, container: &str) -> Option<String> {
         .find(|c| obj::s(c, &["name"]) == Some(container))
         .and_then(|c| obj::s(c, &["image"]))
         .map(String::from)
-}
-
-/// A bare tag such as `0.1.1` or `v1.2.3`: what a `:tag` setter writes into a whole
-/// `image:` field.
-pub fn is_bare_tag(image: &str) -> bool {
-    !image.contains('/')
-        && !image.contains(':')
-        && !image.contains('@')
-        && VERSION_TAG.is_match(image)
 }
 
 /// The registry host of an image reference, following the docker reference grammar: the
