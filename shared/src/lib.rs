@@ -8,6 +8,8 @@
 //! - [`refs`]: `ks/NAME`-style references.
 //! - [`flux`]: typed Flux objects (Kustomization, GitRepository, OCIRepository, image
 //!   automation) and their rules (effective timeout, inventory ids).
+//! - [`gitauth`]: a Git source's HTTP credential as source-controller sends it (which Secret
+//!   key), and the finding and fix when the Git server refuses it.
 //! - [`klog`]: kubectl's error text without klog's line header.
 //! - [`conditions`], [`kstatus`]: status conditions and kstatus evaluation.
 //! - [`helm`]: HelmRelease status as helm-controller v1.4 writes it (phase, failures, levers).
@@ -27,6 +29,7 @@ pub mod embed;
 pub mod envsubst;
 pub mod error;
 pub mod flux;
+pub mod gitauth;
 pub mod helm;
 pub mod kind;
 pub mod klog;

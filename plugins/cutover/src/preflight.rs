@@ -1553,9 +1553,14 @@ pub fn workstation_loopback_reason(host: &str, addrs: &[std::net::IpAddr]) -> Op
     ))
 }
 
-/// The transport rule: `http://` with credentials is refused unless explicitly allowed (flux
-/// bootstrap refuses it: flux2 pkg/bootstrap "scheme http is insecure"; fluxcd/pkg gogit "basic
-/// auth cannot be sent over HTTP"), `ssh://` is out of scope, anything else is not a Git URL
+/// The transport rule: `http://` with credentials is refused unless explicitly allowed, as
+/// `flux bootstrap git` refuses an `http://` URL ([`cluster_loop::gitauth::BOOTSTRAP_HTTP_REFUSAL`],
+/// flux2 v2.9.5 cmd/flux/bootstrap_git.go `getAuthOpts`). source-controller v1.9.6 itself does
+/// not refuse: it sends the credential in clear text (it makes its Git client with
+/// `WithInsecureCredentialsOverHTTP` for every `http://` URL, gitrepository_controller.go, so
+/// fluxcd/pkg/git's "basic auth cannot be sent over HTTP" is never reached; the real-cluster
+/// test `cutover::execute::basic_auth_over_http_is_refused_as_bootstrap_does` watches it send
+/// `Authorization: Basic` on the plain listener). `ssh://` is out of scope, anything else is not a Git URL
 /// source-controller accepts (api/v1 GitRepositorySpec.URL pattern `^(http|https|ssh)://.*$`).
 /// `secret` names the Secret the credentials came from (`NS/NAME`), `None` when the source has
 /// no `secretRef` (then there is no `ca.crt` to speak of).
@@ -1587,10 +1592,14 @@ pub fn transport_check(
         Some("http") if creds.has_auth() && !allow_insecure_http => Check {
             id: "transport",
             result: CheckResult::Fail,
-            message: "http:// with credentials sends them in clear text (flux bootstrap refuses \
-                      it: \"scheme http is insecure\"). Use an https:// URL and put a private CA \
-                      in the secret as ca.crt, or pass --allow-insecure-http"
-                .into(),
+            message: format!(
+                "http:// with the credentials of {}: {}; flux bootstrap refuses such a URL \
+                 (\"{}\"). Use an https:// URL and put the server's CA in the secret as ca.crt, \
+                 or pass --allow-insecure-http",
+                secret.map_or("--secret".to_string(), |s| format!("secret {s}")),
+                cluster_loop::gitauth::SOURCE_CONTROLLER_SENDS_OVER_HTTP,
+                cluster_loop::gitauth::BOOTSTRAP_HTTP_REFUSAL,
+            ),
         },
         Some("http") => Check {
             id: "transport",
@@ -1981,7 +1990,19 @@ mod tests {
         creds.password = Some("p".into());
         let c = transport_check("http://h/x.git", &creds, Some("ns/s"), false);
         assert_eq!(c.result, CheckResult::Fail);
-        assert!(c.message.contains("scheme http is insecure"));
+        assert!(
+            c.message.contains(
+                "flux bootstrap refuses such a URL (\"scheme http is insecure, pass --allow-insecure-http=true to allow it\")"
+            ),
+            "{}",
+            c.message
+        );
+        // What source-controller really does with it: it sends it, it does not refuse.
+        assert!(
+            c.message.contains("http:// with the credentials of secret ns/s: source-controller v1.9.6 does not refuse it: it sends the credential in clear text"),
+            "{}",
+            c.message
+        );
         assert_eq!(
             transport_check("http://h/x.git", &creds, Some("ns/s"), true).result,
             CheckResult::Warn

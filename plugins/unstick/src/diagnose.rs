@@ -479,11 +479,6 @@ static NO_KIND_MATCH: LazyLock<Regex> =
 static CONTROLLER_TMP_IO: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\S*/kustomization-\d+/?: (no such file or directory|permission denied|no space left on device|read-only file system|too many open files|input/output error)").unwrap()
 });
-/// The keys of a GitRepository `spec.secretRef` Secret that carry a credential
-/// (source-controller docs, GitRepository "Secret reference": basic access authentication
-/// `username`/`password`, `bearerToken`, SSH `identity`); `ca.crt`, `tls.crt`, `tls.key`
-/// and `known_hosts` are TLS/host trust, not a credential.
-const GIT_CREDENTIAL_KEYS: &[&str] = &["username", "password", "bearerToken", "identity"];
 /// The engine over one snapshot.
 pub struct Engine<'a> {
     /// Lookup tables.
@@ -1135,24 +1130,24 @@ impl<'a> Engine<'a> {
         if let Some(s) = &d.source {
             if let Some(c) = s.failure().or(s.ready.as_ref()) {
                 let m = c.message().to_ascii_lowercase();
-                let secret_key = self
+                let secret_ref = self
                     .source_obj(ks)
                     .and_then(|o| obj::s(o, &["spec", "secretRef", "name"]))
-                    .map(|n| format!("{}/{n}", s.source.split('/').nth(1).unwrap_or("")));
-                let secret = secret_key
+                    .map(|n| {
+                        (
+                            s.source.split('/').nth(1).unwrap_or("").to_string(),
+                            n.to_string(),
+                        )
+                    });
+                let secret = secret_ref
                     .as_ref()
-                    .map(|k| format!("secret {k}"))
+                    .map(|(ns, n)| format!("secret {ns}/{n}"))
                     .unwrap_or_else(|| "its secret".into());
-                // The Secret's key names, when read: none of a Git credential's keys.
-                let no_credential = secret_key
+                // The Secret's key names, when read (never the values).
+                let keys = secret_ref
                     .as_ref()
                     .filter(|_| s.source.starts_with("GitRepository/"))
-                    .and_then(|k| self.idx.snap.secret_keys.get(k))
-                    .filter(|keys| {
-                        !keys
-                            .iter()
-                            .any(|k| GIT_CREDENTIAL_KEYS.contains(&k.as_str()))
-                    });
+                    .and_then(|(ns, n)| self.idx.snap.secret_keys.get(&format!("{ns}/{n}")));
                 let rerun = format!(
                     "kubectl unstick ks/{} -n {} --with-source",
                     obj::name(ks),
@@ -1164,26 +1159,42 @@ impl<'a> Engine<'a> {
                         "{} reports {}: \"{}\": the referenced {secret} does not exist; create it (in the source's namespace), then run `{rerun}`",
                         s.source, c.reason(), c.message(),
                     ));
-                } else if (m.contains("authentication required")
-                    || c.reason() == "AuthenticationFailed")
-                    && let Some(keys) = no_credential
+                } else if s.source.starts_with("GitRepository/")
+                    && cluster_loop::gitauth::is_auth_refused(c.message())
                 {
+                    // The Git server's 401: which Secret and key, and the rotation that
+                    // fixes it (the one rule, shared with gitops verify's link 1).
+                    let r = cluster_loop::gitauth::refused(
+                        secret_ref.as_ref().map(|(ns, n)| (ns.as_str(), n.as_str())),
+                        keys.map(Vec::as_slice),
+                        &format!("run `{rerun}`"),
+                    );
                     d.hints.push(format!(
-                        "{} reports {}: \"{}\": the Git server asks for a credential and {secret} holds none (its keys: {}; a Git credential is username and password, bearerToken, or identity for SSH). Put the credential in {secret}, then run `{rerun}`",
+                        "{} reports {}: \"{}\": {}. Fix: {}",
                         s.source,
                         c.reason(),
                         c.message(),
-                        if keys.is_empty() {
-                            "none".to_string()
-                        } else {
-                            keys.join(", ")
-                        },
+                        r.why,
+                        r.fix
                     ));
-                } else if m.contains("authentication required")
-                    || c.reason() == "AuthenticationFailed"
-                {
+                } else if cluster_loop::gitauth::is_auth_refused(c.message()) {
+                    // Another kind's server (a registry, a Helm repository) answered 401: the
+                    // credential in the Secret was refused.
                     d.hints.push(format!(
-                        "{} reports {}: \"{}\": the Git server refused the credential in {secret} (a token rotation that revoked the token Flux holds does this). Mint a new, uniquely named token, put it in {secret}, then run `{rerun}`; never revoke the token in use before the secret has the new one",
+                        "{} reports {}: \"{}\": the server refused the credential in {secret} (a token rotation that revoked the token Flux holds does this). Mint a new, uniquely named token, put it in {secret}, then run `{rerun}`; never revoke the token in use before the secret has the new one",
+                        s.source, c.reason(), c.message(),
+                    ));
+                } else if c.reason() == "AuthenticationFailed" {
+                    // source-controller v1.9.6 sets this reason when it cannot build the
+                    // credentials (the Secret unreadable, fluxcd/pkg/git NewAuthOptions
+                    // refusing its keys, a proxy or provider credential): no token was refused.
+                    let keys_rule = if s.source.starts_with("GitRepository/") {
+                        " (a Git source's Secret holds bearerToken, or username and password; ca.crt for the CA)"
+                    } else {
+                        ""
+                    };
+                    d.hints.push(format!(
+                        "{} reports {}: \"{}\": source-controller could not build the credentials it names; fix what the message says{keys_rule}, then run `{rerun}`",
                         s.source, c.reason(), c.message(),
                     ));
                 }

@@ -804,14 +804,15 @@ async fn read_secret_keys(
     let mut secret_keys = BTreeMap::new();
     let secret_ar = Kind::Secret.api_resource("v1");
     for src in sources {
-        let Some(ready) = obj::condition(src, "Ready").filter(|c| c.is_false()) else {
+        // Ready=False, or FetchFailed=True while a retry runs (Ready=Unknown then).
+        let Some(failed) = obj::condition(src, "Ready")
+            .filter(|c| c.is_false())
+            .or_else(|| obj::condition(src, "FetchFailed").filter(|c| c.is_true()))
+        else {
             continue;
         };
-        let auth = ready.reason() == "AuthenticationFailed"
-            || ready
-                .message()
-                .to_ascii_lowercase()
-                .contains("authentication required");
+        let auth = failed.reason() == "AuthenticationFailed"
+            || cluster_loop::gitauth::is_auth_refused(failed.message());
         let Some(sname) = obj::s(src, &["spec", "secretRef", "name"]).filter(|_| auth) else {
             continue;
         };

@@ -1,4 +1,4 @@
-//! Step 10: every example of every plugin's `--help` runs as written on the demo's cluster,
+//! Step 12: every example of every plugin's `--help` runs as written on the demo's cluster,
 //! after the other steps (their fleets, Git servers and Gateway are what the examples name).
 //!
 //! Each example is run by `bash -c` exactly as `--help` prints it (quotes, `$(...)`, `>` and
@@ -278,10 +278,10 @@ fn run(
     Ok((code, err, out))
 }
 
-/// Step 10 (see the module docs).
+/// Step 12 (see the module docs).
 pub(crate) fn step_examples(ctx: &Ctx, real: &Real) -> Step {
     let mut st = Step::new(
-        "10. examples: every example of every plugin's --help runs as written on this cluster (real cluster)",
+        "12. examples: every example of every plugin's --help runs as written on this cluster (real cluster)",
     );
     let Some(c) = real_cluster(real, &mut st) else {
         return st;

@@ -41,13 +41,19 @@
 //!    `.Updated`, refused by the real image-automation-controller; `kubectl gitops verify`
 //!    names the automation on link 4 with the message and the fix, `kubectl markercheck` flags
 //!    it offline, `.Changed` makes the real controller commit.
-//! 10. examples (real cluster): every example of every plugin's `--help` runs as written on the
+//! 10. auth-http (real cluster): the failure catalogue's row 1, basic auth over plain `http://`:
+//!     the real source-controller sends it in clear text (it does not refuse), and `kubectl
+//!     cutover --to http://...` refuses it as `flux bootstrap` does ([`gitauth`]).
+//! 11. auth-token (real cluster): row 2, a token revoked (the Git server's token API) while Flux
+//!     holds it: "authentication required"; `kubectl unstick` and `kubectl gitops verify` name
+//!     the Secret, its key and the fix, and the fix as they say it recovers ([`gitauth`]).
+//! 12. examples (real cluster): every example of every plugin's `--help` runs as written on the
 //!     cluster the steps before it leave (tests/demo/src/examples.rs).
 //!
 //! The offline steps (1, 2) run first, while the real cluster's Go build (tests/realcluster
 //! build.sh, started at once in the background: only the control plane, source-controller,
 //! the current kustomize-controller and the image controllers with the OCI registry when
-//! `CLUSTER_LOOP_BUILD_SET=demo`, as `./demo` sets) goes on. Steps 3 to 10 share ONE real cluster, started once; `--keep` leaves it running.
+//! `CLUSTER_LOOP_BUILD_SET=demo`, as `./demo` sets) goes on. Steps 3 to 12 share ONE real cluster, started once; `--keep` leaves it running.
 //!
 //! Exit code 0 only when every step's outcome is the expected one. Its end-to-end test is the
 //! `demo` group of the real-cluster test binary (tests/real/tests/real/long/demo.rs:
@@ -89,6 +95,7 @@ fn say(line: String) {
 }
 
 mod examples;
+mod gitauth;
 
 /// Replay the failure catalogue's incidents on the twin cluster with the real plugins.
 #[derive(Parser, Debug)]
@@ -101,8 +108,7 @@ struct Cli {
     #[arg(long, value_name = "DIR")]
     repo_root: Option<PathBuf>,
     /// Run only these steps (markercheck, unstick, podresolve, cutover, fleetlint, realcluster,
-    /// gatewaycheck, examples);
-    /// default all. An
+    /// gatewaycheck, immutable, automation, auth-http, auth-token, examples); default all. An
     /// unknown step is a usage error (exit 2) listing the valid ones.
     #[arg(long, value_delimiter = ',', value_name = "STEP", value_parser = STEPS)]
     step: Vec<String>,
@@ -113,7 +119,7 @@ struct Cli {
 }
 
 /// The demo's steps, in the order they run (`--step` accepts only these).
-const STEPS: [&str; 10] = [
+const STEPS: [&str; 12] = [
     "markercheck",
     "unstick",
     "podresolve",
@@ -123,6 +129,8 @@ const STEPS: [&str; 10] = [
     "gatewaycheck",
     "immutable",
     "automation",
+    "auth-http",
+    "auth-token",
     "examples",
 ];
 
@@ -1992,6 +2000,9 @@ fn start_real() -> Real {
             // status; it runs in a network namespace of its own (realcluster::netns), so its
             // fixed ports never clash with another cluster's.
             envoy_gateway: true,
+            // A Git user whose tokens the auth steps (10, 11) mint and revoke through the Git
+            // server's token API, as on Gitea.
+            git_user: Some(gitauth::git_user()),
             ..realcluster::ClusterOptions::default()
         })
     })
@@ -2127,6 +2138,8 @@ async fn main() {
         "gatewaycheck",
         "immutable",
         "automation",
+        "auth-http",
+        "auth-token",
         "examples",
     ];
     if cluster_steps.iter().any(|s| want(s)) {
@@ -2202,6 +2215,16 @@ async fn main() {
         steps.push(verdicts::step_automation(&ctx, real));
     }
     if let Some(real) = &real
+        && want("auth-http")
+    {
+        steps.push(gitauth::step_http(&ctx, real));
+    }
+    if let Some(real) = &real
+        && want("auth-token")
+    {
+        steps.push(gitauth::step_token(&ctx, real));
+    }
+    if let Some(real) = &real
         && want("examples")
     {
         steps.push(examples::step_examples(&ctx, real));
@@ -2257,6 +2280,9 @@ async fn main() {
         }
         if want("gatewaycheck") {
             extra.push_str("\n  # Envoy Gateway (real controller; its envoy pods cannot pull here) and MetalLB\n  kubectl get gatewayclass,gateway,httproute -A\n  kubectl gatewaycheck -A\n  kubectl gatewaycheck gateway/eg -n infra --vip 172.18.255.200\n  kubectl gatewaycheck gateway/eg -n infra --probe\n");
+        }
+        if want("auth-http") || want("auth-token") {
+            extra.push_str(&gitauth::keep_commands(c));
         }
         println!(
             "\nThe real cluster (kube-apiserver {}, source-/kustomize-controller {}) is still running. In another shell:\n  export KUBECONFIG={}\n  export PATH={}:$PATH\n  kubectl get --raw /version\n  kubectl get --raw '/readyz?verbose'\n  kubectl get deploy,pods -n flux-system\n  kubectl unstick --all\n{extra}\n  kubectl markercheck {}/clusters\n  kubectl fleetlint {}/clusters --graph\nCtrl-C (or SIGTERM) stops it and removes what it made.",

@@ -113,6 +113,47 @@ pub struct ClusterOptions {
     /// Run MetalLB's controller ([`gateway::METALLB_VERSION`]) and install its CRDs
     /// (IPAddressPool, ...): LoadBalancer Services get addresses from a pool a test makes.
     pub metallb: bool,
+    /// A user of the cluster's Git server ([`GitUser`]), whose named tokens can be minted and
+    /// revoked while the cluster runs (in process: [`twin::git::GitServer::mint_token`],
+    /// [`twin::git::GitServer::revoke_named_token`]; from a shell: the server's Gitea-shaped
+    /// token API, [`twin::git::GitServer::tokens_url`]), for fleets that require auth
+    /// ([`Cluster::auth_fleet`]). `None` by default: no repository requires auth.
+    pub git_user: Option<GitUser>,
+}
+
+/// A user of the cluster's Git server ([`ClusterOptions::git_user`]).
+#[derive(Debug, Clone)]
+pub struct GitUser {
+    /// User name (basic auth's username; the token API's `{user}`).
+    pub name: String,
+    /// Password: the token API's credential (and a Git credential, as on Gitea).
+    pub password: String,
+}
+
+/// How a fleet's GitRepository authenticates to the cluster's Git server
+/// ([`Cluster::auth_fleet`]): the Secret keys source-controller reads (fluxcd/pkg/git
+/// `NewAuthOptions`), with the server's CA as `ca.crt` either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitAuth {
+    /// `username` and `password` (the token): basic auth over HTTPS.
+    Basic,
+    /// `bearerToken`: `Authorization: Bearer` over HTTPS.
+    Bearer,
+}
+
+/// A fleet whose repository requires auth ([`Cluster::auth_fleet`]).
+#[derive(Debug, Clone)]
+pub struct AuthFleet {
+    /// The commit the fleet was created at (40 hex).
+    pub sha: String,
+    /// The name of the token Flux holds (the Git user's, minted for this fleet).
+    pub token_name: String,
+    /// The token itself.
+    pub token: String,
+    /// The Secret (in the fleet's namespace) the GitRepository's `spec.secretRef` names.
+    pub secret: String,
+    /// The repository's HTTPS URL (`spec.url`).
+    pub url: String,
 }
 
 impl Default for ClusterOptions {
@@ -129,6 +170,7 @@ impl Default for ClusterOptions {
             gateway_api_crds: false,
             envoy_gateway: false,
             metallb: false,
+            git_user: None,
         }
     }
 }
@@ -148,6 +190,7 @@ pub struct Cluster {
     oci_proxy: Option<oci_proxy::RegistryProxy>,
     oci: Option<oci::OciRegistry>,
     git: twin::git::GitServer,
+    git_user: Option<GitUser>,
     registry: node::Registry,
     /// The in-process reader of [`Cluster::get_json`], made on its first use.
     reads: tokio::sync::OnceCell<reads::Reads>,
@@ -633,6 +676,9 @@ impl Cluster {
         let git = git_thread
             .join()
             .map_err(|_| Error::Setup("git server start panicked".into()))??;
+        if let Some(u) = &opts.git_user {
+            git.add_user(&u.name, &u.password);
+        }
 
         let mut names = vec!["source-controller", "kustomize-controller"];
         names.extend(
@@ -718,6 +764,7 @@ impl Cluster {
             oci_proxy,
             oci,
             git,
+            git_user: opts.git_user.clone(),
             registry,
             reads: tokio::sync::OnceCell::new(),
             memo: Mutex::new(HashMap::new()),
@@ -810,6 +857,70 @@ impl Cluster {
             "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nspec: {{interval: 1m, url: \"{url}\", ref: {{branch: main}}}}\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {FLUX_NS}}}\nspec:\n  sourceRef: {{kind: GitRepository, name: {name}}}\n{spec}"
         ))?;
         Ok(sha)
+    }
+
+    /// Like [`Self::fleet`], in namespace `ns` (made if missing), but the repository requires
+    /// auth as [`ClusterOptions::git_user`] (error without one) and the GitRepository reads it
+    /// over HTTPS: a token named `<name>-1` is minted for the user, and the Secret
+    /// `<name>-git-auth` in `ns` holds it as `auth` says (`username`/`password`, or
+    /// `bearerToken`) with the server's CA as `ca.crt`, as Flux expects. Revoking that token
+    /// ([`twin::git::GitServer::revoke_named_token`]) while Flux holds it is the failure
+    /// catalogue's token rotation.
+    pub fn auth_fleet(
+        &self,
+        ns: &str,
+        name: &str,
+        files: &[(&str, &str)],
+        spec: &str,
+        auth: GitAuth,
+    ) -> Result<AuthFleet, Error> {
+        let user = self.git_user.as_ref().ok_or_else(|| {
+            Error::Setup(
+                "auth_fleet needs ClusterOptions::git_user (a user of the Git server)".into(),
+            )
+        })?;
+        let repo = format!("org/{name}");
+        let git = |e: twin::git::GitError| Error::Setup(format!("git server: {e}"));
+        self.git.create_repo(&repo, "main").map_err(git)?;
+        // Auth with no per-repository token: the user's named tokens are the credentials.
+        self.git.set_auth(&repo, &user.name, &[]).map_err(git)?;
+        let changes: Vec<twin::git::Change> = files
+            .iter()
+            .map(|(p, t)| twin::git::Change::write(*p, t.as_bytes().to_vec()))
+            .collect();
+        let sha = self.git.commit(&repo, &changes, "fleet").map_err(git)?;
+        let token_name = format!("{name}-1");
+        let token = self.git.mint_token(&user.name, &token_name).map_err(git)?;
+        let secret = format!("{name}-git-auth");
+        let mut data = serde_json::Map::new();
+        match auth {
+            GitAuth::Basic => {
+                data.insert("username".into(), user.name.clone().into());
+                data.insert("password".into(), token.clone().into());
+            }
+            GitAuth::Bearer => {
+                data.insert("bearerToken".into(), token.clone().into());
+            }
+        }
+        data.insert("ca.crt".into(), self.git.ca_pem().into());
+        let secret_json = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": secret, "namespace": ns}, "type": "Opaque",
+            "stringData": data});
+        self.apply_yaml(&format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n"
+        ))?;
+        self.apply_yaml(&secret_json.to_string())?;
+        let url = self.git.url_https(&repo);
+        self.apply_yaml(&format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{interval: 1m, url: \"{url}\", ref: {{branch: main}}, secretRef: {{name: {secret}}}}}\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  sourceRef: {{kind: GitRepository, name: {name}}}\n{spec}"
+        ))?;
+        Ok(AuthFleet {
+            sha,
+            token_name,
+            token,
+            secret,
+            url,
+        })
     }
 
     /// Commits `files` on top of `org/<name>`'s main. Returns the new SHA.

@@ -174,9 +174,28 @@ async fn one(
         .filter(|c| c.is_false())
         .or(cond(&cs, "FetchFailed").filter(|c| c.is_true()))
     {
+        let said = format!("{} ({}): {}", c.type_, c.reason(), c.message());
+        let refetch = format!("flux reconcile source {flux_kind} {name} -n {ns}");
+        if kind == "GitRepository" && cluster_loop::gitauth::is_auth_refused(c.message()) {
+            // The Git server's 401: the Secret, its key and the rotation (the one rule,
+            // shared with kubectl unstick), never a bare refetch that fails the same way.
+            let secret = obj::s(src, &["spec", "secretRef", "name"]);
+            let keys = secret.and_then(|n| cx.facts.snap.secret_keys.get(&format!("{ns}/{n}")));
+            let r = cluster_loop::gitauth::refused(
+                secret.map(|n| (ns, n)),
+                keys.map(Vec::as_slice),
+                &refetch,
+            );
+            return Ok((
+                Evidence::new(&id, Verdict::Broken, format!("{said}: {}", r.why)).fix(r.fix),
+                false,
+            ));
+        }
         return Ok((
-            Evidence::new(&id, Verdict::Broken, format!("{} ({}): {}", c.type_, c.reason(), c.message()))
-                .fix(format!("kubectl describe {}/{name} -n {ns}; then flux reconcile source {flux_kind} {name} -n {ns}", kind.to_lowercase())),
+            Evidence::new(&id, Verdict::Broken, said).fix(format!(
+                "kubectl describe {}/{name} -n {ns}; then {refetch}",
+                kind.to_lowercase()
+            )),
             false,
         ));
     }

@@ -281,7 +281,12 @@ fn source_not_ready_with_token_rotation_hint() {
         .find(|h| h.contains("authentication required"))
         .unwrap();
     assert!(hint.contains("token rotation"));
-    assert!(hint.contains("secret flux-system/charts-token"));
+    // The Secret's keys were not read: both keys named, the rotation as the fix.
+    assert!(
+        hint.contains("refused the credential in Secret flux-system/charts-token (its keys were not read: key `bearerToken` when it has one, else `password`)"),
+        "{hint}"
+    );
+    assert!(hint.contains("mint a new, uniquely named token"), "{hint}");
     assert!(hint.contains("--with-source"));
 }
 
@@ -1481,7 +1486,7 @@ fn credential_advice_names_the_namespace_and_a_secret_without_a_credential() {
         .find(|h| h.contains("authentication required"))
         .unwrap();
     assert!(
-        hint.contains("secret flux-system/charts-token holds none (its keys: ca.crt;"),
+        hint.contains("Secret flux-system/charts-token holds none (its keys: ca.crt;"),
         "{hint}"
     );
     assert!(
@@ -1498,7 +1503,7 @@ fn credential_advice_names_the_namespace_and_a_secret_without_a_credential() {
     assert!(
         d.hints
             .iter()
-            .any(|h| h.contains("refused the credential in secret flux-system/charts-token")),
+            .any(|h| h.contains("refused the token in Secret flux-system/charts-token key `password` (sent as basic auth")),
         "{:#?}",
         d.hints
     );

@@ -93,11 +93,16 @@ spec:
 /// Waits (up to 180 s) until Kustomization `name` in flux-system is Ready with a last applied
 /// revision ending in `sha`; panics with the wait's message after that.
 pub fn ready_at(c: &realcluster::Cluster, name: &str, sha: &str) {
+    ready_at_in(c, realcluster::FLUX_NS, name, sha)
+}
+
+/// [`ready_at`] for Kustomization `name` in namespace `ns`.
+pub fn ready_at_in(c: &realcluster::Cluster, ns: &str, name: &str, sha: &str) {
     realcluster::testkit::eventually(
         std::time::Duration::from_secs(180),
-        &format!("Kustomization {name} Ready at {sha}"),
+        &format!("Kustomization {ns}/{name} Ready at {sha}"),
         || {
-            let k = c.kustomization(name);
+            let k = c.get_json(&["-n", ns, "get", "kustomization", name]);
             (realcluster::testkit::condition(&k, "Ready")["status"] == "True"
                 && k["status"]["lastAppliedRevision"]
                     .as_str()
@@ -105,6 +110,16 @@ pub fn ready_at(c: &realcluster::Cluster, name: &str, sha: &str) {
             .then_some(())
         },
     );
+}
+
+/// The Git server user of the clusters whose fleets require auth
+/// (`ClusterOptions::git_user`, `Cluster::auth_fleet`): basic auth's username, and the
+/// password of its token API.
+pub fn git_user() -> realcluster::GitUser {
+    realcluster::GitUser {
+        name: "flux".into(),
+        password: "git-admin-9d41".into(),
+    }
 }
 
 /// A lease on the cluster of default options (`ClusterOptions::default()`) kept in `cell`: one

@@ -89,6 +89,7 @@ fn authenticate(
     let Some(value) = auth_header else {
         return Err(());
     };
+    let cfg = cfg.clone();
     let grant = |token: &str| -> Result<Option<(String, bool)>, ()> {
         if cfg.tokens.iter().any(|t| t == token) {
             Ok(Some((cfg.username.clone(), true)))
@@ -100,17 +101,30 @@ fn authenticate(
     };
     let (scheme, rest) = value.split_once(' ').ok_or(())?;
     let rest = rest.trim();
+    let username = cfg.username.clone();
+    // A user's own password or named token ([`super::users`]), read and write.
+    let users_grant = |secret: &str| -> Result<Option<(String, bool)>, ()> {
+        if super::users::user_accepts(shared, &username, secret) {
+            Ok(Some((username.clone(), true)))
+        } else {
+            Err(())
+        }
+    };
+    drop(auth);
     if scheme.eq_ignore_ascii_case("basic") {
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(rest)
             .map_err(|_| ())?;
         let decoded = String::from_utf8(decoded).map_err(|_| ())?;
         let (user, pass) = decoded.split_once(':').ok_or(())?;
-        if user == cfg.username {
-            return grant(pass);
+        if user == username {
+            return grant(pass).or_else(|()| users_grant(pass));
         }
     } else if scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token") {
-        return grant(rest);
+        return grant(rest).or_else(|()| match super::users::token_owner(shared, rest) {
+            Some(owner) if owner == username => Ok(Some((owner, true))),
+            _ => Err(()),
+        });
     }
     Err(())
 }
@@ -133,6 +147,9 @@ pub(crate) async fn handle(
         .get("git-protocol")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    if path.starts_with(super::users::API_PREFIX) {
+        return Ok(api(shared, scheme, req).await);
+    }
     let mut record = RequestRecord {
         scheme,
         version: format!("{:?}", req.version()),
@@ -225,6 +242,47 @@ pub(crate) async fn handle(
             &format!("bad CGI header from git http-backend: {e}\n"),
         )
     }))
+}
+
+/// A request to the token API ([`super::users`]), recorded like any other (never the body).
+async fn api(shared: Arc<Shared>, scheme: &'static str, req: Request<Incoming>) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let authorization = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return full(
+                StatusCode::BAD_REQUEST,
+                &format!("cannot read the body: {e}\n"),
+            );
+        }
+    };
+    let (resp, user) = super::users::handle(
+        &shared,
+        &parts.method,
+        parts.uri.path(),
+        authorization.as_deref(),
+        &body,
+    );
+    shared.record(RequestRecord {
+        scheme,
+        version: format!("{:?}", parts.version),
+        method: parts.method.as_str().to_owned(),
+        path: parts.uri.path().to_owned(),
+        query: parts.uri.query().unwrap_or_default().to_owned(),
+        repo: None,
+        user,
+        authorization: authorization.map(|v| v.split(' ').next().unwrap_or_default().to_owned()),
+        status: resp.status().as_u16(),
+        content_length: None,
+        content_encoding: None,
+        git_protocol: None,
+    });
+    resp
 }
 
 /// Admits a request to repository `path` (or answers it): 404 for a path no route takes or a

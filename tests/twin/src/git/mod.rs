@@ -12,7 +12,10 @@
 //! anything else gets `401` with `WWW-Authenticate: Basic realm="..."`, which real git reports
 //! as `fatal: Authentication failed for '<url>/'` and Flux's source-controller as
 //! "authentication required". Tokens can be revoked while the server runs; a read-only token
-//! fetches but gets `403 Forbidden` on push. Faults (an HTTP status, a delay) can be injected
+//! fetches but gets `403 Forbidden` on push. A user ([`GitServer::add_user`]) has named tokens,
+//! minted and revoked while the server runs through the Rust API or over HTTP(S) with Gitea's
+//! token API shape (`/api/v1/users/{user}/tokens`: [`users`]), so a shell can rotate a token
+//! the way an operator does on Gitea. Faults (an HTTP status, a delay) can be injected
 //! per repository. [`messages`] holds what real git prints for each failure.
 //!
 //! The server runs on its own thread with its own tokio runtime, so it works the same from
@@ -34,12 +37,13 @@
 mod http;
 pub mod messages;
 mod tls;
+mod users;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -240,6 +244,9 @@ pub(crate) struct Shared {
     realm: String,
     http_backend: PathBuf,
     auth: Mutex<HashMap<String, RepoAuth>>,
+    /// Users with a password and named tokens ([`users`]).
+    users: Mutex<HashMap<String, users::User>>,
+    next_token_id: AtomicU64,
     faults: Mutex<HashMap<String, Fault>>,
     requests: Mutex<Vec<RequestRecord>>,
     stderr: Mutex<Vec<String>>,
@@ -382,6 +389,8 @@ impl GitServer {
             realm: opts.realm.clone(),
             http_backend,
             auth: Mutex::new(HashMap::new()),
+            users: Mutex::new(HashMap::new()),
+            next_token_id: AtomicU64::new(1),
             faults: Mutex::new(HashMap::new()),
             requests: Mutex::new(Vec::new()),
             stderr: Mutex::new(Vec::new()),
@@ -596,6 +605,48 @@ impl GitServer {
         cfg.tokens.retain(|t| t != token);
         cfg.read_only.retain(|t| t != token);
         before != cfg.tokens.len() + cfg.read_only.len()
+    }
+
+    /// Adds (or replaces the password of) `user`, whose named tokens [`Self::mint_token`] and
+    /// the HTTP token API ([`users`]: `POST/GET /api/v1/users/{user}/tokens`, `DELETE
+    /// .../tokens/{name}`, basic auth with `password`) mint, list and revoke. A repository
+    /// whose auth names `user` ([`Self::set_auth`]) accepts its live tokens and its password.
+    /// Keeps the user's tokens when it exists.
+    pub fn add_user(&self, user: &str, password: &str) {
+        let mut users = self.shared.users.lock().unwrap();
+        users.entry(user.to_owned()).or_default().password = password.to_owned();
+    }
+
+    /// Mints a token named `name` for `user` (40 random hex characters, returned once) while
+    /// the server runs. Errors: [`GitError::Invalid`] for an unknown user, an empty name or a
+    /// name the user already has (token names are unique per user, as on Gitea).
+    pub fn mint_token(&self, user: &str, name: &str) -> Result<String> {
+        users::mint(&self.shared, user, name).map(|t| t.value)
+    }
+
+    /// Revokes `user`'s token named `name` at once: the next request carrying it gets 401.
+    /// Returns whether it was live.
+    pub fn revoke_named_token(&self, user: &str, name: &str) -> bool {
+        users::revoke(&self.shared, user, name)
+    }
+
+    /// The names of `user`'s live tokens, oldest first.
+    pub fn token_names(&self, user: &str) -> Vec<String> {
+        let users = self.shared.users.lock().unwrap();
+        users
+            .get(user)
+            .map(|u| u.tokens.iter().map(|t| t.name.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// `https://127.0.0.1:<port>/api/v1/users/<user>/tokens`: the token API for `user` on
+    /// the HTTPS listener (its CA: [`Self::ca_file`]).
+    pub fn tokens_url(&self, user: &str) -> String {
+        format!(
+            "https://{}{}{user}/tokens",
+            self.https_addr,
+            users::API_PREFIX
+        )
     }
 
     /// Injects `fault` on every request for `repo` (checked before auth), or clears it with

@@ -1018,3 +1018,127 @@ fn read_only_token_fetches_but_push_is_forbidden() {
     let rw = format!("http://flux:rw@{}/org/fleet.git", s.http_addr());
     ok(git(&c, &["push", "--quiet", &rw, "main"], &[]));
 }
+
+/// `curl` against the server's HTTPS listener (its CA), as a person at a shell: (HTTP status,
+/// body).
+fn curl(s: &GitServer, args: &[&str]) -> (u16, String) {
+    let ca = s.ca_file().display().to_string();
+    let out = Command::new("curl")
+        .args(["-sS", "--cacert", &ca, "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap();
+    (code.trim().parse().unwrap(), body.to_owned())
+}
+
+/// The token API (Gitea's shape) mints and revokes a user's named tokens while the server
+/// runs; a minted token is a Git credential (basic with the username, or bearer) for a
+/// repository whose auth names the user, and a revoked one gets 401 at once. Names are unique
+/// per user; the API needs the user's password, as that user.
+#[test]
+fn token_api_mints_and_revokes_named_tokens_while_the_server_runs() {
+    let (s, first) = fleet_server();
+    s.add_user("flux", "admin-pass");
+    s.add_user("other", "other-pass");
+    s.set_auth("org/fleet", "flux", &[]).unwrap();
+    let api = s.tokens_url("flux");
+    let work = tempfile::tempdir().unwrap();
+    let ca = s.ca_file().display().to_string();
+    let env = [("GIT_SSL_CAINFO", ca.as_str())];
+
+    let (code, body) = curl(
+        &s,
+        &[
+            "-u",
+            "flux:admin-pass",
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            r#"{"name":"flux-1","scopes":["read:repository"]}"#,
+            &api,
+        ],
+    );
+    assert_eq!(code, 201, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["name"], "flux-1");
+    let token = v["sha1"].as_str().unwrap().to_owned();
+    assert_eq!(token.len(), 40, "{body}");
+    assert_eq!(v["token_last_eight"], token[32..]);
+    // Unique per user.
+    let (code, body) = curl(
+        &s,
+        &["-u", "flux:admin-pass", "-d", r#"{"name":"flux-1"}"#, &api],
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains("access token name has been used already"),
+        "{body}"
+    );
+    // The password is the API's credential, as that user only.
+    let (code, _) = curl(&s, &["-u", &format!("flux:{token}"), &api]);
+    assert_eq!(code, 401);
+    let (code, _) = curl(&s, &["-u", "other:other-pass", &api]);
+    assert_eq!(code, 403);
+    let (code, body) = curl(&s, &["-u", "flux:admin-pass", &api]);
+    assert_eq!(code, 200);
+    assert!(
+        body.contains(r#""name":"flux-1""#) && !body.contains(&token),
+        "{body}"
+    );
+
+    // The token is a Git credential: basic (as flux) and bearer; not as another user.
+    let url = s.url_https("org/fleet");
+    let basic = url.replacen("https://", &format!("https://flux:{token}@"), 1);
+    assert!(ok(git(work.path(), &["ls-remote", &basic], &env)).contains(&first));
+    let bearer = format!("http.extraHeader=Authorization: Bearer {token}");
+    assert!(ok(git(work.path(), &["-c", &bearer, "ls-remote", &url], &env)).contains(&first));
+    let wrong_user = url.replacen("https://", &format!("https://other:{token}@"), 1);
+    failed(git(work.path(), &["ls-remote", &wrong_user], &env));
+
+    // Revoked over the API while the server runs: 401 at once; a second delete is 404.
+    let (code, _) = curl(
+        &s,
+        &[
+            "-u",
+            "flux:admin-pass",
+            "-X",
+            "DELETE",
+            &format!("{api}/flux-1"),
+        ],
+    );
+    assert_eq!(code, 204);
+    let err = failed(git(work.path(), &["-c", &bearer, "ls-remote", &url], &env));
+    assert!(err.contains("fatal: "), "{err}");
+    let err = failed(git(work.path(), &["ls-remote", &basic], &env));
+    assert!(err.contains(&messages::auth_failed(&url)), "{err}");
+    let (code, _) = curl(
+        &s,
+        &[
+            "-u",
+            "flux:admin-pass",
+            "-X",
+            "DELETE",
+            &format!("{api}/flux-1"),
+        ],
+    );
+    assert_eq!(code, 404);
+    // The Rust API: the same store.
+    let t2 = s.mint_token("flux", "flux-2").unwrap();
+    assert_eq!(s.token_names("flux"), ["flux-2"]);
+    assert!(matches!(
+        s.mint_token("flux", "flux-2"),
+        Err(GitError::Invalid(_))
+    ));
+    assert!(
+        ok(git(
+            work.path(),
+            &["ls-remote", &basic.replace(&token, &t2)],
+            &env
+        ))
+        .contains(&first)
+    );
+    assert!(s.revoke_named_token("flux", "flux-2"));
+    assert!(!s.revoke_named_token("flux", "flux-2"));
+}

@@ -45,7 +45,9 @@ fn every_step_of_the_demo_proves_its_outcome() {
         "7. gatewaycheck",
         "8. immutable",
         "9. automation",
-        "10. examples",
+        "10. auth-http",
+        "11. auth-token",
+        "12. examples",
     ] {
         assert!(
             stdout
@@ -54,7 +56,7 @@ fn every_step_of_the_demo_proves_its_outcome() {
             "step {step} did not pass:\n{stdout}"
         );
     }
-    assert!(stdout.contains("demo: 10 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("demo: 12 passed, 0 failed"), "{stdout}");
     // The cluster steps share one real cluster, started once.
     assert_eq!(
         stdout.matches("starting the real cluster").count(),
@@ -66,7 +68,9 @@ fn every_step_of_the_demo_proves_its_outcome() {
         "4. podresolve",
         "5. cutover",
         "7. gatewaycheck",
-        "10. examples",
+        "10. auth-http",
+        "11. auth-token",
+        "12. examples",
     ] {
         assert!(
             stdout

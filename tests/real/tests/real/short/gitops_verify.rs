@@ -20,13 +20,16 @@ const MISSING: &str = "registry.example.local:5000/podinfo:0.0.0-missing";
 const T: Duration = Duration::from_secs(180);
 
 /// The group's cluster: the real image-reflector-controller (with the real OCI registry) and
-/// image-automation-controller run too, for the images link.
+/// image-automation-controller run too, for the images link; its Git server has
+/// [`crate::git_user`] for a fleet that requires auth.
 fn cluster() -> Lease {
     static C: ClusterCell = ClusterCell::new();
     crate::cluster_with(&C, || ClusterOptions {
         images: vec![GOOD.to_owned()],
         image_reflector_controller: true,
         image_automation_controller: true,
+        // A Git user whose tokens the row-2 test mints and revokes.
+        git_user: Some(crate::git_user()),
         ..ClusterOptions::default()
     })
 }
@@ -1089,4 +1092,142 @@ fn a_removed_template_field_breaks_the_images_link_with_the_fix() {
         (aut["verdict"] == "ok").then_some(())
     });
     eprintln!("row 6 fixed: the automation pushed {pushed}");
+}
+
+/// The failure catalogue's row 2 on link 1, with a bearer token (source-controller's
+/// `bearerToken` key): the token the Secret holds is revoked on the Git server while Flux
+/// holds it; the real source-controller v1.9.6 fails the fetch with "authentication
+/// required", and link 1 is broken naming the Secret, its key and the rotation (a new,
+/// uniquely named token in that key; never revoke the one in use), not "kubectl describe; flux
+/// reconcile", a refetch that fails the same way. Then the fix as it says: the chain holds.
+#[test]
+fn a_revoked_bearer_token_names_the_secret_key_and_the_rotation() {
+    let c = &cluster();
+    // Its own namespace: its failing source (and the Secret read for it) is in no other
+    // test's run (the request budget's).
+    let (ns, name) = ("gv-revoked", "gv-revoked");
+    let user = crate::git_user().name;
+    let f = c
+        .auth_fleet(
+            ns,
+            name,
+            &[("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: gv-revoked\n  namespace: gv-revoked\ndata: {a: b}\n")],
+            "  interval: 10m\n  path: ./\n  prune: true\n",
+            realcluster::GitAuth::Bearer,
+        )
+        .unwrap();
+    crate::ready_at_in(c, ns, name, &f.sha);
+    assert!(c.git().revoke_named_token(&user, &f.token_name));
+    c.kubectl(&[
+        "annotate",
+        "--overwrite",
+        "gitrepository",
+        name,
+        "-n",
+        ns,
+        &format!("reconcile.fluxcd.io/requestedAt={}", jiff::Timestamp::now()),
+    ])
+    .unwrap();
+    let ready = eventually(
+        T,
+        "the real source-controller refuses the revoked token",
+        || {
+            let g = c.get_json(&["-n", ns, "get", "gitrepository", name]);
+            let r = condition(&g, "Ready");
+            (r["status"] == "False"
+                && r["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("authentication required")))
+            .then_some(r)
+        },
+    );
+    let message = ready["message"].as_str().unwrap().to_owned();
+    let want = format!(
+        "failed to checkout and determine revision: unable to list remote for '{}': authentication required",
+        f.url
+    );
+    assert!(
+        message.starts_with(&want),
+        "{message:?}\nwant prefix {want:?}"
+    );
+    assert!(
+        c.git()
+            .requests()
+            .iter()
+            .any(|q| q.repo.as_deref() == Some("org/gv-revoked")
+                && q.status == 401
+                && q.authorization.as_deref() == Some("Bearer")),
+        "source-controller sent the bearer token and got 401"
+    );
+
+    let (code, r, err) = verify(
+        c.kubeconfig(),
+        &["--source", &format!("gitrepository/{name}"), "-n", ns],
+    );
+    assert_eq!(code, 1, "{r:#}\n{err}");
+    assert_eq!(r["firstBroken"], "source", "{r:#}");
+    let e = &link(&r, "source")["evidence"][0];
+    assert_eq!(e["verdict"], "broken", "{e:#}");
+    let detail = e["detail"].as_str().unwrap();
+    let fix = e["fix"].as_str().unwrap();
+    assert!(
+        detail.contains(&message),
+        "the real message is quoted: {detail}"
+    );
+    assert!(
+        detail.contains(&format!(
+            "the Git server refused the token in Secret {ns}/{} key `bearerToken` (sent as `Authorization: Bearer`)",
+            f.secret
+        )),
+        "{detail}"
+    );
+    assert!(fix.contains("mint a new, uniquely named token"), "{fix}");
+    assert!(fix.contains("do not revoke the one in use first"), "{fix}");
+    assert!(
+        fix.contains(&format!(
+            "kubectl -n {ns} patch secret {} --type merge -p '{{\"stringData\":{{\"bearerToken\":\"<new token>\"}}}}'",
+            f.secret
+        )),
+        "{fix}"
+    );
+    assert!(
+        fix.contains(&format!("then flux reconcile source git {name} -n {ns};")),
+        "{fix}"
+    );
+    assert!(!r.to_string().contains(&f.token), "no token value is shown");
+
+    // The fix as it says: a new token in bearerToken, then the refetch.
+    let new = c.git().mint_token(&user, &format!("{name}-2")).unwrap();
+    c.kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "secret",
+        &f.secret,
+        "--type",
+        "merge",
+        "-p",
+        &format!("{{\"stringData\":{{\"bearerToken\":\"{new}\"}}}}"),
+    ])
+    .unwrap();
+    c.kubectl(&[
+        "annotate",
+        "--overwrite",
+        "gitrepository",
+        name,
+        "-n",
+        ns,
+        &format!("reconcile.fluxcd.io/requestedAt={}", jiff::Timestamp::now()),
+    ])
+    .unwrap();
+    eventually(T, "the source is Ready with the new token", || {
+        let g = c.get_json(&["-n", ns, "get", "gitrepository", name]);
+        (condition(&g, "Ready")["status"] == "True").then_some(())
+    });
+    let (code, r, err) = verify(
+        c.kubeconfig(),
+        &["--source", &format!("gitrepository/{name}"), "-n", ns],
+    );
+    assert_eq!(link(&r, "source")["verdict"], "ok", "{r:#}\n{err}");
+    assert_eq!(code, 0, "{r:#}\n{err}");
 }

@@ -9,6 +9,7 @@
 //! `e2e` (`--concurrent=10 --requeue-dependency=5s`, its scenarios at once) and `helm` (the real
 //! helm-controller v1.6.4 beside them).
 //! Tests stay apart by namespace and object names.
+mod auth;
 mod blind;
 mod checks;
 mod cluster;
@@ -65,7 +66,8 @@ pub fn cluster() -> realcluster::Lease {
 
 /// A second cluster of this group (`registry.example.local:5000/podinfo:6.7.0` pullable;
 /// kustomize-controller with `--requeue-dependency=5s`), leased (started on first use, stopped after its last lease), for tests that
-/// must not wait behind the shared cluster's held health checks. Its tests walk dependsOn
+/// must not wait behind the shared cluster's held health checks, and `auth`'s fleet that requires auth
+/// (its Git server has [`crate::git_user`]). Its tests walk dependsOn
 /// chains: the flag (kustomize-controller main.go `requeue-dependency`, default 30s) is how
 /// soon a Kustomization whose dependency is not Ready looks again, and unstick reads it from
 /// the Deployment's args, so 5s only makes the chains move sooner. Panics with the start error.
@@ -74,6 +76,8 @@ pub fn quiet_cluster() -> realcluster::Lease {
     crate::cluster_with(&QUIET, || ClusterOptions {
         images: vec!["registry.example.local:5000/podinfo:6.7.0".into()],
         kustomize_controller_args: vec!["--requeue-dependency=5s".into()],
+        // A Git user whose tokens `auth` mints and revokes (row 2 of the catalogue).
+        git_user: Some(crate::git_user()),
         ..ClusterOptions::default()
     })
 }

@@ -1345,6 +1345,77 @@ async fn http_with_credentials_is_refused_unless_allowed() {
     assert!(r.stdout.contains("travel in clear text"), "{}", r.stdout);
 }
 
+/// The failure catalogue's row 1, basic auth over plain `http://`, checked against what the
+/// real source-controller v1.9.6 does with it: it does not refuse, it sends the credential in
+/// clear text (a GitRepository on the new server's plain listener with the new-creds Secret
+/// gets Ready, and the server saw `Authorization: Basic` on `http`). cutover's preflight
+/// refuses it as `flux bootstrap git` does, naming the Secret, and says what source-controller
+/// would do (the old wording named only bootstrap's refusal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn basic_auth_over_http_is_refused_as_bootstrap_does() {
+    let _shared = SOURCE.read().await;
+    let f = Fleet::start("cutover-pf-http-basic", true).await;
+    let to = f.new.url_http("org/fleet");
+    // What the real controller does with it.
+    f.c.apply_yaml(&format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {{name: plain, namespace: {}}}\nspec: {{interval: 10m, url: \"{to}\", ref: {{branch: main}}, secretRef: {{name: {NEW_SECRET}}}}}\n",
+        f.ns
+    ))
+    .unwrap();
+    let c = f.c.clone();
+    let ns = f.ns.clone();
+    let ready = tokio::task::spawn_blocking(move || {
+        eventually(T, "the real source-controller fetches over http://", || {
+            let g = c.get_json(&["-n", &ns, "get", "gitrepository", "plain"]);
+            let r = condition(&g, "Ready");
+            (r["status"] != "Unknown" && !r.is_null()).then_some(r)
+        })
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        ready["status"], "True",
+        "source-controller refused: {ready:#}"
+    );
+    assert!(
+        f.new.requests().iter().any(|q| q.scheme == "http"
+            && q.authorization.as_deref() == Some("Basic")
+            && q.user.as_deref() == Some(USER)
+            && q.status == 200),
+        "source-controller sent basic auth on the plain listener: {:?}",
+        f.new.requests()
+    );
+
+    let r = f
+        .run(&dry(&f, &to, &["--secret", NEW_SECRET, "-o", "json"]))
+        .await;
+    assert_eq!(r.code, 1, "{}", r.all());
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let t = v["preflight"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "transport")
+        .unwrap_or_else(|| panic!("no transport check: {v:#}"));
+    assert_eq!(t["result"], "fail", "{t:#}");
+    let m = t["message"].as_str().unwrap();
+    assert!(
+        m.contains(&format!(
+            "http:// with the credentials of secret {}/{NEW_SECRET}: source-controller v1.9.6 does not refuse it: it sends the credential in clear text",
+            f.ns
+        )),
+        "{m}"
+    );
+    assert!(
+        m.contains("flux bootstrap refuses such a URL (\"scheme http is insecure, pass --allow-insecure-http=true to allow it\")"),
+        "{m}"
+    );
+    assert!(
+        m.contains("put the server's CA in the secret as ca.crt"),
+        "{m}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_patch_changes_only_the_authored_line_in_repo() {
     let _shared = SOURCE.read().await;
@@ -1555,7 +1626,8 @@ async fn loopback_to_is_refused_in_the_default_preflight() {
         assert!(!r.stdout.contains("ok   remote"), "{to}: {}", r.stdout);
         if to.starts_with("http://") {
             assert!(
-                r.stdout.contains("FAIL transport http:// with credentials"),
+                r.stdout
+                    .contains("FAIL transport http:// with the credentials of secret"),
                 "{to}: {}",
                 r.stdout
             );
