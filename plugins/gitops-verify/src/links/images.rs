@@ -593,6 +593,17 @@ fn behind(
         )
         .fix("flux resume image update NAME -n NS");
     }
+    // With --source, the automations that push to it are the ones that commit this chain's
+    // workloads: an automation without a policySelector selects (and lists in
+    // status.observedPolicies) every policy of its namespace, but it writes only to its own
+    // repository, so its push says nothing of this one (seen on the real
+    // image-automation-controller v1.2.0 with two fleets in flux-system).
+    let pushing: Vec<&&ImageUpdateAutomation> = active
+        .iter()
+        .copied()
+        .filter(|a| automation_in_scope(cx, a))
+        .collect();
+    let active = if pushing.is_empty() { active } else { pushing };
     let name = p.metadata.name.clone().unwrap_or_default();
     let observed = active
         .iter()
