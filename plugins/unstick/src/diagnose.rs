@@ -2398,13 +2398,14 @@ pub fn health_checked(ks: &Value) -> Vec<(String, String, String, String)> {
         .collect()
 }
 
-/// Parse an inventory id `<namespace>_<name>_<group>_<Kind>` into (group, Kind, ns, name).
+/// An inventory id `<namespace>_<name>_<group>_<Kind>` as (group, Kind, ns, name), by the
+/// suite's one parser, [`cluster_loop::flux::ObjMetadata::parse`] (cli-utils'
+/// `ParseObjMetadata`: `__` in the name stands for `:`, as RBAC names have it; this split on
+/// every `_` before, and dropped `system:controller:x` objects from health checks and
+/// inventories). `None` for an id cli-utils refuses.
 pub fn parse_inventory_id(id: &str) -> Option<(String, String, String, String)> {
-    let p: Vec<&str> = id.split('_').collect();
-    if p.len() != 4 {
-        return None;
-    }
-    Some((p[2].into(), p[3].into(), p[0].into(), p[1].into()))
+    let m = cluster_loop::flux::ObjMetadata::parse(id).ok()?;
+    Some((m.group, m.kind, m.namespace, m.name))
 }
 
 fn default_group(kind: &str) -> &'static str {
@@ -2866,6 +2867,33 @@ fn not_found_reading(
 mod tests {
     use super::RunStep;
     use std::time::Duration;
+
+    /// Inventory ids as cli-utils reads them: `__` is `:` in an RBAC name (the old split on
+    /// every `_` returned nothing for it), a cluster-scoped id has an empty namespace, and an
+    /// id with a stray `_` in the name is refused.
+    #[test]
+    fn inventory_ids_follow_cli_utils() {
+        let p = super::parse_inventory_id;
+        assert_eq!(
+            p("apps_web_apps_Deployment"),
+            Some((
+                "apps".into(),
+                "Deployment".into(),
+                "apps".into(),
+                "web".into()
+            ))
+        );
+        assert_eq!(
+            p("_system__controller__x_rbac.authorization.k8s.io_ClusterRole"),
+            Some((
+                "rbac.authorization.k8s.io".into(),
+                "ClusterRole".into(),
+                String::new(),
+                "system:controller:x".into()
+            ))
+        );
+        assert_eq!(p("ns_a_b_c_Kind"), None);
+    }
 
     /// Every step message of kustomize-controller v1.9.6 kustomization_controller.go reads
     /// the same way; only `Running health checks` is the health check; other messages (the
