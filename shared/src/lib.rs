@@ -34,6 +34,7 @@ pub mod helm;
 pub mod kind;
 pub mod klog;
 pub mod kstatus;
+pub mod net;
 pub mod output;
 pub mod probe;
 pub mod refs;

@@ -1283,31 +1283,14 @@ fn ip_num(ip: IpAddr) -> u128 {
     }
 }
 
-/// A CIDR as (first, last) addresses.
-pub fn cidr_range(c: &str) -> Option<(IpAddr, IpAddr)> {
-    let (a, p) = c.trim().split_once('/')?;
-    let ip: IpAddr = a.parse().ok()?;
-    let p: u32 = p.parse().ok()?;
-    let bits = if ip.is_ipv4() { 32 } else { 128 };
-    if p > bits {
+/// A CIDR (`10.0.0.0/24`; not a range or a lone address) as (first, last) addresses, by the
+/// suite's one parser ([`cluster_loop::net::parse_range`]).
+fn cidr_range(c: &str) -> Option<(IpAddr, IpAddr)> {
+    if !c.contains('/') {
         return None;
     }
-    let host = bits - p;
-    let mask: u128 = if host >= 128 {
-        u128::MAX
-    } else {
-        (1u128 << host) - 1
-    };
-    let base = ip_num(ip) & !mask;
-    let first = ip_add(
-        if ip.is_ipv4() {
-            IpAddr::V4(0.into())
-        } else {
-            IpAddr::V6(0.into())
-        },
-        base,
-    );
-    Some((first, ip_add(first, mask)))
+    let r = cluster_loop::net::parse_range(c).ok()?;
+    Some((r.start, r.end))
 }
 
 #[derive(Debug)]

@@ -12,7 +12,8 @@
 #![warn(missing_docs)]
 
 pub mod impls;
-pub mod net;
+/// The CIDR and range parser, from the shared library (one home).
+pub use cluster_loop::net;
 pub mod probe;
 pub mod report;
 pub mod rules;

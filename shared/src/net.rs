@@ -1,4 +1,5 @@
-//! IP addresses against load-balancer pool ranges.
+//! IP addresses against load-balancer pool ranges: the suite's one CIDR and address-range
+//! parser (gatewaycheck's pool checks, fleetlint's FL05x pool rules).
 //!
 //! MetalLB `IPAddressPool.spec.addresses[]` entries are CIDRs (`192.168.10.0/24`) or inclusive
 //! ranges (`192.168.10.10-192.168.10.20`) (metallb.io/configuration, IPAddressPool); Cilium
