@@ -90,6 +90,21 @@ spec:
     });
 }
 
+/// `reconcile.fluxcd.io/requestedAt` (now) on GitRepository `name` in flux-system, as `flux
+/// reconcile source git` writes it: source-controller fetches now.
+pub fn fetch_source_now(c: &realcluster::Cluster, name: &str) {
+    c.kubectl(&[
+        "-n",
+        realcluster::FLUX_NS,
+        "annotate",
+        "--overwrite",
+        "gitrepository",
+        name,
+        &format!("reconcile.fluxcd.io/requestedAt={}", jiff::Timestamp::now()),
+    ])
+    .unwrap();
+}
+
 /// Waits (up to 180 s) until Kustomization `name` in flux-system is Ready with a last applied
 /// revision ending in `sha`; panics with the wait's message after that.
 pub fn ready_at(c: &realcluster::Cluster, name: &str, sha: &str) {

@@ -480,7 +480,7 @@ fn a_pull_failure_of_the_revision_being_applied_is_final_while_a_dependent_waits
             "podinfo 0.1.1 (the marker wrote a bare tag)",
         )
         .unwrap();
-    request_reconcile(c, name);
+    crate::fetch_source_now(c, name);
     let short = &second[..7];
     eventually(
         T,
@@ -696,7 +696,7 @@ fn bare_tag_from_a_misplaced_marker_then_wait_after_the_fix() {
         text.contains("image: 1.1.0 #"),
         "the controller wrote the bare tag: {text}"
     );
-    request_reconcile(c, name);
+    crate::fetch_source_now(c, name);
     ready_at(c, name, &pushed);
     eventually(T, "the pod fails to pull 1.1.0", || {
         let pods = c.kubectl(&["-n", name, "get", "pods", "-o", "json"]).ok()?;
@@ -764,7 +764,7 @@ fn bare_tag_from_a_misplaced_marker_then_wait_after_the_fix() {
             break;
         }
     }
-    request_reconcile(c, name);
+    crate::fetch_source_now(c, name);
     let rest = std::thread::spawn(move || {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut stderr, &mut s).unwrap();
@@ -814,22 +814,6 @@ fn bare_tag_from_a_misplaced_marker_then_wait_after_the_fix() {
             "{id} turns ok: {err}"
         );
     }
-}
-
-/// `reconcile.fluxcd.io/requestedAt` on GitRepository `name`, as `flux reconcile source git`
-/// writes it: source-controller fetches now.
-fn request_reconcile(c: &Cluster, name: &str) {
-    let now = jiff::Timestamp::now().to_string();
-    c.kubectl(&[
-        "-n",
-        FLUX_NS,
-        "annotate",
-        "--overwrite",
-        "gitrepository",
-        name,
-        &format!("reconcile.fluxcd.io/requestedAt={now}"),
-    ])
-    .unwrap();
 }
 
 /// Its own cluster with the real image-reflector-controller (and the OCI registry), so

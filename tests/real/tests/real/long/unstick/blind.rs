@@ -64,20 +64,6 @@ fn now() -> String {
     jiff::Timestamp::now().to_string()
 }
 
-/// Asks source-controller to fetch GitRepository `name` now.
-fn fetch(c: &Cluster, name: &str) {
-    c.kubectl(&[
-        "-n",
-        FLUX_NS,
-        "annotate",
-        "--overwrite",
-        "gitrepository",
-        name,
-        &format!("reconcile.fluxcd.io/requestedAt={}", now()),
-    ])
-    .unwrap();
-}
-
 fn artifact(c: &Cluster, name: &str) -> String {
     c.get_json(&["-n", FLUX_NS, "get", "gitrepository", name])["status"]["artifact"]["revision"]
         .as_str()
@@ -164,8 +150,8 @@ fn dropped_by_a_cycle(c: &Cluster, p: &str) -> (String, String) {
     let r2: Vec<(&str, &str)> = f2.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     let sha = c.push(p, &r2, "two").unwrap();
     let ctl_sha = c.push(&ctl, &[("cm.yaml", &cm(&ctl, "2"))], "two").unwrap();
-    fetch(c, p);
-    fetch(c, &ctl);
+    crate::fetch_source_now(c, p);
+    crate::fetch_source_now(c, &ctl);
     let new = format!("main@sha1:{sha}");
     let ctl_new = format!("main@sha1:{ctl_sha}");
     eventually(
@@ -377,7 +363,7 @@ fn a_source_no_running_source_controller_watches_is_never_waited_for() {
             (!a.is_empty() && ready_at(c, "blind-srcshard", &a)).then_some(())
         },
     );
-    fetch(c, "blind-srcshard-held");
+    crate::fetch_source_now(c, "blind-srcshard-held");
     eventually(
         Duration::from_secs(60),
         "the real kustomize-controller waits for the held source's artifact",
@@ -457,8 +443,8 @@ fn a_suspended_source_is_a_finding_naming_the_newer_revision() {
         .push("blind-susp", &[("cm.yaml", &cm("blind-susp", "2"))], "two")
         .unwrap();
     let new = format!("main@sha1:{sha}");
-    fetch(c, "blind-susp-mirror");
-    fetch(c, "blind-susp");
+    crate::fetch_source_now(c, "blind-susp-mirror");
+    crate::fetch_source_now(c, "blind-susp");
     eventually(
         Duration::from_secs(60),
         "the mirror fetches the new commit",

@@ -20,21 +20,6 @@ fn ns_yaml(ns: &str) -> String {
     format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n")
 }
 
-/// `reconcile.fluxcd.io/requestedAt` on GitRepository `name`: source-controller fetches now.
-fn fetch_now(c: &Cluster, name: &str) {
-    let now = jiff::Timestamp::now().to_string();
-    c.kubectl(&[
-        "-n",
-        FLUX_NS,
-        "annotate",
-        "--overwrite",
-        "gitrepository",
-        name,
-        &format!("reconcile.fluxcd.io/requestedAt={now}"),
-    ])
-    .unwrap();
-}
-
 /// Until Kustomization `name` failed its apply of `sha` (Ready=False ReconciliationFailed with
 /// `needle` in the message); returns the real message.
 fn refused_at(c: &Cluster, name: &str, sha: &str, needle: &str) -> String {
@@ -132,7 +117,7 @@ fn an_immutable_job_template_is_a_fix_not_a_rerun() {
     let second = c
         .push(name, &[("job.yaml", &job("1.1", ""))], "next migration")
         .unwrap();
-    fetch_now(c, name);
+    crate::fetch_source_now(c, name);
     let message = refused_at(c, name, &second, "field is immutable");
     eprintln!("row 7, the real Ready message: {message}");
     assert!(
@@ -176,7 +161,7 @@ fn an_immutable_job_template_is_a_fix_not_a_rerun() {
             "recreate the migrate Job",
         )
         .unwrap();
-    fetch_now(c, name);
+    crate::fetch_source_now(c, name);
     ready_at(c, name, &third);
     let after = c.get_json(&["-n", name, "get", "job", "migrate"]);
     assert_ne!(after["metadata"]["uid"], uid, "recreated: {after:#}");
@@ -227,7 +212,7 @@ fn an_admission_policy_denial_is_a_fix_not_a_rerun() {
     let ok = c
         .push(name, &[("cm.yaml", &cm("normal"))], "pass the policy")
         .unwrap();
-    fetch_now(c, name);
+    crate::fetch_source_now(c, name);
     ready_at(c, name, &ok);
 }
 
