@@ -853,11 +853,20 @@ pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Discovery
             referenced.insert(r);
         }
     }
+    // A file that does not parse yet names the Flux Kustomization API group may hold one (a
+    // root gotk-sync.yaml broken by a bad edit): only a render tells, so it makes its
+    // directories candidates too, and their failed render is FL001 naming the parse error.
+    // Without it such a fleet was "nothing to lint" (exit 2), the mistake never named.
     let flux_files: BTreeSet<&str> = repo
         .docs
         .iter()
         .filter(|d| d.kind == "Kustomization" && group(&d.api_version) == KUSTOMIZE_GROUP)
         .map(|d| d.file.as_str())
+        .chain(repo.bad.iter().map(|b| b.file.as_str()).filter(|f| {
+            repo.texts
+                .get(*f)
+                .is_some_and(|t| t.contains(KUSTOMIZE_GROUP))
+        }))
         .collect();
     let mut cands: BTreeSet<String> = repo
         .kustomize_dirs

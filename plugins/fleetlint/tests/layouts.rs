@@ -604,3 +604,50 @@ fn self_managed_kustomizations_are_read_under_their_root() {
         show(&r)
     );
 }
+
+/// The root Flux Kustomization's file broken by a bad edit (a tab, an unclosed flow mapping):
+/// it does not parse, so no Flux Kustomization is read from it. The real kustomize-controller
+/// fails that build (BuildFailed, the YAML error); fleetlint says so as FL001 naming the file's
+/// parse error (exit 1), never "nothing to lint" (exit 2), which blamed the path given. Found
+/// by a fresh-user trial.
+#[test]
+fn a_root_kustomization_that_is_not_yaml_is_a_render_error_not_nothing_to_lint() {
+    let f = Fleet {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let broken = common::GOTK_SYNC.replace("  prune: true\n", "  prune: {true\n");
+    f.write("clusters/test/flux-system/gotk-sync.yaml", &broken);
+    f.write(
+        "clusters/test/flux-system/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - gotk-sync.yaml\n",
+    );
+    f.write(
+        "clusters/test/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - flux-system\n",
+    );
+    let r = f.lint();
+    let fl001: Vec<_> = r.findings.iter().filter(|x| x.rule == "FL001").collect();
+    assert_eq!(fl001.len(), 1, "{}", show(&r));
+    assert!(
+        fl001[0].message.contains("clusters/test") && fl001[0].message.contains("gotk-sync.yaml"),
+        "{}",
+        fl001[0].message
+    );
+    assert!(r.has_errors());
+    assert_eq!(r.overlays.len(), 1, "{}", show(&r));
+}
+
+/// The same broken file in a directory of plain YAML that names no Flux API: still "nothing
+/// to lint" (a Helm chart's templates are not YAML either, and are not a fleet).
+#[test]
+fn a_broken_file_that_names_no_flux_kustomization_does_not_make_an_overlay() {
+    let f = Fleet {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    f.write(
+        "chart/templates/deploy.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n",
+    );
+    let r = f.lint();
+    assert!(r.overlays.is_empty(), "{}", show(&r));
+}
