@@ -68,6 +68,17 @@ impl OutputArgs {
     }
 }
 
+/// `n` and `noun`, the noun in the plural unless `n` is 1 (English regular plurals:
+/// `count(1, "error")` is `1 error`, `count(3, "error")` is `3 errors`), for summaries.
+pub fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// Decide whether to color, from the choice, the environment and whether the stream is a
 /// terminal. `no_color`: the value of `NO_COLOR` if set; `term`: the value of `TERM`.
 pub fn decide_color(
@@ -192,6 +203,10 @@ impl Painter {
     pub fn table<S: ToString>(&self, headers: &[S]) -> Table {
         let mut t = table(headers);
         if self.color {
+            // comfy-table styles cells through crossterm, which drops every color on its own
+            // when NO_COLOR is set (leaving empty `ESC[m` codes); the choice was made here
+            // already (`--color always` overrides NO_COLOR), so crossterm follows it.
+            crossterm::style::force_color_output(true);
             t.enforce_styling();
         } else {
             t.force_no_tty();
@@ -422,5 +437,12 @@ mod tests {
                 e.exit_code()
             )
         );
+    }
+
+    #[test]
+    fn count_uses_the_singular_for_one_only() {
+        assert_eq!(super::count(0u64, "error"), "0 errors");
+        assert_eq!(super::count(1u64, "error"), "1 error");
+        assert_eq!(super::count(2u64, "warning"), "2 warnings");
     }
 }

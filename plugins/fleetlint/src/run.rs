@@ -378,7 +378,7 @@ fn print_summary(cli: &Cli, cfg: &Config, report: &crate::Report, elapsed: std::
         })
         .collect();
     let summary = format!(
-        "{} overlay(s) ({}), {}, {} files{}; {} kubectl kustomize run(s){}{}; {e} errors, {w} warnings{} in {:.2}s",
+        "{} overlay(s) ({}), {}, {} files{}; {} kubectl kustomize run(s){}{}; {}, {}{} in {:.2}s",
         overlays.len(),
         overlays.join(", "),
         if report.changed_files.is_some() {
@@ -408,6 +408,8 @@ fn print_summary(cli: &Cli, cfg: &Config, report: &crate::Report, elapsed: std::
             Some(c) => format!("; --changed-since: {} changed file(s)", c.len()),
             None => String::new(),
         },
+        cluster_loop::output::count(e as u64, "error"),
+        cluster_loop::output::count(w as u64, "warning"),
         if report.stats.suppressed > 0 {
             format!(
                 ", {} suppressed (.fleetlint.yaml or # fleetlint:ignore; -o json lists them)",

@@ -1164,3 +1164,28 @@ fn progress_on_a_terminal_and_no_escape_codes_without_colour() {
         }
     }
 }
+
+/// `--color always` overrides NO_COLOR (as `--help` says) in the table too: comfy-table's
+/// terminal backend (crossterm) dropped every color on its own under NO_COLOR and left empty
+/// `ESC[m` codes in the cells (a fresh-user trial). Now the error cell is red.
+#[test]
+fn color_always_overrides_no_color_in_table_cells() {
+    let tmp = fleet_checkout();
+    break_overlay(tmp.path(), "prod");
+    let o = run(bin() // sets NO_COLOR=1
+        .current_dir(tmp.path())
+        .args(["clusters", "--color", "always"]));
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        !o.stdout.contains("\u{1b}[m"),
+        "empty escape codes:\n{:?}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("\u{1b}[38;5;9merror"),
+        "the error cell is not red:\n{:?}",
+        o.stdout
+    );
+    let plain = run(bin().current_dir(tmp.path()).args(["clusters"]));
+    assert!(!plain.stdout.contains('\u{1b}'), "{:?}", plain.stdout);
+}

@@ -71,16 +71,10 @@ pub struct Decision {
     pub command: Option<String>,
 }
 
+use cluster_loop::output::count;
+
 fn short(sha: &str) -> &str {
     &sha[..sha.len().min(7)]
-}
-
-fn plural(n: u64, one: &str) -> String {
-    if n == 1 {
-        format!("1 {one}")
-    } else {
-        format!("{n} {one}s")
-    }
 }
 
 type Rule = (&'static str, fn(&Facts) -> Option<Decision>);
@@ -192,8 +186,8 @@ pub const RULES: &[Rule] = &[
                 "{local} and {} diverged: {} here and {} only on the server Flux reads; a \
                  fast-forward is impossible and pull merges nothing. {} both sides changed",
                 f.tracking,
-                plural(f.ahead, "local commit"),
-                plural(f.behind, "commit"),
+                count(f.ahead, "local commit"),
+                count(f.behind, "commit"),
                 match f.both_changed.len() {
                     0 => "No file".to_string(),
                     1 => "1 file".to_string(),
@@ -212,7 +206,7 @@ pub const RULES: &[Rule] = &[
             "dirty-work-tree",
             format!(
                 "the work tree has {}: pull never touches a dirty work tree",
-                plural(f.dirty.len() as u64, "uncommitted change")
+                count(f.dirty.len() as u64, "uncommitted change")
             ),
             f.dirty.clone(),
             Some("git stash".into()),
@@ -226,7 +220,7 @@ pub const RULES: &[Rule] = &[
             "untracked-in-the-way",
             format!(
                 "{} the incoming commits add would be overwritten",
-                plural(f.untracked_in_the_way.len() as u64, "untracked file")
+                count(f.untracked_in_the_way.len() as u64, "untracked file")
             ),
             f.untracked_in_the_way.clone(),
             Some("git stash --include-untracked".into()),
@@ -241,7 +235,7 @@ pub const RULES: &[Rule] = &[
                 "fast-forward {local} {} -> {} ({})",
                 f.local_head.as_deref().map(short).unwrap_or("(no commit)"),
                 short(&f.remote_head),
-                plural(f.behind, "commit")
+                count(f.behind, "commit")
             ),
             files: vec![],
             command: Some(format!("git merge --ff-only {}", f.tracking)),

@@ -464,13 +464,13 @@ fn print_table(cli: &Cli, report: &Report) -> Result<()> {
         .filter(|f| f.severity == Severity::Warning)
         .count();
     let summary = format!(
-        "scanned {} files, {} selected by Flux, {} with \"$imagepolicy\", {} markers Flux reads; {} errors, {} warnings; {} files {}; repository root {}",
+        "scanned {} files, {} selected by Flux, {} with \"$imagepolicy\", {} markers Flux reads; {}, {}; {} files {}; repository root {}",
         report.stats.files_scanned,
         report.stats.files_selected,
         report.stats.files_with_token,
         report.stats.markers,
-        n_err,
-        n_warn,
+        cluster_loop::output::count(n_err as u64, "error"),
+        cluster_loop::output::count(n_warn as u64, "warning"),
         report.changes.len(),
         if cli.normalize {
             "--normalize would lay out anew (values unchanged)"
