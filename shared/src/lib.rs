@@ -17,6 +17,7 @@
 //! - [`duration`]: Go duration parse/format.
 //! - [`embed`]: a plugin's flow run in process (the MCP server): captured stdout, progress
 //!   observer, cancellation that undoes as Ctrl-C does.
+//! - [`servicelinks`]: the Service link variables the kubelet injects (catalogue row 5).
 //! - [`probe`]: the probe pod that looks at the cluster from inside the pod network (spec,
 //!   lifecycle with guaranteed cleanup, log parsers).
 #![warn(missing_docs)]
@@ -38,6 +39,7 @@ pub mod net;
 pub mod output;
 pub mod probe;
 pub mod refs;
+pub mod servicelinks;
 pub mod signals;
 pub mod wait;
 

@@ -1657,47 +1657,11 @@ fn pod_spec(v: &Value) -> Option<(&Value, Vec<&'static str>)> {
     .filter(|(s, _)| s.is_object())
 }
 
-/// The variables the kubelet injects for a Service (pkg/kubelet/envvars FromServices):
-/// `<NAME>_SERVICE_HOST`, `<NAME>_SERVICE_PORT`, `<NAME>_SERVICE_PORT_<PORTNAME>`,
-/// `<NAME>_PORT`, `<NAME>_PORT_<port>_<PROTO>[_PROTO|_PORT|_ADDR]`; none for a headless or
-/// ExternalName Service.
+/// The variables the kubelet injects for a Service as written in Git (pkg/kubelet/envvars
+/// FromServices; one home: [`cluster_loop::servicelinks::link_var_names`]); none for a
+/// headless or ExternalName Service.
 pub fn service_env_names(svc: &Value) -> Vec<String> {
-    let spec = &svc["spec"];
-    if spec["type"] == "ExternalName" || spec["clusterIP"] == "None" {
-        return vec![];
-    }
-    let name = svc["metadata"]["name"]
-        .as_str()
-        .unwrap_or("")
-        .to_ascii_uppercase()
-        .replace('-', "_");
-    let mut out = vec![
-        format!("{name}_SERVICE_HOST"),
-        format!("{name}_SERVICE_PORT"),
-    ];
-    let ports = spec["ports"].as_array().cloned().unwrap_or_default();
-    if !ports.is_empty() {
-        out.push(format!("{name}_PORT"));
-    }
-    for p in &ports {
-        if let Some(pn) = p["name"].as_str() {
-            out.push(format!(
-                "{name}_SERVICE_PORT_{}",
-                pn.to_ascii_uppercase().replace('-', "_")
-            ));
-        }
-        let port = p["port"]
-            .as_u64()
-            .map(|x| x.to_string())
-            .unwrap_or_default();
-        let proto = p["protocol"].as_str().unwrap_or("TCP").to_ascii_uppercase();
-        let base = format!("{name}_PORT_{port}_{proto}");
-        out.push(format!("{base}_PROTO"));
-        out.push(format!("{base}_PORT"));
-        out.push(format!("{base}_ADDR"));
-        out.push(base);
-    }
-    out
+    cluster_loop::servicelinks::link_var_names(svc)
 }
 
 /// Suffixes of connection settings: a workload declaring `<SERVICE>_HOST` reads the

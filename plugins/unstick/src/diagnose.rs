@@ -227,6 +227,12 @@ pub struct PodReason {
     pub restarts: Option<i64>,
     /// Message of the waiting state or the latest Warning event of the pod.
     pub message: String,
+    /// For a CrashLoopBackOff container: a Service link variable whose value its last run's
+    /// log shows (failure catalogue row 5, fleetlint FL061 live;
+    /// [`cluster_loop::servicelinks::log_collision`]), read from the snapshot's
+    /// `workload_logs` and `services`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_link: Option<cluster_loop::servicelinks::LinkCollision>,
 }
 
 /// A known failure signature from the catalogue.
@@ -1715,6 +1721,13 @@ impl<'a> Engine<'a> {
                 return Some(b);
             }
             let pods = self.pod_reasons(o);
+            // A crashing container that read a Service link variable (catalogue row 5): the
+            // fix is in the pod template, and no rerun changes it.
+            if fix.is_none()
+                && let Some(c) = pods.iter().find_map(|p| p.service_link.as_ref())
+            {
+                fix = Some(c.fix());
+            }
             let progressing = r.status == KStatus::InProgress
                 && matches!(
                     (group, kind),
@@ -1907,6 +1920,19 @@ impl<'a> Engine<'a> {
         out
     }
 
+    /// The Service link variable a crashing container read, when its last run's log
+    /// (`workload_logs`) shows one of the values the kubelet injected into it from the
+    /// Services read (`services`).
+    fn service_link(
+        &self,
+        p: &Value,
+        container: &str,
+    ) -> Option<cluster_loop::servicelinks::LinkCollision> {
+        let key = format!("{}/{}/{container}", obj::namespace(p), obj::name(p));
+        let log = self.idx.snap.workload_logs.get(&key)?;
+        cluster_loop::servicelinks::log_collision(p, container, &self.idx.snap.services, log)
+    }
+
     fn reasons_of_pod(&self, p: &Value) -> Vec<PodReason> {
         let pod = obj::name(p).to_string();
         let warning = self
@@ -1954,6 +1980,11 @@ impl<'a> Engine<'a> {
                 {
                     message = wm.clone();
                 }
+                let service_link = if crash {
+                    self.service_link(p, &container)
+                } else {
+                    None
+                };
                 out.push(PodReason {
                     pod: pod.clone(),
                     container,
@@ -1970,6 +2001,7 @@ impl<'a> Engine<'a> {
                         None
                     },
                     restarts: obj::i(cs, &["restartCount"]).filter(|_| crash),
+                    service_link,
                     message,
                 });
             }
@@ -1991,6 +2023,7 @@ impl<'a> Engine<'a> {
                 last_exit_reason: None,
                 restarts: None,
                 message: c.message().to_string(),
+                service_link: None,
             });
         }
         out

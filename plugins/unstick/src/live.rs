@@ -399,7 +399,86 @@ pub async fn gather(
     let mut workload_ns = read_status_kinds(conn, r, &wanted, &mut snap, &mut notes).await?;
     read_release_workloads(conn, r, &mut snap, &mut workload_ns, &mut notes).await?;
     read_pods_and_events(conn, r, &workload_ns, &mut snap, &mut notes).await?;
+    read_crash_evidence(conn, r, &mut snap, &mut notes).await?;
     Ok((snap, notes))
+}
+
+/// At most this many crashing containers' logs are read per round.
+pub const CRASH_LOGS: usize = 4;
+
+/// Lines of a crashing container's last run read (`tailLines`).
+const CRASH_LOG_LINES: i64 = 20;
+
+/// For the workload containers in CrashLoopBackOff (at most [`CRASH_LOGS`]): the last lines
+/// of their ended run (`pods/log?previous=true`, 1 request each) and the Services of their
+/// pods' namespaces (1 list each, and the master Service `default/kubernetes`, 1 GET), so the
+/// diagnosis can tell a Service link variable the app read (catalogue row 5). Nothing is read
+/// when no container crashes. Refused reads (403) and a log that is gone (400, 404) are notes.
+async fn read_crash_evidence(
+    conn: &Connection,
+    r: &Reader,
+    snap: &mut Snapshot,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let mut crashing: Vec<(String, String, String)> = Vec::new();
+    for p in &snap.pods {
+        for cs in obj::arr(p, &["status", "initContainerStatuses"])
+            .iter()
+            .chain(obj::arr(p, &["status", "containerStatuses"]).iter())
+        {
+            if obj::s(cs, &["state", "waiting", "reason"]) == Some("CrashLoopBackOff") {
+                crashing.push((
+                    obj::namespace(p).to_string(),
+                    obj::name(p).to_string(),
+                    obj::s(cs, &["name"]).unwrap_or_default().to_string(),
+                ));
+            }
+        }
+    }
+    crashing.truncate(CRASH_LOGS);
+    if crashing.is_empty() {
+        return Ok(());
+    }
+    for (ns, pod, container) in &crashing {
+        match r
+            .pod_log_tail(conn, ns, pod, container, true, CRASH_LOG_LINES)
+            .await
+        {
+            Ok(lines) => {
+                snap.workload_logs
+                    .insert(format!("{ns}/{pod}/{container}"), lines);
+            }
+            Err(e) if matches!(e.status_code(), Some(400) | Some(403) | Some(404)) => notes.push(
+                format!("log of {ns}/{pod} container {container} not read: {e}"),
+            ),
+            Err(e) => return Err(e),
+        }
+    }
+    let svc_ar = Kind::Service.api_resource("v1");
+    let nss: BTreeSet<&str> = crashing.iter().map(|(ns, _, _)| ns.as_str()).collect();
+    for ns in nss {
+        match r
+            .list(conn, &svc_ar, Some(ns), &ListParams::default())
+            .await
+        {
+            Ok(v) => snap.services.extend(v),
+            Err(e) if e.status_code() == Some(403) => {
+                notes.push(format!("Services of {ns} not read: {e}"))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if !crashing.iter().any(|(ns, _, _)| ns == "default") {
+        match r.get(conn, &svc_ar, "default", "kubernetes").await {
+            Ok(Some(v)) => snap.services.push(v),
+            Ok(None) => {}
+            Err(e) if e.status_code() == Some(403) => {
+                notes.push(format!("Service default/kubernetes not read: {e}"))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// The Kustomizations in scope (1 list), plus those named as dependencies in other

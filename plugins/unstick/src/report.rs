@@ -329,7 +329,12 @@ pub fn root_cause_cell(d: &Diagnosis) -> String {
                 .map(|i| format!(" {i}"))
                 .or(p.last_exit_code.map(|c| format!(" exit {c}")))
                 .unwrap_or_default();
-            return format!("{} {}{extra}", b.object, p.reason);
+            let link = p
+                .service_link
+                .as_ref()
+                .map(|c| format!(": service link {} from Service {}", c.variable, c.service))
+                .unwrap_or_default();
+            return format!("{} {}{extra}{link}", b.object, p.reason);
         }
         return format!("{} {}", b.object, b.kstatus);
     }
@@ -453,6 +458,9 @@ pub fn diagnosis_text(p: &Painter, d: &Diagnosis, indent: &str) -> String {
                 }
                 o.push_str(&line);
                 o.push('\n');
+                if let Some(c) = &r.service_link {
+                    o.push_str(&format!("{indent}        cause: {}\n", c.describe()));
+                }
             }
         }
         if d.blocking.len() > 20 {

@@ -124,6 +124,15 @@ pub struct Snapshot {
     /// `namespace/pod/container`.
     #[serde(default)]
     pub controller_logs: BTreeMap<String, Vec<String>>,
+    /// The last lines of the log of the ended run of each workload container in
+    /// CrashLoopBackOff (`pods/log?previous=true`), by `namespace/pod/container`; read for
+    /// at most [`crate::live::CRASH_LOGS`] containers, only when a pod crashes.
+    #[serde(default)]
+    pub workload_logs: BTreeMap<String, Vec<String>>,
+    /// The Services of the namespaces of those containers' pods (one list per namespace),
+    /// for the Service link variables the kubelet injected into them.
+    #[serde(default)]
+    pub services: Vec<Value>,
     /// Key names (never values) of the `spec.secretRef` Secrets of sources that report an
     /// authentication failure, by `namespace/name`; read only for those sources.
     #[serde(default)]

@@ -47,7 +47,13 @@
 //! 11. auth-token (real cluster): row 2, a token revoked (the Git server's token API) while Flux
 //!     holds it: "authentication required"; `kubectl unstick` and `kubectl gitops verify` name
 //!     the Secret, its key and the fix, and the fix as they say it recovers ([`gitauth`]).
-//! 12. examples (real cluster): every example of every plugin's `--help` runs as written on the
+//! 12. servicelinks (real cluster): failure catalogue row 5. A Python app reads `REDIS_PORT`
+//!     as a port beside a Service `redis`; the kubelet's Service link variable
+//!     (`REDIS_PORT=tcp://<ClusterIP>:6379`) crashes it (the real python3's `ValueError:
+//!     invalid literal for int() with base 10: 'tcp://...'`, CrashLoopBackOff); `kubectl
+//!     unstick` and `kubectl gitops verify` name the variable, the Service and
+//!     `enableServiceLinks: false`; the fix is pushed and `gitops verify --wait` proves it.
+//! 13. examples (real cluster): every example of every plugin's `--help` runs as written on the
 //!     cluster the steps before it leave (tests/demo/src/examples.rs).
 //!
 //! The offline steps (1, 2) run first, while the real cluster's Go build (tests/realcluster
@@ -96,6 +102,7 @@ fn say(line: String) {
 
 mod examples;
 mod gitauth;
+mod servicelinks;
 
 /// Replay the failure catalogue's incidents on the twin cluster with the real plugins.
 #[derive(Parser, Debug)]
@@ -108,7 +115,7 @@ struct Cli {
     #[arg(long, value_name = "DIR")]
     repo_root: Option<PathBuf>,
     /// Run only these steps (markercheck, unstick, podresolve, cutover, fleetlint, realcluster,
-    /// gatewaycheck, immutable, automation, auth-http, auth-token, examples); default all. An
+    /// gatewaycheck, immutable, automation, auth-http, auth-token, servicelinks, examples); default all. An
     /// unknown step is a usage error (exit 2) listing the valid ones.
     #[arg(long, value_delimiter = ',', value_name = "STEP", value_parser = STEPS)]
     step: Vec<String>,
@@ -119,7 +126,7 @@ struct Cli {
 }
 
 /// The demo's steps, in the order they run (`--step` accepts only these).
-const STEPS: [&str; 12] = [
+const STEPS: [&str; 13] = [
     "markercheck",
     "unstick",
     "podresolve",
@@ -131,6 +138,7 @@ const STEPS: [&str; 12] = [
     "automation",
     "auth-http",
     "auth-token",
+    "servicelinks",
     "examples",
 ];
 
@@ -2003,6 +2011,9 @@ fn start_real() -> Real {
             // A Git user whose tokens the auth steps (10, 11) mint and revoke through the Git
             // server's token API, as on Gitea.
             git_user: Some(gitauth::git_user()),
+            // Step 12 (servicelinks): `python:*` containers run from their own spec with the
+            // host's python3 and the Service link variables the kubelet injects.
+            python_image: true,
             ..realcluster::ClusterOptions::default()
         })
     })
@@ -2140,6 +2151,7 @@ async fn main() {
         "automation",
         "auth-http",
         "auth-token",
+        "servicelinks",
         "examples",
     ];
     if cluster_steps.iter().any(|s| want(s)) {
@@ -2223,6 +2235,11 @@ async fn main() {
         && want("auth-token")
     {
         steps.push(gitauth::step_token(&ctx, real));
+    }
+    if let Some(real) = &real
+        && want("servicelinks")
+    {
+        steps.push(servicelinks::step(&ctx, real));
     }
     if let Some(real) = &real
         && want("examples")

@@ -286,6 +286,7 @@ pub fn host_images(
                     "unshare"
                 }),
                 env,
+                app: None,
                 rewrite: Arc::new(move |args: &[String]| {
                     let server = args.first().is_some_and(|a| a == "server");
                     let args: Vec<String> = args
@@ -323,6 +324,7 @@ pub fn host_images(
                 env,
                 // Webhooks off (no webhook Service reaches a host process), no metrics listener
                 // (clusters share the host).
+                app: None,
                 rewrite: Arc::new(|args: &[String]| {
                     let mut out: Vec<String> = args
                         .iter()

@@ -119,6 +119,13 @@ pub struct ClusterOptions {
     /// token API, [`twin::git::GitServer::tokens_url`]), for fleets that require auth
     /// ([`Cluster::auth_fleet`]). `None` by default: no repository requires auth.
     pub git_user: Option<GitUser>,
+    /// Run the containers of `python:*` images (Docker Hub's official image, any tag) for
+    /// real from their own spec with the host's python3 ([`node::python_app_image`]): their
+    /// `command`, `args`, `env` and the Service link variables the kubelet injects
+    /// ([`node::pod_env`]), so an app that reads `REDIS_PORT` as a port number crashes as in a
+    /// cluster (failure catalogue row 5). Off by default; the host needs `/usr/bin/python3`
+    /// (the cluster fails to start without it).
+    pub python_image: bool,
 }
 
 /// A user of the cluster's Git server ([`ClusterOptions::git_user`]).
@@ -171,6 +178,7 @@ impl Default for ClusterOptions {
             envoy_gateway: false,
             metallb: false,
             git_user: None,
+            python_image: false,
         }
     }
 }
@@ -599,6 +607,7 @@ impl Cluster {
                 node::HostImage {
                     program,
                     env,
+                    app: None,
                     rewrite: Arc::new(move |args: &[String]| {
                         host_args(args, is_source, storage.as_deref())
                     }),
@@ -617,6 +626,16 @@ impl Cluster {
             None
         };
         hosts.extend(gateway::host_images(&opts, d, &env, eg_net.as_ref())?);
+        if opts.python_image {
+            let py = node::python_app_image().ok_or_else(|| {
+                Error::Setup(
+                    "ClusterOptions::python_image needs /usr/bin/python3 on this host (apt-get install -y python3)".into(),
+                )
+            })?;
+            for repo in ["python", "docker.io/library/python"] {
+                hosts.insert(format!("{repo}:*"), py.clone());
+            }
+        }
         // On a runtime worker thread, not this one: the pod runtime starts its processes with
         // PR_SET_PDEATHSIG, sent when the starting thread ends, and the workers live as long as
         // the cluster's runtime (Cluster::shared's caller thread ends after the start).
@@ -1043,6 +1062,7 @@ fn leader_election_host(
     Ok(node::HostImage {
         program: PathBuf::from("unshare"),
         env,
+        app: None,
         rewrite: Arc::new(move |args: &[String]| {
             let mut out: Vec<String> = ["--mount", "--uts", "--propagation", "private", "sh", "-c"]
                 .map(String::from)

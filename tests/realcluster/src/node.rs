@@ -30,6 +30,14 @@
 //!   pod's Ready and ContainersReady conditions are False (`ContainersNotReady`, `containers
 //!   with unready status: [NAME]`), so the real deployment controller counts the replica
 //!   unavailable. The exited run's output is its log for `kubectl logs --previous`.
+//! - Runs the containers of application images ([`AppImage`]; `python:*` with
+//!   `ClusterOptions::python_image`, the host's python3) from their own spec: `command`,
+//!   `args`, and only the environment the kubelet gives a container ([`pod_env`]: its `env`
+//!   and the Service link variables, `REDIS_PORT=tcp://<ClusterIP>:6379` for a Service `redis`
+//!   of the pod's namespace unless `enableServiceLinks: false`; pkg/kubelet/envvars and
+//!   kubelet_pods.go `getServiceEnvVarMap`, read from a Service reflector as the kubelet's
+//!   informer), with the host-process lifecycle above (exit, CrashLoopBackOff, logs); ready
+//!   while running (no readiness probe).
 //! - Hands pods whose containers all use a probe image (alpine, busybox, alpine/git,
 //!   nicolaka/netshoot) to the pod runtime when one runs ([`crate::kubelet`]: the twin's
 //!   PodExec as a client of this apiserver), which runs them for real in network and mount
@@ -40,8 +48,9 @@
 //! - Confirms graceful deletion: a pod with `deletionTimestamp` is stopped and deleted with
 //!   grace period 0, as the kubelet does once its containers have stopped.
 //!
-//! Where it differs from a kubelet: containers other than the controllers and probe images
-//! never run (no processes, no logs, no probes; ready at once, so they never exit or restart);
+//! Where it differs from a kubelet: containers other than the controllers, probe images and
+//! app images never run (no processes, no logs, no probes; ready at once, so they never exit
+//! or restart);
 //! a host process has no liveness or readiness probe (ready while it runs), no OOMKilled (no
 //! memory limit), and its restart follows within the agent's 500 ms resync ([`RESYNC`]) of the back-off's end;
 //! no resource accounting or scheduling constraints; pod IPs are 10.244.0.N from a counter.
@@ -53,7 +62,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -84,6 +93,114 @@ pub struct HostImage {
     pub rewrite: ArgRewrite,
     /// Extra environment (KUBECONFIG, RUNTIME_NAMESPACE).
     pub env: Vec<(String, String)>,
+    /// An application image run from the container's own spec ([`AppImage`]); `None` for the
+    /// controllers, which run `program` with their image's env (`env`) and the pod's args.
+    pub app: Option<AppImage>,
+}
+
+/// An application image whose containers run from their own spec, as a kubelet runs them:
+/// the container's `command` (or `program` when it has none) and `args`, and only the
+/// environment the kubelet gives it ([`pod_env`]): `PATH`, `HOSTNAME` and `HOME` as an image
+/// sets them, the container's `env`, and the Service link variables
+/// ([`cluster_loop::servicelinks`]). The host's own environment is not passed.
+#[derive(Clone, Debug, Default)]
+pub struct AppImage {
+    /// The image's executables by the names a `command` may use (`python3`, `python`, also
+    /// as `/usr/local/bin/python3`): what runs for each. A `command[0]` not here fails the
+    /// start with runc's `exec: "X": executable file not found in $PATH` (RunContainerError).
+    pub tools: HashMap<String, PathBuf>,
+}
+
+/// The image `python:*` (any tag, Docker Hub's official image): the host's python3
+/// (`/usr/bin/python3`) for `python`, `python3` and `python3.N`, so an app written for it runs
+/// for real; `None` when the host has no python3.
+pub fn python_app_image() -> Option<HostImage> {
+    let py = twin::podexec::host_tool("python3")?;
+    let tools = ["python", "python3"]
+        .into_iter()
+        .map(|n| (n.to_owned(), py.clone()))
+        .collect();
+    Some(HostImage {
+        program: py,
+        rewrite: Arc::new(|a: &[String]| a.to_vec()),
+        env: Vec::new(),
+        app: Some(AppImage { tools }),
+    })
+}
+
+/// Failure catalogue row 5's app, as the real-cluster test and `./demo` deploy it: Deployment
+/// `api` in namespace `ns` on `python:3.12-slim` (run by [`python_app_image`]) whose program
+/// reads `REDIS_HOST` and `REDIS_PORT` (default 6379) from the environment as a Python app
+/// configured that way does, parses the port as an int, then serves (sleeps). Beside a Service
+/// named `redis` in `ns`, the kubelet's `REDIS_PORT=tcp://<ClusterIP>:6379` makes it exit 1
+/// with `ValueError: invalid literal for int() with base 10: 'tcp://...'`. `pod_spec`: lines
+/// added to the pod spec, 6 spaces deep (e.g. `"      enableServiceLinks: false\n"`).
+pub fn redis_client_app(ns: &str, pod_spec: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+  namespace: {ns}
+spec:
+  replicas: 1
+  progressDeadlineSeconds: 3600
+  selector:
+    matchLabels: {{app: api}}
+  template:
+    metadata:
+      labels: {{app: api}}
+    spec:
+{pod_spec}      containers:
+      - name: api
+        image: python:3.12-slim
+        env:
+        - {{name: REDIS_HOST, value: redis}}
+        command:
+        - python3
+        - -c
+        - |
+          import os, time
+          host = os.environ.get('REDIS_HOST', 'localhost')
+          port = int(os.environ.get('REDIS_PORT', '6379'))
+          print(f'connecting to redis at {{host}}:{{port}}', flush=True)
+          time.sleep(3600)
+"
+    )
+}
+
+/// A Service `redis` (port 6379, selector `app: redis`) in namespace `ns`: with it, every pod
+/// of `ns` gets `REDIS_PORT=tcp://<its ClusterIP>:6379` unless `enableServiceLinks: false`.
+pub fn redis_service(ns: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: redis\n  namespace: {ns}\nspec:\n  selector: {{app: redis}}\n  ports:\n  - port: 6379\n"
+    )
+}
+
+/// The host image for `image`: by its exact reference, else by `REPOSITORY:*` (any tag, as
+/// [`Registry`] entries are written).
+pub fn host_image_for<'a>(images: &'a HostImages, image: &str) -> Option<&'a HostImage> {
+    images.get(image).or_else(|| {
+        let no_digest = image.split('@').next().unwrap_or(image);
+        let repo = match no_digest.rfind(':') {
+            Some(i) if !no_digest[i..].contains('/') => &no_digest[..i],
+            _ => no_digest,
+        };
+        images.get(&format!("{repo}:*"))
+    })
+}
+
+/// The environment the kubelet starts container `c` of `pod` with (kubelet_pods.go
+/// `makeEnvironmentVariables`, rule in [`cluster_loop::servicelinks`]): the container's
+/// `env` (literal values, `$(VAR)` expanded; `valueFrom` sources are not modelled and are left
+/// out), then the Service link variables of the pod's namespace (unless
+/// `enableServiceLinks: false`) and of the master Service `default/kubernetes`, each unless
+/// declared. `services`: every Service of the cluster.
+pub fn pod_env(pod: &Value, c: &Value, services: &[Value]) -> Vec<(String, String)> {
+    use cluster_loop::servicelinks as sl;
+    let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+    let vars = sl::pod_link_vars(ns, sl::enabled(&pod["spec"]), services);
+    sl::container_env(c, &vars, &mut |_| None)
 }
 
 /// Image reference (as written in a pod spec) → how to run it as a host process.
@@ -234,12 +351,14 @@ pub struct NodeAgent {
     pods: Arc<Mutex<HashMap<String, PodState>>>,
     task: tokio::task::JoinHandle<()>,
     lease: tokio::task::JoinHandle<()>,
+    svc_task: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for NodeAgent {
     fn drop(&mut self) {
         self.task.abort();
         self.lease.abort();
+        self.svc_task.abort();
         if let Ok(mut pods) = self.pods.lock() {
             pods.clear();
         }
@@ -264,6 +383,20 @@ impl NodeAgent {
         register_node(&client, kubelet_port).await?;
         let lease = tokio::spawn(renew_lease(client.clone(), kubelet_port));
         let pods: Arc<Mutex<HashMap<String, PodState>>> = Arc::default();
+        // The kubelet's Service informer (pkg/kubelet/kubelet.go `serviceLister`): the
+        // Service link variables come from it. Waited for before any container starts, as
+        // the kubelet waits for its service informer to sync before it runs pods
+        // (kubelet.go `serviceHasSynced`).
+        let (services, writer) = kube::runtime::reflector::store::<Service>();
+        let svc_stream = kube::runtime::reflector::reflector(
+            writer,
+            watcher(
+                Api::<Service>::all(client.clone()),
+                watcher::Config::default(),
+            ),
+        );
+        let svc_task = tokio::spawn(svc_stream.for_each(|_| std::future::ready(())));
+        let _ = tokio::time::timeout(Duration::from_secs(60), services.wait_until_ready()).await;
         let agent = Agent {
             client,
             registry,
@@ -273,9 +406,15 @@ impl NodeAgent {
             next_ip: Arc::new(Mutex::new(2)),
             probe_runtime,
             logs,
+            services,
         };
         let task = tokio::spawn(agent.run());
-        Ok(NodeAgent { pods, task, lease })
+        Ok(NodeAgent {
+            pods,
+            task,
+            lease,
+            svc_task,
+        })
     }
 
     /// Pids of the host processes now running, by `namespace/pod`.
@@ -367,6 +506,9 @@ struct Agent {
     next_ip: Arc<Mutex<u32>>,
     probe_runtime: bool,
     logs: crate::kubelet::LogStore,
+    /// Every Service of the cluster (a reflector, as the kubelet's service informer), for
+    /// the Service link variables.
+    services: kube::runtime::reflector::Store<Service>,
 }
 
 fn key(pod: &Value) -> String {
@@ -538,7 +680,7 @@ impl Agent {
         for c in &containers {
             let image = c["image"].as_str().unwrap_or_default();
             let cname = c["name"].as_str().unwrap_or_default();
-            if let Some(host) = self.host_images.get(image) {
+            if let Some(host) = host_image_for(&self.host_images, image) {
                 let hc = st.host.entry(cname.to_owned()).or_default();
                 // The latest container's process ended (what the kubelet's PLEG reports as
                 // ContainerDied): it is `terminated` until restarted.
@@ -593,8 +735,8 @@ impl Agent {
                         let base = format!("{}-{}", k.replace('/', "_"), &uid[..uid.len().min(8)]);
                         match self.start_host(
                             host,
+                            pod,
                             c,
-                            k.rsplit('/').next().unwrap_or(k.as_str()),
                             &base,
                             hc.attempt + u32::from(hc.exited.is_some()),
                         ) {
@@ -677,7 +819,11 @@ impl Agent {
                     )
                 };
                 let is_running = hc.proc.is_some();
-                if let Some(p) = hc.proc.as_ref().filter(|_| !hc.ready) {
+                if host.app.is_some() {
+                    // An application container has no readiness probe here: ready while it
+                    // runs (kubelet prober: no readinessProbe means ready once started).
+                    hc.ready = hc.proc.is_some();
+                } else if let Some(p) = hc.proc.as_ref().filter(|_| !hc.ready) {
                     hc.ready = std::fs::read(p.log_path()).is_ok_and(|log| {
                         [READY_MARKER, READY_MARKER_WORKERS]
                             .iter()
@@ -841,11 +987,21 @@ impl Agent {
     fn start_host(
         &self,
         host: &HostImage,
+        pod_obj: &Value,
         c: &Value,
-        pod: &str,
         base: &str,
         attempt: u32,
     ) -> Result<Proc, crate::Error> {
+        let pod = pod_obj["metadata"]["name"].as_str().unwrap_or_default();
+        let name = if attempt == 0 {
+            base.to_owned()
+        } else {
+            format!("{base}-{attempt}")
+        };
+        if let Some(app) = &host.app {
+            let spec = self.app_spec(app, host, pod_obj, c, name)?;
+            return Proc::start(&spec, &self.log_dir);
+        }
         let args: Vec<String> = c["args"]
             .as_array()
             .map(|a| {
@@ -877,11 +1033,7 @@ impl Agent {
             Err(e) => eprintln!("realcluster node agent: {e}"),
         }
         let spec = Spec {
-            name: if attempt == 0 {
-                base.to_owned()
-            } else {
-                format!("{base}-{attempt}")
-            },
+            name,
             program: host.program.clone(),
             args: (host.rewrite)(&args)
                 .into_iter()
@@ -890,6 +1042,87 @@ impl Agent {
             env,
         };
         Proc::start(&spec, &self.log_dir)
+    }
+
+    /// The process of an application container ([`AppImage`]): `env -i` with the kubelet's
+    /// environment ([`pod_env`] and the image's `PATH`, `HOSTNAME`, `HOME`), then the program
+    /// its `command[0]` names (the image's default, `host.program`, without a command) with
+    /// the rest of `command` and `args`. Errors: a `command[0]` the image does not have, with
+    /// the runtime's message (the kubelet's RunContainerError).
+    fn app_spec(
+        &self,
+        app: &AppImage,
+        host: &HostImage,
+        pod: &Value,
+        c: &Value,
+        name: String,
+    ) -> Result<Spec, crate::Error> {
+        let strs = |k: &str| -> Vec<String> {
+            c[k].as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        };
+        let (command, args) = (strs("command"), strs("args"));
+        let (program, mut argv) = match command.split_first() {
+            None => (host.program.clone(), Vec::new()),
+            Some((first, rest)) => {
+                let base = first.rsplit('/').next().unwrap_or(first);
+                let tool = app.tools.get(base).or_else(|| {
+                    // python3.N names the same interpreter.
+                    base.strip_prefix("python3.")
+                        .filter(|v| v.chars().all(|ch| ch.is_ascii_digit()))
+                        .and_then(|_| app.tools.get("python3"))
+                });
+                let Some(tool) = tool else {
+                    return Err(crate::Error::Setup(format!(
+                        "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: exec: \"{first}\": executable file not found in $PATH: unknown"
+                    )));
+                };
+                (tool.clone(), rest.to_vec())
+            }
+        };
+        argv.extend(args);
+        let services: Vec<Value> = self
+            .services
+            .state()
+            .iter()
+            .filter_map(|s| serde_json::to_value(s.as_ref()).ok())
+            .collect();
+        let mut env = vec![
+            (
+                "PATH".to_owned(),
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned(),
+            ),
+            (
+                "HOSTNAME".to_owned(),
+                pod["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            ),
+            ("HOME".to_owned(), "/root".to_owned()),
+        ];
+        for (k, v) in pod_env(pod, c, &services) {
+            env.retain(|(n, _)| *n != k);
+            env.push((k, v));
+        }
+        // env(1): `-i --`, then the NAME=VALUE assignments, then the program (a path without
+        // `=`) and its arguments.
+        let mut all: Vec<OsString> = vec!["-i".into(), "--".into()];
+        all.extend(
+            env.into_iter()
+                .map(|(k, v)| OsString::from(format!("{k}={v}"))),
+        );
+        all.push(program.into_os_string());
+        all.extend(argv.into_iter().map(OsString::from));
+        Ok(Spec {
+            name,
+            program: PathBuf::from("env"),
+            args: all,
+            env: Vec::new(),
+        })
     }
 
     async fn event(&self, pod: &Value, type_: &str, reason: &str, message: &str) {

@@ -11,7 +11,9 @@
 //!   template's) that cannot get better by itself (ImagePullBackOff, ErrImagePull,
 //!   InvalidImageName, CrashLoopBackOff, CreateContainerConfigError, RunContainerError:
 //!   the failure catalogue's "certain" states): `broken`, naming the pod, container, reason
-//!   and image. The same reason on a pod of an older template (a rollout replacing it) is
+//!   and image; a crashing container whose last run's log shows a Service link variable's
+//!   value names it, with `enableServiceLinks: false` as the fix (catalogue row 5). The
+//!   same reason on a pod of an older template (a rollout replacing it) is
 //!   `waiting`: the rollout removes that pod.
 //! - InProgress otherwise, or Terminating: `waiting`, until a Deployment's Progressing
 //!   `lastUpdateTime` + `spec.progressDeadlineSeconds` (default 600 s, kubernetes
@@ -60,6 +62,11 @@ impl Link for WorkloadsLink {
                 now: f.now,
                 pods: f.pods.clone(),
                 objects: f.workloads.clone(),
+                // A crashing container's last run and its namespace's Services, as the
+                // Kustomizations' diagnosis read them: a Service link variable the app read
+                // is the cause (catalogue row 5).
+                workload_logs: f.snap.workload_logs.clone(),
+                services: f.snap.services.clone(),
                 ..Snapshot::default()
             };
             let engine = Engine::new(&snap);
@@ -126,6 +133,9 @@ fn reason_text(p: &PodReason) -> String {
     }
     if !p.message.is_empty() {
         s.push_str(&format!(": {}", p.message));
+    }
+    if let Some(c) = &p.service_link {
+        s.push_str(&format!("; {}", c.describe()));
     }
     s
 }
@@ -205,7 +215,9 @@ fn member(
         }) =>
         {
             let images: Vec<&str> = reasons.iter().filter_map(|r| r.image.as_deref()).collect();
-            let fix = if images
+            let fix = if let Some(c) = reasons.iter().find_map(|r| r.service_link.as_ref()) {
+                c.fix()
+            } else if images
                 .iter()
                 .any(|i| markercheck::render::looks_like_bare_tag(i))
             {

@@ -316,6 +316,43 @@ fn health_check_failed_reads_message_and_pod_crash() {
     assert!(d.signatures.is_empty());
 }
 
+/// Catalogue row 5: the crashing container's last run logged the value the kubelet injects
+/// as REDIS_PORT for Service web/redis: named on the pod with the Service, and the blocking
+/// object's fix is enableServiceLinks: false. A log without an injected value names nothing.
+#[test]
+fn health_check_failed_names_a_service_link_collision_from_the_log() {
+    let mut s = fleet();
+    s.services
+        .push(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "redis", "namespace": "web"},
+        "spec": {"clusterIP": "10.96.0.57", "ports": [{"port": 6379, "protocol": "TCP"}]}}));
+    s.workload_logs.insert(
+        "web/crashy-5f7-abc/crashy".into(),
+        vec![
+            "Traceback (most recent call last):".into(),
+            "ValueError: invalid literal for int() with base 10: 'tcp://10.96.0.57:6379'".into(),
+        ],
+    );
+    let d = diag(&s, "hc-failed");
+    let b = &d.blocking[0];
+    let c = b.pods[0].service_link.as_ref().expect("service link named");
+    assert_eq!(c.variable, "REDIS_PORT");
+    assert_eq!(c.service, "web/redis");
+    assert!(
+        b.fix
+            .as_deref()
+            .is_some_and(|f| f.starts_with("set spec.enableServiceLinks: false")),
+        "{b:?}"
+    );
+    s.workload_logs.insert(
+        "web/crashy-5f7-abc/crashy".into(),
+        vec!["panic: connection refused".into()],
+    );
+    let d = diag(&s, "hc-failed");
+    assert_eq!(d.blocking[0].pods[0].service_link, None);
+    assert_eq!(d.blocking[0].fix, None);
+}
+
 /// Trial 11: a failed health check with blocking objects gets a request, which only helps
 /// once the source has the fix: the plan offers `--with-source` for a fix not fetched yet, and
 /// not when it is already asked for.

@@ -49,7 +49,8 @@
 //!
 //! Pod spec support beyond argv: `env[].value`, `env[].valueFrom.secretKeyRef` (read from the
 //! Secret at container start, with the kubelet's errors for a missing Secret or key and
-//! `optional`), `securityContext` run-as user/group and `runAsNonRoot`, `emptyDir` volumes
+//! `optional`), the Service link variables the kubelet injects (`REDIS_PORT=tcp://...`,
+//! `enableServiceLinks`; [`cluster_loop::servicelinks`]), `securityContext` run-as user/group and `runAsNonRoot`, `emptyDir` volumes
 //! (a private tmpfs per container, mode 1777, `sizeLimit`; the projected service-account
 //! token volume a real apiserver adds is left unmounted), `activeDeadlineSeconds`,
 //! `terminationMessagePolicy: FallbackToLogsOnError`, dnsPolicy/dnsConfig/hostAliases/hostname.
@@ -1070,7 +1071,8 @@ impl Inner {
     /// with the kubelet's message (`secret "NAME" not found`, `couldn't find key KEY in Secret
     /// NS/NAME`), unless `optional: true` (then the variable is left out). Other `valueFrom`
     /// sources (configMapKeyRef, fieldRef, resourceFieldRef) and `$(VAR)` expansion are not
-    /// modelled (the variable is left out).
+    /// modelled (the variable is left out). Then the Service link variables the container
+    /// did not declare ([`cluster_loop::servicelinks::pod_link_vars`]).
     async fn container_env(&self, pod: &Value, c: &Value) -> Result<Vec<(String, String)>, String> {
         use base64::Engine as _;
         let ns = s(pod, "/metadata/namespace");
@@ -1111,6 +1113,21 @@ impl Inner {
                 Some(v) => out.push((k.to_string(), String::from_utf8_lossy(&v).into_owned())),
                 None if optional => {}
                 None => return Err(format!("couldn't find key {key} in Secret {ns}/{name}")),
+            }
+        }
+        // Then the Service link variables the container did not declare
+        // (cluster_loop::servicelinks: the pod's namespace's Services unless
+        // enableServiceLinks: false, and the master Service default/kubernetes).
+        let services = self.api.services().await;
+        let spec = pod.get("spec").cloned().unwrap_or_default();
+        let links = cluster_loop::servicelinks::pod_link_vars(
+            ns,
+            cluster_loop::servicelinks::enabled(&spec),
+            &services,
+        );
+        for (k, v) in links {
+            if !out.iter().any(|(n, _)| *n == k) {
+                out.push((k, v));
             }
         }
         Ok(out)

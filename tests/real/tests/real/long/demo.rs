@@ -47,7 +47,8 @@ fn every_step_of_the_demo_proves_its_outcome() {
         "9. automation",
         "10. auth-http",
         "11. auth-token",
-        "12. examples",
+        "12. servicelinks",
+        "13. examples",
     ] {
         assert!(
             stdout

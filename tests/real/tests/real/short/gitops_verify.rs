@@ -30,6 +30,7 @@ fn cluster() -> Lease {
         image_automation_controller: true,
         // A Git user whose tokens the row-2 test mints and revokes.
         git_user: Some(crate::git_user()),
+        python_image: true,
         ..ClusterOptions::default()
     })
 }
@@ -1214,4 +1215,111 @@ fn a_revoked_bearer_token_names_the_secret_key_and_the_rotation() {
     );
     assert_eq!(link(&r, "source")["verdict"], "ok", "{r:#}\n{err}");
     assert_eq!(code, 0, "{r:#}\n{err}");
+}
+
+/// Failure catalogue row 5, live: a Python app that reads `REDIS_PORT` as a port number,
+/// beside a Service named `redis` in its namespace. The node agent starts the container from
+/// its own spec with the Service link variables the kubelet injects (pkg/kubelet/envvars:
+/// `REDIS_PORT=tcp://<ClusterIP>:6379`), so the host's real python3 fails with
+/// `ValueError: invalid literal for int() with base 10: 'tcp://...'`; the kubelet's
+/// CrashLoopBackOff follows, and the real kustomize-controller's health check holds on it.
+/// `kubectl gitops verify` and `kubectl unstick` name the variable, its Service and
+/// `enableServiceLinks: false` as the fix; pushing that fix makes the real controller's check
+/// pass (the fix is proven, not just named).
+#[test]
+fn service_link_collision_is_named_with_its_fix() {
+    let c = &cluster();
+    let name = "gv-svclink";
+    let svc = realcluster::node::redis_service(name);
+    let app = |links: &str| realcluster::node::redis_client_app(name, links);
+    let spec = "  interval: 100h\n  path: ./\n  prune: true\n  wait: true\n  timeout: 1m\n";
+    c.fleet(
+        name,
+        &[
+            ("ns.yaml", &namespace(name)),
+            ("redis.yaml", &svc),
+            ("api.yaml", &app("")),
+        ],
+        spec,
+    )
+    .unwrap();
+    // The kubelet's view of the crash: CrashLoopBackOff after an exit 1, restarts counted.
+    let pod = eventually(T, "the api container crash-loops", || {
+        let pods = c.get_json(&["-n", name, "get", "pods"]);
+        pods["items"].as_array()?.iter().find_map(|p| {
+            let cs = &p["status"]["containerStatuses"][0];
+            (cs["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+                && cs["lastState"]["terminated"]["exitCode"] == 1
+                && cs["restartCount"].as_i64() >= Some(1))
+            .then(|| p["metadata"]["name"].as_str().unwrap().to_owned())
+        })
+    });
+    let ip = c.get_json(&["-n", name, "get", "service", "redis"])["spec"]["clusterIP"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The real python3's message, with the value the kubelet's rule gives REDIS_PORT.
+    let log = c
+        .kubectl(&["-n", name, "logs", &pod, "--previous"])
+        .unwrap();
+    let want = format!("ValueError: invalid literal for int() with base 10: 'tcp://{ip}:6379'");
+    assert!(log.contains(&want), "{log}");
+
+    let (code, r, err) = verify(
+        c.kubeconfig(),
+        &["--source", &format!("gitrepository/{name}")],
+    );
+    assert_eq!(code, 1, "{r:#}\n{err}");
+    let w = link(&r, "workloads");
+    assert_eq!(w["verdict"], "broken", "{r:#}");
+    let ev = &w["evidence"][0];
+    let detail = ev["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("CrashLoopBackOff")
+            && detail.contains(&format!("REDIS_PORT = tcp://{ip}:6379"))
+            && detail.contains(&format!("Service {name}/redis")),
+        "{ev:#}"
+    );
+    assert!(
+        ev["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("set spec.enableServiceLinks: false"),
+        "{ev:#}"
+    );
+
+    let out = Command::new(crate::bin!("kubectl-unstick"))
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .arg(format!("ks/{name}"))
+        .args(["-n", FLUX_NS, "-o", "json"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let u: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let text = u.to_string();
+    assert!(
+        text.contains("\"serviceLink\"")
+            && text.contains("\"variable\":\"REDIS_PORT\"")
+            && text.contains(&format!("\"service\":\"{name}/redis\"")),
+        "{u:#}"
+    );
+    assert!(text.contains("set spec.enableServiceLinks: false"), "{u:#}");
+
+    // The fix, in Git: the real health check passes at that revision.
+    let sha = c
+        .push(
+            name,
+            &[("api.yaml", &app("      enableServiceLinks: false\n"))],
+            "api: enableServiceLinks: false",
+        )
+        .unwrap();
+    crate::fetch_source_now(c, name);
+    ready_at(c, name, &sha);
 }
