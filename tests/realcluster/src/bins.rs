@@ -99,6 +99,11 @@ pub const IAC_CURRENT: &str = "v1.2.0";
 /// flux CLI [`FLUX_CLI_VERSION`] (Flux 2.9) goes with (its go.mod: `helm-controller/api
 /// v1.6.4`). Flux 2.10's v1.7.x is refused by the proxy (v1.7.0, v1.7.1: 403).
 pub const HELM_CURRENT: &str = "v1.6.4";
+/// Helm CLI release built by the helm module (`helm/go.mod` tool `helm.sh/helm/v4/cmd/helm`;
+/// binary `helm-<v>`): the helm library helm-controller [`HELM_CURRENT`] itself requires, so
+/// adding the CLI changes none of its dependencies. For the controller chart's `helm lint` and
+/// `helm template` (issue 41).
+pub const HELM_CLI_VERSION: &str = "v4.2.4";
 /// krew release built by the krew module (`krew/go.mod`; binary `krew-<v>`), for the dist tests'
 /// real `kubectl krew install`.
 pub const KREW_VERSION: &str = "v0.4.3";
@@ -140,6 +145,7 @@ mod tests {
             "github.com/fluxcd/helm-controller {}",
             super::HELM_CURRENT
         )));
+        assert!(helm.contains(&format!("helm.sh/helm/v4 {}", super::HELM_CLI_VERSION)));
         let krew = std::fs::read_to_string(dir.join("krew/go.mod")).unwrap();
         assert!(krew.contains(&format!("sigs.k8s.io/krew {}", super::KREW_VERSION)));
         let fluxcli = std::fs::read_to_string(dir.join("fluxcli/go.mod")).unwrap();

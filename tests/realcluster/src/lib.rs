@@ -848,6 +848,12 @@ impl Cluster {
         kubectl(&self.kubeconfig, args)
     }
 
+    /// `kubectl ARGS` against this cluster with `stdin` on its standard input (e.g. `apply
+    /// --dry-run=server -f -` of a rendered chart). Errors: kubectl's exit and stderr.
+    pub fn kubectl_with_stdin(&self, args: &[&str], stdin: &str) -> Result<String, Error> {
+        kubectl_stdin(&self.kubeconfig, args, stdin)
+    }
+
     /// `kubectl apply --server-side -f -` of `yaml`.
     pub fn apply_yaml(&self, yaml: &str) -> Result<String, Error> {
         kubectl_stdin(

@@ -397,6 +397,99 @@ fn a_source_no_controller_watches_is_not_watched_within_5s() {
     );
 }
 
+/// A revision event dropped (failure catalogue: "do not wait blind"): a dependsOn cycle
+/// `p-a` <-> `p-b` among the Kustomizations of one GitRepository makes the real
+/// kustomize-controller's sort of that source's revision event fail, so its sibling `p` is not
+/// queued for the new commit (observed here: it stays at the old revision). The controller's
+/// `SourceEventDropped` Event on `p` and its metric come within 5 s of the new artifact
+/// being visible in the API, a Warning naming the cycle and the interval run.
+#[test]
+fn a_dropped_revision_event_is_source_event_dropped_within_5s() {
+    let c = &cluster();
+    let (case, p) = ("dropped", "ctl-drop");
+    let (a, b) = (format!("{p}-a"), format!("{p}-b"));
+    let files = |v: &str| {
+        vec![
+            ("apps/cm.yaml".to_owned(), cm(&format!("{p}-apps"), v)),
+            ("a/cm.yaml".to_owned(), cm(&a, v)),
+            ("b/cm.yaml".to_owned(), cm(&b, v)),
+        ]
+    };
+    let f1 = files("1");
+    let r1: Vec<(&str, &str)> = f1.iter().map(|(x, y)| (x.as_str(), y.as_str())).collect();
+    let first = fleet(
+        c,
+        case,
+        p,
+        &r1,
+        "  interval: 10m\n  path: ./apps\n  prune: false\n",
+        "",
+        "",
+    );
+    crate::ready_at(c, p, &first);
+    let member = |n: &str, other: &str, path: &str| {
+        format!(
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {n}, namespace: {FLUX_NS}, labels: {{{CASE}: {case}}}}}\nspec:\n  interval: 10m\n  path: {path}\n  prune: false\n  sourceRef: {{kind: GitRepository, name: {p}}}\n  dependsOn: [{{name: {other}}}]\n"
+        )
+    };
+    c.apply_yaml(&format!(
+        "{}---\n{}",
+        member(&a, &b, "./a"),
+        member(&b, &a, "./b")
+    ))
+    .unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "the cycle is held at dependsOn",
+        || {
+            [&a, &b]
+                .iter()
+                .all(|n| condition(&c.kustomization(n), "Ready")["reason"] == "DependencyNotReady")
+                .then_some(())
+        },
+    );
+    let ctl = Controller::start(c, case, &[], &[]);
+    let old = c.kustomization(p)["status"]["lastAppliedRevision"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let f2 = files("2");
+    let changes: Vec<twin::git::Change> = f2
+        .iter()
+        .map(|(x, y)| twin::git::Change::write(x, y.as_bytes().to_vec()))
+        .collect();
+    let sha = c
+        .git()
+        .commit(&format!("org/{p}"), &changes, "two")
+        .unwrap();
+    crate::fetch_source_now(c, p);
+    let new = format!("main@sha1:{sha}");
+    let (_, t) = seen(
+        Duration::from_secs(60),
+        "source-controller fetched the new commit",
+        || {
+            let g = c.get_json(&["-n", FLUX_NS, "get", "gitrepository", p]);
+            (g["status"]["artifact"]["revision"] == new.as_str()).then_some(())
+        },
+    );
+    let e = event_within(c, &ctl, p, "SourceEventDropped", t);
+    assert_eq!(e["type"], "Warning", "{e:#}");
+    let note = e["note"].as_str().unwrap();
+    assert!(
+        note.contains(&a) && note.contains(&b) && note.contains("interval run"),
+        "{note}"
+    );
+    metric_within(&ctl, p, "source-event-dropped", t);
+    // The observation behind the verdict: the real controller did not queue p for the new
+    // commit (it stays at the old revision).
+    std::thread::sleep(Duration::from_secs(10));
+    assert_eq!(
+        c.kustomization(p)["status"]["lastAttemptedRevision"],
+        old.as_str(),
+        "the real kustomize-controller ran {p} for the new commit: the event was not dropped"
+    );
+}
+
 /// Two replicas with `--enable-leader-election` on one Lease: exactly one leads
 /// (`cluster_loop_leader` 1 on one of them), and a class change is one Event, not two.
 #[test]
@@ -663,4 +756,137 @@ fn manifests_apply_to_the_real_api_server() {
         .kubectl(&["apply", "--dry-run=server", "-f", flux.to_str().unwrap()])
         .unwrap();
     assert!(out.contains("(server dry run)"), "{out}");
+}
+
+/// The permissions a rendered install grants: `(scope, apiGroup, resource, verb)` for every
+/// rule of its ClusterRoles (scope `cluster`) and Roles (scope: their namespace), sorted.
+fn grants(docs: &[Value]) -> Vec<(String, String, String, String)> {
+    let mut out = Vec::new();
+    for d in docs {
+        let scope = match d["kind"].as_str() {
+            Some("ClusterRole") => "cluster".to_owned(),
+            Some("Role") => d["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("<release namespace>")
+                .to_owned(),
+            _ => continue,
+        };
+        for r in d["rules"].as_array().into_iter().flatten() {
+            let strs = |k: &str| -> Vec<String> {
+                r[k].as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            };
+            for g in strs("apiGroups") {
+                for res in strs("resources") {
+                    for v in strs("verbs") {
+                        out.push((scope.clone(), g.clone(), res.clone(), v));
+                    }
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The Deployment's container args, sorted (flags by value; the two installs may order them
+/// differently).
+fn deployment_args(docs: &[Value]) -> Vec<String> {
+    let d = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("a Deployment");
+    let mut a: Vec<String> = d["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x.as_str().map(str::to_owned))
+        .collect();
+    a.sort();
+    a
+}
+
+fn yaml_docs(text: &str) -> Vec<Value> {
+    text.split("\n---")
+        .filter_map(|d| serde_saphyr::from_str::<Value>(d).ok())
+        .filter(|d| d.is_object())
+        .collect()
+}
+
+/// The Helm chart (controller/deploy/chart) checked with the real helm CLI
+/// ([`realcluster::bins::HELM_CLI_VERSION`], built by the helm module): `helm lint --strict`
+/// passes; `helm template` with the levers off and on renders objects the real API server
+/// accepts (server-side dry run, namespace flux-system); and each render grants exactly the
+/// permissions of the kustomize install it stands for (base, levers overlay) and runs the
+/// controller with the same flags. The chart and the kustomize manifests are written by hand
+/// side by side: this is what keeps them one install.
+#[test]
+fn the_helm_chart_lints_renders_and_grants_what_the_kustomize_install_grants() {
+    let c = &cluster();
+    let helm = realcluster::bins::bin(&format!("helm-{}", realcluster::bins::HELM_CLI_VERSION))
+        .expect("the helm CLI (tests/realcluster/build.sh all builds it)");
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../controller/deploy");
+    let chart = deploy.join("chart/cluster-loop-controller");
+    let home = tempfile::tempdir().unwrap();
+    let helm_cmd = |args: &[&str]| {
+        let out = Command::new(&helm)
+            .args(args)
+            // helm's own config and cache, not the user's
+            .env("HELM_CONFIG_HOME", home.path().join("config"))
+            .env("HELM_CACHE_HOME", home.path().join("cache"))
+            .env("HELM_DATA_HOME", home.path().join("data"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "helm {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let chart_s = chart.to_str().unwrap();
+    let lint = helm_cmd(&["lint", "--strict", chart_s]);
+    assert!(lint.contains("0 chart(s) failed"), "{lint}");
+    for (levers, kustomize_dir) in [("false", "kustomize/base"), ("true", "kustomize/levers")] {
+        let rendered = helm_cmd(&[
+            "template",
+            "cluster-loop",
+            chart_s,
+            "--namespace",
+            FLUX_NS,
+            "--set",
+            &format!("levers.enabled={levers}"),
+        ]);
+        let out = c
+            .kubectl_with_stdin(
+                &["apply", "--dry-run=server", "-n", FLUX_NS, "-f", "-"],
+                &rendered,
+            )
+            .unwrap_or_else(|e| panic!("levers.enabled={levers}: {e}\n{rendered}"));
+        assert!(
+            out.contains("deployment.apps/cluster-loop-controller created (server dry run)")
+                || out.contains("created (server dry run)"),
+            "levers.enabled={levers}: {out}"
+        );
+        let chart_docs = yaml_docs(&rendered);
+        let k = c
+            .kubectl(&["kustomize", deploy.join(kustomize_dir).to_str().unwrap()])
+            .unwrap();
+        let kustomize_docs = yaml_docs(&k);
+        assert_eq!(
+            grants(&chart_docs),
+            grants(&kustomize_docs),
+            "levers.enabled={levers}: the chart's RBAC differs from {kustomize_dir}'s"
+        );
+        assert_eq!(
+            deployment_args(&chart_docs),
+            deployment_args(&kustomize_docs),
+            "levers.enabled={levers}: the chart's flags differ from {kustomize_dir}'s"
+        );
+    }
 }
