@@ -434,6 +434,34 @@ fn bootstrap_root(repo: &Repo, dir: &str, file: &str) -> FluxKs {
     k
 }
 
+/// The roots `flux bootstrap` applied itself: a `DIR/flux-system/gotk-sync.yaml` in the tree
+/// whose Flux Kustomization has `spec.path` DIR, while DIR's own kustomization does not list
+/// `flux-system/` (so DIR's render never holds its root; `flux bootstrap` applies gotk-sync.yaml
+/// directly, and the root Kustomization then builds DIR as it is). Each (DIR, that
+/// Kustomization as written).
+pub fn bootstrap_sync_roots(repo: &Repo) -> Vec<(String, FluxKs)> {
+    let mut out = Vec::new();
+    for d in repo.docs.iter().filter(|d| {
+        d.kind == "Kustomization"
+            && group(&d.api_version) == KUSTOMIZE_GROUP
+            && d.file.ends_with("/flux-system/gotk-sync.yaml")
+    }) {
+        let Some(dir) = d.spec_path.as_deref().and_then(tree::normalize) else {
+            continue;
+        };
+        if d.file != format!("{dir}/flux-system/gotk-sync.yaml") {
+            continue;
+        }
+        let Some(v) = d.value() else { continue };
+        let ns = d.namespace.clone().unwrap_or_else(|| "flux-system".into());
+        let mut k = read_ks(repo, &v, &ns, None, None);
+        k.file = d.file.clone();
+        k.line = d.line;
+        out.push((dir, k));
+    }
+    out
+}
+
 /// `flux bootstrap --path` directories before bootstrap: a directory without a kustomization
 /// file whose own files (not below it) hold Flux Kustomizations with a written `spec.path`,
 /// none of those files listed by a kustomization, and that no Flux Kustomization of the tree
@@ -889,15 +917,23 @@ pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Discovery
     }
     let instance_dirs: BTreeSet<String> =
         instance_roots(repo).into_iter().map(|(d, _)| d).collect();
+    let sync_dirs: BTreeSet<String> = bootstrap_sync_roots(repo)
+        .into_iter()
+        .map(|(d, _)| d)
+        .collect();
     let cands: Vec<String> = cands
         .into_iter()
         .chain(instance_dirs.iter().cloned())
         .collect::<BTreeSet<String>>()
         .into_iter()
+        // a FluxInstance's sync path is a root whatever it holds (its Kustomizations may all
+        // sit in flux-operator ResourceSets: no Flux Kustomization document of its own)
         .filter(|c| {
-            repo.closure(c)
-                .iter()
-                .any(|f| flux_files.contains(f.as_str()) || !repo.in_scope(f))
+            instance_dirs.contains(c)
+                || repo
+                    .closure(c)
+                    .iter()
+                    .any(|f| flux_files.contains(f.as_str()) || !repo.in_scope(f))
         })
         .collect();
     let units: Vec<Unit> = cands
@@ -921,6 +957,7 @@ pub fn find_overlays(repo: &Repo, renderer: &Renderer, jobs: usize) -> Discovery
             None => continue,
         };
         let self_root = instance_dirs.contains(&u.dir)
+            || sync_dirs.contains(&u.dir)
             || docs.iter().any(|d| {
                 is_flux_ks(&d.value)
                     && tree::normalize(d.value["spec"]["path"].as_str().unwrap_or("./")).as_deref()
@@ -1115,11 +1152,19 @@ fn add_root_ks(
     root_inputs: &BTreeSet<String>,
     seen: &mut BTreeSet<String>,
 ) {
-    let root_doc = docs.iter().find(|d| {
-        is_flux_ks(&d.value)
-            && tree::normalize(d.value["spec"]["path"].as_str().unwrap_or("./")).as_deref()
-                == Some(dir)
-    });
+    // of several (a tenant's Kustomization of another repository may build the same path),
+    // bootstrap's own: named flux-system or reading the flux-system source
+    let root_doc = docs
+        .iter()
+        .filter(|d| {
+            is_flux_ks(&d.value)
+                && tree::normalize(d.value["spec"]["path"].as_str().unwrap_or("./")).as_deref()
+                    == Some(dir)
+        })
+        .min_by_key(|d| {
+            d.value["metadata"]["name"] != "flux-system"
+                && d.value["spec"]["sourceRef"]["name"] != "flux-system"
+        });
     if let Some(rd) = root_doc {
         let ns = rd.value["metadata"]["namespace"]
             .as_str()
@@ -1132,6 +1177,7 @@ fn add_root_ks(
     } else if let Some((_, k)) = instance_roots(repo)
         .into_iter()
         .chain(bootstrap_paths(repo))
+        .chain(bootstrap_sync_roots(repo))
         .find(|(d, _)| d == dir)
     {
         // flux-operator's sync Kustomization (made by a FluxInstance), or the one `flux
@@ -1233,14 +1279,21 @@ fn follow_level(
     next: &mut [(usize, Unit)],
 ) -> Vec<Unit> {
     let mut units = Vec::new();
+    let made = instance_sources(repo);
+    let url_of = |r: &(String, String, String)| -> Option<String> {
+        source_url(&ov.sources, r)
+            .or_else(|| source_url(&made, r))
+            .map(str::to_string)
+    };
+    let root_url = root_source.as_ref().and_then(&url_of);
     for (i, u) in next.iter_mut() {
         let same_source = {
             let k = &ov.ks[*i];
             match root_source {
                 Some(rs) => {
                     &k.source == rs
-                        || source_url(&ov.sources, &k.source)
-                            .is_some_and(|u| source_url(&ov.sources, rs).is_some_and(|r| r == u))
+                        || url_of(&k.source)
+                            .is_some_and(|u| root_url.as_deref().is_some_and(|r| same_url(r, &u)))
                 }
                 // no root Kustomization (an --overlay picked by hand): only bootstrap's
                 // conventional source is taken for this repository
@@ -1390,6 +1443,40 @@ fn source_url<'a>(sources: &'a [Source], r: &(String, String, String)) -> Option
         .iter()
         .find(|s| s.kind == r.0 && s.namespace == r.1 && s.name == r.2)
         .and_then(|s| s.url.as_deref())
+}
+
+/// A source URL as compared for "the same repository": without a trailing `/` or `.git`, and
+/// case-insensitive (`https://github.com/o/r.git` and `https://github.com/o/r` are one
+/// repository; source-controller clones either).
+fn same_url(a: &str, b: &str) -> bool {
+    let n = |u: &str| {
+        let u = u.trim().trim_end_matches('/');
+        u.strip_suffix(".git").unwrap_or(u).to_ascii_lowercase()
+    };
+    n(a) == n(b)
+}
+
+/// The sources FluxInstances of the tree make (`spec.sync`, named after the instance's
+/// namespace unless `spec.sync.name`), with their `spec.sync.url`: a Kustomization of the
+/// overlay may read one while the overlay's root reads a GitRepository of its own with the
+/// same URL (a FluxInstance applied by hand next to a fleet-defined root).
+fn instance_sources(repo: &Repo) -> Vec<Source> {
+    repo.docs
+        .iter()
+        .filter_map(|d| instance_sync(repo, d))
+        .map(|(v, sync)| {
+            let ns = v["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("flux-system")
+                .to_string();
+            Source {
+                kind: sync["kind"].as_str().unwrap_or("GitRepository").to_string(),
+                name: sync["name"].as_str().unwrap_or(&ns).to_string(),
+                namespace: ns,
+                url: s(&sync["url"]),
+            }
+        })
+        .collect()
 }
 
 fn b64(s: &str) -> Option<String> {

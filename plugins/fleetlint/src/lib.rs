@@ -858,20 +858,33 @@ fn graph_nodes(
         .collect()
 }
 
-/// The first SOPS-encrypted object Kustomization `i` applies when it decrypts
-/// (`spec.decryption`): its build depends on keys offline lacks.
+/// Why Kustomization `i`'s build depends on keys offline lacks: the first SOPS-encrypted
+/// object it applies when it decrypts (`spec.decryption`), or else the first of its
+/// `postBuild.substituteFrom` inputs the overlay applies SOPS-encrypted (its values are
+/// ciphertext here; the cluster substitutes the decrypted ones).
 fn encrypted(ov: &fleet::Overlay, i: usize) -> Option<String> {
-    if ov.ks[i]
+    let decrypts = ov.ks[i]
         .spec
         .get("decryption")
-        .is_none_or(serde_json::Value::is_null)
-    {
-        return None;
-    }
-    ov.objects
-        .iter()
-        .find(|o| o.owner == Some(i) && verdict::sops_encrypted(&o.doc.value))
-        .map(fleet::Applied::describe)
+        .is_some_and(|d| !d.is_null());
+    let applied = decrypts
+        .then(|| {
+            ov.objects
+                .iter()
+                .find(|o| o.owner == Some(i) && verdict::sops_encrypted(&o.doc.value))
+                .map(|o| format!("it applies SOPS-encrypted {}", o.describe()))
+        })
+        .flatten();
+    applied.or_else(|| {
+        substitute_inputs(ov, i).into_iter().find_map(|x| {
+            x.object.filter(|o| verdict::sops_encrypted(o)).map(|_| {
+                format!(
+                    "its substituteFrom input {} {} is SOPS-encrypted",
+                    x.reference.kind, x.reference.name
+                )
+            })
+        })
+    })
 }
 
 /// Kustomization `i`'s `postBuild.substituteFrom` inputs with the objects the overlay applies

@@ -76,7 +76,8 @@ pub fn sops_encrypted(v: &Value) -> bool {
 ///    with no Kustomization named, is the root's when `root`): `fail`;
 /// 3. a finding of [`UNKNOWN_RULES`] names it (FL001 only as a warning): `unknown`;
 /// 4. its `spec.path` still holds `${...}` (its parent's input is unknown offline): `unknown`;
-/// 5. it applies a SOPS-encrypted object (`encrypted` names the first): `unknown`;
+/// 5. it applies a SOPS-encrypted object, or a `substituteFrom` input of it is one
+///    (`encrypted` says which): `unknown`;
 /// 6. otherwise `pass`.
 pub fn decide(
     k: &FluxKs,
@@ -134,9 +135,7 @@ pub fn decide(
         return verdict(
             Build::Unknown,
             &[],
-            Some(format!(
-                "it applies SOPS-encrypted {e}: decryption needs keys offline lacks"
-            )),
+            Some(format!("{e}: decryption needs keys offline lacks")),
         );
     }
     verdict(Build::Pass, &[], None)

@@ -886,3 +886,241 @@ fn a_mapped_source_checkout_is_rendered() {
     });
     assert!(r.findings.iter().any(|x| x.rule == "FL001"), "{}", show(&r));
 }
+
+/// A bootstrap root whose cluster kustomization does not list `flux-system/` (issue 39, found
+/// on a public fleet; recreated, not copied): `flux bootstrap` applies gotk-sync.yaml itself,
+/// and its Kustomization builds the cluster directory as written, so the directory's render
+/// never holds its root. Before: "nothing to lint" (exit 2).
+#[test]
+fn a_bootstrap_root_its_cluster_kustomization_does_not_list_is_an_overlay() {
+    let f = fleet();
+    f.write("clusters/lab/flux-system/gotk-sync.yaml", &gotk_sync("lab"));
+    f.write(
+        "clusters/lab/flux-system/kustomization.yaml",
+        &format!("{K}resources:\n  - gotk-sync.yaml\n"),
+    );
+    f.write(
+        "clusters/lab/kustomization.yaml",
+        &format!("{K}resources:\n  - apps.yaml\n  - broken.yaml\n"),
+    );
+    f.write(
+        "clusters/lab/apps.yaml",
+        &flux_ks("apps", "GitRepository/flux-system", "./apps", ""),
+    );
+    f.write(
+        "clusters/lab/broken.yaml",
+        &flux_ks("broken", "GitRepository/flux-system", "./broken", ""),
+    );
+    f.write(
+        "apps/kustomization.yaml",
+        &format!("{K}resources:\n  - cm.yaml\n"),
+    );
+    f.write(
+        "apps/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: default\ndata:\n  a: \"1\"\n",
+    );
+    // the seeded mistake: a listed file that does not exist
+    f.write(
+        "broken/kustomization.yaml",
+        &format!("{K}resources:\n  - gone.yaml\n"),
+    );
+    let r = f.lint();
+    assert_eq!(r.overlays.len(), 1, "{}", show(&r));
+    let o = &r.overlays[0];
+    assert_eq!(o.dir, "clusters/lab");
+    assert_eq!(o.root.as_deref(), Some("flux-system/flux-system"));
+    let verdict = |id: &str| {
+        let k = o.kustomizations.iter().find(|k| k.id == id).unwrap();
+        (k.followed, k.build.verdict)
+    };
+    use fleetlint::verdict::Build;
+    assert_eq!(
+        verdict("flux-system/apps"),
+        (true, Build::Pass),
+        "{}",
+        show(&r)
+    );
+    assert_eq!(
+        verdict("flux-system/broken"),
+        (true, Build::Fail),
+        "{}",
+        show(&r)
+    );
+    assert_eq!(
+        errors(&r)
+            .iter()
+            .map(|e| e.rule.as_str())
+            .collect::<Vec<_>>(),
+        ["FL001"],
+        "{}",
+        show(&r)
+    );
+}
+
+/// A root GitRepository defined in the fleet and a FluxInstance (applied by hand, listed by no
+/// kustomization) whose sync source has the same URL spelled with `.git` (issue 39, found on a
+/// public fleet; recreated, not copied): a Kustomization reading the FluxInstance's source reads
+/// this repository and is followed. Before: `notBuilt` ("not this repository"), and everything
+/// under it went unread.
+#[test]
+fn a_kustomization_reading_a_flux_instance_source_of_the_same_repository_is_followed() {
+    let f = fleet();
+    f.write(
+        "bootstrap/flux-instance.yaml",
+        "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\nspec:\n  distribution:\n    version: 2.x\n    registry: ghcr.io/fluxcd\n  sync:\n    kind: GitRepository\n    url: https://git.example.com/Home/Fleet.git\n    ref: refs/heads/main\n    path: clusters/home\n",
+    );
+    f.write(
+        "clusters/home/root.yaml",
+        &format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: home-fleet\n  namespace: flux-system\nspec:\n  interval: 10m\n  url: https://git.example.com/home/fleet/\n  ref:\n    branch: main\n{}",
+            flux_ks("cluster", "GitRepository/home-fleet", "./clusters/home", "")
+        ),
+    );
+    f.write(
+        "clusters/home/apps.yaml",
+        &flux_ks("cluster-apps", "GitRepository/flux-system", "./apps", ""),
+    );
+    f.write(
+        "apps/kustomization.yaml",
+        &format!("{K}resources:\n  - cm.yaml\n  - gone.yaml\n"),
+    );
+    f.write(
+        "apps/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: default\ndata:\n  a: \"1\"\n",
+    );
+    let r = f.lint();
+    assert_eq!(r.overlays.len(), 1, "{}", show(&r));
+    let o = &r.overlays[0];
+    assert_eq!(o.dir, "clusters/home");
+    assert_eq!(o.root.as_deref(), Some("flux-system/cluster"));
+    let k = o
+        .kustomizations
+        .iter()
+        .find(|k| k.id == "flux-system/cluster-apps")
+        .unwrap();
+    assert!(k.followed, "{}", show(&r));
+    // followed and built: the seeded missing file fails it
+    assert_eq!(
+        k.build.verdict,
+        fleetlint::verdict::Build::Fail,
+        "{}",
+        show(&r)
+    );
+}
+
+/// A Kustomization whose `postBuild.substituteFrom` Secret the fleet keeps SOPS-encrypted
+/// (issue 39: SOPS inputs are unknown on both sides; found on a public fleet where 30 such
+/// Kustomizations said `pass` while the harness could not know): its build is `unknown`,
+/// since the cluster substitutes the decrypted values.
+#[test]
+fn a_sops_encrypted_substitution_input_leaves_the_build_unknown() {
+    let f = fleet();
+    bootstrap(&f, "home");
+    f.write(
+        "clusters/home/vars.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: cluster-secrets\n  namespace: flux-system\nstringData:\n  DOMAIN: ENC[AES256_GCM,data:abc=,iv:def=,tag:ghi=,type:str]\nsops:\n  mac: ENC[AES256_GCM,data:jkl=,iv:mno=,tag:pqr=,type:str]\n  lastmodified: \"2026-01-01T00:00:00Z\"\n  version: 3.9.0\n",
+    );
+    f.write(
+        "clusters/home/apps.yaml",
+        &flux_ks(
+            "apps",
+            "GitRepository/flux-system",
+            "./apps",
+            "  postBuild:\n    substituteFrom:\n      - kind: Secret\n        name: cluster-secrets\n",
+        ),
+    );
+    f.write(
+        "apps/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: default\ndata:\n  host: web.${DOMAIN}\n",
+    );
+    let r = f.lint();
+    let o = &r.overlays[0];
+    let k = o
+        .kustomizations
+        .iter()
+        .find(|k| k.id == "flux-system/apps")
+        .unwrap();
+    assert_eq!(
+        k.build.verdict,
+        fleetlint::verdict::Build::Unknown,
+        "{}",
+        show(&r)
+    );
+    assert!(
+        k.build
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("cluster-secrets"),
+        "{:?}",
+        k.build
+    );
+}
+
+/// A FluxInstance whose sync path holds only flux-operator ResourceSets (their Flux
+/// Kustomizations are in `spec.resources`, no Kustomization document of the directory's own;
+/// issue 39, found on a public fleet, recreated): the sync path is an overlay with the
+/// instance's root Kustomization. Before: "nothing to lint" (exit 2).
+#[test]
+fn a_flux_instance_sync_path_of_resource_sets_only_is_an_overlay() {
+    let f = fleet();
+    f.write(
+        "platform/clusters/dev/instance.yaml",
+        "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: flux-system\nspec:\n  distribution:\n    version: 2.x\n    registry: ghcr.io/fluxcd\n  sync:\n    kind: GitRepository\n    url: https://git.example.com/platform.git\n    ref: refs/heads/main\n    path: platform/clusters/dev\n",
+    );
+    f.write(
+        "platform/clusters/dev/infra.yaml",
+        "apiVersion: fluxcd.controlplane.io/v1\nkind: ResourceSet\nmetadata:\n  name: infra\n  namespace: flux-system\nspec:\n  resources:\n    - apiVersion: kustomize.toolkit.fluxcd.io/v1\n      kind: Kustomization\n      metadata:\n        name: infra\n        namespace: flux-system\n      spec:\n        interval: 1h\n        path: platform/infra\n        prune: true\n        sourceRef:\n          kind: GitRepository\n          name: flux-system\n",
+    );
+    f.write(
+        "platform/infra/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: infra\n  namespace: default\ndata:\n  a: \"1\"\n",
+    );
+    let r = f.lint();
+    assert_eq!(r.overlays.len(), 1, "{}", show(&r));
+    let o = &r.overlays[0];
+    assert_eq!(o.dir, "platform/clusters/dev");
+    assert_eq!(o.root.as_deref(), Some("flux-system/flux-system"));
+    assert!(errors(&r).is_empty(), "{}", show(&r));
+}
+
+/// A cluster directory that bootstrap's flux-system Kustomization builds, and that a tenant's
+/// Kustomization of another repository (patched per cluster onto the same `spec.path`) also
+/// names (issue 39, found on a public fleet, recreated): the root is bootstrap's, so the
+/// tenant is not followed and flux-system is. Before: the tenant was the root, built from
+/// this repository, and flux-system was "not this repository".
+#[test]
+fn bootstraps_root_wins_over_a_tenant_kustomization_of_the_same_path() {
+    let f = fleet();
+    bootstrap(&f, "prod");
+    f.write(
+        "clusters/prod/kustomization.yaml",
+        &format!("{K}resources:\n  - tenant.yaml\n  - flux-system\n"),
+    );
+    f.write(
+        "clusters/prod/tenant.yaml",
+        &format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: a-team\n  namespace: a-team\nspec:\n  interval: 1m\n  ref:\n    branch: main\n  url: https://git.example.com/a-team/releases\n{}",
+            flux_ks("a-team", "GitRepository/a-team", "./clusters/prod", "")
+                .replace("namespace: flux-system\nspec", "namespace: a-team\nspec")
+        ),
+    );
+    let r = f.lint();
+    assert_eq!(r.overlays.len(), 1, "{}", show(&r));
+    let o = &r.overlays[0];
+    assert_eq!(
+        o.root.as_deref(),
+        Some("flux-system/flux-system"),
+        "{}",
+        show(&r)
+    );
+    let followed = |id: &str| {
+        o.kustomizations
+            .iter()
+            .find(|k| k.id == id)
+            .unwrap()
+            .followed
+    };
+    assert!(followed("flux-system/flux-system"));
+    assert!(!followed("a-team/a-team"));
+}

@@ -585,6 +585,11 @@ pub fn run(
             "spec": {"interval": "60m", "url": cluster.git().url_http(&repo), "ref": {"branch": "main"}},
         }));
     }
+    if cases.is_empty() {
+        // nothing fleetlint found to build (every fleet "nothing to lint"): each fleet result
+        // carries its error; kubectl apply refuses an empty list
+        return Ok(report(results, opts));
+    }
     progress(&format!("creating {} namespaces", namespaces.len()));
     cluster
         .apply_yaml(&yaml_docs(&setup))
@@ -770,6 +775,11 @@ pub fn run(
         results[c.fleet].summary.add(&row);
         results[c.fleet].rows.push(row);
     }
+    Ok(report(results, opts))
+}
+
+/// The report of the fleets' results: rows sorted (disagreements first) and the counts.
+fn report(mut results: Vec<FleetResult>, opts: &Options) -> DiffReport {
     let mut summary = Summary::default();
     for r in &mut results {
         r.rows.sort_by(|a, b| {
@@ -784,12 +794,12 @@ pub fn run(
             summary.add(row);
         }
     }
-    Ok(DiffReport {
+    DiffReport {
         api_version: "fleetdiff.cluster-loop.dev/v1",
         controller: opts.controller.clone(),
         fleets: results,
         summary,
-    })
+    }
 }
 
 fn one_line(s: &str, n: usize) -> String {
