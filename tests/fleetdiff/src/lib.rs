@@ -255,6 +255,14 @@ pub fn plan(fi: usize, fleet: &FleetInput, opts: &Options) -> Result<Vec<Case>, 
     let report = fleetlint::run(&cfg).map_err(|e| match e {
         fleetlint::RunError::Usage(m) | fleetlint::RunError::Other(m) => m,
     })?;
+    if report.overlays.is_empty() {
+        // `kubectl fleetlint` says the same (exit 2): 0 rows would read as agreement, and a
+        // fleet whose overlays are not found is a discovery gap to see, not a pass
+        return Err(format!(
+            "nothing to lint under {}: fleetlint found no overlay",
+            fleet.path.display()
+        ));
+    }
     let mut out = Vec::new();
     for ov in &report.overlays {
         for k in &ov.kustomizations {

@@ -187,3 +187,212 @@ fn fleetlint_agrees_with_the_real_kustomize_controller_on_every_fixture_class() 
     }
     assert_eq!(f.summary.disagree, 0, "{text}");
 }
+
+/// A Flux Kustomization `ns/name` on `path` reading GitRepository `src` of `ns`.
+fn ks_in(ns: &str, name: &str, path: &str, src: &str, extra: &str) -> String {
+    format!(
+        "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  interval: 10m\n  prune: true\n  path: {path}\n  sourceRef:\n    kind: GitRepository\n    name: {src}\n{extra}"
+    )
+}
+
+fn git_repository(ns: &str, name: &str, url: &str) -> String {
+    format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  interval: 10m\n  url: {url}\n  ref:\n    branch: main\n"
+    )
+}
+
+fn flux_instance(ns: &str, url: &str, path: &str) -> String {
+    format!(
+        "apiVersion: fluxcd.controlplane.io/v1\nkind: FluxInstance\nmetadata:\n  name: flux\n  namespace: {ns}\nspec:\n  distribution:\n    version: 2.x\n    registry: ghcr.io/fluxcd\n  sync:\n    kind: GitRepository\n    url: {url}\n    ref: refs/heads/main\n    path: {path}\n"
+    )
+}
+
+/// The second fixture fleet: one overlay per discovery shape that made public fleets "nothing
+/// to lint" or left their Kustomizations unread (issue 39, this round's fleet-diff trial on 14
+/// public fleets), and a SOPS-encrypted substitution input.
+pub fn discovery_fixture() -> Vec<(String, String)> {
+    let k = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n";
+    let fs = "flux-system";
+    let files: Vec<(&str, String)> = vec![
+        (
+            "clusters/test/flux-system/gotk-sync.yaml",
+            git_repository(fs, fs, "https://git.example.dev/fleet.git")
+                + &ks_in(fs, fs, "./clusters/test", fs, ""),
+        ),
+        (
+            "clusters/test/apps.yaml",
+            ks_in(fs, "plain", "./apps/plain", fs, "")
+                // a substituteFrom Secret kept SOPS-encrypted: unknown on both sides
+                + &ks_in(
+                    fs,
+                    "sops-input",
+                    "./apps/vars",
+                    fs,
+                    "  postBuild:\n    substituteFrom:\n      - kind: Secret\n        name: sops-vars\n",
+                ),
+        ),
+        (
+            "clusters/test/sops-vars.yaml",
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: sops-vars\n  namespace: flux-system\nstringData:\n  GREETING: ENC[AES256_GCM,data:aGk=,iv:aXY=,tag:dGFn,type:str]\nsops:\n  mac: ENC[AES256_GCM,data:bWFj,iv:aXY=,tag:dGFn,type:str]\n  lastmodified: \"2026-01-01T00:00:00Z\"\n  version: 3.9.0\n".to_owned(),
+        ),
+        ("apps/plain/cm.yaml", cm("plain", "  a: \"1\"\n")),
+        ("apps/vars/cm.yaml", cm("vars", "  greeting: ${GREETING}\n")),
+        // the root in DIR/flux-system/gotk-sync.yaml, which DIR's kustomization does not list
+        (
+            "clusters/lab/flux-system/gotk-sync.yaml",
+            ks_in(fs, "unlisted-root", "./clusters/lab", fs, ""),
+        ),
+        (
+            "clusters/lab/flux-system/kustomization.yaml",
+            format!("{k}resources:\n  - gotk-sync.yaml\n"),
+        ),
+        (
+            "clusters/lab/kustomization.yaml",
+            format!("{k}resources:\n  - apps.yaml\n"),
+        ),
+        (
+            "clusters/lab/apps.yaml",
+            ks_in(fs, "unlisted-root-child", "./apps/plain", fs, ""),
+        ),
+        // a FluxInstance (listed by nothing) whose sync URL is the root source's, spelled
+        // otherwise (.git, case, trailing slash): its flux-system source is this repository
+        (
+            "bootstrap/flux-instance.yaml",
+            flux_instance(fs, "https://git.example.dev/Home.git", "clusters/home"),
+        ),
+        (
+            "clusters/home/root.yaml",
+            git_repository(fs, "home-fleet", "https://git.example.dev/home/")
+                + &ks_in(fs, "home-root", "./clusters/home", "home-fleet", ""),
+        ),
+        (
+            "clusters/home/apps.yaml",
+            ks_in(fs, "instance-source", "./apps/plain", fs, ""),
+        ),
+        // a tenant's Kustomization (another repository) on the cluster directory's path,
+        // listed before flux-system/: bootstrap's is the root
+        (
+            "clusters/prod/flux-system/gotk-sync.yaml",
+            ks_in(fs, "prod-root", "./clusters/prod", fs, ""),
+        ),
+        (
+            "clusters/prod/flux-system/kustomization.yaml",
+            format!("{k}resources:\n  - gotk-sync.yaml\n"),
+        ),
+        (
+            "clusters/prod/kustomization.yaml",
+            format!("{k}resources:\n  - tenant.yaml\n  - flux-system\n  - apps.yaml\n"),
+        ),
+        (
+            "clusters/prod/tenant.yaml",
+            git_repository("a-tenant", "a-tenant", "https://git.example.dev/a-tenant/releases")
+                + &ks_in("a-tenant", "a-tenant", "./clusters/prod", "a-tenant", ""),
+        ),
+        (
+            "clusters/prod/apps.yaml",
+            ks_in(fs, "prod-child", "./apps/plain", fs, ""),
+        ),
+        // a FluxInstance whose sync path holds only a ResourceSet
+        (
+            "bootstrap/platform-instance.yaml",
+            flux_instance("platform", "https://git.example.dev/fleet.git", "clusters/rs"),
+        ),
+        (
+            "clusters/rs/infra.yaml",
+            "apiVersion: fluxcd.controlplane.io/v1\nkind: ResourceSet\nmetadata:\n  name: infra\n  namespace: platform\nspec:\n  resources:\n    - apiVersion: kustomize.toolkit.fluxcd.io/v1\n      kind: Kustomization\n      metadata:\n        name: infra\n        namespace: platform\n      spec:\n        interval: 1h\n        path: apps/plain\n        prune: true\n        sourceRef:\n          kind: GitRepository\n          name: platform\n".to_owned(),
+        ),
+    ];
+    files.into_iter().map(|(p, t)| (p.to_string(), t)).collect()
+}
+
+/// Expected on [`discovery_fixture`]: (Kustomization, what the real controller does, the
+/// agreement). Before this round fleetlint found none of lab, home, prod's root or rs, and
+/// said `pass` for the SOPS input.
+const DISCOVERY: &[(&str, Outcome, Agreement)] = &[
+    ("flux-system/plain", Outcome::Built, Agreement::Agree),
+    (
+        "flux-system/unlisted-root",
+        Outcome::Built,
+        Agreement::Agree,
+    ),
+    (
+        "flux-system/unlisted-root-child",
+        Outcome::Built,
+        Agreement::Agree,
+    ),
+    (
+        "flux-system/instance-source",
+        Outcome::Built,
+        Agreement::Agree,
+    ),
+    ("flux-system/prod-root", Outcome::Built, Agreement::Agree),
+    ("flux-system/prod-child", Outcome::Built, Agreement::Agree),
+    ("platform/platform", Outcome::Built, Agreement::Agree),
+    (
+        "flux-system/sops-input",
+        Outcome::Unknown,
+        Agreement::Unknown,
+    ),
+];
+
+/// The discovery shapes of this round's public-fleet trial, on the real controller: every
+/// Kustomization of each shape is found, built, and agrees; the SOPS input is unknown on both
+/// sides; and a fleet with nothing to lint is its own error in the report, not a cluster error
+/// (fleet-diff exited 3 on three public fleets).
+#[test]
+fn discovery_shapes_of_public_fleets_are_found_and_agree_with_the_real_controller() {
+    let c = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    for (p, t) in discovery_fixture() {
+        let f = dir.path().join(&p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    }
+    let empty = tempfile::tempdir().unwrap();
+    std::fs::write(
+        empty.path().join("cm.yaml"),
+        cm("not-a-fleet", "  a: \"1\"\n"),
+    )
+    .unwrap();
+    let opts = Options {
+        prefix: "fdd-".into(),
+        timeout: Duration::from_secs(240),
+        cache_dir: None,
+        ..Options::default()
+    };
+    let fleets = [
+        FleetInput {
+            name: "discovery".into(),
+            path: dir.path().to_path_buf(),
+        },
+        FleetInput {
+            name: "nothing".into(),
+            path: empty.path().to_path_buf(),
+        },
+    ];
+    let report = fleetdiff::run(&c, &fleets, &opts, &|l| eprintln!("fleetdiff: {l}")).unwrap();
+    let text = fleetdiff::table(&report, true);
+    eprintln!("{text}");
+    let f = &report.fleets[0];
+    assert_eq!(f.error, None, "{text}");
+    for (name, outcome, agreement) in DISCOVERY {
+        let row = f
+            .rows
+            .iter()
+            .find(|r| r.kustomization == *name)
+            .unwrap_or_else(|| panic!("no row for {name}:\n{text}"));
+        assert_eq!(
+            (row.real.outcome, row.agreement),
+            (*outcome, *agreement),
+            "{name}:\n{text}"
+        );
+    }
+    assert_eq!(f.summary.disagree, 0, "{text}");
+    assert!(
+        report.fleets[1]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("nothing to lint")),
+        "{text}"
+    );
+}
