@@ -985,17 +985,7 @@ fn step_realcluster(ctx: &Ctx, real: &Real) -> Step {
             );
             // The demo ends with the whole loop proven from the cluster: source at the
             // remote's head, the Kustomization Ready at it, the Job Complete.
-            let v = ctx.kubectl(
-                Some(&kc),
-                &["gitops", "verify", "--source", &source, "--wait"],
-            );
-            st.check(
-                v.code == 0 && v.stdout.contains("the chain holds") && v.stdout.contains(&sha),
-                format!(
-                    "gitops verify --wait: the chain holds at main@sha1:{}, exit 0",
-                    &sha[..12]
-                ),
-            );
+            check_chain_holds(ctx, &kc, &source, &sha, &mut st);
         }
         Err(e) => {
             st.check(false, format!("push the fix: {e}"));
@@ -2029,6 +2019,23 @@ fn start_real() -> Real {
 }
 
 /// Polls `f` every 500 ms until true or `timeout` passes.
+/// `kubectl gitops verify --source SOURCE --wait` on the cluster of `kc` proves the whole
+/// chain holds at commit `sha` (exit 0, "the chain holds", the revision shown): a step's last
+/// check after its fix is pushed.
+fn check_chain_holds(ctx: &Ctx, kc: &Path, source: &str, sha: &str, st: &mut Step) {
+    let v = ctx.kubectl(
+        Some(kc),
+        &["gitops", "verify", "--source", source, "--wait"],
+    );
+    st.check(
+        v.code == 0 && v.stdout.contains("the chain holds") && v.stdout.contains(sha),
+        format!(
+            "after the fix, gitops verify --wait: the chain holds at main@sha1:{}, exit 0",
+            &sha[..12]
+        ),
+    );
+}
+
 fn poll(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     let until = std::time::Instant::now() + timeout;
     while std::time::Instant::now() < until {

@@ -92,19 +92,7 @@ pub(crate) fn step(ctx: &Ctx, real: &Real) -> Step {
         &[("api.yaml", &fixed)],
         "api: enableServiceLinks: false",
     ) {
-        Ok(sha) => {
-            let v = ctx.kubectl(
-                Some(&kc),
-                &["gitops", "verify", "--source", &source, "--wait"],
-            );
-            st.check(
-                v.code == 0 && v.stdout.contains("the chain holds") && v.stdout.contains(&sha),
-                format!(
-                    "after the fix (main@sha1:{}), gitops verify --wait: the chain holds, exit 0",
-                    &sha[..12]
-                ),
-            );
-        }
+        Ok(sha) => crate::check_chain_holds(ctx, &kc, &source, &sha, &mut st),
         Err(e) => {
             st.check(false, format!("push the fix: {e}"));
         }

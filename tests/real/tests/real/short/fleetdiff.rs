@@ -168,16 +168,32 @@ fn fleetlint_agrees_with_the_real_kustomize_controller_on_every_fixture_class() 
         name: "fixture".into(),
         path: dir.path().to_path_buf(),
     }];
-    let report = fleetdiff::run(&c, &fleets, &opts, &|l| eprintln!("fleetdiff: {l}")).unwrap();
+    let expected: Vec<(String, Outcome, Agreement)> = CLASSES
+        .iter()
+        .map(|(n, o, a)| (format!("flux-system/{n}"), *o, *a))
+        .collect();
+    run_and_check(&c, &fleets, &opts, &expected);
+}
+
+/// fleet-diff of `fleets` on the real controller: the first fleet has no error, each expected
+/// row (`namespace/name`, the real outcome, the agreement) is there, and nothing disagrees.
+/// Returns the report and its table.
+fn run_and_check(
+    c: &realcluster::Cluster,
+    fleets: &[FleetInput],
+    opts: &Options,
+    expected: &[(String, Outcome, Agreement)],
+) -> (fleetdiff::DiffReport, String) {
+    let report = fleetdiff::run(c, fleets, opts, &|l| eprintln!("fleetdiff: {l}")).unwrap();
     let text = fleetdiff::table(&report, true);
     eprintln!("{text}");
     let f = &report.fleets[0];
     assert_eq!(f.error, None, "{text}");
-    for (name, outcome, agreement) in CLASSES {
+    for (name, outcome, agreement) in expected {
         let row = f
             .rows
             .iter()
-            .find(|r| r.kustomization == format!("flux-system/{name}"))
+            .find(|r| r.kustomization == *name)
             .unwrap_or_else(|| panic!("no row for {name}:\n{text}"));
         assert_eq!(
             (row.real.outcome, row.agreement),
@@ -186,6 +202,7 @@ fn fleetlint_agrees_with_the_real_kustomize_controller_on_every_fixture_class() 
         );
     }
     assert_eq!(f.summary.disagree, 0, "{text}");
+    (report, text)
 }
 
 /// A Flux Kustomization `ns/name` on `path` reading GitRepository `src` of `ns`.
@@ -370,24 +387,11 @@ fn discovery_shapes_of_public_fleets_are_found_and_agree_with_the_real_controlle
             path: empty.path().to_path_buf(),
         },
     ];
-    let report = fleetdiff::run(&c, &fleets, &opts, &|l| eprintln!("fleetdiff: {l}")).unwrap();
-    let text = fleetdiff::table(&report, true);
-    eprintln!("{text}");
-    let f = &report.fleets[0];
-    assert_eq!(f.error, None, "{text}");
-    for (name, outcome, agreement) in DISCOVERY {
-        let row = f
-            .rows
-            .iter()
-            .find(|r| r.kustomization == *name)
-            .unwrap_or_else(|| panic!("no row for {name}:\n{text}"));
-        assert_eq!(
-            (row.real.outcome, row.agreement),
-            (*outcome, *agreement),
-            "{name}:\n{text}"
-        );
-    }
-    assert_eq!(f.summary.disagree, 0, "{text}");
+    let expected: Vec<(String, Outcome, Agreement)> = DISCOVERY
+        .iter()
+        .map(|(n, o, a)| ((*n).to_owned(), *o, *a))
+        .collect();
+    let (report, text) = run_and_check(&c, &fleets, &opts, &expected);
     assert!(
         report.fleets[1]
             .error
