@@ -329,9 +329,14 @@ fn parse_file(text: &str, kustomization: bool) -> (FileFacts, Vec<Node>) {
             return (facts, trees);
         }
     };
+    // Lines before each document, counted on from the previous one: counting from the start
+    // of the file for every document made a file of many documents quadratic (a fresh-user
+    // trial: 10,000 ConfigMaps in one file took 16 s, 200,000 never ended).
+    let (mut counted_to, mut line_offset) = (0usize, 0usize);
     for (s, e) in chunks {
         let chunk = &text[s..e];
-        let line_offset = text[..s].matches('\n').count();
+        line_offset += text[counted_to..s].matches('\n').count();
+        counted_to = s;
         let doc = match yamltree::parse(chunk) {
             Ok(d) => d,
             Err(err) => {
