@@ -92,7 +92,13 @@ pub(crate) fn step(ctx: &Ctx, real: &Real) -> Step {
         &[("api.yaml", &fixed)],
         "api: enableServiceLinks: false",
     ) {
-        Ok(sha) => crate::check_chain_holds(ctx, &kc, &source, &sha, &mut st),
+        Ok(sha) => {
+            // What an operator runs after pushing (`flux reconcile source git orders`): the
+            // fetch now, not at the source's next interval (on a loaded machine the check
+            // below waited out its deadline with the source still behind).
+            crate::request_reconcile(c, "flux-system", "gitrepository", SVCLINK_KS);
+            crate::check_chain_holds(ctx, &kc, &source, &sha, &mut st)
+        }
         Err(e) => {
             st.check(false, format!("push the fix: {e}"));
         }
