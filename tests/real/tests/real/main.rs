@@ -93,9 +93,14 @@ spec:
 /// `reconcile.fluxcd.io/requestedAt` (now) on GitRepository `name` in flux-system, as `flux
 /// reconcile source git` writes it: source-controller fetches now.
 pub fn fetch_source_now(c: &realcluster::Cluster, name: &str) {
+    fetch_source_now_in(c, realcluster::FLUX_NS, name)
+}
+
+/// [`fetch_source_now`] for GitRepository `name` in namespace `ns`.
+pub fn fetch_source_now_in(c: &realcluster::Cluster, ns: &str, name: &str) {
     c.kubectl(&[
         "-n",
-        realcluster::FLUX_NS,
+        ns,
         "annotate",
         "--overwrite",
         "gitrepository",

@@ -1103,16 +1103,7 @@ fn a_revoked_bearer_token_names_the_secret_key_and_the_rotation() {
         .unwrap();
     crate::ready_at_in(c, ns, name, &f.sha);
     assert!(c.git().revoke_named_token(&user, &f.token_name));
-    c.kubectl(&[
-        "annotate",
-        "--overwrite",
-        "gitrepository",
-        name,
-        "-n",
-        ns,
-        &format!("reconcile.fluxcd.io/requestedAt={}", jiff::Timestamp::now()),
-    ])
-    .unwrap();
+    crate::fetch_source_now_in(c, ns, name);
     let ready = eventually(
         T,
         "the real source-controller refuses the revoked token",
@@ -1195,16 +1186,7 @@ fn a_revoked_bearer_token_names_the_secret_key_and_the_rotation() {
         &format!("{{\"stringData\":{{\"bearerToken\":\"{new}\"}}}}"),
     ])
     .unwrap();
-    c.kubectl(&[
-        "annotate",
-        "--overwrite",
-        "gitrepository",
-        name,
-        "-n",
-        ns,
-        &format!("reconcile.fluxcd.io/requestedAt={}", jiff::Timestamp::now()),
-    ])
-    .unwrap();
+    crate::fetch_source_now_in(c, ns, name);
     eventually(T, "the source is Ready with the new token", || {
         let g = c.get_json(&["-n", ns, "get", "gitrepository", name]);
         (condition(&g, "Ready")["status"] == "True").then_some(())

@@ -36,16 +36,7 @@ fn a_revoked_token_names_the_secret_key_and_the_rotation() {
 
     // The rotation trap: the token Flux holds is revoked; the next fetch is refused.
     assert!(c.git().revoke_named_token(&user, &f.token_name));
-    c.kubectl(&[
-        "annotate",
-        "--overwrite",
-        "gitrepository",
-        name,
-        "-n",
-        ns,
-        &format!("reconcile.fluxcd.io/requestedAt={}", jiff::Timestamp::now()),
-    ])
-    .unwrap();
+    crate::fetch_source_now_in(c, ns, name);
     let ready = eventually(
         Duration::from_secs(90),
         "the real source-controller refuses the revoked token",
