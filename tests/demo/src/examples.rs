@@ -281,7 +281,7 @@ fn run(
 /// Step 12 (see the module docs).
 pub(crate) fn step_examples(ctx: &Ctx, real: &Real) -> Step {
     let mut st = Step::new(
-        "12. examples: every example of every plugin's --help runs as written on this cluster (real cluster)",
+        "examples: every example of every plugin's --help runs as written on this cluster (real cluster)",
     );
     let Some(c) = real_cluster(real, &mut st) else {
         return st;

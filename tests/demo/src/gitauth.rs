@@ -34,10 +34,10 @@ const PASSWORD: &str = "demo-git-admin";
 
 /// Row 1's step title.
 pub(crate) const HTTP_STEP: &str =
-    "10. auth-http: basic auth over plain http://, what Flux does with it (real cluster)";
+    "auth-http: basic auth over plain http://, what Flux does with it (real cluster)";
 /// Row 2's step title.
 pub(crate) const TOKEN_STEP: &str =
-    "11. auth-token: a token revoked while Flux holds it (real cluster)";
+    "auth-token: a token revoked while Flux holds it (real cluster)";
 
 /// The demo cluster's Git user (`ClusterOptions::git_user`).
 pub(crate) fn git_user() -> realcluster::GitUser {

@@ -114,7 +114,7 @@ struct Cli {
     /// Repository root holding clusters/ (default: the source tree this demo was built from)
     #[arg(long, value_name = "DIR")]
     repo_root: Option<PathBuf>,
-    /// Run only these steps (markercheck, unstick, podresolve, cutover, fleetlint, realcluster,
+    /// Run only these steps (markercheck, fleetlint, unstick, podresolve, cutover, realcluster,
     /// gatewaycheck, immutable, automation, auth-http, auth-token, servicelinks, examples); default all. An
     /// unknown step is a usage error (exit 2) listing the valid ones.
     #[arg(long, value_delimiter = ',', value_name = "STEP", value_parser = STEPS)]
@@ -125,13 +125,14 @@ struct Cli {
     keep: bool,
 }
 
-/// The demo's steps, in the order they run (`--step` accepts only these).
+/// The demo's steps, in the order they run (`--step` accepts only these): each step's number
+/// in its title is its place here ([`Step::new`]).
 const STEPS: [&str; 13] = [
     "markercheck",
+    "fleetlint",
     "unstick",
     "podresolve",
     "cutover",
-    "fleetlint",
     "realcluster",
     "gatewaycheck",
     "immutable",
@@ -155,13 +156,26 @@ struct Ctx {
 
 /// One step's verdict.
 struct Step {
-    name: &'static str,
+    /// `N. id: what it shows`, N its place in [`STEPS`].
+    name: String,
     proved: Vec<String>,
     failed: Vec<String>,
 }
 
+/// A step's title as printed: `title` (`id: what it shows`, id one of [`STEPS`]) numbered by
+/// the step's place in [`STEPS`], the order the steps run, so a step added anywhere renumbers
+/// the others.
+fn numbered(title: &str) -> String {
+    let id = title.split(':').next().unwrap_or("");
+    match STEPS.iter().position(|s| *s == id) {
+        Some(i) => format!("{}. {title}", i + 1),
+        None => title.to_string(),
+    }
+}
+
 impl Step {
-    fn new(name: &'static str) -> Self {
+    fn new(title: &str) -> Self {
+        let name = numbered(title);
         say!("\n=== {name} ===");
         Step {
             name,
@@ -320,7 +334,7 @@ const PODINFO_SELECTED: &str = "6.7.0";
 // ------------------------------------------------------------------ step 1
 
 fn step_markercheck(ctx: &Ctx) -> Step {
-    let mut st = Step::new("1. markercheck: the :tag marker on an image: line, caught offline");
+    let mut st = Step::new("markercheck: the :tag marker on an image: line, caught offline");
     let fleet = ctx.fleet_copy("markercheck");
     let fleet_s = fleet.display().to_string();
     let clean = ctx.kubectl(None, &["markercheck", &fleet_s]);
@@ -406,7 +420,7 @@ fn real_cluster<'a>(real: &'a Real, st: &mut Step) -> Option<&'a realcluster::Cl
 /// namespace whose resolver is built from that ConfigMap and the real kube-dns Service).
 fn step_podresolve(ctx: &Ctx, real: &Real) -> Step {
     let mut st = Step::new(
-        "4. podresolve: the Git host from the pod network, not the workstation (real cluster)",
+        "podresolve: the Git host from the pod network, not the workstation (real cluster)",
     );
     let Some(c) = real_cluster(real, &mut st) else {
         return st;
@@ -540,7 +554,7 @@ fn request_reconcile(c: &realcluster::Cluster, ns: &str, kind: &str, name: &str)
 /// the servers listen on 127.0.0.1 and the cutover needs `--allow-loopback`.
 /// The cutover step's title.
 const CUTOVER_STEP: &str =
-    "5. cutover: moving the Git source without rolling prod back (real cluster)";
+    "cutover: moving the Git source without rolling prod back (real cluster)";
 
 fn step_cutover(ctx: &Ctx, real: &Real, keep: &mut Vec<twin::git::GitServer>) -> Step {
     let mut st = Step::new(CUTOVER_STEP);
@@ -791,8 +805,7 @@ const WAVE2_POSTBUILD: &str =
     "  postBuild:\n    substituteFrom:\n      - kind: ConfigMap\n        name: cluster-vars\n";
 
 fn step_fleetlint(ctx: &Ctx) -> Step {
-    let mut st =
-        Step::new("2. fleetlint: a ${VAR} in a path without substituteFrom, caught offline");
+    let mut st = Step::new("fleetlint: a ${VAR} in a path without substituteFrom, caught offline");
     let fleet = ctx.fleet_copy("fleetlint");
     let clusters = fleet.join("clusters");
     let c = clusters.display().to_string();
@@ -895,7 +908,7 @@ fn real_job(image: &str) -> String {
 /// first) proves Ready at the fix revision. With --keep the cluster stays up.
 fn step_realcluster(ctx: &Ctx, real: &Real) -> Step {
     let mut st = Step::new(
-        "6. realcluster: a Job that cannot pull, held by the real kustomize-controller, freed with proof",
+        "realcluster: a Job that cannot pull, held by the real kustomize-controller, freed with proof",
     );
     let Some(c) = real_cluster(real, &mut st) else {
         return st;
@@ -1047,7 +1060,7 @@ fn help_examples(help: &str) -> Vec<Vec<String>> {
 /// verdict is checked against what the cluster holds.
 fn step_gatewaycheck(ctx: &Ctx, real: &Real) -> Step {
     let mut st = Step::new(
-        "7. gatewaycheck: is the Gateway really serving? Envoy Gateway's status against what is behind it (real cluster)",
+        "gatewaycheck: is the Gateway really serving? Envoy Gateway's status against what is behind it (real cluster)",
     );
     let Some(c) = real_cluster(real, &mut st) else {
         return st;
@@ -1625,7 +1638,7 @@ fn check_real_image_status(ctx: &Ctx, c: &realcluster::Cluster, st: &mut Step) {
 /// (2 s at load 25 in session 6); 40s leaves room for a machine many times busier.
 fn step_unstick_real(ctx: &Ctx, real: &Real, keep: &mut Option<(String, String)>) -> Step {
     let mut st = Step::new(
-        "3. unstick: the change pushed anyway, a stuck wave freed with proof (real cluster)",
+        "unstick: the change pushed anyway, a stuck wave freed with proof (real cluster)",
     );
     let Some(c) = real_cluster(real, &mut st) else {
         return st;
@@ -2339,4 +2352,20 @@ async fn main() {
     }
     drop(ctx);
     std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_is_numbered_by_its_place_in_the_run_order() {
+        assert_eq!(numbered("markercheck: m"), "1. markercheck: m");
+        assert_eq!(numbered("fleetlint: f"), "2. fleetlint: f");
+        assert_eq!(numbered("servicelinks: s"), "12. servicelinks: s");
+        assert_eq!(
+            numbered("examples: e"),
+            format!("{}. examples: e", STEPS.len())
+        );
+    }
 }

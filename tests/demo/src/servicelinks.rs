@@ -18,7 +18,7 @@ const SVCLINK_KS: &str = "orders";
 /// `gitops verify --wait` proves the chain holds at it.
 pub(crate) fn step(ctx: &Ctx, real: &Real) -> Step {
     let mut st = Step::new(
-        "12. servicelinks: REDIS_PORT=tcp://... from a Service named redis crashes a Python app; named with its fix, proven",
+        "servicelinks: REDIS_PORT=tcp://... from a Service named redis crashes a Python app; named with its fix, proven",
     );
     let Some(c) = real_cluster(real, &mut st) else {
         return st;

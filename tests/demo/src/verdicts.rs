@@ -50,7 +50,7 @@ fn ready_at(c: &realcluster::Cluster, name: &str, sha: &str) -> bool {
 /// Step 8, catalogue row 7.
 pub(crate) fn step_immutable(ctx: &Ctx, real: &Real) -> Step {
     let mut st = Step::new(
-        "8. immutable: a Job's changed template, refused by the real API server on every run, named with its fix (catalogue row 7)",
+        "immutable: a Job's changed template, refused by the real API server on every run, named with its fix (catalogue row 7)",
     );
     let Some(c) = real_cluster(real, &mut st) else {
         return st;
@@ -171,7 +171,7 @@ fn automation(template: &str) -> String {
 /// Step 9, catalogue row 6.
 pub(crate) fn step_automation(ctx: &Ctx, real: &Real) -> Step {
     let mut st = Step::new(
-        "9. automation: a commit template using the removed '.Updated', refused by the real image-automation-controller, named with its fix (catalogue row 6)",
+        "automation: a commit template using the removed '.Updated', refused by the real image-automation-controller, named with its fix (catalogue row 6)",
     );
     let Some(c) = real_cluster(real, &mut st) else {
         return st;

@@ -16,7 +16,7 @@ fn an_unknown_step_is_a_usage_error_listing_the_valid_ones() {
     );
     assert!(
         stderr.contains(
-            "[possible values: markercheck, unstick, podresolve, cutover, fleetlint, realcluster, gatewaycheck, immutable, automation, auth-http, auth-token, servicelinks, examples]"
+            "[possible values: markercheck, fleetlint, unstick, podresolve, cutover, realcluster, gatewaycheck, immutable, automation, auth-http, auth-token, servicelinks, examples]"
         ),
         "{stderr}"
     );
