@@ -225,6 +225,10 @@ pub struct PodReason {
     /// Restart count.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restarts: Option<i64>,
+    /// When the last failed run ended (`lastState.terminated.finishedAt`), for
+    /// [`RECENT_RESTART`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_exit_at: Option<Timestamp>,
     /// Message of the waiting state or the latest Warning event of the pod.
     pub message: String,
     /// For a CrashLoopBackOff container: a Service link variable whose value its last run's
@@ -234,6 +238,17 @@ pub struct PodReason {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_link: Option<cluster_loop::servicelinks::LinkCollision>,
 }
+
+/// [`PodReason::reason`] of a container running again after a failed run less than
+/// [`CRASH_LOOP_RESET`] ago ([`Engine::pod_reasons`]): not a kubelet reason (its status says
+/// Running), the crash loop between two restarts.
+pub const RECENT_RESTART: &str = "RestartedAfterCrash";
+
+/// How long after a container's failed run the kubelet still counts it in the crash-loop
+/// back-off (k8s.io/kubernetes v1.36 pkg/kubelet/kubelet.go: the back-off entry expires when
+/// `eventTime.Sub(lastUpdate) > 600*time.Second`): a container that ran this long since its
+/// last exit is no longer in a crash loop; before that, Running is a pause between restarts.
+pub const CRASH_LOOP_RESET: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// A known failure signature from the catalogue.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -1953,6 +1968,10 @@ impl<'a> Engine<'a> {
         let mut out = Vec::new();
         for list in ["initContainerStatuses", "containerStatuses"] {
             for cs in obj::arr(p, &["status", list]) {
+                if let Some(r) = self.recent_restart(&pod, cs) {
+                    out.push(r);
+                    continue;
+                }
                 let Some(w) = obj::at(cs, &["state", "waiting"]) else {
                     continue;
                 };
@@ -2001,6 +2020,7 @@ impl<'a> Engine<'a> {
                         None
                     },
                     restarts: obj::i(cs, &["restartCount"]).filter(|_| crash),
+                    last_exit_at: None,
                     service_link,
                     message,
                 });
@@ -2022,11 +2042,52 @@ impl<'a> Engine<'a> {
                 last_exit_code: None,
                 last_exit_reason: None,
                 restarts: None,
+                last_exit_at: None,
                 message: c.message().to_string(),
                 service_link: None,
             });
         }
         out
+    }
+
+    /// A container running again after a failed run that ended less than
+    /// [`CRASH_LOOP_RESET`] ago (`state.running` with `lastState.terminated.exitCode` != 0,
+    /// its `finishedAt` within the window): a crash loop caught between two restarts, when
+    /// the kubelet's status says Running and ready and kstatus reads the workload Current.
+    /// Reason [`RECENT_RESTART`], with the last exit code and reason, the restart count, and
+    /// a message saying how long it has run and when the last run ended (what
+    /// `kubectl get pod` shows as `RESTARTS 3 (40s ago)`). `None` for any other container.
+    fn recent_restart(&self, pod: &str, cs: &Value) -> Option<PodReason> {
+        let started = obj::parse_time(obj::s(cs, &["state", "running", "startedAt"])?)?;
+        let term = obj::at(cs, &["lastState", "terminated"])?;
+        let code = obj::i(term, &["exitCode"]).filter(|c| *c != 0)?;
+        let finished = obj::parse_time(obj::s(term, &["finishedAt"])?)?;
+        let now = self.now();
+        let ago = now.duration_since(finished);
+        if ago > SignedDuration::try_from(CRASH_LOOP_RESET).ok()? {
+            return None;
+        }
+        let restarts = obj::i(cs, &["restartCount"]);
+        let secs = |d: SignedDuration| d.as_secs().max(0);
+        Some(PodReason {
+            pod: pod.to_string(),
+            container: obj::s(cs, &["name"]).unwrap_or("").to_string(),
+            reason: RECENT_RESTART.to_string(),
+            image: None,
+            last_exit_code: Some(code),
+            last_exit_reason: obj::s(term, &["reason"]).map(String::from),
+            restarts,
+            last_exit_at: Some(finished),
+            message: format!(
+                "running for {}s, restarted {} time(s), the last run exited {code} ({}) {}s ago; the kubelet forgets a crash after {} min without one",
+                secs(now.duration_since(started)),
+                restarts.unwrap_or(0),
+                obj::s(term, &["reason"]).unwrap_or("Error"),
+                secs(ago),
+                CRASH_LOOP_RESET.as_secs() / 60,
+            ),
+            service_link: None,
+        })
     }
 
     /// Catalogue signature: an image reference that is a bare tag, or that has no registry

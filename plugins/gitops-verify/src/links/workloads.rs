@@ -5,6 +5,12 @@
 //! InProgress until it completes, where plain kstatus calls a running Job Current), with pod
 //! reasons when not (unstick's [`unstick::diagnose::Engine::pod_reasons`]).
 //!
+//! - A container of the current template running again after a failed run that ended less
+//!   than [`unstick::diagnose::CRASH_LOOP_RESET`] ago (reason
+//!   [`unstick::diagnose::RECENT_RESTART`]), whatever kstatus reads (Current included: between
+//!   back-offs the kubelet says Running and ready): `broken` from its
+//!   [`CRASH_LOOP_RESTARTS`]th restart (a crash loop caught between restarts), else `waiting`
+//!   until that run's end + the window.
 //! - Current: `ok`.
 //! - Failed (ProgressDeadlineExceeded, a failed Job), or in the inventory but absent: `broken`.
 //! - InProgress with a pod of the current pod template (its containers' images are the
@@ -198,6 +204,56 @@ fn member(
             )
         }
     };
+    // A container of the current template running again after a failed run within the
+    // kubelet's crash-loop window: Running and ready (kstatus may read Current), but a crash
+    // loop caught between restarts is not proven healthy.
+    let restarted = reasons
+        .iter()
+        .find(|r| r.reason == unstick::diagnose::RECENT_RESTART && of_template(w, pods, &r.pod));
+    match st.status {
+        Status::Failed | Status::Unknown => {}
+        _ if let Some(r) = restarted => {
+            let logs = format!(
+                "kubectl logs -n {} {} -c {} --previous",
+                obj::namespace(w),
+                r.pod,
+                r.container
+            );
+            return if r.restarts.unwrap_or(0) >= CRASH_LOOP_RESTARTS {
+                Evidence::new(
+                    id,
+                    Verdict::Broken,
+                    text(format!(
+                        "a crash loop between two restarts (kstatus {}: {})",
+                        st.status, st.message
+                    )),
+                )
+                .fix(format!("{logs} shows why the last run exited"))
+            } else {
+                // One failed run: proven once it has run the kubelet's window without
+                // another (a second exit makes it a loop).
+                let by = r.last_exit_at.and_then(|t| {
+                    t.checked_add(
+                        SignedDuration::try_from(unstick::diagnose::CRASH_LOOP_RESET)
+                            .unwrap_or_default(),
+                    )
+                    .ok()
+                });
+                Evidence::new(
+                    id,
+                    Verdict::Waiting,
+                    text(format!(
+                        "restarted once after a failed run; healthy when it runs {} min without exiting (kstatus {}: {})",
+                        unstick::diagnose::CRASH_LOOP_RESET.as_secs() / 60,
+                        st.status,
+                        st.message
+                    )),
+                )
+                .until(by)
+            };
+        }
+        _ => {}
+    }
     match st.status {
         Status::Current => Evidence::new(id, Verdict::Ok, format!("Current: {}", st.message)),
         Status::Unknown => Evidence::new(
@@ -264,6 +320,12 @@ fn member(
     }
 }
 
+/// Restarts after which a container running again within the kubelet's crash-loop window is
+/// a crash loop (`broken`) rather than one failed run (`waiting`): the kubelet backs off from
+/// the second exit on (the first restart is immediate, pkg/kubelet/kuberuntime
+/// `doBackOff`).
+const CRASH_LOOP_RESTARTS: i64 = 2;
+
 fn id_ref(w: &Value) -> String {
     format!("{}/{}", obj::kind(w).to_lowercase(), obj::name(w))
 }
@@ -306,5 +368,91 @@ mod tests {
         );
         w["kind"] = json!("StatefulSet");
         assert_eq!(progress_deadline(&w), None);
+    }
+}
+
+#[cfg(test)]
+mod restart_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A Deployment kstatus reads Current, and its one pod, running `web` again after a run
+    /// that exited 1 at `finished`, restarted `restarts` times.
+    fn current_with_restarts(restarts: i64, finished: &str) -> (Value, Vec<Value>) {
+        let w = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "apps", "generation": 1},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"spec": {"containers": [{"name": "web", "image": "reg/web:1"}]}}},
+            "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+                "readyReplicas": 1, "availableReplicas": 1,
+                "conditions": [{"type": "Available", "status": "True"}]}});
+        let pod = json!({"metadata": {"name": "web-1", "namespace": "apps",
+                "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "reg/web:1"}]},
+            "status": {"phase": "Running", "containerStatuses": [{"name": "web", "ready": true,
+                "restartCount": restarts,
+                "state": {"running": {"startedAt": "2026-12-03T18:09:50Z"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
+                    "startedAt": "2026-12-03T18:09:00Z", "finishedAt": finished}}}]}});
+        (w, vec![pod])
+    }
+
+    fn judge(restarts: i64, finished: &str) -> Evidence {
+        let (w, pods) = current_with_restarts(restarts, finished);
+        let now: Timestamp = "2026-12-03T18:10:00Z".parse().unwrap();
+        let snap = Snapshot {
+            now,
+            pods: pods.clone(),
+            objects: vec![w.clone()],
+            ..Snapshot::default()
+        };
+        let engine = Engine::new(&snap);
+        let st = kstatus::compute_health_at(&w, now, kstatus::HealthReader::for_version(None));
+        assert_eq!(
+            st.status,
+            Status::Current,
+            "the fixture is Current by kstatus"
+        );
+        member(
+            &engine,
+            kstatus::HealthReader::for_version(None),
+            &pods,
+            &w,
+            "Deployment/apps/web".into(),
+            now,
+            std::time::Duration::from_secs(300),
+        )
+    }
+
+    #[test]
+    fn a_crash_loop_caught_running_is_broken_not_ok() {
+        let e = judge(3, "2026-12-03T18:09:40Z");
+        assert_eq!(e.verdict, Verdict::Broken, "{e:?}");
+        assert!(e.detail.contains("RestartedAfterCrash"), "{}", e.detail);
+        assert!(
+            e.detail.contains("exited 1 (Error) 20s ago"),
+            "{}",
+            e.detail
+        );
+        assert!(
+            e.fix.as_deref().unwrap_or("").contains("--previous"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn one_failed_run_waits_out_the_kubelets_window() {
+        let e = judge(1, "2026-12-03T18:09:40Z");
+        assert_eq!(e.verdict, Verdict::Waiting, "{e:?}");
+        assert_eq!(
+            e.deadline.map(|t| t.to_string()).as_deref(),
+            Some("2026-12-03T18:19:40Z")
+        );
+    }
+
+    #[test]
+    fn a_failed_run_past_the_window_is_ok() {
+        let e = judge(5, "2026-12-03T17:59:59Z");
+        assert_eq!(e.verdict, Verdict::Ok, "{e:?}");
     }
 }

@@ -1305,3 +1305,101 @@ fn service_link_collision_is_named_with_its_fix() {
     crate::fetch_source_now(c, name);
     ready_at(c, name, &sha);
 }
+
+/// A crash loop caught between two restarts: a Python app that serves for 20 s, then exits 1
+/// ("lost its connection"). Between its back-offs the kubelet's status says Running and ready,
+/// the real deployment controller counts the replica available, and kstatus reads the
+/// Deployment Current, which is what the real kustomize-controller's health check passes on.
+/// `kubectl gitops verify` must not say `ok` then: the container ran again after a failed
+/// run less than the kubelet's crash-loop window ago (600 s), with two restarts or more, so
+/// the workloads link is `broken`, naming the last exit and `kubectl logs --previous`.
+#[test]
+fn a_crash_loop_caught_running_between_restarts_is_broken_not_ok() {
+    let c = &cluster();
+    let name = "gv-restarts";
+    let app = format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: worker
+  namespace: {name}
+spec:
+  replicas: 1
+  progressDeadlineSeconds: 3600
+  selector:
+    matchLabels: {{app: worker}}
+  template:
+    metadata:
+      labels: {{app: worker}}
+    spec:
+      containers:
+      - name: worker
+        image: python:3.12-slim
+        command:
+        - python3
+        - -c
+        - |
+          import sys, time
+          print('serving', flush=True)
+          time.sleep(20)
+          print('lost the connection to the queue', flush=True)
+          sys.exit(1)
+"
+    );
+    let spec = "  interval: 100h\n  path: ./\n  prune: true\n  wait: true\n  timeout: 1m\n";
+    c.fleet(
+        name,
+        &[("ns.yaml", &namespace(name)), ("worker.yaml", &app)],
+        spec,
+    )
+    .unwrap();
+    // The kubelet's status of one container: (restartCount, running now, last exit code).
+    let container = || -> Option<(i64, bool, Option<i64>)> {
+        let pods = c.get_json(&["-n", name, "get", "pods"]);
+        let cs = &pods["items"].as_array()?.first()?["status"]["containerStatuses"][0];
+        Some((
+            cs["restartCount"].as_i64()?,
+            cs["state"]["running"].is_object() && cs["ready"] == true,
+            cs["lastState"]["terminated"]["exitCode"].as_i64(),
+        ))
+    };
+    // Up to three running windows: the verdict is read while the container runs between
+    // restarts (the same run before and after, so the window held during the read).
+    let mut seen_running = None;
+    for _ in 0..3 {
+        let before = eventually(T, "the worker runs again after its second exit", || {
+            container().filter(|(n, running, code)| *n >= 2 && *running && *code == Some(1))
+        });
+        // What the health check reads: the real deployment controller counts it available.
+        let d = c.get_json(&["-n", name, "get", "deployment", "worker"]);
+        let available = d["status"]["availableReplicas"].as_i64() == Some(1);
+        let (code, r, err) = verify(
+            c.kubeconfig(),
+            &["--source", &format!("gitrepository/{name}")],
+        );
+        let after = container();
+        if available && after == Some(before) {
+            seen_running = Some((code, r, err, before.0));
+            break;
+        }
+    }
+    let (code, r, err, restarts) =
+        seen_running.expect("verify never ran inside a running window of the worker");
+    assert_eq!(code, 1, "{r:#}\n{err}");
+    let w = link(&r, "workloads");
+    assert_eq!(w["verdict"], "broken", "{r:#}");
+    let ev = &w["evidence"][0];
+    let detail = ev["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("a crash loop between two restarts")
+            && detail.contains(unstick::diagnose::RECENT_RESTART)
+            && detail.contains(&format!(
+                "restarted {restarts} time(s), the last run exited 1 (Error)"
+            )),
+        "{ev:#}"
+    );
+    assert!(
+        ev["fix"].as_str().unwrap().contains("-c worker --previous"),
+        "{ev:#}"
+    );
+}
