@@ -200,9 +200,9 @@ pub fn parse<C: clap::Parser>(plugin: &str) -> C {
 /// naming the path and what to pass instead. Returns the path as given.
 pub fn parse_git_work_tree(s: &str) -> std::result::Result<PathBuf, String> {
     let p = PathBuf::from(s);
-    if !p.is_dir() {
+    if let Some(problem) = crate::repo::directory_problem(&p) {
         return Err(format!(
-            "{s}: not a directory (pass a local clone of the Git repository)"
+            "{problem} (pass a local clone of the Git repository)"
         ));
     }
     let out = std::process::Command::new("git")
@@ -1066,7 +1066,10 @@ users:
         assert!(e.contains("not a Git repository"), "{e}");
         let missing = d.path().join("missing");
         let e = parse_git_work_tree(missing.to_str().unwrap()).unwrap_err();
-        assert!(e.contains("not a directory"), "{e}");
+        assert!(
+            e.ends_with("missing: no such directory (pass a local clone of the Git repository)"),
+            "{e}"
+        );
         let repo = d.path().join("repo");
         let st = std::process::Command::new("git")
             .args(["init", "-q"])

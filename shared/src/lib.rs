@@ -39,6 +39,7 @@ pub mod net;
 pub mod output;
 pub mod probe;
 pub mod refs;
+pub mod repo;
 pub mod servicelinks;
 pub mod signals;
 pub mod wait;

@@ -293,19 +293,6 @@ impl Report {
     }
 }
 
-/// Nearest directory at or above `p` holding `.git`.
-pub fn repo_root_of(p: &Path) -> Option<PathBuf> {
-    let abs = std::fs::canonicalize(p).ok()?;
-    let mut cur = Some(abs.as_path());
-    while let Some(c) = cur {
-        if c.join(".git").exists() {
-            return Some(c.to_path_buf());
-        }
-        cur = c.parent();
-    }
-    None
-}
-
 /// Files changed since `rev` in the repository at `root`: `git diff --name-only REV --`
 /// (committed and uncommitted changes) plus untracked files.
 ///
@@ -366,10 +353,9 @@ pub fn changed_files(root: &Path, rev: &str) -> Result<BTreeSet<String>, RunErro
 ///
 /// Errors: [`RunError::Usage`] for a path/overlay/revision that cannot be used.
 pub fn run(cfg: &Config) -> Result<Report, RunError> {
-    if !cfg.path.is_dir() {
+    if let Some(problem) = cluster_loop::repo::directory_problem(&cfg.path) {
         return Err(RunError::Usage(format!(
-            "{}: not a directory (PATH is a Git checkout or a directory of a fleet repository)",
-            cfg.path.display()
+            "{problem} (PATH is a Git checkout or a directory of a fleet repository)"
         )));
     }
     let mut notes = Vec::new();
@@ -567,18 +553,14 @@ fn overlays_to_lint(
 fn repo_root(cfg: &Config, notes: &mut Vec<String>) -> PathBuf {
     match &cfg.repo_root {
         Some(r) => r.clone(),
-        None => match repo_root_of(&cfg.path) {
+        None => match cluster_loop::repo::git_root_of(&cfg.path) {
             Some(r) => r,
             None => {
-                // Outside a Git checkout (a CI export, a tarball): the current directory when
-                // PATH is below it (`fleetlint clusters/` in a copy of the repository), else
-                // PATH itself, as markercheck does; and say so, since every spec.path is
-                // resolved from it.
-                let abs = std::fs::canonicalize(&cfg.path).unwrap_or_else(|_| cfg.path.clone());
-                let r = match std::env::current_dir().and_then(std::fs::canonicalize) {
-                    Ok(cwd) if abs.starts_with(&cwd) => cwd,
-                    _ => cfg.path.clone(),
-                };
+                // Outside a Git checkout (a CI export, a tarball): the shared rule (the current
+                // directory when PATH is below it, else PATH itself); and say so, since every
+                // spec.path is resolved from it.
+                let r = cluster_loop::repo::root_outside_git(std::slice::from_ref(&cfg.path))
+                    .unwrap_or_else(|| cfg.path.clone());
                 notes.push(format!(
                 "no .git above {}: Kustomization spec.path and spec.update.path are taken relative to {} (set the repository root with --repo-root)",
                 cfg.path.display(),

@@ -292,9 +292,9 @@ fn parse_sources(given: &[String]) -> Result<Vec<(String, PathBuf)>> {
                 "--source {m}: the source is KIND/NAMESPACE/NAME or NAME"
             )));
         }
-        if !std::path::Path::new(path).is_dir() {
+        if let Some(problem) = cluster_loop::repo::directory_problem(std::path::Path::new(path)) {
             return Err(Error::usage(format!(
-                "--source {m}: {path} is not a directory (a local checkout of the source)"
+                "--source {m}: {problem} (a local checkout of the source)"
             )));
         }
         sources.push((id.to_string(), PathBuf::from(path)));

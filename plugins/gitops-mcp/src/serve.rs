@@ -114,10 +114,9 @@ pub fn session(cli: &Cli) -> Result<Session, Error> {
         Some(r) => r.clone(),
         None => std::env::current_dir().map_err(|e| Error::io("<current directory>", e))?,
     };
-    if !repo.is_dir() {
+    if let Some(problem) = cluster_loop::repo::directory_problem(&repo) {
         return Err(Error::usage(format!(
-            "--repo {}: not a directory (give the checkout the offline tools should read)",
-            repo.display()
+            "--repo {problem} (give the checkout the offline tools should read)"
         )));
     }
     let args = crate::context::pin(cluster_args(&cli.cluster))?;

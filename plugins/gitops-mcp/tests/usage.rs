@@ -49,7 +49,10 @@ fn a_namespace_flag_and_a_missing_repo_are_usage_errors() {
     assert!(err.contains("namespace argument"), "{err}");
     let (code, _, err) = run(&["--repo", "/nonexistent/fleet"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("/nonexistent/fleet: not a directory"), "{err}");
+    assert!(
+        err.contains("/nonexistent/fleet: no such directory"),
+        "{err}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kubeconfig");
     std::fs::write(

@@ -38,7 +38,10 @@ fn a_repo_that_is_not_a_git_checkout_is_exit_2_naming_it() {
     assert!(err.contains("--repo .: not a Git repository"), "{err}");
     let (code, err) = run(&["--repo", "/nonexistent/fleet"], d.path());
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("/nonexistent/fleet: not a directory"), "{err}");
+    assert!(
+        err.contains("/nonexistent/fleet: no such directory"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -406,30 +406,6 @@ fn display(p: &Path) -> String {
     s.to_string()
 }
 
-/// The nearest directory at or above `dir` holding `.git`.
-fn git_root_of(dir: &Path) -> Option<PathBuf> {
-    let mut cur = Some(dir);
-    while let Some(c) = cur {
-        if c.join(".git").exists() {
-            return Some(c.to_path_buf());
-        }
-        cur = c.parent();
-    }
-    None
-}
-
-/// The longest common ancestor of canonical directories.
-fn common_ancestor(dirs: &[PathBuf]) -> Option<PathBuf> {
-    let mut it = dirs.iter();
-    let mut acc = it.next()?.clone();
-    for d in it {
-        while !d.starts_with(&acc) {
-            acc = acc.parent()?.to_path_buf();
-        }
-    }
-    Some(acc)
-}
-
 /// The Flux version pinned in the tree (`gotk-components.yaml`), as `(major, minor, patch)`.
 fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
     let mut it = v.trim_start_matches('v').split(['.', '-', '+']);
@@ -718,7 +694,7 @@ fn scan_paths(
         };
         let repo_root = match &cfg.repo_root {
             Some(r) => std::fs::canonicalize(r).unwrap_or(r.clone()),
-            None => git_root_of(&base).unwrap_or_default(),
+            None => cluster_loop::repo::git_root_of(&base).unwrap_or_default(),
         };
         let tree = crate::kustomize::Tree::from_files(&res.files);
         scans.push(Scanned {
@@ -748,10 +724,10 @@ fn name_roots(cfg: &Config, scans: &mut [Scanned], report: &mut Report) {
             report.roots.push(r);
         }
     }
-    // Outside a git checkout, spec.update.path is taken from the tree root: the common
-    // ancestor of the paths given (PATH itself for one path), never the current directory
-    // (`markercheck DIR` from DIR's parent reads DIR as the repository; `markercheck apps
-    // clusters` in a copy of a fleet still resolves `./apps`).
+    // Outside a git checkout, spec.update.path is taken from the shared rule
+    // (cluster_loop::repo::root_outside_git, as fleetlint): the current directory when every
+    // PATH is below it, else their common directory (`markercheck apps clusters` in a copy of
+    // a fleet still resolves `./apps`).
     if !scans.iter().any(|s| s.repo_root.as_os_str().is_empty()) {
         return;
     }
@@ -760,11 +736,16 @@ fn name_roots(cfg: &Config, scans: &mut [Scanned], report: &mut Report) {
         .filter(|s| s.repo_root.as_os_str().is_empty())
         .map(|s| s.base.clone())
         .collect();
-    let top = common_ancestor(&dirs).unwrap_or_default();
+    let top = cluster_loop::repo::root_outside_git(&dirs).unwrap_or_default();
+    let cwd = std::env::current_dir()
+        .and_then(std::fs::canonicalize)
+        .is_ok_and(|c| c == top);
     report.roots.push(format!(
         "{} ({}: no .git above it)",
         display_dir(&top),
-        if dirs.len() == 1 {
+        if cwd {
+            "the current directory, at or above every PATH"
+        } else if dirs.len() == 1 {
             "PATH itself"
         } else {
             "the common directory of the PATHs"

@@ -464,14 +464,14 @@ fn print_table(cli: &Cli, report: &Report) -> Result<()> {
         .filter(|f| f.severity == Severity::Warning)
         .count();
     let summary = format!(
-        "scanned {} files, {} selected by Flux, {} with \"$imagepolicy\", {} markers Flux reads; {}, {}; {} files {}; repository root {}",
-        report.stats.files_scanned,
+        "scanned {}, {} selected by Flux, {} with \"$imagepolicy\", {} Flux reads; {}, {}; {} {}; repository root {}",
+        cluster_loop::output::count(report.stats.files_scanned as u64, "file"),
         report.stats.files_selected,
         report.stats.files_with_token,
-        report.stats.markers,
+        cluster_loop::output::count(report.stats.markers as u64, "marker"),
         cluster_loop::output::count(n_err as u64, "error"),
         cluster_loop::output::count(n_warn as u64, "warning"),
-        report.changes.len(),
+        cluster_loop::output::count(report.changes.len() as u64, "file"),
         if cli.normalize {
             "--normalize would lay out anew (values unchanged)"
         } else {

@@ -582,7 +582,8 @@ pub fn run(
     for &fi in &with_cases {
         let repo = format!("fleetdiff/{p}{fi}");
         progress(&format!("serving {} as {repo}", fleets[fi].name));
-        let root = fleetlint::repo_root_of(&fleets[fi].path).unwrap_or(fleets[fi].path.clone());
+        let root =
+            cluster_loop::repo::git_root_of(&fleets[fi].path).unwrap_or(fleets[fi].path.clone());
         cluster
             .git()
             .create_repo_from_dir(&repo, &root, "main", "fleet checkout")

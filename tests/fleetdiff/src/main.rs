@@ -41,11 +41,8 @@ fn main() {
     let cli = Cli::parse();
     let mut fleets = Vec::new();
     for p in &cli.paths {
-        if !p.is_dir() {
-            eprintln!(
-                "fleet-diff: {}: not a directory (give fleet checkouts)",
-                p.display()
-            );
+        if let Some(problem) = cluster_loop::repo::directory_problem(p) {
+            eprintln!("fleet-diff: {problem} (give fleet checkouts)");
             std::process::exit(2);
         }
         let name = std::fs::canonicalize(p)
