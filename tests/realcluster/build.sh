@@ -21,6 +21,11 @@
 #   krew/    krew (sigs.k8s.io/krew), the real `kubectl krew` for the dist tests
 #   fluxcli/ the flux CLI (github.com/fluxcd/flux2/v2), the real `flux plugin` for the dist tests;
 #            built in a writable copy of its own module (see build_flux_cli)
+#   node/    the real node (opt-in, built only by `build.sh module:node`, what a cluster with
+#            ClusterOptions::real_kubelet runs): containerd v2.4.2 (+ its runc shim), runc v1.5.3
+#            (cgo, `-tags seccomp`: needs libseccomp-dev), the CNI plugins v1.9.1 (bridge,
+#            host-local, loopback) as Go tools, and the kubelet of kube/'s go.mod
+#            (k8s.io/kubernetes/cmd/kubelet, stamped as kube-apiserver is); never in `demo`/`all`
 #   envoygateway/  Envoy Gateway v1.9.1 (cmd/envoy-gateway) and, from the same module graph, the
 #            Gateway API standard CRDs of sigs.k8s.io/gateway-api v1.6.3; metallb/  MetalLB
 #            v0.15.2's controller (v0.16.2 does not build: see src/gateway.rs). Built only by
@@ -51,7 +56,7 @@ cache="${CLUSTER_LOOP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cluster-loop}/realc
 # Cold build time of each stage on an idle 2-core machine, in seconds of wall time, for the
 # progress lines: the CPU seconds measured into a fresh GOCACHE (tests/realcluster/README.md,
 # "Cold build") over the two cores, links being single-threaded. A warm Go cache is faster.
-declare -A expect=([kube]=480 [flux]=330 [kc17]=220 [image]=170 [helm]=120 [krew]=15 [fluxcli]=80)
+declare -A expect=([kube]=480 [flux]=330 [kc17]=220 [image]=170 [helm]=120 [krew]=15 [fluxcli]=80 [node]=480)
 start=$(date +%s)
 step() { echo "build.sh: [$(( $(date +%s) - start ))s] $*" >&2; }
 stage_start=0
@@ -72,6 +77,13 @@ stage_done() { # NAME
 recipe=2
 key=$( (cd "$here" && find ./kube ./flux \( -name '*.go' -o -name go.mod \) -print | LC_ALL=C sort | xargs sha256sum; go version; echo "recipe $recipe") | sha256sum | cut -c1-16)
 out="$cache/$key"
+# The version stamp of kube/'s binaries (kube-apiserver, kube-controller-manager; node/'s kubelet).
+kube_ldflags() {
+  local kube_version minor
+  kube_version=$(sed -n 's/.*k8s.io\/kubernetes \(v[0-9.]*\).*/\1/p' "$here/kube/go.mod" | head -1)
+  minor=$(echo "$kube_version" | cut -d. -f2)
+  echo "-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z -X k8s.io/client-go/pkg/version.gitVersion=$kube_version"
+}
 # The Go tools of one module ($1: e.g. kc17 or image) into <out>/bin/<name>-<version> and their
 # CRDs (config/crd/bases/*.yaml of the controller's own module, as released with it) into
 # <out>/crds/<name>-<version>/, once per module key; then linked into the binaries' dir
@@ -81,7 +93,7 @@ out="$cache/$key"
 mod_recipe=2
 tools_of() { (cd "$here/$1" && go mod edit -json | python3 -c 'import json,sys; [print(t["Path"]) for t in json.load(sys.stdin).get("Tool") or []]'); }
 build_tools() { # MODULE_DIR OUT_DIR
-  local m=$1 o=$2 tool ver name dir ld
+  local m=$1 o=$2 tool ver name dir ld tags
   for tool in $(tools_of "$m"); do
     # The version and dir of the module that holds the tool (package) path.
     ver=$(cd "$here/$m" && go list -f '{{.Module.Version}}' "$tool")
@@ -92,7 +104,17 @@ build_tools() { # MODULE_DIR OUT_DIR
     ld="-s -w"
     # krew prints its release from these (hack/make-binaries.sh of the release).
     [ "$name" = krew ] && ld="$ld -X sigs.k8s.io/krew/internal/version.gitTag=$ver -X sigs.k8s.io/krew/internal/version.gitCommit=$ver"
-    (cd "$here/$m" && go build -trimpath -ldflags "$ld" -o "$o/bin/$name-$ver" "$tool")
+    # containerd stamps its release as its Makefile does (else "2.4.2+unknown", which the CRI
+    # reports as the node's containerRuntimeVersion).
+    case "$name" in containerd*) ld="$ld -X github.com/containerd/containerd/v2/version.Version=${ver#v}" ;; esac
+    # runc needs seccomp (the kubelet's RuntimeDefault profile): cgo and libseccomp-dev. Without
+    # the tag runc fails every container: "seccomp: config provided but seccomp not supported".
+    tags=()
+    if [ "$name" = runc ]; then
+      [ -f /usr/include/seccomp.h ] || { echo "build.sh: runc needs libseccomp-dev (apt-get install libseccomp-dev)" >&2; return 1; }
+      tags=(-tags=seccomp)
+    fi
+    (cd "$here/$m" && go build -trimpath "${tags[@]}" -ldflags "$ld" -o "$o/bin/$name-$ver" "$tool")
     # A controller's CRDs from its own module (config/crd/bases), as released with it; other
     # tools (image/'s registry and crane, krew) have none.
     dir=$(cd "$here/$m" && go list -f '{{.Module.Dir}}' "$tool")
@@ -142,7 +164,7 @@ build_flux_cli() { # OUT_DIR
 # Builds one module into $cache/<module>-<key> (once) and sets mout to that dir.
 module_build() { # MODULE_DIR
   local m=$1 mkey tmp lock
-  mkey=$( (cd "$here/$m" && find . \( -name '*.go' -o -name go.mod -o -name crds.txt \) -print | LC_ALL=C sort | xargs sha256sum; go version; echo "module recipe $mod_recipe") | sha256sum | cut -c1-16)
+  mkey=$( (cd "$here/$m" && find . \( -name '*.go' -o -name go.mod -o -name crds.txt \) -print | LC_ALL=C sort | xargs sha256sum; go version; echo "module recipe $mod_recipe"; [ "$m" != node ] || { sha256sum <"$here/kube/go.mod"; echo "node recipe 2"; }) | sha256sum | cut -c1-16)
   mout="$cache/$m-$mkey"
   if [ ! -f "$mout/.complete" ]; then
     mkdir -p "$cache"
@@ -152,6 +174,17 @@ module_build() { # MODULE_DIR
       stage "$m" "module $m/"
       tmp=$(mktemp -d "$cache/.$m-tmp.XXXXXX"); chmod 755 "$tmp"
       if [ "$m" = fluxcli ]; then build_flux_cli "$tmp"; else build_tools "$m" "$tmp"; fi
+      if [ "$m" = node ]; then
+        step "building kubelet (k8s.io/kubernetes/cmd/kubelet of kube/'s go.mod)"
+        kv=$(sed -n 's/.*k8s.io\/kubernetes \(v[0-9.]*\).*/\1/p' "$here/kube/go.mod" | head -1)
+        (cd "$here/kube" && go build -trimpath -ldflags "$(kube_ldflags)" -o "$tmp/bin/kubelet-$kv" k8s.io/kubernetes/cmd/kubelet)
+        # The pod sandbox's process: the release's own pause.c (build/pause/linux of the
+        # k8s.io/kubernetes module), static as its Makefile builds it; packaged as the sandbox
+        # image into the cluster's OCI registry at start (src/realnode.rs).
+        step "building pause (build/pause/linux/pause.c of k8s.io/kubernetes $kv)"
+        gcc -Os -Wall -Werror -static -DVERSION="$kv" -o "$tmp/bin/pause-$kv" \
+          "$(cd "$here/kube" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
+      fi
       touch "$tmp/.complete"
       mv -T "$tmp" "$mout"
       stage_done "$m"
@@ -230,10 +263,9 @@ fi
 if [ ! -f "$out/.complete" ]; then
   mkdir -p "$out/bin"
   kube_version=$(sed -n 's/.*k8s.io\/kubernetes \(v[0-9.]*\).*/\1/p' "$here/kube/go.mod" | head -1)
-  minor=$(echo "$kube_version" | cut -d. -f2)
   step "downloading modules (first run: about 1 GB, a few minutes)"
   for m in kube flux; do (cd "$here/$m" && go mod download) & done; wait
-  ld="-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z -X k8s.io/client-go/pkg/version.gitVersion=$kube_version"
+  ld=$(kube_ldflags)
   stage kube "building kube-apiserver, kube-controller-manager $kube_version and etcd"
   (cd "$here/kube" && go build -trimpath -ldflags "$ld" -o "$out/bin/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager ./cmd/etcd)
   stage_done kube
