@@ -34,6 +34,7 @@ pub mod pki;
 pub mod proc;
 pub mod proxy;
 mod reads;
+pub mod realnode;
 mod start;
 pub mod testkit;
 
@@ -126,6 +127,14 @@ pub struct ClusterOptions {
     /// cluster (failure catalogue row 5). Off by default; the host needs `/usr/bin/python3`
     /// (the cluster fails to start without it).
     pub python_image: bool,
+    /// Run the real kubelet ([`realnode::KUBELET_VERSION`]) on containerd
+    /// ([`realnode::CONTAINERD_VERSION`]) and runc ([`realnode::RUNC_VERSION`]) as a second
+    /// Node, [`realnode::REAL_NODE_NAME`], beside the node agent's ([`realnode`]): pods bound
+    /// to it (`spec.nodeName`) run as real containers from images containerd pulls from the
+    /// cluster's OCI registry ([`Cluster::real_node`]`.busybox_image()`). Off by default; the
+    /// first cluster that asks builds `build.sh module:node` (kubelet, containerd, runc, CNI
+    /// plugins; see the README for its time) and starts the OCI registry ([`Cluster::oci`]).
+    pub real_kubelet: bool,
 }
 
 /// A user of the cluster's Git server ([`ClusterOptions::git_user`]).
@@ -179,12 +188,15 @@ impl Default for ClusterOptions {
             metallb: false,
             git_user: None,
             python_image: false,
+            real_kubelet: false,
         }
     }
 }
 
 /// A running cluster. Dropping it stops every process and removes its directory.
 pub struct Cluster {
+    /// The real kubelet and containerd ([`ClusterOptions::real_kubelet`]), stopped first.
+    real_node: Mutex<Option<realnode::RealNode>>,
     // Field order is drop order: the agent (and its host processes) first, then the probe
     // pod runtime and the log server, then the control plane, then the runtime, then the
     // directory.
@@ -543,7 +555,7 @@ impl Cluster {
                 "ClusterOptions::registry_names needs image_reflector_controller".into(),
             ));
         }
-        let oci = if opts.image_reflector_controller {
+        let oci = if opts.image_reflector_controller || opts.real_kubelet {
             Some(oci::OciRegistry::start(&logs)?)
         } else {
             None
@@ -692,6 +704,15 @@ impl Cluster {
             }))
             .map_err(|e| Error::Setup(format!("node agent start: {e}")))??;
         mark("crds established, node agent");
+        // The real kubelet's Node beside the agent's, once its RBAC can be applied.
+        let real_node = match (&oci, opts.real_kubelet) {
+            (Some(oci), true) => {
+                let n = realnode::RealNode::start(d, &logs, &server, &pki, oci, &kubeconfig)?;
+                mark("real kubelet registered");
+                Some(n)
+            }
+            _ => None,
+        };
         let git = git_thread
             .join()
             .map_err(|_| Error::Setup("git server start panicked".into()))??;
@@ -774,6 +795,7 @@ impl Cluster {
         drop(client);
 
         let cluster = Cluster {
+            real_node: Mutex::new(real_node),
             _lock: lock,
             agent: Mutex::new(Some(agent)),
             podexec: Mutex::new(podexec),
@@ -827,9 +849,30 @@ impl Cluster {
     }
 
     /// The real OCI registry (go-containerregistry's cmd/registry), started when
-    /// [`ClusterOptions::image_reflector_controller`] is on.
+    /// [`ClusterOptions::image_reflector_controller`] or [`ClusterOptions::real_kubelet`] is on.
     pub fn oci(&self) -> Option<&oci::OciRegistry> {
         self.oci.as_ref()
+    }
+
+    /// The real kubelet's node ([`ClusterOptions::real_kubelet`]), while the cluster runs:
+    /// call `f` with it (None without the option).
+    pub fn real_node<R>(&self, f: impl FnOnce(Option<&realnode::RealNode>) -> R) -> R {
+        f(self
+            .real_node
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref())
+    }
+
+    /// Stops the real kubelet's node now (its containers, mounts, cgroups and bridge go;
+    /// see [`realnode`]), as dropping the cluster does first. No-op without one.
+    pub fn stop_real_node(&self) {
+        drop(
+            self.real_node
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
     }
 
     /// The proxy serving the OCI registry under [`ClusterOptions::registry_names`], when set.
@@ -1019,6 +1062,12 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        drop(
+            self.real_node
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
         let agent = self.agent.lock().unwrap().take();
         let _guard = self.rt.enter();
         drop(agent);
@@ -1404,6 +1453,8 @@ fn remove_stale_dirs() {
                 .is_some_and(|age| age > Duration::from_secs(60)),
         };
         if stale {
+            // A real node's cgroups and bridge (its processes and mounts died with it).
+            realnode::sweep(&e.path());
             let _ = std::fs::remove_dir_all(e.path());
         }
     }

@@ -5,7 +5,9 @@
 //! - Registers Node [`NODE_NAME`] (Ready, 8 CPU / 32 GiB / 110 pods) and renews its Lease in
 //!   `kube-node-lease` every 10 s (kubelet `nodelease` controller, 40 s lease duration).
 //! - Binds every pod without `spec.nodeName` to the node through `pods/binding` (what
-//!   kube-scheduler does; there is one node and no resource accounting).
+//!   kube-scheduler does; there is one node and no resource accounting), except a pod meant
+//!   for another node ([`meant_for_another_node`]: the real kubelet's, when a cluster runs it),
+//!   which it neither binds nor runs.
 //! - Sets pod status as the kubelet does (pkg/kubelet/status, kubelet_pods.go
 //!   `generateAPIPodStatus`): an image the scenario's registry holds is pulled, so the pod is
 //!   Running and Ready (a Job's pod, restartPolicy Never/OnFailure, runs to Succeeded with exit
@@ -175,6 +177,18 @@ pub fn redis_service(ns: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: redis\n  namespace: {ns}\nspec:\n  selector: {{app: redis}}\n  ports:\n  - port: 6379\n"
     )
+}
+
+/// True when `pod` is meant for a node other than `node`: bound to it (`spec.nodeName`) or
+/// selecting it by `spec.nodeSelector` `kubernetes.io/hostname` (e.g. the real kubelet's,
+/// [`crate::realnode::REAL_NODE_NAME`]). The agent neither binds nor runs such a pod: a
+/// selected one stays Pending, as with a scheduler that finds no other fitting node.
+pub fn meant_for_another_node(pod: &Value, node: &str) -> bool {
+    let bound = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+    let selected = pod["spec"]["nodeSelector"]["kubernetes.io/hostname"]
+        .as_str()
+        .unwrap_or_default();
+    (!bound.is_empty() && bound != node) || (!selected.is_empty() && selected != node)
 }
 
 /// The host image for `image`: by its exact reference, else by `REPOSITORY:*` (any tag, as
@@ -588,6 +602,9 @@ impl Agent {
                     },
                 )
                 .await;
+            return;
+        }
+        if meant_for_another_node(pod, NODE_NAME) {
             return;
         }
         let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();

@@ -108,6 +108,52 @@ impl OciRegistry {
 
     /// The tags the registry lists for `repository` (`crane ls`, the registry's
     /// `/v2/<repository>/tags/list`). Errors: [`Error::Setup`] with crane's output.
+    /// Pushes `rootfs` (a directory) as a one-layer linux/amd64 image
+    /// `<host>/<repository>:<tag>` with `entrypoint` and the usual `PATH` (`crane append
+    /// --oci-empty-base`, then `crane mutate --entrypoint --env --set-platform`), for containerd to pull
+    /// ([`crate::realnode`]). Returns the reference. Errors: tar's or crane's.
+    pub fn push_rootfs(
+        &self,
+        repository: &str,
+        tag: &str,
+        rootfs: &Path,
+        entrypoint: &[&str],
+    ) -> Result<String, Error> {
+        let reference = format!("{}/{repository}:{tag}", self.host);
+        let layer = self
+            .work
+            .path()
+            .join(format!("{repository}-{tag}.rootfs.tar").replace('/', "_"));
+        run(Command::new("tar")
+            .arg("--numeric-owner")
+            .arg("--owner=0")
+            .arg("--group=0")
+            .arg("-cf")
+            .arg(&layer)
+            .arg("-C")
+            .arg(rootfs)
+            .arg("."))?;
+        run(Command::new(&self.crane)
+            .arg("append")
+            .arg("--oci-empty-base")
+            .arg("-f")
+            .arg(&layer)
+            .arg("-t")
+            .arg(&reference))?;
+        run(Command::new(&self.crane)
+            .arg("mutate")
+            .arg(&reference)
+            .arg("--entrypoint")
+            .arg(entrypoint.join(","))
+            .arg("--env")
+            .arg("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+            .arg("--set-platform")
+            .arg("linux/amd64")
+            .arg("-t")
+            .arg(&reference))?;
+        Ok(reference)
+    }
+
     pub fn tags(&self, repository: &str) -> Result<Vec<String>, Error> {
         let out = run(Command::new(&self.crane)
             .arg("ls")

@@ -33,6 +33,11 @@ pub struct Pki {
     pub admin: (PathBuf, PathBuf),
     /// Client certificate and key of `system:kube-controller-manager`.
     pub controller_manager: (PathBuf, PathBuf),
+    /// Client certificate and key of the real kubelet's node
+    /// (`system:node:<`[`crate::realnode::REAL_NODE_NAME`]`>`, group `system:nodes`, as the
+    /// kubelet's TLS bootstrap would get); used only when
+    /// [`crate::ClusterOptions::real_kubelet`] is on.
+    pub kubelet: (PathBuf, PathBuf),
 }
 
 fn err(what: &str, e: impl std::fmt::Display) -> Error {
@@ -100,6 +105,10 @@ pub fn generate(dir: &Path) -> Result<Pki, Error> {
     };
     let (admin_cert, admin_key) = client("admin", Some("system:masters"))?;
     let (kcm_cert, kcm_key) = client("system:kube-controller-manager", None)?;
+    let (kubelet_cert, kubelet_key) = client(
+        &format!("system:node:{}", crate::realnode::REAL_NODE_NAME),
+        Some("system:nodes"),
+    )?;
     let sa = KeyPair::generate().map_err(|e| err("service-account key", e))?;
 
     Ok(Pki {
@@ -116,6 +125,10 @@ pub fn generate(dir: &Path) -> Result<Pki, Error> {
         controller_manager: (
             write(dir, "kcm.crt", &kcm_cert)?,
             write(dir, "kcm.key", &kcm_key)?,
+        ),
+        kubelet: (
+            write(dir, "kubelet.crt", &kubelet_cert)?,
+            write(dir, "kubelet.key", &kubelet_key)?,
         ),
     })
 }

@@ -1266,6 +1266,11 @@ impl Inner {
         if phase == "Succeeded" || phase == "Failed" {
             return;
         }
+        // A pod bound to another node (e.g. a real kubelet's beside this one) is not ours.
+        let bound = s(pod, "/spec/nodeName");
+        if !bound.is_empty() && bound != self.node.node_name {
+            return;
+        }
         if all_probe_images(pod) && self.started.lock().unwrap().insert(uid.clone()) {
             let i = self.clone();
             let p = pod.clone();
