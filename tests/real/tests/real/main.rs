@@ -24,6 +24,7 @@
 //! - [`short::podresolve`]: `kubectl-podresolve` with probe pods the node agent runs for real;
 //! - [`short::gatewaycheck`]: `kubectl-gatewaycheck` on the real Envoy Gateway and MetalLB;
 //! - [`short::harness`] and [`short::probe_pods`]: the real-cluster harness itself;
+//! - [`short::kubelet`]: the real kubelet on containerd and runc as a second Node (opt-in);
 //! - [`short::shared`]: the shared library's waits, kstatus and errors on the real API server;
 //! - [`short::completion`]: completion through `kubectl __complete` on a real cluster;
 //! - [`short::gitops_pull`]: `kubectl-gitops-pull` on the real image-automation-controller's

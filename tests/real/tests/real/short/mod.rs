@@ -8,6 +8,7 @@ pub mod gitops_mcp;
 pub mod gitops_pull;
 pub mod gitops_verify;
 pub mod harness;
+pub mod kubelet;
 pub mod podresolve;
 pub mod probe_pods;
 pub mod shared;
