@@ -1174,3 +1174,32 @@ fn now_micro() -> String {
         .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
         .to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn a_pod_bound_to_or_selecting_another_node_is_not_the_agents() {
+        let other = crate::realnode::REAL_NODE_NAME;
+        let agent = super::NODE_NAME;
+        let pod = |spec: serde_json::Value| json!({"spec": spec});
+        assert!(super::meant_for_another_node(
+            &pod(json!({"nodeName": other})),
+            agent
+        ));
+        assert!(super::meant_for_another_node(
+            &pod(json!({"nodeSelector": {"kubernetes.io/hostname": other}})),
+            agent
+        ));
+        assert!(!super::meant_for_another_node(&pod(json!({})), agent));
+        assert!(!super::meant_for_another_node(
+            &pod(json!({"nodeName": agent})),
+            agent
+        ));
+        assert!(!super::meant_for_another_node(
+            &pod(json!({"nodeSelector": {"kubernetes.io/hostname": agent, "disk": "ssd"}})),
+            agent
+        ));
+    }
+}
