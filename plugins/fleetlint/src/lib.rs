@@ -553,13 +553,13 @@ fn overlays_to_lint(
 fn repo_root(cfg: &Config, notes: &mut Vec<String>) -> PathBuf {
     match &cfg.repo_root {
         Some(r) => r.clone(),
-        None => match cluster_loop::repo::git_root_of(&cfg.path) {
+        None => match markercheck::repo::git_root_of(&cfg.path) {
             Some(r) => r,
             None => {
                 // Outside a Git checkout (a CI export, a tarball): the shared rule (the current
                 // directory when PATH is below it, else PATH itself); and say so, since every
                 // spec.path is resolved from it.
-                let r = cluster_loop::repo::root_outside_git(std::slice::from_ref(&cfg.path))
+                let r = markercheck::repo::root_outside_git(std::slice::from_ref(&cfg.path))
                     .unwrap_or_else(|| cfg.path.clone());
                 notes.push(format!(
                 "no .git above {}: Kustomization spec.path and spec.update.path are taken relative to {} (set the repository root with --repo-root)",

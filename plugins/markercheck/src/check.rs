@@ -694,7 +694,7 @@ fn scan_paths(
         };
         let repo_root = match &cfg.repo_root {
             Some(r) => std::fs::canonicalize(r).unwrap_or(r.clone()),
-            None => cluster_loop::repo::git_root_of(&base).unwrap_or_default(),
+            None => crate::repo::git_root_of(&base).unwrap_or_default(),
         };
         let tree = crate::kustomize::Tree::from_files(&res.files);
         scans.push(Scanned {
@@ -725,7 +725,7 @@ fn name_roots(cfg: &Config, scans: &mut [Scanned], report: &mut Report) {
         }
     }
     // Outside a git checkout, spec.update.path is taken from the shared rule
-    // (cluster_loop::repo::root_outside_git, as fleetlint): the current directory when every
+    // (crate::repo::root_outside_git, as fleetlint): the current directory when every
     // PATH is below it, else their common directory (`markercheck apps clusters` in a copy of
     // a fleet still resolves `./apps`).
     if !scans.iter().any(|s| s.repo_root.as_os_str().is_empty()) {
@@ -736,7 +736,7 @@ fn name_roots(cfg: &Config, scans: &mut [Scanned], report: &mut Report) {
         .filter(|s| s.repo_root.as_os_str().is_empty())
         .map(|s| s.base.clone())
         .collect();
-    let top = cluster_loop::repo::root_outside_git(&dirs).unwrap_or_default();
+    let top = crate::repo::root_outside_git(&dirs).unwrap_or_default();
     let cwd = std::env::current_dir()
         .and_then(std::fs::canonicalize)
         .is_ok_and(|c| c == top);

@@ -12,6 +12,7 @@ pub mod kustomize;
 pub mod marker;
 pub mod objects;
 pub mod render;
+pub mod repo;
 #[cfg(feature = "cluster")]
 pub mod report;
 #[cfg(feature = "cluster")]

@@ -583,7 +583,7 @@ pub fn run(
         let repo = format!("fleetdiff/{p}{fi}");
         progress(&format!("serving {} as {repo}", fleets[fi].name));
         let root =
-            cluster_loop::repo::git_root_of(&fleets[fi].path).unwrap_or(fleets[fi].path.clone());
+            markercheck::repo::git_root_of(&fleets[fi].path).unwrap_or(fleets[fi].path.clone());
         cluster
             .git()
             .create_repo_from_dir(&repo, &root, "main", "fleet checkout")
