@@ -72,12 +72,13 @@ pub struct Written {
 }
 
 /// Cargo to run: `$CARGO` (set by `cargo run`/`cargo test`) or `cargo` from PATH.
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
-/// `cargo metadata --no-deps`: the target directory and the version of the plugin packages.
-fn metadata(root: &Path) -> Result<(PathBuf, String), String> {
+/// `cargo metadata --no-deps`: the target directory and the version of the plugin packages
+/// (`v`-prefixed). Errors: cargo metadata fails or prints neither.
+pub(crate) fn metadata(root: &Path) -> Result<(PathBuf, String), String> {
     let out = cargo()
         .current_dir(root)
         .args(["metadata", "--no-deps", "--format-version", "1"])
@@ -104,6 +105,12 @@ fn metadata(root: &Path) -> Result<(PathBuf, String), String> {
     Ok((PathBuf::from(target_dir), format!("v{version}")))
 }
 
+/// `v` + the plugins' Cargo version (the release version when none is given).
+/// Errors: as [`metadata`].
+pub fn cargo_version(root: &Path) -> Result<String, String> {
+    metadata(root).map(|(_, v)| v)
+}
+
 /// The host target triple from `rustc -vV`.
 fn host_triple() -> Result<String, String> {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
@@ -118,7 +125,7 @@ fn host_triple() -> Result<String, String> {
 }
 
 /// Cargo's output directory name of a profile (`dev` and `test` build into `debug`).
-fn profile_dir(profile: &str) -> &str {
+pub(crate) fn profile_dir(profile: &str) -> &str {
     match profile {
         "dev" | "test" => "debug",
         "bench" => "release",

@@ -7,6 +7,7 @@
 pub mod archive;
 pub mod dist;
 pub mod flux;
+pub mod image;
 pub mod manifest;
 pub mod platform;
 pub mod plugins;

@@ -78,6 +78,35 @@ enum Cmd {
         #[arg(long)]
         require_all: bool,
     },
+    /// Build cluster-loop-controller for a musl target (statically linked; refused if it is
+    /// not), and push its OCI image with crane: one layer holding /cluster-loop-controller, no
+    /// shell, entrypoint the binary, user 65534:65534 (the manifests' runAsUser), OCI labels. Prints the pushed image by
+    /// digest.
+    ///
+    /// Example: cargo run -p xtask -- image --push ghcr.io/cluster-loop/cluster-loop-controller:v0.1.0
+    Image {
+        /// Where to push: REGISTRY/REPOSITORY:TAG (crane's credentials, e.g. crane auth login).
+        #[arg(long, value_name = "REF")]
+        push: String,
+        /// Release version for the image's version label (default: v + the Cargo version).
+        #[arg(long)]
+        version: Option<String>,
+        /// Cargo profile: release for the real image, dev for a fast test build.
+        #[arg(long, default_value = "release")]
+        profile: String,
+        /// Rust target triple: a musl one.
+        #[arg(long, default_value = xtask::image::DEFAULT_TARGET)]
+        target: String,
+        /// The crane binary (github.com/google/go-containerregistry/cmd/crane).
+        #[arg(long, default_value = "crane")]
+        crane: PathBuf,
+        /// Directory for the layer tarball.
+        #[arg(long, default_value = "dist")]
+        out_dir: PathBuf,
+        /// A static binary built already for --target, instead of running cargo build.
+        #[arg(long, value_name = "FILE")]
+        prebuilt: Option<PathBuf>,
+    },
     /// Validate manifests by krew's rules (and, without FILES, every flux-plugins/<name>.yaml
     /// by flux's); with --dist-dir, also install each platform whose archive is there with the
     /// real krew (`--krew`, its `KREW_OS`/`KREW_ARCH` override for each platform: files globs,
@@ -168,6 +197,38 @@ fn run(cli: Cli) -> Result<(), String> {
             for (path, listed) in written.krew.iter().chain(&written.flux) {
                 println!("{}\t{} platforms", path.display(), listed.len());
             }
+            Ok(())
+        }
+        Cmd::Image {
+            push,
+            version,
+            profile,
+            target,
+            crane,
+            out_dir,
+            prebuilt,
+        } => {
+            let version = match version {
+                Some(v) => v,
+                None => xtask::dist::cargo_version(&root)?,
+            };
+            xtask::validate::parse_semver(&version).map_err(|e| format!("--version: {e}"))?;
+            let report = xtask::image::image(&xtask::image::ImageOptions {
+                root: root.clone(),
+                version,
+                profile,
+                target,
+                reference: push,
+                crane,
+                work_dir: abs(out_dir),
+                prebuilt: prebuilt.map(abs),
+            })?;
+            println!(
+                "{}\tbinary {} ({} bytes, static)",
+                report.digest_reference,
+                report.binary.display(),
+                report.size
+            );
             Ok(())
         }
         Cmd::Validate {

@@ -40,8 +40,23 @@ fn test_build_bin_dir() -> PathBuf {
     inner
         .current_dir(root())
         .args(["test", "--workspace", "--no-run"]);
-    // The environment of the `cargo test` that started us, without what cargo adds for a test
-    // process (a different environment could make cargo rebuild instead of finding its work).
+    let status = outer_env(&mut inner)
+        .status()
+        .expect("run cargo test --no-run");
+    assert!(status.success(), "cargo test --workspace --no-run failed");
+    let out = Command::new(&cargo)
+        .current_dir(root())
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .output()
+        .expect("run cargo metadata");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata json");
+    PathBuf::from(v["target_directory"].as_str().expect("target_directory")).join("debug")
+}
+
+/// `cmd` with the environment of the `cargo test` that started this test, without what cargo
+/// adds for a test process (a different environment could make a cargo run inside it rebuild
+/// instead of finding its work).
+pub fn outer_env(inner: &mut Command) -> &mut Command {
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy();
         let added = k.starts_with("CARGO_PKG_")
@@ -61,15 +76,7 @@ fn test_build_bin_dir() -> PathBuf {
             inner.env_remove(k.as_ref());
         }
     }
-    let status = inner.status().expect("run cargo test --no-run");
-    assert!(status.success(), "cargo test --workspace --no-run failed");
-    let out = Command::new(&cargo)
-        .current_dir(root())
-        .args(["metadata", "--no-deps", "--format-version", "1"])
-        .output()
-        .expect("run cargo metadata");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata json");
-    PathBuf::from(v["target_directory"].as_str().expect("target_directory")).join("debug")
+    inner
 }
 
 /// Packs once per test process (see the module docs).
