@@ -1,6 +1,6 @@
 //! The controller's blind spots: states where a Kustomization's status suggests a run that
 //! kustomize-controller will not make. Each is one function, applied after the state the
-//! conditions tell ([`Engine::shallow_own`]), and each replaces a promise ("the next run
+//! conditions tell (the decision table, `table.rs`), and each replaces a promise ("the next run
 //! applies it", "a new run starts as soon as a worker is free") by what the controller really
 //! does, read from its source (kustomize-controller v1.7.3, v1.9.6, v1.10.1):
 //!
@@ -21,12 +21,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{
-    Class, Diagnosis, Engine, key_of, parse_go_duration, run_in_progress, same_revision, secs,
-    short_time, source_ref,
+    Class, Diagnosis, Engine, config_refs, config_written_at, dependency_cycle, key_of,
+    last_run_end, next_interval_run, parse_go_duration, run_in_progress, same_revision, secs,
+    short_time, source_not_watched, source_ref, spec_written_at, unwatched,
 };
-use crate::controller::ControllerFacts;
 use crate::obj;
-use crate::snapshot::Snapshot;
 
 /// A blind spot found on a Kustomization. JSON (`diagnosis.blindSpot`):
 /// `{"kind": "source-event-dropped", "because": "...", "cycle": ["ns/a", "ns/b", "ns/a"],
@@ -126,7 +125,8 @@ pub fn apply_remote_head(d: &mut Diagnosis, head: RemoteHead) {
 }
 
 impl BlindSpot {
-    fn new(kind: &str, because: String) -> BlindSpot {
+    /// A blind spot of `kind` with `because`, nothing else known yet.
+    pub(in crate::diagnose) fn new(kind: &str, because: String) -> BlindSpot {
         BlindSpot {
             kind: kind.to_string(),
             because,
@@ -140,106 +140,39 @@ impl BlindSpot {
     }
 
     /// The same blind spot with `kind` set.
-    fn named(mut self, kind: &str) -> BlindSpot {
+    pub(in crate::diagnose) fn named(mut self, kind: &str) -> BlindSpot {
         self.kind = kind.to_string();
         self
     }
-}
-
-/// A ConfigMap or Secret a Kustomization reads, as kustomize-controller indexes it for its
-/// config watch (kustomization_manager.go `indexConfigMap` / `indexSecret`, v1.7.3-v1.10.1).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigRef {
-    /// `ConfigMap` or `Secret`.
-    pub kind: String,
-    /// The Kustomization's namespace (references are local).
-    pub namespace: String,
-    /// Object name.
-    pub name: String,
-    /// Where it is referenced: `postBuild.substituteFrom`, `decryption.secretRef`,
-    /// `kubeConfig.secretRef` or `kubeConfig.configMapRef`.
-    pub field: &'static str,
-}
-
-/// The ConfigMaps and Secrets `ks` reads, in the controller's index order: `kubeConfig`,
-/// `postBuild.substituteFrom[]` (kind `ConfigMap` or `Secret`), `decryption.secretRef`.
-pub fn config_refs(ks: &Value) -> Vec<ConfigRef> {
-    let ns = obj::namespace(ks).to_string();
-    let one = |kind: &str, name: &str, field: &'static str| ConfigRef {
-        kind: kind.to_string(),
-        namespace: ns.clone(),
-        name: name.to_string(),
-        field,
-    };
-    let mut out = Vec::new();
-    if let Some(n) = obj::s(ks, &["spec", "kubeConfig", "configMapRef", "name"]) {
-        out.push(one("ConfigMap", n, "kubeConfig.configMapRef"));
-    }
-    if let Some(n) = obj::s(ks, &["spec", "kubeConfig", "secretRef", "name"]) {
-        out.push(one("Secret", n, "kubeConfig.secretRef"));
-    }
-    for r in obj::arr(ks, &["spec", "postBuild", "substituteFrom"]) {
-        let (Some(kind), Some(n)) = (obj::s(r, &["kind"]), obj::s(r, &["name"])) else {
-            continue;
-        };
-        if kind == "ConfigMap" || kind == "Secret" {
-            out.push(one(kind, n, "postBuild.substituteFrom"));
-        }
-    }
-    if let Some(n) = obj::s(ks, &["spec", "decryption", "secretRef", "name"]) {
-        out.push(one("Secret", n, "decryption.secretRef"));
-    }
-    out
-}
-
-/// When `cfg` (metadata as read) was last written: the latest `metadata.managedFields[].time`
-/// of any manager (second resolution), else `creationTimestamp`.
-fn config_written_at(cfg: &Value) -> Option<Timestamp> {
-    obj::arr(cfg, &["metadata", "managedFields"])
-        .iter()
-        .filter_map(|m| obj::s(m, &["time"]).and_then(obj::parse_time))
-        .max()
-        .or_else(|| obj::s(cfg, &["metadata", "creationTimestamp"]).and_then(obj::parse_time))
 }
 
 /// (Kind, namespace, name) of a source.
 type SourceKey = (String, String, String);
 
 impl Engine<'_> {
-    /// Apply the blind spots to `d`, the diagnosis of `ks` from its conditions. A controller
-    /// that is not running decides first ([`Class::ControllerNotRunning`]); then whether any
-    /// running kustomize-controller watches it at all; the others only for a Kustomization
-    /// that is not suspended.
-    pub(super) fn blind_spots(&self, ks: &Value, d: &mut Diagnosis) {
-        if d.class == Class::ControllerNotRunning {
-            return;
+    /// `not-watched`: no running kustomize-controller watches `ks` ([`Engine::not_watched`]).
+    /// A state that promises a run takes [`Class::NotWatched`]; any other keeps its class as
+    /// last written, with the fact said first. Either way no later blind spot is read.
+    pub(in crate::diagnose) fn not_watched_rule(
+        &self,
+        ks: &Value,
+        d: &mut Diagnosis,
+    ) -> Option<Class> {
+        let b = self.not_watched(ks)?;
+        if promises_a_run(ks, d) {
+            return Some(apply_not_watched(d, b));
         }
-        if let Some(b) = self.not_watched(ks) {
-            if promises_a_run(ks, d) {
-                apply_not_watched(d, b);
-            } else {
-                // A state as last written (Ready, failed, a run recorded in progress): kept,
-                // with the fact that nothing runs it now said first.
-                d.hints.insert(
-                    0,
-                    format!(
-                        "no running kustomize-controller watches this object: {}; its conditions are what a controller last wrote, and no change reaches it",
-                        b.because
-                    ),
-                );
-                d.blind_spot = Some(b);
-            }
-            return;
-        }
-        if d.class == Class::Suspended || self.source_unwatched(ks, d) {
-            return;
-        }
-        let _ = self.spec_changed_in_flight(ks, d)
-            || self.revision_event_dropped(ks, d)
-            || self.revision_event_missed(ks, d)
-            || self.source_suspended(ks, d)
-            || self.config_change_unseen(ks, d)
-            || self.path_not_fetched(ks, d);
+        // A state as last written (Ready, failed, a run recorded in progress): kept, with the
+        // fact that nothing runs it now said first.
+        d.hints.insert(
+            0,
+            format!(
+                "no running kustomize-controller watches this object: {}; its conditions are what a controller last wrote, and no change reaches it",
+                b.because
+            ),
+        );
+        d.blind_spot = Some(b);
+        Some(d.class)
     }
 
     /// A health check in flight for generation N (the Reconciling condition's
@@ -250,25 +183,31 @@ impl Engine<'_> {
     /// generation change is queued); gate on, v1.8+ (`CancelHealthCheckOnNewRevision`, any
     /// requeue event): the generation change cancels it now. `blindSpot.kind:
     /// spec-changed-in-flight`, `nextRunAt` when generation N+1 starts.
-    fn spec_changed_in_flight(&self, ks: &Value, d: &mut Diagnosis) -> bool {
+    pub(in crate::diagnose) fn spec_changed_in_flight(
+        &self,
+        ks: &Value,
+        d: &mut Diagnosis,
+    ) -> Option<Class> {
+        // A suspended Kustomization keeps its class: no blind spot after `not-watched`.
+        if d.class == Class::Suspended {
+            return None;
+        }
         if d.class != Class::HealthCheckInFlight {
-            return false;
+            return None;
         }
         let running = obj::condition(ks, "Reconciling").and_then(|c| c.observed_generation);
         let current = obj::i(ks, &["metadata", "generation"]);
         let (Some(n), Some(g)) = (running, current) else {
-            return false;
+            return None;
         };
         if g <= n {
-            return false;
+            return None;
         }
         let cancels = self
             .controller
             .as_ref()
             .is_some_and(|c| c.cancel_mode == crate::controller::CancelMode::AnyRequeue);
-        let Some(hc) = d.health_check.as_mut() else {
-            return false;
-        };
+        let hc = d.health_check.as_mut()?;
         // What was read comes from generation g's spec: not what the running check waits on.
         hc.wait_set_read = false;
         let now = self.now();
@@ -308,11 +247,11 @@ impl Engine<'_> {
         let mut b = BlindSpot::new("spec-changed-in-flight", because);
         b.next_run_at = next;
         d.blind_spot = Some(b);
-        true
+        Some(Class::HealthCheckInFlight)
     }
 
     /// The blind spot when no running kustomize-controller watches `ks`: the controller read
-    /// excludes it ([`ControllerFacts::excludes`]) and no other kustomize-controller
+    /// excludes it ([`crate::controller::ControllerFacts::excludes`]) and no other kustomize-controller
     /// Deployment that selects it is running (the shards of a sharded install, read when one
     /// is excluded: [`crate::snapshot::Snapshot::kustomize_controllers`]).
     fn not_watched(&self, ks: &Value) -> Option<BlindSpot> {
@@ -338,13 +277,17 @@ impl Engine<'_> {
     /// source-suspended, a dropped revision, or any state promising a run while the source has
     /// no artifact); any other state (a failed build or check, a run in progress) keeps its
     /// class with the fact as its first hint.
-    fn source_unwatched(&self, ks: &Value, d: &mut Diagnosis) -> bool {
-        let Some(src) = self.source_obj(ks) else {
-            return false;
-        };
-        let Some(b) = source_not_watched(self.idx.snap, src) else {
-            return false;
-        };
+    pub(in crate::diagnose) fn source_unwatched(
+        &self,
+        ks: &Value,
+        d: &mut Diagnosis,
+    ) -> Option<Class> {
+        // A suspended Kustomization keeps its class: no blind spot after `not-watched`.
+        if d.class == Class::Suspended {
+            return None;
+        }
+        let src = self.source_obj(ks)?;
+        let b = source_not_watched(self.idx.snap, src)?;
         let artifact = obj::s(src, &["status", "artifact", "revision"]).map(String::from);
         let takes_class = matches!(
             d.class,
@@ -368,10 +311,9 @@ impl Engine<'_> {
             d.hints
                 .insert(0, format!("{head}; no new revision of it is ever fetched"));
             d.blind_spot = Some(b);
-            return true;
+            return Some(d.class);
         }
         let last = d.summary.clone();
-        d.class = Class::NotWatched;
         d.summary = match &artifact {
             None => format!(
                 "{head}; it has no artifact, so this Kustomization never gets anything to apply"
@@ -385,7 +327,7 @@ impl Engine<'_> {
             vec![format!("as last written by the controllers: {last}")],
             b,
         );
-        true
+        Some(Class::NotWatched)
     }
 
     /// Whether `ks` lost its source's new revision to a dependsOn cycle
@@ -393,11 +335,17 @@ impl Engine<'_> {
     /// generation that would start one, so it applies the revision only at its interval
     /// run. A member of the cycle keeps its own class (its dependsOn wait) with a hint naming
     /// the blast radius.
-    fn revision_event_dropped(&self, ks: &Value, d: &mut Diagnosis) -> bool {
+    pub(in crate::diagnose) fn revision_event_dropped(
+        &self,
+        ks: &Value,
+        d: &mut Diagnosis,
+    ) -> Option<Class> {
+        // A suspended Kustomization keeps its class: no blind spot after `not-watched`.
+        if d.class == Class::Suspended {
+            return None;
+        }
         let src = source_ref(ks);
-        let Some(cycle) = self.dropped_cycles().get(&src) else {
-            return false;
-        };
+        let cycle = self.dropped_cycles().get(&src)?;
         let src_name = format!("{}/{}/{}", src.0, src.1, src.2);
         let rev = d
             .source
@@ -429,7 +377,7 @@ impl Engine<'_> {
             .as_ref()
             .is_some_and(|s| s.newer_revision_available);
         if !ready_true || pending || !newer || run_in_progress(ks).is_some() {
-            return false;
+            return None;
         }
         let next = next_interval_run(ks);
         let when = when_next(next, self.now());
@@ -438,7 +386,6 @@ impl Engine<'_> {
             .as_ref()
             .and_then(|s| s.last_applied_revision.clone());
         let hint = format!("as last written by kustomize-controller: {}", d.summary);
-        d.class = Class::SourceEventDropped;
         d.summary = format!(
             "Ready at {}, but {src_name}'s new revision {rev} was dropped: {because}; it applies {rev} {when}",
             applied.as_deref().unwrap_or("?")
@@ -450,7 +397,7 @@ impl Engine<'_> {
         b.request_after_fix = affected;
         b.next_run_at = next;
         d.blind_spot = Some(b);
-        true
+        Some(Class::SourceEventDropped)
     }
 
     /// Whether every one of kustomize-controller's `--concurrent` workers is held by another
@@ -478,14 +425,20 @@ impl Engine<'_> {
     /// queued: it applies the revision only at its interval run, never "the next run applies
     /// it". Found by the fresh-user trial of 2026-12-03 (a cycle broken after a dropped
     /// revision: the sibling was "reconciling", exit 0, for the rest of its interval).
-    fn revision_event_missed(&self, ks: &Value, d: &mut Diagnosis) -> bool {
+    pub(in crate::diagnose) fn revision_event_missed(
+        &self,
+        ks: &Value,
+        d: &mut Diagnosis,
+    ) -> Option<Class> {
+        // A suspended Kustomization keeps its class: no blind spot after `not-watched`.
+        if d.class == Class::Suspended {
+            return None;
+        }
         let ready_true = d.ready.as_ref().is_some_and(|r| r.is_true());
         let pending = d.request.as_ref().is_some_and(|r| r.pending)
             || obj::i(ks, &["metadata", "generation"])
                 != obj::i(ks, &["status", "observedGeneration"]);
-        let Some(sf) = d.source.as_ref().filter(|s| s.newer_revision_available) else {
-            return false;
-        };
+        let sf = d.source.as_ref().filter(|s| s.newer_revision_available)?;
         // Who holds the workers must be known: runs of other namespaces hold them too, and a
         // queue behind them is not a dropped event (trial4).
         if d.class != Class::Reconciling
@@ -496,20 +449,17 @@ impl Engine<'_> {
             || !self.idx.snap.holders_known()
             || self.all_workers_held_by_others(ks)
         {
-            return false;
+            return None;
         }
-        let Some(made) = self
+        let made = self
             .source_obj(ks)
             .and_then(|s| obj::s(s, &["status", "artifact", "lastUpdateTime"]))
-            .and_then(obj::parse_time)
-        else {
-            return false;
-        };
+            .and_then(obj::parse_time)?;
         let now = self.now();
         let since = now.duration_since(made).as_secs();
         // Without a recorded last run there is no evidence either way: the old reading stays.
         if since < EVENT_GRACE_SECS || last_run_end(ks).is_none_or(|t| t >= made) {
-            return false;
+            return None;
         }
         let rev = sf.artifact_revision.clone().unwrap_or_default();
         let applied = sf.last_applied_revision.clone();
@@ -522,7 +472,6 @@ impl Engine<'_> {
             obj::name(ks)
         );
         let hint = format!("as last written by kustomize-controller: {}", d.summary);
-        d.class = Class::SourceEventDropped;
         d.summary = format!(
             "Ready at {}, but {because}; it applies {rev} {}",
             applied.as_deref().unwrap_or("?"),
@@ -533,7 +482,7 @@ impl Engine<'_> {
         let mut b = BlindSpot::new("source-event-dropped", because);
         b.next_run_at = next;
         d.blind_spot = Some(b);
-        true
+        Some(Class::SourceEventDropped)
     }
 
     /// The Kustomizations of `src` whose revision event the cycle drops (not at the source's
@@ -630,20 +579,24 @@ impl Engine<'_> {
     /// Whether `ks`, Ready at its source's revision with nothing pending, reads a ConfigMap or
     /// Secret ([`config_refs`], metadata in [`crate::snapshot::Snapshot::configs`]) written
     /// after its last run ended ([`last_run_end`]) that kustomize-controller is not told about
-    /// ([`ControllerFacts::config_unwatched`]): the run that applies the change is its
+    /// ([`crate::controller::ControllerFacts::config_unwatched`]): the run that applies the change is its
     /// interval run, never "Ready: nothing is stuck" (folklore: "I changed cluster-vars and
     /// nothing happened"; also a parent that applies the ConfigMap after the child already ran
     /// on the same revision event). No last run recorded, or the object not read: no claim.
-    fn config_change_unseen(&self, ks: &Value, d: &mut Diagnosis) -> bool {
-        if d.class != Class::Healthy || run_in_progress(ks).is_some() {
-            return false;
+    pub(in crate::diagnose) fn config_change_unseen(
+        &self,
+        ks: &Value,
+        d: &mut Diagnosis,
+    ) -> Option<Class> {
+        // A suspended Kustomization keeps its class: no blind spot after `not-watched`.
+        if d.class == Class::Suspended {
+            return None;
         }
-        let Some(c) = self.controller.as_ref() else {
-            return false;
-        };
-        let Some(last) = last_run_end(ks) else {
-            return false;
-        };
+        if d.class != Class::Healthy || run_in_progress(ks).is_some() {
+            return None;
+        }
+        let c = self.controller.as_ref()?;
+        let last = last_run_end(ks)?;
         let snap = self.idx.snap;
         let found = config_refs(ks).into_iter().find_map(|r| {
             let cfg = snap
@@ -653,9 +606,7 @@ impl Engine<'_> {
             let why = c.config_unwatched(cfg)?;
             Some((r, written, why))
         });
-        let Some((r, written, why)) = found else {
-            return false;
-        };
+        let (r, written, why) = found?;
         let now = self.now();
         let next = next_interval_run(ks);
         let because = format!(
@@ -668,7 +619,6 @@ impl Engine<'_> {
             short_time(last)
         );
         let hint = format!("as last written by kustomize-controller: {}", d.summary);
-        d.class = Class::ConfigNotWatched;
         d.summary = format!(
             "Ready at {}, but {because}; the change applies {}",
             d.source
@@ -681,18 +631,24 @@ impl Engine<'_> {
         let mut b = BlindSpot::new("config-not-watched", because);
         b.next_run_at = next;
         d.blind_spot = Some(b);
-        true
+        Some(Class::ConfigNotWatched)
     }
 
     /// Whether `ks`, Ready at its source's current revision, reads a suspended source: a
     /// finding ([`Class::SourceSuspended`]) with what it holds back, and another source on the
     /// same URL and ref that already has a newer revision when the snapshot has one.
-    fn source_suspended(&self, ks: &Value, d: &mut Diagnosis) -> bool {
-        let Some(sf) = d.source.as_ref().filter(|s| s.suspended) else {
-            return false;
-        };
+    pub(in crate::diagnose) fn source_suspended(
+        &self,
+        ks: &Value,
+        d: &mut Diagnosis,
+    ) -> Option<Class> {
+        // A suspended Kustomization keeps its class: no blind spot after `not-watched`.
+        if d.class == Class::Suspended {
+            return None;
+        }
+        let sf = d.source.as_ref().filter(|s| s.suspended)?;
         if d.class != Class::Healthy {
-            return false;
+            return None;
         }
         let src = self.source_obj(ks);
         let newer = src.and_then(|s| self.newer_elsewhere(s));
@@ -713,7 +669,6 @@ impl Engine<'_> {
             Some(n) => format!("; {n} on the same URL and ref already has a newer revision"),
             None => "; whether the remote has newer commits is not known from the cluster".into(),
         };
-        d.class = Class::SourceSuspended;
         d.summary = format!("Ready at {rev}, but {because}{held}");
         d.hints
             .retain(|h| !h.starts_with("source ") || !h.ends_with("is suspended"));
@@ -721,7 +676,7 @@ impl Engine<'_> {
         b.newer_elsewhere = newer;
         b.command = Some(format!("flux resume source {cli} {sname} -n {sns}"));
         d.blind_spot = Some(b);
-        true
+        Some(Class::SourceSuspended)
     }
 
     /// Another source of the same kind on the same `spec.url` and `spec.ref` whose artifact
@@ -755,19 +710,23 @@ impl Engine<'_> {
     /// made, or another source on the same URL and ref has a newer revision. Then the path
     /// was most likely pushed after the last fetch, and the fix is to fetch (`--with-source`):
     /// [`Class::SourceNotReady`], never `build-failed`.
-    fn path_not_fetched(&self, ks: &Value, d: &mut Diagnosis) -> bool {
-        let Some(r) = d.ready.as_ref() else {
-            return false;
-        };
+    pub(in crate::diagnose) fn path_not_fetched(
+        &self,
+        ks: &Value,
+        d: &mut Diagnosis,
+    ) -> Option<Class> {
+        // A suspended Kustomization keeps its class: no blind spot after `not-watched`.
+        if d.class == Class::Suspended {
+            return None;
+        }
+        let r = d.ready.as_ref()?;
         if d.class != Class::BuildFailed
             || r.reason() != "ArtifactFailed"
             || !r.message().contains("kustomization path not found")
         {
-            return false;
+            return None;
         }
-        let Some(src) = self.source_obj(ks) else {
-            return false;
-        };
+        let src = self.source_obj(ks)?;
         let rev = obj::s(src, &["status", "artifact", "revision"]).unwrap_or("?");
         let made = obj::s(src, &["status", "artifact", "lastUpdateTime"]).and_then(obj::parse_time);
         let spec_at = spec_written_at(ks);
@@ -778,7 +737,7 @@ impl Engine<'_> {
                 "this Kustomization's spec, written at {} after that fetch",
                 short_time(s)
             ),
-            _ => return false,
+            _ => return None,
         };
         let path = obj::s(ks, &["spec", "path"]).unwrap_or("./");
         let (kind, sns, sname) = source_ref(ks);
@@ -791,7 +750,6 @@ impl Engine<'_> {
             made.map(|m| format!(" (fetched {})", short_time(m)))
                 .unwrap_or_default()
         );
-        d.class = Class::SourceNotReady;
         d.summary = format!(
             "{because}; --with-source fetches the branch head now{}",
             next_fetch
@@ -814,61 +772,10 @@ impl Engine<'_> {
         b.newer_elsewhere = newer;
         b.next_run_at = next_fetch;
         d.blind_spot = Some(b);
-        true
+        Some(Class::SourceNotReady)
     }
 }
 
-impl Engine<'_> {
-    /// helm-controller, when a health check of `ks` waits on a HelmRelease (its wait set,
-    /// [`super::wait_set`]) and helm-controller is not running: its Deployment (read as
-    /// source- and kustomize-controller's, `cluster_loop::flux::deployment_not_running`) at 0
-    /// replicas or with no ready pod, or absent from the controller's namespace. Nothing
-    /// reconciles HelmReleases then, so no lever on the Kustomization frees the check.
-    /// `None` when it runs, when no HelmRelease is waited on, or when it was not looked for.
-    pub(super) fn helm_controller_stopped(&self, ks: &Value) -> Option<super::StoppedController> {
-        let snap = self.idx.snap;
-        if !snap.helm_controller_read
-            || !super::wait_set(ks)
-                .iter()
-                .any(|m| m.kind == "HelmRelease" && m.group == "helm.toolkit.fluxcd.io")
-        {
-            return None;
-        }
-        let ns = self
-            .controller
-            .as_ref()
-            .map_or("flux-system", |c| c.namespace.as_str());
-        match snap.helm_controller.as_ref() {
-            None => Some(super::StoppedController {
-                controller: "helm-controller".into(),
-                namespace: ns.into(),
-                why: format!("not installed: no Deployment {ns}/helm-controller"),
-                consequence: super::HELM_CONSEQUENCE.into(),
-                command: "flux install (helm-controller is one of its default components)".into(),
-                pod: None,
-                leader: None,
-            }),
-            Some(hc) => {
-                let (why, pod) = crate::controller::not_running_with_pods(
-                    hc,
-                    &snap.controller_pods,
-                    &snap.controller_logs,
-                )?;
-                Some(super::StoppedController::new(
-                    obj::name(hc),
-                    obj::namespace(hc),
-                    why,
-                    super::HELM_CONSEQUENCE,
-                    pod,
-                ))
-            }
-        }
-    }
-}
-
-/// Whether the diagnosis of `ks` from its conditions promises a run that only a watching
-/// controller makes: a request pending, no status yet, a generation not observed, or a newer
-/// source revision "the next run applies" (reconciling with no run in progress).
 /// A member of the dependsOn cycle whose own status still promises a run (Ready at an older
 /// revision, "the next run applies it"; a request not handled yet): no run applies the new
 /// revision, not even its interval run, where each member's dependsOn check waits for the next
@@ -882,15 +789,14 @@ fn cycle_member_promised_a_run(
     because: &str,
     rev: &str,
     affected: Vec<String>,
-) -> bool {
+) -> Option<Class> {
     if !matches!(
         d.class,
         Class::Reconciling | Class::Healthy | Class::RequestPending
     ) {
-        return false;
+        return None;
     }
     let hint = format!("as last written by kustomize-controller: {}", d.summary);
-    d.class = Class::SourceEventDropped;
     d.summary = format!(
         "on the dependsOn cycle {}: {because}; no run applies {rev}, not even its interval run (each member's dependsOn check waits for the next member to apply {rev} first): break the cycle in Git",
         cycle.join(" -> ")
@@ -901,103 +807,12 @@ fn cycle_member_promised_a_run(
     b.cycle = cycle.to_vec();
     b.request_after_fix = affected;
     d.blind_spot = Some(b);
-    true
+    Some(Class::SourceEventDropped)
 }
 
-/// The source kinds source-controller's `--watch-label-selector` filters that a
-/// Kustomization reads (source-controller v1.9.6 / v1.10.1 main.go, cache `ByObject`:
-/// GitRepository, OCIRepository, Bucket, plus HelmRepository and HelmChart, which no
-/// Kustomization reads).
-pub const SOURCE_CONTROLLER_KINDS: &[&str] = &["GitRepository", "OCIRepository", "Bucket"];
-
-/// Why no running source-controller watches the source `src` (a GitRepository,
-/// OCIRepository or Bucket as read), or `None` when one does or it is not known: the
-/// `source-controller` Deployment of the snapshot ([`Snapshot::source_controller`]) runs with
-/// a `--watch-label-selector` that does not select `src`'s labels, or with
-/// `--watch-all-namespaces=false` while `src` lives elsewhere
-/// ([`ControllerFacts::excludes`]; source-controller main.go puts both on its cache for its
-/// source kinds, v1.7.3-v1.10.1), and no other source-controller Deployment of its namespace
-/// that selects it runs ([`Snapshot::source_controllers`], the shards: one that selects it
-/// but is not running is named with its command). Such a source is never fetched: no
-/// artifact, no status, no request handled. `blindSpot.kind: source-not-watched`. The one
-/// rule for every view that judges a source (`kubectl unstick`, `kubectl gitops verify`'s
-/// link 1).
-pub fn source_not_watched(snap: &Snapshot, src: &Value) -> Option<BlindSpot> {
-    if !SOURCE_CONTROLLER_KINDS.contains(&obj::kind(src)) {
-        return None;
-    }
-    let sc = ControllerFacts::with_pods(
-        snap.source_controller.as_ref()?,
-        &snap.controller_pods,
-        &snap.controller_logs,
-    );
-    unwatched(
-        &sc,
-        &snap.source_controllers,
-        snap,
-        src,
-        "source-controller",
-        "nothing fetches for its shard",
-    )
-    .map(|b| b.named("source-not-watched"))
-}
-
-/// The blind spot (kind to be named by the caller) when controller `main` excludes `o` and
-/// no other Deployment of `others` (the same controller's shards) that selects it runs: a
-/// running shard that selects it watches it (`None`); one that is not running is named, with
-/// the command that starts it or shows why (`blindSpot.command`). `controller` is the
-/// controller's name in the text, `consequence` what its stop means.
-fn unwatched(
-    main: &ControllerFacts,
-    others: &[Value],
-    snap: &Snapshot,
-    o: &Value,
-    controller: &str,
-    consequence: &str,
-) -> Option<BlindSpot> {
-    let why = main.excludes(o)?;
-    let shard = others
-        .iter()
-        .filter(|dep| !(obj::name(dep) == main.name && obj::namespace(dep) == main.namespace))
-        .map(|dep| ControllerFacts::with_pods(dep, &snap.controller_pods, &snap.controller_logs))
-        .find(|f| f.excludes(o).is_none());
-    Some(match shard {
-        Some(f) if f.not_running.is_none() => return None,
-        Some(f) => {
-            let stopped = super::StoppedController::new(
-                &f.name,
-                &f.namespace,
-                f.not_running.clone().unwrap_or_default(),
-                consequence,
-                f.pod.clone(),
-            );
-            let mut b = BlindSpot::new(
-                "",
-                format!(
-                    "{why}; {}/{} would watch it (--watch-label-selector={}) but {}",
-                    f.namespace,
-                    f.name,
-                    f.watch_label_selector.as_deref().unwrap_or(""),
-                    stopped.line()
-                ),
-            );
-            b.command = Some(stopped.command);
-            b
-        }
-        None if others.is_empty() => BlindSpot::new(
-            "",
-            format!("{why}; no other {controller} Deployment was read"),
-        ),
-        None => BlindSpot::new(
-            "",
-            format!(
-                "{why}; no other {controller} Deployment in {} selects it",
-                main.namespace
-            ),
-        ),
-    })
-}
-
+/// Whether the diagnosis of `ks` from its conditions promises a run that only a watching
+/// controller makes: a request pending, no status yet, a generation not observed, or a newer
+/// source revision "the next run applies" (reconciling with no run in progress).
 fn promises_a_run(ks: &Value, d: &Diagnosis) -> bool {
     d.class == Class::RequestPending
         || d.request.as_ref().is_some_and(|r| r.pending)
@@ -1006,11 +821,10 @@ fn promises_a_run(ks: &Value, d: &Diagnosis) -> bool {
         || (d.class == Class::Reconciling && run_in_progress(ks).is_none())
 }
 
-/// Turn `d` into [`Class::NotWatched`]: its conditions are what some controller last wrote
+/// What [`Class::NotWatched`] says of `d`: its conditions are what some controller last wrote
 /// (or none), nothing runs it and no request is ever handled.
-fn apply_not_watched(d: &mut Diagnosis, b: BlindSpot) {
+fn apply_not_watched(d: &mut Diagnosis, b: BlindSpot) -> Class {
     let last = d.summary.clone();
-    d.class = Class::NotWatched;
     d.summary = format!(
         "no running kustomize-controller watches this object: {}",
         b.because
@@ -1027,6 +841,7 @@ fn apply_not_watched(d: &mut Diagnosis, b: BlindSpot) {
         ));
     }
     not_watched_state(d, hints, b);
+    Class::NotWatched
 }
 
 /// What a `not-watched` diagnosis keeps of the state as last written: only `hints`. No check,
@@ -1040,17 +855,6 @@ fn not_watched_state(d: &mut Diagnosis, hints: Vec<String>, b: BlindSpot) {
     d.worker_free_at = None;
     d.blocking.clear();
     d.blind_spot = Some(b);
-}
-
-/// The end of `ks`'s last run plus `spec.interval`: when a Ready Kustomization runs again by
-/// itself (kustomize-controller `RequeueAfter: jitter.JitteredIntervalDuration(interval)`).
-/// The last run's end is the latest of `status.history[].lastReconciled` (upserted at the end
-/// of every run past its build) and the time of the controller's last status write
-/// (`metadata.managedFields` of manager `kustomize-controller`, subresource `status`).
-fn next_interval_run(ks: &Value) -> Option<Timestamp> {
-    let interval = parse_go_duration(obj::s(ks, &["spec", "interval"])?).ok()?;
-    let last = last_run_end(ks)?;
-    last.checked_add(secs(interval.as_secs_f64())).ok()
 }
 
 /// Seconds after a source's artifact changed within which a Kustomization of that source with
@@ -1073,88 +877,4 @@ fn when_next(next: Option<Timestamp>, now: Timestamp) -> String {
         ),
         None => "only at its next interval run (spec.interval after its last run)".to_string(),
     }
-}
-
-/// The end of `ks`'s last run as the API shows it: the latest of `status.history[]
-/// .lastReconciled` (upserted at the end of every run past its build) and the time of the
-/// controller's last status write (`metadata.managedFields` of manager `kustomize-controller`,
-/// subresource `status`, which every run writes at its start and end).
-fn last_run_end(ks: &Value) -> Option<Timestamp> {
-    let history = obj::arr(ks, &["status", "history"])
-        .iter()
-        .filter_map(|h| obj::s(h, &["lastReconciled"]).and_then(obj::parse_time));
-    let writes = obj::arr(ks, &["metadata", "managedFields"])
-        .iter()
-        .filter(|m| {
-            obj::s(m, &["manager"]) == Some("kustomize-controller")
-                && obj::s(m, &["subresource"]) == Some("status")
-        })
-        .filter_map(|m| obj::s(m, &["time"]).and_then(obj::parse_time));
-    history.chain(writes).max()
-}
-
-/// When `ks`'s spec was last written: the latest `metadata.managedFields` entry that owns
-/// `f:spec` (any manager but the controller's status writes), else `creationTimestamp`.
-fn spec_written_at(ks: &Value) -> Option<Timestamp> {
-    obj::arr(ks, &["metadata", "managedFields"])
-        .iter()
-        .filter(|m| obj::s(m, &["subresource"]).is_none())
-        .filter(|m| obj::at(m, &["fieldsV1", "f:spec"]).is_some())
-        .filter_map(|m| obj::s(m, &["time"]).and_then(obj::parse_time))
-        .max()
-        .or_else(|| obj::s(ks, &["metadata", "creationTimestamp"]).and_then(obj::parse_time))
-}
-
-/// The first dependsOn cycle among `list` (`namespace/name`, the first repeated last), as
-/// fluxcd/pkg runtime/dependency `Sort` finds it: a depth-first search over the list in
-/// order, with edges only from the objects in the list (a dependency outside it has none).
-pub fn dependency_cycle(list: &[&Value]) -> Option<Vec<String>> {
-    let mut edges: HashMap<String, Vec<String>> = HashMap::new();
-    for k in list {
-        let ns = obj::namespace(k);
-        let deps = obj::arr(k, &["spec", "dependsOn"])
-            .iter()
-            .map(|d| {
-                let dns = obj::s(d, &["namespace"])
-                    .filter(|n| !n.is_empty())
-                    .unwrap_or(ns);
-                format!("{dns}/{}", obj::s(d, &["name"]).unwrap_or(""))
-            })
-            .collect();
-        edges.insert(key_of(k), deps);
-    }
-    // 1: on the current path, 2: done.
-    let mut mark: HashMap<String, u8> = HashMap::new();
-    for start in list.iter().map(|k| key_of(k)) {
-        if mark.contains_key(&start) {
-            continue;
-        }
-        // Iterative depth-first search: (node, next edge index); `path` mirrors the stack.
-        let mut stack: Vec<(String, usize)> = vec![(start.clone(), 0)];
-        mark.insert(start, 1);
-        while let Some((u, i)) = stack.last().cloned() {
-            let next = edges.get(&u).and_then(|e| e.get(i)).cloned();
-            let Some(v) = next else {
-                mark.insert(u, 2);
-                stack.pop();
-                continue;
-            };
-            stack.last_mut().unwrap().1 += 1;
-            match mark.get(&v) {
-                Some(2) => {}
-                Some(_) => {
-                    let pos = stack.iter().position(|(n, _)| *n == v).unwrap_or(0);
-                    let mut cycle: Vec<String> =
-                        stack[pos..].iter().map(|(n, _)| n.clone()).collect();
-                    cycle.push(v);
-                    return Some(cycle);
-                }
-                None => {
-                    mark.insert(v.clone(), 1);
-                    stack.push((v, 0));
-                }
-            }
-        }
-    }
-    None
 }

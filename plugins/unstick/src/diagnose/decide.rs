@@ -1,5 +1,8 @@
 //! The decision: the class of a Kustomization ([`Class`]) from the facts, and the full
-//! [`Diagnosis`] with the dependsOn walk ([`Engine::diagnose`]).
+//! [`Diagnosis`] with the dependsOn walk ([`Engine::diagnose`]). The class is given by the
+//! decision table ([`super::table::RULES`]); the rows that read the conditions at length
+//! (suspended, a health check in flight, a run in progress, Ready not True) and the
+//! controller-not-running row live here.
 
 use crate::controller::ControllerFacts;
 use crate::obj;
@@ -290,17 +293,11 @@ impl<'a> Engine<'a> {
         Some(d)
     }
 
-    /// Diagnosis without the dependsOn walk: the state as the conditions tell it
-    /// ([`Engine::shallow_own`]), then the controller's blind spots, where the status suggests
-    /// a run that will not come ([`blind`]).
+    /// Diagnosis without the dependsOn walk: the facts of `ks` and its source, and the class
+    /// from the decision table ([`Engine::decide`]): the state as the conditions tell it,
+    /// unless a stopped controller or one of the controller's blind spots, where the status
+    /// suggests a run that will not come ([`blind`]), overrides it.
     pub(in crate::diagnose) fn shallow(&self, ks: &Value) -> Diagnosis {
-        let mut d = self.shallow_own(ks);
-        self.blind_spots(ks, &mut d);
-        d
-    }
-
-    /// The state as the Kustomization's conditions and its source tell it.
-    pub(in crate::diagnose) fn shallow_own(&self, ks: &Value) -> Diagnosis {
         let now = self.now();
         let mut d = Diagnosis {
             kustomization: key_of(ks),
@@ -325,13 +322,21 @@ impl<'a> Engine<'a> {
             blind_spot: None,
             hints: Vec::new(),
         };
-        (d.class, d.summary) = self.classify(ks, &mut d);
+        self.decide(ks, &mut d);
+        d
+    }
+
+    /// The facts read once the conditions gave their class and summary, before any override
+    /// reads them: the blocking workloads' signatures, the source's hints, a request not
+    /// handled yet, a wait for a free worker, the controllers not running and the suspend
+    /// marker.
+    pub(in crate::diagnose) fn facts_of_written(&self, ks: &Value, d: &mut Diagnosis) {
         // Signatures from blocking workloads.
         for b in &d.blocking {
             d.signatures.extend(self.signatures_for(b));
         }
         d.signatures.dedup();
-        self.source_hints(ks, &mut d);
+        self.source_hints(ks, d);
         if let Some(r) = &d.request
             && r.pending
             && d.class != Class::RequestPending
@@ -341,116 +346,15 @@ impl<'a> Engine<'a> {
                 r.requested_at
             ));
         }
-        self.worker_starvation(ks, &mut d);
-        self.stopped_controllers_decide(ks, &mut d);
+        self.worker_starvation(ks, d);
+        d.stopped_controllers = self.stopped_controllers_for(ks);
         if obj::b(ks, &["spec", "suspend"]) {
             d.suspended_by_unstick_at = obj::annotation(ks, SUSPEND_MARKER).map(String::from);
-        }
-        d
-    }
-
-    /// The class and summary from the conditions, in order: suspended, stalled, a health
-    /// check in flight, a run in progress, Ready not True, a pending request, no Ready yet, a
-    /// generation not observed, a failing or missing source, a newer source revision, else
-    /// healthy. Fills the facts each case reads (health check, ETA, blocking objects, hints).
-    pub(in crate::diagnose) fn classify(&self, ks: &Value, d: &mut Diagnosis) -> (Class, String) {
-        let reconciling = run_in_progress(ks);
-        let stalled = obj::condition(ks, "Stalled").filter(Condition::is_true);
-        let generation = obj::i(ks, &["metadata", "generation"]);
-        let observed = obj::i(ks, &["status", "observedGeneration"]);
-        if obj::b(ks, &["spec", "suspend"]) {
-            Self::suspended_class(ks, d)
-        } else if let Some(c) = &stalled {
-            (
-                Class::Stalled,
-                format!("stalled ({}): {}", c.reason(), c.message()),
-            )
-        } else if let Some((c, step)) = reconciling.as_ref().and_then(|c| {
-            RunStep::parse(c.message())
-                .filter(RunStep::is_health_check)
-                .map(|s| (c, s))
-        }) {
-            self.in_flight_class(ks, c, &step, d)
-        } else if let Some(c) = reconciling.as_ref() {
-            self.run_class(ks, c, d)
-        } else if let Some(r) = d.ready.clone().filter(|r| !r.is_true()) {
-            self.not_ready_class(ks, &r, d)
-        } else if d.request.as_ref().is_some_and(|r| r.pending) {
-            let r = d.request.as_ref().unwrap();
-            let age = r
-                .age_secs
-                .map(|a| format!(" {} ago", obj::human_secs(a)))
-                .unwrap_or_default();
-            (
-                Class::RequestPending,
-                format!(
-                    "reconcile requested{age} ({}) but not handled yet (lastHandledReconcileAt {})",
-                    r.requested_at,
-                    r.last_handled_reconcile_at.as_deref().unwrap_or("never")
-                ),
-            )
-        } else if d.ready.is_none() {
-            (
-                Class::Reconciling,
-                "not reconciled yet (no Ready condition)".to_string(),
-            )
-        } else if let (Some(g), Some(o)) = (generation, observed)
-            && g != o
-        {
-            (
-                Class::Reconciling,
-                format!("generation {g} not observed yet (observedGeneration {o})"),
-            )
-        } else if d
-            .source
-            .as_ref()
-            .is_some_and(|s| s.failure().is_some() || !s.found)
-        {
-            let s = d.source.as_ref().unwrap();
-            (
-                Class::SourceNotReady,
-                format!(
-                    "Ready at {} but source {} is {}",
-                    s.last_applied_revision.as_deref().unwrap_or("?"),
-                    s.source,
-                    if s.found {
-                        format!(
-                            "not ready: {}",
-                            s.failure().map(|c| c.message()).unwrap_or("")
-                        )
-                    } else {
-                        "missing".to_string()
-                    }
-                ),
-            )
-        } else if let Some(s) = d.source.as_ref().filter(|s| {
-            s.artifact_revision.is_some()
-                && !same_revision(
-                    s.artifact_revision.as_deref(),
-                    s.last_applied_revision.as_deref(),
-                )
-        }) {
-            (
-                Class::Reconciling,
-                format!(
-                    "Ready at {}; source has {}, the next run applies it",
-                    s.last_applied_revision.as_deref().unwrap_or("?"),
-                    s.artifact_revision.as_deref().unwrap_or("?")
-                ),
-            )
-        } else {
-            (
-                Class::Healthy,
-                format!(
-                    "Ready: {}",
-                    d.ready.as_ref().map(|r| r.message()).unwrap_or("")
-                ),
-            )
         }
     }
 
     /// `suspended`: ours (an interrupted run's marker) or someone else's.
-    fn suspended_class(ks: &Value, d: &mut Diagnosis) -> (Class, String) {
+    pub(in crate::diagnose) fn suspended_class(ks: &Value, d: &mut Diagnosis) -> (Class, String) {
         let marker = obj::annotation(ks, SUSPEND_MARKER).map(String::from);
         let s = match &marker {
             Some(t) => {
@@ -470,7 +374,7 @@ impl<'a> Engine<'a> {
 
     /// `health-check-in-flight`: the check's revision, timeout, deadline, fail-fast end and
     /// the objects it waits on.
-    fn in_flight_class(
+    pub(in crate::diagnose) fn in_flight_class(
         &self,
         ks: &Value,
         c: &Condition,
@@ -552,7 +456,12 @@ impl<'a> Engine<'a> {
 
     /// `reconciling`: a run in progress, with its ETA from the last run's duration, or past
     /// its timeout.
-    fn run_class(&self, ks: &Value, c: &Condition, d: &mut Diagnosis) -> (Class, String) {
+    pub(in crate::diagnose) fn run_class(
+        &self,
+        ks: &Value,
+        c: &Condition,
+        d: &mut Diagnosis,
+    ) -> (Class, String) {
         let now = self.now();
         let started = c.last_transition_time();
         let expected = last_duration_secs(ks);
@@ -620,7 +529,12 @@ impl<'a> Engine<'a> {
 
     /// Ready not True: the class from its reason, with the blocking objects of a failed or
     /// canceled check, the missing CRDs and the hints each reason needs.
-    fn not_ready_class(&self, ks: &Value, r: &Condition, d: &mut Diagnosis) -> (Class, String) {
+    pub(in crate::diagnose) fn not_ready_class(
+        &self,
+        ks: &Value,
+        r: &Condition,
+        d: &mut Diagnosis,
+    ) -> (Class, String) {
         let class = match r.reason() {
             "DependencyNotReady" => Class::WaitingOnDependencies,
             // kustomize-controller reports a missing spec.path with reason ArtifactFailed
@@ -761,41 +675,50 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// A controller that is not running decides everything else (see the comment inside).
-    fn stopped_controllers_decide(&self, ks: &Value, d: &mut Diagnosis) {
+    /// `controller-not-running`: a controller that is not running
+    /// ([`Diagnosis::stopped_controllers`]) decides everything else (see the comment inside).
+    pub(in crate::diagnose) fn controller_not_running(
+        &self,
+        ks: &Value,
+        d: &mut Diagnosis,
+    ) -> Option<Class> {
         // A controller that is not running decides everything else: the conditions above are
         // what it last wrote, and nothing moves (no run, no fetch, no ETA) until it runs. A
         // Kustomization Ready as last written is not healthy then: nothing in Git reaches it
         // (the trial: rows classed `healthy` beside "need attention"). Only a suspended one
         // stays `suspended`: it would not run anyway.
-        let stopped_controllers = self.stopped_controllers_for(ks);
-        if !stopped_controllers.is_empty() {
-            let line = stopped_controllers
-                .iter()
-                .map(StoppedController::line)
-                .collect::<Vec<_>>()
-                .join("; ");
-            if d.class == Class::Suspended {
-                d.hints.push(format!(
-                    "{line}; {} stays as it is until it runs",
-                    obj::name(ks)
-                ));
-            } else {
-                // Without its ETA: nothing runs, so no run ends then (unless only
-                // helm-controller is down: kustomize-controller still ends its check).
-                let last = d.summary.split("; ETA ").next().unwrap_or(&d.summary);
-                let last = format!("as last written by the controllers: {last}");
-                d.hints.insert(0, last);
-                d.summary = line;
-                d.class = Class::ControllerNotRunning;
-                if !stopped_controllers.iter().all(StoppedController::only_helm) {
-                    d.health_check = None;
-                    d.eta = None;
-                    d.worker_free_at = None;
-                }
-            }
+        if d.stopped_controllers.is_empty() {
+            return None;
         }
-        d.stopped_controllers = stopped_controllers;
+        let line = d
+            .stopped_controllers
+            .iter()
+            .map(StoppedController::line)
+            .collect::<Vec<_>>()
+            .join("; ");
+        if d.class == Class::Suspended {
+            d.hints.push(format!(
+                "{line}; {} stays as it is until it runs",
+                obj::name(ks)
+            ));
+            return None;
+        }
+        // Without its ETA: nothing runs, so no run ends then (unless only
+        // helm-controller is down: kustomize-controller still ends its check).
+        let last = d.summary.split("; ETA ").next().unwrap_or(&d.summary);
+        let last = format!("as last written by the controllers: {last}");
+        d.hints.insert(0, last);
+        d.summary = line;
+        if !d
+            .stopped_controllers
+            .iter()
+            .all(StoppedController::only_helm)
+        {
+            d.health_check = None;
+            d.eta = None;
+            d.worker_free_at = None;
+        }
+        Some(Class::ControllerNotRunning)
     }
 
     /// Walk the dependsOn chain from `ks` down to the first blocking Kustomization that is

@@ -6,9 +6,10 @@
 //! kustomization_controller.go) and fluxcd/pkg (runtime/conditions, ssa).
 //!
 //! In three parts, in the order a diagnosis runs: [`facts`] (pure readers of the source, the
-//! request, the health check, pods, HelmReleases and the controllers), [`decide`] (the
-//! class), [`words`] (what a human reads). [`blind`] (the controller's blind spots, which
-//! still override the class there) and [`refused`] (the API server's refusals).
+//! request, the health check, pods, HelmReleases and the controllers' watch), [`decide`] and
+//! [`table`] (the class: one ordered decision table, [`table::RULES`], and the one function
+//! that assigns it), [`words`] (what a human reads). [`blind`] (the controller's blind spots,
+//! rows of that table) and [`refused`] (the API server's refusals).
 
 use cluster_loop::duration::parse_go_duration;
 pub use cluster_loop::duration::short_time;
@@ -18,11 +19,9 @@ mod blind;
 mod decide;
 mod facts;
 mod refused;
+mod table;
 mod words;
-pub use blind::{
-    BlindSpot, ConfigRef, RemoteHead, SOURCE_CONTROLLER_KINDS, apply_remote_head, config_refs,
-    source_not_watched,
-};
+pub use blind::{BlindSpot, RemoteHead, apply_remote_head};
 pub use decide::*;
 pub use facts::*;
 pub use refused::{FORCE_ANNOTATION, Refusal, RefusalKind, refusals};

@@ -24,8 +24,10 @@ use crate::diagnose::*;
 
 mod health;
 mod pods;
+mod watch;
 pub use health::*;
 pub use pods::*;
+pub use watch::*;
 
 /// `reconcile.fluxcd.io/requestedAt` (fluxcd/pkg apis/meta `ReconcileRequestAnnotation`).
 pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
