@@ -725,9 +725,8 @@ fn name_roots(cfg: &Config, scans: &mut [Scanned], report: &mut Report) {
         }
     }
     // Outside a git checkout, spec.update.path is taken from the shared rule
-    // (crate::repo::root_outside_git, as fleetlint): the current directory when every
-    // PATH is below it, else their common directory (`markercheck apps clusters` in a copy of
-    // a fleet still resolves `./apps`).
+    // (crate::repo::root_outside_git, as fleetlint): the common directory of the PATHs, or
+    // the current directory above them when more of the tree's own Flux paths resolve from it.
     if !scans.iter().any(|s| s.repo_root.as_os_str().is_empty()) {
         return;
     }
@@ -744,7 +743,7 @@ fn name_roots(cfg: &Config, scans: &mut [Scanned], report: &mut Report) {
         "{} ({}: no .git above it)",
         display_dir(&top),
         if cwd {
-            "the current directory, at or above every PATH"
+            "the current directory: more of the tree's Flux paths resolve from it"
         } else if dirs.len() == 1 {
             "PATH itself"
         } else {
