@@ -58,6 +58,19 @@ pub fn root_outside_git(dirs: &[PathBuf]) -> Option<PathBuf> {
     }
 }
 
+/// The `./`-relative values of `path:` keys in one YAML text, without the `./` and a trailing
+/// `/` (`spec.path: ./apps/staging` gives `apps/staging`), read line by line: a Flux
+/// Kustomization's `spec.path` or an ImageUpdateAutomation's `spec.update.path` (a kustomize
+/// patch's `path: /spec/x` is not relative and is left out).
+pub fn declared_paths_in(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.lines().filter_map(|line| {
+        let v = line.trim_start().strip_prefix("path:")?;
+        let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
+        let rel = v.strip_prefix("./").filter(|r| !r.is_empty())?;
+        Some(rel.trim_end_matches('/').to_string())
+    })
+}
+
 /// The `./`-relative values of `path:` keys in the YAML files below `dir` (a Flux
 /// Kustomization's `spec.path`, an ImageUpdateAutomation's `spec.update.path`), read line by
 /// line, only to choose a root in [`root_outside_git`]: at most 5,000 files of at most 1 MiB,
@@ -91,15 +104,7 @@ pub fn declared_paths(dir: &Path) -> Vec<String> {
             let Ok(text) = std::fs::read_to_string(&path) else {
                 continue;
             };
-            for line in text.lines() {
-                let Some(v) = line.trim_start().strip_prefix("path:") else {
-                    continue;
-                };
-                let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
-                if let Some(rel) = v.strip_prefix("./").filter(|r| !r.is_empty()) {
-                    out.push(rel.trim_end_matches('/').to_string());
-                }
-            }
+            out.extend(declared_paths_in(&text));
         }
     }
     out
