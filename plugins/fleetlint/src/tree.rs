@@ -772,7 +772,12 @@ impl Repo {
             } else {
                 format!("{dir}/{f}")
             };
-            self.texts.contains_key(&p).then_some(p)
+            // A directory outside PATH (a Kustomization's spec.path beside it, e.g.
+            // `fleetlint clusters` and `./apps/staging`) was not walked: its kustomization
+            // file is asked of the file system, or it would render as if it had none (empty).
+            let here =
+                self.texts.contains_key(&p) || (!self.in_scope(&p) && self.root.join(&p).is_file());
+            here.then_some(p)
         })
     }
 
@@ -986,9 +991,20 @@ impl Repo {
         } else {
             format!("{dir}/")
         };
-        let sub: Vec<&String> = self
-            .kustomize_dirs
-            .iter()
+        // A directory outside PATH was not walked: its files and kustomize sub-directories
+        // are read from the file system (the same listing, not the walk's).
+        let (walked_dirs, walked_files);
+        let (kustomize_dirs, files): (Vec<&String>, Vec<&String>) = if self.in_scope(dir) {
+            (
+                self.kustomize_dirs.iter().collect(),
+                self.texts.keys().collect(),
+            )
+        } else {
+            (walked_dirs, walked_files) = self.list_outside(dir);
+            (walked_dirs.iter().collect(), walked_files.iter().collect())
+        };
+        let sub: Vec<&String> = kustomize_dirs
+            .into_iter()
             .filter(|d| d.starts_with(&prefix) && d.len() > prefix.len())
             .collect();
         let tops: Vec<&String> = sub
@@ -1000,7 +1016,7 @@ impl Repo {
             .copied()
             .collect();
         let mut out: Vec<String> = tops.iter().map(|s| s.to_string()).collect();
-        for f in self.texts.keys().filter(|f| f.starts_with(&prefix)) {
+        for f in files.into_iter().filter(|f| f.starts_with(&prefix)) {
             if tops.iter().any(|t| f.starts_with(&format!("{t}/"))) {
                 continue;
             }
@@ -1010,6 +1026,43 @@ impl Repo {
         }
         out.sort();
         out
+    }
+
+    /// Below `dir` (repository-relative, outside PATH), from the file system: the directories
+    /// holding a kustomization file and the YAML files, repository-relative (hidden entries
+    /// skipped, 32 levels at most, as the walk).
+    fn list_outside(&self, dir: &str) -> (Vec<String>, Vec<String>) {
+        let (mut dirs, mut files) = (Vec::new(), Vec::new());
+        let mut stack = vec![(dir.to_string(), 0usize)];
+        while let Some((d, depth)) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(self.root.join(&d)) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with('.') {
+                    continue;
+                }
+                let rel = if d.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{d}/{name}")
+                };
+                match e.file_type() {
+                    Ok(t) if t.is_dir() && depth < 32 => stack.push((rel, depth + 1)),
+                    Ok(t) if t.is_file() => {
+                        if KUSTOMIZATION_FILES.contains(&name.as_str()) {
+                            dirs.push(d.clone());
+                        }
+                        if name.ends_with(".yaml") || name.ends_with(".yml") {
+                            files.push(rel);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        (dirs, files)
     }
 }
 

@@ -1189,3 +1189,67 @@ fn color_always_overrides_no_color_in_table_cells() {
     let plain = run(bin().current_dir(tmp.path()).args(["clusters"]));
     assert!(!plain.stdout.contains('\u{1b}'), "{:?}", plain.stdout);
 }
+
+/// The flux2 example layout (apps/ and clusters/ side by side): `kubectl fleetlint clusters`
+/// (the first example of its --help) judges the Kustomization that clusters/staging applies,
+/// whose `spec.path` (`./apps/staging`) is outside PATH, as `kubectl fleetlint .` does: its
+/// substitution fails on an undefined variable (FL031), exit 1; with a kustomization.yaml
+/// there and without one (the kustomization kustomize-controller generates). That directory
+/// was rendered as empty, and the Kustomization passed unread (a fresh-user trial: exit 0).
+#[test]
+fn a_kustomization_whose_path_leaves_path_is_judged_as_from_the_root() {
+    for with_kustomization in [true, false] {
+        let d = tempfile::tempdir().unwrap();
+        let w = |p: &str, t: &str| {
+            let f = d.path().join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, t).unwrap();
+        };
+        w(
+            "clusters/staging/apps.yaml",
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./apps/staging\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n  postBuild:\n    substitute:\n      ENV: staging\n",
+        );
+        w(
+            "clusters/staging/flux-system/gotk-sync.yaml",
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./clusters/staging\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",
+        );
+        if with_kustomization {
+            w(
+                "apps/staging/kustomization.yaml",
+                "resources:\n- web.yaml\n",
+            );
+        }
+        w(
+            "apps/staging/web.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  namespace: default\ndata:\n  env: ${ENV}\n  region: ${REGION}\n",
+        );
+        git(d.path(), &["init", "-q"]);
+        let rules = |path: &str| -> (Vec<String>, i32) {
+            let o = run(bin()
+                .current_dir(d.path())
+                .args([path, "--no-cache", "-o", "json"]));
+            let v: serde_json::Value = serde_json::from_str(&o.stdout)
+                .unwrap_or_else(|e| panic!("{e}: {}\n{}", o.stdout, o.stderr));
+            let r = v["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["rule"].as_str().unwrap().to_string())
+                .collect();
+            (r, o.code)
+        };
+        let whole = rules(".");
+        assert!(whole.0.contains(&"FL031".to_string()), "{whole:?}");
+        assert_eq!(whole.1, 1);
+        assert_eq!(
+            rules("clusters"),
+            whole,
+            "kustomization.yaml: {with_kustomization}"
+        );
+        assert_eq!(
+            rules("clusters/staging"),
+            whole,
+            "kustomization.yaml: {with_kustomization}"
+        );
+    }
+}
