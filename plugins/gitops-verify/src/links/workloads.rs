@@ -160,7 +160,29 @@ fn progress_deadline(w: &Value) -> Option<Timestamp> {
     t.checked_add(SignedDuration::from_secs(secs)).ok()
 }
 
-/// Whether pod `name` (in `w`'s namespace) runs `w`'s current pod template: each of its
+/// The ReplicaSet of a Deployment's current pod template, as the deployment controller names
+/// it in the Progressing condition's message (kubernetes pkg/controller/deployment/util:
+/// `ReplicaSet "NAME" is progressing.`, `... has successfully progressed.`, `... has timed out
+/// progressing.`, `Created new replica set "NAME"`, `Found new replica set "NAME"`).
+fn new_replica_set(w: &Value) -> Option<&str> {
+    if obj::kind(w) != "Deployment" {
+        return None;
+    }
+    let c = obj::arr(w, &["status", "conditions"])
+        .iter()
+        .find(|c| obj::s(c, &["type"]) == Some("Progressing"))?;
+    let m = obj::s(c, &["message"])?;
+    let m = m
+        .strip_prefix("ReplicaSet \"")
+        .or_else(|| m.strip_prefix("Created new replica set \""))
+        .or_else(|| m.strip_prefix("Found new replica set \""))?;
+    m.split_once('"').map(|(name, _)| name)
+}
+
+/// Whether pod `name` (in `w`'s namespace) runs `w`'s current pod template. For a Deployment
+/// whose Progressing condition names its new ReplicaSet ([`new_replica_set`]): the pod is
+/// owned by that ReplicaSet (a fix that changes no image, `enableServiceLinks: false`, leaves
+/// the old pods with the same images while the rollout replaces them). Otherwise: each of its
 /// containers has the template's image for that name (a pod of an older ReplicaSet or
 /// revision does not).
 fn of_template(w: &Value, pods: &[Value], name: &str) -> bool {
@@ -170,6 +192,13 @@ fn of_template(w: &Value, pods: &[Value], name: &str) -> bool {
     else {
         return false;
     };
+    if let Some(rs) = new_replica_set(w) {
+        return obj::arr(p, &["metadata", "ownerReferences"])
+            .iter()
+            .any(|o| {
+                obj::s(o, &["kind"]) == Some("ReplicaSet") && obj::s(o, &["name"]) == Some(rs)
+            });
+    }
     let template = obj::arr(w, &["spec", "template", "spec", "containers"]);
     obj::arr(p, &["spec", "containers"]).iter().all(|c| {
         template.iter().any(|t| {
@@ -354,6 +383,35 @@ mod tests {
         // The old ReplicaSet's pod: the rollout removes it, its pull error is not final.
         assert!(!of_template(&w, &pods, "old"));
         assert!(!of_template(&w, &pods, "gone"));
+    }
+
+    #[test]
+    fn the_new_replica_set_decides_over_the_images() {
+        // A fix that changes no image (enableServiceLinks: false): the old ReplicaSet's pod
+        // has the template's images but is being replaced.
+        let mut w = deploy("reg/web:2");
+        w["status"] = json!({"conditions": [{"type": "Progressing", "status": "True",
+            "reason": "ReplicaSetUpdated", "message": "ReplicaSet \"web-new\" is progressing."}]});
+        let owned = |n: &str, rs: &str| {
+            let mut p = pod(n, "reg/web:2");
+            p["metadata"]["ownerReferences"] = json!([{"kind": "ReplicaSet", "name": rs}]);
+            p
+        };
+        let pods = [owned("new-1", "web-new"), owned("old-1", "web-old")];
+        assert_eq!(new_replica_set(&w), Some("web-new"));
+        assert!(of_template(&w, &pods, "new-1"));
+        assert!(!of_template(&w, &pods, "old-1"));
+        for m in [
+            "Created new replica set \"web-new\"",
+            "Found new replica set \"web-new\"",
+            "ReplicaSet \"web-new\" has timed out progressing.",
+        ] {
+            w["status"]["conditions"][0]["message"] = json!(m);
+            assert_eq!(new_replica_set(&w), Some("web-new"), "{m}");
+        }
+        // No Progressing condition yet: the images decide.
+        w["status"] = json!({});
+        assert!(of_template(&w, &pods, "old-1"));
     }
 
     #[test]
