@@ -95,19 +95,11 @@ impl OciRegistry {
                 .arg("-C")
                 .arg(&dir)
                 .arg("tag"))?;
-            run(Command::new(&self.crane)
-                .arg("append")
-                .arg("--oci-empty-base")
-                .arg("-f")
-                .arg(&layer)
-                .arg("-t")
-                .arg(format!("{}/{repository}:{tag}", self.host)))?;
+            self.append_layer(&layer, &format!("{}/{repository}:{tag}", self.host))?;
         }
         Ok(())
     }
 
-    /// The tags the registry lists for `repository` (`crane ls`, the registry's
-    /// `/v2/<repository>/tags/list`). Errors: [`Error::Setup`] with crane's output.
     /// Pushes `rootfs` (a directory) as a one-layer linux/amd64 image
     /// `<host>/<repository>:<tag>` with `entrypoint` and the usual `PATH` (`crane append
     /// --oci-empty-base`, then `crane mutate --entrypoint --env --set-platform`), for containerd to pull
@@ -133,13 +125,7 @@ impl OciRegistry {
             .arg("-C")
             .arg(rootfs)
             .arg("."))?;
-        run(Command::new(&self.crane)
-            .arg("append")
-            .arg("--oci-empty-base")
-            .arg("-f")
-            .arg(&layer)
-            .arg("-t")
-            .arg(&reference))?;
+        self.append_layer(&layer, &reference)?;
         run(Command::new(&self.crane)
             .arg("mutate")
             .arg(&reference)
@@ -154,6 +140,21 @@ impl OciRegistry {
         Ok(reference)
     }
 
+    /// Pushes `layer` (a tarball) as the one layer of a new image `reference` on an empty OCI
+    /// base (`crane append --oci-empty-base`). Errors: [`Error::Setup`] with crane's output.
+    fn append_layer(&self, layer: &Path, reference: &str) -> Result<(), Error> {
+        run(Command::new(&self.crane)
+            .arg("append")
+            .arg("--oci-empty-base")
+            .arg("-f")
+            .arg(layer)
+            .arg("-t")
+            .arg(reference))
+        .map(|_| ())
+    }
+
+    /// The tags the registry lists for `repository` (`crane ls`, the registry's
+    /// `/v2/<repository>/tags/list`). Errors: [`Error::Setup`] with crane's output.
     pub fn tags(&self, repository: &str) -> Result<Vec<String>, Error> {
         let out = run(Command::new(&self.crane)
             .arg("ls")
